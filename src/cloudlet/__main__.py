@@ -1,0 +1,3 @@
+from cloudlet.cli.main import app
+
+app()

@@ -1,0 +1,68 @@
+"""The FastAPI application: routers, error rendering, and start-up (migrate, bootstrap, reconcile)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from cloudlet import __version__
+from cloudlet.api import routes_admin, routes_compute
+from cloudlet.api.deps import AppState
+from cloudlet.domain.errors import CloudletError
+
+log = logging.getLogger("cloudlet.api")
+
+
+def create_app(state: AppState) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if state.reconciler is not None:
+            state.reconciler.start()
+        yield
+        if state.reconciler is not None:
+            state.reconciler.stop()
+
+    app = FastAPI(
+        title="cloudlet",
+        version=__version__,
+        description="Self-hosted compute for ML teams: workspaces, sizes, quotas, locks, computes.",
+        lifespan=lifespan,
+    )
+    app.state.cloudlet = state
+    app.include_router(routes_compute.router)
+    app.include_router(routes_admin.router)
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        return {"status": "ok", "installation": state.installation_id}
+
+    @app.exception_handler(CloudletError)
+    async def cloudlet_error(_request: Request, exc: CloudletError) -> JSONResponse:
+        return JSONResponse(exc.to_body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
+        target = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+        error = CloudletError("InvalidRequest", f"{first.get('msg', 'invalid request')} ({target})", target)
+        return JSONResponse(error.to_body(), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HttpError")
+        return JSONResponse(CloudletError(code, str(exc.detail)).to_body(), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def internal_error(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        body = CloudletError("InternalError", f"internal error: {type(exc).__name__}", status=500).to_body()
+        return JSONResponse(body, status_code=500)
+
+    return app

@@ -1,0 +1,79 @@
+"""Request-scoped plumbing: the unit of work (one session per request) and the caller."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, Request, Response
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudlet.control.reconciler import OperationReconciler
+from cloudlet.domain.errors import CloudletError
+from cloudlet.services import identity
+from cloudlet.services.context import Caller
+
+
+@dataclass
+class AppState:
+    sessions: sessionmaker[Session]
+    read_sessions: sessionmaker[Session]
+    token_secret: str
+    installation_id: str
+    home: Path
+    reconciler: OperationReconciler | None
+
+
+async def app_state(request: Request) -> AppState:
+    state: AppState = request.app.state.cloudlet
+    return state
+
+
+class Context:
+    """One request's unit of work. The caller is authenticated on first use, inside the (sync)
+    endpoint, so a request makes a single hop to the thread pool."""
+
+    def __init__(self, session: Session, token: str, state: AppState, request: Request) -> None:
+        self.session = session
+        self.state = state
+        self.request = request
+        self._token = token
+        self._caller: Caller | None = None
+
+    @property
+    def caller(self) -> Caller:
+        if self._caller is None:
+            self._caller = identity.authenticate(self.session, self._token, self.state.token_secret)
+        return self._caller
+
+    def commit(self) -> None:
+        self.session.commit()
+        if self.state.reconciler is not None:
+            self.state.reconciler.wake.set()
+
+
+async def context(request: Request, state: AppState = Depends(app_state)) -> AsyncIterator[Context]:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise CloudletError(
+            "AuthenticationFailed",
+            "missing 'Authorization: Bearer <key>' header; the admin key is in $CLOUDLET_HOME/credentials",
+            status=401,
+        )
+    factory = state.read_sessions if request.method in ("GET", "HEAD") else state.sessions
+    session = factory()
+    try:
+        yield Context(session, token.strip(), state, request)
+    finally:
+        session.rollback()
+        session.close()
+
+
+def json_response(data: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """Serialise once, here: returning a Response skips FastAPI's second pass over the body."""
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return Response(body, status_code=status_code, headers=headers, media_type="application/json")

@@ -1,0 +1,299 @@
+"""Native REST routes: identity, workspaces, sizes, locations, quotas, usage and locks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Response
+from sqlalchemy import select
+
+from cloudlet.api.deps import Context, context
+from cloudlet.domain.errors import CloudletError, forbidden, not_found
+from cloudlet.domain.roles import Access, parse_role
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import identity, quotas, workspaces
+from cloudlet.services import locks as lock_store
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import Location, Principal, ResourceGroup, RoleAssignment
+
+WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
+RG = "/subscriptions/{sub}/resourceGroups/{rg}"
+router = APIRouter(prefix="/api/v1", tags=["admin"])
+
+
+def _require_admin(ctx: Context) -> None:
+    if not ctx.caller.is_admin:
+        raise forbidden(f"'{ctx.caller.name}' is not an administrator")
+
+
+def _object(body: Any) -> dict[str, Any]:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise CloudletError("ValidationError", "the request body must be a JSON object", "$")
+    return body
+
+
+# -- identity ---------------------------------------------------------------------------------
+@router.post("/auth/token")
+def access_token(ctx: Context = Depends(context)) -> dict[str, Any]:
+    token, expires = identity.mint_token(ctx.caller.principal_id, ctx.state.token_secret)
+    return {"access_token": token, "token_type": "Bearer", "expires_on": expires}
+
+
+@router.get("/whoami")
+def whoami(ctx: Context = Depends(context)) -> dict[str, Any]:
+    return {
+        "principal": ctx.caller.name,
+        "is_admin": ctx.caller.is_admin,
+        "roles": [{"workspace_id": ws, "role": role.value} for ws, role in ctx.caller.roles.items()],
+    }
+
+
+@router.post("/principals", status_code=201)
+def create_principal(body: Any = Body(default=None), ctx: Context = Depends(context)) -> dict[str, Any]:
+    _require_admin(ctx)
+    data = _object(body)
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise CloudletError("ValidationError", "'name' is required (the user's name)", "name")
+    principal = identity.create_principal(ctx.session, name.strip(), bool(data.get("is_admin", False)))
+    ctx.commit()
+    return {"name": principal.name, "is_admin": principal.is_admin}
+
+
+@router.post("/principals/{name}/keys", status_code=201)
+def create_key(name: str, ctx: Context = Depends(context)) -> dict[str, Any]:
+    _require_admin(ctx)
+    principal = ctx.session.scalar(select(Principal).where(Principal.name == name))
+    if principal is None:
+        raise not_found("User", name)
+    issued = identity.issue_key(ctx.session, principal)
+    ctx.commit()
+    return {"id": issued.id, "api_key": issued.api_key, "principal": issued.principal}
+
+
+@router.put(WS + "/roleAssignments/{principal}")
+def assign_role(
+    sub: str,
+    rg: str,
+    ws: str,
+    principal: str,
+    body: Any = Body(default=None),
+    ctx: Context = Depends(context),
+) -> dict[str, Any]:
+    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.MANAGE)
+    try:
+        role = parse_role(str(_object(body).get("role", "")))
+    except ValueError as exc:
+        raise CloudletError("ValidationError", str(exc), "role") from None
+    user = ctx.session.scalar(select(Principal).where(Principal.name == principal))
+    if user is None:
+        raise not_found("User", principal)
+    row = ctx.session.scalar(
+        select(RoleAssignment).where(
+            RoleAssignment.principal_id == user.id, RoleAssignment.workspace_id == workspace.id
+        )
+    )
+    if row is None:
+        ctx.session.add(RoleAssignment(principal_id=user.id, workspace_id=workspace.id, role=role.value))
+    else:
+        row.role = role.value
+    ctx.commit()
+    identity.forget_callers()
+    return {"principal": principal, "workspace": ws, "role": role.value}
+
+
+# -- workspaces -------------------------------------------------------------------------------
+@router.get("/workspaces")
+def list_workspaces(ctx: Context = Depends(context)) -> dict[str, Any]:
+    return {
+        "value": [workspaces.render(w, ref) for w, ref in workspaces.list_visible(ctx.session, ctx.caller)]
+    }
+
+
+@router.put(WS)
+def put_workspace(
+    sub: str,
+    rg: str,
+    ws: str,
+    response: Response,
+    body: Any = Body(default=None),
+    ctx: Context = Depends(context),
+) -> dict[str, Any]:
+    ref = WorkspaceRef(sub, rg, ws)
+    workspace, created = workspaces.create_or_update(ctx.session, ref, _object(body), ctx.caller)
+    ctx.commit()
+    response.status_code = 201 if created else 200
+    return workspaces.render(workspace, ref)
+
+
+@router.get(WS)
+def get_workspace(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> dict[str, Any]:
+    ref = WorkspaceRef(sub, rg, ws)
+    return workspaces.render(workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ), ref)
+
+
+# -- sizes, locations, quota ------------------------------------------------------------------
+@router.get("/sizes")
+def list_sizes(
+    compute_type: str | None = None,
+    location: str | None = None,
+    include_retired: bool = False,
+    ctx: Context = Depends(context),
+) -> dict[str, Any]:
+    if location is not None and ctx.session.get(Location, location) is None:
+        raise not_found("Location", location)
+    catalogue = catalogue_service.current(ctx.session)
+    out = []
+    for size in catalogue.list_sizes(compute_type, include_retired=include_retired):
+        series = catalogue.series_of(size)
+        out.append(
+            {
+                **size.to_dict(),
+                "category": series.category,
+                "supported_compute_types": sorted(series.supported_by),
+                "retired_on": series.retired_on.isoformat() if series.retired_on else None,
+            }
+        )
+    return {"value": out}
+
+
+@router.post("/sizes", status_code=201)
+def add_size(body: Any = Body(default=None), ctx: Context = Depends(context)) -> dict[str, Any]:
+    _require_admin(ctx)
+    size = catalogue_service.add_custom(ctx.session, _object(body))
+    ctx.commit()
+    return size.to_dict()
+
+
+@router.get("/locations")
+def list_locations(ctx: Context = Depends(context)) -> dict[str, Any]:
+    rows = ctx.session.scalars(select(Location).order_by(Location.name))
+    return {"value": [{"name": r.name, "provider": r.provider, "capacity": r.capacity} for r in rows]}
+
+
+def _pool(ctx: Context, sub: str, location: str) -> None:
+    if ctx.session.get(Location, location) is None:
+        raise not_found("Location", location)
+    visible = {ref.subscription_id for _, ref in workspaces.list_visible(ctx.session, ctx.caller)}
+    if sub not in visible and not ctx.caller.is_admin:
+        raise not_found("Subscription", sub)
+
+
+@router.get("/subscriptions/{sub}/locations/{location}/usages")
+def list_usage(sub: str, location: str, ctx: Context = Depends(context)) -> dict[str, Any]:
+    _pool(ctx, sub, location)
+    catalogue = catalogue_service.current(ctx.session)
+    return {"value": [line.to_dict() for line in quotas.usage(ctx.session, sub, location, catalogue)]}
+
+
+@router.get("/subscriptions/{sub}/locations/{location}/quotas")
+def list_quotas(sub: str, location: str, ctx: Context = Depends(context)) -> dict[str, Any]:
+    _pool(ctx, sub, location)
+    limits = quotas.limits(ctx.session, sub, location, catalogue_service.current(ctx.session))
+    rows = [
+        {"name": quotas.TOTAL_DEDICATED, "limit": limits.total_dedicated, "unit": "Cores"},
+        {"name": quotas.TOTAL_LOW_PRIORITY, "limit": limits.total_low_priority, "unit": "Cores"},
+    ]
+    rows += [{"name": f, "limit": n, "unit": "Cores"} for f, n in sorted(limits.families.items())]
+    return {"value": rows}
+
+
+@router.put("/subscriptions/{sub}/locations/{location}/quotas/{name}")
+def set_quota(
+    sub: str, location: str, name: str, body: Any = Body(default=None), ctx: Context = Depends(context)
+) -> dict[str, Any]:
+    _require_admin(ctx)
+    _pool(ctx, sub, location)
+    limit = _object(body).get("limit")
+    quotas.set_limit(
+        ctx.session,
+        sub,
+        location,
+        name,
+        limit,  # type: ignore[arg-type]
+        catalogue_service.current(ctx.session),
+    )
+    ctx.commit()
+    return {"name": name, "limit": limit, "unit": "Cores"}
+
+
+# -- locks ------------------------------------------------------------------------------------
+def _lock_scope(ctx: Context, sub: str, rg: str, ws: str | None, compute: str | None, write: bool) -> str:
+    if ws is None:
+        if write:
+            _require_admin(ctx)
+        exists = ctx.session.scalar(
+            select(ResourceGroup).where(ResourceGroup.subscription_id == sub, ResourceGroup.name == rg)
+        )
+        if exists is None:
+            raise not_found("ResourceGroup", rg)
+        return WorkspaceRef(sub, rg, "").rg_scope
+    ref = WorkspaceRef(sub, rg, ws)
+    workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.MANAGE if write else Access.READ)
+    if compute is None:
+        return ref.arm_id
+    from cloudlet.services import computes
+
+    computes.get(ctx.session, workspace, compute)
+    return ref.compute_id(compute)
+
+
+def _lock_routes(path: str) -> None:
+    def put_lock(
+        sub: str,
+        rg: str,
+        lock: str,
+        body: Any = Body(default=None),
+        ws: str | None = None,
+        name: str | None = None,
+        ctx: Context = Depends(context),
+    ) -> dict[str, Any]:
+        scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
+        row = lock_store.put(ctx.session, scope, lock, _object(body))
+        ctx.commit()
+        return lock_store.render_row(row)
+
+    def list_locks(
+        sub: str, rg: str, ws: str | None = None, name: str | None = None, ctx: Context = Depends(context)
+    ) -> dict[str, Any]:
+        scope = _lock_scope(ctx, sub, rg, ws, name, write=False)
+        if ws is None:
+            found = [
+                lk
+                for lk in lock_store.effective(ctx.session, WorkspaceRef(sub, rg, ""))
+                if not lk.scope.endswith("/workspaces/")
+            ]
+        else:
+            found = lock_store.effective(ctx.session, WorkspaceRef(sub, rg, ws), name)
+        return {"value": [lock_store.render(lk) | {"inherited": lk.scope != scope} for lk in found]}
+
+    def delete_lock(
+        sub: str,
+        rg: str,
+        lock: str,
+        ws: str | None = None,
+        name: str | None = None,
+        ctx: Context = Depends(context),
+    ) -> Response:
+        scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
+        lock_store.remove(ctx.session, scope, lock)
+        ctx.commit()
+        return Response(status_code=204)
+
+    router.add_api_route(
+        path + "/locks/{lock}", put_lock, methods=["PUT"], status_code=201, name=f"put_lock{path.count('/')}"
+    )
+    router.add_api_route(path + "/locks", list_locks, methods=["GET"], name=f"list_locks{path.count('/')}")
+    router.add_api_route(
+        path + "/locks/{lock}",
+        delete_lock,
+        methods=["DELETE"],
+        status_code=204,
+        name=f"delete_lock{path.count('/')}",
+    )
+
+
+for _path in (RG, WS, WS + "/computes/{name}"):
+    _lock_routes(_path)

@@ -1,0 +1,125 @@
+"""Native REST routes for computes and operations: thin wrappers over ``cloudlet.services``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Response
+from sqlalchemy import select
+
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.domain.errors import not_found
+from cloudlet.domain.roles import Access
+from cloudlet.services import compute_view, computes, operations, workspaces
+from cloudlet.services import locks as lock_store
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import Compute, Operation, Workspace
+
+WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
+router = APIRouter(prefix="/api/v1", tags=["computes"])
+
+
+def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
+    ref = WorkspaceRef(sub, rg, ws)
+    return ref, workspaces.resolve(ctx.session, ref, ctx.caller, needed)
+
+
+def _render(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]:
+    locks = lock_store.effective(ctx.session, ref, compute.name) if compute.type == "amlcompute" else []
+    return compute_view.render(compute, ref, locks)
+
+
+def _operation_headers(ctx: Context, op: Operation) -> dict[str, str]:
+    url = str(ctx.request.base_url).rstrip("/") + f"/api/v1/operations/{op.id}"
+    return {"Operation-Location": url, "Azure-AsyncOperation": url, "Retry-After": "1"}
+
+
+@router.get(WS + "/computes")
+def list_computes(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    scaling_locks = lock_store.effective(ctx.session, ref)
+    rows = computes.list_all(ctx.session, workspace)
+    return json_response({"value": [compute_view.render(c, ref, scaling_locks) for c in rows]})
+
+
+@router.get(WS + "/computes/{name}")
+def show_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    return json_response(_render(ctx, ref, computes.get(ctx.session, workspace, name)))
+
+
+@router.put(WS + "/computes/{name}", status_code=200)
+def create_or_update_compute(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    body: Any = Body(default=None),
+    ctx: Context = Depends(context),
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    result = computes.create_or_update(ctx.session, ref, workspace, name, body, ctx.caller)
+    rendered = _render(ctx, ref, result.compute)
+    ctx.commit()
+    return json_response(rendered, 201 if result.created else 200, _operation_headers(ctx, result.operation))
+
+
+@router.patch(WS + "/computes/{name}")
+def update_compute(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    body: Any = Body(default=None),
+    ctx: Context = Depends(context),
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    result = computes.patch(ctx.session, ref, workspace, name, body, ctx.caller)
+    rendered = _render(ctx, ref, result.compute)
+    ctx.commit()
+    return json_response(rendered, 200, _operation_headers(ctx, result.operation))
+
+
+@router.delete(WS + "/computes/{name}", status_code=202)
+def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    op = computes.delete(ctx.session, ref, workspace, name, ctx.caller)
+    rendered = operations.render(op, ref)
+    ctx.commit()
+    return json_response(rendered, 202, _operation_headers(ctx, op))
+
+
+@router.post(WS + "/computes/{name}/{action}", status_code=202)
+def compute_action(
+    sub: str, rg: str, ws: str, name: str, action: str, ctx: Context = Depends(context)
+) -> Response:
+    if action not in computes.ACTIONS:
+        raise not_found("Action", action)
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    op = computes.act(ctx.session, ref, workspace, name, action, ctx.caller)
+    rendered = operations.render(op, ref)
+    ctx.commit()
+    return json_response(rendered, 202, _operation_headers(ctx, op))
+
+
+@router.get("/operations/{op_id}")
+def show_operation(op_id: str, ctx: Context = Depends(context)) -> Response:
+    op = ctx.session.get(Operation, op_id)
+    if op is None or not ctx.caller.can(op.workspace_id, Access.READ):
+        raise not_found("Operation", op_id)
+    workspace = ctx.session.get(Workspace, op.workspace_id)
+    assert workspace is not None
+    headers = {"Retry-After": "1"} if op.status == operations.IN_PROGRESS else None
+    return json_response(operations.render(op, workspaces.ref_of(ctx.session, workspace)), 200, headers)
+
+
+@router.get(WS + "/operations")
+def list_operations(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    rows = ctx.session.scalars(
+        select(Operation)
+        .where(Operation.workspace_id == workspace.id)
+        .order_by(Operation.created_on.desc())
+        .limit(200)
+    )
+    return json_response({"value": [operations.render(op, ref) for op in rows]})

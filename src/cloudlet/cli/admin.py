@@ -1,0 +1,231 @@
+"""``cloudlet quota|lock|workspace|auth|user|role …``."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from cloudlet.cli.compute import state
+from cloudlet.cli.output import OutputFormat, err_console
+from cloudlet.client._config import ConfigurationError
+from cloudlet.client._rest import API_PREFIX, quote_segment, rg_path
+
+quota_app = typer.Typer(help="View and set core quotas per location and VM family.", no_args_is_help=True)
+lock_app = typer.Typer(
+    help="Management locks on a resource group, workspace or compute.", no_args_is_help=True
+)
+workspace_app = typer.Typer(help="Workspaces.", no_args_is_help=True)
+auth_app = typer.Typer(help="Tokens and identity.", no_args_is_help=True)
+user_app = typer.Typer(help="Users (principals) and their API keys (admin).", no_args_is_help=True)
+role_app = typer.Typer(help="Role assignments on a workspace.", no_args_is_help=True)
+
+LocationOpt = Annotated[str | None, typer.Option("-l", "--location", help="Location (default from config).")]
+
+
+def parse_tags(tags: list[str] | None) -> dict[str, str] | None:
+    """``["k=v", …]`` → ``{"k": "v"}``; ``None`` when no tag was given."""
+    if not tags:
+        return None
+    out: dict[str, str] = {}
+    for tag in tags:
+        key, sep, value = tag.partition("=")
+        if not sep or not key:
+            raise ConfigurationError(f"--tag expects KEY=VALUE, got {tag!r}")
+        out[key] = value
+    return out
+
+
+# --- quota ------------------------------------------------------------------------------------
+
+
+@quota_app.command("show")
+def quota_show(ctx: typer.Context, location: LocationOpt = None) -> None:
+    """Core quotas (limits) in a location."""
+    st = state(ctx)
+    st.emit(st.rest.list_values(f"{st.location_path(location)}/quotas"), "quota")
+
+
+@quota_app.command("set")
+def quota_set(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("-n", "--name", help="VM family (e.g. standardNCFamily) or total.")],
+    limit: Annotated[int, typer.Option("--limit", help="Core limit.")],
+    location: LocationOpt = None,
+) -> None:
+    """Set a core quota (admin)."""
+    st = state(ctx)
+    path = f"{st.location_path(location)}/quotas/{quote_segment(name)}"
+    st.emit(st.rest.put(path, {"limit": limit}), "quota")
+
+
+# --- lock -------------------------------------------------------------------------------------
+
+
+class LockScope(StrEnum):
+    resource_group = "resource-group"
+    workspace = "workspace"
+
+
+class LockLevel(StrEnum):
+    CanNotDelete = "CanNotDelete"
+    ReadOnly = "ReadOnly"
+
+
+ScopeOpt = Annotated[LockScope, typer.Option("--scope", help="Scope when --compute is not given.")]
+ComputeOpt = Annotated[str | None, typer.Option("--compute", help="Lock a single compute.")]
+
+
+def _lock_scope(ctx: typer.Context, scope: LockScope, compute: str | None) -> str:
+    st = state(ctx)
+    if compute:
+        return st.compute_path(compute)
+    if scope is LockScope.resource_group:
+        cfg = st.config
+        return rg_path(cfg.require_subscription(), cfg.require_resource_group())
+    return st.ws_path()
+
+
+@lock_app.command("create")
+def lock_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("-n", "--name", help="Lock name.")],
+    level: Annotated[LockLevel, typer.Option("--level", "--lock-type")] = LockLevel.CanNotDelete,
+    notes: Annotated[str | None, typer.Option("--notes")] = None,
+    scope: ScopeOpt = LockScope.workspace,
+    compute: ComputeOpt = None,
+) -> None:
+    """Create or update a lock (a resource-group lock blocks cluster scaling: prefer item locks)."""
+    st = state(ctx)
+    body: dict[str, str] = {"level": level.value}
+    if notes is not None:
+        body["notes"] = notes
+    path = f"{_lock_scope(ctx, scope, compute)}/locks/{quote_segment(name)}"
+    st.emit(st.rest.put(path, body), "lock")
+
+
+@lock_app.command("list")
+def lock_list(ctx: typer.Context, scope: ScopeOpt = LockScope.workspace, compute: ComputeOpt = None) -> None:
+    """Locks at a scope, including those inherited from above."""
+    st = state(ctx)
+    st.emit(st.rest.list_values(f"{_lock_scope(ctx, scope, compute)}/locks"), "lock")
+
+
+@lock_app.command("delete")
+def lock_delete(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("-n", "--name", help="Lock name.")],
+    scope: ScopeOpt = LockScope.workspace,
+    compute: ComputeOpt = None,
+) -> None:
+    """Delete a lock."""
+    st = state(ctx)
+    st.rest.delete(f"{_lock_scope(ctx, scope, compute)}/locks/{quote_segment(name)}")
+    err_console.print(f"lock '{name}' deleted", highlight=False, markup=False)
+
+
+# --- workspace --------------------------------------------------------------------------------
+
+
+@workspace_app.command("create")
+def workspace_create(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Option("-n", "--name", help="Workspace name (default -w).")] = None,
+    location: LocationOpt = None,
+    description: Annotated[str | None, typer.Option("--description")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE, repeatable.")] = None,
+) -> None:
+    """Create or update a workspace (admin); the resource group is created if missing."""
+    st = state(ctx)
+    body: dict[str, object] = {"location": location or st.config.location or "local"}
+    if description is not None:
+        body["description"] = description
+    tags = parse_tags(tag)
+    if tags is not None:
+        body["tags"] = tags
+    st.emit(st.rest.put(st.ws_path(name), body), "workspace")
+
+
+@workspace_app.command("show")
+def workspace_show(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Option("-n", "--name", help="Workspace name (default -w).")] = None,
+) -> None:
+    """Show a workspace."""
+    st = state(ctx)
+    st.emit(st.rest.get(st.ws_path(name)), "workspace")
+
+
+@workspace_app.command("list")
+def workspace_list(ctx: typer.Context) -> None:
+    """Workspaces the caller can read."""
+    st = state(ctx)
+    st.emit(st.rest.list_values(f"{API_PREFIX}/workspaces"), "workspace")
+
+
+# --- auth -------------------------------------------------------------------------------------
+
+
+@auth_app.command("token")
+def auth_token(ctx: typer.Context) -> None:
+    """Print a short-lived bearer token (table output: the bare token, for `$(cloudlet auth token)`)."""
+    st = state(ctx)
+    body = st.rest.post(f"{API_PREFIX}/auth/token")
+    if st.output is OutputFormat.table:
+        typer.echo(body.get("access_token", ""))
+    else:
+        st.emit(body)
+
+
+@auth_app.command("whoami")
+def auth_whoami(ctx: typer.Context) -> None:
+    """The principal behind the configured key, and its roles."""
+    st = state(ctx)
+    st.emit(st.rest.get(f"{API_PREFIX}/whoami"))
+
+
+# --- user / role ------------------------------------------------------------------------------
+
+
+@user_app.command("create")
+def user_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Principal name.")],
+    admin: Annotated[bool, typer.Option("--admin", help="Make the user an administrator.")] = False,
+) -> None:
+    """Create a user (admin)."""
+    st = state(ctx)
+    st.emit(st.rest.post(f"{API_PREFIX}/principals", {"name": name, "is_admin": admin}))
+
+
+@user_app.command("key-create")
+def user_key_create(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Principal name.")]) -> None:
+    """Create an API key for a user; it is shown only once (table output: the bare key)."""
+    st = state(ctx)
+    body = st.rest.post(f"{API_PREFIX}/principals/{quote_segment(name)}/keys")
+    if st.output is OutputFormat.table:
+        typer.echo(body.get("api_key", ""))
+        err_console.print("store this key now: it is not shown again", highlight=False)
+    else:
+        st.emit(body)
+
+
+@role_app.command("assign")
+def role_assign(
+    ctx: typer.Context,
+    user: Annotated[str, typer.Option("--user", help="Principal name.")],
+    role: Annotated[str, typer.Option("--role", help="Owner, Contributor or Reader.")],
+) -> None:
+    """Give a user a role on the workspace (-w)."""
+    st = state(ctx)
+    st.emit(st.rest.put(f"{st.ws_path()}/roleAssignments/{quote_segment(user)}", {"role": role}))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(quota_app, name="quota")
+    app.add_typer(lock_app, name="lock")
+    app.add_typer(workspace_app, name="workspace")
+    app.add_typer(auth_app, name="auth")
+    app.add_typer(user_app, name="user")
+    app.add_typer(role_app, name="role")

@@ -1,0 +1,215 @@
+"""``cloudlet`` command line: ``cloudlet [GLOBAL OPTIONS] GROUP VERB [OPTIONS]``.
+
+Global options (``-w``, ``-g``, ``--subscription``, ``-o``) may also be written after the verb,
+as with ``az``: ``cloudlet compute list -o json``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from cloudlet.cli.output import OutputFormat, err_console, print_error, render
+from cloudlet.client._config import CloudletConfig, ConfigurationError, load_config
+from cloudlet.client._rest import (
+    CloudletClientError,
+    HttpResponseError,
+    RestClient,
+    compute_path,
+    location_path,
+    operation_error,
+    operation_id_from,
+    ws_path,
+)
+
+_GLOBAL_VALUE_OPTIONS = frozenset(
+    {"-o", "--output", "-w", "--workspace", "-g", "--resource-group", "--subscription"}
+)
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move global options (and their values) found anywhere before ``--`` to the front."""
+    hoisted: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        if arg in _GLOBAL_VALUE_OPTIONS and i + 1 < len(args):
+            hoisted.extend(args[i : i + 2])
+            i += 2
+            continue
+        if (arg.split("=", 1)[0] in _GLOBAL_VALUE_OPTIONS and arg.startswith("--") and "=" in arg) or (
+            len(arg) > 2 and arg[:2] in ("-o", "-w", "-g") and not arg.startswith("--")
+        ):
+            hoisted.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return hoisted + rest
+
+
+class CloudletGroup(TyperGroup):
+    """Root group: accepts global options anywhere and turns client errors into exit code 1."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            args = hoist_global_options(list(args))
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (CloudletClientError, ConfigurationError, TimeoutError) as exc:
+            print_error(exc)
+            raise typer.Exit(code=1) from None
+
+
+class CliState:
+    """Global options plus a lazily built REST client; stored in ``ctx.obj``."""
+
+    def __init__(
+        self,
+        workspace: str | None = None,
+        resource_group: str | None = None,
+        subscription: str | None = None,
+        output: OutputFormat = OutputFormat.table,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.overrides = {"workspace": workspace, "resource_group": resource_group}
+        self.overrides["subscription_id"] = subscription
+        self.output = output
+        self._transport = transport
+        self._config: CloudletConfig | None = None
+        self._rest: RestClient | None = None
+
+    @property
+    def config(self) -> CloudletConfig:
+        if self._config is None:
+            self._config = load_config().with_overrides(**self.overrides)
+        return self._config
+
+    @property
+    def rest(self) -> RestClient:
+        if self._rest is None:
+            cfg = self.config
+            self._rest = RestClient(cfg.require_endpoint(), cfg.api_key, transport=self._transport)
+        return self._rest
+
+    def ws_path(self, workspace: str | None = None) -> str:
+        cfg = self.config
+        return ws_path(
+            cfg.require_subscription(), cfg.require_resource_group(), workspace or cfg.require_workspace()
+        )
+
+    def compute_path(self, name: str) -> str:
+        cfg = self.config
+        return compute_path(
+            cfg.require_subscription(), cfg.require_resource_group(), cfg.require_workspace(), name
+        )
+
+    def location_path(self, location: str | None) -> str:
+        cfg = self.config
+        return location_path(cfg.require_subscription(), location or cfg.location or "local")
+
+    def emit(self, data: Any, kind: str | None = None) -> None:
+        render(data, self.output, kind)
+
+    def wait(self, response: httpx.Response, label: str, no_wait: bool = False) -> dict[str, Any] | None:
+        """Follow the operation an LRO answer names; exit 1 if it fails. ``None`` when not waited."""
+        op_id = operation_id_from(response)
+        if op_id is None:
+            return None
+        if no_wait:
+            err_console.print(f"{escape(label)}: started operation {escape(op_id)}", highlight=False)
+            return None
+        start = time.monotonic()
+        status_text = f"{escape(label)}: InProgress"
+        try:
+            with err_console.status(status_text) as status:
+
+                def progress(op: dict[str, Any]) -> None:
+                    elapsed = int(time.monotonic() - start)
+                    status.update(f"{escape(label)}: {escape(str(op.get('status')))} ({elapsed}s)")
+
+                op = self.rest.wait_operation(op_id, on_progress=progress)
+        except KeyboardInterrupt:
+            err_console.print(
+                f"interrupted; operation {escape(op_id)} continues on the server", highlight=False
+            )
+            raise typer.Exit(code=130) from None
+        elapsed = int(time.monotonic() - start)
+        if op.get("status") != "Succeeded":
+            exc: HttpResponseError = operation_error(op)
+            err_console.print(f"{escape(label)}: {escape(str(op.get('status')))} after {elapsed}s")
+            print_error(exc)
+            raise typer.Exit(code=1)
+        err_console.print(f"{escape(label)}: Succeeded ({elapsed}s)", highlight=False)
+        return op
+
+
+app = typer.Typer(
+    cls=CloudletGroup,
+    name="cloudlet",
+    help="Self-hosted ML compute: compute instances, clusters, quotas, locks (like `az ml`).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    workspace: Annotated[
+        str | None, typer.Option("-w", "--workspace", help="Workspace (default from config.json).")
+    ] = None,
+    resource_group: Annotated[
+        str | None, typer.Option("-g", "--resource-group", help="Resource group (default from config.json).")
+    ] = None,
+    subscription: Annotated[
+        str | None, typer.Option("--subscription", help="Subscription id (default from config.json).")
+    ] = None,
+    output: Annotated[
+        OutputFormat, typer.Option("-o", "--output", help="Output format.", envvar="CLOUDLET_OUTPUT")
+    ] = OutputFormat.table,
+) -> None:
+    """Global options may be given before or after the command."""
+    if isinstance(ctx.obj, CliState):  # pre-built (tests): apply the options given
+        given = {"workspace": workspace, "resource_group": resource_group, "subscription_id": subscription}
+        ctx.obj.overrides.update({k: v for k, v in given.items() if v is not None})
+        ctx.obj.output = output
+    else:
+        ctx.obj = CliState(workspace, resource_group, subscription, output)
+
+
+@app.command("server")
+def server_cmd(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8571,
+    home: Annotated[
+        str | None, typer.Option(help="State directory (default $CLOUDLET_HOME or ~/.cloudlet).")
+    ] = None,
+    db: Annotated[str | None, typer.Option(help="Database URL (default SQLite under --home).")] = None,
+) -> None:
+    """Run a cloudlet server (API, studio and controllers) in the foreground."""
+    module = importlib.import_module("cloudlet.server")
+    module.run_server(host=host, port=port, home=home, db=db)
+
+
+def _register() -> None:
+    from cloudlet.cli import admin, compute
+
+    app.add_typer(compute.app, name="compute")
+    admin.register(app)
+
+
+_register()

@@ -1,0 +1,178 @@
+"""The operation reconciler: claims operations under a lease and drives their steps.
+
+Claiming is a compare-and-swap on ``fencing_token`` (portable across SQLite and PostgreSQL), so
+two replicas never hold the same operation. Every step runs in one transaction that first
+re-asserts the lease (``UPDATE … WHERE fencing_token = mine``), then journals the step (unique per
+operation and step), then applies its effect: a replica that lost its lease writes nothing, and a
+step is never carried out twice. A restarted server picks up whatever was in flight once the
+lease lapses, or at once if it is the same replica (same home) coming back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudlet.control.steps import apply_step
+from cloudlet.services import operations
+from cloudlet.services.clock import utcnow
+from cloudlet.store.schema import Operation, OperationStep
+
+log = logging.getLogger("cloudlet.reconciler")
+
+
+class LeaseLost(Exception):
+    """Another replica holds the operation now; stop without writing."""
+
+
+class OperationReconciler:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        replica_id: str,
+        lease_ttl_s: float = 10.0,
+        poll_s: float = 0.5,
+        step_delay_s: float | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.replica_id = replica_id
+        self.lease_ttl_s = lease_ttl_s
+        self.poll_s = poll_s
+        # Fault injection for crash tests: hold each step open this long before doing it.
+        env_delay = os.environ.get("CLOUDLET_FAULT_STEP_DELAY_S")
+        self.step_delay_s = step_delay_s if step_delay_s is not None else float(env_delay or 0)
+        self.wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="operation-reconciler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                progressed = self.run_once()
+            except Exception:  # keep the loop alive; the next pass retries
+                log.exception("reconcile pass failed")
+                progressed = 0
+            if not progressed:
+                self.wake.wait(self.poll_s)
+                self.wake.clear()
+
+    # -- one pass --------------------------------------------------------------------------
+    def run_once(self) -> int:
+        done = 0
+        for op_id, token in self._claimable():
+            mine = self._claim(op_id, token)
+            if mine is None:
+                continue
+            try:
+                self._drive(op_id, mine)
+                done += 1
+            except LeaseLost:
+                log.info("lease on operation %s lost to another replica", op_id)
+        return done
+
+    def _claimable(self) -> list[tuple[str, int]]:
+        now = time.time()
+        with self.sessions() as session:
+            rows = session.execute(
+                select(Operation.id, Operation.fencing_token)
+                .where(
+                    Operation.status == operations.IN_PROGRESS,
+                    or_(
+                        Operation.lease_owner.is_(None),
+                        Operation.lease_expires_at < now,
+                        Operation.lease_owner == self.replica_id,
+                    ),
+                )
+                .order_by(Operation.created_on)
+                .limit(32)
+            ).all()
+        return [(op_id, token) for op_id, token in rows]
+
+    def _claim(self, op_id: str, seen_token: int) -> int | None:
+        token = seen_token + 1
+        with self.sessions.begin() as session:
+            result = session.execute(
+                update(Operation)
+                .where(
+                    Operation.id == op_id,
+                    Operation.fencing_token == seen_token,
+                    Operation.status == operations.IN_PROGRESS,
+                )
+                .values(
+                    lease_owner=self.replica_id,
+                    lease_expires_at=time.time() + self.lease_ttl_s,
+                    fencing_token=token,
+                )
+            )
+            return token if result.rowcount == 1 else None  # type: ignore[attr-defined]
+
+    def _drive(self, op_id: str, token: int) -> None:
+        while True:
+            if self.step_delay_s:
+                time.sleep(self.step_delay_s)
+            if self._step(op_id, token):
+                return
+
+    def _step(self, op_id: str, token: int) -> bool:
+        """Run the operation's current step; True when the operation has ended."""
+        with self.sessions.begin() as session:
+            op = session.get(Operation, op_id)
+            if op is None or op.status != operations.IN_PROGRESS:
+                return True
+            plan = operations.PLANS[op.kind]
+            step = op.step
+            following = plan[plan.index(step) + 1] if plan.index(step) + 1 < len(plan) else None
+            self._assert_lease(session, op_id, token, following or step)
+            try:
+                with session.begin_nested():
+                    session.add(
+                        OperationStep(
+                            operation_id=op_id,
+                            step=step,
+                            executor=self.replica_id,
+                            fencing_token=token,
+                            at=utcnow(),
+                        )
+                    )
+            except IntegrityError:
+                # Journalled already (a crash after commit cannot happen, so this is a lost race).
+                raise LeaseLost(op_id) from None
+            error = apply_step(session, op, step)
+            if error is not None:
+                op.status, op.error, op.ended_on, op.lease_owner = operations.FAILED, error, utcnow(), None
+                return True
+            if following is None:
+                op.status, op.ended_on, op.lease_owner = operations.SUCCEEDED, utcnow(), None
+                return True
+            return False
+
+    def _assert_lease(self, session: Session, op_id: str, token: int, next_step: str) -> None:
+        result = session.execute(
+            update(Operation)
+            .where(
+                Operation.id == op_id,
+                Operation.fencing_token == token,
+                Operation.lease_owner == self.replica_id,
+            )
+            .values(step=next_step, lease_expires_at=time.time() + self.lease_ttl_s)
+            .execution_options(synchronize_session="fetch")
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise LeaseLost(op_id)

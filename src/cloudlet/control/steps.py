@@ -1,0 +1,76 @@
+"""What each operation step does to the world, then to the record.
+
+Steps here need no node: a cluster's resource is provisioned and its allocation is derived from
+``min_instances``; an instance's power state follows its state machine. Node-making steps
+(provider calls, tagged with the operation id so a retried step finds what it made) arrive with
+the node agent and providers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
+from cloudlet.services import locks as lock_store
+from cloudlet.services import workspaces
+from cloudlet.services.clock import utcnow
+from cloudlet.store.schema import Compute, Operation, Workspace
+
+StepFn = Callable[[Session, Operation, Compute], None]
+
+
+def _instance_event(event: InstanceEvent) -> StepFn:
+    def step(_session: Session, _op: Operation, compute: Compute) -> None:
+        if compute.type == "computeinstance":
+            compute.state = advance_instance(compute.state, event, compute.name)
+
+    return step
+
+
+def _settle(_session: Session, _op: Operation, compute: Compute) -> None:
+    compute.provisioning_state = ProvisioningState.SUCCEEDED.value
+
+
+def _finalize_create(session: Session, op: Operation, compute: Compute) -> None:
+    _settle(session, op, compute)
+    _instance_event(InstanceEvent.CREATED)(session, op, compute)
+
+
+def _provision(_session: Session, _op: Operation, compute: Compute) -> None:
+    compute.errors = []
+
+
+def _release(_session: Session, _op: Operation, _compute: Compute) -> None:
+    """Nodes are released here once clusters have nodes; nothing is held before that."""
+
+
+def _remove(session: Session, _op: Operation, compute: Compute) -> None:
+    ws = session.get(Workspace, compute.workspace_id)
+    assert ws is not None
+    lock_store.remove_scope(session, workspaces.ref_of(session, ws).compute_id(compute.name))
+    session.delete(compute)
+
+
+STEPS: dict[str, StepFn] = {
+    "provision": _provision,
+    "finalize": _finalize_create,
+    "apply": _settle,
+    "release": _release,
+    "remove": _remove,
+    "power_on": _instance_event(InstanceEvent.STARTED),
+    "power_off": _instance_event(InstanceEvent.STOPPED),
+    "reboot": _instance_event(InstanceEvent.RESTARTED),
+}
+
+
+def apply_step(session: Session, op: Operation, step: str) -> dict[str, Any] | None:
+    """Apply one step; return an error body if the operation must fail."""
+    compute = session.get(Compute, op.compute_id) if op.compute_id is not None else None
+    if compute is None:
+        return {"code": "ComputeGone", "message": f"compute '{op.compute_name}' no longer exists"}
+    compute.last_modified_on = utcnow()
+    STEPS[step](session, op, compute)
+    return None

@@ -1,0 +1,356 @@
+"""Compute definitions in the Azure ML CLI v2 YAML shapes, validated into plain models.
+
+``parse_compute(doc)`` takes the YAML document (as a dict) and returns a typed spec or raises a
+``CloudletError`` whose ``target`` is the field path and whose message says how to fix it.
+Field names are Azure's, so a file written for ``az ml compute create`` is accepted as-is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cloudlet.domain.errors import CloudletError, validation_error
+
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,31}$")
+INSTANCE_IDLE_MIN_MINUTES = 15
+INSTANCE_IDLE_MAX_MINUTES = 3 * 24 * 60
+DEFAULT_MAX_INSTANCES = 4
+DEFAULT_IDLE_SCALE_DOWN_S = 120
+COMPUTE_TYPES = ("amlcompute", "computeinstance", "virtualmachine", "kubernetes")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True)
+
+
+class SshSettings(_Strict):
+    admin_username: str | None = None
+    admin_password: str | None = None
+    ssh_key_value: str | None = None
+    ssh_private_key_file: str | None = None
+    ssh_port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class UserAssignedIdentity(_Strict):
+    resource_id: str | None = None
+    client_id: str | None = None
+    principal_id: str | None = None
+
+
+class Identity(_Strict):
+    type: Literal["system_assigned", "user_assigned", "system_assigned,user_assigned", "none"]
+    user_assigned_identities: list[UserAssignedIdentity] | None = None
+
+
+class NetworkSettings(_Strict):
+    vnet_name: str | None = None
+    subnet: str | None = None
+
+
+class ScheduleTrigger(_Strict):
+    type: Literal["cron", "recurrence"]
+    expression: str | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    time_zone: str = "UTC"
+    frequency: Literal["minute", "hour", "day", "week", "month"] | None = None
+    interval: int | None = Field(default=None, ge=1)
+    schedule: dict[str, list[Any]] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ScheduleTrigger:
+        if self.type == "cron":
+            if not self.expression:
+                raise ValueError("a cron trigger needs 'expression', e.g. '0 18 * * *'")
+            from croniter import croniter
+
+            if not croniter.is_valid(self.expression):
+                raise ValueError(
+                    f"'{self.expression}' is not a valid cron expression "
+                    "(five fields: minute hour day month weekday, e.g. '0 18 * * 1-5')"
+                )
+        elif self.frequency is None or self.interval is None:
+            raise ValueError("a recurrence trigger needs 'frequency' and 'interval'")
+        return self
+
+
+class ComputeStartStop(_Strict):
+    action: Literal["start", "stop"]
+    state: Literal["enabled", "disabled"] = "enabled"
+    trigger: ScheduleTrigger
+
+
+class Schedules(_Strict):
+    compute_start_stop: list[ComputeStartStop] = Field(default_factory=list)
+
+
+class ScriptReference(_Strict):
+    path: str | None = None
+    command: str | None = None
+    timeout_minutes: int = Field(default=30, ge=1, le=120)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ScriptReference:
+        if bool(self.path) == bool(self.command):
+            raise ValueError("give exactly one of 'path' or 'command'")
+        return self
+
+
+class SetupScripts(_Strict):
+    creation_script: ScriptReference | None = None
+    startup_script: ScriptReference | None = None
+
+
+class OnBehalfOf(_Strict):
+    user_object_id: str
+    user_tenant_id: str | None = None
+
+
+class _ComputeBase(_Strict):
+    schema_: str | None = Field(default=None, alias="$schema")
+    name: str
+    location: str | None = None
+    description: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    identity: Identity | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_PATTERN.match(value):
+            raise ValueError(
+                "name must be 2–32 characters, start with a letter, and contain only letters, digits and '-'"
+            )
+        return value
+
+
+class AmlComputeSpec(_ComputeBase):
+    type: Literal["amlcompute"]
+    size: str
+    min_instances: int = Field(default=0, ge=0)
+    max_instances: int = Field(default=DEFAULT_MAX_INSTANCES, ge=1)
+    idle_time_before_scale_down: int = Field(default=DEFAULT_IDLE_SCALE_DOWN_S, ge=0)
+    tier: Literal["dedicated", "low_priority"] = "dedicated"
+    ssh_public_access_enabled: bool = False
+    ssh_settings: SshSettings | None = None
+    network_settings: NetworkSettings | None = None
+    enable_node_public_ip: bool = True
+
+    @field_validator("tier", mode="before")
+    @classmethod
+    def _tier(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            folded = value.replace("_", "").replace("-", "").lower()
+            return {"dedicated": "dedicated", "lowpriority": "low_priority"}.get(folded, value)
+        return value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> AmlComputeSpec:
+        if self.max_instances < self.min_instances:
+            raise _FieldProblem(
+                "max_instances",
+                f"max_instances ({self.max_instances}) is less than min_instances "
+                f"({self.min_instances}); set max_instances ≥ min_instances",
+            )
+        return self
+
+
+class ComputeInstanceSpec(_ComputeBase):
+    type: Literal["computeinstance"]
+    size: str
+    idle_time_before_shutdown_minutes: int | None = None
+    idle_time_before_shutdown: str | None = None
+    schedules: Schedules | None = None
+    setup_scripts: SetupScripts | None = None
+    create_on_behalf_of: OnBehalfOf | None = None
+    ssh_public_access_enabled: bool = False
+    ssh_settings: SshSettings | None = None
+    network_settings: NetworkSettings | None = None
+    enable_node_public_ip: bool = True
+    enable_sso: bool = True
+    enable_root_access: bool = True
+    enable_os_patching: bool = False
+    release_quota_on_stop: bool = False
+    custom_applications: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _idle(self) -> ComputeInstanceSpec:
+        minutes = self.idle_time_before_shutdown_minutes
+        field = "idle_time_before_shutdown_minutes"
+        if minutes is None and self.idle_time_before_shutdown is not None:
+            field = "idle_time_before_shutdown"
+            minutes = iso_minutes(self.idle_time_before_shutdown, field)
+            self.idle_time_before_shutdown_minutes = minutes
+        if minutes is not None and not INSTANCE_IDLE_MIN_MINUTES <= minutes <= INSTANCE_IDLE_MAX_MINUTES:
+            raise _FieldProblem(
+                field,
+                f"idle shutdown must be between {INSTANCE_IDLE_MIN_MINUTES} minutes and 3 days "
+                f"({INSTANCE_IDLE_MAX_MINUTES} minutes); got {minutes} minutes",
+            )
+        if self.ssh_public_access_enabled and not (self.ssh_settings and self.ssh_settings.ssh_key_value):
+            raise _FieldProblem(
+                "ssh_settings.ssh_key_value",
+                "ssh_public_access_enabled needs ssh_settings.ssh_key_value (an OpenSSH public key)",
+            )
+        return self
+
+
+class VirtualMachineSpec(_ComputeBase):
+    type: Literal["virtualmachine"]
+    resource_id: str | None = None
+    address: str | None = None
+    ssh_settings: SshSettings | None = None
+
+    @model_validator(mode="after")
+    def _target(self) -> VirtualMachineSpec:
+        if not (self.resource_id or self.address):
+            raise _FieldProblem(
+                "resource_id", "an attached machine needs 'resource_id' (or 'address': host name or IP)"
+            )
+        return self
+
+
+class KubernetesSpec(_ComputeBase):
+    type: Literal["kubernetes"]
+    resource_id: str | None = None
+    namespace: str = "default"
+
+
+ComputeSpec = AmlComputeSpec | ComputeInstanceSpec | VirtualMachineSpec | KubernetesSpec
+_SPEC_BY_TYPE: dict[str, type[_ComputeBase]] = {
+    "amlcompute": AmlComputeSpec,
+    "computeinstance": ComputeInstanceSpec,
+    "virtualmachine": VirtualMachineSpec,
+    "kubernetes": KubernetesSpec,
+}
+
+
+class _FieldProblem(ValueError):
+    """Raised inside validators to point at a specific field rather than the whole model."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def iso_minutes(value: str, field: str) -> int:
+    """'PT30M' / 'PT1H30M' / 'P1D' → whole minutes."""
+    match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?", value)
+    if not match or value in ("P", "PT"):
+        raise _FieldProblem(field, f"'{value}' is not an ISO 8601 duration such as 'PT30M'")
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return days * 1440 + hours * 60 + minutes + seconds // 60
+
+
+def seconds_to_iso(seconds: int) -> str:
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    out = "PT" + (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+    return out + (f"{secs}S" if secs or out == "PT" else "")
+
+
+def parse_compute(doc: Any, name: str | None = None) -> ComputeSpec:
+    """Validate a compute document; ``name`` (from the URL) wins over a missing name in the body."""
+    if not isinstance(doc, dict):
+        raise validation_error("$", "the compute definition must be a mapping (YAML object)")
+    doc = dict(doc)
+    if name is not None:
+        if doc.get("name") not in (None, name):
+            raise validation_error(
+                "name", f"the body names '{doc['name']}' but the request is for '{name}'; make them match"
+            )
+        doc["name"] = name
+    kind = doc.get("type")
+    if not isinstance(kind, str) or kind.lower() not in _SPEC_BY_TYPE:
+        raise validation_error(
+            "type",
+            f"unknown compute type {kind!r}; use one of: {', '.join(COMPUTE_TYPES)}",
+            code="InvalidComputeType",
+        )
+    doc["type"] = kind.lower()
+    model = _SPEC_BY_TYPE[doc["type"]]
+    try:
+        return model.model_validate(doc)  # type: ignore[return-value]
+    except ValidationError as exc:
+        raise _translate(exc, model, doc["type"]) from None
+    except _FieldProblem as exc:  # pragma: no cover - pydantic wraps these, kept for safety
+        raise validation_error(exc.field, exc.message) from None
+
+
+def _translate(exc: ValidationError, model: type[_ComputeBase], kind: str) -> CloudletError:
+    problems: list[dict[str, Any]] = []
+    for err in exc.errors():
+        path = _path(err["loc"])
+        context = err.get("ctx") or {}
+        inner = context.get("error")
+        if isinstance(inner, _FieldProblem):
+            problems.append({"target": inner.field, "message": inner.message})
+            continue
+        message = _describe(err, path, model, kind)
+        problems.append({"target": path, "message": message})
+    first = problems[0]
+    message = (
+        first["message"]
+        if len(problems) == 1
+        else "; ".join(f"{p['target']}: {p['message']}" for p in problems)
+    )
+    error = validation_error(first["target"], message)
+    error.details = [{"code": "ValidationError", **p} for p in problems]
+    return error
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and not part.startswith(("function-", "literal[")):
+            out += ("." if out else "") + part
+    return out or "$"
+
+
+def _describe(err: Any, path: str, model: type[_ComputeBase], kind: str) -> str:
+    kind_of_error = err["type"]
+    value = err.get("input")
+    if kind_of_error == "extra_forbidden":
+        allowed = sorted(f.alias or n for n, f in model.model_fields.items())
+        field = path.rsplit(".", 1)[-1]
+        if "." in path:
+            return f"unknown field '{field}' at '{path}'; remove it (check the spelling)"
+        return f"unknown field '{field}' for type {kind}; remove it. Allowed fields: {', '.join(allowed)}"
+    if kind_of_error == "missing":
+        return f"'{path}' is required for type {kind}"
+    if kind_of_error.startswith("int_") or kind_of_error == "int_type":
+        return f"'{path}' must be a whole number, got {value!r}"
+    if kind_of_error.startswith("bool"):
+        return f"'{path}' must be true or false, got {value!r}"
+    if kind_of_error == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        return f"'{path}' must be one of {expected}, got {value!r}"
+    if kind_of_error in ("greater_than_equal", "less_than_equal"):
+        return f"'{path}' {err['msg'].lower()}, got {value!r}"
+    if kind_of_error in ("dict_type", "model_type", "model_attributes_type"):
+        return f"'{path}' must be a mapping, got {value!r}"
+    if kind_of_error == "list_type":
+        return f"'{path}' must be a list, got {value!r}"
+    if kind_of_error == "string_type":
+        return f"'{path}' must be a string, got {value!r}"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return msg
+
+
+def spec_to_doc(spec: ComputeSpec) -> dict[str, Any]:
+    """The stored/echoed form: YAML field names, defaults filled in, secrets and $schema dropped."""
+    doc = spec.model_dump(mode="json", exclude={"schema_"}, exclude_none=True)
+    ssh = doc.get("ssh_settings")
+    if isinstance(ssh, dict):
+        ssh.pop("admin_password", None)
+    return doc
+
+
+def doc_to_spec(doc: dict[str, Any]) -> ComputeSpec:
+    return _SPEC_BY_TYPE[doc["type"]].model_validate(doc)  # type: ignore[return-value]

@@ -1,0 +1,54 @@
+"""Typed errors shared by every layer.
+
+Each error carries an Azure-style code, a message that names the problem and the fix, and the
+``target`` (field path or resource) it concerns. The API renders them as
+``{"error": {"code", "message", "target", "details"}}`` with ``status``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CloudletError(Exception):
+    code: str
+    message: str
+    target: str | None = None
+    status: int = 400
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "target": self.target,
+                "details": self.details,
+            }
+        }
+
+
+def validation_error(target: str, message: str, code: str = "ValidationError") -> CloudletError:
+    return CloudletError(code=code, message=message, target=target, status=400)
+
+
+def not_found(kind: str, name: str) -> CloudletError:
+    return CloudletError(
+        code="ResourceNotFound",
+        message=f"{kind} '{name}' was not found.",
+        target=name,
+        status=404,
+    )
+
+
+def conflict(code: str, message: str, target: str | None = None) -> CloudletError:
+    return CloudletError(code=code, message=message, target=target, status=409)
+
+
+def forbidden(message: str, target: str | None = None) -> CloudletError:
+    return CloudletError(code="AuthorizationFailed", message=message, target=target, status=403)

@@ -1,0 +1,104 @@
+"""``cloudlet server``: open the store, migrate, bootstrap, start the reconciler, serve HTTP."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import uvicorn
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudlet.api.app import create_app
+from cloudlet.api.deps import AppState
+from cloudlet.control.reconciler import OperationReconciler
+from cloudlet.services import bootstrap
+from cloudlet.store import db
+
+log = logging.getLogger("cloudlet.server")
+
+
+def resolve_home(home: str | None) -> Path:
+    path = Path(home or os.environ.get("CLOUDLET_HOME") or Path.home() / ".cloudlet").expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass
+class ReplicaIdentity:
+    """A replica keeps its id across restarts while it holds its home's lock, so it can take back
+    its own leases at once; a second process on the same home gets a fresh id."""
+
+    id: str
+    lock_file: IO[str] | None
+
+
+def replica_identity(home: Path) -> ReplicaIdentity:
+    handle = open(home / "replica.lock", "a+")  # noqa: SIM115 - held for the process lifetime
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return ReplicaIdentity(f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}", None)
+    id_file = home / "replica-id"
+    if not id_file.exists():
+        id_file.write_text(f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}\n")
+    return ReplicaIdentity(id_file.read_text().strip(), handle)
+
+
+def open_store(
+    home: Path, db_url: str | None
+) -> tuple[sessionmaker[Session], sessionmaker[Session], str, str]:
+    engine = db.make_engine(db_url or os.environ.get("CLOUDLET_DB") or db.sqlite_url(home))
+    db.migrate(engine)
+    sessions = db.session_factory(engine)
+    with sessions.begin() as session:
+        inst = bootstrap.bootstrap(session, home)
+        installation_id, secret = inst.id, inst.token_secret
+    return sessions, db.read_session_factory(engine), installation_id, secret
+
+
+def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> AppState:
+    sessions, read_sessions, installation_id, secret = open_store(home, db_url)
+    reconciler = OperationReconciler(
+        sessions, replica.id, lease_ttl_s=float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
+    )
+    return AppState(
+        sessions=sessions,
+        read_sessions=read_sessions,
+        token_secret=secret,
+        installation_id=installation_id,
+        home=home,
+        reconciler=reconciler,
+    )
+
+
+def run_server(
+    host: str = "127.0.0.1", port: int = 8571, home: str | None = None, db: str | None = None
+) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    home_path = resolve_home(home)
+    replica = replica_identity(home_path)
+    state = build_state(home_path, db, replica)
+    app = create_app(state)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = sock.getsockname()[1]
+    endpoint = f"http://{host}:{bound_port}"
+    with state.sessions() as session:
+        bootstrap.write_client_config(home_path, endpoint, bootstrap.default_scope(session))
+    log.info(
+        "cloudlet %s serving on %s (home %s, replica %s)",
+        state.installation_id,
+        endpoint,
+        home_path,
+        replica.id,
+    )
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])

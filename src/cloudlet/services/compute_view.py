@@ -1,0 +1,57 @@
+"""The compute as clients see it: YAML field names plus status fields, all derived on read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cloudlet.domain.lifecycle import allocation_state, cluster_target_nodes
+from cloudlet.domain.locks import Lock, scaling_block
+from cloudlet.services.clock import iso
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import Compute
+
+
+def render(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        **compute.spec,
+        "name": compute.name,
+        "type": compute.type,
+        "id": ref.compute_id(compute.name),
+        "location": compute.location,
+        "description": compute.spec.get("description"),
+        "tags": compute.spec.get("tags", {}),
+        "provisioning_state": compute.provisioning_state,
+        "provisioning_errors": compute.errors or [],
+        "warnings": compute.warnings or [],
+        "created_by": compute.created_by,
+        "created_on": iso(compute.created_on),
+        "last_modified_on": iso(compute.last_modified_on),
+    }
+    if compute.type == "amlcompute":
+        body.update(_cluster_status(compute, ref, locks))
+    elif compute.type == "computeinstance":
+        body["state"] = compute.state
+        body["owner"] = compute.owner
+    return body
+
+
+def _cluster_status(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> dict[str, Any]:
+    spec = compute.spec
+    current = compute.current_node_count
+    target = cluster_target_nodes(spec.get("min_instances", 0), spec.get("max_instances", 0), 0)
+    block = scaling_block(locks, ref.arm_id)
+    status = allocation_state(current, target)
+    if block is not None:
+        # C6: the cluster cannot change its node count; it shows as stuck resizing.
+        message = f"{block.reason}; the cluster stays at {current} nodes (target {target}). Fix: {block.fix}"
+    elif status.value == "Resizing":
+        message = f"resizing from {current} to {target} nodes (min_instances {spec.get('min_instances', 0)})"
+    else:
+        message = f"steady at {current} nodes"
+    return {
+        "allocation_state": "Resizing" if block is not None else status.value,
+        "current_node_count": current,
+        "target_node_count": current if block is not None else target,
+        "scaling_blocked": block.to_dict() if block is not None else None,
+        "status_message": message,
+    }

@@ -1,0 +1,320 @@
+"""Compute resources: create-or-update, patch, delete, start/stop/restart, read.
+
+Every write validates everything first (spec, size, location, locks, quota, state) and only then
+touches the store, inside the caller's transaction: a refused request leaves nothing behind.
+The work that follows (provisioning, power changes) is an operation the reconciler drives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain import locks as lock_rules
+from cloudlet.domain.compute_spec import ComputeSpec, parse_compute, spec_to_doc
+from cloudlet.domain.errors import CloudletError, forbidden, not_found
+from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, ProvisioningState, advance_instance
+from cloudlet.domain.quota import CoreRequest, Tier
+from cloudlet.domain.roles import Access, Role
+from cloudlet.domain.sizes import Catalogue
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import locks as lock_store
+from cloudlet.services import operations, quotas
+from cloudlet.services.clock import utcnow
+from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.store.schema import Compute, Location, Operation, Principal, Workspace
+
+IMMUTABLE_FIELDS = ("type", "size", "location", "tier")
+PATCHABLE_FIELDS = {
+    "min_instances",
+    "max_instances",
+    "idle_time_before_scale_down",
+    "description",
+    "tags",
+    "idle_time_before_shutdown_minutes",
+    "schedules",
+    "ssh_public_access_enabled",
+}
+ACTIONS: dict[str, tuple[InstanceEvent, str]] = {
+    "start": (InstanceEvent.START, "start"),
+    "stop": (InstanceEvent.STOP, "stop"),
+    "restart": (InstanceEvent.RESTART, "restart"),
+}
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    compute: Compute
+    operation: Operation
+    created: bool
+
+
+def get(session: Session, ws: Workspace, name: str) -> Compute:
+    compute = session.scalar(select(Compute).where(Compute.workspace_id == ws.id, Compute.name == name))
+    if compute is None:
+        raise not_found("Compute", name)
+    return compute
+
+
+def list_all(session: Session, ws: Workspace) -> list[Compute]:
+    return list(session.scalars(select(Compute).where(Compute.workspace_id == ws.id).order_by(Compute.name)))
+
+
+def create_or_update(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller
+) -> WriteResult:
+    spec = parse_compute(body, name)
+    catalogue = catalogue_service.current(session)
+    location = _location(session, spec, ws)
+    size_name = _check_size(spec, catalogue)
+    existing = session.scalar(select(Compute).where(Compute.workspace_id == ws.id, Compute.name == name))
+    doc = spec_to_doc(spec)
+    doc["location"] = location
+    if size_name:
+        doc["size"] = size_name
+    if existing is None:
+        return _create(session, ref, ws, spec, doc, location, caller, catalogue)
+    return _update(session, ref, existing, doc, caller, catalogue)
+
+
+def patch(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller
+) -> WriteResult:
+    compute = get(session, ws, name)
+    if not isinstance(body, dict):
+        raise CloudletError("ValidationError", "the update must be a JSON object", "$")
+    for field in body:
+        if field not in PATCHABLE_FIELDS:
+            hint = "it cannot change after creation" if field in IMMUTABLE_FIELDS else "it is not updatable"
+            raise CloudletError(
+                "ValidationError",
+                f"'{field}' cannot be updated ({hint}); updatable: {', '.join(sorted(PATCHABLE_FIELDS))}",
+                field,
+            )
+    merged = {**compute.spec, **body}
+    return create_or_update(session, ref, ws, name, merged, caller)
+
+
+def delete(session: Session, ref: WorkspaceRef, ws: Workspace, name: str, caller: Caller) -> Operation:
+    compute = get(session, ws, name)
+    _require_owner_for_instance(compute, caller, "delete")
+    lock_rules.check_write(
+        lock_store.effective(session, ref, name), ref.compute_id(name), lock_rules.WriteKind.DELETE
+    )
+    operations.ensure_idle(session, compute)
+    if compute.type == "computeinstance":
+        compute.state = advance_instance(compute.state, InstanceEvent.DELETE, name)
+    compute.provisioning_state = ProvisioningState.DELETING.value
+    compute.last_modified_on = utcnow()
+    return operations.start(session, compute, "delete", caller.name)
+
+
+def act(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, action: str, caller: Caller
+) -> Operation:
+    compute = get(session, ws, name)
+    if compute.type != "computeinstance":
+        raise CloudletError(
+            "OperationNotSupported",
+            f"'{action}' applies to compute instances; '{name}' is {compute.type} "
+            "(clusters scale between min_instances and max_instances instead)",
+            name,
+        )
+    _require_owner_for_instance(compute, caller, action)
+    lock_rules.check_write(
+        lock_store.effective(session, ref, name), ref.compute_id(name), lock_rules.WriteKind.ACTION
+    )
+    operations.ensure_idle(session, compute)
+    event, kind = ACTIONS[action]
+    compute.state = advance_instance(compute.state, event, name)
+    compute.last_modified_on = utcnow()
+    return operations.start(session, compute, kind, caller.name)
+
+
+def _create(
+    session: Session,
+    ref: WorkspaceRef,
+    ws: Workspace,
+    spec: ComputeSpec,
+    doc: dict[str, Any],
+    location: str,
+    caller: Caller,
+    catalogue: Catalogue,
+) -> WriteResult:
+    lock_rules.check_write(
+        lock_store.effective(session, ref, spec.name), ref.compute_id(spec.name), lock_rules.WriteKind.CREATE
+    )
+    owner = _owner(session, spec, caller, ws)
+    compute = Compute(
+        workspace_id=ws.id,
+        name=spec.name,
+        type=spec.type,
+        location=location,
+        size=doc.get("size"),
+        spec=doc,
+        owner=owner,
+        created_by=caller.name,
+        provisioning_state=ProvisioningState.CREATING.value,
+        state=InstanceState.CREATING.value if spec.type == "computeinstance" else None,
+        current_node_count=0,
+        errors=[],
+        warnings=_warnings(spec, location, ws),
+        created_on=utcnow(),
+        last_modified_on=utcnow(),
+    )
+    _check_quota(session, ref, compute, catalogue)
+    session.add(compute)
+    session.flush()
+    return WriteResult(compute, operations.start(session, compute, "create", caller.name), True)
+
+
+def _update(
+    session: Session,
+    ref: WorkspaceRef,
+    compute: Compute,
+    doc: dict[str, Any],
+    caller: Caller,
+    catalogue: Catalogue,
+) -> WriteResult:
+    for field in IMMUTABLE_FIELDS:
+        before, after = compute.spec.get(field), doc.get(field)
+        if field == "size" and before and after and before.lower() == after.lower():
+            continue
+        if before != after:
+            raise CloudletError(
+                "ImmutableFieldChange",
+                f"'{field}' of existing compute '{compute.name}' is {before!r} and cannot change to "
+                f"{after!r}; "
+                "delete the compute and create it again, or use a new name.",
+                field,
+                409,
+            )
+    if compute.provisioning_state == ProvisioningState.DELETING.value:
+        raise CloudletError(
+            "ComputeBeingDeleted",
+            f"compute '{compute.name}' is being deleted; wait for it to go, then create it again",
+            compute.name,
+            409,
+        )
+    lock_rules.check_write(
+        lock_store.effective(session, ref, compute.name),
+        ref.compute_id(compute.name),
+        lock_rules.WriteKind.UPDATE,
+    )
+    operations.ensure_idle(session, compute)
+    if compute.type == "computeinstance":
+        _require_owner_for_instance(compute, caller, "update")
+        doc.pop("create_on_behalf_of", None)
+        if compute.spec.get("create_on_behalf_of"):
+            doc["create_on_behalf_of"] = compute.spec["create_on_behalf_of"]
+    previous = compute.spec
+    compute.spec = doc
+    try:
+        _check_quota(session, ref, compute, catalogue)
+    except CloudletError:
+        compute.spec = previous
+        raise
+    compute.provisioning_state = ProvisioningState.UPDATING.value
+    compute.last_modified_on = utcnow()
+    return WriteResult(compute, operations.start(session, compute, "update", caller.name), False)
+
+
+def _location(session: Session, spec: ComputeSpec, ws: Workspace) -> str:
+    location = spec.location or ws.location
+    if session.get(Location, location) is None:
+        known = ", ".join(sorted(session.scalars(select(Location.name))))
+        raise CloudletError(
+            "UnknownLocation", f"location '{location}' does not exist; use one of: {known}", "location"
+        )
+    if spec.type == "computeinstance" and location != ws.location:
+        raise CloudletError(
+            "InstanceLocationMismatch",
+            f"a compute instance must be in its workspace's location '{ws.location}' (got '{location}'); "
+            "only compute clusters may be placed elsewhere",
+            "location",
+        )
+    return location
+
+
+def _check_size(spec: ComputeSpec, catalogue: Catalogue) -> str | None:
+    size_name = getattr(spec, "size", None)
+    if size_name is None:
+        return None
+    size = catalogue.require_size(size_name, spec.type)
+    if getattr(spec, "tier", "dedicated") == "low_priority" and not size.low_priority_capable:
+        raise CloudletError(
+            "LowPriorityNotSupported",
+            f"{size.name} cannot run at low priority; choose tier: dedicated or another size",
+            "tier",
+        )
+    return size.name
+
+
+def _warnings(spec: ComputeSpec, location: str, ws: Workspace) -> list[dict[str, str]]:
+    if spec.type == "amlcompute" and location != ws.location:
+        return [
+            {
+                "code": "CrossLocationCompute",
+                "message": (
+                    f"cluster location '{location}' differs from workspace location '{ws.location}': expect "
+                    "added latency and data-transfer cost between them (C4)"
+                ),
+            }
+        ]
+    return []
+
+
+def _check_quota(session: Session, ref: WorkspaceRef, compute: Compute, catalogue: Catalogue) -> None:
+    size = catalogue.get(compute.size or "")
+    if size is None:
+        return
+    if compute.type == "computeinstance":
+        request = CoreRequest(compute.name, size.family, Tier.DEDICATED, size.vcpus, 1, "instance")
+    else:
+        nodes = quotas.cluster_nodes_held(compute)
+        if nodes == 0:
+            return
+        request = CoreRequest(
+            compute.name,
+            size.family,
+            Tier(compute.spec.get("tier", "dedicated")),
+            size.vcpus,
+            nodes,
+            "min_instances",
+        )
+    quotas.check(session, ref.subscription_id, compute.location, catalogue, request)
+
+
+def _owner(session: Session, spec: ComputeSpec, caller: Caller, ws: Workspace) -> str | None:
+    if spec.type != "computeinstance":
+        return None
+    on_behalf = getattr(spec, "create_on_behalf_of", None)
+    if on_behalf is None:
+        return caller.name
+    if not (caller.is_admin or caller.roles.get(ws.id) == Role.OWNER):
+        raise forbidden(
+            "creating an instance on behalf of another user needs the Owner role (I8)", "create_on_behalf_of"
+        )
+    user = on_behalf.user_object_id
+    if session.scalar(select(Principal).where(Principal.name == user)) is None:
+        raise CloudletError(
+            "UnknownUser",
+            f"create_on_behalf_of.user_object_id '{user}' is not a cloudlet "
+            "user; create it with `cloudlet user create`",
+            "create_on_behalf_of.user_object_id",
+        )
+    return user
+
+
+def _require_owner_for_instance(compute: Compute, caller: Caller, verb: str) -> None:
+    """I1: an instance has exactly one owner; only they (or a workspace Owner) may drive it."""
+    if compute.type != "computeinstance" or compute.owner == caller.name:
+        return
+    if caller.can(compute.workspace_id, Access.MANAGE):
+        return
+    raise forbidden(
+        f"only the owner '{compute.owner}' of instance '{compute.name}' may {verb} it", compute.name
+    )

@@ -1,0 +1,90 @@
+"""Management locks stored per scope; evaluation lives in ``cloudlet.domain.locks``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.locks import Lock, LockLevel, scope_kind
+from cloudlet.services.clock import iso, utcnow
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import ManagementLock
+
+
+def ancestors(ref: WorkspaceRef, compute: str | None = None) -> list[str]:
+    scopes = [f"/subscriptions/{ref.subscription_id}", ref.rg_scope, ref.arm_id]
+    if compute:
+        scopes.append(ref.compute_id(compute))
+    return scopes
+
+
+def effective(session: Session, ref: WorkspaceRef, compute: str | None = None) -> list[Lock]:
+    rows = session.scalars(select(ManagementLock).where(ManagementLock.scope.in_(ancestors(ref, compute))))
+    return [_to_domain(row) for row in rows]
+
+
+def all_in_workspace(session: Session, ref: WorkspaceRef) -> list[Lock]:
+    """Locks above the workspace plus those on the workspace and any of its computes."""
+    rows = session.scalars(
+        select(ManagementLock).where(
+            ManagementLock.scope.in_(ancestors(ref)) | ManagementLock.scope.startswith(ref.arm_id + "/")
+        )
+    )
+    return [_to_domain(row) for row in rows]
+
+
+def put(session: Session, scope: str, name: str, body: dict[str, Any]) -> ManagementLock:
+    unknown = set(body) - {"level", "notes", "name"}
+    if unknown:
+        field = sorted(unknown)[0]
+        raise CloudletError("ValidationError", f"unknown field '{field}' for a lock; remove it", field)
+    try:
+        level = LockLevel(body.get("level", ""))
+    except ValueError:
+        raise CloudletError("ValidationError", "level must be CanNotDelete or ReadOnly", "level") from None
+    row = session.scalar(
+        select(ManagementLock).where(ManagementLock.scope == scope, ManagementLock.name == name)
+    )
+    if row is None:
+        row = ManagementLock(
+            scope=scope, name=name, level=level.value, notes=body.get("notes"), created_on=utcnow()
+        )
+        session.add(row)
+    else:
+        row.level, row.notes = level.value, body.get("notes")
+    session.flush()
+    return row
+
+
+def remove(session: Session, scope: str, name: str) -> None:
+    result = session.execute(
+        delete(ManagementLock).where(ManagementLock.scope == scope, ManagementLock.name == name)
+    )
+    if result.rowcount == 0:  # type: ignore[attr-defined]
+        raise not_found("Lock", name)
+
+
+def remove_scope(session: Session, scope: str) -> None:
+    """A deleted resource takes its own locks with it."""
+    session.execute(delete(ManagementLock).where(ManagementLock.scope == scope))
+
+
+def _to_domain(row: ManagementLock) -> Lock:
+    return Lock(name=row.name, level=LockLevel(row.level), scope=row.scope, notes=row.notes)
+
+
+def render(lock: Lock) -> dict[str, Any]:
+    return {
+        "name": lock.name,
+        "level": lock.level.value,
+        "scope": lock.scope,
+        "scope_kind": scope_kind(lock.scope),
+        "notes": lock.notes,
+    }
+
+
+def render_row(row: ManagementLock) -> dict[str, Any]:
+    return {**render(_to_domain(row)), "created_on": iso(row.created_on)}

@@ -1,0 +1,122 @@
+"""Subscriptions, resource groups and workspaces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.errors import CloudletError, forbidden, not_found
+from cloudlet.domain.roles import Access
+from cloudlet.services.clock import iso, utcnow
+from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.store.schema import ResourceGroup, Subscription, Workspace
+
+
+@dataclass(frozen=True)
+class WorkspaceRow:
+    workspace: Workspace
+    ref: WorkspaceRef
+
+
+def resolve(session: Session, ref: WorkspaceRef, caller: Caller, needed: Access) -> Workspace:
+    """The workspace, if it exists and the caller may act on it; 404 hides others' workspaces."""
+    ws = session.scalar(
+        select(Workspace)
+        .join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
+        .where(
+            ResourceGroup.subscription_id == ref.subscription_id,
+            ResourceGroup.name == ref.resource_group,
+            Workspace.name == ref.workspace,
+        )
+    )
+    if ws is None or not caller.can(ws.id, Access.READ):
+        raise not_found("Workspace", ref.workspace)
+    if not caller.can(ws.id, needed):
+        verb = {Access.WRITE: "change", Access.MANAGE: "manage"}.get(needed, "read")
+        raise forbidden(
+            f"'{caller.name}' may not {verb} resources in workspace '{ref.workspace}' "
+            f"(needs role {'Contributor' if needed == Access.WRITE else 'Owner'}).",
+            target=ref.workspace,
+        )
+    return ws
+
+
+def ref_of(session: Session, ws: Workspace) -> WorkspaceRef:
+    rg = session.get(ResourceGroup, ws.resource_group_id)
+    assert rg is not None
+    return WorkspaceRef(rg.subscription_id, rg.name, ws.name)
+
+
+def create_or_update(
+    session: Session, ref: WorkspaceRef, body: dict[str, Any], caller: Caller
+) -> tuple[Workspace, bool]:
+    if not caller.is_admin:
+        raise forbidden("only an administrator can create workspaces")
+    unknown = set(body) - {"location", "description", "tags", "name"}
+    if unknown:
+        field = sorted(unknown)[0]
+        raise CloudletError("ValidationError", f"unknown field '{field}' for a workspace; remove it", field)
+    if session.get(Subscription, ref.subscription_id) is None:
+        raise not_found("Subscription", ref.subscription_id)
+    location = body.get("location")
+    rg = session.scalar(
+        select(ResourceGroup).where(
+            ResourceGroup.subscription_id == ref.subscription_id, ResourceGroup.name == ref.resource_group
+        )
+    )
+    if rg is None:
+        rg = ResourceGroup(
+            subscription_id=ref.subscription_id, name=ref.resource_group, location=location or "local"
+        )
+        session.add(rg)
+        session.flush()
+    ws = session.scalar(
+        select(Workspace).where(Workspace.resource_group_id == rg.id, Workspace.name == ref.workspace)
+    )
+    created = ws is None
+    if ws is None:
+        ws = Workspace(
+            resource_group_id=rg.id,
+            name=ref.workspace,
+            location=location or rg.location,
+            tags={},
+            created_on=utcnow(),
+        )
+        session.add(ws)
+    elif location and location != ws.location:
+        raise CloudletError(
+            "ImmutableField", "a workspace's location cannot change; create a new workspace", "location", 409
+        )
+    if "description" in body:
+        ws.description = body["description"]
+    if "tags" in body:
+        ws.tags = dict(body["tags"] or {})
+    session.flush()
+    return ws, created
+
+
+def list_visible(session: Session, caller: Caller) -> list[tuple[Workspace, WorkspaceRef]]:
+    rows = session.execute(
+        select(Workspace, ResourceGroup).join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
+    ).all()
+    return [
+        (ws, WorkspaceRef(rg.subscription_id, rg.name, ws.name))
+        for ws, rg in rows
+        if caller.can(ws.id, Access.READ)
+    ]
+
+
+def render(ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
+    return {
+        "name": ws.name,
+        "id": ref.arm_id,
+        "subscription_id": ref.subscription_id,
+        "resource_group": ref.resource_group,
+        "location": ws.location,
+        "description": ws.description,
+        "tags": ws.tags or {},
+        "created_on": iso(ws.created_on),
+    }

@@ -1,0 +1,75 @@
+"""Engine and session factory. SQLite (WAL) is the embedded default; PostgreSQL for replicas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def normalise_url(url: str) -> str:
+    """Accept the plain ``postgresql://`` form users type; use psycopg 3 underneath."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def sqlite_url(home: Path) -> str:
+    return f"sqlite:///{home / 'cloudlet.db'}"
+
+
+def make_engine(url: str) -> Engine:
+    url = normalise_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=8,
+            max_overflow=8,
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # let the "begin" listener issue BEGIN itself
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Any) -> None:
+    # Writers take the write lock at BEGIN: a deferred transaction that reads and then writes can
+    # fail at once with "database is locked" when another writer got in between.
+    # Read-only sessions (see ``read_session_factory``) stay deferred so they never wait on writers.
+    deferred = conn.get_execution_options().get("cloudlet_read_only", False)
+    conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def read_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions for requests that only read (GET)."""
+    return sessionmaker(engine.execution_options(cloudlet_read_only=True), expire_on_commit=False)
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision (run on every server start)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")

@@ -1,0 +1,111 @@
+"""Shared fixtures: a real cloudlet server process spoken to over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+
+@dataclass
+class RunningServer:
+    home: Path
+    process: subprocess.Popen[bytes]
+    endpoint: str
+    api_key: str
+    subscription_id: str
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ws_path(self) -> str:
+        return self.workspace_path("default")
+
+    def workspace_path(self, workspace: str, resource_group: str = "default") -> str:
+        return f"/api/v1/subscriptions/{self.subscription_id}/resourceGroups/{resource_group}/workspaces/{workspace}"
+
+    def client(self, key: str | None = None) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.endpoint, headers={"Authorization": f"Bearer {key or self.api_key}"}, timeout=30
+        )
+
+    def cli_env(self) -> dict[str, str]:
+        return {**os.environ, "CLOUDLET_HOME": str(self.home), "CLOUDLET_OUTPUT": "json", **self.env}
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=20)
+
+    def wait_operation(self, client: httpx.Client, url: str, timeout: float = 20) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            body: dict[str, Any] = client.get(url).json()
+            if body["status"] != "InProgress" or time.monotonic() > deadline:
+                return body
+            time.sleep(0.05)
+
+
+def start_server(
+    home: Path, db_url: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 60
+) -> RunningServer:
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "config.json"
+    stale_endpoint = json.loads(config.read_text())["endpoint"] if config.exists() else None
+    log_path = home / f"server-{time.time_ns()}.log"
+    env = {**os.environ, "CLOUDLET_HOME": str(home), **(extra_env or {})}
+    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--home", str(home)]
+    if db_url:
+        cmd += ["--db", db_url]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{log_path.read_text()}")
+        if config.exists() and (home / "credentials").exists():
+            try:
+                cfg = json.loads(config.read_text())
+            except json.JSONDecodeError:
+                cfg = {}
+            endpoint = cfg.get("endpoint")
+            if endpoint and endpoint != stale_endpoint:
+                try:
+                    if httpx.get(endpoint + "/healthz", timeout=1).status_code == 200:
+                        key = json.loads((home / "credentials").read_text())["api_key"]
+                        return RunningServer(home, process, endpoint, key, cfg["subscription_id"], log_path,
+                                             extra_env or {})
+                except httpx.HTTPError:
+                    pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"server did not become ready:\n{log_path.read_text()}")
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
+    started: list[RunningServer] = []
+
+    def make(home: Path | None = None, **kwargs: Any) -> RunningServer:
+        server = start_server(home or tmp_path / f"home{len(started)}", **kwargs)
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.kill()
+
+
+@pytest.fixture
+def server(server_factory: Callable[..., RunningServer]) -> RunningServer:
+    return server_factory()
