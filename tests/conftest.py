@@ -57,8 +57,14 @@ class RunningServer:
 
 
 def start_server(
-    home: Path, db_url: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 60
+    home: Path,
+    db_url: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 60,
+    api_key: str | None = None,
 ) -> RunningServer:
+    """Start ``cloudlet server`` and wait until it answers. A replica joining a store that another
+    server bootstrapped writes no credentials: pass that server's ``api_key``."""
     home.mkdir(parents=True, exist_ok=True)
     config = home / "config.json"
     stale_endpoint = json.loads(config.read_text())["endpoint"] if config.exists() else None
@@ -73,7 +79,7 @@ def start_server(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited early:\n{log_path.read_text()}")
-        if config.exists() and (home / "credentials").exists():
+        if config.exists() and (api_key or (home / "credentials").exists()):
             try:
                 cfg = json.loads(config.read_text())
             except json.JSONDecodeError:
@@ -82,7 +88,7 @@ def start_server(
             if endpoint and endpoint != stale_endpoint:
                 try:
                     if httpx.get(endpoint + "/healthz", timeout=1).status_code == 200:
-                        key = json.loads((home / "credentials").read_text())["api_key"]
+                        key = api_key or json.loads((home / "credentials").read_text())["api_key"]
                         return RunningServer(home, process, endpoint, key, cfg["subscription_id"], log_path,
                                              extra_env or {})
                 except httpx.HTTPError:
@@ -109,3 +115,20 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
 @pytest.fixture
 def server(server_factory: Callable[..., RunningServer]) -> RunningServer:
     return server_factory()
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    from tests.postgres import postgres_server
+
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(postgres_admin_url: str) -> Iterator[str]:
+    """A fresh, empty database for one test."""
+    from tests.postgres import fresh_database
+
+    with fresh_database(postgres_admin_url) as url:
+        yield url

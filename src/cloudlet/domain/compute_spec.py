@@ -120,7 +120,7 @@ class _ComputeBase(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not NAME_PATTERN.match(value):
+        if not NAME_PATTERN.fullmatch(value):
             raise ValueError(
                 "name must be 2–32 characters, start with a letter, and contain only letters, digits and '-'"
             )

@@ -38,14 +38,10 @@ class Lock:
 
 
 def scope_kind(scope: str) -> str:
-    parts = scope.strip("/").lower().split("/")
-    if "computes" in parts:
-        return "compute"
-    if "workspaces" in parts:
-        return "workspace"
-    if "resourcegroups" in parts:
-        return "resource group"
-    return "subscription"
+    """By position in the ARM id, so a resource group named 'workspaces' is still a resource group:
+    /subscriptions/S (2) /resourceGroups/R (4) /providers/P/workspaces/W (8) /computes/C (10)."""
+    depth = len(scope.strip("/").split("/"))
+    return {2: "subscription", 4: "resource group", 8: "workspace"}.get(depth, "compute")
 
 
 def scope_name(scope: str) -> str:

@@ -7,10 +7,11 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+MIGRATION_LOCK_KEY = 0x636C6F75  # "clou"
 
 
 def normalise_url(url: str) -> str:
@@ -71,5 +72,8 @@ def migrate(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Replicas starting together: one migrates, the others wait and then find nothing to do.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
