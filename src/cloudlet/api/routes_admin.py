@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Response
@@ -10,8 +11,8 @@ from sqlalchemy import select
 from cloudlet.api.deps import Context, context
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.roles import Access, parse_role
+from cloudlet.services import bootstrap, identity, quotas, workspaces
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import identity, quotas, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Location, Principal, ResourceGroup, RoleAssignment
@@ -171,6 +172,52 @@ def add_size(body: Any = Body(default=None), ctx: Context = Depends(context)) ->
 def list_locations(ctx: Context = Depends(context)) -> dict[str, Any]:
     rows = ctx.session.scalars(select(Location).order_by(Location.name))
     return {"value": [{"name": r.name, "provider": r.provider, "capacity": r.capacity} for r in rows]}
+
+
+PROVIDER_KINDS = ("local",)  # ssh, slurm and kubernetes arrive with their providers
+CAPACITY_FIELDS = {"vcpus", "memory_gb", "gpus", "overcommit"}
+
+
+@router.put("/locations/{name}")
+def put_location(
+    name: str, response: Response, body: Any = Body(default=None), ctx: Context = Depends(context)
+) -> dict[str, Any]:
+    """Add or change a location: a pool of capacity behind one provider (admin)."""
+    _require_admin(ctx)
+    data = _object(body)
+    unknown = set(data) - {"provider", "capacity"}
+    if unknown:
+        field = sorted(unknown)[0]
+        raise CloudletError("ValidationError", f"unknown field '{field}' for a location; remove it", field)
+    provider = data.get("provider", "local")
+    if provider not in PROVIDER_KINDS:
+        raise CloudletError(
+            "ValidationError",
+            f"provider '{provider}' is not available; use one of: {', '.join(PROVIDER_KINDS)}",
+            "provider",
+        )
+    capacity = data.get("capacity") or {}
+    bad = [
+        k for k, v in capacity.items() if k not in CAPACITY_FIELDS or not isinstance(v, int | float) or v < 0
+    ]
+    if not isinstance(capacity, dict) or bad:
+        raise CloudletError(
+            "ValidationError",
+            f"capacity takes non-negative numbers for {', '.join(sorted(CAPACITY_FIELDS))}",
+            f"capacity.{bad[0] if bad else ''}",
+        )
+    if not re.fullmatch(r"[a-z][a-z0-9-]{0,63}", name):
+        raise CloudletError(
+            "ValidationError", "a location name is lower-case letters, digits and '-'", "name"
+        )
+    row = ctx.session.get(Location, name)
+    response.status_code = 200 if row else 201
+    if row is None:
+        row = Location(name=name, provider=provider, capacity={})
+        ctx.session.add(row)
+    row.provider, row.capacity = provider, {**bootstrap.DEFAULT_LOCAL_CAPACITY, **row.capacity, **capacity}
+    ctx.commit()
+    return {"name": row.name, "provider": row.provider, "capacity": row.capacity}
 
 
 def _pool(ctx: Context, sub: str, location: str) -> None:

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.roles import Access
+from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import compute_view, computes, operations, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
@@ -26,7 +27,7 @@ def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tupl
 
 def _render(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]:
     locks = lock_store.effective(ctx.session, ref, compute.name) if compute.type == "amlcompute" else []
-    return compute_view.render(compute, ref, locks)
+    return compute_view.render(compute, ref, locks, catalogue_service.current(ctx.session))
 
 
 def _operation_headers(ctx: Context, op: Operation) -> dict[str, str]:
@@ -39,7 +40,8 @@ def list_computes(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     scaling_locks = lock_store.effective(ctx.session, ref)
     rows = computes.list_all(ctx.session, workspace)
-    return json_response({"value": [compute_view.render(c, ref, scaling_locks) for c in rows]})
+    catalogue = catalogue_service.current(ctx.session)
+    return json_response({"value": [compute_view.render(c, ref, scaling_locks, catalogue) for c in rows]})
 
 
 @router.get(WS + "/computes/{name}")

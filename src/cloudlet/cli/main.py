@@ -206,10 +206,11 @@ def server_cmd(
 
 
 def _register() -> None:
-    from cloudlet.cli import admin, compute
+    from cloudlet.cli import admin, catalog, compute
 
     app.add_typer(compute.app, name="compute")
     admin.register(app)
+    catalog.register(app)
 
 
 _register()

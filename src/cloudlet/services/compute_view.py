@@ -6,12 +6,15 @@ from typing import Any
 
 from cloudlet.domain.lifecycle import allocation_state, cluster_target_nodes
 from cloudlet.domain.locks import Lock, scaling_block
+from cloudlet.domain.sizes import Catalogue
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Compute
 
 
-def render(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> dict[str, Any]:
+def render(
+    compute: Compute, ref: WorkspaceRef, locks: list[Lock], catalogue: Catalogue | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         **compute.spec,
         "name": compute.name,
@@ -22,7 +25,7 @@ def render(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> dict[str, 
         "tags": compute.spec.get("tags", {}),
         "provisioning_state": compute.provisioning_state,
         "provisioning_errors": compute.errors or [],
-        "warnings": compute.warnings or [],
+        "warnings": [*(compute.warnings or []), *_retirement(compute, catalogue)],
         "created_by": compute.created_by,
         "created_on": iso(compute.created_on),
         "last_modified_on": iso(compute.last_modified_on),
@@ -33,6 +36,23 @@ def render(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> dict[str, 
         body["state"] = compute.state
         body["owner"] = compute.owner
     return body
+
+
+def _retirement(compute: Compute, catalogue: Catalogue | None) -> list[dict[str, str]]:
+    """T11: compute made on a series that has since retired is flagged, with what to move to."""
+    size = catalogue.get(compute.size) if catalogue and compute.size else None
+    if size is None:
+        return []
+    series = catalogue.series_of(size)  # type: ignore[union-attr]
+    if series.retired_on is None:
+        return []
+    return [
+        {
+            "code": "RetiredVmSeries",
+            "message": f"series {series.name} ({size.name}) was retired on {series.retired_on}; recreate "
+            f"this compute on a current series such as {' or '.join(series.replacements)}",
+        }
+    ]
 
 
 def _cluster_status(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> dict[str, Any]:
