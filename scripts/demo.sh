@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The main job (README Quick start): set up, start a cloudlet server on the embedded SQLite store,
+# and walk through the control plane with the CLI: sizes, a cluster, an instance, quota, a lock.
+# CLOUDLET_HOME (default ./.demo-home) keeps the store; KEEP_SERVER=1 leaves the server running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+export CLOUDLET_HOME=${CLOUDLET_HOME:-$PWD/.demo-home}
+mkdir -p "$CLOUDLET_HOME"
+cl() { echo; echo "\$ cloudlet $*"; .venv/bin/cloudlet "$@"; }
+
+rm -f "$CLOUDLET_HOME/config.json"
+.venv/bin/cloudlet server --port "${CLOUDLET_PORT:-0}" --home "$CLOUDLET_HOME" >"$CLOUDLET_HOME/server.log" 2>&1 &
+SERVER_PID=$!
+[ "${KEEP_SERVER:-0}" = 1 ] || trap 'kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+  if [ -f "$CLOUDLET_HOME/config.json" ] && curl -fs "$(.venv/bin/python -c 'import json,sys;print(json.load(open(sys.argv[1]))["endpoint"])' "$CLOUDLET_HOME/config.json")/healthz" >/dev/null 2>&1; then
+    break
+  fi
+  kill -0 $SERVER_PID 2>/dev/null || { cat "$CLOUDLET_HOME/server.log"; exit 1; }
+  sleep 0.2
+done
+echo "cloudlet server is up (home $CLOUDLET_HOME, log $CLOUDLET_HOME/server.log)"
+
+cl workspace show
+cl compute list-sizes --type computeinstance -o table | head -12
+cl compute create --file examples/compute/cluster.yml
+cl compute create --file examples/compute/instance.yml
+cl compute update -n cpu-cluster --max-instances 4
+cl compute stop -n my-instance
+cl compute list
+cl compute list-usage -o table | head -8
+echo; echo "# A min_instances beyond the DSv2 quota is refused, naming who holds the cores:"
+cl compute create --file examples/compute/cluster.yml -n too-big --set min_instances=30 --set max_instances=30 || true
+echo; echo "# A lock on the resource group freezes cluster scaling (C6); the cluster says why:"
+cl lock create -n keep --level CanNotDelete --scope resource-group
+cl compute show -n cpu-cluster -o yaml | grep -E "allocation_state|status_message|lock:"
+cl lock delete -n keep --scope resource-group
+cl compute delete -n cpu-cluster --yes
+cl compute delete -n my-instance --yes
+cl compute list
+echo; echo "Demo finished. API docs: $(.venv/bin/python -c 'import json,sys;print(json.load(open(sys.argv[1]))["endpoint"])' "$CLOUDLET_HOME/config.json")/docs"
