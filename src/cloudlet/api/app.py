@@ -40,7 +40,7 @@ def create_app(state: AppState) -> FastAPI:
     app.include_router(routes_admin.router)
 
     @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         return {"status": "ok", "installation": state.installation_id}
 
     @app.exception_handler(CloudletError)
@@ -50,6 +50,12 @@ def create_app(state: AppState) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def request_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":
+            # loc is ("body", <character offset>): the target is the whole body, not the offset.
+            reason = (first.get("ctx") or {}).get("error") or first.get("msg", "JSON decode error")
+            offset = first.get("loc", ("body", "?"))[-1]
+            message = f"the request body is not valid JSON: {reason} (at character {offset})"
+            return JSONResponse(CloudletError("InvalidRequest", message, "$").to_body(), status_code=400)
         target = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
         error = CloudletError("InvalidRequest", f"{first.get('msg', 'invalid request')} ({target})", target)
         return JSONResponse(error.to_body(), status_code=400)

@@ -336,7 +336,8 @@ _SIZE_KEYS = (
 def load_catalogue() -> Catalogue:
     text = resources.files("cloudlet.domain").joinpath("data/sizes.yaml").read_text(encoding="utf-8")
     try:
-        return parse_catalogue(yaml.safe_load(text))
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10× faster start-up
+        return parse_catalogue(yaml.load(text, Loader=loader))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"sizes.yaml is malformed: {exc!r}") from exc
 

@@ -14,8 +14,11 @@ from cloudlet.store.schema import CustomSize
 _cache: dict[tuple[str, ...], Catalogue] = {}
 
 
+_CUSTOM = select(CustomSize.name, CustomSize.spec).order_by(CustomSize.name)
+
+
 def current(session: Session) -> Catalogue:
-    rows = session.execute(select(CustomSize.name, CustomSize.spec).order_by(CustomSize.name)).all()
+    rows = session.execute(_CUSTOM).all()
     key = tuple(f"{name}:{sorted(spec.items())}" for name, spec in rows)
     cached = _cache.get(key)
     if cached is None:

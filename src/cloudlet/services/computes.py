@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import locks as lock_rules
@@ -52,8 +52,11 @@ class WriteResult:
     created: bool
 
 
+_BY_NAME = select(Compute).where(Compute.workspace_id == bindparam("ws"), Compute.name == bindparam("name"))
+
+
 def get(session: Session, ws: Workspace, name: str) -> Compute:
-    compute = session.scalar(select(Compute).where(Compute.workspace_id == ws.id, Compute.name == name))
+    compute = session.scalar(_BY_NAME, {"ws": ws.id, "name": name})
     if compute is None:
         raise not_found("Compute", name)
     return compute

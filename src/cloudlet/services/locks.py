@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, not_found
@@ -21,8 +21,11 @@ def ancestors(ref: WorkspaceRef, compute: str | None = None) -> list[str]:
     return scopes
 
 
+_IN_SCOPES = select(ManagementLock).where(ManagementLock.scope.in_(bindparam("scopes", expanding=True)))
+
+
 def effective(session: Session, ref: WorkspaceRef, compute: str | None = None) -> list[Lock]:
-    rows = session.scalars(select(ManagementLock).where(ManagementLock.scope.in_(ancestors(ref, compute))))
+    rows = session.scalars(_IN_SCOPES, {"scopes": ancestors(ref, compute)})
     return [_to_domain(row) for row in rows]
 
 

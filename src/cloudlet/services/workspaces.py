@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
@@ -21,17 +21,21 @@ class WorkspaceRow:
     ref: WorkspaceRef
 
 
+# Built once: statement construction costs more than the query itself on the hot read path.
+_BY_REF = (
+    select(Workspace)
+    .join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
+    .where(
+        ResourceGroup.subscription_id == bindparam("sub"),
+        ResourceGroup.name == bindparam("rg"),
+        Workspace.name == bindparam("ws"),
+    )
+)
+
+
 def resolve(session: Session, ref: WorkspaceRef, caller: Caller, needed: Access) -> Workspace:
     """The workspace, if it exists and the caller may act on it; 404 hides others' workspaces."""
-    ws = session.scalar(
-        select(Workspace)
-        .join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
-        .where(
-            ResourceGroup.subscription_id == ref.subscription_id,
-            ResourceGroup.name == ref.resource_group,
-            Workspace.name == ref.workspace,
-        )
-    )
+    ws = session.scalar(_BY_REF, {"sub": ref.subscription_id, "rg": ref.resource_group, "ws": ref.workspace})
     if ws is None or not caller.can(ws.id, Access.READ):
         raise not_found("Workspace", ref.workspace)
     if not caller.can(ws.id, needed):

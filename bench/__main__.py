@@ -1,0 +1,58 @@
+"""``python -m bench [--quick] [--only NAME]``: run benchmarks, write ``bench/results/``.
+
+Benchmarks report numbers and ratios to a peer; they never fail on absolute times. The exit status
+is non-zero only when a benchmark could not run at all (a server did not start, a request failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench import _results, api_latency
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    run: Callable[[bool], dict[str, Any]]
+    markdown: Callable[[dict[str, Any]], str]
+    report: Callable[[dict[str, Any]], str]
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    api_latency.NAME: Benchmark(api_latency.NAME, api_latency.run, api_latency.markdown, api_latency.report),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer requests: a smoke run, noisy numbers")
+    parser.add_argument(
+        "--only", choices=sorted(BENCHMARKS), action="append", help="run only NAME (repeatable)"
+    )
+    args = parser.parse_args(argv)
+    names: list[str] = args.only or list(BENCHMARKS)
+    failed = 0
+    for name in names:
+        bench = BENCHMARKS[name]
+        print(f"== {name}{' (quick)' if args.quick else ''}", flush=True)
+        try:
+            data = bench.run(args.quick)
+        except Exception:
+            traceback.print_exc()
+            failed += 1
+            continue
+        json_path = _results.write_json(name, data)
+        md_path = _results.update_readme(name, bench.markdown(data))
+        print(bench.report(data))
+        print(f"wrote {json_path} and {md_path}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

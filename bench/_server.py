@@ -1,0 +1,157 @@
+"""Start and stop server processes for benchmarks: a real cloudlet server and the minimal peer app.
+
+Mirrors ``tests/conftest.py::start_server`` without importing pytest: ``python -m cloudlet server
+--port 0 --home DIR``, then wait for ``DIR/config.json`` + ``DIR/credentials`` and ``/healthz``.
+Everything is loopback-only and bounded in time; ``stop()`` kills the whole process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+
+
+@dataclass
+class ServerProcess:
+    """A server subprocess (its own session/process group) reachable at ``endpoint``."""
+
+    process: subprocess.Popen[bytes]
+    endpoint: str
+    log_path: Path
+    api_key: str = ""
+    subscription_id: str = ""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def ws_path(self) -> str:
+        return f"/api/v1/subscriptions/{self.subscription_id}/resourceGroups/default/workspaces/default"
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def rss_kib(self) -> int | None:
+        """VmRSS of the server process in KiB (None when it is gone or /proc is unavailable)."""
+        return read_vm_rss_kib(self.process.pid)
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.process.poll() is not None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.process.wait(timeout=timeout)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def read_vm_rss_kib(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return None
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
+    src = str(REPO_ROOT / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_cloudlet(home: Path, timeout: float = 60) -> ServerProcess:
+    """Start ``python -m cloudlet server --port 0 --home HOME`` and wait until it answers /healthz."""
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "config.json"
+    credentials = home / "credentials"
+    log_path = home / f"server-{time.time_ns()}.log"
+    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--home", str(home)]
+    env = _env({"CLOUDLET_HOME": str(home)})
+    env.pop("CLOUDLET_DB", None)  # embedded SQLite in HOME, whatever the caller's environment says
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = ServerProcess(process, "", log_path)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"cloudlet server exited early:\n{log_path.read_text()}")
+            if config.exists() and credentials.exists():
+                try:
+                    cfg: dict[str, Any] = json.loads(config.read_text())
+                    key = json.loads(credentials.read_text())["api_key"]
+                except (json.JSONDecodeError, KeyError):
+                    cfg, key = {}, ""
+                endpoint = cfg.get("endpoint")
+                if endpoint and key and _healthy(endpoint + "/healthz"):
+                    server.endpoint = endpoint
+                    server.api_key = key
+                    server.subscription_id = cfg["subscription_id"]
+                    return server
+            time.sleep(0.1)
+        raise RuntimeError(f"cloudlet server did not become ready:\n{log_path.read_text()}")
+    except BaseException:
+        server.stop()
+        raise
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_peer(body_path: Path, api_key: str, log_dir: Path, timeout: float = 30) -> ServerProcess:
+    """Start the peer app (``bench/_peer_app.py``) serving the bytes in BODY_PATH behind a bearer check."""
+    log_path = log_dir / f"peer-{time.time_ns()}.log"
+    for _attempt in range(3):  # the probed port can be taken between probe and bind: retry a few times
+        port = _free_port()
+        cmd = [sys.executable, str(Path(__file__).with_name("_peer_app.py")), HOST, str(port), str(body_path)]
+        env = _env({"BENCH_PEER_KEY": api_key})
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        server = ServerProcess(process, f"http://{HOST}:{port}", log_path, api_key=api_key)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and process.poll() is None:
+                if _healthy(server.endpoint + "/healthz"):
+                    return server
+                time.sleep(0.1)
+        except BaseException:
+            server.stop()
+            raise
+        server.stop()
+    raise RuntimeError(f"peer app did not become ready:\n{log_path.read_text()}")
