@@ -89,8 +89,9 @@ def start_server(
                 try:
                     if httpx.get(endpoint + "/healthz", timeout=1).status_code == 200:
                         key = api_key or json.loads((home / "credentials").read_text())["api_key"]
-                        return RunningServer(home, process, endpoint, key, cfg["subscription_id"], log_path,
-                                             extra_env or {})
+                        return RunningServer(
+                            home, process, endpoint, key, cfg["subscription_id"], log_path, extra_env or {}
+                        )
                 except httpx.HTTPError:
                     pass
         time.sleep(0.1)

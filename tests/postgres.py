@@ -47,14 +47,33 @@ def _throwaway_cluster() -> Iterator[str]:
     os.chmod(root, 0o777)
     data, port = os.path.join(root, "data"), _free_port()
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    subprocess.run([*as_user, f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres"],
-                   check=True, capture_output=True)
-    subprocess.run([*as_user, f"{bindir}/pg_ctl", "-D", data, "-w", "-l", f"{root}/log", "-o",
-                    f"-c listen_addresses=127.0.0.1 -p {port} -k {root}", "start"], check=True, capture_output=True)
+    subprocess.run(
+        [*as_user, f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_user,
+            f"{bindir}/pg_ctl",
+            "-D",
+            data,
+            "-w",
+            "-l",
+            f"{root}/log",
+            "-o",
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {root}",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run([*as_user, f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True)
+        subprocess.run(
+            [*as_user, f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -91,8 +91,9 @@ def test_two_servers_on_one_postgres_run_each_operation_once(
 def test_replica_takes_over_operations_of_a_dead_replica(
     server_factory: Callable[..., RunningServer], postgres_url: str
 ) -> None:
-    a = server_factory(db_url=postgres_url, extra_env={"CLOUDLET_FAULT_STEP_DELAY_S": "30",
-                                                       "CLOUDLET_LEASE_TTL_S": "60"})
+    a = server_factory(
+        db_url=postgres_url, extra_env={"CLOUDLET_FAULT_STEP_DELAY_S": "30", "CLOUDLET_LEASE_TTL_S": "60"}
+    )
     with a.client() as client:
         response = client.put(a.ws_path + "/computes/orphan", json=CLUSTER)
         assert response.status_code == 201, response.text
