@@ -32,7 +32,10 @@ class RunningServer:
         return self.workspace_path("default")
 
     def workspace_path(self, workspace: str, resource_group: str = "default") -> str:
-        return f"/api/v1/subscriptions/{self.subscription_id}/resourceGroups/{resource_group}/workspaces/{workspace}"
+        return (
+            f"/api/v1/subscriptions/{self.subscription_id}/resourceGroups/{resource_group}"
+            f"/workspaces/{workspace}"
+        )
 
     def client(self, key: str | None = None) -> httpx.Client:
         return httpx.Client(
