@@ -16,8 +16,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.api.app import create_app
 from cloudlet.api.deps import AppState
+from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.reconciler import OperationReconciler
+from cloudlet.providers.base import NodeProvider
+from cloudlet.providers.local import LocalProvider
 from cloudlet.services import bootstrap
+from cloudlet.services.storage import DataRoot
 from cloudlet.store import db
 
 log = logging.getLogger("cloudlet.server")
@@ -65,17 +69,29 @@ def open_store(
 
 def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> AppState:
     sessions, read_sessions, installation_id, secret = open_store(home, db_url)
-    reconciler = OperationReconciler(
-        sessions, replica.id, lease_ttl_s=float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
-    )
-    return AppState(
+    lease_ttl = float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
+    data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
+    state = AppState(
         sessions=sessions,
         read_sessions=read_sessions,
         token_secret=secret,
         installation_id=installation_id,
         home=home,
-        reconciler=reconciler,
+        reconciler=OperationReconciler(sessions, replica.id, lease_ttl_s=lease_ttl),
+        data=data,
     )
+    providers: dict[str, NodeProvider] = {"local": LocalProvider(home / "nodes")}
+    state.clusters = ClusterReconciler(
+        sessions,
+        replica.id,
+        installation_id,
+        providers,
+        state.notifier,
+        data,
+        lambda: state.endpoint,
+        lease_ttl_s=lease_ttl,
+    )
+    return state
 
 
 def run_server(
@@ -91,6 +107,7 @@ def run_server(
     sock.bind((host, port))
     bound_port = sock.getsockname()[1]
     endpoint = f"http://{host}:{bound_port}"
+    state.endpoint = endpoint
     with state.sessions() as session:
         bootstrap.write_client_config(home_path, endpoint, bootstrap.default_scope(session))
     log.info(

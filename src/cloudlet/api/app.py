@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,7 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cloudlet import __version__
-from cloudlet.api import routes_admin, routes_compute
+from cloudlet.api import routes_admin, routes_agent, routes_compute, routes_jobs
 from cloudlet.api.deps import AppState
 from cloudlet.domain.errors import CloudletError
 
@@ -23,11 +24,14 @@ log = logging.getLogger("cloudlet.api")
 def create_app(state: AppState) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if state.reconciler is not None:
-            state.reconciler.start()
+        state.notifier.bind(asyncio.get_running_loop())
+        for loop in (state.reconciler, state.clusters):
+            if loop is not None:
+                loop.start()
         yield
-        if state.reconciler is not None:
-            state.reconciler.stop()
+        for loop in (state.reconciler, state.clusters):
+            if loop is not None:
+                loop.stop()
 
     app = FastAPI(
         title="cloudlet",
@@ -38,6 +42,8 @@ def create_app(state: AppState) -> FastAPI:
     app.state.cloudlet = state
     app.include_router(routes_compute.router)
     app.include_router(routes_admin.router)
+    app.include_router(routes_jobs.router)
+    app.include_router(routes_agent.router)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control.clusters import ClusterReconciler
+from cloudlet.control.notify import NodeNotifier
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services import identity
 from cloudlet.services.context import Caller
+from cloudlet.services.storage import DataRoot
 
 
 @dataclass
@@ -25,6 +28,17 @@ class AppState:
     installation_id: str
     home: Path
     reconciler: OperationReconciler | None
+    data: DataRoot
+    notifier: NodeNotifier = field(default_factory=NodeNotifier)
+    clusters: ClusterReconciler | None = None
+    endpoint: str = ""
+
+    def after_commit(self, wake_nodes: list[str]) -> None:
+        """Wake the agents whose work changed, and the cluster loop (a node may be free now)."""
+        for node_id in set(wake_nodes):
+            self.notifier.notify(node_id)
+        if self.clusters is not None:
+            self.clusters.wake.set()
 
 
 async def app_state(request: Request) -> AppState:
@@ -49,10 +63,11 @@ class Context:
             self._caller = identity.authenticate(self.session, self._token, self.state.token_secret)
         return self._caller
 
-    def commit(self) -> None:
+    def commit(self, wake_nodes: list[str] | None = None) -> None:
         self.session.commit()
         if self.state.reconciler is not None:
             self.state.reconciler.wake.set()
+        self.state.after_commit(wake_nodes or [])
 
 
 async def context(request: Request, state: AppState = Depends(app_state)) -> AsyncIterator[Context]:

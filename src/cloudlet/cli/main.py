@@ -206,9 +206,10 @@ def server_cmd(
 
 
 def _register() -> None:
-    from cloudlet.cli import admin, catalog, compute
+    from cloudlet.cli import admin, catalog, compute, jobs
 
     app.add_typer(compute.app, name="compute")
+    app.add_typer(jobs.app, name="job")
     admin.register(app)
     catalog.register(app)
 

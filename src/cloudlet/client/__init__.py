@@ -51,6 +51,19 @@ from cloudlet.client.entities import (
     VmSize,
     Workspace,
 )
+from cloudlet.client.jobs import (
+    CommandJob,
+    Input,
+    Job,
+    JobOperations,
+    JobValidationError,
+    MpiDistribution,
+    Output,
+    PyTorchDistribution,
+    TensorFlowDistribution,
+    command,
+    load_job,
+)
 from cloudlet.client.operations import (
     ComputeOperations,
     LockOperations,
@@ -135,6 +148,7 @@ class MLClient:
         self.locks = LockOperations(self._rest, scope)
         self.quotas = QuotaOperations(self._rest, scope)
         self.principals = PrincipalOperations(self._rest, scope)
+        self.jobs = JobOperations(self._rest, scope)
 
     @classmethod
     def from_config(cls, credential: Any = None, path: str | Path | None = None, **kwargs: Any) -> MLClient:
@@ -165,6 +179,10 @@ class MLClient:
             return self.workspaces.begin_create(entity)
         raise TypeError(f"cannot create or update a {type(entity).__name__}")
 
+    def create_or_update(self, entity: CommandJob | dict[str, Any]) -> Job:
+        """Submit a command job (``ml_client.create_or_update(job)``, as in ``azure.ai.ml``)."""
+        return self.jobs.create_or_update(entity)
+
     def get_access_token(self) -> dict[str, Any]:
         """``POST /api/v1/auth/token``: ``{"access_token", "token_type", "expires_on"}``."""
         return dict(self._rest.post(f"{API_PREFIX}/auth/token"))
@@ -194,6 +212,7 @@ __all__ = [
     "ClientAuthenticationError",
     "CloudletClientError",
     "CloudletConfig",
+    "CommandJob",
     "Compute",
     "ComputeInstance",
     "ComputeInstanceSshSettings",
@@ -201,14 +220,21 @@ __all__ = [
     "ConfigurationError",
     "HttpResponseError",
     "IdentityConfiguration",
+    "Input",
+    "Job",
+    "JobOperations",
+    "JobValidationError",
     "KubernetesCompute",
     "LROPoller",
     "Lock",
     "LockOperations",
     "MLClient",
+    "MpiDistribution",
     "ODataV4Error",
     "Operation",
+    "Output",
     "PrincipalOperations",
+    "PyTorchDistribution",
     "Quota",
     "QuotaOperations",
     "ResourceExistsError",
@@ -216,6 +242,7 @@ __all__ = [
     "RestClient",
     "ServiceRequestError",
     "SshSettings",
+    "TensorFlowDistribution",
     "Usage",
     "VirtualMachineCompute",
     "VirtualMachineSshSettings",
@@ -223,6 +250,8 @@ __all__ = [
     "Workspace",
     "WorkspaceOperations",
     "cloudlet_home",
+    "command",
     "load_config",
+    "load_job",
     "ws_path",
 ]

@@ -8,16 +8,21 @@ the node agent and providers.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
+from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.services import dispatch, workspaces
+from cloudlet.services import jobs as job_service
 from cloudlet.services import locks as lock_store
-from cloudlet.services import workspaces
+from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import utcnow
-from cloudlet.store.schema import Compute, Operation, Workspace
+from cloudlet.store.schema import Compute, Job, Operation, Workspace
 
 StepFn = Callable[[Session, Operation, Compute], None]
 
@@ -43,8 +48,29 @@ def _provision(_session: Session, _op: Operation, compute: Compute) -> None:
     compute.errors = []
 
 
-def _release(_session: Session, _op: Operation, _compute: Compute) -> None:
-    """Nodes are released here once clusters have nodes; nothing is held before that."""
+def _release(session: Session, _op: Operation, compute: Compute) -> None:
+    """Give back every node (the cluster reconciler's sweep terminates the machines) and end the
+    compute's unfinished jobs: a deleted cluster leaks no node and strands no job."""
+    now = time.time()
+    active = list(
+        session.scalars(
+            select(Job).where(
+                Job.workspace_id == compute.workspace_id,
+                Job.compute_name == compute.name,
+                Job.status.in_(job_service.ACTIVE),
+            )
+        )
+    )
+    for job in active:
+        job.cancel_requested = True
+    for node in node_service.live_nodes(session, compute.id):
+        if node.state != NodeState.TERMINATING.value:
+            dispatch.fail_runs_on_node(session, node, "canceled", now)
+            node_service.advance(node, NodeEvent.TERMINATE, now)
+    for job in active:
+        if job.status in job_service.ACTIVE:
+            job.status, job.ended_at = job_service.CANCELED, now
+        job.status_message = f"compute '{compute.name}' was deleted"
 
 
 def _remove(session: Session, _op: Operation, compute: Compute) -> None:

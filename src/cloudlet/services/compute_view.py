@@ -58,12 +58,16 @@ def _retirement(compute: Compute, catalogue: Catalogue | None) -> list[dict[str,
 def _cluster_status(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> dict[str, Any]:
     spec = compute.spec
     current = compute.current_node_count
-    target = cluster_target_nodes(spec.get("min_instances", 0), spec.get("max_instances", 0), 0)
+    target = compute.target_node_count
+    if target is None:  # the autoscaler has not looked at it yet
+        target = cluster_target_nodes(spec.get("min_instances", 0), spec.get("max_instances", 0), 0)
     block = scaling_block(locks, ref.arm_id)
     status = allocation_state(current, target)
     if block is not None:
         # C6: the cluster cannot change its node count; it shows as stuck resizing.
         message = f"{block.reason}; the cluster stays at {current} nodes (target {target}). Fix: {block.fix}"
+    elif compute.scale_message:
+        message = compute.scale_message
     elif status.value == "Resizing":
         message = f"resizing from {current} to {target} nodes (min_instances {spec.get('min_instances', 0)})"
     else:

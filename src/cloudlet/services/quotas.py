@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.lifecycle import ProvisioningState, cluster_target_nodes
+from cloudlet.domain.nodes import HOLDING
 from cloudlet.domain.quota import (
     TOTAL_DEDICATED,
     TOTAL_LOW_PRIORITY,
@@ -19,7 +20,7 @@ from cloudlet.domain.quota import (
     usage_report,
 )
 from cloudlet.domain.sizes import Catalogue
-from cloudlet.store.schema import Compute, QuotaLimit, ResourceGroup, Workspace
+from cloudlet.store.schema import Compute, Node, QuotaLimit, ResourceGroup, Workspace
 
 
 def limits(session: Session, subscription_id: str, location: str, catalogue: Catalogue) -> QuotaLimits:
@@ -68,11 +69,20 @@ def set_limit(
     session.flush()
 
 
-def cluster_nodes_held(compute: Compute) -> int:
-    """A cluster holds the nodes it has and the ones it is about to make (target)."""
+def cluster_nodes_held(compute: Compute, machines: int | None = None) -> int:
+    """A cluster holds the machines it has (made, starting or leaving) and at least min_instances."""
     spec = compute.spec
-    target = cluster_target_nodes(spec.get("min_instances", 0), spec.get("max_instances", 0), 0)
-    return max(compute.current_node_count, target)
+    floor = cluster_target_nodes(spec.get("min_instances", 0), spec.get("max_instances", 0), 0)
+    return max(compute.current_node_count if machines is None else machines, floor)
+
+
+def _machines_by_compute(session: Session, compute_ids: list[int]) -> dict[int, int]:
+    rows = session.execute(
+        select(Node.compute_id, func.count())
+        .where(Node.compute_id.in_(compute_ids), Node.state.in_([s.value for s in HOLDING]))
+        .group_by(Node.compute_id)
+    ).all()
+    return {cid: count for cid, count in rows if cid is not None}
 
 
 def holders(session: Session, subscription_id: str, location: str, catalogue: Catalogue) -> list[CoreHolder]:
@@ -87,6 +97,7 @@ def holders(session: Session, subscription_id: str, location: str, catalogue: Ca
             Compute.provisioning_state != ProvisioningState.FAILED.value,
         )
     ).all()
+    machines = _machines_by_compute(session, [c.id for c, _ in rows if c.type == "amlcompute"])
     out = []
     for compute, workspace in rows:
         size = catalogue.get(compute.size or "")
@@ -95,7 +106,7 @@ def holders(session: Session, subscription_id: str, location: str, catalogue: Ca
         if compute.type == "computeinstance":
             nodes, state, tier = 1, compute.state or "", Tier.DEDICATED
         else:
-            nodes = cluster_nodes_held(compute)
+            nodes = cluster_nodes_held(compute, machines.get(compute.id, 0))
             state, tier = f"{nodes} nodes", Tier(compute.spec.get("tier", "dedicated"))
         out.append(CoreHolder(compute.name, workspace, size.family, tier, nodes * size.vcpus, state))
     return out
@@ -122,3 +133,48 @@ def usage(session: Session, subscription_id: str, location: str, catalogue: Cata
         limits(session, subscription_id, location, catalogue),
         holders(session, subscription_id, location, catalogue),
     )
+
+
+def headroom_nodes(
+    session: Session,
+    subscription_id: str,
+    location: str,
+    catalogue: Catalogue,
+    compute: Compute,
+    size_vcpus: int,
+    family: str,
+    tier: Tier,
+    live_nodes: int,
+) -> tuple[int, str]:
+    """How many more nodes of this cluster fit its quota now, and the quota that binds, in words."""
+    lim = limits(session, subscription_id, location, catalogue)
+    others = [h for h in holders(session, subscription_id, location, catalogue) if h.compute != compute.name]
+    mine = live_nodes * size_vcpus
+    pools = (
+        [(TOTAL_LOW_PRIORITY, lim.total_low_priority, [h for h in others if h.tier is Tier.LOW_PRIORITY])]
+        if tier is Tier.LOW_PRIORITY
+        else [
+            (
+                family,
+                lim.family_limit(family),
+                [h for h in others if h.tier is Tier.DEDICATED and h.family == family],
+            ),
+            (TOTAL_DEDICATED, lim.total_dedicated, [h for h in others if h.tier is Tier.DEDICATED]),
+        ]
+    )
+    best, reason = 1 << 30, ""
+    for name, limit, pool in pools:
+        used = sum(h.cores for h in pool)
+        fits = max(0, (limit - used - mine) // size_vcpus)
+        if fits < best:
+            held = ", ".join(
+                f"{h.compute}{' (stopped)' if h.state == 'Stopped' else ''} {h.cores}" for h in pool
+            )
+            best = fits
+            reason = (
+                f"quota {name} {used + mine}/{limit} cores"
+                + (f": {compute.name} {mine}" if mine else "")
+                + (f", {held}" if held else "")
+                + f"; raise it with `cloudlet quota set --name {name} --limit N`"
+            )
+    return best, reason

@@ -133,6 +133,9 @@ class Compute(Base):
     provisioning_state: Mapped[str] = mapped_column(String(16))
     state: Mapped[str | None] = mapped_column(String(16), nullable=True)
     current_node_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The autoscaler's last decision, in numbers and words (observed: it depends on time and jobs).
+    target_node_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    scale_message: Mapped[str | None] = mapped_column(Text, nullable=True)
     errors: Mapped[list[Any]] = mapped_column(default=list)
     warnings: Mapped[list[Any]] = mapped_column(default=list)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -170,3 +173,98 @@ class OperationStep(Base):
     executor: Mapped[str] = mapped_column(String(64))
     fencing_token: Mapped[int] = mapped_column(Integer)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Node(Base):
+    """A cluster (or serverless) node: desired by the autoscaler, made by a provider, run by an agent."""
+
+    __tablename__ = "nodes"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    compute_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    compute_name: Mapped[str] = mapped_column(String(64))
+    serverless_job: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    installation_id: Mapped[str] = mapped_column(String(36))
+    location: Mapped[str] = mapped_column(String(64))
+    provider: Mapped[str] = mapped_column(String(32))
+    provider_ref: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    size: Mapped[str] = mapped_column(String(64))
+    family: Mapped[str] = mapped_column(String(64))
+    vcpus: Mapped[int] = mapped_column(Integer)
+    memory_gb: Mapped[float] = mapped_column(Float)
+    gpus: Mapped[int] = mapped_column(Integer, default=0)
+    tier: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(24), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    current_run: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    idle_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_heartbeat: Mapped[float | None] = mapped_column(Float, nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    registered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    compute_name: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column()
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    status_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    priority: Mapped[int] = mapped_column(Integer, default=2)
+    instance_count: Mapped[int] = mapped_column(Integer, default=1)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_by: Mapped[str] = mapped_column(String(128))
+    submitted_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class JobRun(Base):
+    """One process group of one attempt of a job on one node (rank)."""
+
+    __tablename__ = "job_runs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    rank: Mapped[int] = mapped_column(Integer)
+    node_id: Mapped[str] = mapped_column(String(32), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column()
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    log_size: Mapped[int] = mapped_column(Integer, default=0)
+    assigned_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class CodeAsset(Base):
+    __tablename__ = "code_assets"
+    __table_args__ = (UniqueConstraint("workspace_id", "hash"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    hash: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)
+    created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Lease(Base):
+    """A named lease with a fencing token (e.g. ``compute:12``: one replica reconciles a cluster)."""
+
+    __tablename__ = "leases"
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    expires_at: Mapped[float] = mapped_column(Float, default=0.0)
+    token: Mapped[int] = mapped_column(Integer, default=0)

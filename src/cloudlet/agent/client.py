@@ -1,0 +1,183 @@
+"""HTTP(S) calls to the control plane: keep-alive per thread, bearer token, retries with backoff."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import urllib.parse
+from typing import Any
+
+USER_AGENT = "cloudlet-agent/1"
+
+
+class Unreachable(Exception):
+    """The control plane could not be reached (connection refused, reset, timeout)."""
+
+
+class Revoked(Exception):
+    """401/403: the node was terminated or its token revoked."""
+
+
+class HTTPStatusError(Exception):
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"HTTP {status}: {body!r}")
+        self.status = status
+        self.body = body
+
+
+class Backoff:
+    """Delays 0.1 s doubling to 2 s; reset() after a success."""
+
+    def __init__(self, first: float = 0.1, cap: float = 2.0) -> None:
+        self.first, self.cap = first, cap
+        self._next = first
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self._next * 2, self.cap)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.first
+
+
+class AgentClient:
+    def __init__(self, server: str, token: str, timeout: float = 10.0, ca_file: str | None = None) -> None:
+        self.server = server.rstrip("/")
+        parsed = urllib.parse.urlsplit(self.server)
+        self._scheme = parsed.scheme
+        self._netloc = parsed.netloc
+        self._prefix = parsed.path.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+        self._ca_file = ca_file
+        self._local = threading.local()
+
+    # -- connections ---------------------------------------------------------------------------
+    def _new_conn(self, scheme: str, netloc: str, timeout: float) -> http.client.HTTPConnection:
+        if scheme == "https":
+            import ssl
+
+            ctx = ssl.create_default_context(cafile=self._ca_file)
+            return http.client.HTTPSConnection(netloc, timeout=timeout, context=ctx)
+        return http.client.HTTPConnection(netloc, timeout=timeout)
+
+    def _conn(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        reused = conn is not None
+        if conn is None:
+            conn = self._new_conn(self._scheme, self._netloc, timeout)
+            self._local.conn = conn
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn, reused
+
+    def _drop_conn(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
+
+    def close(self) -> None:
+        self._drop_conn()
+
+    def _headers(self, body: bytes | None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        return headers
+
+    # -- calls ---------------------------------------------------------------------------------
+    def call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        """One call (one immediate retry on a stale keep-alive connection). Returns the JSON body.
+
+        Raises Unreachable, Revoked (401/403) or HTTPStatusError (any other non-2xx).
+        """
+        data = None if body is None else json.dumps(body).encode()
+        for attempt in (0, 1):
+            conn, reused = self._conn(timeout or self._timeout)
+            try:
+                conn.request(method, self._prefix + path, body=data, headers=self._headers(data))
+                resp = conn.getresponse()
+                raw = resp.read()
+                if resp.will_close:
+                    self._drop_conn()
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop_conn()
+                stale_errors = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+                stale = isinstance(exc, stale_errors)
+                if attempt == 0 and reused and stale:
+                    continue
+                raise Unreachable(f"{method} {path}: {exc!r}") from exc
+            break
+        try:
+            payload = json.loads(raw) if raw else None
+        except ValueError:
+            payload = raw.decode("utf-8", "replace")
+        if resp.status in (401, 403):
+            raise Revoked(f"{method} {path}: HTTP {resp.status}")
+        if resp.status >= 300:
+            raise HTTPStatusError(resp.status, payload)
+        return payload
+
+    def call_retrying(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        stop: threading.Event | None = None,
+        deadline: float | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Retry on Unreachable and 5xx with backoff until success, `stop` is set or `deadline`
+        (a time.monotonic() value) passes; then the last error is raised."""
+        backoff = Backoff()
+        while True:
+            try:
+                return self.call(method, path, body, timeout)
+            except (Unreachable, HTTPStatusError) as exc:
+                if isinstance(exc, HTTPStatusError) and exc.status < 500:
+                    raise
+                delay = backoff.next()
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise
+                if stop is not None:
+                    if stop.wait(delay):
+                        raise
+                else:
+                    time.sleep(delay)
+
+    def download(self, url: str, dest: str, timeout: float = 60.0) -> int:
+        """GET `url` (absolute, or a path on the server) into the file `dest`; returns bytes written.
+
+        The node token is sent only to the control plane's own origin.
+        """
+        parsed = urllib.parse.urlsplit(url)
+        scheme, netloc = parsed.scheme or self._scheme, parsed.netloc or self._netloc
+        path = parsed.path if parsed.netloc else self._prefix + parsed.path
+        if parsed.query:
+            path += "?" + parsed.query
+        same_origin = (scheme, netloc) == (self._scheme, self._netloc)
+        headers = self._headers(None) if same_origin else {"User-Agent": USER_AGENT}
+        conn = self._new_conn(scheme, netloc, timeout)
+        try:
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            if resp.status in (401, 403) and same_origin:
+                raise Revoked(f"GET {path}: HTTP {resp.status}")
+            if resp.status >= 300:
+                raise HTTPStatusError(resp.status, resp.read(2048).decode("utf-8", "replace"))
+            total = 0
+            with open(dest, "wb") as out:
+                while chunk := resp.read(65536):
+                    out.write(chunk)
+                    total += len(chunk)
+            return total
+        except (OSError, http.client.HTTPException) as exc:
+            raise Unreachable(f"GET {url}: {exc!r}") from exc
+        finally:
+            conn.close()

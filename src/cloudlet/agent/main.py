@@ -1,0 +1,148 @@
+"""The agent: register, then long-poll for commands; keep runs alive through outages."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
+from cloudlet.agent.config import AGENT_VERSION, AgentConfig, ConfigError, log
+from cloudlet.agent.runner import KILL_AFTER_S, RunManager
+from cloudlet.agent.usage import UsageSampler, resources
+
+
+class Agent:
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.client = AgentClient(config.server, config.token, ca_file=config.ca_file)
+        self.wake = threading.Event()
+        self.runs = RunManager(self.client, config.work_dir, on_change=self.wake.set)
+        self.usage = UsageSampler(config.node_dir, config.vcpus)
+        self.stop = threading.Event()
+        self.stop_reason = ""
+        self.heartbeat_s = 5.0
+        self.poll_timeout_s = 20.0
+        self._resources: dict[str, Any] | None = None
+
+    @property
+    def _node_path(self) -> str:
+        return f"/agent/v1/nodes/{self.config.node_id}"
+
+    def halt(self, reason: str) -> None:
+        if not self.stop.is_set():
+            self.stop_reason = reason
+            self.stop.set()
+            self.wake.set()
+
+    # -- calls ---------------------------------------------------------------------------------
+    def register(self) -> None:
+        if self._resources is None:
+            c = self.config
+            self._resources = resources(c.node_dir, c.vcpus, c.memory_gb, c.gpus)
+        body = {
+            "agent_version": AGENT_VERSION,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "resources": self._resources,
+            "runs": self.runs.statuses(),
+        }
+        answer = self.client.call("POST", self._node_path + "/register", body) or {}
+        self.heartbeat_s = float(answer.get("heartbeat_s") or self.heartbeat_s)
+        self.poll_timeout_s = float(answer.get("poll_timeout_s") or self.poll_timeout_s)
+
+    def poll_once(self) -> dict[str, Any]:
+        body = {
+            "runs": self.runs.statuses(),
+            "usage": self.usage.sample(),
+            "idle": not self.runs.running(),
+        }
+        answer = self.client.call("POST", self._node_path + "/poll", body, timeout=self.poll_timeout_s + 10)
+        return answer if isinstance(answer, dict) else {}
+
+    def handle(self, answer: dict[str, Any]) -> bool:
+        """Carry out a poll answer; True when it held a command."""
+        starts, cancels = answer.get("start") or [], answer.get("cancel") or []
+        for spec in starts:
+            if isinstance(spec, dict):
+                self.runs.start(spec)
+        for run_id in cancels:
+            self.runs.cancel(str(run_id))
+        if answer.get("terminate"):
+            self.halt("terminate")
+        return bool(starts or cancels or answer.get("terminate"))
+
+    # -- the poll loop (a thread) --------------------------------------------------------------
+    def loop(self) -> None:
+        backoff = Backoff()
+        registered = False
+        failures = 0
+        while not self.stop.is_set():
+            if self.runs.revoked.is_set():
+                self.halt("revoked")
+                return
+            began = time.monotonic()
+            try:
+                if not registered:
+                    self.register()
+                    registered = True
+                    log(f"registered with {self.config.server} ({len(self.runs.statuses())} runs)")
+                answer = self.poll_once()
+            except Revoked as exc:
+                log(f"token refused ({exc}): stopping")
+                self.halt("revoked")
+                return
+            except (Unreachable, HTTPStatusError) as exc:
+                if isinstance(exc, Unreachable) or exc.status in (404, 409):
+                    registered = False  # re-register (with our runs) once the server answers
+                failures += 1
+                if failures % 30 == 1:
+                    log(f"control plane call failed ({failures}x), retrying: {exc}")
+                self.stop.wait(backoff.next())
+                continue
+            if failures:
+                log(f"control plane reachable again after {failures} failed calls")
+                backoff.reset()
+                failures = 0
+            if self.handle(answer):
+                continue
+            if time.monotonic() - began < 1.0:  # the server did not hold the poll: pace ourselves
+                self.wake.wait(self.heartbeat_s)
+                self.wake.clear()
+
+    # -- process lifetime ----------------------------------------------------------------------
+    def run(self) -> int:
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self.halt("signal")
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        log(f"node {self.config.node_id} starting (pid {os.getpid()}, server {self.config.server})")
+        threading.Thread(target=self.loop, name="poll", daemon=True).start()
+        while not self.stop.wait(0.5):
+            if self.runs.revoked.is_set():
+                self.halt("revoked")
+        return self.shutdown()
+
+    def shutdown(self) -> int:
+        deadline = time.monotonic() + self.config.shutdown_s
+        log(f"shutting down ({self.stop_reason})")
+        self.runs.stop_all("canceled", wait_s=min(KILL_AFTER_S + 0.5, self.config.shutdown_s))
+        if self.stop_reason != "revoked" and not self.runs.flush(deadline):
+            log(f"{self.runs.pending()} run exits not acknowledged before exit")
+        self.runs.close()
+        self.client.close()
+        return 0
+
+
+def main() -> int:
+    try:
+        config = AgentConfig.from_env()
+    except ConfigError as exc:
+        log(str(exc))
+        return 2
+    return Agent(config).run()

@@ -1,0 +1,270 @@
+"""Runs: one supervising thread per process, output spooled to a file, one sender thread for logs
+and exits (retried with backoff while the control plane is unreachable)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
+from cloudlet.agent.config import log
+from cloudlet.agent.runstate import Run, exit_code_of, killpg, utf8_cut
+
+CHUNK = 64 * 1024
+BATCH_S = 0.1
+KILL_AFTER_S = 1.0
+LEFTOVER_GRACE_S = 2.0
+FETCH_DEADLINE_S = 60.0
+DONE_MEMORY = 1024
+
+
+class RunManager:
+    def __init__(
+        self, client: AgentClient, work_dir: Path, on_change: Callable[[], None] = lambda: None
+    ) -> None:
+        self.client = client
+        self.work_dir = work_dir
+        self.on_change = on_change
+        self.revoked = threading.Event()
+        self._runs: dict[str, Run] = {}
+        self._done: dict[str, None] = {}  # recently acknowledged runs: a repeated start is ignored
+        self._cond = threading.Condition()
+        self._sender_stop = threading.Event()
+        self._sender = threading.Thread(target=self._send_loop, name="sender", daemon=True)
+        self._sender.start()
+
+    # -- queries -------------------------------------------------------------------------------
+    def statuses(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return [r.status() for r in self._runs.values()]
+
+    def running(self) -> list[Run]:
+        with self._cond:
+            return [r for r in self._runs.values() if not r.exited]
+
+    def pending(self) -> int:
+        """Runs whose logs or exit are not yet acknowledged."""
+        with self._cond:
+            return len(self._runs)
+
+    # -- commands ------------------------------------------------------------------------------
+    def start(self, spec: dict[str, Any]) -> None:
+        if not spec.get("run"):
+            log(f"ignoring a run spec without a run id: {spec!r}")
+            return
+        with self._cond:
+            if str(spec["run"]) in self._runs or str(spec["run"]) in self._done:
+                return  # already started: start is idempotent
+            run = Run(spec, self.work_dir)
+            self._runs[run.run_id] = run
+        run.thread = threading.Thread(target=self._supervise, args=(run,), name=run.run_id, daemon=True)
+        run.thread.start()
+
+    def cancel(self, run_id: str, reason: str = "canceled") -> None:
+        with self._cond:
+            run = self._runs.get(run_id)
+        if run is not None and not run.exited:
+            run.request_stop(reason)
+
+    def stop_all(self, reason: str = "canceled", wait_s: float = KILL_AFTER_S + 0.5) -> None:
+        runs = self.running()
+        for run in runs:
+            run.request_stop(reason)
+        deadline = time.monotonic() + wait_s
+        for run in runs:
+            if run.thread is not None:
+                run.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def flush(self, deadline: float) -> bool:
+        """Wait until every log chunk and exit is acknowledged or `deadline` passes."""
+        while time.monotonic() < deadline and not self.revoked.is_set():
+            with self._cond:
+                if not self._runs:
+                    return True
+                self._cond.notify_all()
+                self._cond.wait(0.05)
+        return self.pending() == 0
+
+    def close(self) -> None:
+        self._sender_stop.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    # -- one run -------------------------------------------------------------------------------
+    def _supervise(self, run: Run) -> None:
+        try:
+            run.cwd.mkdir(parents=True, exist_ok=True)
+            run.spool.parent.mkdir(parents=True, exist_ok=True)
+            with open(run.spool, "ab") as spool:
+                self._execute(run, spool.fileno())
+        except Exception as exc:  # the run fails, the agent does not
+            log(f"run {run.run_id} failed to start: {exc!r}")
+            with contextlib.suppress(OSError):
+                self._note(run, f"cloudlet-agent: run failed to start: {exc}\n".encode())
+            if not run.exited:
+                self._finish(run, 1, run.stop_reason or "exited")
+
+    def _note(self, run: Run, data: bytes) -> None:
+        with open(run.spool, "ab") as f:
+            f.write(data)
+        with self._cond:
+            run.written += len(data)
+            self._cond.notify_all()
+
+    def _fetch_code(self, run: Run, url: str) -> None:
+        archive = run.spool.with_suffix(".code.tar.gz")
+        backoff, deadline = Backoff(), time.monotonic() + FETCH_DEADLINE_S
+        while True:
+            try:
+                self.client.download(url, str(archive))
+                break
+            except (Unreachable, HTTPStatusError) as exc:
+                transient = isinstance(exc, Unreachable) or exc.status >= 500
+                if not transient or time.monotonic() > deadline or run.stop_requested.wait(backoff.next()):
+                    raise RuntimeError(f"could not fetch the code snapshot: {exc}") from exc
+        import tarfile
+
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                tar.extractall(run.cwd, filter="data")
+        finally:
+            archive.unlink(missing_ok=True)
+
+    def _execute(self, run: Run, spool_fd: int) -> None:
+        spec = run.spec
+        if not isinstance(spec.get("command"), str) or not spec["command"]:
+            raise ValueError("the run spec has no command")
+        if spec.get("cwd_code"):
+            self._fetch_code(run, str(spec["cwd_code"]))
+        if run.stop_requested.is_set():
+            self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
+            return
+        env = {k: v for k, v in os.environ.items() if k != "CLOUDLET_NODE_TOKEN"}
+        env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
+        env["CLOUDLET_RUN_ID"] = run.run_id
+        proc = subprocess.Popen(
+            ["bash", "-c", spec["command"]],
+            cwd=run.cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            bufsize=0,
+        )
+        assert proc.stdout is not None
+        run.pid = proc.pid
+        self.on_change()
+        timeout_s = float(spec.get("timeout_s") or 0)
+        started = time.monotonic()
+        kill_at: float | None = None
+        exited_at: float | None = None
+        fd = proc.stdout.fileno()
+        eof = False
+        while not eof:
+            readable, _, _ = select.select([fd], [], [], BATCH_S)
+            if readable:
+                data = os.read(fd, CHUNK)
+                if not data:
+                    eof = True
+                else:
+                    os.write(spool_fd, data)
+                    with self._cond:
+                        run.written += len(data)
+                        if run.written - run.sent_raw >= CHUNK:
+                            self._cond.notify_all()
+            now = time.monotonic()
+            if exited_at is None:
+                if timeout_s and now - started >= timeout_s and not run.stop_requested.is_set():
+                    run.request_stop("timeout")
+                if run.stop_requested.is_set() and kill_at is None:
+                    killpg(proc.pid, signal.SIGTERM)
+                    kill_at = now + KILL_AFTER_S
+                if kill_at is not None and now >= kill_at:
+                    killpg(proc.pid, signal.SIGKILL)
+                    kill_at = float("inf")
+                if proc.poll() is not None:
+                    exited_at = now
+                    killpg(proc.pid, signal.SIGKILL)  # leftovers in the run's process group
+            elif now - exited_at > LEFTOVER_GRACE_S:
+                break  # something outside the group still holds the pipe
+        proc.stdout.close()
+        returncode = proc.wait()
+        self._finish(run, exit_code_of(returncode), run.stop_reason or "exited")
+
+    def _finish(self, run: Run, exit_code: int, reason: str) -> None:
+        with self._cond:
+            run.ended_at = time.time()
+            run.reason = reason
+            run.exit_code = exit_code
+            self._cond.notify_all()
+        log(f"run {run.run_id} ended: exit {exit_code} ({reason})")
+        self.on_change()
+
+    # -- sending -------------------------------------------------------------------------------
+    def _send_loop(self) -> None:
+        backoff = Backoff()
+        while not self._sender_stop.is_set():
+            with self._cond:
+                self._cond.wait(BATCH_S)
+                runs = list(self._runs.values())
+            try:
+                for run in runs:
+                    self._send_run(run)
+                backoff.reset()
+            except Unreachable as exc:
+                delay = backoff.next()
+                log(f"control plane unreachable, retrying in {delay:.1f} s: {exc}")
+                self._sender_stop.wait(delay)
+            except Revoked:
+                self.revoked.set()
+                self.on_change()
+                return
+
+    def _send_run(self, run: Run) -> None:
+        while True:
+            with self._cond:
+                exited, written = run.exited, run.written
+            if run.sent_raw >= written:
+                break
+            with open(run.spool, "rb") as f:
+                f.seek(run.sent_raw)
+                data = f.read(min(CHUNK, written - run.sent_raw))
+            n = len(data) if exited else utf8_cut(data)
+            if n == 0:
+                break
+            text = data[:n].decode("utf-8", "replace")
+            try:
+                chunk = {"offset": run.sent_text, "data": text}
+                self.client.call("POST", f"/agent/v1/runs/{run.run_id}/logs", chunk)
+            except HTTPStatusError as exc:
+                if exc.status >= 500:
+                    raise Unreachable(str(exc)) from exc
+                log(f"run {run.run_id}: log chunk at {run.sent_text} refused ({exc}); dropped")
+            run.sent_raw += n
+            run.sent_text += len(text.encode())
+        if not exited or run.sent_raw < written:
+            return
+        body = {"exit_code": run.exit_code, "ended_at": run.ended_at, "reason": run.reason}
+        try:
+            self.client.call("POST", f"/agent/v1/runs/{run.run_id}/exit", body)
+        except HTTPStatusError as exc:
+            if exc.status >= 500:
+                raise Unreachable(str(exc)) from exc
+            log(f"run {run.run_id}: exit refused ({exc}); forgetting the run")
+        with self._cond:
+            self._runs.pop(run.run_id, None)
+            self._done[run.run_id] = None
+            while len(self._done) > DONE_MEMORY:
+                del self._done[next(iter(self._done))]
+            self._cond.notify_all()
+        run.spool.unlink(missing_ok=True)
+        self.on_change()

@@ -1,0 +1,170 @@
+"""Routes the node agents call (docs/agent-protocol.md). Authenticated by per-node tokens."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse
+
+from cloudlet.api.deps import AppState, app_state, json_response
+from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.services import dispatch
+from cloudlet.services import nodes as node_service
+from cloudlet.store.schema import JobRun, Node
+
+router = APIRouter(prefix="/agent/v1", tags=["agent"])
+HEARTBEAT_S = 5
+POLL_TIMEOUT_S = 20.0
+POLL_RECHECK_S = 1.0  # another replica may have assigned work: look at the store this often
+
+
+def _token(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise CloudletError("AuthenticationFailed", "node token missing", status=401)
+    return token.strip()
+
+
+def _node(session: Any, node_id: str, token: str) -> Node:
+    node = session.get(Node, node_id)
+    if node is None or node.token_hash != node_service.hash_token(token):
+        raise CloudletError("AuthenticationFailed", "unknown node or wrong node token", status=401)
+    if node.state in (NodeState.TERMINATED.value, NodeState.LOST.value, NodeState.PREEMPTED.value):
+        raise CloudletError("NodeGone", f"node {node_id} is {node.state}; stop", status=403)
+    return node
+
+
+def _apply_runs(session: Any, node: Node, runs: list[dict[str, Any]], now: float) -> list[str]:
+    wake: list[str] = []
+    for status in runs:
+        run = session.get(JobRun, str(status.get("run")))
+        if run is None or run.node_id != node.id:
+            continue
+        if status.get("state") == "running":
+            dispatch.record_running(session, run, status.get("pid"), status.get("started_at"))
+        elif status.get("state") == "exited":
+            wake += dispatch.record_exit(
+                session,
+                run,
+                status.get("exit_code"),
+                status.get("reason", "exited"),
+                float(status.get("ended_at") or now),
+            )
+    return wake
+
+
+@router.post("/nodes/{node_id}/register")
+def register(
+    node_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+) -> Response:
+    body = body or {}
+    now = time.time()
+    with state.sessions.begin() as session:
+        node = _node(session, node_id, _token(request))
+        node.resources = {
+            **(body.get("resources") or {}),
+            "hostname": body.get("hostname"),
+            "agent_version": body.get("agent_version"),
+            "pid": body.get("pid"),
+            "address": body.get("address", "127.0.0.1"),
+        }
+        node.last_heartbeat, node.registered_at = now, node.registered_at or now
+        if node.state == NodeState.STARTING.value:
+            node_service.advance(node, NodeEvent.REGISTER, now)
+        wake = _apply_runs(session, node, body.get("runs") or [], now)
+    state.after_commit(wake)
+    return json_response({"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S})
+
+
+def _poll_once(state: AppState, node_id: str, token: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    now = time.time()
+    with state.sessions.begin() as session:
+        node = _node(session, node_id, token)
+        node.last_heartbeat = now
+        node.usage = body.get("usage") or node.usage
+        wake = _apply_runs(session, node, body.get("runs") or [], now)
+        start, cancel = dispatch.runs_for_agent(session, node)
+        terminate = node.state in (NodeState.TERMINATING.value,)
+    state.after_commit([w for w in wake if w != node_id])
+    if start or cancel or terminate or wake:
+        return {"start": start, "cancel": cancel, "terminate": terminate}
+    return None
+
+
+@router.post("/nodes/{node_id}/poll")
+async def poll(
+    node_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+) -> Response:
+    token, body = _token(request), body or {}
+    deadline = time.monotonic() + min(float(request.query_params.get("timeout", POLL_TIMEOUT_S)), 60.0)
+    while True:
+        answer = await run_in_threadpool(_poll_once, state, node_id, token, body)
+        remaining = deadline - time.monotonic()
+        if answer is not None or remaining <= 0:
+            return json_response(answer or {"start": [], "cancel": [], "terminate": False})
+        body = {"usage": body.get("usage")}  # statuses were applied once; later rounds only look for work
+        await state.notifier.wait(node_id, min(remaining, POLL_RECHECK_S))
+
+
+@router.post("/runs/{run_id}/logs")
+def upload_log(
+    run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+) -> Response:
+    body = body or {}
+    with state.read_sessions() as session:
+        run = session.get(JobRun, run_id)
+        if run is None:
+            raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
+        _node(session, run.node_id, _token(request))
+        job_id, attempt, log_name = run.job_id, run.attempt, run.spec.get("log_name", "user_logs/std_log.txt")
+        from cloudlet.store.schema import Job
+
+        job = session.get(Job, job_id)
+        assert job is not None
+        path = state.data.job_dir(job.workspace_id, job.name, attempt) / log_name
+    from cloudlet.services.storage import append_at
+
+    size = append_at(path, int(body.get("offset", 0)), str(body.get("data", "")).encode())
+    return json_response({"ok": True, "size": size})
+
+
+@router.post("/runs/{run_id}/exit")
+def run_exit(
+    run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+) -> Response:
+    body = body or {}
+    with state.sessions.begin() as session:
+        run = session.get(JobRun, run_id)
+        if run is None:
+            raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
+        _node(session, run.node_id, _token(request))
+        wake = dispatch.record_exit(
+            session,
+            run,
+            body.get("exit_code"),
+            body.get("reason", "exited"),
+            float(body.get("ended_at") or time.time()),
+        )
+    state.after_commit(wake)
+    return json_response({"ok": True})
+
+
+@router.get("/codes/{workspace_id}/{digest}")
+def code_snapshot(
+    workspace_id: int, digest: str, request: Request, state: AppState = Depends(app_state)
+) -> Response:
+    token = _token(request)
+    with state.read_sessions() as session:
+        from sqlalchemy import select
+
+        node = session.scalar(select(Node).where(Node.token_hash == node_service.hash_token(token)))
+        if node is None or node.workspace_id != workspace_id:
+            raise CloudletError("AuthenticationFailed", "unknown node token", status=401)
+    path = state.data.code(workspace_id, digest)
+    if not path.exists():
+        raise CloudletError("CodeNotFound", f"code snapshot {digest} is not stored", status=404)
+    return FileResponse(path, media_type="application/gzip")

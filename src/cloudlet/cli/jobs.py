@@ -1,0 +1,168 @@
+"""``cloudlet job …``: create (upload code and data, submit), show, list, stream, cancel, download."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.markup import escape
+
+from cloudlet.cli.compute import _plain, build_body, state
+from cloudlet.cli.output import COLUMNS, err_console
+from cloudlet.client._config import ConfigurationError
+from cloudlet.client.artifacts import Upload
+from cloudlet.client.jobs import JobOperations
+from cloudlet.client.operations import _Scope
+
+app = typer.Typer(help="Submit and follow command jobs (like `az ml job`).", no_args_is_help=True)
+
+NameOpt = Annotated[str, typer.Option("-n", "--name", help="Job name.")]
+FAILED_STATUSES = frozenset({"Failed", "Canceled"})
+
+
+def _created(job: dict[str, Any]) -> Any:
+    context = job.get("creation_context")
+    return context.get("created_at") if isinstance(context, dict) else job.get("created_on")
+
+
+COLUMNS.setdefault(
+    "job",
+    [
+        ("NAME", lambda d: d.get("name")),
+        ("STATUS", lambda d: d.get("status")),
+        ("COMPUTE", lambda d: d.get("compute")),
+        ("ATTEMPT", lambda d: d.get("attempt")),
+        ("DISPLAY_NAME", lambda d: d.get("display_name")),
+        ("CREATED", _created),
+    ],
+)
+
+
+def operations(ctx: typer.Context) -> JobOperations:
+    st = state(ctx)
+    return JobOperations(st.rest, _Scope(st.config))
+
+
+def load_job_file(path: str) -> tuple[dict[str, Any], Path]:
+    """Load a job YAML file (``-`` reads stdin) → (mapping, folder relative paths resolve against)."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"{path} is not valid YAML: {exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{path} must hold a YAML mapping of job fields")
+    base = Path.cwd() if path == "-" else Path(path).resolve().parent
+    return dict(_plain(data)), base
+
+
+def _describe_upload(upload: Upload) -> str:
+    size = f"{upload.size / 1024:.1f} KiB" if upload.size >= 1024 else f"{upload.size} B"
+    what = "code" if upload.kind == "code" else "data"
+    if upload.skipped:
+        return f"{what} {upload.local_path}: unchanged, already on the server ({upload.uri})"
+    return f"{what} {upload.local_path}: uploaded {size} → {upload.uri}"
+
+
+def _stream(ctx: typer.Context, ops: JobOperations, name: str) -> None:
+    try:
+        job = ops.stream(name)
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted; job {escape(name)} continues on the server", highlight=False)
+        raise typer.Exit(code=130) from None
+    if job._to_dict().get("status") in FAILED_STATUSES:
+        raise typer.Exit(code=1)
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Option("-f", "--file", help="Command job YAML file (- for stdin).")],
+    name: Annotated[str | None, typer.Option("-n", "--name", help="Job name (default: generated).")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="KEY.PATH=VALUE (YAML-typed), repeatable, e.g. --set inputs.lr=0.1."),
+    ] = None,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Follow the job's log until it ends (exit 1 if it fails).")
+    ] = False,
+) -> None:
+    """Upload local code and inputs, then submit a command job."""
+    st = state(ctx)
+    doc, base = load_job_file(file)
+    try:
+        body = build_body(doc, set_, None, name)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    ops = operations(ctx)
+    job = ops.create_or_update(body, base_path=base)
+    for upload in ops.last_uploads:
+        err_console.print(escape(_describe_upload(upload)), highlight=False)
+    data = job._to_dict()
+    job_name = str(data.get("name") or body.get("name"))
+    if stream:
+        err_console.print(f"job {escape(job_name)} submitted; streaming its log", highlight=False)
+        if job.studio_url:
+            err_console.print(f"Studio: {escape(job.studio_url)}", highlight=False)
+        _stream(ctx, ops, job_name)
+        return
+    st.emit(data, "job")
+
+
+@app.command("show")
+def show(ctx: typer.Context, name: NameOpt) -> None:
+    """Show one job with its status, attempts and outputs."""
+    st = state(ctx)
+    st.emit(operations(ctx).get(name)._to_dict(), "job")
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    compute: Annotated[str | None, typer.Option("--compute", help="Only jobs on this compute.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only jobs in this status (e.g. Running, Completed).")
+    ] = None,
+) -> None:
+    """List the workspace's jobs, newest first."""
+    st = state(ctx)
+    compute_name = compute.removeprefix("azureml:") if compute else None
+    st.emit([j._to_dict() for j in operations(ctx).list(compute=compute_name, status=status)], "job")
+
+
+@app.command("stream")
+def stream_(ctx: typer.Context, name: NameOpt) -> None:
+    """Print the job's log as it runs, then a summary line (exit 1 if it failed or was canceled)."""
+    _stream(ctx, operations(ctx), name)
+
+
+@app.command("cancel")
+def cancel(ctx: typer.Context, name: NameOpt) -> None:
+    """Cancel a queued or running job."""
+    st = state(ctx)
+    st.emit(operations(ctx).begin_cancel(name).result()._to_dict(), "job")
+
+
+@app.command("download")
+def download(
+    ctx: typer.Context,
+    name: NameOpt,
+    output_name: Annotated[
+        str | None, typer.Option("--output-name", help="Only this output (default: all, plus the log).")
+    ] = None,
+    download_path: Annotated[
+        str, typer.Option("-p", "--download-path", help="Folder to download into.")
+    ] = ".",
+) -> None:
+    """Download outputs to DOWNLOAD_PATH/named-outputs/<output> (and the log to artifacts/)."""
+    st = state(ctx)
+    written = operations(ctx).download(name, download_path, output_name)
+    st.emit([{"name": path.name, "path": str(path)} for path in written])

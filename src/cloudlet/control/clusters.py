@@ -1,0 +1,423 @@
+"""The cluster reconciler: record what the world did, schedule, decide, then act.
+
+One pass per cluster, under the named lease ``compute:<id>`` so one replica drives a cluster:
+1. record — nodes whose agent went quiet are lost; provider machines that vanished are lost;
+   their runs end and their jobs are requeued;
+2. schedule — queued jobs go onto idle nodes (priority, FIFO, backfill, all-or-nothing);
+3. decide — ``domain.autoscale.decide`` over plain data (quota, capacity, locks included);
+4. act — new node rows are committed first (state ``requested``), then the provider is called;
+   nodes to release are marked ``terminating`` first, then terminated. A crash between the two
+   leaves a record the next pass (or the orphan sweep) finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudlet.control.notify import NodeNotifier
+from cloudlet.domain import autoscale
+from cloudlet.domain.lifecycle import ProvisioningState
+from cloudlet.domain.locks import scaling_block
+from cloudlet.domain.nodes import HOLDING, SERVING, NodeEvent, NodeState
+from cloudlet.domain.quota import Tier
+from cloudlet.domain.scheduling import QueuedJob, schedule
+from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import dispatch, leases, quotas, workspaces
+from cloudlet.services import jobs as job_service
+from cloudlet.services import locks as lock_store
+from cloudlet.services import nodes as node_service
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import Compute, Job, Location, Node, Workspace
+
+log = logging.getLogger("cloudlet.clusters")
+
+LOST_AFTER_S = 15.0  # no poll for this long: the agent is gone
+START_TIMEOUT_S = 60.0  # no registration for this long: setup failed
+SWEEP_EVERY_S = 2.0
+
+
+@dataclass
+class Launch:
+    node_id: str
+    request: NodeRequest
+    provider: str
+
+
+@dataclass
+class Actions:
+    launches: list[Launch] = field(default_factory=list)
+    terminations: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)  # id, provider, ref
+    wake: list[str] = field(default_factory=list)
+
+
+class ClusterReconciler:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        replica_id: str,
+        installation_id: str,
+        providers: dict[str, NodeProvider],
+        notifier: NodeNotifier,
+        data: DataRoot,
+        server_url: Callable[[], str],
+        poll_s: float = 0.2,
+        lease_ttl_s: float = 10.0,
+    ) -> None:
+        self.sessions = sessions
+        self.replica_id = replica_id
+        self.installation_id = installation_id
+        self.providers = providers
+        self.notifier = notifier
+        self.data = data
+        self.server_url = server_url
+        self.poll_s = poll_s
+        self.lease_ttl_s = lease_ttl_s
+        self.wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_sweep = 0.0
+        self._alive: dict[str, set[str]] = {}
+        self._swept_at: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="cluster-reconciler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once(time.time())
+            except Exception:
+                log.exception("cluster pass failed")
+            self.wake.wait(self.poll_s)
+            self.wake.clear()
+
+    def run_once(self, now: float) -> None:
+        if now - self._last_sweep >= SWEEP_EVERY_S:
+            self._sweep(now)
+            self._last_sweep = now
+        with self.sessions() as session:
+            ids = list(session.scalars(select(Compute.id).where(Compute.type == "amlcompute")))
+        for compute_id in ids:
+            token = leases.acquire(self.sessions, f"compute:{compute_id}", self.replica_id, self.lease_ttl_s)
+            if token is not None:
+                self._carry_out(self._reconcile(compute_id, token, now))
+
+    # -- record + schedule + decide, in one transaction ----------------------------------------
+    def _reconcile(self, compute_id: int, token: int, now: float) -> Actions:
+        actions = Actions()
+        with self.sessions.begin() as session:
+            if not leases.still_held(session, f"compute:{compute_id}", self.replica_id, token):
+                return actions
+            compute = session.get(Compute, compute_id)
+            if compute is None:
+                return actions
+            nodes = node_service.live_nodes(session, compute.id)
+            actions.wake += self._record(session, nodes, now)
+            if compute.provisioning_state == ProvisioningState.DELETING.value:
+                self._release_all(nodes, actions)
+                return actions
+            actions.wake += self._schedule(session, compute, nodes)
+            self._decide(session, compute, nodes, now, actions)
+        return actions
+
+    def _record(self, session: Session, nodes: list[Node], now: float) -> list[str]:
+        wake: list[str] = []
+        for node in nodes:
+            state = NodeState(node.state)
+            quiet = now - (node.last_heartbeat or node.registered_at or now)
+            gone = self._vanished(node)
+            if state in (NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING) and (
+                quiet > LOST_AFTER_S or gone
+            ):
+                node.error = {
+                    "code": "NodeLost",
+                    "message": "the node's agent stopped reporting"
+                    if not gone
+                    else "the node's machine is gone",
+                }
+                node_service.advance(node, NodeEvent.LOSE, now)
+                wake += dispatch.fail_runs_on_node(session, node, "lost", now)
+            elif state is NodeState.STARTING and (now - node.created_at > START_TIMEOUT_S or gone):
+                node.error = {
+                    "code": "NodeSetupFailed",
+                    "message": "the agent did not register; see the node's agent.log",
+                }
+                node_service.advance(node, NodeEvent.SETUP_FAIL, now)
+        return wake
+
+    def _vanished(self, node: Node) -> bool:
+        """Known to the store, made by the provider before its last listing, absent from that listing."""
+        swept = self._swept_at.get(node.provider)
+        if not node.provider_ref or swept is None or node.created_at > swept - 1.0:
+            return False
+        return node.id not in self._alive.get(node.provider, set())
+
+    def _schedule(self, session: Session, compute: Compute, nodes: list[Node]) -> list[str]:
+        queued = list(
+            session.scalars(
+                select(Job).where(
+                    Job.compute_name == compute.name,
+                    Job.workspace_id == compute.workspace_id,
+                    Job.status == job_service.QUEUED,
+                )
+            )
+        )
+        for job in queued:
+            if job.cancel_requested:
+                job.status = job_service.CANCELED
+        queued = [j for j in queued if not j.cancel_requested]
+        idle = [n for n in nodes if n.state == NodeState.IDLE.value]
+        views = [QueuedJob(j.name, j.instance_count, j.priority, j.submitted_at) for j in queued]
+        by_name = {j.name: j for j in queued}
+        by_id = {n.id: n for n in idle}
+        wake: list[str] = []
+        for placement in schedule(views, [n.id for n in idle]):
+            wake += dispatch.place(
+                session,
+                by_name[placement.job],
+                [by_id[i] for i in placement.nodes],
+                self.data,
+                self.server_url(),
+            )
+        return wake
+
+    def _decide(
+        self, session: Session, compute: Compute, nodes: list[Node], now: float, actions: Actions
+    ) -> None:
+        spec = compute.spec
+        cluster = autoscale.ClusterView(
+            compute.name,
+            spec.get("min_instances", 0),
+            spec.get("max_instances", 1),
+            float(spec.get("idle_time_before_scale_down", 120)),
+        )
+        active = list(
+            session.scalars(
+                select(Job).where(
+                    Job.compute_name == compute.name,
+                    Job.workspace_id == compute.workspace_id,
+                    Job.status.in_(job_service.ACTIVE),
+                )
+            )
+        )
+        demand = autoscale.Demand(
+            running_nodes=sum(j.instance_count for j in active if j.status != job_service.QUEUED),
+            queued=tuple(j.instance_count for j in active if j.status == job_service.QUEUED),
+        )
+        limits = self._limits(session, compute, nodes)
+        views = [autoscale.NodeView(n.id, NodeState(n.state), n.idle_since) for n in nodes]
+        decision = autoscale.decide(cluster, views, demand, limits, now)
+        self._apply(session, compute, nodes, decision, actions, now)
+        serving = [n for n in nodes if n.state in SERVING]
+        compute.current_node_count = len([n for n in serving if n.state in ("idle", "busy")])
+        compute.target_node_count = decision.target
+        compute.scale_message = decision.explanation
+        for job in active:
+            if job.status == job_service.QUEUED and limits.blocked_reason:
+                job.status_message = f"waiting: {limits.blocked_reason}"
+            elif job.status == job_service.QUEUED and decision.launch == 0 and len(serving) < decision.target:
+                job.status_message = f"waiting for nodes: {decision.explanation}"
+
+    def _limits(self, session: Session, compute: Compute, nodes: list[Node]) -> autoscale.Limits:
+        ref = workspaces.ref_of(session, _workspace(session, compute.workspace_id))
+        block = scaling_block(lock_store.effective(session, ref), ref.arm_id)
+        catalogue = catalogue_service.current(session)
+        size = catalogue.get(compute.size or "")
+        if size is None:
+            return autoscale.Limits(
+                0, "unknown size", blocked_reason=f"size {compute.size} is not in the catalogue"
+            )
+        tier = Tier(compute.spec.get("tier", "dedicated"))
+        live = len([n for n in nodes if n.state in HOLDING])
+        quota_nodes, quota_reason = quotas.headroom_nodes(
+            session,
+            ref.subscription_id,
+            compute.location,
+            catalogue,
+            compute,
+            size.vcpus,
+            size.family,
+            tier,
+            live,
+        )
+        capacity_nodes, capacity_reason = _capacity(session, compute.location, size.vcpus)
+        return autoscale.Limits(
+            quota_nodes,
+            quota_reason,
+            capacity_nodes,
+            capacity_reason,
+            blocked_reason=block.reason if block else None,
+        )
+
+    def _apply(
+        self,
+        session: Session,
+        compute: Compute,
+        nodes: list[Node],
+        decision: autoscale.Decision,
+        actions: Actions,
+        now: float,
+    ) -> None:
+        catalogue = catalogue_service.current(session)
+        size = catalogue.get(compute.size or "")
+        location = session.get(Location, compute.location)
+        provider = location.provider if location else "local"
+        for _ in range(decision.launch if size else 0):
+            assert size is not None
+            node, token = node_service.new_node(
+                session,
+                workspace_id=compute.workspace_id,
+                compute_id=compute.id,
+                compute_name=compute.name,
+                installation_id=self.installation_id,
+                location=compute.location,
+                provider=provider,
+                size=size,
+                tier=compute.spec.get("tier", "dedicated"),
+            )
+            request = NodeRequest(
+                node_id=node.id,
+                token=token,
+                installation_id=self.installation_id,
+                server_url=self.server_url(),
+                size=size.name,
+                vcpus=size.vcpus,
+                memory_gb=size.memory_gb,
+                gpus=size.gpus,
+                tier=node.tier,
+            )
+            actions.launches.append(Launch(node.id, request, provider))
+        by_id = {n.id: n for n in nodes}
+        for node_id in decision.terminate:
+            node = by_id[node_id]
+            if node.state in (NodeState.IDLE.value,):
+                node_service.advance(node, NodeEvent.DRAIN, now)
+            node_service.advance(node, NodeEvent.TERMINATE, now)
+            actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
+            actions.wake.append(node.id)
+
+    def _release_all(self, nodes: list[Node], actions: Actions) -> None:
+        for node in nodes:
+            if node.state != NodeState.TERMINATING.value:
+                node_service.advance(node, NodeEvent.TERMINATE)
+            actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
+
+    # -- act ------------------------------------------------------------------------------------
+    def _carry_out(self, actions: Actions) -> None:
+        for node_id in actions.wake:
+            self.notifier.notify(node_id)
+        for launch in actions.launches:
+            self._launch(launch)
+        for node_id, provider, ref in actions.terminations:
+            self._terminate(node_id, provider, ref)
+
+    def _launch(self, launch: Launch) -> None:
+        try:
+            handle = self.providers[launch.provider].create(launch.request)
+        except Exception as exc:  # the provider said no: record it, the autoscaler retries
+            log.warning("node %s: provider failed: %s", launch.node_id, exc)
+            with self.sessions.begin() as session:
+                node = session.get(Node, launch.node_id)
+                if node is not None:
+                    node.error = {"code": "AllocationFailed", "message": str(exc)}
+                    node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
+            return
+        with self.sessions.begin() as session:
+            node = session.get(Node, launch.node_id)
+            if node is None or node.state != NodeState.REQUESTED.value:
+                return
+            node.provider_ref = dict(handle.provider_ref)
+            node_service.advance(node, NodeEvent.ALLOCATE)
+            node_service.advance(node, NodeEvent.BOOT)
+
+    def _terminate(self, node_id: str, provider: str, ref: dict[str, object]) -> None:
+        if ref:
+            try:
+                self.providers[provider].terminate(NodeHandle(node_id=node_id, provider_ref=dict(ref)))
+            except Exception:
+                log.exception("node %s: terminate failed; the sweep retries", node_id)
+                return
+        with self.sessions.begin() as session:
+            node = session.get(Node, node_id)
+            if node is not None and node.state == NodeState.TERMINATING.value:
+                node_service.advance(node, NodeEvent.TERMINATED)
+        self.notifier.forget(node_id)
+
+    # -- orphans and vanished machines ----------------------------------------------------------
+    def _sweep(self, now: float) -> None:
+        for kind, provider in self.providers.items():
+            try:
+                handles = provider.list_nodes(self.installation_id)
+            except Exception:
+                log.exception("listing %s nodes failed", kind)
+                continue
+            alive = {h.node_id for h in handles}
+            self._alive[kind], self._swept_at[kind] = alive, now
+            with self.sessions() as session:
+                known = dict(session.execute(select(Node.id, Node.state).where(Node.id.in_(alive))).all())
+            for handle in handles:
+                state = known.get(handle.node_id)
+                if state is None or state == NodeState.TERMINATED.value:
+                    log.info("terminating orphan node %s (%s)", handle.node_id, kind)
+                    provider.terminate(handle)
+            with self.sessions() as session:
+                stuck = session.execute(
+                    select(Node.id, Node.provider, Node.provider_ref).where(
+                        Node.provider == kind, Node.state == NodeState.TERMINATING.value
+                    )
+                ).all()
+            for node_id, provider_kind, ref in stuck:
+                self._terminate(node_id, provider_kind, ref)
+            self._adopt_or_fail(handles, now)
+
+    def _adopt_or_fail(self, handles: list[NodeHandle], now: float) -> None:
+        """A node recorded as requested whose launch never got recorded (a crash in between): adopt
+        the machine if the provider made it, else mark the allocation failed."""
+        by_id = {h.node_id: h for h in handles}
+        with self.sessions.begin() as session:
+            pending = session.scalars(
+                select(Node).where(Node.state == NodeState.REQUESTED.value, Node.created_at < now - 10.0)
+            )
+            for node in pending:
+                handle = by_id.get(node.id)
+                if handle is not None:
+                    node.provider_ref = dict(handle.provider_ref)
+                    node_service.advance(node, NodeEvent.ALLOCATE)
+                    node_service.advance(node, NodeEvent.BOOT)
+                else:
+                    node.error = {"code": "AllocationFailed", "message": "the launch was interrupted"}
+                    node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
+
+
+def _workspace(session: Session, workspace_id: int) -> Workspace:
+    ws = session.get(Workspace, workspace_id)
+    assert ws is not None
+    return ws
+
+
+def _capacity(session: Session, location: str, vcpus: int) -> tuple[int, str]:
+    row = session.get(Location, location)
+    capacity = row.capacity if row else {}
+    total = float(capacity.get("vcpus", 0)) * float(capacity.get("overcommit", 1.0))
+    used = sum(
+        session.scalars(
+            select(Node.vcpus).where(Node.location == location, Node.state.in_([s.value for s in HOLDING]))
+        )
+    )
+    free = int((total - used) // vcpus) if vcpus else 0
+    return max(0, free), f"location {location} capacity {used:g}/{total:g} vCPUs in use"

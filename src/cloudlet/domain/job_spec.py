@@ -1,0 +1,804 @@
+"""Command jobs in the Azure ML CLI v2 ``commandJob`` YAML shape, validated into plain models.
+
+``parse_job(doc)`` takes the YAML document (as a dict) and returns a :class:`CommandJobSpec` or
+raises a ``CloudletError`` whose ``target`` is the field path and whose message says how to fix it.
+Field names are Azure's, so a file written for ``az ml job create`` is accepted as-is.
+
+Everything here is pure (no I/O): placeholder substitution (``render_command``), the per-process
+environment of distributed jobs (``distribution_env``), queue priority (``priority_value``) and
+environment resolution to a pip/venv/image spec with a stable hash (``resolve_environment``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cloudlet.domain.errors import CloudletError, validation_error
+
+JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$")
+IO_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CODE_SNAPSHOT_PATTERN = re.compile(r"^codes/[0-9a-f]{64}$")
+# ``${{inputs.x}}`` / ``${{outputs.y}}`` (any other ``${{…}}`` is rejected by validation).
+PLACEHOLDER = re.compile(r"\$\{\{\s*([^{}]*?)\s*\}\}")
+# Azure's optional part of a command: ``$[[--lr ${{inputs.lr}}]]`` is dropped when ``lr`` is absent.
+OPTIONAL_PART = re.compile(r"\$\[\[(.*?)\]\]", re.DOTALL)
+TERMINAL_JOB_STATUSES = frozenset({"Completed", "Failed", "Canceled"})
+JOB_STATUSES = (
+    "NotStarted",
+    "Queued",
+    "Preparing",
+    "Running",
+    "Finalizing",
+    "Completed",
+    "Failed",
+    "Canceled",
+)
+PRIORITIES = {"low": 1, "medium": 2, "high": 3}
+DEFAULT_PRIORITY = "medium"
+URI_TYPES = ("uri_file", "uri_folder")
+LITERAL_TYPES = ("string", "integer", "number", "boolean")
+DISTRIBUTION_TYPES = ("pytorch", "mpi", "tensorflow")
+
+Literal_ = str | int | float | bool
+InputType = Literal["uri_file", "uri_folder", "string", "integer", "number", "boolean"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True)
+
+
+class _FieldProblem(ValueError):
+    """Raised inside validators to point at a specific field rather than the whole model."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+# ----------------------------------------------------------------------------------------------
+# Models.
+
+
+class InputSpec(_Strict):
+    """A declared input: a data path (``uri_file``/``uri_folder``) or a typed literal."""
+
+    type: InputType | None = None
+    path: str | None = None
+    mode: Literal["ro_mount", "download", "rw_mount", "direct"] | None = None
+    default: Literal_ | None = None
+    value: Literal_ | None = None
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> InputSpec:
+        if self.type is None:
+            if self.path is not None:
+                self.type = "uri_folder"
+            elif self.value is not None or self.default is not None:
+                self.type = _literal_type(self.value if self.value is not None else self.default)
+            else:
+                raise ValueError(
+                    "an input needs 'path' (data) or 'value' (a literal), e.g. "
+                    "{type: uri_folder, path: ./data} or {type: number, value: 0.01}"
+                )
+        if self.type in URI_TYPES:
+            if not self.path:
+                raise _FieldProblem(
+                    "path", f"a {self.type} input needs 'path' (a local path or azureml:// URI)"
+                )
+            if self.value is not None or self.default is not None:
+                raise _FieldProblem("value", f"a {self.type} input takes 'path', not 'value'/'default'")
+        else:
+            if self.path is not None:
+                raise _FieldProblem("path", f"a {self.type} input takes 'value', not 'path'")
+            if self.mode is not None:
+                raise _FieldProblem("mode", f"'mode' applies to uri_file/uri_folder inputs, not {self.type}")
+            if self.value is None and self.default is None:
+                raise _FieldProblem("value", f"a {self.type} input needs 'value' (or 'default')")
+            for key in ("value", "default"):
+                literal = getattr(self, key)
+                if literal is not None and not _fits(str(self.type), literal):
+                    raise _FieldProblem(key, f"'{key}' {literal!r} is not a valid {self.type}")
+        return self
+
+    @property
+    def literal(self) -> Literal_ | None:
+        return self.value if self.value is not None else self.default
+
+
+class OutputSpec(_Strict):
+    type: Literal["uri_folder", "uri_file"] = "uri_folder"
+    path: str | None = None
+    mode: Literal["rw_mount", "upload"] = "rw_mount"
+    description: str | None = None
+
+
+class InlineEnvironment(_Strict):
+    name: str | None = None
+    version: str | None = None
+    description: str | None = None
+    image: str | None = None
+    conda_file: dict[str, Any] | str | None = None
+    pip: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> InlineEnvironment:
+        if not (self.image or self.conda_file or self.pip):
+            raise ValueError(
+                "an inline environment needs 'image', 'conda_file' or 'pip' "
+                "(or omit 'environment' to use the node's Python)"
+            )
+        return self
+
+
+class ResourcesSpec(_Strict):
+    instance_count: int = Field(default=1, ge=1)
+    instance_type: str | None = None
+    shm_size: str | None = None
+    properties: dict[str, Any] | None = None
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"\d+[bkmgBKMG]?", value):
+            raise ValueError(f"shm_size {value!r} must be a size such as '2g', '512m' or '1024k'")
+        return value
+
+
+class PyTorchDistribution(_Strict):
+    type: Literal["pytorch"]
+    process_count_per_instance: int = Field(default=1, ge=1)
+
+
+class MpiDistribution(_Strict):
+    type: Literal["mpi"]
+    process_count_per_instance: int = Field(default=1, ge=1)
+
+
+class TensorFlowDistribution(_Strict):
+    type: Literal["tensorflow"]
+    worker_count: int | None = Field(default=None, ge=1)
+    parameter_server_count: int = Field(default=0, ge=0)
+
+
+Distribution = PyTorchDistribution | MpiDistribution | TensorFlowDistribution
+_DISTRIBUTION_BY_TYPE: dict[str, type[_Strict]] = {
+    "pytorch": PyTorchDistribution,
+    "mpi": MpiDistribution,
+    "tensorflow": TensorFlowDistribution,
+}
+
+
+class LimitsSpec(_Strict):
+    timeout: int | None = Field(default=None, ge=1)
+
+
+class QueueSettings(_Strict):
+    job_tier: Literal["null", "spot", "basic", "standard", "premium"] | None = None
+    priority: Literal["low", "medium", "high"] | None = None
+
+    @field_validator("job_tier", "priority", mode="before")
+    @classmethod
+    def _fold(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+
+class JobIdentity(_Strict):
+    type: Literal["managed", "user_identity", "aml_token"]
+    client_id: str | None = None
+    object_id: str | None = None
+    resource_id: str | None = None
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _fold(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+
+class CommandJobSpec(_Strict):
+    schema_: str | None = Field(default=None, alias="$schema")
+    type: Literal["command"] = "command"
+    name: str | None = None
+    display_name: str | None = None
+    experiment_name: str | None = None
+    description: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    command: str
+    code: str | None = None
+    environment: str | InlineEnvironment | None = None
+    inputs: dict[str, InputSpec | str | int | float | bool] = Field(default_factory=dict)
+    outputs: dict[str, OutputSpec] = Field(default_factory=dict)
+    environment_variables: dict[str, str] = Field(default_factory=dict)
+    compute: str | None = None
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    distribution: Annotated[Distribution, Field(discriminator="type")] | None = None
+    limits: LimitsSpec | None = None
+    queue_settings: QueueSettings | None = None
+    identity: JobIdentity | None = None
+    services: dict[str, Any] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not JOB_NAME_PATTERN.fullmatch(value):
+            raise ValueError(
+                "name must be 1–255 characters, start with a letter or digit, and contain only "
+                "letters, digits, '_' and '-'"
+            )
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("'command' must not be empty; give the shell command to run")
+        return value
+
+    @field_validator("compute")
+    @classmethod
+    def _compute(cls, value: str | None) -> str | None:
+        return None if value is None else normalise_compute(value)
+
+    @model_validator(mode="after")
+    def _check(self) -> CommandJobSpec:
+        if self.compute is None and not self.resources.instance_type:
+            raise _FieldProblem(
+                "resources.instance_type",
+                "a job without 'compute' runs serverless and needs resources.instance_type "
+                "(e.g. Standard_DS3_v2); or set compute: azureml:<cluster name> (or local)",
+            )
+        check_command(self.command, list(self.inputs), list(self.outputs))
+        return self
+
+    @property
+    def priority(self) -> int:
+        return priority_value(self)
+
+
+def _literal_type(value: Any) -> InputType:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string"
+
+
+def _fits(kind: str, value: Any) -> bool:
+    if kind == "boolean":
+        return isinstance(value, bool) or str(value).lower() in ("true", "false")
+    if kind == "integer":
+        if isinstance(value, bool):
+            return False
+        if isinstance(value, int):
+            return True
+        return isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()) is not None
+    if kind == "number":
+        if isinstance(value, bool):
+            return False
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return False
+        return True
+    return True
+
+
+def normalise_compute(value: str) -> str:
+    """``azureml:cpu-cluster`` / ``cpu-cluster`` / ARM id → ``cpu-cluster``; ``local`` stays."""
+    text = value.strip()
+    if text.lower().startswith("azureml:"):
+        text = text[len("azureml:") :]
+    if "/computes/" in text:
+        text = text.rsplit("/computes/", 1)[1].split("/", 1)[0]
+    if not text:
+        raise ValueError("compute must name a compute, e.g. azureml:cpu-cluster (or local)")
+    return "local" if text.lower() == "local" else text
+
+
+def is_remote_path(value: str) -> bool:
+    """True for URIs (``azureml://…``, ``azureml:name:1``, ``https://…``) and code snapshots."""
+    if value.lower().startswith("file:"):  # file:./data is a local path
+        return False
+    return bool(CODE_SNAPSHOT_PATTERN.fullmatch(value) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", value))
+
+
+# ----------------------------------------------------------------------------------------------
+# Command placeholders.
+
+
+def _placeholders(text: str) -> list[str]:
+    return [m.group(1) for m in PLACEHOLDER.finditer(text)]
+
+
+def _split_ref(ref: str) -> tuple[str, str] | None:
+    match = re.fullmatch(r"(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)", ref)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def check_command(command: str, inputs: list[str], outputs: list[str]) -> None:
+    """Every placeholder names a declared input/output (inputs inside ``$[[…]]`` may be absent)."""
+    optional_refs = {ref for part in OPTIONAL_PART.findall(command) for ref in _placeholders(part)}
+    required_text = OPTIONAL_PART.sub(" ", command)
+    declared = {"inputs": inputs, "outputs": outputs}
+    for ref in [*_placeholders(required_text), *optional_refs]:
+        split = _split_ref(ref)
+        if split is None:
+            raise _FieldProblem(
+                "command",
+                f"'${{{{{ref}}}}}' is not supported in command; use ${{{{inputs.<name>}}}} or "
+                "${{outputs.<name>}}",
+            )
+        kind, name = split
+        if name in declared[kind]:
+            continue
+        if kind == "inputs" and ref in optional_refs and ref not in _placeholders(required_text):
+            continue
+        names = ", ".join(declared[kind]) or "none"
+        raise _FieldProblem(
+            "command",
+            f"command uses '${{{{{ref}}}}}' but '{name}' is not declared under '{kind}' "
+            f"(declared {kind}: {names}); declare it or fix the name"
+            + ("; wrap optional inputs as $[[ ... ]]" if kind == "inputs" else ""),
+        )
+
+
+def render_command(command: str, inputs: dict[str, str], outputs: dict[str, str]) -> str:
+    """Substitute ``${{inputs.x}}``/``${{outputs.y}}``; drop ``$[[…]]`` parts whose input is absent.
+
+    Values are inserted verbatim (as Azure does): quote them in the command if they may hold spaces.
+    """
+
+    def optional(match: re.Match[str]) -> str:
+        part = match.group(1)
+        for ref in _placeholders(part):
+            split = _split_ref(ref)
+            if split is not None and split[0] == "inputs" and inputs.get(split[1]) is None:
+                return ""
+        return part
+
+    text = OPTIONAL_PART.sub(optional, command)
+
+    def substitute(match: re.Match[str]) -> str:
+        ref = match.group(1)
+        split = _split_ref(ref)
+        values = {"inputs": inputs, "outputs": outputs}
+        if split is None or values[split[0]].get(split[1]) is None:
+            raise validation_error("command", f"no value for '${{{{{ref}}}}}' in command")
+        return str(values[split[0]][split[1]])
+
+    return PLACEHOLDER.sub(substitute, text)
+
+
+def literal_string(value: Any) -> str:
+    """How a literal input appears in the command line (``True``/``False`` for booleans)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return str(value)
+
+
+def literal_inputs(spec: CommandJobSpec) -> dict[str, str]:
+    """The literal (non-data) inputs as the strings substituted into the command."""
+    out: dict[str, str] = {}
+    for name, item in spec.inputs.items():
+        if isinstance(item, InputSpec):
+            if item.type not in URI_TYPES and item.literal is not None:
+                out[name] = literal_string(item.literal)
+        else:
+            out[name] = literal_string(item)
+    return out
+
+
+def data_inputs(spec: CommandJobSpec) -> dict[str, InputSpec]:
+    """The ``uri_file``/``uri_folder`` inputs."""
+    return {n: i for n, i in spec.inputs.items() if isinstance(i, InputSpec) and i.type in URI_TYPES}
+
+
+# ----------------------------------------------------------------------------------------------
+# Distribution and priority.
+
+
+def distribution_env(
+    spec: CommandJobSpec, world: list[str], node_rank: int, master_port: int
+) -> list[dict[str, str]]:
+    """The environment of each process to start on node ``node_rank``.
+
+    ``world`` holds the node addresses by rank (``world[0]`` is the master). Without a
+    ``distribution`` one process runs per node with an empty extra environment.
+    """
+    if not world:
+        raise ValueError("world must list at least one node address")
+    if not 0 <= node_rank < len(world):
+        raise ValueError(f"node_rank {node_rank} is outside the world of {len(world)} nodes")
+    nodes = len(world)
+    dist = spec.distribution
+    if dist is None:
+        return [{}]
+    if isinstance(dist, PyTorchDistribution):
+        per_node = dist.process_count_per_instance
+        return [
+            {
+                "MASTER_ADDR": world[0],
+                "MASTER_PORT": str(master_port),
+                "WORLD_SIZE": str(nodes * per_node),
+                "RANK": str(node_rank * per_node + local),
+                "LOCAL_RANK": str(local),
+                "NODE_RANK": str(node_rank),
+                "LOCAL_WORLD_SIZE": str(per_node),
+            }
+            for local in range(per_node)
+        ]
+    if isinstance(dist, MpiDistribution):
+        per_node = dist.process_count_per_instance
+        return [
+            {
+                "OMPI_COMM_WORLD_RANK": str(node_rank * per_node + local),
+                "OMPI_COMM_WORLD_SIZE": str(nodes * per_node),
+                "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+                "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
+                "OMPI_COMM_WORLD_NODE_RANK": str(node_rank),
+                "AZ_BATCH_MASTER_NODE": f"{world[0]}:{master_port}",
+                "AZ_BATCHAI_MPI_MASTER_NODE": world[0],
+            }
+            for local in range(per_node)
+        ]
+    assert isinstance(dist, TensorFlowDistribution)
+    workers = dist.worker_count or spec.resources.instance_count
+    tasks = [("worker", i) for i in range(workers)] + [("ps", i) for i in range(dist.parameter_server_count)]
+    # Round-robin over nodes; the k-th task on a node listens on master_port + k.
+    placed = [(kind, index, g % nodes, g // nodes) for g, (kind, index) in enumerate(tasks)]
+    cluster: dict[str, list[str]] = {"worker": []}
+    if dist.parameter_server_count:
+        cluster["ps"] = []
+    for kind, _index, node, local in placed:
+        cluster[kind].append(f"{world[node]}:{master_port + local}")
+    return [
+        {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})}
+        for kind, index, node, _local in placed
+        if node == node_rank
+    ]
+
+
+def priority_value(spec: CommandJobSpec) -> int:
+    """``queue_settings.priority`` low/medium/high → 1/2/3 (medium when unset)."""
+    name = (spec.queue_settings.priority if spec.queue_settings else None) or DEFAULT_PRIORITY
+    return PRIORITIES[name]
+
+
+# ----------------------------------------------------------------------------------------------
+# Environments.
+
+
+@dataclass(frozen=True)
+class CuratedEnvironment:
+    name: str  # registry name, e.g. sklearn-1.5
+    pip: tuple[str, ...]
+    description: str
+
+    @property
+    def registry_uri(self) -> str:
+        return f"azureml://registries/azureml/environments/{self.name}/labels/latest"
+
+    @property
+    def workspace_name(self) -> str:
+        return f"AzureML-{self.name}"
+
+
+CURATED_ENVIRONMENTS: dict[str, CuratedEnvironment] = {
+    env.name: env
+    for env in (
+        CuratedEnvironment(
+            "sklearn-1.5",
+            ("scikit-learn~=1.5.0", "pandas~=2.2", "numpy<2.1", "scipy", "joblib"),
+            "scikit-learn 1.5 with pandas and numpy (Azure: Ubuntu 22.04, Python 3.9, CPU)",
+        ),
+        CuratedEnvironment(
+            "lightgbm-3.3",
+            ("lightgbm~=3.3.0", "scikit-learn", "pandas", "numpy<2"),
+            "LightGBM 3.3 with scikit-learn and pandas (CPU)",
+        ),
+        CuratedEnvironment(
+            "acpt-pytorch-2.2-cuda12.1",
+            ("torch~=2.2.0", "torchvision~=0.17.0", "numpy<2"),
+            "PyTorch 2.2 (Azure Container for PyTorch, CUDA 12.1)",
+        ),
+        CuratedEnvironment(
+            "tensorflow-2.16-cuda12",
+            ("tensorflow~=2.16.0",),
+            "TensorFlow 2.16 (CUDA 12)",
+        ),
+    )
+}
+
+_CONDA_ONLY = frozenset({"python", "pip", "setuptools", "wheel", "cudatoolkit", "cudnn", "nccl"})
+
+
+@dataclass(frozen=True)
+class ResolvedEnvironment:
+    """How a node prepares a job's Python: ``python`` (the node's own), ``venv`` or ``image``.
+
+    ``hash`` is the SHA-256 of the normalised spec (kind, sorted pip list, image), so equal specs
+    share one cached venv whatever their source (curated name, inline pip, conda file).
+    """
+
+    kind: Literal["python", "venv", "image"]
+    pip: list[str] = field(default_factory=list)
+    image: str | None = None
+    hash: str = ""
+    name: str | None = None
+
+
+def curated_environment(reference: str) -> CuratedEnvironment | None:
+    """Look up ``azureml://registries/azureml/environments/<n>/labels/latest`` (or ``/versions/<v>``),
+    ``azureml:AzureML-<n>@latest``, ``azureml:AzureML-<n>:<version>``, ``AzureML-<n>`` or ``<n>``."""
+    text = reference.strip()
+    match = re.fullmatch(
+        r"azureml://registries/[^/]+/environments/([^/]+)(?:/(?:labels|versions)/[^/]+)?", text
+    )
+    if match:
+        key = match.group(1)
+    else:
+        key = text.removeprefix("azureml:")
+        key = re.sub(r"(@[^@:/]+|:[^:/@]+)$", "", key)
+        key = re.sub(r"^azureml-", "", key, flags=re.IGNORECASE)
+    return CURATED_ENVIRONMENTS.get(key.lower())
+
+
+def _conda_pip(conda: dict[str, Any]) -> list[str]:
+    deps = conda.get("dependencies") or []
+    if not isinstance(deps, list):
+        raise validation_error("environment.conda_file.dependencies", "'dependencies' must be a list")
+    out: list[str] = []
+    for dep in deps:
+        if isinstance(dep, dict):
+            pip = dep.get("pip") or []
+            if not isinstance(pip, list):
+                raise validation_error(
+                    "environment.conda_file.dependencies", "the 'pip' entry of dependencies must be a list"
+                )
+            out.extend(str(p) for p in pip)
+        elif (
+            isinstance(dep, str)
+            and re.fullmatch(r"[A-Za-z0-9_.-]+", dep.strip())
+            and dep.strip().lower() not in _CONDA_ONLY
+        ):
+            out.append(dep.strip())
+    return out
+
+
+def _normalise_pip(pip: list[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for item in pip:
+        text = " ".join(str(item).split())
+        if text:
+            seen.setdefault(text.lower(), text)
+    return [seen[k] for k in sorted(seen)]
+
+
+def _resolved(
+    kind: Literal["python", "venv", "image"], pip: list[str], image: str | None, name: str | None
+) -> ResolvedEnvironment:
+    pip = _normalise_pip(pip)
+    canonical = json.dumps({"image": image, "kind": kind, "pip": pip}, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    return ResolvedEnvironment(kind=kind, pip=pip, image=image, hash=digest, name=name)
+
+
+def resolve_environment(env: str | InlineEnvironment | dict[str, Any] | None) -> ResolvedEnvironment:
+    """A job's ``environment`` → what a node must prepare. Unknown names raise ``CloudletError``."""
+    if env is None:
+        return _resolved("python", [], None, None)
+    if isinstance(env, str):
+        curated = curated_environment(env)
+        if curated is None:
+            known = ", ".join(e.registry_uri for e in CURATED_ENVIRONMENTS.values())
+            raise validation_error(
+                "environment",
+                f"unknown environment '{env}'; use a curated one ({known}), an inline "
+                "{image|conda_file|pip} environment, or omit 'environment' to use the node's Python",
+                code="EnvironmentNotFound",
+            )
+        return _resolved("venv", list(curated.pip), None, curated.name)
+    if isinstance(env, dict):
+        try:
+            env = InlineEnvironment.model_validate(env)
+        except ValidationError as exc:
+            raise _translate(exc, InlineEnvironment, "environment", "an inline environment") from None
+    pip = list(env.pip or [])
+    if isinstance(env.conda_file, str):
+        raise validation_error(
+            "environment.conda_file",
+            f"conda_file '{env.conda_file}' is a file path; submit with the cloudlet CLI/client "
+            "(which inlines it) or give its contents as a mapping",
+        )
+    if env.conda_file is not None:
+        pip.extend(_conda_pip(env.conda_file))
+    if env.image:
+        return _resolved("image", pip, env.image, env.name)
+    return _resolved("venv", pip, None, env.name)
+
+
+# ----------------------------------------------------------------------------------------------
+# Parsing.
+
+
+def parse_job(doc: Any, name: str | None = None) -> CommandJobSpec:
+    """Validate a command job document; ``name`` (from the URL) wins over a missing name in the body."""
+    if not isinstance(doc, dict):
+        raise validation_error("$", "the job definition must be a mapping (YAML object)")
+    doc = dict(doc)
+    if name is not None:
+        if doc.get("name") not in (None, name):
+            raise validation_error(
+                "name", f"the body names '{doc['name']}' but the request is for '{name}'; make them match"
+            )
+        doc["name"] = name
+    kind = doc.get("type", "command")
+    if not isinstance(kind, str) or kind.lower() != "command":
+        raise validation_error(
+            "type", f"unsupported job type {kind!r}; only 'command' jobs are supported", code="InvalidJobType"
+        )
+    doc["type"] = "command"
+    _prevalidate(doc)
+    try:
+        spec = CommandJobSpec.model_validate(doc)
+    except ValidationError as exc:
+        raise _translate(exc, CommandJobSpec, "", "a command job") from None
+    if isinstance(spec.environment, str):
+        resolve_environment(spec.environment)  # unknown names can never run
+    return spec
+
+
+def _prevalidate(doc: dict[str, Any]) -> None:
+    """Validate the mapping-valued fields one entry at a time, for precise error targets."""
+    inputs = doc.get("inputs")
+    if isinstance(inputs, dict):
+        checked: dict[str, Any] = {}
+        for key, item in inputs.items():
+            target = f"inputs.{key}"
+            if not isinstance(key, str) or not IO_NAME_PATTERN.fullmatch(key):
+                raise validation_error(target, f"input name {key!r} must be letters, digits and '_'")
+            if isinstance(item, dict):
+                try:
+                    checked[key] = InputSpec.model_validate(item)
+                except ValidationError as exc:
+                    raise _translate(exc, InputSpec, target, "an input") from None
+            elif isinstance(item, str | int | float | bool):
+                checked[key] = item
+            else:
+                raise validation_error(
+                    target,
+                    f"input '{key}' must be a literal (string, number, boolean) or a mapping such as "
+                    "{type: uri_folder, path: ./data}",
+                )
+        doc["inputs"] = checked
+    outputs = doc.get("outputs")
+    if isinstance(outputs, dict):
+        out_checked: dict[str, Any] = {}
+        for key, item in outputs.items():
+            target = f"outputs.{key}"
+            if not isinstance(key, str) or not IO_NAME_PATTERN.fullmatch(key):
+                raise validation_error(target, f"output name {key!r} must be letters, digits and '_'")
+            try:
+                out_checked[key] = OutputSpec.model_validate(item if item is not None else {})
+            except ValidationError as exc:
+                raise _translate(exc, OutputSpec, target, "an output") from None
+        doc["outputs"] = out_checked
+    env_vars = doc.get("environment_variables")
+    if isinstance(env_vars, dict):
+        for key, value in env_vars.items():
+            if not isinstance(value, str):
+                raise validation_error(
+                    f"environment_variables.{key}",
+                    f"environment variable '{key}' must be a string, got {value!r}; quote it in YAML "
+                    f'({key}: "{value}")',
+                )
+    dist = doc.get("distribution")
+    if isinstance(dist, dict):
+        dist_type = dist.get("type")
+        model = _DISTRIBUTION_BY_TYPE.get(dist_type.lower()) if isinstance(dist_type, str) else None
+        if model is None:
+            raise validation_error(
+                "distribution.type",
+                f"unknown distribution type {dist_type!r}; use one of: {', '.join(DISTRIBUTION_TYPES)}",
+            )
+        try:
+            doc["distribution"] = model.model_validate({**dist, "type": dist_type.lower()})  # type: ignore[union-attr]
+        except ValidationError as exc:
+            raise _translate(exc, model, "distribution", f"a {dist_type} distribution") from None
+    env = doc.get("environment")
+    if isinstance(env, dict):
+        try:
+            doc["environment"] = InlineEnvironment.model_validate(env)
+        except ValidationError as exc:
+            raise _translate(exc, InlineEnvironment, "environment", "an inline environment") from None
+    tags = doc.get("tags")
+    if isinstance(tags, dict):
+        doc["tags"] = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()}
+
+
+def _translate(exc: ValidationError, model: type[BaseModel], prefix: str, what: str) -> CloudletError:
+    problems: list[dict[str, Any]] = []
+    for err in exc.errors():
+        path = _path(err["loc"])
+        context = err.get("ctx") or {}
+        inner = context.get("error")
+        if isinstance(inner, _FieldProblem):
+            problems.append({"target": _join(prefix, inner.field), "message": inner.message})
+            continue
+        full = _join(prefix, path)
+        problems.append({"target": full, "message": _describe(err, full, path, model, what)})
+    first = problems[0]
+    message = (
+        first["message"]
+        if len(problems) == 1
+        else "; ".join(f"{p['target']}: {p['message']}" for p in problems)
+    )
+    error = validation_error(first["target"], message)
+    error.details = [{"code": "ValidationError", **p} for p in problems]
+    return error
+
+
+def _join(prefix: str, path: str) -> str:
+    if not prefix:
+        return path
+    return prefix if path == "$" else f"{prefix}.{path}"
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and not part.startswith(("function-", "literal[")):
+            if i > 0 and loc[i - 1] == "distribution" and part in DISTRIBUTION_TYPES:
+                continue
+            if part in ("str", "int", "float", "bool", "InlineEnvironment", "InputSpec", "dict[str,any]"):
+                continue
+            out += ("." if out else "") + part
+    return out or "$"
+
+
+def _describe(err: Any, full: str, path: str, model: type[BaseModel], what: str) -> str:
+    kind_of_error = err["type"]
+    value = err.get("input")
+    if kind_of_error == "extra_forbidden":
+        field_name = path.rsplit(".", 1)[-1]
+        if "." in path:
+            return f"unknown field '{field_name}' at '{full}'; remove it (check the spelling)"
+        allowed = sorted(f.alias or n for n, f in model.model_fields.items())
+        return f"unknown field '{field_name}' for {what}; remove it. Allowed fields: {', '.join(allowed)}"
+    if kind_of_error == "missing":
+        return f"'{full}' is required for {what}"
+    if kind_of_error.startswith("int_"):
+        return f"'{full}' must be a whole number, got {value!r}"
+    if kind_of_error.startswith("bool"):
+        return f"'{full}' must be true or false, got {value!r}"
+    if kind_of_error == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        return f"'{full}' must be one of {expected}, got {value!r}"
+    bounds = {"greater_than_equal": ("ge", "≥"), "less_than_equal": ("le", "≤")}
+    bounds.update({"greater_than": ("gt", ">"), "less_than": ("lt", "<")})
+    if kind_of_error in bounds:
+        key, sign = bounds[kind_of_error]
+        return f"'{full}' must be {sign} {err.get('ctx', {}).get(key)}, got {value!r}"
+    if kind_of_error in ("dict_type", "model_type", "model_attributes_type"):
+        return f"'{full}' must be a mapping, got {value!r}"
+    if kind_of_error == "list_type":
+        return f"'{full}' must be a list, got {value!r}"
+    if kind_of_error == "string_type":
+        return f"'{full}' must be a string, got {value!r}"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def job_to_doc(spec: CommandJobSpec) -> dict[str, Any]:
+    """The stored/echoed form: YAML field names, defaults filled in, ``$schema`` dropped."""
+    return spec.model_dump(mode="json", exclude={"schema_"}, exclude_none=True)

@@ -1,0 +1,78 @@
+"""The node provider interface (Libcloud-like): create, terminate, list.
+
+A provider turns a `NodeRequest` into a machine running `python -m cloudlet.agent` with the
+environment of docs/agent-protocol.md. Everything a provider makes is tagged with the
+installation id, so `list_nodes` finds orphans after a crash. Optional abilities are separate
+protocols (check with `isinstance(provider, SupportsResourceLimits)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+
+class ProviderError(Exception):
+    """The provider could not carry out a request (the message names the cause)."""
+
+
+@dataclass(frozen=True)
+class NodeRequest:
+    node_id: str
+    token: str
+    installation_id: str
+    server_url: str
+    size: str
+    vcpus: float
+    memory_gb: float
+    gpus: int = 0
+    tier: str = "dedicated"  # or "low_priority"
+    node_root: Path | None = None  # where node directories live; None = the provider's default
+    env: dict[str, str] = field(default_factory=dict)  # extra agent environment (e.g. CLOUDLET_CA_FILE)
+
+
+@dataclass
+class NodeHandle:
+    node_id: str
+    provider_ref: dict[str, Any] = field(default_factory=dict)  # JSON-able: pids, dirs, cloud ids
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "provider_ref": self.provider_ref}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NodeHandle:
+        return cls(node_id=str(data["node_id"]), provider_ref=dict(data.get("provider_ref") or {}))
+
+
+@runtime_checkable
+class NodeProvider(Protocol):
+    kind: str
+
+    def create(self, req: NodeRequest) -> NodeHandle:
+        """Start a node whose agent will dial the server. Raises ProviderError."""
+        ...
+
+    def terminate(self, handle: NodeHandle) -> None:
+        """Stop the node and free what it holds; idempotent (a gone node is not an error)."""
+        ...
+
+    def list_nodes(self, installation_id: str) -> list[NodeHandle]:
+        """Every live node tagged with this installation, including ones nobody has recorded."""
+        ...
+
+
+@runtime_checkable
+class SupportsResourceLimits(Protocol):
+    """The provider enforces the size's CPU and memory (not just reports them)."""
+
+    def resource_limits(self, handle: NodeHandle) -> dict[str, Any] | None:
+        """The limits in force (e.g. {"cpu_quota_us", "cpu_period_us", "memory_bytes"}), or None."""
+        ...
+
+
+@runtime_checkable
+class SupportsNodeLogs(Protocol):
+    """The provider can show a node's agent log (for setup failures and post-mortems)."""
+
+    def node_log(self, handle: NodeHandle, tail_bytes: int = 65536) -> str: ...

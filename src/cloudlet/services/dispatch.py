@@ -1,0 +1,223 @@
+"""Putting jobs on nodes and taking them off: run specs, exits, requeues, cancels.
+
+A job attempt is one run per process: ``instance_count`` nodes × processes per node. Runs move
+``assigned`` (recorded) → ``sent`` (in an agent's poll answer) → ``running`` → ``exited``.
+Every function returns the node ids whose agents should be woken once the transaction commits.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain import job_spec
+from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.services import jobs as job_service
+from cloudlet.services import nodes as node_service
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import Job, JobRun, Node
+
+ASSIGNED, SENT, RUN_RUNNING, EXITED = "assigned", "sent", "running", "exited"
+REQUEUE_REASONS = ("preempted", "lost")
+
+
+def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_url: str) -> list[str]:
+    """Start the job's next attempt on ``nodes`` (one per instance, in rank order)."""
+    job.attempt += 1
+    job.status, job.status_message = job_service.PREPARING, f"attempt {job.attempt} on {len(nodes)} node(s)"
+    doc = job.spec
+    inputs, outputs = _resolve_io(job, data)
+    command = job_spec.render_command(doc["command"], inputs, outputs)
+    port = random.randint(20000, 29999)
+    world = [node.resources.get("address", "127.0.0.1") for node in nodes]
+    spec = job_spec.parse_job(doc, job.name)
+    per_node = [job_spec.distribution_env(spec, world, rank, port) for rank in range(len(nodes))]
+    total = sum(len(envs) for envs in per_node)
+    checkpoints = data.checkpoints(job.workspace_id, job.name)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    base_env = {
+        **{str(k): str(v) for k, v in (doc.get("environment_variables") or {}).items()},
+        "AZUREML_RUN_ID": job.name,
+        "CLOUDLET_JOB": job.name,
+        "CLOUDLET_ATTEMPT": str(job.attempt),
+        "CLOUDLET_CHECKPOINT_DIR": str(checkpoints),
+        **{f"AZUREML_OUTPUT_{k}": v for k, v in outputs.items()},
+        **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
+    }
+    code = doc.get("code")
+    code_url = f"{server_url}/agent/v1/codes/{job.workspace_id}/{code.split('/', 1)[1]}" if code else None
+    now, process = time.time(), 0
+    for node, envs in zip(nodes, per_node, strict=True):
+        for env in envs:
+            run_id = f"r-{secrets.token_hex(6)}"
+            log_name = "user_logs/std_log.txt" if total == 1 else f"user_logs/std_log_process_{process}.txt"
+            run_spec = {
+                "run": run_id,
+                "job": job.name,
+                "attempt": job.attempt,
+                "rank": process,
+                "command": command,
+                "cwd_code": code_url,
+                "env": {**base_env, **env},
+                "timeout_s": (doc.get("limits") or {}).get("timeout"),
+                "log_name": log_name,
+            }
+            session.add(
+                JobRun(
+                    id=run_id,
+                    job_id=job.id,
+                    attempt=job.attempt,
+                    rank=process,
+                    node_id=node.id,
+                    state=ASSIGNED,
+                    spec=run_spec,
+                    assigned_at=now,
+                )
+            )
+            process += 1
+        node_service.advance(node, NodeEvent.ASSIGN, now)
+        node.current_run = job.name
+    return [node.id for node in nodes]
+
+
+def _resolve_io(job: Job, data: DataRoot) -> tuple[dict[str, str], dict[str, str]]:
+    inputs: dict[str, str] = {}
+    for name, value in (job.spec.get("inputs") or {}).items():
+        if isinstance(value, dict) and value.get("type") in ("uri_folder", "uri_file"):
+            parsed = job_service.parse_datastore_uri(str(value["path"]))
+            assert parsed is not None  # checked at submission
+            inputs[name] = str(data.datastore_path(job.workspace_id, *parsed))
+        elif isinstance(value, dict):
+            inputs[name] = str(value.get("value", value.get("default", "")))
+        else:
+            inputs[name] = str(value)
+    outputs = {}
+    for name in job.spec.get("outputs") or {}:
+        path = data.job_output(job.workspace_id, job.name, name)
+        path.mkdir(parents=True, exist_ok=True)
+        outputs[name] = str(path)
+    return inputs, outputs
+
+
+def runs_for_agent(session: Session, node: Node) -> tuple[list[dict[str, Any]], list[str]]:
+    """Runs to start on this node (marked sent) and runs to cancel."""
+    rows = list(session.scalars(select(JobRun).where(JobRun.node_id == node.id, JobRun.state != EXITED)))
+    start = []
+    for run in rows:
+        if run.state == ASSIGNED:
+            run.state = SENT
+            start.append(run.spec)
+    cancel = [run.id for run in rows if run.reason == "cancel_requested"]
+    return start, cancel
+
+
+def record_running(session: Session, run: JobRun, pid: int | None, started_at: float | None) -> None:
+    if run.state in (ASSIGNED, SENT):
+        run.state, run.pid, run.started_at = RUN_RUNNING, pid, started_at or time.time()
+        job = session.get(Job, run.job_id)
+        if job is not None and job.status == job_service.PREPARING:
+            job.status, job.status_message = job_service.RUNNING, None
+            job.started_at = job.started_at or run.started_at
+
+
+def record_exit(session: Session, run: JobRun, exit_code: int | None, reason: str, now: float) -> list[str]:
+    """The run ended; settle its node and, when the whole attempt has ended, the job."""
+    if run.state == EXITED:
+        return []
+    if run.reason == "cancel_requested" and reason == "exited":
+        reason = "canceled"
+    run.state, run.exit_code, run.reason, run.ended_at = EXITED, exit_code, reason, now
+    run.started_at = run.started_at or now
+    session.flush()
+    job = session.get(Job, run.job_id)
+    assert job is not None
+    attempt_runs = list(
+        session.scalars(select(JobRun).where(JobRun.job_id == job.id, JobRun.attempt == run.attempt))
+    )
+    wake = _release_node_if_done(session, run.node_id, attempt_runs, now)
+    still_running = [r for r in attempt_runs if r.state != EXITED]
+    failed = exit_code not in (0, None) or reason in ("timeout", *REQUEUE_REASONS)
+    if still_running and failed:
+        wake += cancel_runs(still_running)
+    if not still_running and run.attempt == job.attempt:
+        _settle(job, attempt_runs, now)
+    return wake
+
+
+def _release_node_if_done(
+    session: Session, node_id: str, attempt_runs: list[JobRun], now: float
+) -> list[str]:
+    if any(r.node_id == node_id and r.state != EXITED for r in attempt_runs):
+        return []
+    node = session.get(Node, node_id)
+    if node is not None and node.state in (NodeState.BUSY.value, NodeState.DRAINING.value):
+        node_service.advance(node, NodeEvent.RELEASE, now)
+        return [node.id]
+    return []
+
+
+def _settle(job: Job, runs: list[JobRun], now: float) -> None:
+    reasons = {r.reason or "" for r in runs}
+    job.ended_at = now
+    if job.cancel_requested:
+        job.status, job.status_message = job_service.CANCELED, "canceled"
+        return
+    lost = reasons & set(REQUEUE_REASONS)
+    if lost:
+        if job.attempt < job.max_attempts:
+            job.status, job.ended_at = job_service.QUEUED, None
+            job.status_message = (
+                f"attempt {job.attempt} ended: node {sorted(lost)[0]}; requeued as attempt "
+                f"{job.attempt + 1} of {job.max_attempts} (resumes from its checkpoint dir)"
+            )
+            return
+        job.status = job_service.FAILED
+        job.error = {"code": "NodeLost", "message": f"nodes were {', '.join(sorted(lost))} on every attempt"}
+        return
+    codes = [r.exit_code for r in sorted(runs, key=lambda r: r.rank)]
+    if "timeout" in reasons:
+        job.status, job.exit_code = job_service.FAILED, next((c for c in codes if c), None)
+        job.error = {"code": "JobTimeout", "message": "the job ran past limits.timeout and was stopped"}
+    elif all(code == 0 for code in codes):
+        job.status, job.exit_code, job.status_message = job_service.COMPLETED, 0, None
+    else:
+        bad = next(r for r in sorted(runs, key=lambda r: r.rank) if r.exit_code != 0)
+        job.status, job.exit_code = job_service.FAILED, bad.exit_code
+        job.error = {
+            "code": "UserError",
+            "message": f"process {bad.rank} exited with code {bad.exit_code}; see {bad.spec.get('log_name')}",
+        }
+
+
+def cancel_runs(runs: list[JobRun]) -> list[str]:
+    wake = []
+    for run in runs:
+        if run.state != EXITED and run.reason != "cancel_requested":
+            run.reason = "cancel_requested"
+            wake.append(run.node_id)
+    return wake
+
+
+def cancel_job(session: Session, job: Job) -> list[str]:
+    job_service.request_cancel(job)
+    runs = list(session.scalars(select(JobRun).where(JobRun.job_id == job.id, JobRun.state != EXITED)))
+    now = time.time()
+    wake = []
+    for run in runs:
+        if run.state == ASSIGNED:  # never reached the agent: end it here
+            wake += record_exit(session, run, None, "canceled", now)
+    return wake + cancel_runs([r for r in runs if r.state != EXITED])
+
+
+def fail_runs_on_node(session: Session, node: Node, reason: str, now: float) -> list[str]:
+    """The node was preempted or lost: its runs end with that reason (and the job is requeued)."""
+    runs = list(session.scalars(select(JobRun).where(JobRun.node_id == node.id, JobRun.state != EXITED)))
+    wake: list[str] = []
+    for run in runs:
+        wake += record_exit(session, run, None, reason, now)
+    return wake

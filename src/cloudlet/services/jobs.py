@@ -1,0 +1,297 @@
+"""Command jobs: submission (refuse what can never run), reading, cancelling, logs.
+
+Placement, dispatch and completion are in ``services.dispatch``; the cluster reconciler calls them.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain import job_spec
+from cloudlet.domain.errors import CloudletError, conflict, not_found
+from cloudlet.domain.lifecycle import ProvisioningState
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services.clock import iso
+from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import Compute, Job, JobRun, Workspace
+
+QUEUED, PREPARING, RUNNING, FINALIZING = "Queued", "Preparing", "Running", "Finalizing"
+COMPLETED, FAILED, CANCELED = "Completed", "Failed", "Canceled"
+ACTIVE = (QUEUED, PREPARING, RUNNING, FINALIZING)
+TERMINAL = (COMPLETED, FAILED, CANCELED)
+LOCAL_COMPUTE = "local"
+SERVERLESS = "serverless"
+
+
+def submit(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller, data: DataRoot
+) -> Job:
+    spec = job_spec.parse_job(body, name)
+    doc = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    doc.pop("$schema", None)
+    if session.scalar(select(Job.id).where(Job.workspace_id == ws.id, Job.name == name)) is not None:
+        raise conflict(
+            "JobExists",
+            f"a job named '{name}' already exists in this workspace; job names are "
+            "unique (omit the name to get a generated one)",
+            "name",
+        )
+    compute_name = _target(session, ws, doc)
+    _check_inputs(ws, doc, data)
+    job = Job(
+        workspace_id=ws.id,
+        name=name,
+        compute_name=compute_name,
+        spec=doc,
+        status=QUEUED,
+        status_message="waiting for nodes",
+        priority=job_spec.priority_value(spec),
+        instance_count=int(doc.get("resources", {}).get("instance_count", 1)),
+        attempt=0,
+        max_attempts=3,
+        created_by=caller.name,
+        submitted_at=time.time(),
+    )
+    session.add(job)
+    session.flush()
+    return job
+
+
+def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> str:
+    """The compute the job runs on; refuse jobs that can never run there (C14, T14)."""
+    compute_name = doc.get("compute")
+    count = int(doc.get("resources", {}).get("instance_count", 1))
+    if compute_name is None:
+        instance_type = doc.get("resources", {}).get("instance_type")
+        catalogue_service.current(session).require_size(
+            instance_type or "", "amlcompute", target="resources.instance_type"
+        )
+        return SERVERLESS
+    if compute_name == LOCAL_COMPUTE:
+        if count != 1:
+            raise CloudletError(
+                "InvalidJob",
+                "compute: local runs one process on this machine; use a cluster for instance_count > 1",
+                "resources.instance_count",
+            )
+        return LOCAL_COMPUTE
+    compute = session.scalar(
+        select(Compute).where(Compute.workspace_id == ws.id, Compute.name == compute_name)
+    )
+    if compute is None:
+        raise CloudletError(
+            "ComputeNotFound",
+            f"compute '{compute_name}' does not exist in this workspace; create it or use `compute: local`",
+            "compute",
+            400,
+        )
+    if compute.type != "amlcompute":
+        raise CloudletError(
+            "UnsupportedComputeForJob",
+            f"'{compute_name}' is {compute.type}; jobs run on compute clusters (amlcompute) or `local` here",
+            "compute",
+        )
+    if compute.provisioning_state in (ProvisioningState.DELETING.value, ProvisioningState.FAILED.value):
+        raise CloudletError(
+            "ComputeNotUsable", f"compute '{compute_name}' is {compute.provisioning_state}", "compute", 409
+        )
+    max_nodes = int(compute.spec.get("max_instances", 1))
+    if count > max_nodes:
+        raise CloudletError(
+            "JobCanNeverRun",
+            f"resources.instance_count {count} > max_instances {max_nodes} of '{compute_name}': the job "
+            f"would wait forever; lower instance_count or raise max_instances (cloudlet compute update -n "
+            f"{compute_name} --max-instances {count})",
+            "resources.instance_count",
+        )
+    _check_cuda(session, compute, doc)
+    return compute_name
+
+
+def _check_cuda(session: Session, compute: Compute, doc: dict[str, Any]) -> None:
+    needed = required_cuda(doc)
+    if needed is None:
+        return
+    catalogue = catalogue_service.current(session)
+    size = catalogue.get(compute.size or "")
+    if size is None:
+        return
+    catalogue.check_cuda(size, needed)
+
+
+def required_cuda(doc: dict[str, Any]) -> str | None:
+    """The CUDA version a job's environment is built for, read from its image or curated name
+    (e.g. ``…/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04``, ``AzureML-pytorch-1.13-…-cuda11.7-gpu``)."""
+    env = doc.get("environment")
+    values = [env] if isinstance(env, str) else [v for v in (env or {}).values() if isinstance(v, str)]
+    text = " ".join(values)
+    match = re.search(r"cuda[-_]?(\d+(?:\.\d+)?)", text, flags=re.IGNORECASE)
+    return match.group(1) if match else None
+
+
+def _check_inputs(ws: Workspace, doc: dict[str, Any], data: DataRoot) -> None:
+    for name, value in (doc.get("inputs") or {}).items():
+        if not isinstance(value, dict) or value.get("type") not in ("uri_folder", "uri_file"):
+            continue
+        path = str(value.get("path", ""))
+        parsed = parse_datastore_uri(path)
+        if parsed is None:
+            raise CloudletError(
+                "InvalidInput",
+                f"input '{name}' path '{path}' is not an azureml://datastores/... "
+                "URI; local paths are uploaded by the CLI/client before submission",
+                f"inputs.{name}.path",
+            )
+        datastore, relative = parsed
+        if not data.datastore_path(ws.id, datastore, relative).exists():
+            raise CloudletError(
+                "InputNotFound", f"input '{name}': nothing at {path}; upload it first", f"inputs.{name}.path"
+            )
+
+
+def parse_datastore_uri(uri: str) -> tuple[str, str] | None:
+    prefix = "azureml://datastores/"
+    if not uri.startswith(prefix):
+        return None
+    rest = uri[len(prefix) :]
+    datastore, sep, path = rest.partition("/paths/")
+    return (datastore, path) if sep else None
+
+
+def get(session: Session, ws: Workspace, name: str) -> Job:
+    job = session.scalar(select(Job).where(Job.workspace_id == ws.id, Job.name == name))
+    if job is None:
+        raise not_found("Job", name)
+    return job
+
+
+def list_jobs(
+    session: Session, ws: Workspace, status: str | None = None, compute: str | None = None
+) -> list[Job]:
+    query = select(Job).where(Job.workspace_id == ws.id)
+    if status:
+        query = query.where(Job.status == status)
+    if compute:
+        query = query.where(Job.compute_name == compute)
+    return list(session.scalars(query.order_by(Job.submitted_at.desc()).limit(500)))
+
+
+def request_cancel(job: Job) -> None:
+    if job.status in TERMINAL:
+        raise conflict("JobAlreadyEnded", f"job '{job.name}' already ended ({job.status})", job.name)
+    job.cancel_requested = True
+    if job.status == QUEUED:
+        job.status, job.ended_at, job.status_message = CANCELED, time.time(), "canceled before it started"
+
+
+def runs_of(session: Session, job: Job) -> list[JobRun]:
+    return list(
+        session.scalars(select(JobRun).where(JobRun.job_id == job.id).order_by(JobRun.attempt, JobRun.rank))
+    )
+
+
+def render(job: Job, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
+    attempts: dict[int, dict[str, Any]] = {}
+    for run in runs:
+        entry = attempts.setdefault(
+            run.attempt,
+            {
+                "attempt": run.attempt,
+                "nodes": [],
+                "exit_codes": [],
+                "reasons": [],
+                "started_on": None,
+                "ended_on": None,
+            },
+        )
+        entry["nodes"].append(run.node_id)
+        entry["exit_codes"].append(run.exit_code)
+        if run.reason:
+            entry["reasons"].append(run.reason)
+        entry["started_on"] = _min(entry["started_on"], run.started_at)
+        entry["ended_on"] = _max(entry["ended_on"], run.ended_at)
+    outputs = {
+        name: {
+            **(value or {}),
+            "uri": f"azureml://datastores/workspaceblobstore/paths/azureml/{job.name}/{name}/",
+        }
+        for name, value in (job.spec.get("outputs") or {}).items()
+    }
+    return {
+        **job.spec,
+        "name": job.name,
+        "id": f"{ref.arm_id}/jobs/{job.name}",
+        "compute": job.compute_name,
+        "outputs": outputs,
+        "status": job.status,
+        "status_message": job.status_message,
+        "attempt": job.attempt,
+        "attempts": [_iso_attempt(a) for a in attempts.values()],
+        "exit_code": job.exit_code,
+        "error": job.error,
+        "creation_context": {"created_by": job.created_by, "created_at": _iso_ts(job.submitted_at)},
+        "start_time": _iso_ts(job.started_at),
+        "end_time": _iso_ts(job.ended_at),
+        "services": {"Studio": {"endpoint": f"{base_url}/api/v1{_ws_path(ref)}/jobs/{job.name}"}},
+    }
+
+
+def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: int) -> dict[str, Any]:
+    chosen = attempt or max(job.attempt, 1)
+    base = data.job_dir(job.workspace_id, job.name, chosen)
+    files = (
+        {str(p.relative_to(base)): p.stat().st_size for p in sorted(base.rglob("*.txt"))}
+        if base.exists()
+        else {}
+    )
+    path = base / file
+    if ".." in Path(file).parts:
+        raise CloudletError(
+            "ValidationError", "file must be a log name such as user_logs/std_log.txt", "file"
+        )
+    text, next_offset = "", offset
+    if path.exists():
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read(1 << 20)
+        text, next_offset = chunk.decode("utf-8", errors="replace"), offset + len(chunk)
+    return {
+        "files": files,
+        "file": file,
+        "offset": offset,
+        "data": text,
+        "next_offset": next_offset,
+        "status": job.status,
+        "attempt": chosen,
+    }
+
+
+def _ws_path(ref: WorkspaceRef) -> str:
+    return (
+        f"/subscriptions/{ref.subscription_id}/resourceGroups/{ref.resource_group}/workspaces/{ref.workspace}"
+    )
+
+
+def _iso_ts(value: float | None) -> str | None:
+    from datetime import UTC, datetime
+
+    return iso(datetime.fromtimestamp(value, UTC)) if value is not None else None
+
+
+def _iso_attempt(entry: dict[str, Any]) -> dict[str, Any]:
+    return {**entry, "started_on": _iso_ts(entry["started_on"]), "ended_on": _iso_ts(entry["ended_on"])}
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    return b if a is None else (a if b is None else min(a, b))
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else (a if b is None else max(a, b))

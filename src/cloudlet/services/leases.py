@@ -1,0 +1,48 @@
+"""Named leases with fencing tokens, for work that one replica at a time should do."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudlet.store.schema import Lease
+
+
+def acquire(sessions: sessionmaker[Session], name: str, owner: str, ttl_s: float) -> int | None:
+    """Take or renew the lease; return its fencing token, or None if another replica holds it."""
+    now = time.time()
+    with sessions.begin() as session:
+        row = session.scalar(select(Lease).where(Lease.name == name))
+        if row is None:
+            try:
+                with session.begin_nested():
+                    session.add(Lease(name=name, owner=owner, expires_at=now + ttl_s, token=1))
+                return 1
+            except IntegrityError:
+                return None
+        if row.owner == owner and row.expires_at >= now:
+            row.expires_at = now + ttl_s
+            return row.token
+        result = session.execute(
+            update(Lease)
+            .where(
+                Lease.name == name,
+                Lease.token == row.token,
+                or_(Lease.owner.is_(None), Lease.expires_at < now, Lease.owner == owner),
+            )
+            .values(owner=owner, expires_at=now + ttl_s, token=row.token + 1)
+        )
+        return row.token + 1 if result.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def still_held(session: Session, name: str, owner: str, token: int) -> bool:
+    """Re-assert inside a writing transaction: true only if nobody took the lease since."""
+    result = session.execute(
+        update(Lease)
+        .where(Lease.name == name, Lease.owner == owner, Lease.token == token)
+        .values(expires_at=Lease.expires_at)
+    )
+    return result.rowcount == 1  # type: ignore[attr-defined]

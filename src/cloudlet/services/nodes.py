@@ -1,0 +1,102 @@
+"""Node records: creation with a per-node credential, state changes, and the list-nodes view."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.nodes import FINAL, NodeEvent, NodeState, azure_node_state, next_node_state
+from cloudlet.domain.sizes import VmSize
+from cloudlet.store.schema import Node
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_node(
+    session: Session,
+    *,
+    workspace_id: int,
+    compute_id: int | None,
+    compute_name: str,
+    installation_id: str,
+    location: str,
+    provider: str,
+    size: VmSize,
+    tier: str,
+    serverless_job: str | None = None,
+) -> tuple[Node, str]:
+    """Record a node the autoscaler wants (state ``requested``); the token goes to its agent only."""
+    token = secrets.token_urlsafe(32)
+    node = Node(
+        id=f"n-{secrets.token_hex(5)}",
+        workspace_id=workspace_id,
+        compute_id=compute_id,
+        compute_name=compute_name,
+        serverless_job=serverless_job,
+        installation_id=installation_id,
+        location=location,
+        provider=provider,
+        provider_ref={},
+        size=size.name,
+        family=size.family,
+        vcpus=size.vcpus,
+        memory_gb=size.memory_gb,
+        gpus=size.gpus,
+        tier=tier,
+        state=NodeState.REQUESTED.value,
+        token_hash=hash_token(token),
+        resources={},
+        usage={},
+        created_at=time.time(),
+    )
+    session.add(node)
+    return node, token
+
+
+def advance(node: Node, event: NodeEvent, now: float | None = None) -> None:
+    state = next_node_state(NodeState(node.state), event, node.id)
+    node.state = state.value
+    now = now or time.time()
+    if state is NodeState.IDLE:
+        node.idle_since = now
+        node.current_run = None
+    elif state is NodeState.BUSY:
+        node.idle_since = None
+    elif state in FINAL:
+        node.ended_at = now
+
+
+def live_nodes(session: Session, compute_id: int) -> list[Node]:
+    return list(
+        session.scalars(
+            select(Node)
+            .where(Node.compute_id == compute_id, Node.state != NodeState.TERMINATED.value)
+            .order_by(Node.created_at)
+        )
+    )
+
+
+def render(node: Node) -> dict[str, Any]:
+    """Azure's listNodes shape plus cloudlet's own detail."""
+    return {
+        "nodeId": node.id,
+        "privateIpAddress": node.resources.get("address", "127.0.0.1"),
+        "publicIpAddress": None,
+        "port": None,
+        "nodeState": azure_node_state(NodeState(node.state)),
+        "runId": node.current_run,
+        "state": node.state,
+        "size": node.size,
+        "tier": node.tier,
+        "idle_since": node.idle_since,
+        "last_heartbeat": node.last_heartbeat,
+        "usage": node.usage,
+        "error": node.error,
+    }
