@@ -7,6 +7,7 @@ Every function returns the node ids whose agents should be woken once the transa
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import secrets
 import time
@@ -49,6 +50,7 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
         **{f"AZUREML_OUTPUT_{k}": v for k, v in outputs.items()},
         **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
     }
+    environment = dataclasses.asdict(job_spec.resolve_environment(spec.environment))
     code = doc.get("code")
     code_url = f"{server_url}/agent/v1/codes/{job.workspace_id}/{code.split('/', 1)[1]}" if code else None
     now, process = time.time(), 0
@@ -66,6 +68,7 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
                 "env": {**base_env, **env},
                 "timeout_s": (doc.get("limits") or {}).get("timeout"),
                 "log_name": log_name,
+                "environment": environment,
             }
             session.add(
                 JobRun(
