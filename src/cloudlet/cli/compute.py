@@ -227,6 +227,25 @@ def list_(
     st.emit(items, "compute")
 
 
+@app.command("list-nodes")
+def list_nodes(ctx: typer.Context, name: NameOpt) -> None:
+    """List a cluster's nodes with Azure's node states (idle, running, preparing, leaving, preempted,
+    unusable) and the run each is busy with."""
+    st = state(ctx)
+    st.emit(st.rest.get(f"{st.compute_path(name)}/nodes")["nodes"], "node")
+
+
+@app.command("evict")
+def evict(
+    ctx: typer.Context,
+    name: NameOpt,
+    node: Annotated[str, typer.Option("--node", help="Node id (see list-nodes).")],
+) -> None:
+    """Evict a low-priority node now (operators and tests); its jobs are requeued."""
+    st = state(ctx)
+    st.emit(st.rest.post(f"{st.compute_path(name)}/evict", {"node_id": node}), "node")
+
+
 @app.command("update")
 def update(
     ctx: typer.Context,

@@ -119,6 +119,14 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("HOLDERS", usage_holders),
     ],
     "quota": [("NAME", _key("name")), ("LIMIT", _key("limit")), ("UNIT", _key("unit"))],
+    "node": [
+        ("NODE_ID", _key("nodeId")),
+        ("STATE", _key("nodeState")),
+        ("LIFECYCLE", _key("state")),
+        ("TIER", _key("tier")),
+        ("RUN_ID", _key("runId")),
+        ("ERROR", lambda d: (d.get("error") or {}).get("message")),
+    ],
     "lock": [
         ("NAME", _key("name")),
         ("LEVEL", _key("level")),

@@ -16,11 +16,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control import ephemeral
+from cloudlet.control.actions import Actions, Launch
 from cloudlet.control.notify import NodeNotifier
 from cloudlet.domain import autoscale
 from cloudlet.domain.lifecycle import ProvisioningState
@@ -42,20 +43,6 @@ log = logging.getLogger("cloudlet.clusters")
 LOST_AFTER_S = 15.0  # no poll for this long: the agent is gone
 START_TIMEOUT_S = 60.0  # no registration for this long: setup failed
 SWEEP_EVERY_S = 2.0
-
-
-@dataclass
-class Launch:
-    node_id: str
-    request: NodeRequest
-    provider: str
-
-
-@dataclass
-class Actions:
-    launches: list[Launch] = field(default_factory=list)
-    terminations: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)  # id, provider, ref
-    wake: list[str] = field(default_factory=list)
 
 
 class ClusterReconciler:
@@ -116,6 +103,7 @@ class ClusterReconciler:
             token = leases.acquire(self.sessions, f"compute:{compute_id}", self.replica_id, self.lease_ttl_s)
             if token is not None:
                 self._carry_out(self._reconcile(compute_id, token, now))
+        self._carry_out(ephemeral.reconcile(self, now))
 
     # -- record + schedule + decide, in one transaction ----------------------------------------
     def _reconcile(self, compute_id: int, token: int, now: float) -> Actions:
@@ -127,7 +115,7 @@ class ClusterReconciler:
             if compute is None:
                 return actions
             nodes = node_service.live_nodes(session, compute.id)
-            actions.wake += self._record(session, nodes, now)
+            actions.wake += self.record_nodes(session, nodes, now)
             if compute.provisioning_state == ProvisioningState.DELETING.value:
                 self._release_all(nodes, actions)
                 return actions
@@ -135,7 +123,7 @@ class ClusterReconciler:
             self._decide(session, compute, nodes, now, actions)
         return actions
 
-    def _record(self, session: Session, nodes: list[Node], now: float) -> list[str]:
+    def record_nodes(self, session: Session, nodes: list[Node], now: float) -> list[str]:
         wake: list[str] = []
         for node in nodes:
             state = NodeState(node.state)
@@ -222,6 +210,9 @@ class ClusterReconciler:
         limits = self._limits(session, compute, nodes)
         views = [autoscale.NodeView(n.id, NodeState(n.state), n.idle_since) for n in nodes]
         decision = autoscale.decide(cluster, views, demand, limits, now)
+        short = min(decision.target - len([n for n in nodes if n.state in SERVING]), limits.quota_nodes)
+        if short > decision.launch and limits.capacity_nodes < short and not limits.blocked_reason:
+            self._evict_low_priority(session, compute, short - decision.launch, actions, now)
         self._apply(session, compute, nodes, decision, actions, now)
         serving = [n for n in nodes if n.state in SERVING]
         compute.current_node_count = len([n for n in serving if n.state in ("idle", "busy")])
@@ -232,6 +223,41 @@ class ClusterReconciler:
                 job.status_message = f"waiting: {limits.blocked_reason}"
             elif job.status == job_service.QUEUED and decision.launch == 0 and len(serving) < decision.target:
                 job.status_message = f"waiting for nodes: {decision.explanation}"
+
+    def _evict_low_priority(
+        self, session: Session, compute: Compute, nodes_short: int, actions: Actions, now: float
+    ) -> None:
+        """C12: dedicated demand takes capacity back from low-priority nodes in the same location,
+        idle ones first; their jobs are requeued. The freed capacity is used on the next pass."""
+        if compute.spec.get("tier", "dedicated") != "dedicated":
+            return
+        size = catalogue_service.current(session).get(compute.size or "")
+        if size is None:
+            return
+        victims = list(
+            session.scalars(
+                select(Node).where(
+                    Node.location == compute.location,
+                    Node.tier == Tier.LOW_PRIORITY.value,
+                    Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value, NodeState.STARTING.value]),
+                )
+            )
+        )
+        victims.sort(key=lambda n: (n.state != NodeState.IDLE.value, -(n.created_at or 0)))
+        needed, freed = nodes_short * size.vcpus, 0
+        for node in victims:
+            if freed >= needed:
+                break
+            node.error = {"code": "Preempted", "message": f"evicted for dedicated demand of '{compute.name}'"}
+            node_service.advance(node, NodeEvent.PREEMPT, now)
+            actions.wake += dispatch.fail_runs_on_node(session, node, "preempted", now)
+            node_service.advance(node, NodeEvent.TERMINATE, now)
+            actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
+            actions.wake.append(node.id)
+            freed += node.vcpus
+        if freed:
+            log.info("evicted %d low-priority vCPUs for %s", freed, compute.name)
+            self.wake.set()
 
     def _limits(self, session: Session, compute: Compute, nodes: list[Node]) -> autoscale.Limits:
         ref = workspaces.ref_of(session, _workspace(session, compute.workspace_id))

@@ -109,7 +109,30 @@ def holders(session: Session, subscription_id: str, location: str, catalogue: Ca
             nodes = cluster_nodes_held(compute, machines.get(compute.id, 0))
             state, tier = f"{nodes} nodes", Tier(compute.spec.get("tier", "dedicated"))
         out.append(CoreHolder(compute.name, workspace, size.family, tier, nodes * size.vcpus, state))
-    return out
+    return out + _serverless_holders(session, subscription_id, location)
+
+
+def _serverless_holders(session: Session, subscription_id: str, location: str) -> list[CoreHolder]:
+    """Nodes made for serverless jobs hold cores like cluster nodes do (local jobs hold none)."""
+    rows = session.execute(
+        select(Node.serverless_job, Node.family, Node.tier, func.sum(Node.vcpus), Workspace.name)
+        .join(Workspace, Workspace.id == Node.workspace_id)
+        .join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
+        .where(
+            ResourceGroup.subscription_id == subscription_id,
+            Node.location == location,
+            Node.serverless_job.is_not(None),
+            Node.compute_name != "local",
+            Node.state.in_([s.value for s in HOLDING]),
+        )
+        .group_by(Node.serverless_job, Node.family, Node.tier, Workspace.name)
+    ).all()
+    return [
+        CoreHolder(
+            f"serverless job {str(key).split(':', 1)[-1]}", ws, family, Tier(tier), int(cores), "running"
+        )
+        for key, family, tier, cores, ws in rows
+    ]
 
 
 def check(
@@ -147,8 +170,32 @@ def headroom_nodes(
     live_nodes: int,
 ) -> tuple[int, str]:
     """How many more nodes of this cluster fit its quota now, and the quota that binds, in words."""
+    return headroom_for_nodes(
+        session,
+        subscription_id,
+        location,
+        catalogue,
+        size_vcpus,
+        family,
+        tier,
+        holder=compute.name,
+        live_nodes=live_nodes,
+    )
+
+
+def headroom_for_nodes(
+    session: Session,
+    subscription_id: str,
+    location: str,
+    catalogue: Catalogue,
+    size_vcpus: int,
+    family: str,
+    tier: Tier,
+    holder: str | None = None,
+    live_nodes: int = 0,
+) -> tuple[int, str]:
     lim = limits(session, subscription_id, location, catalogue)
-    others = [h for h in holders(session, subscription_id, location, catalogue) if h.compute != compute.name]
+    others = [h for h in holders(session, subscription_id, location, catalogue) if h.compute != holder]
     mine = live_nodes * size_vcpus
     pools = (
         [(TOTAL_LOW_PRIORITY, lim.total_low_priority, [h for h in others if h.tier is Tier.LOW_PRIORITY])]
@@ -173,7 +220,7 @@ def headroom_nodes(
             best = fits
             reason = (
                 f"quota {name} {used + mine}/{limit} cores"
-                + (f": {compute.name} {mine}" if mine else "")
+                + (f": {holder} {mine}" if mine else "")
                 + (f", {held}" if held else "")
                 + f"; raise it with `cloudlet quota set --name {name} --limit N`"
             )

@@ -1,0 +1,180 @@
+"""Nodes made for one job and released after it: serverless jobs (C15) and ``compute: local`` (T2).
+
+A serverless job names ``resources.instance_type`` and ``instance_count`` instead of a compute;
+its nodes come from the workspace's location within quota. A ``local`` job runs on this host
+(the server's), on one node the size of the machine, outside quota. Either way the nodes are
+made when the job is queued, the job is placed once all of them registered, and they are
+terminated as soon as it ends.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.control.actions import Actions, Launch
+from cloudlet.domain.nodes import HOLDING, NodeEvent, NodeState
+from cloudlet.domain.quota import Tier
+from cloudlet.domain.sizes import VmSize
+from cloudlet.providers.base import NodeRequest
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import dispatch, leases, quotas, workspaces
+from cloudlet.services import jobs as job_service
+from cloudlet.services import nodes as node_service
+from cloudlet.store.schema import Job, Node, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.control.clusters import ClusterReconciler
+
+LEASE = "ephemeral-jobs"
+
+
+def host_size() -> VmSize:
+    """``compute: local``: one node the size of this machine."""
+    vcpus = os.cpu_count() or 1
+    memory_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    return VmSize(
+        name="local",
+        series="local",
+        family="local",
+        vcpus=vcpus,
+        memory_gb=memory_gb,
+        gpus=0,
+        gpu_model=None,
+        gpu_architecture=None,
+        temp_disk_gb=0,
+        max_data_disks=0,
+        price_dedicated=0.0,
+        price_low_priority=None,
+        isolated=False,
+        rdma=False,
+        premium_io=False,
+        custom=True,
+    )
+
+
+def job_key(job: Job) -> str:
+    return f"{job.workspace_id}:{job.name}"
+
+
+def reconcile(owner: ClusterReconciler, now: float) -> Actions:
+    actions = Actions()
+    token = leases.acquire(owner.sessions, LEASE, owner.replica_id, owner.lease_ttl_s)
+    if token is None:
+        return actions
+    with owner.sessions.begin() as session:
+        if not leases.still_held(session, LEASE, owner.replica_id, token):
+            return actions
+        jobs = list(
+            session.scalars(
+                select(Job).where(
+                    Job.compute_name.in_((job_service.SERVERLESS, job_service.LOCAL_COMPUTE)),
+                    Job.status.in_(job_service.ACTIVE),
+                )
+            )
+        )
+        keys = {job_key(j) for j in jobs}
+        nodes = list(
+            session.scalars(
+                select(Node).where(Node.serverless_job.is_not(None), Node.state != NodeState.TERMINATED.value)
+            )
+        )
+        by_job: dict[str, list[Node]] = {}
+        for node in nodes:
+            by_job.setdefault(node.serverless_job or "", []).append(node)
+        actions.wake += owner.record_nodes(session, nodes, now)
+        for job in jobs:
+            _advance(owner, session, job, by_job.get(job_key(job), []), actions, now)
+        for key, job_nodes in by_job.items():
+            if key not in keys:  # the job ended: its nodes go
+                _release(job_nodes, actions, now)
+    return actions
+
+
+def _advance(
+    owner: ClusterReconciler, session: Session, job: Job, nodes: list[Node], actions: Actions, now: float
+) -> None:
+    live = [n for n in nodes if n.state in HOLDING]
+    if job.status != job_service.QUEUED:
+        return
+    if job.cancel_requested:
+        job.status, job.ended_at = job_service.CANCELED, now
+        return
+    broken = [n for n in nodes if n.state not in HOLDING and n.state != NodeState.TERMINATING.value]
+    _release(broken, actions, now)
+    idle = [n for n in live if n.state == NodeState.IDLE.value]
+    if len(idle) >= job.instance_count:
+        actions.wake += dispatch.place(
+            session, job, idle[: job.instance_count], owner.data, owner.server_url()
+        )
+        return
+    missing = job.instance_count - len(live)
+    if missing <= 0:
+        job.status_message = f"waiting for {job.instance_count - len(idle)} node(s) to start"
+        return
+    size, tier, reason = _size_and_quota(session, job, missing)
+    if size is None:
+        job.status_message = f"waiting: {reason}"
+        return
+    ws = session.get(Workspace, job.workspace_id)
+    assert ws is not None
+    for _ in range(missing):
+        node, node_token = node_service.new_node(
+            session,
+            workspace_id=job.workspace_id,
+            compute_id=None,
+            compute_name=job.compute_name or "",
+            installation_id=owner.installation_id,
+            location=ws.location,
+            provider="local",
+            size=size,
+            tier=tier,
+            serverless_job=job_key(job),
+        )
+        request = NodeRequest(
+            node_id=node.id,
+            token=node_token,
+            installation_id=owner.installation_id,
+            server_url=owner.server_url(),
+            size=size.name,
+            vcpus=size.vcpus,
+            memory_gb=size.memory_gb,
+            gpus=size.gpus,
+            tier=tier,
+        )
+        actions.launches.append(Launch(node.id, request, "local"))
+    job.status_message = f"making {missing} node(s) of {size.name} for this job"
+
+
+def _size_and_quota(session: Session, job: Job, missing: int) -> tuple[VmSize | None, str, str]:
+    if job.compute_name == job_service.LOCAL_COMPUTE:
+        return host_size(), "dedicated", ""
+    catalogue = catalogue_service.current(session)
+    resources = job.spec.get("resources") or {}
+    size = catalogue.require_size(str(resources.get("instance_type")), "amlcompute")
+    tier = (
+        Tier.LOW_PRIORITY
+        if (job.spec.get("queue_settings") or {}).get("job_tier") == "spot"
+        else Tier.DEDICATED
+    )
+    ws = session.get(Workspace, job.workspace_id)
+    assert ws is not None
+    ref = workspaces.ref_of(session, ws)
+    fits, reason = quotas.headroom_for_nodes(
+        session, ref.subscription_id, ws.location, catalogue, size.vcpus, size.family, tier
+    )
+    if fits < missing:
+        return None, tier.value, reason
+    return size, tier.value, ""
+
+
+def _release(nodes: list[Node], actions: Actions, now: float) -> None:
+    for node in nodes:
+        if node.state in (NodeState.TERMINATING.value, NodeState.TERMINATED.value):
+            continue
+        node_service.advance(node, NodeEvent.TERMINATE, now)
+        actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
+        actions.wake.append(node.id)
