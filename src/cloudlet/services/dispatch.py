@@ -18,10 +18,11 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain import job_spec
 from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.services import identity
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.schema import Job, JobRun, Node
+from cloudlet.store.schema import Compute, Job, JobRun, Node
 
 ASSIGNED, SENT, RUN_RUNNING, EXITED = "assigned", "sent", "running", "exited"
 REQUEUE_REASONS = ("preempted", "lost")
@@ -51,6 +52,7 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
         **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
     }
     environment = dataclasses.asdict(job_spec.resolve_environment(spec.environment))
+    base_env.update(_identity_env(session, job, server_url))
     code = doc.get("code")
     code_url = f"{server_url}/agent/v1/codes/{job.workspace_id}/{code.split('/', 1)[1]}" if code else None
     now, process = time.time(), 0
@@ -86,6 +88,25 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
         node_service.advance(node, NodeEvent.ASSIGN, now)
         node.current_run = job.name
     return [node.id for node in nodes]
+
+
+def _identity_env(session: Session, job: Job, server_url: str) -> dict[str, str]:
+    compute = session.scalar(
+        select(Compute).where(Compute.workspace_id == job.workspace_id, Compute.name == job.compute_name)
+    )
+    if compute is None:
+        return {}
+    lifetime = int((job.spec.get("limits") or {}).get("timeout") or 3600) + 600
+    token = identity.compute_identity_token(
+        session, compute.name, compute.workspace_id, compute.spec.get("identity"), lifetime
+    )
+    if token is None:
+        return {}
+    return {
+        "CLOUDLET_IDENTITY_TOKEN": token,
+        "CLOUDLET_ENDPOINT": server_url,
+        "DEFAULT_IDENTITY_CLIENT_ID": f"{compute.name}@identity",
+    }
 
 
 def _resolve_io(job: Job, data: DataRoot) -> tuple[dict[str, str], dict[str, str]]:

@@ -147,3 +147,26 @@ def installation(session: Session) -> Installation:
     if row is None:
         raise RuntimeError("the store has not been bootstrapped")
     return row
+
+
+def compute_identity_token(
+    session: Session,
+    compute_name: str,
+    workspace_id: int,
+    identity_spec: dict[str, object] | None,
+    lifetime_s: int,
+) -> str | None:
+    """C13: a cluster with a managed identity gives its jobs a short-lived token of its own principal
+    (``<compute>@identity``, Reader on the workspace unless granted more), never the submitter's."""
+    if not identity_spec or identity_spec.get("type") in (None, "none"):
+        return None
+    name = f"{compute_name}.{workspace_id}@identity"
+    principal = session.scalar(select(Principal).where(Principal.name == name))
+    if principal is None:
+        principal = create_principal(session, name)
+        session.add(
+            RoleAssignment(principal_id=principal.id, workspace_id=workspace_id, role=Role.READER.value)
+        )
+        session.flush()
+    token, _ = mint_token(principal.id, installation(session).token_secret, lifetime_s)
+    return token
