@@ -9,4 +9,12 @@ fi
 if [ ! -x .venv/bin/uv ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"
 fi
-.venv/bin/uv sync --frozen --quiet --python .venv/bin/python
+# --inexact keeps packages installed beside the lock (torch below).
+.venv/bin/uv sync --frozen --inexact --quiet --python .venv/bin/python
+# PyTorch (CPU) for the distributed-training tests and examples: pip takes the CPU wheel these
+# machines keep on disk (uv would fetch a multi-GB CUDA build). Best effort: without it those
+# tests are skipped with a notice.
+if [ -z "${CLOUDLET_SKIP_TORCH:-}" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" 2>/dev/null \
+    || echo "notice: torch==2.13.0 could not be installed; distributed-training tests will be skipped" >&2
+fi

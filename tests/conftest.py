@@ -28,6 +28,10 @@ class RunningServer:
     env: dict[str, str] = field(default_factory=dict)
 
     @property
+    def port(self) -> int:
+        return int(self.endpoint.rsplit(":", 1)[1])
+
+    @property
     def ws_path(self) -> str:
         return self.workspace_path("default")
 
@@ -65,15 +69,17 @@ def start_server(
     extra_env: dict[str, str] | None = None,
     timeout: float = 60,
     api_key: str | None = None,
+    port: int = 0,
 ) -> RunningServer:
     """Start ``cloudlet server`` and wait until it answers. A replica joining a store that another
-    server bootstrapped writes no credentials: pass that server's ``api_key``."""
+    server bootstrapped writes no credentials: pass that server's ``api_key``. A restarted server
+    that its node agents should find again needs the same ``port`` (``RunningServer.port``)."""
     home.mkdir(parents=True, exist_ok=True)
     config = home / "config.json"
     stale_endpoint = json.loads(config.read_text())["endpoint"] if config.exists() else None
     log_path = home / f"server-{time.time_ns()}.log"
     env = {**os.environ, "CLOUDLET_HOME": str(home), **(extra_env or {})}
-    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--home", str(home)]
+    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", str(port), "--home", str(home)]
     if db_url:
         cmd += ["--db", db_url]
     with open(log_path, "wb") as log:
