@@ -144,12 +144,16 @@ class RunManager:
             raise ValueError("the run spec has no command")
         if spec.get("cwd_code"):
             self._fetch_code(run, str(spec["cwd_code"]))
-        if run.stop_requested.is_set():
-            self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
-            return
         env = {k: v for k, v in os.environ.items() if k != "CLOUDLET_NODE_TOKEN"}
         env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
         env["CLOUDLET_RUN_ID"] = run.run_id
+        environment = spec.get("environment")
+        kind = environment.get("kind", "python") if isinstance(environment, dict) else "python"
+        if kind != "python" and not self._prepare_environment(run, env):
+            return
+        if run.stop_requested.is_set():
+            self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
+            return
         proc = subprocess.Popen(
             ["bash", "-c", spec["command"]],
             cwd=run.cwd,
@@ -199,6 +203,30 @@ class RunManager:
         proc.stdout.close()
         returncode = proc.wait()
         self._finish(run, exit_code_of(returncode), run.stop_reason or "exited")
+
+    def _prepare_environment(self, run: Run, env: dict[str, str]) -> bool:
+        """Build or reuse the run's environment (its output goes to the run's log) and add its
+        variables to ``env``. False when the run has ended (the build failed or was canceled)."""
+        from cloudlet.agent import envs  # imported on first use: the idle agent stays small
+
+        if run.stop_requested.is_set():
+            return True  # the caller ends the run as canceled
+
+        def note(text: str) -> None:
+            self._note(run, text.encode())
+
+        try:
+            cache = envs.cache_root(self.work_dir.parent)
+            spec = run.spec["environment"]
+            env.update(envs.prepare(spec, cache, note, stop=run.stop_requested, base_env=env))
+        except envs.Canceled:
+            self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
+            return False
+        except envs.BuildFailed as exc:
+            note(f"cloudlet-agent: the job's environment could not be prepared: {exc}\n")
+            self._finish(run, 1, run.stop_reason or "exited")
+            return False
+        return True
 
     def _finish(self, run: Run, exit_code: int, reason: str) -> None:
         with self._cond:

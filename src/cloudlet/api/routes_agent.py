@@ -87,7 +87,8 @@ def _poll_once(state: AppState, node_id: str, token: str, body: dict[str, Any]) 
         node.last_heartbeat = now
         node.usage = body.get("usage") or node.usage
         wake = _apply_runs(session, node, body.get("runs") or [], now)
-        start, cancel = dispatch.runs_for_agent(session, node)
+        reported = {str(r.get("run")) for r in body.get("runs") or []} | set(body.get("reported") or [])
+        start, cancel = dispatch.runs_for_agent(session, node, reported, now)
         terminate = node.state in (NodeState.TERMINATING.value,)
     state.after_commit([w for w in wake if w != node_id])
     if start or cancel or terminate or wake:
@@ -106,7 +107,8 @@ async def poll(
         remaining = deadline - time.monotonic()
         if answer is not None or remaining <= 0:
             return json_response(answer or {"start": [], "cancel": [], "terminate": False})
-        body = {"usage": body.get("usage")}  # statuses were applied once; later rounds only look for work
+        # Statuses were applied once; later rounds only look for work (and remember what it has).
+        body = {"usage": body.get("usage"), "reported": [str(r.get("run")) for r in body.get("runs") or []]}
         await state.notifier.wait(node_id, min(remaining, POLL_RECHECK_S))
 
 

@@ -73,6 +73,8 @@ class ClusterReconciler:
         self._last_sweep = 0.0
         self._alive: dict[str, set[str]] = {}
         self._swept_at: dict[str, float] = {}
+        # After a restart, agents need a moment to find us again before silence means "lost".
+        self._started = time.time()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="cluster-reconciler", daemon=True)
@@ -127,7 +129,7 @@ class ClusterReconciler:
         wake: list[str] = []
         for node in nodes:
             state = NodeState(node.state)
-            quiet = now - (node.last_heartbeat or node.registered_at or now)
+            quiet = now - max(node.last_heartbeat or node.registered_at or now, self._started)
             gone = self._vanished(node)
             if state in (NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING) and (
                 quiet > LOST_AFTER_S or gone

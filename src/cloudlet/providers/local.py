@@ -30,8 +30,11 @@ NODE_SUBDIRS = ("os", "mnt", "work")
 MEMORY_FLOOR_BYTES = 256 * 1024**2
 DEFAULT_CFS_PERIOD_US = 100_000
 TERM_WAIT_S = 2.0
-PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH")
-PASS_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "SSL_CERT_")
+PASS_ENV = (
+    *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"),
+    *("CLOUDLET_UV", "CLOUDLET_ENV_CACHE"),  # job environments: uv to build them with, their cache
+)
+PASS_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "SSL_CERT_", "UV_", "PIP_")  # UV_/PIP_: index, cache
 CONTROLLERS = ("cpu", "memory")
 
 
@@ -134,8 +137,11 @@ class LocalProvider:
         python: str = sys.executable,
         cgroup_parent: str | None = "cloudlet",
         cgroup_root: Path = Path("/sys/fs/cgroup"),
+        env_cache: Path | None = None,
     ) -> None:
         self.root = Path(root)
+        # Job environments (venvs cached by hash) are shared by every node on this host.
+        self.env_cache = Path(env_cache) if env_cache is not None else self.root.parent / "envs"
         self.python = python
         self.cgroup_parent = cgroup_parent.strip("/") if cgroup_parent else None
         self.cgroup_root = cgroup_root
@@ -191,6 +197,7 @@ class LocalProvider:
             raise ProviderError(f"cannot make node directory {node_dir}: {exc}") from exc
         dirs, note = self._setup_cgroups(req)
         env = agent_env(req, node_dir, self.python)
+        env.setdefault("CLOUDLET_ENV_CACHE", str(self.env_cache))
         try:
             with open(node_dir / AGENT_LOG, "ab") as log_file:
                 proc = subprocess.Popen(

@@ -128,12 +128,22 @@ def _resolve_io(job: Job, data: DataRoot) -> tuple[dict[str, str], dict[str, str
     return inputs, outputs
 
 
-def runs_for_agent(session: Session, node: Node) -> tuple[list[dict[str, Any]], list[str]]:
-    """Runs to start on this node (marked sent) and runs to cancel."""
+RESEND_AFTER_S = 3.0
+
+
+def runs_for_agent(
+    session: Session, node: Node, reported: set[str], now: float
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Runs to start on this node (marked sent) and runs to cancel. A run sent earlier that the
+    agent does not report having (the answer was lost in a crash) is sent again; agents start a
+    run id once, so a duplicate is harmless."""
     rows = list(session.scalars(select(JobRun).where(JobRun.node_id == node.id, JobRun.state != EXITED)))
     start = []
     for run in rows:
-        if run.state == ASSIGNED:
+        lost_in_flight = (
+            run.state == SENT and run.id not in reported and now - run.assigned_at > RESEND_AFTER_S
+        )
+        if run.state == ASSIGNED or lost_in_flight:
             run.state = SENT
             start.append(run.spec)
     cancel = [run.id for run in rows if run.reason == "cancel_requested"]
