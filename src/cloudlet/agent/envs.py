@@ -1,0 +1,291 @@
+"""Job environments on a node (stdlib only): the node's Python, a venv cached by hash, or an image.
+
+A ``venv`` environment is built once per host into ``<cache root>/<hash>`` with uv (or, without
+uv, ``python -m venv`` and pip), under an exclusive ``flock`` on ``<cache root>/<hash>.lock`` so
+that nodes sharing the cache never build the same environment twice at once. The venv is built
+where it will live (venvs are not relocatable: console scripts carry their interpreter's absolute
+path) and becomes usable only when its marker file is written, last and atomically; a failed or
+canceled build is removed. ``image`` environments do not run in containers yet: the run gets a
+warning in its log and the node's Python (plus a venv when the environment also lists packages).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+MARKER = ".cloudlet-env.json"
+KILL_AFTER_S = 1.0
+LEFTOVER_GRACE_S = 2.0
+RUNTIME_CHECK_S = 5.0
+HASH_PATTERN = re.compile(r"[0-9a-f]{16,128}")
+
+Log = Callable[[str], None]
+
+
+class BuildFailed(RuntimeError):
+    """The environment could not be prepared; the message says why, for the run's log."""
+
+
+class Canceled(BuildFailed):
+    """The run was stopped while its environment was being prepared."""
+
+
+def cache_root(node_dir: Path, env: Mapping[str, str] | None = None) -> Path:
+    """``CLOUDLET_ENV_CACHE`` (a host-wide folder set by the provider), else the node's OS disk."""
+    env = os.environ if env is None else env
+    configured = env.get("CLOUDLET_ENV_CACHE", "").strip()
+    return Path(configured) if configured else node_dir / "os" / "envs"
+
+
+def find_uv(env: Mapping[str, str] | None = None) -> str | None:
+    """``CLOUDLET_UV``, else ``uv`` next to this interpreter, else ``uv`` on PATH."""
+    env = os.environ if env is None else env
+    configured = env.get("CLOUDLET_UV", "").strip()
+    if configured:
+        return configured
+    beside = Path(sys.executable).parent / "uv"
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("uv", path=env.get("PATH"))
+
+
+def container_runtime(env: Mapping[str, str] | None = None) -> str | None:
+    """``podman`` or ``docker`` when one is on PATH and answers ``info``."""
+    env = os.environ if env is None else env
+    for name in ("podman", "docker"):
+        path = shutil.which(name, path=env.get("PATH"))
+        if not path:
+            continue
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            done = subprocess.run(
+                [path, "info"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=RUNTIME_CHECK_S,
+                check=False,
+            )
+            if done.returncode == 0:
+                return name
+    return None
+
+
+def prepare(
+    env_spec: Mapping[str, Any] | None,
+    cache_root: Path,
+    log: Log,
+    *,
+    stop: threading.Event | None = None,
+    base_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Make the run's environment ready; return the variables to add to the run's environment.
+
+    ``log`` receives text for the run's log. ``stop`` set during a build kills the build and
+    raises ``Canceled``; a build that fails raises ``BuildFailed``. ``base_env`` is the run's
+    environment so far (its PATH is extended; the build tools run with it).
+    """
+    spec = dict(env_spec or {})
+    base = dict(os.environ if base_env is None else base_env)
+    kind = str(spec.get("kind") or "python")
+    pip = [str(p) for p in spec.get("pip") or []]
+    if kind == "python":
+        return {}
+    if kind == "image":
+        image = spec.get("image") or "(unnamed)"
+        runtime = container_runtime(base)
+        if runtime:
+            why = f"cloudlet does not run jobs in containers yet (found {runtime})"
+        else:
+            why = "this node runs jobs without a container runtime"
+        extra = " with a venv of its pip packages" if pip else ""
+        log(f"cloudlet-agent: warning: image {image} requested; {why}: using the node's Python{extra}\n")
+        if not pip:
+            return {}
+    elif kind != "venv":
+        raise BuildFailed(f"unknown environment kind {kind!r} (expected python, venv or image)")
+    digest = str(spec.get("hash") or "")
+    if not HASH_PATTERN.fullmatch(digest):
+        canonical = json.dumps({"image": spec.get("image"), "kind": kind, "pip": sorted(pip)})
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+    venv = ensure_venv(digest, pip, Path(cache_root), log, stop=stop, base_env=base, name=spec.get("name"))
+    path = base.get("PATH") or os.defpath
+    return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{path}"}
+
+
+def _python_tag() -> str:
+    return f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _ready(target: Path) -> bool:
+    """A complete venv (its marker is written last) whose interpreter is still there."""
+    try:
+        json.loads((target / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return (target / "bin" / "python").exists()
+
+
+def ensure_venv(
+    digest: str,
+    pip: Sequence[str],
+    cache_root: Path,
+    log: Log,
+    *,
+    stop: threading.Event | None = None,
+    base_env: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> Path:
+    """``cache_root/<digest>``, built now unless a complete one is already there."""
+    target, short = cache_root / digest, digest[:12]
+    if _ready(target):
+        log(f"cloudlet-agent: environment {short} reused ({target})\n")
+        return target
+    try:
+        cache_root.mkdir(parents=True, exist_ok=True)
+        lock = open(cache_root / f"{digest}.lock", "a+b")  # noqa: SIM115 (held across the build)
+    except OSError as exc:
+        raise BuildFailed(f"cannot use the environment cache {cache_root}: {exc}") from exc
+    with lock:
+        _lock(lock.fileno(), stop, log, short)
+        if _ready(target):  # another node built it while we waited
+            log(f"cloudlet-agent: environment {short} reused ({target})\n")
+            return target
+        if target.exists():
+            log(f"cloudlet-agent: removing an incomplete build of environment {short}\n")
+            shutil.rmtree(target, ignore_errors=True)
+        _build(target, list(pip), log, stop, dict(base_env or os.environ), name)
+    return target
+
+
+def _lock(fd: int, stop: threading.Event | None, log: Log, short: str) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        log(f"cloudlet-agent: waiting for another build of environment {short} on this host\n")
+    while True:
+        if stop is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            return
+        if stop.wait(0.2):
+            raise Canceled("canceled while waiting for the environment")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            continue
+
+
+def _build(
+    target: Path,
+    pip: list[str],
+    log: Log,
+    stop: threading.Event | None,
+    env: dict[str, str],
+    name: str | None,
+) -> None:
+    short = target.name[:12]
+    uv = find_uv(env)
+    tool = f"uv ({uv})" if uv else "python -m venv and pip (uv not found)"
+    what = ", ".join(pip) if pip else "no packages"
+    label = f" '{name}'" if name else ""
+    log(f"cloudlet-agent: Preparing environment{label} {short} ({what}) with {tool}\n")
+    env = {k: v for k, v in env.items() if k not in ("CLOUDLET_NODE_TOKEN", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["NO_COLOR"] = "1"
+    python = str(target / "bin" / "python")
+    began = time.monotonic()
+    try:
+        if uv:
+            cmd = [uv, "venv", "--no-project", "--python", sys.executable, str(target)]
+            _run("uv venv", cmd, log, stop, env)
+            if pip:
+                _run("uv pip install", [uv, "pip", "install", "--python", python, *pip], log, stop, env)
+        else:
+            _run("python -m venv", [sys.executable, "-m", "venv", str(target)], log, stop, env)
+            if pip:
+                cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *pip]
+                _run("pip install", cmd, log, stop, env)
+        marker = {"python": _python_tag(), "pip": pip, "name": name, "built_at": time.time(), "tool": tool}
+        tmp = target / f"{MARKER}.tmp"
+        tmp.write_text(json.dumps(marker))
+        tmp.replace(target / MARKER)
+    except BaseException as exc:
+        shutil.rmtree(target, ignore_errors=True)  # no half-built environment is left behind
+        if isinstance(exc, Canceled) or not isinstance(exc, OSError | BuildFailed):
+            raise
+        raise BuildFailed(f"environment {short} could not be built: {exc}") from exc
+    log(f"cloudlet-agent: environment {short} built in {time.monotonic() - began:.1f} s\n")
+
+
+def _run(step: str, cmd: list[str], log: Log, stop: threading.Event | None, env: dict[str, str]) -> None:
+    """Run a build step in its own process group, its output to ``log``; killed when ``stop`` is set."""
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd="/",  # outside any project: uv would read a project's configuration
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            bufsize=0,
+        )
+    except OSError as exc:
+        raise BuildFailed(f"{step}: cannot run {cmd[0]}: {exc}") from exc
+    assert proc.stdout is not None
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    fd, eof = proc.stdout.fileno(), False
+    kill_at: float | None = None
+    exited_at: float | None = None
+    try:
+        while not eof:
+            readable, _, _ = select.select([fd], [], [], 0.1)
+            if readable:
+                data = os.read(fd, 65536)
+                eof = not data
+                text = decoder.decode(data, final=eof)
+                if text:
+                    log(text)
+            now = time.monotonic()
+            if exited_at is None:
+                if stop is not None and stop.is_set() and kill_at is None:
+                    _killpg(proc.pid, signal.SIGTERM)
+                    kill_at = now + KILL_AFTER_S
+                if kill_at is not None and now >= kill_at:
+                    _killpg(proc.pid, signal.SIGKILL)
+                    kill_at = float("inf")
+                if proc.poll() is not None:
+                    exited_at = now
+                    _killpg(proc.pid, signal.SIGKILL)  # leftovers in the step's process group
+            elif now - exited_at > LEFTOVER_GRACE_S:
+                break
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            _killpg(proc.pid, signal.SIGKILL)
+        returncode = proc.wait()
+    if stop is not None and stop.is_set():
+        raise Canceled("canceled while preparing the environment")
+    if returncode != 0:
+        raise BuildFailed(f"{step} exited with code {returncode}")
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
