@@ -26,6 +26,7 @@ class RunningServer:
     subscription_id: str
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
+    installation: str = ""
 
     @property
     def port(self) -> int:
@@ -96,10 +97,19 @@ def start_server(
             endpoint = cfg.get("endpoint")
             if endpoint and endpoint != stale_endpoint:
                 try:
-                    if httpx.get(endpoint + "/healthz", timeout=1).status_code == 200:
+                    health = httpx.get(endpoint + "/healthz", timeout=1)
+                    if health.status_code == 200:
                         key = api_key or json.loads((home / "credentials").read_text())["api_key"]
+                        installation = str(health.json()["installation"])
                         return RunningServer(
-                            home, process, endpoint, key, cfg["subscription_id"], log_path, extra_env or {}
+                            home,
+                            process,
+                            endpoint,
+                            key,
+                            cfg["subscription_id"],
+                            log_path,
+                            extra_env or {},
+                            installation,
                         )
                 except httpx.HTTPError:
                     pass
@@ -119,7 +129,17 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
 
     yield make
     for server in started:
-        server.kill()
+        _kill_with_its_nodes(server)
+
+
+def _kill_with_its_nodes(server: RunningServer) -> None:
+    """Agents outlive a killed server (by design: they wait for it to come back), so a test's
+    teardown also ends every process that carries this installation's id."""
+    from tests.jobs_helpers import reap_installation
+
+    server.kill()
+    if server.installation:
+        reap_installation(server.installation)
 
 
 @pytest.fixture

@@ -40,9 +40,11 @@ def create_app(state: AppState) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.cloudlet = state
+    # routes_jobs first: its POST {ws}/computes/{name}/evict would otherwise be shadowed by
+    # routes_compute's catch-all POST {ws}/computes/{name}/{action} (404 "Action 'evict'").
+    app.include_router(routes_jobs.router)
     app.include_router(routes_compute.router)
     app.include_router(routes_admin.router)
-    app.include_router(routes_jobs.router)
     app.include_router(routes_agent.router)
 
     @app.get("/healthz", tags=["health"])

@@ -73,6 +73,12 @@ def register(
             "address": body.get("address", "127.0.0.1"),
         }
         node.last_heartbeat, node.registered_at = now, node.registered_at or now
+        # A server that crashed between the provider call and recording it left the node at
+        # requested/allocated: the agent dialling in is proof the machine exists.
+        if node.state == NodeState.REQUESTED.value:
+            node_service.advance(node, NodeEvent.ALLOCATE, now)
+        if node.state == NodeState.ALLOCATED.value:
+            node_service.advance(node, NodeEvent.BOOT, now)
         if node.state == NodeState.STARTING.value:
             node_service.advance(node, NodeEvent.REGISTER, now)
         wake = _apply_runs(session, node, body.get("runs") or [], now)

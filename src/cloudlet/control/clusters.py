@@ -12,6 +12,7 @@ One pass per cluster, under the named lease ``compute:<id>`` so one replica driv
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -21,12 +22,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control import ephemeral
-from cloudlet.control.actions import Actions, Launch
+from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.notify import NodeNotifier
 from cloudlet.domain import autoscale
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.locks import scaling_block
-from cloudlet.domain.nodes import HOLDING, SERVING, NodeEvent, NodeState
+from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeEvent, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
@@ -210,11 +211,23 @@ class ClusterReconciler:
             queued=tuple(j.instance_count for j in active if j.status == job_service.QUEUED),
         )
         limits = self._limits(session, compute, nodes)
-        views = [autoscale.NodeView(n.id, NodeState(n.state), n.idle_since) for n in nodes]
+        # Failed nodes whose machine is already released are records only.
+        views = [
+            autoscale.NodeView(n.id, NodeState(n.state), n.idle_since)
+            for n in nodes
+            if not (NodeState(n.state) in FAILED and n.ended_at is not None)
+        ]
         decision = autoscale.decide(cluster, views, demand, limits, now)
         short = min(decision.target - len([n for n in nodes if n.state in SERVING]), limits.quota_nodes)
         if short > decision.launch and limits.capacity_nodes < short and not limits.blocked_reason:
-            self._evict_low_priority(session, compute, short - decision.launch, actions, now)
+            freed = self._evict_low_priority(session, compute, short - decision.launch, actions, now)
+            size = catalogue_service.current(session).get(compute.size or "")
+            if freed and size is not None:
+                # Claim the freed capacity in this same transaction: left for the next pass, a
+                # low-priority cluster reconciled first takes it back and is evicted again, forever.
+                extra = freed // size.vcpus
+                limits = dataclasses.replace(limits, capacity_nodes=limits.capacity_nodes + extra)
+                decision = autoscale.decide(cluster, views, demand, limits, now)
         self._apply(session, compute, nodes, decision, actions, now)
         serving = [n for n in nodes if n.state in SERVING]
         compute.current_node_count = len([n for n in serving if n.state in ("idle", "busy")])
@@ -228,14 +241,14 @@ class ClusterReconciler:
 
     def _evict_low_priority(
         self, session: Session, compute: Compute, nodes_short: int, actions: Actions, now: float
-    ) -> None:
+    ) -> int:
         """C12: dedicated demand takes capacity back from low-priority nodes in the same location,
-        idle ones first; their jobs are requeued. The freed capacity is used on the next pass."""
+        idle ones first; their jobs are requeued. Returns the vCPUs freed (the caller claims them)."""
         if compute.spec.get("tier", "dedicated") != "dedicated":
-            return
+            return 0
         size = catalogue_service.current(session).get(compute.size or "")
         if size is None:
-            return
+            return 0
         victims = list(
             session.scalars(
                 select(Node).where(
@@ -253,13 +266,12 @@ class ClusterReconciler:
             node.error = {"code": "Preempted", "message": f"evicted for dedicated demand of '{compute.name}'"}
             node_service.advance(node, NodeEvent.PREEMPT, now)
             actions.wake += dispatch.fail_runs_on_node(session, node, "preempted", now)
-            node_service.advance(node, NodeEvent.TERMINATE, now)
-            actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
-            actions.wake.append(node.id)
+            release(node, actions, now)
             freed += node.vcpus
         if freed:
             log.info("evicted %d low-priority vCPUs for %s", freed, compute.name)
             self.wake.set()
+        return freed
 
     def _limits(self, session: Session, compute: Compute, nodes: list[Node]) -> autoscale.Limits:
         ref = workspaces.ref_of(session, _workspace(session, compute.workspace_id))
@@ -332,18 +344,11 @@ class ClusterReconciler:
             actions.launches.append(Launch(node.id, request, provider))
         by_id = {n.id: n for n in nodes}
         for node_id in decision.terminate:
-            node = by_id[node_id]
-            if node.state in (NodeState.IDLE.value,):
-                node_service.advance(node, NodeEvent.DRAIN, now)
-            node_service.advance(node, NodeEvent.TERMINATE, now)
-            actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
-            actions.wake.append(node.id)
+            release(by_id[node_id], actions, now)
 
     def _release_all(self, nodes: list[Node], actions: Actions) -> None:
         for node in nodes:
-            if node.state != NodeState.TERMINATING.value:
-                node_service.advance(node, NodeEvent.TERMINATE)
-            actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
+            release(node, actions)
 
     # -- act ------------------------------------------------------------------------------------
     def _carry_out(self, actions: Actions) -> None:
@@ -367,11 +372,12 @@ class ClusterReconciler:
             return
         with self.sessions.begin() as session:
             node = session.get(Node, launch.node_id)
-            if node is None or node.state != NodeState.REQUESTED.value:
+            if node is None:
                 return
-            node.provider_ref = dict(handle.provider_ref)
-            node_service.advance(node, NodeEvent.ALLOCATE)
-            node_service.advance(node, NodeEvent.BOOT)
+            node.provider_ref = dict(handle.provider_ref)  # even if its agent registered first
+            if node.state == NodeState.REQUESTED.value:
+                node_service.advance(node, NodeEvent.ALLOCATE)
+                node_service.advance(node, NodeEvent.BOOT)
 
     def _terminate(self, node_id: str, provider: str, ref: dict[str, object]) -> None:
         if ref:
@@ -384,6 +390,8 @@ class ClusterReconciler:
             node = session.get(Node, node_id)
             if node is not None and node.state == NodeState.TERMINATING.value:
                 node_service.advance(node, NodeEvent.TERMINATED)
+            elif node is not None and node.ended_at is None:
+                node.ended_at = time.time()
         self.notifier.forget(node_id)
 
     # -- orphans and vanished machines ----------------------------------------------------------
@@ -400,7 +408,7 @@ class ClusterReconciler:
                 known = dict(session.execute(select(Node.id, Node.state).where(Node.id.in_(alive))).all())
             for handle in handles:
                 state = known.get(handle.node_id)
-                if state is None or state == NodeState.TERMINATED.value:
+                if state is None or NodeState(state) not in HOLDING:
                     log.info("terminating orphan node %s (%s)", handle.node_id, kind)
                     provider.terminate(handle)
             with self.sessions() as session:

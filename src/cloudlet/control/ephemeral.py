@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.control.actions import Actions, Launch
-from cloudlet.domain.nodes import HOLDING, NodeEvent, NodeState
+from cloudlet.control.actions import Actions, Launch, release
+from cloudlet.domain.nodes import HOLDING, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.sizes import VmSize
 from cloudlet.providers.base import NodeRequest
@@ -173,8 +173,4 @@ def _size_and_quota(session: Session, job: Job, missing: int) -> tuple[VmSize | 
 
 def _release(nodes: list[Node], actions: Actions, now: float) -> None:
     for node in nodes:
-        if node.state in (NodeState.TERMINATING.value, NodeState.TERMINATED.value):
-            continue
-        node_service.advance(node, NodeEvent.TERMINATE, now)
-        actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
-        actions.wake.append(node.id)
+        release(node, actions, now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cloudlet.domain.lifecycle import cluster_target_nodes
-from cloudlet.domain.nodes import SERVING, NodeState
+from cloudlet.domain.nodes import FAILED, SERVING, NodeState
 
 
 @dataclass(frozen=True)
@@ -75,18 +75,12 @@ def decide(
         return _scale_up(target, len(live), limits, broken)
     if len(live) > target:
         return _scale_down(cluster, target, live, now, broken)
-    return Decision(target, terminate=broken, reasons=(f"steady at {len(live)} nodes",))
+    starting = len([n for n in live if n.state not in (NodeState.IDLE, NodeState.BUSY)])
+    words = f"{len(live)} nodes, {starting} starting" if starting else f"steady at {len(live)} nodes"
+    return Decision(target, terminate=broken, reasons=(words,))
 
 
-_RELEASE_NOW = frozenset(
-    {
-        NodeState.ALLOCATION_FAILED,
-        NodeState.SETUP_FAILED,
-        NodeState.PREEMPTED,
-        NodeState.LOST,
-        NodeState.UNUSABLE,
-    }
-)
+_RELEASE_NOW = FAILED  # their machines are released at once; the records stay
 
 
 def _scale_up(target: int, live: int, limits: Limits, broken: tuple[str, ...]) -> Decision:
@@ -118,7 +112,7 @@ def _scale_down(
             f"{len(chosen)} idle for {limit:g} s or more",
         )
     elif idle:
-        longest = now - (idle[0].idle_since or now)
+        longest = max(0.0, now - (idle[0].idle_since or now))
         reasons = (f"{len(idle)} node{'s' if len(idle) > 1 else ''} idle {longest:.0f} s of {limit:g} s",)
     else:
         reasons = (f"{len(live)} nodes busy; {target} needed once their jobs end",)

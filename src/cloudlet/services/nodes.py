@@ -10,7 +10,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.nodes import FINAL, NodeEvent, NodeState, azure_node_state, next_node_state
+from cloudlet.domain.nodes import (
+    FINAL,
+    NodeEvent,
+    NodeState,
+    azure_node_state,
+    next_node_state,
+)
 from cloudlet.domain.sizes import VmSize
 from cloudlet.store.schema import Node
 

@@ -1,0 +1,302 @@
+"""Helpers for the job, cluster and crash tests: HTTP shorthands, deadline polling, /proc scans.
+
+Everything here talks to a real server over HTTP or reads the real process table; nothing is mocked.
+Node agents and job processes live in their own sessions and outlive a killed server, so module
+fixtures call ``reap_installation`` after killing a server: it ends exactly the processes whose
+environment carries that server's installation id (the ones these tests caused to be started).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import httpx
+
+from tests.conftest import RunningServer
+
+T = TypeVar("T")
+TERMINAL = ("Completed", "Failed", "Canceled")
+
+
+# -- polling ----------------------------------------------------------------------------------
+def wait_until(
+    probe: Callable[[], T | Literal[False] | None], timeout: float, what: str, interval: float = 0.1
+) -> T:
+    """Call ``probe`` until it returns something truthy (returned) or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = probe()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; last: {last!r}")
+        time.sleep(interval)
+
+
+# -- HTTP shorthands --------------------------------------------------------------------------
+def installation_id(srv: RunningServer) -> str:
+    body = httpx.get(srv.endpoint + "/healthz", timeout=5).json()
+    return str(body["installation"])
+
+
+def create_compute(api: httpx.Client, srv: RunningServer, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = api.put(f"{srv.ws_path}/computes/{name}", json=body)
+    assert response.status_code in (200, 201), response.text
+    op = srv.wait_operation(api, response.headers["Operation-Location"])
+    assert op["status"] == "Succeeded", op
+    return compute(api, srv, name)
+
+
+def delete_compute(api: httpx.Client, srv: RunningServer, name: str) -> None:
+    response = api.delete(f"{srv.ws_path}/computes/{name}")
+    if response.status_code == 202:
+        srv.wait_operation(api, response.headers["Operation-Location"], timeout=30)
+
+
+def compute(api: httpx.Client, srv: RunningServer, name: str) -> dict[str, Any]:
+    response = api.get(f"{srv.ws_path}/computes/{name}")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def nodes(api: httpx.Client, srv: RunningServer, name: str) -> list[dict[str, Any]]:
+    response = api.get(f"{srv.ws_path}/computes/{name}/nodes")
+    assert response.status_code == 200, response.text
+    value: list[dict[str, Any]] = response.json()["nodes"]
+    return value
+
+
+def submit(api: httpx.Client, srv: RunningServer, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = api.put(f"{srv.ws_path}/jobs/{name}", json=body)
+    assert response.status_code == 201, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+def job(api: httpx.Client, srv: RunningServer, name: str) -> dict[str, Any]:
+    response = api.get(f"{srv.ws_path}/jobs/{name}")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def wait_job(
+    api: httpx.Client,
+    srv: RunningServer,
+    name: str,
+    statuses: tuple[str, ...] = TERMINAL,
+    timeout: float = 60,
+) -> dict[str, Any]:
+    return wait_until(
+        lambda: (j := job(api, srv, name))["status"] in statuses and j,
+        timeout,
+        f"job {name} to be {'/'.join(statuses)}",
+    )
+
+
+def logs(api: httpx.Client, srv: RunningServer, name: str, attempt: int | None = None) -> dict[str, Any]:
+    params = {"attempt": attempt} if attempt is not None else {}
+    response = api.get(f"{srv.ws_path}/jobs/{name}/logs", params=params)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def log_text(api: httpx.Client, srv: RunningServer, name: str, attempt: int | None = None) -> str:
+    return str(logs(api, srv, name, attempt)["data"])
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    error: dict[str, Any] = response.json()["error"]
+    return error
+
+
+def quota_url(srv: RunningServer, name: str) -> str:
+    return f"/api/v1/subscriptions/{srv.subscription_id}/locations/local/quotas/{name}"
+
+
+def rg_lock_url(srv: RunningServer, lock: str) -> str:
+    return f"/api/v1/subscriptions/{srv.subscription_id}/resourceGroups/default/locks/{lock}"
+
+
+# -- the process table ------------------------------------------------------------------------
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return {}
+    env: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return [a.decode(errors="replace") for a in handle.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rpartition(b")")[2].split()
+    except OSError:
+        return False
+    return bool(state) and state[0] != b"Z"
+
+
+def processes_with_env(key: str, value: str) -> list[int]:
+    """Live (non-zombie) pids whose environment has ``key=value``."""
+    pids = []
+    needle = value.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if needle not in handle.read():
+                    continue
+        except OSError:
+            continue
+        if _environ(int(entry)).get(key) == value and _alive(int(entry)):
+            pids.append(int(entry))
+    return pids
+
+
+def is_agent(pid: int) -> bool:
+    argv = _cmdline(pid)
+    return any(a == "-m" and b == "cloudlet.agent" for a, b in itertools.pairwise(argv))
+
+
+def agent_pids(installation: str, node_id: str | None = None) -> list[int]:
+    """Agent processes (``python -m cloudlet.agent``) of this installation (and node)."""
+    pids = [p for p in processes_with_env("CLOUDLET_INSTALLATION", installation) if is_agent(p)]
+    if node_id is not None:
+        pids = [p for p in pids if _environ(p).get("CLOUDLET_NODE_ID") == node_id]
+    return pids
+
+
+def agent_nodes(installation: str) -> set[str]:
+    """Node ids that have a live agent process of this installation."""
+    return {_environ(p).get("CLOUDLET_NODE_ID", "") for p in agent_pids(installation)}
+
+
+def cmdlines_with_env(key: str, value: str) -> list[list[str]]:
+    return [_cmdline(p) for p in processes_with_env(key, value)]
+
+
+def reap_installation(installation: str) -> None:
+    """SIGKILL every process tagged with this installation id (after its server was killed)."""
+    for _ in range(20):
+        pids = processes_with_env("CLOUDLET_INSTALLATION", installation)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def reaped(srv: RunningServer) -> Iterator[str]:
+    """Yield the server's installation id; on exit kill the server, then its leftover processes."""
+    installation = installation_id(srv)
+    try:
+        yield installation
+    finally:
+        srv.kill()
+        reap_installation(installation)
+
+
+# -- a background recorder of what the API shows over time -----------------------------------
+@dataclass
+class Snapshot:
+    at: float  # time.time()
+    compute: dict[str, Any]
+    nodes: list[dict[str, Any]]
+    jobs: dict[str, dict[str, Any]]
+
+
+@dataclass
+class Recorder:
+    """Polls a cluster, its nodes and some jobs every ``interval`` s in a thread and keeps every
+    snapshot, so a test can assert the order of what it saw (states that last a fraction of a
+    second included) without racing its own assertions."""
+
+    srv: RunningServer
+    compute_name: str
+    job_names: list[str] = field(default_factory=list)
+    interval: float = 0.05
+    snapshots: list[Snapshot] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> Recorder:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        now = time.time()  # take one more look, so the record ends with what the test saw last
+        deadline = time.monotonic() + 5
+        while not (self.snapshots and self.snapshots[-1].at > now) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        with self.srv.client() as api:
+            while not self._stop.is_set():
+                try:
+                    snap = Snapshot(
+                        time.time(),
+                        compute(api, self.srv, self.compute_name),
+                        nodes(api, self.srv, self.compute_name),
+                        {n: job(api, self.srv, n) for n in list(self.job_names)},
+                    )
+                    self.snapshots.append(snap)
+                except Exception as exc:  # recorded, asserted empty by the tests
+                    self.errors.append(repr(exc))
+                self._stop.wait(self.interval)
+
+    def node_states(self) -> dict[str, list[str]]:
+        """Each node's Azure nodeState sequence (consecutive repeats collapsed), plus 'gone' when
+        it left the list."""
+        seen: dict[str, list[str]] = {}
+        for snap in self.snapshots:
+            present = set()
+            for node in snap.nodes:
+                present.add(node["nodeId"])
+                states = seen.setdefault(node["nodeId"], [])
+                if not states or states[-1] != node["nodeState"]:
+                    states.append(node["nodeState"])
+            for node_id, states in seen.items():
+                if node_id not in present and states[-1] != "gone":
+                    states.append("gone")
+        return seen
+
+    def first(self, predicate: Callable[[Snapshot], bool]) -> Snapshot | None:
+        return next((s for s in self.snapshots if predicate(s)), None)
+
+    def last_time(self, predicate: Callable[[Snapshot], bool]) -> float | None:
+        times = [s.at for s in self.snapshots if predicate(s)]
+        return max(times) if times else None
