@@ -220,14 +220,13 @@ def test_killed_agent_node_is_lost_and_its_job_completes_elsewhere(srv: RunningS
             if n["nodeId"] == node_id and (n["error"] or {}).get("code")
         ]
         assert marked and all(n["error"]["code"] == "NodeLost" for n in marked), marked
-        assert {(n["state"], n["nodeState"]) for n in marked} <= {
-            ("lost", "unusable"),
-            ("terminating", "leaving"),
-        }
+        assert {(n["state"], n["nodeState"]) for n in marked} == {("lost", "unusable")}
         # Its orphaned job processes were killed with it, and no agent serves it any more.
         wait_until(
             lambda: not processes_with_env("CLOUDLET_NODE_ID", node_id),
             10,
             "the lost node's processes to die",
         )
-        assert node_id not in {n["nodeId"] for n in nodes(api, srv, "lossy")}
+        # The record stays listed as lost, for post-mortem, while its machine is gone.
+        listed = {n["nodeId"]: n for n in nodes(api, srv, "lossy")}
+        assert listed[node_id]["state"] == "lost" and listed[node_id]["nodeState"] == "unusable"

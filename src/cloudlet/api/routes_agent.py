@@ -82,6 +82,7 @@ def register(
         if node.state == NodeState.STARTING.value:
             node_service.advance(node, NodeEvent.REGISTER, now)
         wake = _apply_runs(session, node, body.get("runs") or [], now)
+        wake += dispatch.schedule_freed(session, [node.id, *wake], state.data, state.endpoint)
     state.after_commit(wake)
     return json_response({"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S})
 
@@ -93,6 +94,8 @@ def _poll_once(state: AppState, node_id: str, token: str, body: dict[str, Any]) 
         node.last_heartbeat = now
         node.usage = body.get("usage") or node.usage
         wake = _apply_runs(session, node, body.get("runs") or [], now)
+        if wake:
+            wake += dispatch.schedule_freed(session, wake, state.data, state.endpoint)
         reported = {str(r.get("run")) for r in body.get("runs") or []} | set(body.get("reported") or [])
         start, cancel = dispatch.runs_for_agent(session, node, reported, now)
         terminate = node.state in (NodeState.TERMINATING.value,)
@@ -157,6 +160,7 @@ def run_exit(
             body.get("reason", "exited"),
             float(body.get("ended_at") or time.time()),
         )
+        wake += dispatch.schedule_freed(session, wake, state.data, state.endpoint)
     state.after_commit(wake)
     return json_response({"ok": True})
 

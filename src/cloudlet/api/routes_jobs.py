@@ -130,8 +130,12 @@ def create_job(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     job = job_service.submit(ctx.session, ref, workspace, name, body, ctx.caller, ctx.state.data)
+    wake: list[str] = []
+    target = computes.find(ctx.session, workspace, job.compute_name or "")
+    if target is not None:  # a cluster with an idle node starts the job now, not at the next pass
+        wake = dispatch.schedule_compute(ctx.session, target, ctx.state.data, ctx.state.endpoint)
     rendered = job_service.render(job, ref, [], _base_url(ctx))
-    ctx.commit()
+    ctx.commit(wake)
     return json_response(rendered, 201)
 
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sqlalchemy import select
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control import ephemeral
@@ -29,7 +29,6 @@ from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.locks import scaling_block
 from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeEvent, NodeState
 from cloudlet.domain.quota import Tier
-from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import dispatch, leases, quotas, workspaces
@@ -56,7 +55,7 @@ class ClusterReconciler:
         notifier: NodeNotifier,
         data: DataRoot,
         server_url: Callable[[], str],
-        poll_s: float = 0.2,
+        poll_s: float = 1.0,
         lease_ttl_s: float = 10.0,
     ) -> None:
         self.sessions = sessions
@@ -76,6 +75,8 @@ class ClusterReconciler:
         self._swept_at: dict[str, float] = {}
         # After a restart, agents need a moment to find us again before silence means "lost".
         self._started = time.time()
+        self._next_due = 0.0
+        self._held: dict[str, tuple[int, float]] = {}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="cluster-reconciler", daemon=True)
@@ -89,11 +90,12 @@ class ClusterReconciler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            self._next_due = time.time() + self.poll_s
             try:
                 self.run_once(time.time())
             except Exception:
                 log.exception("cluster pass failed")
-            self.wake.wait(self.poll_s)
+            self.wake.wait(max(0.0, min(self._next_due - time.time(), self.poll_s)))
             self.wake.clear()
 
     def run_once(self, now: float) -> None:
@@ -103,7 +105,7 @@ class ClusterReconciler:
         with self.sessions() as session:
             ids = list(session.scalars(select(Compute.id).where(Compute.type == "amlcompute")))
         for compute_id in ids:
-            token = leases.acquire(self.sessions, f"compute:{compute_id}", self.replica_id, self.lease_ttl_s)
+            token = self._lease(f"compute:{compute_id}", now)
             if token is not None:
                 self._carry_out(self._reconcile(compute_id, token, now))
         self._carry_out(ephemeral.reconcile(self, now))
@@ -113,6 +115,7 @@ class ClusterReconciler:
         actions = Actions()
         with self.sessions.begin() as session:
             if not leases.still_held(session, f"compute:{compute_id}", self.replica_id, token):
+                self._held.pop(f"compute:{compute_id}", None)
                 return actions
             compute = session.get(Compute, compute_id)
             if compute is None:
@@ -122,7 +125,7 @@ class ClusterReconciler:
             if compute.provisioning_state == ProvisioningState.DELETING.value:
                 self._release_all(nodes, actions)
                 return actions
-            actions.wake += self._schedule(session, compute, nodes)
+            actions.wake += self._schedule(session, compute)
             self._decide(session, compute, nodes, now, actions)
         return actions
 
@@ -151,6 +154,19 @@ class ClusterReconciler:
                 node_service.advance(node, NodeEvent.SETUP_FAIL, now)
         return wake
 
+    def _lease(self, name: str, now: float) -> int | None:
+        """A lease held with more than half its time left is used as is (no store round trip);
+        every pass still re-asserts it inside its transaction, so fencing holds."""
+        held = self._held.get(name)
+        if held is not None and held[1] - now > self.lease_ttl_s / 2:
+            return held[0]
+        token = leases.acquire(self.sessions, name, self.replica_id, self.lease_ttl_s)
+        if token is None:
+            self._held.pop(name, None)
+        else:
+            self._held[name] = (token, now + self.lease_ttl_s)
+        return token
+
     def _vanished(self, node: Node) -> bool:
         """Known to the store, made by the provider before its last listing, absent from that listing."""
         swept = self._swept_at.get(node.provider)
@@ -158,34 +174,8 @@ class ClusterReconciler:
             return False
         return node.id not in self._alive.get(node.provider, set())
 
-    def _schedule(self, session: Session, compute: Compute, nodes: list[Node]) -> list[str]:
-        queued = list(
-            session.scalars(
-                select(Job).where(
-                    Job.compute_name == compute.name,
-                    Job.workspace_id == compute.workspace_id,
-                    Job.status == job_service.QUEUED,
-                )
-            )
-        )
-        for job in queued:
-            if job.cancel_requested:
-                job.status = job_service.CANCELED
-        queued = [j for j in queued if not j.cancel_requested]
-        idle = [n for n in nodes if n.state == NodeState.IDLE.value]
-        views = [QueuedJob(j.name, j.instance_count, j.priority, j.submitted_at) for j in queued]
-        by_name = {j.name: j for j in queued}
-        by_id = {n.id: n for n in idle}
-        wake: list[str] = []
-        for placement in schedule(views, [n.id for n in idle]):
-            wake += dispatch.place(
-                session,
-                by_name[placement.job],
-                [by_id[i] for i in placement.nodes],
-                self.data,
-                self.server_url(),
-            )
-        return wake
+    def _schedule(self, session: Session, compute: Compute) -> list[str]:
+        return dispatch.schedule_compute(session, compute, self.data, self.server_url())
 
     def _decide(
         self, session: Session, compute: Compute, nodes: list[Node], now: float, actions: Actions
@@ -197,20 +187,11 @@ class ClusterReconciler:
             spec.get("max_instances", 1),
             float(spec.get("idle_time_before_scale_down", 120)),
         )
-        active = list(
-            session.scalars(
-                select(Job).where(
-                    Job.compute_name == compute.name,
-                    Job.workspace_id == compute.workspace_id,
-                    Job.status.in_(job_service.ACTIVE),
-                )
-            )
-        )
-        demand = autoscale.Demand(
-            running_nodes=sum(j.instance_count for j in active if j.status != job_service.QUEUED),
-            queued=tuple(j.instance_count for j in active if j.status == job_service.QUEUED),
-        )
-        limits = self._limits(session, compute, nodes)
+        demand = _demand(session, compute)
+        serving_now = len([n for n in nodes if n.state in SERVING])
+        wanted = autoscale.cluster_target(cluster, demand)
+        # Quota and capacity only matter when the cluster must grow: skip that work otherwise.
+        limits = self._limits(session, compute, nodes, need_headroom=wanted > serving_now)
         # Failed nodes whose machine is already released are records only.
         views = [
             autoscale.NodeView(n.id, NodeState(n.state), n.idle_since)
@@ -233,11 +214,32 @@ class ClusterReconciler:
         compute.current_node_count = len([n for n in serving if n.state in ("idle", "busy")])
         compute.target_node_count = decision.target
         compute.scale_message = decision.explanation
-        for job in active:
-            if job.status == job_service.QUEUED and limits.blocked_reason:
-                job.status_message = f"waiting: {limits.blocked_reason}"
-            elif job.status == job_service.QUEUED and decision.launch == 0 and len(serving) < decision.target:
-                job.status_message = f"waiting for nodes: {decision.explanation}"
+        message = None
+        if limits.blocked_reason:
+            message = f"waiting: {limits.blocked_reason}"
+        elif decision.launch == 0 and len(serving) < decision.target:
+            message = f"waiting for nodes: {decision.explanation}"
+        if message and demand.queued:
+            session.execute(
+                update(Job)
+                .where(
+                    Job.workspace_id == compute.workspace_id,
+                    Job.compute_name == compute.name,
+                    Job.status == job_service.QUEUED,
+                    or_(Job.status_message.is_(None), Job.status_message != message),
+                )
+                .values(status_message=message)
+            )
+        self._note_deadlines(cluster, views, now)
+
+    def _note_deadlines(
+        self, cluster: autoscale.ClusterView, views: list[autoscale.NodeView], now: float
+    ) -> None:
+        """The loop sleeps until the next idle node is due for release (C10 precision)."""
+        for view in views:
+            if view.state is NodeState.IDLE and view.idle_since is not None:
+                due = view.idle_since + cluster.idle_time_before_scale_down_s
+                self._next_due = min(self._next_due, max(due, now + 0.05))
 
     def _evict_low_priority(
         self, session: Session, compute: Compute, nodes_short: int, actions: Actions, now: float
@@ -273,7 +275,9 @@ class ClusterReconciler:
             self.wake.set()
         return freed
 
-    def _limits(self, session: Session, compute: Compute, nodes: list[Node]) -> autoscale.Limits:
+    def _limits(
+        self, session: Session, compute: Compute, nodes: list[Node], need_headroom: bool = True
+    ) -> autoscale.Limits:
         ref = workspaces.ref_of(session, _workspace(session, compute.workspace_id))
         block = scaling_block(lock_store.effective(session, ref), ref.arm_id)
         catalogue = catalogue_service.current(session)
@@ -282,6 +286,9 @@ class ClusterReconciler:
             return autoscale.Limits(
                 0, "unknown size", blocked_reason=f"size {compute.size} is not in the catalogue"
             )
+        blocked = block.reason if block else None
+        if not need_headroom:
+            return autoscale.Limits(1 << 30, blocked_reason=blocked)
         tier = Tier(compute.spec.get("tier", "dedicated"))
         live = len([n for n in nodes if n.state in HOLDING])
         quota_nodes, quota_reason = quotas.headroom_nodes(
@@ -301,7 +308,7 @@ class ClusterReconciler:
             quota_reason,
             capacity_nodes,
             capacity_reason,
-            blocked_reason=block.reason if block else None,
+            blocked_reason=blocked,
         )
 
     def _apply(
@@ -438,6 +445,22 @@ class ClusterReconciler:
                 else:
                     node.error = {"code": "AllocationFailed", "message": "the launch was interrupted"}
                     node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
+
+
+def _demand(session: Session, compute: Compute) -> autoscale.Demand:
+    """Nodes the cluster's jobs need: one aggregate query, however long the queue."""
+    rows = session.execute(
+        select(Job.status == job_service.QUEUED, func.coalesce(func.sum(Job.instance_count), 0))
+        .where(
+            Job.workspace_id == compute.workspace_id,
+            Job.compute_name == compute.name,
+            Job.status.in_(job_service.ACTIVE),
+        )
+        .group_by(Job.status == job_service.QUEUED)
+    ).all()
+    totals = {bool(queued): int(count) for queued, count in rows}
+    queued = totals.get(True, 0)
+    return autoscale.Demand(running_nodes=totals.get(False, 0), queued=(queued,) if queued else ())
 
 
 def _workspace(session: Session, workspace_id: int) -> Workspace:

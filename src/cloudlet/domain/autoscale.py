@@ -63,10 +63,14 @@ class Decision:
         return "; ".join(self.reasons)
 
 
+def cluster_target(cluster: ClusterView, demand: Demand) -> int:
+    return cluster_target_nodes(cluster.min_instances, cluster.max_instances, demand.nodes)
+
+
 def decide(
     cluster: ClusterView, nodes: list[NodeView], demand: Demand, limits: Limits, now: float
 ) -> Decision:
-    target = cluster_target_nodes(cluster.min_instances, cluster.max_instances, demand.nodes)
+    target = cluster_target(cluster, demand)
     live = [n for n in nodes if n.state in SERVING]
     broken = tuple(n.id for n in nodes if n.state in _RELEASE_NOW)
     if limits.blocked_reason:

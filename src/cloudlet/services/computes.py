@@ -55,6 +55,10 @@ class WriteResult:
 _BY_NAME = select(Compute).where(Compute.workspace_id == bindparam("ws"), Compute.name == bindparam("name"))
 
 
+def find(session: Session, ws: Workspace, name: str) -> Compute | None:
+    return session.scalar(_BY_NAME, {"ws": ws.id, "name": name})
+
+
 def get(session: Session, ws: Workspace, name: str) -> Compute:
     compute = session.scalar(_BY_NAME, {"ws": ws.id, "name": name})
     if compute is None:

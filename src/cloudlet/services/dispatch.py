@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain import job_spec
 from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.services import identity
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
@@ -126,6 +127,65 @@ def _resolve_io(job: Job, data: DataRoot) -> tuple[dict[str, str], dict[str, str
         path.mkdir(parents=True, exist_ok=True)
         outputs[name] = str(path)
     return inputs, outputs
+
+
+SCHEDULE_WINDOW = 256  # queued jobs looked at per scheduling round (priority order)
+
+
+def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
+    """Place the compute's queued jobs on its idle nodes now (priority, FIFO, backfill,
+    all-or-nothing). Called when a job arrives, when a node frees up, and by the reconciler, so a
+    job starts the moment a node can take it rather than at the next reconcile pass."""
+    idle = list(
+        session.scalars(
+            select(Node)
+            .where(Node.compute_id == compute.id, Node.state == NodeState.IDLE.value)
+            .order_by(Node.created_at)
+            .with_for_update()
+        )
+    )
+    if not idle:
+        return []
+    queued = list(
+        session.scalars(
+            select(Job)
+            .where(
+                Job.workspace_id == compute.workspace_id,
+                Job.compute_name == compute.name,
+                Job.status == job_service.QUEUED,
+            )
+            .order_by(Job.priority.desc(), Job.submitted_at)
+            .limit(SCHEDULE_WINDOW)
+        )
+    )
+    ready = []
+    for job in queued:
+        if job.cancel_requested:
+            job.status, job.ended_at = job_service.CANCELED, time.time()
+        else:
+            ready.append(job)
+    views = [QueuedJob(j.name, j.instance_count, j.priority, j.submitted_at) for j in ready]
+    by_name = {j.name: j for j in ready}
+    by_id = {n.id: n for n in idle}
+    wake: list[str] = []
+    for placement in schedule(views, [n.id for n in idle]):
+        wake += place(session, by_name[placement.job], [by_id[i] for i in placement.nodes], data, server_url)
+    return wake
+
+
+def schedule_freed(session: Session, node_ids: list[str], data: DataRoot, server_url: str) -> list[str]:
+    """After runs ended: the freed nodes' clusters take their next queued jobs at once."""
+    computes = set()
+    for node_id in set(node_ids):
+        node = session.get(Node, node_id)
+        if node is not None and node.compute_id is not None and node.state == NodeState.IDLE.value:
+            computes.add(node.compute_id)
+    wake: list[str] = []
+    for compute_id in computes:
+        compute = session.get(Compute, compute_id)
+        if compute is not None:
+            wake += schedule_compute(session, compute, data, server_url)
+    return wake
 
 
 RESEND_AFTER_S = 3.0

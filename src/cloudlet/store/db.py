@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,10 @@ def make_engine(url: str) -> Engine:
             max_overflow=8,
         )
         event.listen(engine, "connect", _sqlite_pragmas)
-        event.listen(engine, "begin", _sqlite_begin)
+        writers = _WriterGate()
+        event.listen(engine, "begin", writers.begin)
+        event.listen(engine, "commit", writers.end)
+        event.listen(engine, "rollback", writers.end)
         return engine
     return create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
 
@@ -50,12 +54,32 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _sqlite_begin(conn: Any) -> None:
-    # Writers take the write lock at BEGIN: a deferred transaction that reads and then writes can
-    # fail at once with "database is locked" when another writer got in between.
-    # Read-only sessions (see ``read_session_factory``) stay deferred so they never wait on writers.
-    deferred = conn.get_execution_options().get("cloudlet_read_only", False)
-    conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
+class _WriterGate:
+    """SQLite allows one writer. Writers take the write lock at BEGIN (a deferred transaction
+    that reads and then writes can fail at once with "database is locked" when another writer got
+    in between), and queue for it here first: SQLite's own busy handler sleeps in steps of
+    milliseconds, which would put whole milliseconds on every contended write. Read-only
+    sessions (see ``read_session_factory``) stay deferred and never wait on writers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def begin(self, conn: Any) -> None:
+        if conn.get_execution_options().get("cloudlet_read_only", False):
+            conn.exec_driver_sql("BEGIN")
+            return
+        if not self._lock.acquire(timeout=30):
+            raise TimeoutError("waited 30 s for the store's write lock")
+        conn.info["cloudlet_writer"] = True
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            self.end(conn)
+            raise
+
+    def end(self, conn: Any) -> None:
+        if conn.info.pop("cloudlet_writer", False):
+            self._lock.release()
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
