@@ -281,7 +281,12 @@ class RunManager:
             run.sent_text += len(text.encode())
         if not exited or run.sent_raw < written:
             return
-        body = {"exit_code": run.exit_code, "ended_at": run.ended_at, "reason": run.reason}
+        body = {
+            "exit_code": run.exit_code,
+            "started_at": run.started_at,
+            "ended_at": run.ended_at,
+            "reason": run.reason,
+        }
         try:
             self.client.call("POST", f"/agent/v1/runs/{run.run_id}/exit", body)
         except HTTPStatusError as exc:

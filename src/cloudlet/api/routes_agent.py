@@ -53,6 +53,7 @@ def _apply_runs(session: Any, node: Node, runs: list[dict[str, Any]], now: float
                 status.get("exit_code"),
                 status.get("reason", "exited"),
                 float(status.get("ended_at") or now),
+                status.get("started_at"),
             )
     return wake
 
@@ -159,6 +160,7 @@ def run_exit(
             body.get("exit_code"),
             body.get("reason", "exited"),
             float(body.get("ended_at") or time.time()),
+            body.get("started_at"),
         )
         wake += dispatch.schedule_freed(session, wake, state.data, state.endpoint)
     state.after_commit(wake)

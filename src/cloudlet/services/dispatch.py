@@ -219,17 +219,25 @@ def record_running(session: Session, run: JobRun, pid: int | None, started_at: f
             job.started_at = job.started_at or run.started_at
 
 
-def record_exit(session: Session, run: JobRun, exit_code: int | None, reason: str, now: float) -> list[str]:
+def record_exit(
+    session: Session,
+    run: JobRun,
+    exit_code: int | None,
+    reason: str,
+    now: float,
+    started_at: float | None = None,
+) -> list[str]:
     """The run ended; settle its node and, when the whole attempt has ended, the job."""
     if run.state == EXITED:
         return []
     if run.reason == "cancel_requested" and reason == "exited":
         reason = "canceled"
     run.state, run.exit_code, run.reason, run.ended_at = EXITED, exit_code, reason, now
-    run.started_at = run.started_at or now
+    run.started_at = run.started_at or started_at or now
     session.flush()
     job = session.get(Job, run.job_id)
     assert job is not None
+    job.started_at = job.started_at or run.started_at  # a run can end before it reported running
     attempt_runs = list(
         session.scalars(select(JobRun).where(JobRun.job_id == job.id, JobRun.attempt == run.attempt))
     )
