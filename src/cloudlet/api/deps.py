@@ -15,7 +15,7 @@ from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.notify import NodeNotifier
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import identity
+from cloudlet.services import dispatch, identity
 from cloudlet.services.context import Caller
 from cloudlet.services.storage import DataRoot
 
@@ -65,6 +65,7 @@ class Context:
 
     def commit(self, wake_nodes: list[str] | None = None) -> None:
         self.session.commit()
+        self.state.notifier.deliver(dispatch.deliveries(self.session))
         if self.state.reconciler is not None:
             self.state.reconciler.wake.set()
         self.state.after_commit(wake_nodes or [])

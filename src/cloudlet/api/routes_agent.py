@@ -84,6 +84,7 @@ def register(
             node_service.advance(node, NodeEvent.REGISTER, now)
         wake = _apply_runs(session, node, body.get("runs") or [], now)
         wake += dispatch.schedule_freed(session, [node.id, *wake], state.data, state.endpoint)
+    state.notifier.deliver(dispatch.deliveries(session))
     state.after_commit(wake)
     return json_response({"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S})
 
@@ -100,6 +101,9 @@ def _poll_once(state: AppState, node_id: str, token: str, body: dict[str, Any]) 
         reported = {str(r.get("run")) for r in body.get("runs") or []} | set(body.get("reported") or [])
         start, cancel = dispatch.runs_for_agent(session, node, reported, now)
         terminate = node.state in (NodeState.TERMINATING.value,)
+    placed = dispatch.deliveries(session)
+    state.notifier.deliver([(target, spec) for target, spec in placed if target != node_id])
+    start += [spec for target, spec in placed if target == node_id] + state.notifier.take(node_id)
     state.after_commit([w for w in wake if w != node_id])
     if start or cancel or terminate or wake:
         return {"start": start, "cancel": cancel, "terminate": terminate}
@@ -120,6 +124,9 @@ async def poll(
         # Statuses were applied once; later rounds only look for work (and remember what it has).
         body = {"usage": body.get("usage"), "reported": [str(r.get("run")) for r in body.get("runs") or []]}
         await state.notifier.wait(node_id, min(remaining, POLL_RECHECK_S))
+        mail = state.notifier.take(node_id)
+        if mail:  # placed and committed elsewhere in this process: answer without a store trip
+            return json_response({"start": mail, "cancel": [], "terminate": False})
 
 
 @router.post("/runs/{run_id}/logs")
@@ -163,6 +170,7 @@ def run_exit(
             body.get("started_at"),
         )
         wake += dispatch.schedule_freed(session, wake, state.data, state.endpoint)
+    state.notifier.deliver(dispatch.deliveries(session))
     state.after_commit(wake)
     return json_response({"ok": True})
 

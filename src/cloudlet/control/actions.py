@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import NodeRequest
@@ -23,6 +24,7 @@ class Actions:
     launches: list[Launch] = field(default_factory=list)
     terminations: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)  # id, provider, ref
     wake: list[str] = field(default_factory=list)
+    deliveries: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # node id, run spec
 
 
 def release(node: Node, actions: Actions, now: float | None = None) -> None:

@@ -127,6 +127,7 @@ class ClusterReconciler:
                 return actions
             actions.wake += self._schedule(session, compute)
             self._decide(session, compute, nodes, now, actions)
+        actions.deliveries = dispatch.deliveries(session)  # committed: hand them to the agents
         return actions
 
     def record_nodes(self, session: Session, nodes: list[Node], now: float) -> list[str]:
@@ -359,6 +360,7 @@ class ClusterReconciler:
 
     # -- act ------------------------------------------------------------------------------------
     def _carry_out(self, actions: Actions) -> None:
+        self.notifier.deliver(actions.deliveries)
         for node_id in actions.wake:
             self.notifier.notify(node_id)
         for launch in actions.launches:

@@ -91,6 +91,7 @@ def reconcile(owner: ClusterReconciler, now: float) -> Actions:
         for key, job_nodes in by_job.items():
             if key not in keys:  # the job ended: its nodes go
                 _release(job_nodes, actions, now)
+    actions.deliveries = dispatch.deliveries(session)
     return actions
 
 

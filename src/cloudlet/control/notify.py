@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 
 class NodeNotifier:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._events: dict[str, asyncio.Event] = {}
+        self._mail: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -54,3 +56,19 @@ class NodeNotifier:
     def forget(self, node_id: str) -> None:
         with self._lock:
             self._events.pop(node_id, None)
+            self._mail.pop(node_id, None)
+
+    # -- run specs handed straight to a waiting poll ------------------------------------------
+    def deliver(self, deliveries: list[tuple[str, dict[str, Any]]]) -> None:
+        """Committed run specs for nodes' agents: the poll answers with them without a store
+        round trip. A spec whose answer never reaches its agent is re-sent from the store (the
+        agent does not report having it), so this is a fast path, not the only path."""
+        with self._lock:
+            for node_id, spec in deliveries:
+                self._mail.setdefault(node_id, []).append(spec)
+        for node_id in {node_id for node_id, _ in deliveries}:
+            self.notify(node_id)
+
+    def take(self, node_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return self._mail.pop(node_id, [])

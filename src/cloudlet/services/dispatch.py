@@ -29,8 +29,18 @@ ASSIGNED, SENT, RUN_RUNNING, EXITED = "assigned", "sent", "running", "exited"
 REQUEUE_REASONS = ("preempted", "lost")
 
 
+DELIVERIES = "cloudlet_deliveries"
+
+
+def deliveries(session: Session) -> list[tuple[str, dict[str, Any]]]:
+    """Run specs placed in this session, to hand to agents once it has committed."""
+    found: list[tuple[str, dict[str, Any]]] = session.info.pop(DELIVERIES, [])
+    return found
+
+
 def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_url: str) -> list[str]:
-    """Start the job's next attempt on ``nodes`` (one per instance, in rank order)."""
+    """Start the job's next attempt on ``nodes`` (one per instance, in rank order). The run specs
+    are recorded as sent and queued in ``session.info`` for delivery after commit."""
     job.attempt += 1
     job.status, job.status_message = job_service.PREPARING, f"attempt {job.attempt} on {len(nodes)} node(s)"
     doc = job.spec
@@ -80,11 +90,12 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
                     attempt=job.attempt,
                     rank=process,
                     node_id=node.id,
-                    state=ASSIGNED,
+                    state=SENT,
                     spec=run_spec,
                     assigned_at=now,
                 )
             )
+            session.info.setdefault(DELIVERIES, []).append((node.id, run_spec))
             process += 1
         node_service.advance(node, NodeEvent.ASSIGN, now)
         node.current_run = job.name
