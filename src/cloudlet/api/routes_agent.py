@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
+from sqlalchemy import select
 
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.domain.errors import CloudletError
@@ -89,8 +90,41 @@ def register(
     return json_response({"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S})
 
 
+HEARTBEAT_WRITE_S = 2.0  # a quiet poll refreshes the stored heartbeat at most this often
+
+
+def _quiet(state: AppState, node_id: str, token: str, body: dict[str, Any], now: float) -> bool:
+    """True when this poll changes nothing: no new run states, no work for the node, a recent
+    stored heartbeat. Such polls (most of them) are answered from a read-only transaction, so
+    idle agents do not queue for the store's single writer."""
+    with state.read_sessions() as session:
+        node = _node(session, node_id, token)
+        if now - (node.last_heartbeat or 0) > HEARTBEAT_WRITE_S or node.state == NodeState.TERMINATING.value:
+            return False
+        runs = {
+            run.id: run
+            for run in session.scalars(
+                select(JobRun).where(JobRun.node_id == node_id, JobRun.state != dispatch.EXITED)
+            )
+        }
+        reported = {str(r.get("run")) for r in body.get("runs") or []} | set(body.get("reported") or [])
+        for status in body.get("runs") or []:
+            run = runs.get(str(status.get("run")))
+            if run is not None and (status.get("state") == "exited" or run.state != dispatch.RUN_RUNNING):
+                return False
+        return not any(
+            run.state == dispatch.ASSIGNED
+            or run.reason == "cancel_requested"
+            or (run.state == dispatch.SENT and run.id not in reported)
+            for run in runs.values()
+        )
+
+
 def _poll_once(state: AppState, node_id: str, token: str, body: dict[str, Any]) -> dict[str, Any] | None:
     now = time.time()
+    if _quiet(state, node_id, token, body, now):
+        mail = state.notifier.take(node_id)
+        return {"start": mail, "cancel": [], "terminate": False} if mail else None
     with state.sessions.begin() as session:
         node = _node(session, node_id, token)
         node.last_heartbeat = now
