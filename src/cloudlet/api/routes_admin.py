@@ -11,7 +11,7 @@ from sqlalchemy import select
 from cloudlet.api.deps import Context, context
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.roles import Access, parse_role
-from cloudlet.services import bootstrap, identity, quotas, workspaces
+from cloudlet.services import bootstrap, computes, identity, quotas, workspaces
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
@@ -281,8 +281,6 @@ def _lock_scope(ctx: Context, sub: str, rg: str, ws: str | None, compute: str | 
     workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.MANAGE if write else Access.READ)
     if compute is None:
         return ref.arm_id
-    from cloudlet.services import computes
-
     computes.get(ctx.session, workspace, compute)
     return ref.compute_id(compute)
 

@@ -15,7 +15,8 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.services import dispatch
 from cloudlet.services import nodes as node_service
-from cloudlet.store.schema import JobRun, Node
+from cloudlet.services.storage import append_at
+from cloudlet.store.schema import Job, JobRun, Node
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"])
 HEARTBEAT_S = 5
@@ -174,13 +175,9 @@ def upload_log(
             raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
         _node(session, run.node_id, _token(request))
         job_id, attempt, log_name = run.job_id, run.attempt, run.spec.get("log_name", "user_logs/std_log.txt")
-        from cloudlet.store.schema import Job
-
         job = session.get(Job, job_id)
         assert job is not None
         path = state.data.job_dir(job.workspace_id, job.name, attempt) / log_name
-    from cloudlet.services.storage import append_at
-
     size = append_at(path, int(body.get("offset", 0)), str(body.get("data", "")).encode())
     return json_response({"ok": True, "size": size})
 
@@ -215,8 +212,6 @@ def code_snapshot(
 ) -> Response:
     token = _token(request)
     with state.read_sessions() as session:
-        from sqlalchemy import select
-
         node = session.scalar(select(Node).where(Node.token_hash == node_service.hash_token(token)))
         if node is None or node.workspace_id != workspace_id:
             raise CloudletError("AuthenticationFailed", "unknown node token", status=401)

@@ -7,11 +7,12 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
 from cloudlet.services import computes, dispatch, workspaces
 from cloudlet.services import jobs as job_service
@@ -248,10 +249,5 @@ async def _read_body(request: Request) -> bytes:
 
 
 async def _run(fn: Any, *args: Any) -> Response:
-    from fastapi.concurrency import run_in_threadpool
-
     result: Response = await run_in_threadpool(fn, *args)
     return result
-
-
-__all__ = ["NodeState", "router"]

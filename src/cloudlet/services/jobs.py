@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -280,8 +281,6 @@ def _ws_path(ref: WorkspaceRef) -> str:
 
 
 def _iso_ts(value: float | None) -> str | None:
-    from datetime import UTC, datetime
-
     return iso(datetime.fromtimestamp(value, UTC)) if value is not None else None
 
 

@@ -8,7 +8,6 @@ remote providers will sync through the agent.
 from __future__ import annotations
 
 import io
-import os
 import re
 import tarfile
 from pathlib import Path
@@ -88,8 +87,3 @@ def folder_size(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def ensure_private(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o755)
