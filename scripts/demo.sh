@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job (README Quick start): set up, start a cloudlet server on the embedded SQLite store,
-# and walk through the control plane with the CLI: sizes, a cluster, an instance, quota, a lock.
+# and walk through it with the CLI: sizes, a cluster, an instance, quota, a job that scales the
+# cluster from zero and streams its log, its output, and a lock that blocks scaling.
 # CLOUDLET_HOME (default ./.demo-home) keeps the store; KEEP_SERVER=1 leaves the server running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,12 @@ cl compute update -n cpu-cluster --max-instances 4
 cl compute stop -n my-instance
 cl compute list
 cl compute list-usage -o table | head -8
+echo; echo "# A job on the cluster: it scales from 0, code and data are uploaded once, the log streams:"
+cl job create --file examples/jobs/train/job.yml --stream
+cl compute list-nodes -n cpu-cluster
+JOB=$(.venv/bin/cloudlet job list -o json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)[0]["name"])')
+cl job download -n "$JOB" --output-name model --download-path "$CLOUDLET_HOME/downloads"
+cat "$CLOUDLET_HOME/downloads/named-outputs/model/model.json" | head -c 300; echo
 echo; echo "# A min_instances beyond the DSv2 quota is refused, naming who holds the cores:"
 cl compute create --file examples/compute/cluster.yml -n too-big --set min_instances=30 --set max_instances=30 || true
 echo; echo "# A lock on the resource group freezes cluster scaling (C6); the cluster says why:"
