@@ -33,11 +33,12 @@ class AppState:
     clusters: ClusterReconciler | None = None
     endpoint: str = ""
 
-    def after_commit(self, wake_nodes: list[str]) -> None:
-        """Wake the agents whose work changed, and the cluster loop (a node may be free now)."""
+    def after_commit(self, wake_nodes: list[str], rescale: bool = False) -> None:
+        """Wake the agents whose work changed; wake the cluster loop only when demand changed in
+        a way that may need nodes made or released (placement itself happens inline)."""
         for node_id in set(wake_nodes):
             self.notifier.notify(node_id)
-        if self.clusters is not None:
+        if rescale and self.clusters is not None:
             self.clusters.wake.set()
 
 
@@ -63,12 +64,14 @@ class Context:
             self._caller = identity.authenticate(self.session, self._token, self.state.token_secret)
         return self._caller
 
-    def commit(self, wake_nodes: list[str] | None = None) -> None:
+    def commit(
+        self, wake_nodes: list[str] | None = None, rescale: bool = False, operations: bool = False
+    ) -> None:
         self.session.commit()
         self.state.notifier.deliver(dispatch.deliveries(self.session))
-        if self.state.reconciler is not None:
+        if operations and self.state.reconciler is not None:
             self.state.reconciler.wake.set()
-        self.state.after_commit(wake_nodes or [])
+        self.state.after_commit(wake_nodes or [], rescale)
 
 
 async def context(request: Request, state: AppState = Depends(app_state)) -> AsyncIterator[Context]:

@@ -59,7 +59,7 @@ def create_principal(body: Any = Body(default=None), ctx: Context = Depends(cont
     if not isinstance(name, str) or not name.strip():
         raise CloudletError("ValidationError", "'name' is required (the user's name)", "name")
     principal = identity.create_principal(ctx.session, name.strip(), bool(data.get("is_admin", False)))
-    ctx.commit()
+    ctx.commit(rescale=True)
     return {"name": principal.name, "is_admin": principal.is_admin}
 
 
@@ -70,7 +70,7 @@ def create_key(name: str, ctx: Context = Depends(context)) -> dict[str, Any]:
     if principal is None:
         raise not_found("User", name)
     issued = identity.issue_key(ctx.session, principal)
-    ctx.commit()
+    ctx.commit(rescale=True)
     return {"id": issued.id, "api_key": issued.api_key, "principal": issued.principal}
 
 
@@ -100,7 +100,7 @@ def assign_role(
         ctx.session.add(RoleAssignment(principal_id=user.id, workspace_id=workspace.id, role=role.value))
     else:
         row.role = role.value
-    ctx.commit()
+    ctx.commit(rescale=True)
     identity.forget_callers()
     return {"principal": principal, "workspace": ws, "role": role.value}
 
@@ -124,7 +124,7 @@ def put_workspace(
 ) -> dict[str, Any]:
     ref = WorkspaceRef(sub, rg, ws)
     workspace, created = workspaces.create_or_update(ctx.session, ref, _object(body), ctx.caller)
-    ctx.commit()
+    ctx.commit(rescale=True)
     response.status_code = 201 if created else 200
     return workspaces.render(workspace, ref)
 
@@ -164,7 +164,7 @@ def list_sizes(
 def add_size(body: Any = Body(default=None), ctx: Context = Depends(context)) -> dict[str, Any]:
     _require_admin(ctx)
     size = catalogue_service.add_custom(ctx.session, _object(body))
-    ctx.commit()
+    ctx.commit(rescale=True)
     return size.to_dict()
 
 
@@ -216,7 +216,7 @@ def put_location(
         row = Location(name=name, provider=provider, capacity={})
         ctx.session.add(row)
     row.provider, row.capacity = provider, {**bootstrap.DEFAULT_LOCAL_CAPACITY, **row.capacity, **capacity}
-    ctx.commit()
+    ctx.commit(rescale=True)
     return {"name": row.name, "provider": row.provider, "capacity": row.capacity}
 
 
@@ -262,7 +262,7 @@ def set_quota(
         limit,  # type: ignore[arg-type]
         catalogue_service.current(ctx.session),
     )
-    ctx.commit()
+    ctx.commit(rescale=True)
     return {"name": name, "limit": limit, "unit": "Cores"}
 
 
@@ -297,7 +297,7 @@ def _lock_routes(path: str) -> None:
     ) -> dict[str, Any]:
         scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
         row = lock_store.put(ctx.session, scope, lock, _object(body))
-        ctx.commit()
+        ctx.commit(rescale=True)
         return lock_store.render_row(row)
 
     def list_locks(
@@ -324,7 +324,7 @@ def _lock_routes(path: str) -> None:
     ) -> Response:
         scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
         lock_store.remove(ctx.session, scope, lock)
-        ctx.commit()
+        ctx.commit(rescale=True)
         return Response(status_code=204)
 
     router.add_api_route(

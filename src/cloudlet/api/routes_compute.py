@@ -65,7 +65,7 @@ def create_or_update_compute(
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     result = computes.create_or_update(ctx.session, ref, workspace, name, body, ctx.caller)
     rendered = _render(ctx, ref, result.compute)
-    ctx.commit()
+    ctx.commit(rescale=True, operations=True)
     return json_response(rendered, 201 if result.created else 200, _operation_headers(ctx, result.operation))
 
 
@@ -81,7 +81,7 @@ def update_compute(
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     result = computes.patch(ctx.session, ref, workspace, name, body, ctx.caller)
     rendered = _render(ctx, ref, result.compute)
-    ctx.commit()
+    ctx.commit(rescale=True, operations=True)
     return json_response(rendered, 200, _operation_headers(ctx, result.operation))
 
 
@@ -90,7 +90,7 @@ def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     op = computes.delete(ctx.session, ref, workspace, name, ctx.caller)
     rendered = operations.render(op, ref)
-    ctx.commit()
+    ctx.commit(rescale=True, operations=True)
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
 
@@ -103,7 +103,7 @@ def compute_action(
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     op = computes.act(ctx.session, ref, workspace, name, action, ctx.caller)
     rendered = operations.render(op, ref)
-    ctx.commit()
+    ctx.commit(rescale=True, operations=True)
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
 

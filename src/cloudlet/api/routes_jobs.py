@@ -136,7 +136,7 @@ def create_job(
     if target is not None:  # a cluster with an idle node starts the job now, not at the next pass
         wake = dispatch.schedule_compute(ctx.session, target, ctx.state.data, ctx.state.endpoint)
     rendered = job_service.render(job, ref, [], _base_url(ctx))
-    ctx.commit(wake)
+    ctx.commit(wake, rescale=job.status == job_service.QUEUED)
     return json_response(rendered, 201)
 
 
@@ -167,7 +167,7 @@ def cancel_job(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(con
     job = job_service.get(ctx.session, workspace, name)
     wake = dispatch.cancel_job(ctx.session, job)
     rendered = job_service.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
-    ctx.commit(wake)
+    ctx.commit(wake, rescale=True)
     return json_response(rendered, 202)
 
 
@@ -237,7 +237,7 @@ def evict_node(
     node.error = {"code": "Preempted", "message": "evicted by an operator"}
     node_service.advance(node, NodeEvent.PREEMPT, now)
     wake = dispatch.fail_runs_on_node(ctx.session, node, "preempted", now)
-    ctx.commit([*wake, node.id])
+    ctx.commit([*wake, node.id], rescale=True)
     return json_response(node_service.render(node))
 
 

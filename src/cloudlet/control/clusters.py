@@ -105,7 +105,7 @@ class ClusterReconciler:
         with self.sessions() as session:
             ids = list(session.scalars(select(Compute.id).where(Compute.type == "amlcompute")))
         for compute_id in ids:
-            token = self._lease(f"compute:{compute_id}", now)
+            token = self.lease(f"compute:{compute_id}", now)
             if token is not None:
                 self._carry_out(self._reconcile(compute_id, token, now))
         self._carry_out(ephemeral.reconcile(self, now))
@@ -155,7 +155,7 @@ class ClusterReconciler:
                 node_service.advance(node, NodeEvent.SETUP_FAIL, now)
         return wake
 
-    def _lease(self, name: str, now: float) -> int | None:
+    def lease(self, name: str, now: float) -> int | None:
         """A lease held with more than half its time left is used as is (no store round trip);
         every pass still re-asserts it inside its transaction, so fencing holds."""
         held = self._held.get(name)
@@ -167,6 +167,9 @@ class ClusterReconciler:
         else:
             self._held[name] = (token, now + self.lease_ttl_s)
         return token
+
+    def forget_lease(self, name: str) -> None:
+        self._held.pop(name, None)
 
     def _vanished(self, node: Node) -> bool:
         """Known to the store, made by the provider before its last listing, absent from that listing."""
@@ -227,6 +230,7 @@ class ClusterReconciler:
                     Job.workspace_id == compute.workspace_id,
                     Job.compute_name == compute.name,
                     Job.status == job_service.QUEUED,
+                    Job.attempt == 0,  # a requeued job keeps saying why it was requeued
                     or_(Job.status_message.is_(None), Job.status_message != message),
                 )
                 .values(status_message=message)

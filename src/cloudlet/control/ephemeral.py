@@ -62,11 +62,12 @@ def job_key(job: Job) -> str:
 
 def reconcile(owner: ClusterReconciler, now: float) -> Actions:
     actions = Actions()
-    token = leases.acquire(owner.sessions, LEASE, owner.replica_id, owner.lease_ttl_s)
+    token = owner.lease(LEASE, now)
     if token is None:
         return actions
     with owner.sessions.begin() as session:
         if not leases.still_held(session, LEASE, owner.replica_id, token):
+            owner.forget_lease(LEASE)
             return actions
         jobs = list(
             session.scalars(
