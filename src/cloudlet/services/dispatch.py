@@ -48,8 +48,11 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
     command = job_spec.render_command(doc["command"], inputs, outputs)
     port = random.randint(20000, 29999)
     world = [node.resources.get("address", "127.0.0.1") for node in nodes]
-    spec = job_spec.parse_job(doc, job.name)
-    per_node = [job_spec.distribution_env(spec, world, rank, port) for rank in range(len(nodes))]
+    if doc.get("distribution"):  # re-validating the stored spec costs ms: only when it matters
+        spec = job_spec.parse_job(doc, job.name)
+        per_node = [job_spec.distribution_env(spec, world, rank, port) for rank in range(len(nodes))]
+    else:
+        per_node = [[{}] for _ in nodes]
     total = sum(len(envs) for envs in per_node)
     checkpoints = data.checkpoints(job.workspace_id, job.name)
     checkpoints.mkdir(parents=True, exist_ok=True)
@@ -62,7 +65,7 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
         **{f"AZUREML_OUTPUT_{k}": v for k, v in outputs.items()},
         **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
     }
-    environment = dataclasses.asdict(job_spec.resolve_environment(spec.environment))
+    environment = dataclasses.asdict(job_spec.resolve_environment(doc.get("environment")))
     base_env.update(_identity_env(session, job, server_url))
     code = doc.get("code")
     code_url = f"{server_url}/agent/v1/codes/{job.workspace_id}/{code.split('/', 1)[1]}" if code else None
