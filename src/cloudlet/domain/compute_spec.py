@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cloudlet.domain.errors import CloudletError, validation_error
+from cloudlet.domain.errors import CloudletError, document_for, validation_error
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,31}$")
 INSTANCE_IDLE_MIN_MINUTES = 15
@@ -255,15 +255,7 @@ def seconds_to_iso(seconds: int) -> str:
 
 def parse_compute(doc: Any, name: str | None = None) -> ComputeSpec:
     """Validate a compute document; ``name`` (from the URL) wins over a missing name in the body."""
-    if not isinstance(doc, dict):
-        raise validation_error("$", "the compute definition must be a mapping (YAML object)")
-    doc = dict(doc)
-    if name is not None:
-        if doc.get("name") not in (None, name):
-            raise validation_error(
-                "name", f"the body names '{doc['name']}' but the request is for '{name}'; make them match"
-            )
-        doc["name"] = name
+    doc = document_for(doc, name, "compute")
     kind = doc.get("type")
     if not isinstance(kind, str) or kind.lower() not in _SPEC_BY_TYPE:
         raise validation_error(

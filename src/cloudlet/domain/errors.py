@@ -52,3 +52,18 @@ def conflict(code: str, message: str, target: str | None = None) -> CloudletErro
 
 def forbidden(message: str, target: str | None = None) -> CloudletError:
     return CloudletError(code="AuthorizationFailed", message=message, target=target, status=403)
+
+
+def document_for(doc: Any, name: str | None, what: str) -> dict[str, Any]:
+    """A copy of a request document as a mapping, named by the URL when the body names nothing;
+    a body that names something else is refused rather than silently renamed."""
+    if not isinstance(doc, dict):
+        raise validation_error("$", f"the {what} definition must be a mapping (YAML object)")
+    doc = dict(doc)
+    if name is not None:
+        if doc.get("name") not in (None, name):
+            raise validation_error(
+                "name", f"the body names '{doc['name']}' but the request is for '{name}'; make them match"
+            )
+        doc["name"] = name
+    return doc

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cloudlet.domain.errors import CloudletError, validation_error
+from cloudlet.domain.errors import CloudletError, document_for, validation_error
 
 JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$")
 IO_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -632,15 +632,7 @@ def resolve_environment(env: str | InlineEnvironment | dict[str, Any] | None) ->
 
 def parse_job(doc: Any, name: str | None = None) -> CommandJobSpec:
     """Validate a command job document; ``name`` (from the URL) wins over a missing name in the body."""
-    if not isinstance(doc, dict):
-        raise validation_error("$", "the job definition must be a mapping (YAML object)")
-    doc = dict(doc)
-    if name is not None:
-        if doc.get("name") not in (None, name):
-            raise validation_error(
-                "name", f"the body names '{doc['name']}' but the request is for '{name}'; make them match"
-            )
-        doc["name"] = name
+    doc = document_for(doc, name, "job")
     kind = doc.get("type", "command")
     if not isinstance(kind, str) or kind.lower() != "command":
         raise validation_error(
