@@ -135,9 +135,8 @@ def create_job(
     target = computes.find(ctx.session, workspace, job.compute_name or "")
     if target is not None:  # a cluster with an idle node starts the job now, not at the next pass
         wake = dispatch.schedule_compute(ctx.session, target, ctx.state.data, ctx.state.endpoint)
-    rendered = job_service.render(job, ref, [], _base_url(ctx))
-    ctx.commit(wake, rescale=job.status == job_service.QUEUED)
-    return json_response(rendered, 201)
+    ctx.commit(wake, rescale=job.status == job_service.QUEUED)  # the agent starts while we render
+    return json_response(job_service.render(job, ref, [], _base_url(ctx)), 201)
 
 
 @router.get(WS + "/jobs/{name}")
