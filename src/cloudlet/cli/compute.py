@@ -111,8 +111,8 @@ def apply_set(doc: dict[str, Any], tokens: list[str | int], value: Any) -> None:
                 node = _descend(node, token, nxt)
 
 
-def load_yaml_file(path: str) -> dict[str, Any]:
-    """Load a compute YAML file (``-`` reads stdin); it must hold a mapping."""
+def load_yaml_file(path: str, what: str = "compute") -> dict[str, Any]:
+    """Load a compute (or job) YAML file (``-`` reads stdin); it must hold a mapping."""
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -124,7 +124,7 @@ def load_yaml_file(path: str) -> dict[str, Any]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigurationError(f"{path} must hold a YAML mapping of compute fields")
+        raise ConfigurationError(f"{path} must hold a YAML mapping of {what} fields")
     return dict(_plain(data))
 
 

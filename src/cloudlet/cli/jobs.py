@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.markup import escape
 
-from cloudlet.cli.compute import _plain, build_body, state
+from cloudlet.cli.compute import build_body, load_yaml_file, state
 from cloudlet.cli.output import COLUMNS, err_console
 from cloudlet.client._config import ConfigurationError
 from cloudlet.client.artifacts import Upload
@@ -48,20 +46,8 @@ def operations(ctx: typer.Context) -> JobOperations:
 
 def load_job_file(path: str) -> tuple[dict[str, Any], Path]:
     """Load a job YAML file (``-`` reads stdin) → (mapping, folder relative paths resolve against)."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigurationError(f"{path} is not valid YAML: {exc}") from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigurationError(f"{path} must hold a YAML mapping of job fields")
     base = Path.cwd() if path == "-" else Path(path).resolve().parent
-    return dict(_plain(data)), base
+    return load_yaml_file(path, "job"), base
 
 
 def _describe_upload(upload: Upload) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cloudlet.domain.errors import CloudletError, document_for, validation_error
+from cloudlet.domain.errors import CloudletError, document_for, problems_error, validation_error
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,31}$")
 INSTANCE_IDLE_MIN_MINUTES = 15
@@ -284,15 +284,7 @@ def _translate(exc: ValidationError, model: type[_ComputeBase], kind: str) -> Cl
             continue
         message = _describe(err, path, model, kind)
         problems.append({"target": path, "message": message})
-    first = problems[0]
-    message = (
-        first["message"]
-        if len(problems) == 1
-        else "; ".join(f"{p['target']}: {p['message']}" for p in problems)
-    )
-    error = validation_error(first["target"], message)
-    error.details = [{"code": "ValidationError", **p} for p in problems]
-    return error
+    return problems_error(problems)
 
 
 def _path(loc: tuple[Any, ...]) -> str:

@@ -67,3 +67,17 @@ def document_for(doc: Any, name: str | None, what: str) -> dict[str, Any]:
             )
         doc["name"] = name
     return doc
+
+
+def problems_error(problems: list[dict[str, Any]]) -> CloudletError:
+    """Several ``{"target", "message"}`` problems of one document → one error naming the first
+    target, every problem in the message and in ``details``."""
+    first = problems[0]
+    message = (
+        first["message"]
+        if len(problems) == 1
+        else "; ".join(f"{p['target']}: {p['message']}" for p in problems)
+    )
+    error = validation_error(first["target"], message)
+    error.details = [{"code": "ValidationError", **p} for p in problems]
+    return error

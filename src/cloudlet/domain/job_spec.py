@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cloudlet.domain.errors import CloudletError, document_for, validation_error
+from cloudlet.domain.errors import CloudletError, document_for, problems_error, validation_error
 
 JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$")
 IO_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -728,15 +728,7 @@ def _translate(exc: ValidationError, model: type[BaseModel], prefix: str, what: 
             continue
         full = _join(prefix, path)
         problems.append({"target": full, "message": _describe(err, full, path, model, what)})
-    first = problems[0]
-    message = (
-        first["message"]
-        if len(problems) == 1
-        else "; ".join(f"{p['target']}: {p['message']}" for p in problems)
-    )
-    error = validation_error(first["target"], message)
-    error.details = [{"code": "ValidationError", **p} for p in problems]
-    return error
+    return problems_error(problems)
 
 
 def _join(prefix: str, path: str) -> str:
