@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cloudlet.domain.errors import CloudletError, document_for, problems_error, validation_error
+from cloudlet.domain.instance_schedule import parse_schedules
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,31}$")
 INSTANCE_IDLE_MIN_MINUTES = 15
@@ -195,6 +196,18 @@ class ComputeInstanceSpec(_ComputeBase):
                 "ssh_settings.ssh_key_value",
                 "ssh_public_access_enabled needs ssh_settings.ssh_key_value (an OpenSSH public key)",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _schedules(self) -> ComputeInstanceSpec:
+        # The trigger models check shapes; time zones, start/end times and recurrence patterns are
+        # checked by the module that evaluates them, so both agree on what is valid.
+        if self.schedules is None:
+            return self
+        try:
+            parse_schedules(self.schedules.model_dump(mode="json")["compute_start_stop"])
+        except CloudletError as exc:
+            raise _FieldProblem(exc.target or "schedules", exc.message) from None
         return self
 
 
