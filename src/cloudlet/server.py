@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.api.app import create_app
 from cloudlet.api.deps import AppState
 from cloudlet.control.clusters import ClusterReconciler
+from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.providers.base import NodeProvider
 from cloudlet.providers.local import LocalProvider
@@ -77,10 +78,12 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> App
         token_secret=secret,
         installation_id=installation_id,
         home=home,
-        reconciler=OperationReconciler(sessions, replica.id, lease_ttl_s=lease_ttl),
+        reconciler=None,
         data=data,
     )
     providers: dict[str, NodeProvider] = {"local": LocalProvider(home / "nodes")}
+    instances = InstanceDriver(sessions, providers, installation_id, data, lambda: state.endpoint, secret)
+    state.reconciler = OperationReconciler(sessions, replica.id, lease_ttl_s=lease_ttl, instances=instances)
     state.clusters = ClusterReconciler(
         sessions,
         replica.id,

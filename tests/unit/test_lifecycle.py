@@ -30,6 +30,10 @@ ALLOWED = [
     (S.RESTARTING, E.RESTARTED, S.RUNNING),
     (S.RUNNING, E.DISK_FULL, S.UNUSABLE),
     (S.UNUSABLE, E.STOP, S.STOPPING),
+    (S.STARTING, E.START_FAILED, S.FAILED),
+    (S.RESTARTING, E.START_FAILED, S.FAILED),
+    (S.FAILED, E.START, S.STARTING),
+    (S.FAILED, E.RESTART, S.RESTARTING),
     *[(state, E.DELETE, S.DELETING) for state in S if state is not S.DELETING],
 ]
 ALLOWED_PAIRS = {(state, event) for state, event, _ in ALLOWED}
@@ -112,8 +116,8 @@ def test_advance_instance_over_strings(current: str | None, event: InstanceEvent
 
 
 def test_advance_instance_missing_state_counts_as_failed() -> None:
-    with pytest.raises(CloudletError, match="compute instance 'ci1' is Failed; cannot start it now"):
-        advance_instance(None, E.START, "ci1")
+    with pytest.raises(CloudletError, match="compute instance 'ci1' is Failed; cannot stop it now"):
+        advance_instance(None, E.STOP, "ci1")
 
 
 def test_advance_instance_refusal_is_409() -> None:

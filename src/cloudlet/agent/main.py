@@ -10,6 +10,7 @@ import time
 from types import FrameType
 from typing import Any
 
+from cloudlet.agent.apps import AppSupervisor
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import AGENT_VERSION, AgentConfig, ConfigError, log
 from cloudlet.agent.runner import KILL_AFTER_S, RunManager
@@ -24,6 +25,7 @@ class Agent:
         self.runs = RunManager(self.client, config.work_dir, on_change=self.wake.set)
         self.usage = UsageSampler(config.node_dir, config.vcpus)
         self.stop = threading.Event()
+        self.apps = AppSupervisor.from_env(self.client, config.node_id, config.node_dir, self.stop)
         self.stop_reason = ""
         self.heartbeat_s = 5.0
         self.poll_timeout_s = 20.0
@@ -123,6 +125,8 @@ class Agent:
         signal.signal(signal.SIGINT, on_signal)
         log(f"node {self.config.node_id} starting (pid {os.getpid()}, server {self.config.server})")
         threading.Thread(target=self.loop, name="poll", daemon=True).start()
+        if self.apps is not None:  # a compute instance's node: JupyterLab and friends
+            self.apps.start()
         while not self.stop.wait(0.5):
             if self.runs.revoked.is_set():
                 self.halt("revoked")
@@ -131,6 +135,8 @@ class Agent:
     def shutdown(self) -> int:
         deadline = time.monotonic() + self.config.shutdown_s
         log(f"shutting down ({self.stop_reason})")
+        if self.apps is not None:
+            self.apps.close()
         self.runs.stop_all("canceled", wait_s=min(KILL_AFTER_S + 0.5, self.config.shutdown_s))
         if self.stop_reason != "revoked" and not self.runs.flush(deadline):
             log(f"{self.runs.pending()} run exits not acknowledged before exit")

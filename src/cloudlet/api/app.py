@@ -14,7 +14,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cloudlet import __version__
-from cloudlet.api import routes_admin, routes_agent, routes_compute, routes_jobs
+from cloudlet.api import (
+    routes_admin,
+    routes_agent,
+    routes_agent_apps,
+    routes_compute,
+    routes_instances,
+    routes_jobs,
+)
 from cloudlet.api.deps import AppState
 from cloudlet.domain.errors import CloudletError
 
@@ -32,6 +39,7 @@ def create_app(state: AppState) -> FastAPI:
         for loop in (state.reconciler, state.clusters):
             if loop is not None:
                 loop.stop()
+        await routes_instances.forwarder.close()
 
     app = FastAPI(
         title="cloudlet",
@@ -46,6 +54,8 @@ def create_app(state: AppState) -> FastAPI:
     app.include_router(routes_compute.router)
     app.include_router(routes_admin.router)
     app.include_router(routes_agent.router)
+    app.include_router(routes_agent_apps.router)
+    app.include_router(routes_instances.router)  # /instances/{name}/{app}/… and /signin
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

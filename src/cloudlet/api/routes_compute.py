@@ -27,7 +27,8 @@ def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tupl
 
 def _render(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]:
     locks = lock_store.effective(ctx.session, ref, compute.name) if compute.type == "amlcompute" else []
-    return compute_view.render(compute, ref, locks, catalogue_service.current(ctx.session))
+    catalogue = catalogue_service.current(ctx.session)
+    return compute_view.render(compute, ref, locks, catalogue, ctx.state.endpoint)
 
 
 def _operation_headers(ctx: Context, op: Operation) -> dict[str, str]:
@@ -41,7 +42,9 @@ def list_computes(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -
     scaling_locks = lock_store.effective(ctx.session, ref)
     rows = computes.list_all(ctx.session, workspace)
     catalogue = catalogue_service.current(ctx.session)
-    return json_response({"value": [compute_view.render(c, ref, scaling_locks, catalogue) for c in rows]})
+    endpoint = ctx.state.endpoint
+    rendered = [compute_view.render(c, ref, scaling_locks, catalogue, endpoint) for c in rows]
+    return json_response({"value": rendered})
 
 
 # The hot, polled reads run inline on the event loop: each is about a millisecond of local queries,

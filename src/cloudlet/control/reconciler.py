@@ -19,6 +19,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control.instances import InstanceDriver, Pending
 from cloudlet.control.steps import apply_step
 from cloudlet.services import operations
 from cloudlet.services.clock import utcnow
@@ -39,6 +40,7 @@ class OperationReconciler:
         lease_ttl_s: float = 10.0,
         poll_s: float = 0.5,
         step_delay_s: float | None = None,
+        instances: InstanceDriver | None = None,
     ) -> None:
         self.sessions = sessions
         self.replica_id = replica_id
@@ -47,6 +49,7 @@ class OperationReconciler:
         # Fault injection for crash tests: hold each step open this long before doing it.
         env_delay = os.environ.get("CLOUDLET_FAULT_STEP_DELAY_S")
         self.step_delay_s = step_delay_s if step_delay_s is not None else float(env_delay or 0)
+        self.instances = instances
         self.wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -81,8 +84,7 @@ class OperationReconciler:
             if mine is None:
                 continue
             try:
-                self._drive(op_id, mine)
-                done += 1
+                done += self._drive(op_id, mine)
             except LeaseLost:
                 log.info("lease on operation %s lost to another replica", op_id)
         return done
@@ -123,23 +125,41 @@ class OperationReconciler:
             )
             return token if result.rowcount == 1 else None  # type: ignore[attr-defined]
 
-    def _drive(self, op_id: str, token: int) -> None:
+    def _drive(self, op_id: str, token: int) -> bool:
+        """Run the operation's steps until it ends or waits; True if anything moved."""
+        moved = False
         while True:
             if self.step_delay_s:
                 time.sleep(self.step_delay_s)
-            if self._step(op_id, token):
-                return
+            outcome = self._step(op_id, token)
+            after = self.instances.take_after_commit() if self.instances is not None else []
+            for work in after:  # provider calls, now that the step's records are committed
+                try:
+                    work()
+                except Exception:  # the next pass sees the world as it is and retries
+                    log.exception("operation %s: provider call failed", op_id)
+            if outcome == "pending" and not after:
+                return moved  # waiting for an agent or its apps: come back on the next pass
+            moved = True
+            if outcome == "ended":
+                return moved
 
-    def _step(self, op_id: str, token: int) -> bool:
-        """Run the operation's current step; True when the operation has ended."""
+    def _step(self, op_id: str, token: int) -> str:
+        """Run the operation's current step: "ended", "advanced" or "pending" (it waits)."""
+        if self.instances is not None:
+            self.instances.discard()
         with self.sessions.begin() as session:
             op = session.get(Operation, op_id)
             if op is None or op.status != operations.IN_PROGRESS:
-                return True
+                return "ended"
             plan = operations.PLANS[op.kind]
             step = op.step
             following = plan[plan.index(step) + 1] if plan.index(step) + 1 < len(plan) else None
             self._assert_lease(session, op_id, token, following or step)
+            error = apply_step(session, op, step, self.instances)
+            if isinstance(error, Pending):
+                op.step = step  # not journalled: the step runs again on the next pass
+                return "pending"
             try:
                 with session.begin_nested():
                     session.add(
@@ -154,14 +174,14 @@ class OperationReconciler:
             except IntegrityError:
                 # Journalled already (a crash after commit cannot happen, so this is a lost race).
                 raise LeaseLost(op_id) from None
-            error = apply_step(session, op, step)
             if error is not None:
+                op.step = step  # the step that failed, not the one that would have followed
                 op.status, op.error, op.ended_on, op.lease_owner = operations.FAILED, error, utcnow(), None
-                return True
+                return "ended"
             if following is None:
                 op.status, op.ended_on, op.lease_owner = operations.SUCCEEDED, utcnow(), None
-                return True
-            return False
+                return "ended"
+            return "advanced"
 
     def _assert_lease(self, session: Session, op_id: str, token: int, next_step: str) -> None:
         result = session.execute(

@@ -1,20 +1,20 @@
 """What each operation step does to the world, then to the record.
 
 Steps here need no node: a cluster's resource is provisioned and its allocation is derived from
-``min_instances``; an instance's power state follows its state machine. Node-making steps
-(provider calls, tagged with the operation id so a retried step finds what it made) arrive with
-the node agent and providers.
+``min_instances`` (its nodes are the cluster reconciler's). A compute instance's steps make,
+wait for and release its node through ``control/instances.py`` (provider calls tagged with the
+operation id, so a retried step finds what it made).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudlet.control.instances import InstanceDriver, Pending, StepOutcome
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.services import dispatch, workspaces
@@ -92,11 +92,21 @@ STEPS: dict[str, StepFn] = {
 }
 
 
-def apply_step(session: Session, op: Operation, step: str) -> dict[str, Any] | None:
-    """Apply one step; return an error body if the operation must fail."""
+def apply_step(
+    session: Session, op: Operation, step: str, instances: InstanceDriver | None = None
+) -> StepOutcome:
+    """Apply one step; return an error body if the operation must fail, ``Pending`` if the step
+    waits for the world (an instance's node and apps). With a driver, compute instances get real
+    nodes; without one (unit tests) their steps only move the state machine."""
     compute = session.get(Compute, op.compute_id) if op.compute_id is not None else None
     if compute is None:
         return {"code": "ComputeGone", "message": f"compute '{op.compute_name}' no longer exists"}
+    if instances is not None and compute.type == "computeinstance" and step in instances.STEPS:
+        outcome = instances.step(session, op, step, compute)
+        if outcome is not None or step != "remove":
+            if not isinstance(outcome, Pending):
+                compute.last_modified_on = utcnow()
+            return outcome
     compute.last_modified_on = utcnow()
     STEPS[step](session, op, compute)
     return None

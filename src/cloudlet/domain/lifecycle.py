@@ -49,6 +49,7 @@ class InstanceEvent(StrEnum):
     RESTARTED = "restarted"
     DELETE = "delete"
     DISK_FULL = "disk_full"
+    START_FAILED = "start_failed"  # the node or its apps did not come up (start or restart)
 
 
 _S, _E = InstanceState, InstanceEvent
@@ -65,6 +66,12 @@ INSTANCE_TRANSITIONS: dict[tuple[InstanceState, InstanceEvent], InstanceState] =
     (_S.RUNNING, _E.DISK_FULL): _S.UNUSABLE,
     # An unusable instance can still be stopped (I13: free space, then reboot).
     (_S.UNUSABLE, _E.STOP): _S.STOPPING,
+    # A start or restart whose node or apps did not come up leaves the instance Failed (its node is
+    # released); starting or restarting it again retries.
+    (_S.STARTING, _E.START_FAILED): _S.FAILED,
+    (_S.RESTARTING, _E.START_FAILED): _S.FAILED,
+    (_S.FAILED, _E.START): _S.STARTING,
+    (_S.FAILED, _E.RESTART): _S.RESTARTING,
 }
 # Delete is allowed from every settled or failed state; only a delete already under way refuses it.
 for _state in InstanceState:
@@ -72,7 +79,7 @@ for _state in InstanceState:
         INSTANCE_TRANSITIONS[(_state, InstanceEvent.DELETE)] = InstanceState.DELETING
 
 _USER_HINTS = {
-    InstanceEvent.START: "start it only when it is Stopped",
+    InstanceEvent.START: "start it only when it is Stopped or Failed",
     InstanceEvent.STOP: "stop it only when it is Running",
     InstanceEvent.RESTART: "restart it only when it is Running or Unusable",
 }

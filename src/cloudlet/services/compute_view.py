@@ -7,14 +7,20 @@ from typing import Any
 from cloudlet.domain.lifecycle import allocation_state, cluster_target_nodes
 from cloudlet.domain.locks import Lock, scaling_block
 from cloudlet.domain.sizes import Catalogue
+from cloudlet.services import instances
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Compute
 
 
 def render(
-    compute: Compute, ref: WorkspaceRef, locks: list[Lock], catalogue: Catalogue | None = None
+    compute: Compute,
+    ref: WorkspaceRef,
+    locks: list[Lock],
+    catalogue: Catalogue | None = None,
+    endpoint: str = "",
 ) -> dict[str, Any]:
+    """``endpoint`` (the server's public URL) makes an instance's ``services`` absolute URLs."""
     body: dict[str, Any] = {
         **compute.spec,
         "name": compute.name,
@@ -35,6 +41,7 @@ def render(
     elif compute.type == "computeinstance":
         body["state"] = compute.state
         body["owner"] = compute.owner
+        body["services"] = instances.services(compute, endpoint)
     return body
 
 

@@ -21,8 +21,8 @@ from cloudlet.domain.quota import CoreRequest, Tier
 from cloudlet.domain.roles import Access, Role
 from cloudlet.domain.sizes import Catalogue
 from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import instances, operations, quotas
 from cloudlet.services import locks as lock_store
-from cloudlet.services import operations, quotas
 from cloudlet.services.clock import utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Compute, Location, Operation, Principal, Workspace
@@ -155,6 +155,8 @@ def _create(
         lock_store.effective(session, ref, spec.name), ref.compute_id(spec.name), lock_rules.WriteKind.CREATE
     )
     owner = _owner(session, spec, caller, ws)
+    if spec.type == "computeinstance":
+        instances.ensure_name_free(session, spec.name, ws.id)
     compute = Compute(
         workspace_id=ws.id,
         name=spec.name,

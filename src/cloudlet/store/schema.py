@@ -184,6 +184,8 @@ class Node(Base):
     compute_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     compute_name: Mapped[str] = mapped_column(String(64))
     serverless_job: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # The operation that made it (compute instances): a retried step finds the node it made.
+    operation_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     installation_id: Mapped[str] = mapped_column(String(36))
     location: Mapped[str] = mapped_column(String(64))
     provider: Mapped[str] = mapped_column(String(32))
@@ -198,6 +200,8 @@ class Node(Base):
     token_hash: Mapped[str] = mapped_column(String(64))
     resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
     usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # Apps the agent runs (compute instances): {"jupyterlab": {"state", "port", "base_url", …}}.
+    apps: Mapped[dict[str, Any]] = mapped_column(default=dict)
     current_run: Mapped[str | None] = mapped_column(String(40), nullable=True)
     idle_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_heartbeat: Mapped[float | None] = mapped_column(Float, nullable=True)

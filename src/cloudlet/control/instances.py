@@ -1,0 +1,298 @@
+"""Compute instances get real machines: one node of the instance's size while it runs.
+
+The operation reconciler hands an instance's steps here. A step looks at the world and moves it
+one notch, inside the step's transaction: record a node (state ``requested``, tagged with the
+operation), release one (``terminating``), or wait. Provider calls run after that transaction
+commits (``take_after_commit``), so a crash in between leaves a record the retried step or the
+cluster reconciler's sweep finishes. A step that is not finished returns ``Pending``: the
+reconciler commits what it recorded, does not journal the step, and comes back on its next pass.
+
+Because the world is read afresh every time, a retried step finds what an earlier try made: the
+node tagged with its operation id (``nodes.operation_id``, and ``CLOUDLET_OPERATION_ID`` in the
+node's processes). Instance nodes are known to the store and ``HOLDING`` while they live, so the
+cluster reconciler's orphan sweep leaves them alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudlet.control.actions import Actions, release
+from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
+from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
+from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest, SupportsNodeLogs
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import instances as instance_service
+from cloudlet.services import nodes as node_service
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import Compute, Location, Node, Operation
+
+log = logging.getLogger("cloudlet.instances")
+
+LOG_TAIL_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The step is not finished; ``reason`` says what it waits for."""
+
+    reason: str
+
+
+StepOutcome = dict[str, Any] | Pending | None  # None: done; a dict: the operation's error
+
+
+def _seconds(name: str, default: float) -> float:
+    return float(os.environ.get(name) or default)
+
+
+class InstanceDriver:
+    """Carries out the node-making steps of compute-instance operations."""
+
+    STEPS = frozenset({"provision", "power_on", "power_off", "reboot", "release", "remove"})
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        providers: dict[str, NodeProvider],
+        installation_id: str,
+        data: DataRoot,
+        server_url: Callable[[], str],
+        token_secret: str,
+    ) -> None:
+        self.sessions = sessions
+        self.providers = providers
+        self.installation_id = installation_id
+        self.data = data
+        self.server_url = server_url
+        self.token_secret = token_secret
+        # The agent must register within this long; then its apps must be ready within that long.
+        self.start_timeout_s = _seconds("CLOUDLET_INSTANCE_START_TIMEOUT_S", 60)
+        self.apps_timeout_s = _seconds("CLOUDLET_INSTANCE_APPS_TIMEOUT_S", 180)
+        self._after: list[Callable[[], None]] = []
+        self._launched: set[str] = set()
+
+    # -- the reconciler's interface -----------------------------------------------------------
+    def take_after_commit(self) -> list[Callable[[], None]]:
+        """Provider calls the last step asked for, to run now that its transaction committed."""
+        work, self._after = self._after, []
+        return work
+
+    def discard(self) -> None:
+        """The last step's transaction did not commit: forget its provider calls."""
+        self._after = []
+
+    def step(self, session: Session, op: Operation, step: str, compute: Compute) -> StepOutcome:
+        if step == "provision":
+            return self._provision(session, op, compute)
+        if step in ("power_on", "reboot"):
+            event = InstanceEvent.STARTED if step == "power_on" else InstanceEvent.RESTARTED
+            return self._bring_up(session, op, compute, event, InstanceEvent.START_FAILED)
+        if step == "power_off":
+            return self._settle_down(session, compute, InstanceEvent.STOPPED)
+        if step == "release":
+            return self._settle_down(session, compute, None)
+        assert step == "remove"
+        return self._remove(session, compute)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _provision(self, session: Session, op: Operation, compute: Compute) -> StepOutcome:
+        outcome = self._up(session, op, compute, InstanceEvent.CREATE_FAILED)
+        if isinstance(outcome, dict):
+            compute.provisioning_state = ProvisioningState.FAILED.value
+            compute.errors = [outcome]
+        return outcome  # finalize (Succeeded, Running) follows once the node and apps are up
+
+    def _bring_up(
+        self, session: Session, op: Operation, compute: Compute, done: InstanceEvent, failed: InstanceEvent
+    ) -> StepOutcome:
+        if not self._down(session, compute, keep=op.id):
+            return Pending("releasing the previous node")
+        outcome = self._up(session, op, compute, failed)
+        if outcome is None:
+            compute.state = advance_instance(compute.state, done, compute.name)
+        return outcome
+
+    def _settle_down(self, session: Session, compute: Compute, done: InstanceEvent | None) -> StepOutcome:
+        if not self._down(session, compute, keep=None):
+            return Pending("releasing the node")
+        if done is not None:
+            compute.state = advance_instance(compute.state, done, compute.name)
+        return None
+
+    def _remove(self, session: Session, compute: Compute) -> StepOutcome:
+        if not self._down(session, compute, keep=None):
+            return Pending("releasing the node")
+        instance_service.remove_os_disk(self.data, compute)
+        return None  # the generic remove step then deletes the record (see control/steps.py)
+
+    # -- making a node and waiting for it -------------------------------------------------------
+    def _up(self, session: Session, op: Operation, compute: Compute, failed: InstanceEvent) -> StepOutcome:
+        node = session.scalar(
+            select(Node)
+            .where(Node.compute_id == compute.id, Node.operation_id == op.id)
+            .order_by(Node.created_at.desc())
+            .limit(1)
+        )
+        if node is None:
+            self._new_node(session, op, compute)
+            return Pending("making the node")
+        state, now = NodeState(node.state), time.time()
+        if state is NodeState.REQUESTED and node.id not in self._launched:
+            self._relaunch(session, op, compute, node)  # made, then crashed before the provider call
+            return Pending("making the node")
+        if state in (NodeState.REQUESTED, NodeState.ALLOCATED, NodeState.STARTING):
+            if now - node.created_at > self.start_timeout_s:
+                message = f"the agent of node {node.id} did not register within {self.start_timeout_s:g} s"
+                return self._fail(session, compute, node, "InstanceNodeSetupFailed", message, failed)
+            return Pending(f"waiting for node {node.id}'s agent")
+        if state in (NodeState.IDLE, NodeState.BUSY):
+            return self._await_apps(session, compute, node, failed, now)
+        reason = (node.error or {}).get("message") or f"node {node.id} is {state.value}"
+        return self._fail(session, compute, node, "InstanceNodeFailed", reason, failed)
+
+    def _await_apps(
+        self, session: Session, compute: Compute, node: Node, failed: InstanceEvent, now: float
+    ) -> StepOutcome:
+        broken = instance_service.failed_app(node)
+        if broken is not None:
+            name, info = broken
+            message = f"{name} did not start on node {node.id}: {info.get('error') or 'it exited'}"
+            return self._fail(session, compute, node, "InstanceAppFailed", message, failed, info.get("log"))
+        missing = sorted(set(node.apps or {}) - instance_service.ready_apps(node))
+        if not missing:
+            return None
+        if now - (node.registered_at or now) > self.apps_timeout_s:
+            message = f"{', '.join(missing)} not ready on node {node.id} within {self.apps_timeout_s:g} s"
+            return self._fail(session, compute, node, "InstanceAppTimeout", message, failed)
+        return Pending(f"waiting for {', '.join(missing)} on node {node.id}")
+
+    def _new_node(self, session: Session, op: Operation, compute: Compute) -> None:
+        size = catalogue_service.current(session).require_size(compute.size or "", "computeinstance")
+        location = session.get(Location, compute.location)
+        node, token = node_service.new_node(
+            session,
+            workspace_id=compute.workspace_id,
+            compute_id=compute.id,
+            compute_name=compute.name,
+            installation_id=self.installation_id,
+            location=compute.location,
+            provider=location.provider if location else "local",
+            size=size,
+            tier="dedicated",
+        )
+        node.operation_id = op.id
+        apps = instance_service.configured_apps()
+        node.apps = {app: {"state": "starting"} for app in apps}
+        self._after.append(partial(self._launch, self._request(compute, node, token, op.id, apps)))
+
+    def _relaunch(self, session: Session, op: Operation, compute: Compute, node: Node) -> None:
+        """A node recorded by a try that crashed before calling the provider: its token was never
+        handed out, so give it a new one and launch it (providers create idempotently by id)."""
+        token = secrets.token_urlsafe(32)
+        node.token_hash = node_service.hash_token(token)
+        apps = tuple(node.apps or {})
+        self._after.append(partial(self._launch, self._request(compute, node, token, op.id, apps)))
+
+    def _request(
+        self, compute: Compute, node: Node, token: str, op_id: str, apps: tuple[str, ...]
+    ) -> tuple[str, NodeRequest]:
+        env = instance_service.node_env(compute, node.id, op_id, self.data, self.token_secret, apps)
+        request = NodeRequest(
+            node_id=node.id,
+            token=token,
+            installation_id=self.installation_id,
+            server_url=self.server_url(),
+            size=node.size,
+            vcpus=node.vcpus,
+            memory_gb=node.memory_gb,
+            gpus=node.gpus,
+            tier=node.tier,
+            env=env,
+        )
+        return node.provider, request
+
+    def _launch(self, target: tuple[str, NodeRequest]) -> None:
+        provider, request = target
+        self._launched.add(request.node_id)
+        try:
+            handle = self.providers[provider].create(request)
+        except Exception as exc:  # recorded on the node; the step then fails the operation
+            log.warning("instance node %s: provider failed: %s", request.node_id, exc)
+            with self.sessions.begin() as session:
+                node = session.get(Node, request.node_id)
+                if node is not None and node.state == NodeState.REQUESTED.value:
+                    node.error = {"code": "AllocationFailed", "message": str(exc)}
+                    node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
+            return
+        with self.sessions.begin() as session:
+            node = session.get(Node, request.node_id)
+            if node is None:
+                return
+            node.provider_ref = dict(handle.provider_ref)  # even if its agent registered first
+            if node.state == NodeState.REQUESTED.value:
+                node_service.advance(node, NodeEvent.ALLOCATE)
+                node_service.advance(node, NodeEvent.BOOT)
+
+    # -- releasing -----------------------------------------------------------------------------
+    def _down(self, session: Session, compute: Compute, keep: str | None) -> bool:
+        """Release the instance's nodes (except those made by operation ``keep``); True once none
+        of them holds a machine any more."""
+        nodes = [
+            n for n in node_service.live_nodes(session, compute.id) if keep is None or n.operation_id != keep
+        ]
+        actions = Actions()
+        for node in nodes:
+            if node.state == NodeState.TERMINATING.value:
+                actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
+            else:
+                release(node, actions)
+        for node_id, provider, ref in actions.terminations:
+            self._after.append(partial(self._terminate, node_id, provider, ref))
+        return all(NodeState(n.state) in FAILED and n.ended_at is not None for n in nodes)
+
+    def _terminate(self, node_id: str, provider: str, ref: dict[str, object]) -> None:
+        if ref:
+            self.providers[provider].terminate(NodeHandle(node_id=node_id, provider_ref=dict(ref)))
+        with self.sessions.begin() as session:
+            node = session.get(Node, node_id)
+            if node is not None and node.state == NodeState.TERMINATING.value:
+                node_service.advance(node, NodeEvent.TERMINATED)
+
+    def _fail(
+        self,
+        session: Session,
+        compute: Compute,
+        node: Node,
+        code: str,
+        message: str,
+        event: InstanceEvent,
+        app_log: str | None = None,
+    ) -> dict[str, Any]:
+        """End the operation with an error that carries the agent's (and app's) log; the node is
+        released, so a failed start holds no machine."""
+        error: dict[str, Any] = {"code": code, "message": message, "node": node.id}
+        agent_log = self._agent_log(node)
+        if agent_log:
+            error["agent_log"] = agent_log
+        if app_log:
+            error["app_log"] = app_log[-LOG_TAIL_BYTES:]
+        self._down(session, compute, keep=None)
+        compute.state = advance_instance(compute.state, event, compute.name)
+        return error
+
+    def _agent_log(self, node: Node) -> str:
+        provider = self.providers.get(node.provider)
+        if not node.provider_ref or not isinstance(provider, SupportsNodeLogs):
+            return ""
+        return provider.node_log(NodeHandle(node.id, dict(node.provider_ref)), LOG_TAIL_BYTES)

@@ -1,0 +1,154 @@
+"""Compute instances as machines: disks, the workspace file share, apps and their URLs.
+
+Layout under the data root (``$CLOUDLET_DATA``)::
+
+    workspaces/<ws>/share/Users/<user>/   the workspace file share (I6): one folder per user, the
+                                          apps' working directory on every instance of the workspace
+    workspaces/<ws>/instances/<name>/os/  the instance's OS disk (its home): survives stop and
+                                          start, removed on delete
+
+The temp disk is the node's own ``mnt/`` folder (the local provider makes it with the node and
+removes it when the node is terminated), so it is empty after every start and restart.
+
+One Jupyter server per instance serves JupyterLab, Jupyter (notebook 7's ``/tree``) and terminals
+under the base URL ``/instances/<name>/jupyterlab/``, which is also the path the control plane's
+proxy serves it at (so the server's own links and redirects need no rewriting).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.errors import CloudletError
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import Compute, Node
+
+JUPYTER_APP = "jupyterlab"
+# Azure's `services` of a compute instance: display name and the path under the app's base URL.
+SERVICES = (("Jupyter Lab", "lab"), ("Jupyter", "tree"), ("Terminal", "terminals/1"))
+_UNSAFE = re.compile(r"[^A-Za-z0-9._@-]")
+
+
+def configured_apps() -> tuple[str, ...]:
+    """Apps every instance runs: ``$CLOUDLET_INSTANCE_APPS`` (comma-separated; empty = none, for
+    tests that only need the machine), default JupyterLab."""
+    raw = os.environ.get("CLOUDLET_INSTANCE_APPS", JUPYTER_APP)
+    return tuple(a.strip() for a in raw.split(",") if a.strip())
+
+
+# -- disks and the share ----------------------------------------------------------------------
+def instance_root(data: DataRoot, compute: Compute) -> Path:
+    return data.workspace(compute.workspace_id) / "instances" / compute.name
+
+
+def os_disk_path(data: DataRoot, compute: Compute) -> Path:
+    return instance_root(data, compute) / "os"
+
+
+def prepare_os_disk(data: DataRoot, compute: Compute) -> Path:
+    """Make the instance's OS disk ready to use and return where it is mounted.
+
+    Today the disk is a directory. This is the one place that decides it, so a size-limited
+    filesystem (a loop-mounted image of the size's disk) can be mounted here instead; everything
+    else only uses the returned path."""
+    path = os_disk_path(data, compute)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def remove_os_disk(data: DataRoot, compute: Compute) -> None:
+    """Delete the OS disk (instance delete); a missing disk is fine (the step may be retried)."""
+    shutil.rmtree(instance_root(data, compute), ignore_errors=True)
+
+
+def share_root(data: DataRoot, workspace_id: int) -> Path:
+    return data.workspace(workspace_id) / "share"
+
+
+def user_folder(data: DataRoot, workspace_id: int, user: str) -> Path:
+    """``Users/<user>`` in the workspace's file share, made on first use."""
+    path = share_root(data, workspace_id) / "Users" / (_UNSAFE.sub("_", user) or "_")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# -- apps -------------------------------------------------------------------------------------
+def app_base_url(name: str, app: str = JUPYTER_APP) -> str:
+    return f"/instances/{name}/{app}/"
+
+
+def app_token(secret: str, node_id: str) -> str:
+    """The app's credential: derived from the installation's secret and the node, so every
+    replica can inject it without storing it, and a new node (each start) gets a new one."""
+    return hmac.new(secret.encode(), f"instance-app:{node_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def node_env(
+    compute: Compute,
+    node_id: str,
+    operation_id: str,
+    data: DataRoot,
+    secret: str,
+    apps: tuple[str, ...],
+) -> dict[str, str]:
+    """The instance-specific part of its agent's environment (docs/agent-protocol.md)."""
+    os_disk = prepare_os_disk(data, compute)
+    owner = compute.owner or compute.created_by
+    return {
+        "CLOUDLET_INSTANCE": compute.name,
+        "CLOUDLET_OPERATION_ID": operation_id,
+        "CLOUDLET_APPS": ",".join(apps),
+        "CLOUDLET_APP_TOKEN": app_token(secret, node_id),
+        "CLOUDLET_APP_BASE_URL": app_base_url(compute.name),
+        "CLOUDLET_OS_DISK": str(os_disk),
+        "CLOUDLET_SHARE": str(share_root(data, compute.workspace_id)),
+        "CLOUDLET_SHARE_USER_DIR": str(user_folder(data, compute.workspace_id, owner)),
+    }
+
+
+def ready_apps(node: Node) -> set[str]:
+    return {name for name, info in (node.apps or {}).items() if info.get("state") == "ready"}
+
+
+def failed_app(node: Node) -> tuple[str, dict[str, Any]] | None:
+    for name, info in (node.apps or {}).items():
+        if info.get("state") == "failed":
+            return name, info
+    return None
+
+
+def services(compute: Compute, endpoint: str) -> list[dict[str, str]]:
+    """Azure's ``services`` list: display name and absolute URL of each app (Running only)."""
+    if compute.state != "Running" or not endpoint or JUPYTER_APP not in configured_apps():
+        return []
+    base = endpoint.rstrip("/") + app_base_url(compute.name)
+    return [{"display_name": label, "endpoint_uri": base + path} for label, path in SERVICES]
+
+
+# -- names ------------------------------------------------------------------------------------
+def find_by_name(session: Session, name: str) -> Compute | None:
+    """Instance names are unique across the installation (as Azure makes them unique per
+    region: they are host names), so the proxy's ``/instances/<name>/`` needs no workspace."""
+    return session.scalar(select(Compute).where(Compute.type == "computeinstance", Compute.name == name))
+
+
+def ensure_name_free(session: Session, name: str, workspace_id: int) -> None:
+    taken = find_by_name(session, name)
+    if taken is not None and taken.workspace_id != workspace_id:
+        raise CloudletError(
+            "InstanceNameTaken",
+            f"a compute instance named '{name}' already exists in another workspace; instance names "
+            "are unique across the installation (they name the instance's URL /instances/<name>/); "
+            "choose another name",
+            "name",
+            409,
+        )
