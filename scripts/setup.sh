@@ -18,3 +18,14 @@ if [ -z "${CLOUDLET_SKIP_TORCH:-}" ] && ! .venv/bin/python -c "import torch" 2>/
   .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" 2>/dev/null \
     || echo "notice: torch==2.13.0 could not be installed; distributed-training tests will be skipped" >&2
 fi
+# OpenSSH server for compute-instance SSH (tests start their own sshd on loopback). Best effort,
+# root with apt only: elsewhere the SSH tests are skipped with a notice.
+if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    install_sshd() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server; }
+    install_sshd >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && install_sshd >/dev/null 2>&1; } \
+      || echo "notice: openssh-server could not be installed; SSH tests will be skipped" >&2
+  else
+    echo "notice: openssh-server missing (needs root and apt-get); SSH tests will be skipped" >&2
+  fi
+fi
