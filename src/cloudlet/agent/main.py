@@ -58,8 +58,11 @@ class Agent:
         self.poll_timeout_s = float(answer.get("poll_timeout_s") or self.poll_timeout_s)
 
     def poll_once(self) -> dict[str, Any]:
+        # Run states travel by the sender (running after a short while, exits with their logs);
+        # the poll only says which runs the agent holds, so a lost start is sent again.
         body = {
-            "runs": self.runs.statuses(),
+            "runs": [],
+            "reported": self.runs.held(),
             "usage": self.usage.sample(),
             "idle": not self.runs.running(),
         }

@@ -1,5 +1,9 @@
-"""Runs: one supervising thread per process, output spooled to a file, one sender thread for logs
-and exits (retried with backoff while the control plane is unreachable)."""
+"""Runs: one supervising thread per process, output spooled to a file, one sender thread for logs,
+"running" reports and exits (retried with backoff while the control plane is unreachable).
+
+The exit report's answer may hold the node's next run: it starts at once, without waiting for
+the long poll. A run is reported running only once it has lived ``REPORT_RUNNING_AFTER_S``: a
+run that ends sooner is reported once, by its exit, which carries its start time."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ KILL_AFTER_S = 1.0
 LEFTOVER_GRACE_S = 2.0
 FETCH_DEADLINE_S = 60.0
 DONE_MEMORY = 1024
+REPORT_RUNNING_AFTER_S = 0.05
 
 
 class RunManager:
@@ -45,6 +50,11 @@ class RunManager:
     def statuses(self) -> list[dict[str, Any]]:
         with self._cond:
             return [r.status() for r in self._runs.values()]
+
+    def held(self) -> list[str]:
+        """Ids of the runs this agent has (running, or ended and not yet acknowledged)."""
+        with self._cond:
+            return list(self._runs)
 
     def running(self) -> list[Run]:
         with self._cond:
@@ -242,7 +252,7 @@ class RunManager:
         backoff = Backoff()
         while not self._sender_stop.is_set():
             with self._cond:
-                self._cond.wait(BATCH_S)
+                self._cond.wait(self._next_wait())
                 runs = list(self._runs.values())
             try:
                 for run in runs:
@@ -257,7 +267,28 @@ class RunManager:
                 self.on_change()
                 return
 
+    def _next_wait(self) -> float:
+        """Sleep until the next batch, or until a fresh run is due to be reported running."""
+        now, wait = time.time(), BATCH_S
+        for run in self._runs.values():
+            if not run.running_reported and not run.exited:
+                wait = min(wait, max(0.0, run.started_at + REPORT_RUNNING_AFTER_S - now))
+        return wait
+
+    def _report_running(self, run: Run) -> None:
+        if run.running_reported or run.exited or time.time() - run.started_at < REPORT_RUNNING_AFTER_S:
+            return
+        body = {"pid": run.pid, "started_at": run.started_at}
+        try:
+            self.client.call("POST", f"/agent/v1/runs/{run.run_id}/running", body)
+        except HTTPStatusError as exc:
+            if exc.status >= 500:
+                raise Unreachable(str(exc)) from exc
+            log(f"run {run.run_id}: running report refused ({exc})")
+        run.running_reported = True
+
     def _send_run(self, run: Run) -> None:
+        self._report_running(run)
         while True:
             with self._cond:
                 exited, written = run.exited, run.written
@@ -287,8 +318,9 @@ class RunManager:
             "ended_at": run.ended_at,
             "reason": run.reason,
         }
+        answer: Any = None
         try:
-            self.client.call("POST", f"/agent/v1/runs/{run.run_id}/exit", body)
+            answer = self.client.call("POST", f"/agent/v1/runs/{run.run_id}/exit", body)
         except HTTPStatusError as exc:
             if exc.status >= 500:
                 raise Unreachable(str(exc)) from exc
@@ -300,4 +332,8 @@ class RunManager:
                 del self._done[next(iter(self._done))]
             self._cond.notify_all()
         run.spool.unlink(missing_ok=True)
+        starts = answer.get("start") if isinstance(answer, dict) else None
+        for spec in starts or []:
+            if isinstance(spec, dict):
+                self.start(spec)
         self.on_change()

@@ -50,6 +50,7 @@ class Run:
         self.stop_reason: str | None = None
         self.stop_requested = threading.Event()
         self.thread: threading.Thread | None = None
+        self.running_reported = False  # the server was told (after REPORT_RUNNING_AFTER_S)
 
     @property
     def exited(self) -> bool:

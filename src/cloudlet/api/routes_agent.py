@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -116,7 +116,7 @@ def _quiet(state: AppState, node_id: str, token: str, body: dict[str, Any], now:
         return not any(
             run.state == dispatch.ASSIGNED
             or run.reason == "cancel_requested"
-            or (run.state == dispatch.SENT and run.id not in reported)
+            or (run.state == dispatch.SENT and run.id not in reported and dispatch.resend_due(run, now))
             for run in runs.values()
         )
 
@@ -164,16 +164,21 @@ async def poll(
             return json_response({"start": mail, "cancel": [], "terminate": False})
 
 
+def _run_of(session: Any, run_id: str, request: Request) -> JobRun:
+    run = session.get(JobRun, run_id)
+    if run is None:
+        raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
+    _node(session, run.node_id, _token(request))
+    return cast(JobRun, run)
+
+
 @router.post("/runs/{run_id}/logs")
 def upload_log(
     run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
 ) -> Response:
     body = body or {}
     with state.read_sessions() as session:
-        run = session.get(JobRun, run_id)
-        if run is None:
-            raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
-        _node(session, run.node_id, _token(request))
+        run = _run_of(session, run_id, request)
         job_id, attempt, log_name = run.job_id, run.attempt, run.spec.get("log_name", "user_logs/std_log.txt")
         job = session.get(Job, job_id)
         assert job is not None
@@ -182,16 +187,27 @@ def upload_log(
     return json_response({"ok": True, "size": size})
 
 
-@router.post("/runs/{run_id}/exit")
-def run_exit(
+@router.post("/runs/{run_id}/running")
+def run_running(
     run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
 ) -> Response:
     body = body or {}
     with state.sessions.begin() as session:
-        run = session.get(JobRun, run_id)
-        if run is None:
-            raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
-        _node(session, run.node_id, _token(request))
+        run = _run_of(session, run_id, request)
+        dispatch.record_running(session, run, body.get("pid"), body.get("started_at"))
+    return json_response({"ok": True})
+
+
+@router.post("/runs/{run_id}/exit")
+def run_exit(
+    run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+) -> Response:
+    """Record the exit; the answer carries the node's next run when the exit freed it, so a busy
+    node goes from one job to the next in one round trip."""
+    body = body or {}
+    with state.sessions.begin() as session:
+        run = _run_of(session, run_id, request)
+        node_id = run.node_id
         wake = dispatch.record_exit(
             session,
             run,
@@ -201,9 +217,11 @@ def run_exit(
             body.get("started_at"),
         )
         wake += dispatch.schedule_freed(session, wake, state.data, state.endpoint)
-    state.notifier.deliver(dispatch.deliveries(session))
-    state.after_commit(wake)
-    return json_response({"ok": True})
+    placed = dispatch.deliveries(session)
+    mine = [spec for target, spec in placed if target == node_id]
+    state.notifier.deliver([(target, spec) for target, spec in placed if target != node_id])
+    state.after_commit([w for w in wake if w != node_id] if mine else wake)
+    return json_response({"ok": True, "start": mine})
 
 
 @router.get("/codes/{workspace_id}/{digest}")

@@ -129,8 +129,9 @@ def download_path(
 def create_job(
     sub: str, rg: str, ws: str, name: str, body: Any = Body(default=None), ctx: Context = Depends(context)
 ) -> Response:
+    prepared = job_service.prepare(body, name)
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    job = job_service.submit(ctx.session, ref, workspace, name, body, ctx.caller, ctx.state.data)
+    job = job_service.submit(ctx.session, workspace, name, prepared, ctx.caller, ctx.state.data)
     wake: list[str] = []
     target = computes.find(ctx.session, workspace, job.compute_name or "")
     if target is not None:  # a cluster with an idle node starts the job now, not at the next pass

@@ -144,6 +144,7 @@ def _resolve_io(job: Job, data: DataRoot) -> tuple[dict[str, str], dict[str, str
 
 
 SCHEDULE_WINDOW = 256  # queued jobs looked at per scheduling round (priority order)
+SHORT_WINDOW = 16  # looked at first: enough when it fills every idle node
 
 
 def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
@@ -160,30 +161,50 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     )
     if not idle:
         return []
-    queued = list(
-        session.scalars(
-            select(Job)
-            .where(
-                Job.workspace_id == compute.workspace_id,
-                Job.compute_name == compute.name,
-                Job.status == job_service.QUEUED,
-            )
-            .order_by(Job.priority.desc(), Job.submitted_at)
-            .limit(SCHEDULE_WINDOW)
+    # Greedy placement in queue order stops once every idle node is taken, so a short window
+    # that fills them all places exactly what the full window would; look deeper (backfill)
+    # only when nodes stay free.
+    wake = _schedule_window(session, compute, idle, SHORT_WINDOW, data, server_url)
+    if wake is None:
+        wake = _schedule_window(session, compute, idle, SCHEDULE_WINDOW, data, server_url) or []
+    return wake
+
+
+def _schedule_window(
+    session: Session, compute: Compute, idle: list[Node], window: int, data: DataRoot, server_url: str
+) -> list[str] | None:
+    """Place jobs from the first ``window`` queued ones; None when nodes stay free and the queue
+    holds more than the window (the caller looks deeper)."""
+    # Plain columns, not Job objects: a round that places one job must not decode the JSON
+    # specs of the whole window (this runs on every submission and every run exit).
+    queued = session.execute(
+        select(Job.id, Job.name, Job.instance_count, Job.priority, Job.submitted_at, Job.cancel_requested)
+        .where(
+            Job.workspace_id == compute.workspace_id,
+            Job.compute_name == compute.name,
+            Job.status == job_service.QUEUED,
         )
-    )
-    ready = []
-    for job in queued:
-        if job.cancel_requested:
+        .order_by(Job.priority.desc(), Job.submitted_at)
+        .limit(window)
+    ).all()
+    ready = [row for row in queued if not row.cancel_requested]
+    views = [QueuedJob(r.name, r.instance_count, r.priority, r.submitted_at) for r in ready]
+    placements = schedule(views, [n.id for n in idle])
+    nodes_left = len(idle) - sum(len(p.nodes) for p in placements)
+    if nodes_left and len(queued) == window < SCHEDULE_WINDOW:
+        return None  # the queue goes deeper than this window: look further for jobs that fit
+    for row in queued:
+        if row.cancel_requested:
+            job = session.get(Job, row.id)
+            assert job is not None
             job.status, job.ended_at = job_service.CANCELED, time.time()
-        else:
-            ready.append(job)
-    views = [QueuedJob(j.name, j.instance_count, j.priority, j.submitted_at) for j in ready]
-    by_name = {j.name: j for j in ready}
+    ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
     wake: list[str] = []
-    for placement in schedule(views, [n.id for n in idle]):
-        wake += place(session, by_name[placement.job], [by_id[i] for i in placement.nodes], data, server_url)
+    for placement in placements:
+        job = session.get(Job, ids[placement.job])
+        assert job is not None
+        wake += place(session, job, [by_id[i] for i in placement.nodes], data, server_url)
     return wake
 
 
@@ -205,6 +226,12 @@ def schedule_freed(session: Session, node_ids: list[str], data: DataRoot, server
 RESEND_AFTER_S = 3.0
 
 
+def resend_due(run: JobRun, now: float) -> bool:
+    """A run sent this long ago that its agent does not report holding was lost on the way (the
+    answer carrying it died with a crashed server or a dropped connection)."""
+    return now - run.assigned_at > RESEND_AFTER_S
+
+
 def runs_for_agent(
     session: Session, node: Node, reported: set[str], now: float
 ) -> tuple[list[dict[str, Any]], list[str]]:
@@ -214,9 +241,7 @@ def runs_for_agent(
     rows = list(session.scalars(select(JobRun).where(JobRun.node_id == node.id, JobRun.state != EXITED)))
     start = []
     for run in rows:
-        lost_in_flight = (
-            run.state == SENT and run.id not in reported and now - run.assigned_at > RESEND_AFTER_S
-        )
+        lost_in_flight = run.state == SENT and run.id not in reported and resend_due(run, now)
         if run.state == ASSIGNED or lost_in_flight:
             run.state = SENT
             start.append(run.spec)

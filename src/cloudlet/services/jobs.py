@@ -31,12 +31,24 @@ LOCAL_COMPUTE = "local"
 SERVERLESS = "serverless"
 
 
-def submit(
-    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller, data: DataRoot
-) -> Job:
+def prepare(body: Any, name: str) -> tuple[job_spec.CommandJobSpec, dict[str, Any]]:
+    """Validate a job document (pure: done before the request touches the store, so the store's
+    single writer is not held while pydantic works). Returns the spec and its stored form."""
     spec = job_spec.parse_job(body, name)
     doc = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     doc.pop("$schema", None)
+    return spec, doc
+
+
+def submit(
+    session: Session,
+    ws: Workspace,
+    name: str,
+    prepared: tuple[job_spec.CommandJobSpec, dict[str, Any]],
+    caller: Caller,
+    data: DataRoot,
+) -> Job:
+    spec, doc = prepared
     if session.scalar(select(Job.id).where(Job.workspace_id == ws.id, Job.name == name)) is not None:
         raise conflict(
             "JobExists",
