@@ -49,6 +49,10 @@ WS_HANDSHAKE = frozenset(
 )
 
 
+class AppGone(Exception):
+    """Nothing listens at the target any more (the instance stopped or restarted since)."""
+
+
 @dataclass(frozen=True)
 class Target:
     """Where an app listens and the token it accepts."""
@@ -122,6 +126,8 @@ class Forwarder:
         upstream_request = self.client().build_request(request.method, url, headers=headers, content=body)
         try:
             upstream = await self.client().send(upstream_request, stream=True)
+        except httpx.ConnectError as exc:
+            raise AppGone(str(exc)) from exc
         except httpx.HTTPError as exc:
             return Response(f"the instance's app did not answer: {exc}", 502, media_type="text/plain")
         response = StreamingResponse(

@@ -28,7 +28,7 @@ from sqlalchemy import select
 from starlette.datastructures import Headers
 
 from cloudlet.api.deps import AppState, app_state, json_response
-from cloudlet.api.instance_proxy import SIGNIN_COOKIE, Forwarder, Target
+from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Target
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.roles import Access
@@ -216,9 +216,17 @@ async def proxy_http(name: str, app: str, path: str, request: Request) -> Respon
                 status=401,
             )
         target = await run_in_threadpool(resolve, state, found[0], found[1], name, app)
+        try:
+            return await forwarder.http(request, target)
+        except AppGone:  # a cached address of a node that is gone: look again, once
+            _resolved.pop((found[1], name, app), None)
+            target = await run_in_threadpool(resolve, state, found[0], found[1], name, app)
+            try:
+                return await forwarder.http(request, target)
+            except AppGone as exc:
+                return Response(f"the instance's app did not answer: {exc}", 502, media_type="text/plain")
     except CloudletError as exc:
         return refusal(exc, request.url.path, accept)
-    return await forwarder.http(request, target)
 
 
 @router.get("/instances/{name}", include_in_schema=False)
