@@ -60,6 +60,14 @@ def test_startup_script_runs_every_start_and_log_accumulates(tmp_path: Path, sha
     assert log.count("started\n") == 2 and str(share) in log
 
 
+def test_prefix_wraps_the_script(tmp_path: Path, share: Path) -> None:
+    prefix = ["env", "WRAPPED=yes"]
+    result = run_setup_scripts(
+        None, ScriptSpec(command="echo $WRAPPED"), tmp_path / "os", share, prefix=prefix
+    )
+    assert result[0].status == "ok" and "yes\n" in result[0].tail
+
+
 def test_failing_creation_script_reports_exit_code_and_skips_startup(tmp_path: Path, share: Path) -> None:
     creation = ScriptSpec(command="echo oops >&2; exit 3")
     results = run_setup_scripts(creation, ScriptSpec(command="echo never"), tmp_path / "os", share)

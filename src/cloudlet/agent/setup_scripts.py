@@ -19,7 +19,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -84,14 +84,16 @@ def run_setup_scripts(
     *,
     env: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
+    prefix: Sequence[str] = (),
 ) -> list[ScriptResult]:
     """What the agent calls on every instance start: the creation script if this OS disk has not
     run it successfully yet, then the startup script. Stops at the first failure."""
+    options: dict[str, Any] = {"env": env, "timeout_s": timeout_s, "prefix": prefix}
     results: list[ScriptResult] = []
     if creation is not None:
-        results.append(run_script("creation", creation, os_disk, share_root, env=env, timeout_s=timeout_s))
+        results.append(run_script("creation", creation, os_disk, share_root, **options))
     if startup is not None and all(r.ok for r in results):
-        results.append(run_script("startup", startup, os_disk, share_root, env=env, timeout_s=timeout_s))
+        results.append(run_script("startup", startup, os_disk, share_root, **options))
     return results
 
 
@@ -103,14 +105,16 @@ def run_script(
     *,
     env: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
+    prefix: Sequence[str] = (),
 ) -> ScriptResult:
     """Run one script in ``share_root`` with its log on the OS disk. ``timeout_s`` overrides
-    ``spec.timeout_minutes`` (tests)."""
+    ``spec.timeout_minutes`` (tests); ``prefix`` wraps the command (e.g. ``["nsenter", …]`` or
+    ``["unshare", …]`` to run it inside the instance's namespaces)."""
     marker = os_disk / MARKER_DIR / "creation_script.done"
     if kind == "creation" and marker.exists():
         return ScriptResult(kind, "skipped", 0, 0.0, log_path(os_disk, kind), "")
     try:
-        argv = _argv(spec, share_root)
+        argv = [*prefix, *_argv(spec, share_root)]
     except FileNotFoundError as exc:
         return ScriptResult(kind, "missing", None, 0.0, None, str(exc))
     log = log_path(os_disk, kind)
