@@ -251,6 +251,14 @@ def test_tmpfs_disk_refuses_writes_past_its_size(disk_path: Path) -> None:
     assert not disk_path.exists()
 
 
+def test_existing_plain_folder_is_not_hidden_by_a_mount(disk_path: Path) -> None:
+    disk_path.mkdir()
+    (disk_path / "notebook.ipynb").write_text("{}")
+    info = disks.prepare(disk_path, 0, size_bytes=32 << 20)
+    assert info.method == "accounting" and (disk_path / "notebook.ipynb").exists()
+    disks.release(disk_path)
+
+
 def test_accounting_disk_reports_full(disk_path: Path) -> None:
     info = disks.prepare(disk_path, 0, size_bytes=1 << 20, methods=["accounting"])
     assert info.method == "accounting" and not info.enforced and "root is not stopped" in info.note

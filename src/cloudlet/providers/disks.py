@@ -69,6 +69,9 @@ def prepare(
     if previous is not None:
         methods = [previous.method]
         size = previous.size_bytes
+    elif path.is_dir() and any(path.iterdir()):
+        # A disk made before limits existed (a plain folder): mounting over it would hide its files.
+        methods = ["accounting"]
     path.mkdir(parents=True, exist_ok=True)
     failures: list[str] = []
     for method in methods:
