@@ -29,3 +29,14 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
     echo "notice: openssh-server missing (needs root and apt-get); SSH tests will be skipped" >&2
   fi
 fi
+# Chromium for the browser tests (Playwright drives /usr/bin/chromium; never `playwright install`).
+# Best effort, root with apt only: elsewhere the browser tests are skipped with a notice.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    install_chromium() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+    install_chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && install_chromium >/dev/null 2>&1; } \
+      || echo "notice: chromium could not be installed; browser tests will be skipped" >&2
+  else
+    echo "notice: /usr/bin/chromium missing (needs root and apt-get); browser tests will be skipped" >&2
+  fi
+fi
