@@ -120,5 +120,6 @@ def run_server(
         home_path,
         replica.id,
     )
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    access_log = bool(os.environ.get("CLOUDLET_ACCESS_LOG"))  # one line per request, for diagnosis
+    config = uvicorn.Config(app, log_level="info" if access_log else "warning", access_log=access_log)
     uvicorn.Server(config).run(sockets=[sock])

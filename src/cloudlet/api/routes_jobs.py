@@ -131,12 +131,14 @@ def create_job(
 ) -> Response:
     prepared = job_service.prepare(body, name)
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    job = job_service.submit(ctx.session, workspace, name, prepared, ctx.caller, ctx.state.data)
+    job, target = job_service.submit(ctx.session, workspace, name, prepared, ctx.caller, ctx.state.data)
     wake: list[str] = []
-    target = computes.find(ctx.session, workspace, job.compute_name or "")
     if target is not None:  # a cluster with an idle node starts the job now, not at the next pass
         wake = dispatch.schedule_compute(ctx.session, target, ctx.state.data, ctx.state.endpoint)
-    ctx.commit(wake, rescale=job.status == job_service.QUEUED)  # the agent starts while we render
+    # A queued job wakes the autoscaler, unless its last target already was the cluster's maximum
+    # (the job cannot raise it: at a busy cluster's top this saves a pass per submission).
+    at_max = target is not None and (target.target_node_count or 0) >= target.spec.get("max_instances", 1)
+    ctx.commit(wake, rescale=job.status == job_service.QUEUED and not at_max)  # render after: agent starts
     return json_response(job_service.render(job, ref, [], _base_url(ctx)), 201)
 
 

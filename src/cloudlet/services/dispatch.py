@@ -13,7 +13,7 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import job_spec
@@ -38,7 +38,14 @@ def deliveries(session: Session) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_url: str) -> list[str]:
+def place(
+    session: Session,
+    job: Job,
+    nodes: list[Node],
+    data: DataRoot,
+    server_url: str,
+    compute: Compute | None = None,
+) -> list[str]:
     """Start the job's next attempt on ``nodes`` (one per instance, in rank order). The run specs
     are recorded as sent and queued in ``session.info`` for delivery after commit."""
     job.attempt += 1
@@ -66,7 +73,7 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
         **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
     }
     environment = dataclasses.asdict(job_spec.resolve_environment(doc.get("environment")))
-    base_env.update(_identity_env(session, job, server_url))
+    base_env.update(_identity_env(session, job, server_url, compute))
     code = doc.get("code")
     code_url = f"{server_url}/agent/v1/codes/{job.workspace_id}/{code.split('/', 1)[1]}" if code else None
     now, process = time.time(), 0
@@ -105,10 +112,11 @@ def place(session: Session, job: Job, nodes: list[Node], data: DataRoot, server_
     return [node.id for node in nodes]
 
 
-def _identity_env(session: Session, job: Job, server_url: str) -> dict[str, str]:
-    compute = session.scalar(
-        select(Compute).where(Compute.workspace_id == job.workspace_id, Compute.name == job.compute_name)
-    )
+def _identity_env(session: Session, job: Job, server_url: str, compute: Compute | None) -> dict[str, str]:
+    if compute is None:
+        compute = session.scalar(
+            select(Compute).where(Compute.workspace_id == job.workspace_id, Compute.name == job.compute_name)
+        )
     if compute is None:
         return {}
     lifetime = int((job.spec.get("limits") or {}).get("timeout") or 3600) + 600
@@ -144,6 +152,23 @@ def _resolve_io(job: Job, data: DataRoot) -> tuple[dict[str, str], dict[str, str
 
 
 SCHEDULE_WINDOW = 256  # queued jobs looked at per scheduling round (priority order)
+# Built once: these run on every submission and every run exit.
+_IDLE_NODES = (
+    select(Node)
+    .where(Node.compute_id == bindparam("compute"), Node.state == NodeState.IDLE.value)
+    .order_by(Node.created_at)
+    .with_for_update()
+)
+_QUEUE_HEAD = (
+    select(Job.id, Job.name, Job.instance_count, Job.priority, Job.submitted_at, Job.cancel_requested)
+    .where(
+        Job.workspace_id == bindparam("ws"),
+        Job.compute_name == bindparam("compute"),
+        Job.status == job_service.QUEUED,
+    )
+    .order_by(Job.priority.desc(), Job.submitted_at)
+    .limit(bindparam("window"))
+)
 SHORT_WINDOW = 16  # looked at first: enough when it fills every idle node
 
 
@@ -151,14 +176,7 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     """Place the compute's queued jobs on its idle nodes now (priority, FIFO, backfill,
     all-or-nothing). Called when a job arrives, when a node frees up, and by the reconciler, so a
     job starts the moment a node can take it rather than at the next reconcile pass."""
-    idle = list(
-        session.scalars(
-            select(Node)
-            .where(Node.compute_id == compute.id, Node.state == NodeState.IDLE.value)
-            .order_by(Node.created_at)
-            .with_for_update()
-        )
-    )
+    idle = list(session.scalars(_IDLE_NODES, {"compute": compute.id}))
     if not idle:
         return []
     # Greedy placement in queue order stops once every idle node is taken, so a short window
@@ -178,14 +196,7 @@ def _schedule_window(
     # Plain columns, not Job objects: a round that places one job must not decode the JSON
     # specs of the whole window (this runs on every submission and every run exit).
     queued = session.execute(
-        select(Job.id, Job.name, Job.instance_count, Job.priority, Job.submitted_at, Job.cancel_requested)
-        .where(
-            Job.workspace_id == compute.workspace_id,
-            Job.compute_name == compute.name,
-            Job.status == job_service.QUEUED,
-        )
-        .order_by(Job.priority.desc(), Job.submitted_at)
-        .limit(window)
+        _QUEUE_HEAD, {"ws": compute.workspace_id, "compute": compute.name, "window": window}
     ).all()
     ready = [row for row in queued if not row.cancel_requested]
     views = [QueuedJob(r.name, r.instance_count, r.priority, r.submitted_at) for r in ready]
@@ -204,7 +215,7 @@ def _schedule_window(
     for placement in placements:
         job = session.get(Job, ids[placement.job])
         assert job is not None
-        wake += place(session, job, [by_id[i] for i in placement.nodes], data, server_url)
+        wake += place(session, job, [by_id[i] for i in placement.nodes], data, server_url, compute)
     return wake
 
 

@@ -18,6 +18,7 @@ from cloudlet.domain import job_spec
 from cloudlet.domain.errors import CloudletError, conflict, not_found
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import computes
 from cloudlet.services.clock import iso
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DataRoot
@@ -47,7 +48,7 @@ def submit(
     prepared: tuple[job_spec.CommandJobSpec, dict[str, Any]],
     caller: Caller,
     data: DataRoot,
-) -> Job:
+) -> tuple[Job, Compute | None]:
     spec, doc = prepared
     if session.scalar(select(Job.id).where(Job.workspace_id == ws.id, Job.name == name)) is not None:
         raise conflict(
@@ -56,7 +57,7 @@ def submit(
             "unique (omit the name to get a generated one)",
             "name",
         )
-    compute_name = _target(session, ws, doc)
+    compute_name, compute = _target(session, ws, doc)
     _check_inputs(ws, doc, data)
     job = Job(
         workspace_id=ws.id,
@@ -74,11 +75,12 @@ def submit(
     )
     session.add(job)
     session.flush()
-    return job
+    return job, compute
 
 
-def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> str:
-    """The compute the job runs on; refuse jobs that can never run there (C14, T14)."""
+def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> tuple[str, Compute | None]:
+    """The compute the job runs on (its name, and its record for a cluster); refuse jobs that can
+    never run there (C14, T14)."""
     compute_name = doc.get("compute")
     count = int(doc.get("resources", {}).get("instance_count", 1))
     if compute_name is None:
@@ -86,7 +88,7 @@ def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> str:
         catalogue_service.current(session).require_size(
             instance_type or "", "amlcompute", target="resources.instance_type"
         )
-        return SERVERLESS
+        return SERVERLESS, None
     if compute_name == LOCAL_COMPUTE:
         if count != 1:
             raise CloudletError(
@@ -94,10 +96,8 @@ def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> str:
                 "compute: local runs one process on this machine; use a cluster for instance_count > 1",
                 "resources.instance_count",
             )
-        return LOCAL_COMPUTE
-    compute = session.scalar(
-        select(Compute).where(Compute.workspace_id == ws.id, Compute.name == compute_name)
-    )
+        return LOCAL_COMPUTE, None
+    compute = computes.find(session, ws, compute_name)
     if compute is None:
         raise CloudletError(
             "ComputeNotFound",
@@ -125,7 +125,7 @@ def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> str:
             "resources.instance_count",
         )
     _check_cuda(session, compute, doc)
-    return compute_name
+    return compute_name, compute
 
 
 def _check_cuda(session: Session, compute: Compute, doc: dict[str, Any]) -> None:
