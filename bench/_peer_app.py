@@ -6,7 +6,8 @@ own process with the settings cloudlet uses (httptools, uvloop, access log off, 
 
     python bench/_peer_app.py HOST PORT BODIES_JSON     (env BENCH_PEER_KEY = the accepted key)
 
-BODIES_JSON maps compute name -> the exact document text to serve for that name.
+BODIES_JSON maps compute name -> the exact document text to serve for that name, and
+``job:<name>`` -> the document of job show (``GET {ws}/jobs/{name}``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def create_app(bodies: dict[str, bytes], api_key: str) -> FastAPI:
         if body is None:
             return Response(NOT_FOUND, 404, media_type="application/json")
         return Response(body, media_type="application/json")
+
+    @app.get(WS + "/jobs/{name}")
+    async def show_job(sub: str, rg: str, ws: str, name: str, request: Request) -> Response:
+        return await show(sub, rg, ws, f"job:{name}", request)
 
     return app
 

@@ -7,6 +7,7 @@ Everything is loopback-only and bounded in time; ``stop()`` kills the whole proc
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -155,3 +156,55 @@ def start_peer(body_path: Path, api_key: str, log_dir: Path, timeout: float = 30
             raise
         server.stop()
     raise RuntimeError(f"peer app did not become ready:\n{log_path.read_text()}")
+
+
+# -- node processes (agents outlive the server by design) ------------------------------------
+def proc_environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    out = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def node_processes(home: Path) -> dict[int, dict[str, str]]:
+    """Live processes started for this home's nodes (agents and their runs): their environment
+    carries ``CLOUDLET_NODE_DIR`` under HOME. pid -> {"node", "kind"}."""
+    prefix = str(home) + os.sep
+    found: dict[int, dict[str, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        env = proc_environ(int(entry))
+        if not env.get("CLOUDLET_NODE_DIR", "").startswith(prefix):
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        is_agent = any(a == b"-m" and b == b"cloudlet.agent" for a, b in itertools.pairwise(argv))
+        found[int(entry)] = {"node": env.get("CLOUDLET_NODE_ID", "?"), "kind": "agent" if is_agent else "run"}
+    return found
+
+
+def kill_node_processes(home: Path) -> int:
+    """SIGKILL whatever this home's nodes left running (agents live in their own sessions and
+    outlive the server). Bounded: a few sweeps."""
+    killed = 0
+    for _ in range(10):
+        procs = node_processes(home)
+        if not procs:
+            break
+        for pid in procs:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.1)
+    return killed

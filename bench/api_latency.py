@@ -1,7 +1,9 @@
-"""api_latency: latency and throughput of ``GET {ws}/computes/{name}`` (compute show) against its peer.
+"""api_latency: latency and throughput of ``GET {ws}/computes/{name}`` (compute show) and
+``GET {ws}/jobs/{name}`` (job show) against their peer.
 
 Setup: a real cloudlet server (embedded SQLite, temp home), one compute cluster and one compute
-instance created through the API (PUT, then the operation is polled to completion). The peer is a
+instance created through the API (PUT, then the operation is polled to completion), and one job
+run to completion on the cluster (so job show renders a finished attempt). The peer is a
 minimal uvicorn + FastAPI app in its own process (``bench/_peer_app.py``) serving the very same
 document bytes behind a bearer check; cloudlet's ``/healthz`` is a second reference.
 
@@ -25,13 +27,21 @@ import httpx
 
 from bench import _results
 from bench._loadgen import RunResult, run_load
-from bench._server import REPO_ROOT, ServerProcess, read_vm_rss_kib, start_cloudlet, start_peer
+from bench._server import (
+    REPO_ROOT,
+    ServerProcess,
+    kill_node_processes,
+    read_vm_rss_kib,
+    start_cloudlet,
+    start_peer,
+)
 from bench._stats import ratio, summarize_ns
 
 NAME = "api_latency"
 BAR_P50_MS = 5.0
 CLUSTER = "bench-cluster"
 INSTANCE = "bench-ci"
+JOB = "bench-job"
 CLUSTER_SPEC: dict[str, Any] = {
     "type": "amlcompute",
     "size": "Standard_DS3_v2",
@@ -106,7 +116,24 @@ def _setup(cloudlet: ServerProcess) -> tuple[dict[str, Any], dict[str, str]]:
                     "state": doc.get("state") or doc.get("allocation_state"),
                 }
             )
+        facts[JOB] = _run_job(client, cloudlet.ws_path)
+        resp = client.get(f"{cloudlet.ws_path}/jobs/{JOB}")
+        resp.raise_for_status()
+        docs[f"job:{JOB}"] = resp.content.decode()
+        facts[JOB]["document_bytes"] = len(resp.content)
     return facts, docs
+
+
+def _run_job(client: httpx.Client, ws: str, timeout: float = 120) -> dict[str, Any]:
+    resp = client.put(f"{ws}/jobs/{JOB}", json={"command": "echo ready", "compute": f"azureml:{CLUSTER}"})
+    resp.raise_for_status()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.get(f"{ws}/jobs/{JOB}").json().get("status")
+        if status in ("Completed", "Failed", "Canceled"):
+            return {"status": status}
+        time.sleep(0.2)
+    raise RuntimeError(f"job {JOB} did not finish in {timeout} s")
 
 
 def _check_alive(servers: list[ServerProcess]) -> None:
@@ -171,6 +198,7 @@ def _summaries(results: dict[str, RunResult], with_throughput: bool) -> dict[str
 RATIO_PAIRS = (
     ("show_cluster", "cloudlet.show_cluster", "peer.show_cluster"),
     ("show_instance", "cloudlet.show_instance", "peer.show_instance"),
+    ("show_job", "cloudlet.show_job", "peer.show_job"),
     ("healthz", "cloudlet.healthz", "peer.healthz"),
     ("show_cluster_vs_own_healthz", "cloudlet.show_cluster", "cloudlet.healthz"),
 )
@@ -225,15 +253,20 @@ def run(quick: bool = False) -> dict[str, Any]:
         targets = [
             Target("cloudlet.show_cluster", f"{cloudlet.endpoint}{ws}/computes/{CLUSTER}", auth),
             Target("cloudlet.show_instance", f"{cloudlet.endpoint}{ws}/computes/{INSTANCE}", auth),
+            Target("cloudlet.show_job", f"{cloudlet.endpoint}{ws}/jobs/{JOB}", auth),
             Target("cloudlet.healthz", f"{cloudlet.endpoint}/healthz", {}),
             Target("peer.show_cluster", f"{peer.endpoint}{ws}/computes/{CLUSTER}", auth),
             Target("peer.show_instance", f"{peer.endpoint}{ws}/computes/{INSTANCE}", auth),
+            Target("peer.show_job", f"{peer.endpoint}{ws}/jobs/{JOB}", auth),
             Target("peer.healthz", f"{peer.endpoint}/healthz", {}),
         ]
         # Same-size check: the peer must answer the same number of body bytes as cloudlet.
         for name in (CLUSTER, INSTANCE):
             peer_len = len(httpx.get(f"{peer.endpoint}{ws}/computes/{name}", headers=auth).content)
             facts[name]["peer_document_bytes"] = peer_len
+        facts[JOB]["peer_document_bytes"] = len(
+            httpx.get(f"{peer.endpoint}{ws}/jobs/{JOB}", headers=auth).content
+        )
 
         _measure(targets, 1, plan.warmup, 1, plan.run_time_limit_s, servers)  # warm-up, discarded
         seq = _summaries(
@@ -271,15 +304,18 @@ def run(quick: bool = False) -> dict[str, Any]:
     finally:
         for server in reversed(servers):
             server.stop()
+        data["leftover_node_processes_killed"] = kill_node_processes(tmp / "home")
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 SERIES_ORDER = (
     "cloudlet.show_cluster",
     "cloudlet.show_instance",
+    "cloudlet.show_job",
     "cloudlet.healthz",
     "peer.show_cluster",
     "peer.show_instance",
+    "peer.show_job",
     "peer.healthz",
 )
 
@@ -335,7 +371,8 @@ def markdown(data: dict[str, Any]) -> str:
         f"(peak {f(rss['cloudlet']['vm_hwm_kib'])} KiB), peer {f(rss['peer']['vm_rss_kib'])} KiB.",
         "",
         f"Document sizes: cluster {data['setup'][CLUSTER]['document_bytes']} B, "
-        f"instance {data['setup'][INSTANCE]['document_bytes']} B (peer serves the same bytes).",
+        f"instance {data['setup'][INSTANCE]['document_bytes']} B, "
+        f"job {data['setup'][JOB]['document_bytes']} B (peer serves the same bytes).",
     ]
     return "\n".join(lines)
 

@@ -34,7 +34,6 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -49,7 +48,14 @@ from typing import Any
 import httpx
 
 from bench import _results
-from bench._server import REPO_ROOT, ServerProcess, read_vm_rss_kib, start_cloudlet
+from bench._server import (
+    REPO_ROOT,
+    ServerProcess,
+    kill_node_processes,
+    node_processes,
+    read_vm_rss_kib,
+    start_cloudlet,
+)
 from bench._stats import ratio, summarize_ns
 
 NAME = "dispatch"
@@ -114,62 +120,11 @@ def _first_float(text: str) -> float | None:
     return None
 
 
-def _proc_environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    out = {}
-    for item in raw.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            out[key.decode(errors="replace")] = value.decode(errors="replace")
-    return out
-
-
-def _node_processes(home: Path) -> dict[int, dict[str, str]]:
-    """Live processes started for this home's nodes (agents and their runs): their environment
-    carries ``CLOUDLET_NODE_DIR`` under HOME. pid -> {"node", "kind"}."""
-    prefix = str(home) + os.sep
-    found: dict[int, dict[str, str]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        env = _proc_environ(int(entry))
-        if not env.get("CLOUDLET_NODE_DIR", "").startswith(prefix):
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        is_agent = any(a == b"-m" and b == b"cloudlet.agent" for a, b in itertools.pairwise(argv))
-        found[int(entry)] = {"node": env.get("CLOUDLET_NODE_ID", "?"), "kind": "agent" if is_agent else "run"}
-    return found
-
-
 def _agent_rss(home: Path) -> dict[str, Any]:
-    agents = {pid: info["node"] for pid, info in _node_processes(home).items() if info["kind"] == "agent"}
+    agents = {pid: info["node"] for pid, info in node_processes(home).items() if info["kind"] == "agent"}
     per = {node: read_vm_rss_kib(pid) for pid, node in agents.items()}
     values = [v for v in per.values() if v]
     return {"per_node_kib": per, "max_kib": max(values) if values else None, "count": len(values)}
-
-
-def _kill_node_processes(home: Path) -> int:
-    """SIGKILL whatever this home's nodes left running (agents live in their own sessions and
-    outlive the server). Bounded: a few sweeps."""
-    killed = 0
-    for _ in range(10):
-        procs = _node_processes(home)
-        if not procs:
-            break
-        for pid in procs:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.1)
-    return killed
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -203,7 +158,7 @@ def _status_kib(pid: int, field: str) -> int | None:
 def _cpu_snapshot(server: ServerProcess, home: Path) -> dict[str, float]:
     """CPU seconds used so far by the server, this home's agents (their own time, not their runs')
     and this benchmark process (the client)."""
-    agents = [pid for pid, info in _node_processes(home).items() if info["kind"] == "agent"]
+    agents = [pid for pid, info in node_processes(home).items() if info["kind"] == "agent"]
     times = os.times()
     return {
         "server": _cpu_seconds(server.pid) or 0.0,
@@ -699,7 +654,7 @@ def _cloudlet(plan: Plan, tmp: Path) -> dict[str, Any]:
             db.close()
         api.close()
         server.stop()
-        out["leftover_node_processes_killed"] = _kill_node_processes(home)
+        out["leftover_node_processes_killed"] = kill_node_processes(home)
 
 
 # -- peer: Ray ----------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session, defer
 
 from cloudlet.domain import job_spec
 from cloudlet.domain.errors import CloudletError, conflict, not_found
@@ -204,10 +204,16 @@ def request_cancel(job: Job) -> None:
         job.status, job.ended_at, job.status_message = CANCELED, time.time(), "canceled before it started"
 
 
+_RUNS_OF = (
+    select(JobRun)
+    .options(defer(JobRun.spec))  # the run specs (commands, env) are not shown: skip decoding them
+    .where(JobRun.job_id == bindparam("job"))
+    .order_by(JobRun.attempt, JobRun.rank)
+)
+
+
 def runs_of(session: Session, job: Job) -> list[JobRun]:
-    return list(
-        session.scalars(select(JobRun).where(JobRun.job_id == job.id).order_by(JobRun.attempt, JobRun.rank))
-    )
+    return list(session.scalars(_RUNS_OF, {"job": job.id}))
 
 
 def render(job: Job, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
