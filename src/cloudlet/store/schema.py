@@ -10,7 +10,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -68,6 +79,8 @@ class Workspace(Base):
     location: Mapped[str] = mapped_column(String(64))
     description: Mapped[str | None] = mapped_column(Text, nullable=True)
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # Administrator policy (I3): None or True allows compute instances with public SSH access.
+    allow_ssh_public_access: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
@@ -136,6 +149,8 @@ class Compute(Base):
     # The autoscaler's last decision, in numbers and words (observed: it depends on time and jobs).
     target_node_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
     scale_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Instances: schedules fire for occurrences in (schedule_checked_at, now]; each fires once.
+    schedule_checked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     errors: Mapped[list[Any]] = mapped_column(default=list)
     warnings: Mapped[list[Any]] = mapped_column(default=list)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -202,6 +217,8 @@ class Node(Base):
     usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # Apps the agent runs (compute instances): {"jupyterlab": {"state", "port", "base_url", …}}.
     apps: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # An instance node's last report beyond its apps: activity (idleness), setup scripts, sshd, OS disk.
+    report: Mapped[dict[str, Any]] = mapped_column(default=dict)
     current_run: Mapped[str | None] = mapped_column(String(40), nullable=True)
     idle_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_heartbeat: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -213,7 +230,11 @@ class Node(Base):
 
 class Job(Base):
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    __table_args__ = (
+        UniqueConstraint("workspace_id", "name"),
+        # A compute's queue in scheduling order: the head is read on every submission and exit.
+        Index("ix_jobs_queue", "workspace_id", "compute_name", "status", "priority", "submitted_at"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
     name: Mapped[str] = mapped_column(String(128))
