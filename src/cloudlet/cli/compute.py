@@ -13,6 +13,8 @@ import yaml
 from rich.markup import escape
 
 from cloudlet.cli.output import err_console
+from cloudlet.cli.whatif import HELP as WHAT_IF_HELP
+from cloudlet.cli.whatif import what_if
 from cloudlet.client._config import ConfigurationError
 from cloudlet.client._rest import API_PREFIX
 
@@ -351,3 +353,6 @@ def list_usage(
     """Core usage against quota per VM family in a location, with the computes holding cores."""
     st = state(ctx)
     st.emit(st.rest.list_values(f"{st.location_path(location)}/usages"), "usage")
+
+
+app.command("what-if", help=WHAT_IF_HELP)(what_if)  # offline: the scale simulator, no server
