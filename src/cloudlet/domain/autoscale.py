@@ -7,7 +7,9 @@ carries the decision out.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from cloudlet.domain.lifecycle import cluster_target_nodes
 from cloudlet.domain.nodes import FAILED, SERVING, NodeState
@@ -71,20 +73,28 @@ def decide(
     cluster: ClusterView, nodes: list[NodeView], demand: Demand, limits: Limits, now: float
 ) -> Decision:
     target = cluster_target(cluster, demand)
-    live = [n for n in nodes if n.state in SERVING]
-    broken = tuple(n.id for n in nodes if n.state in _RELEASE_NOW)
+    # One C-level count of the states instead of a Python loop per question: a pass over a
+    # cluster of thousands of nodes (the scale simulator) stays cheap when nothing changes.
+    counts = Counter(map(_STATE, nodes))
+    live_count = sum(counts[s] for s in SERVING)
+    broken: tuple[str, ...] = ()
+    if any(counts[s] for s in _RELEASE_NOW):
+        broken = tuple(n.id for n in nodes if n.state in _RELEASE_NOW)
     if limits.blocked_reason:
         return Decision(target, terminate=broken, reasons=(limits.blocked_reason,))
-    if len(live) < target:
-        return _scale_up(target, len(live), limits, broken)
-    if len(live) > target:
+    if live_count < target:
+        return _scale_up(target, live_count, limits, broken)
+    if live_count > target:
+        live = list(nodes) if live_count == len(nodes) else [n for n in nodes if n.state in SERVING]
         return _scale_down(cluster, target, live, now, broken)
-    starting = len([n for n in live if n.state not in (NodeState.IDLE, NodeState.BUSY)])
-    words = f"{len(live)} nodes, {starting} starting" if starting else f"steady at {len(live)} nodes"
+    starting = live_count - counts[NodeState.IDLE] - counts[NodeState.BUSY]
+    words = f"{live_count} nodes, {starting} starting" if starting else f"steady at {live_count} nodes"
     return Decision(target, terminate=broken, reasons=(words,))
 
 
 _RELEASE_NOW = FAILED  # their machines are released at once; the records stay
+_STATE = attrgetter("state")
+_IDLE = NodeState.IDLE  # a module constant: looking a member up on the enum class is slow
 
 
 def _scale_up(target: int, live: int, limits: Limits, broken: tuple[str, ...]) -> Decision:
@@ -103,7 +113,7 @@ def _scale_down(
     cluster: ClusterView, target: int, live: list[NodeView], now: float, broken: tuple[str, ...]
 ) -> Decision:
     idle = sorted(
-        (n for n in live if n.state is NodeState.IDLE and n.idle_since is not None),
+        [n for n in live if n.state is _IDLE and n.idle_since is not None],
         key=lambda n: n.idle_since or 0.0,
     )
     limit = cluster.idle_time_before_scale_down_s

@@ -5,6 +5,7 @@ backfill free nodes that the head of the queue cannot use yet. Cluster nodes run
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,14 @@ class Placement:
 
 
 def queue_order(jobs: list[QueuedJob]) -> list[QueuedJob]:
-    return sorted(jobs, key=lambda j: (-j.priority, j.submitted_at, j.name))
+    """Priority (high first), then submission time, then name. Two stable sorts on C-level keys:
+    the same order as one sort on ``(-priority, submitted_at, name)``, a few times faster."""
+    fifo = sorted(jobs, key=_FIFO)
+    return sorted(fifo, key=_PRIORITY, reverse=True)  # reverse=True keeps equal keys in order
+
+
+_FIFO = attrgetter("submitted_at", "name")
+_PRIORITY = attrgetter("priority")
 
 
 def schedule(jobs: list[QueuedJob], free_nodes: list[str]) -> list[Placement]:
