@@ -32,6 +32,7 @@ from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest, SupportsNodeLogs
 from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import dispatch
 from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
@@ -253,6 +254,8 @@ class InstanceDriver:
         ]
         actions = Actions()
         for node in nodes:
+            # Jobs running on the instance end with it and wait for its next start (requeued).
+            dispatch.fail_runs_on_node(session, node, "stopped", time.time())
             if node.state == NodeState.TERMINATING.value:
                 actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
             else:

@@ -26,7 +26,7 @@ from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Job, JobRun, Node
 
 ASSIGNED, SENT, RUN_RUNNING, EXITED = "assigned", "sent", "running", "exited"
-REQUEUE_REASONS = ("preempted", "lost")
+REQUEUE_REASONS = ("preempted", "lost", "stopped")  # the node went away, not the job
 
 
 DELIVERIES = "cloudlet_deliveries"
@@ -107,7 +107,8 @@ def place(
             )
             session.info.setdefault(DELIVERIES, []).append((node.id, run_spec))
             process += 1
-        node_service.advance(node, NodeEvent.ASSIGN, now)
+        if node.state == NodeState.IDLE.value:  # an instance's node may already run other jobs
+            node_service.advance(node, NodeEvent.ASSIGN, now)
         node.current_run = job.name
     return [node.id for node in nodes]
 
@@ -159,6 +160,21 @@ _IDLE_NODES = (
     .order_by(Node.created_at)
     .with_for_update()
 )
+_INSTANCE_NODE = select(Node).where(
+    Node.compute_id == bindparam("compute"),
+    Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
+)
+_ACTIVE_RUNS = select(JobRun.id).where(JobRun.node_id == bindparam("node"), JobRun.state != EXITED)
+_QUEUED_JOBS = (
+    select(Job)
+    .where(
+        Job.workspace_id == bindparam("ws"),
+        Job.compute_name == bindparam("compute"),
+        Job.status == job_service.QUEUED,
+    )
+    .order_by(Job.priority.desc(), Job.submitted_at)
+    .limit(64)
+)
 _QUEUE_HEAD = (
     select(Job.id, Job.name, Job.instance_count, Job.priority, Job.submitted_at, Job.cancel_requested)
     .where(
@@ -176,6 +192,8 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     """Place the compute's queued jobs on its idle nodes now (priority, FIFO, backfill,
     all-or-nothing). Called when a job arrives, when a node frees up, and by the reconciler, so a
     job starts the moment a node can take it rather than at the next reconcile pass."""
+    if compute.type == "computeinstance":
+        return _schedule_instance(session, compute, data, server_url)
     idle = list(session.scalars(_IDLE_NODES, {"compute": compute.id}))
     if not idle:
         return []
@@ -219,12 +237,45 @@ def _schedule_window(
     return wake
 
 
+INSTANCE_WINDOW = 64
+
+
+def _schedule_instance(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
+    """A compute instance runs jobs side by side on its one node (I11): each job takes a vCPU per
+    process (``process_count_per_instance``, at most the node's vCPUs); the rest wait, in queue
+    order, with smaller jobs filling what the head cannot use."""
+    node = session.scalar(_INSTANCE_NODE, {"compute": compute.id})
+    if node is None:
+        return []
+    free = node.vcpus - len(list(session.scalars(_ACTIVE_RUNS, {"node": node.id})))
+    wake: list[str] = []
+    queued = session.scalars(_QUEUED_JOBS, {"ws": compute.workspace_id, "compute": compute.name})
+    for job in list(queued):
+        if free <= 0:
+            break
+        if job.cancel_requested:
+            job.status, job.ended_at = job_service.CANCELED, time.time()
+            continue
+        need = min(processes_per_node(job.spec), node.vcpus)
+        if need <= free:
+            wake += place(session, job, [node], data, server_url, compute)
+            free -= need
+    return wake
+
+
+def processes_per_node(doc: dict[str, Any]) -> int:
+    distribution = doc.get("distribution") or {}
+    return max(1, int(distribution.get("process_count_per_instance") or 1))
+
+
 def schedule_freed(session: Session, node_ids: list[str], data: DataRoot, server_url: str) -> list[str]:
     """After runs ended: the freed nodes' clusters take their next queued jobs at once."""
     computes = set()
     for node_id in set(node_ids):
         node = session.get(Node, node_id)
-        if node is not None and node.compute_id is not None and node.state == NodeState.IDLE.value:
+        # A busy node here is an instance's that still runs jobs but has vCPUs free again.
+        free = (NodeState.IDLE.value, NodeState.BUSY.value)
+        if node is not None and node.compute_id is not None and node.state in free:
             computes.add(node.compute_id)
     wake: list[str] = []
     for compute_id in computes:
@@ -308,6 +359,8 @@ def _release_node_if_done(
         return []
     node = session.get(Node, node_id)
     if node is not None and node.state in (NodeState.BUSY.value, NodeState.DRAINING.value):
+        if session.scalar(_ACTIVE_RUNS, {"node": node_id}) is not None:
+            return [node.id]  # an instance's node still runs other jobs: it may take more now
         node_service.advance(node, NodeEvent.RELEASE, now)
         return [node.id]
     return []

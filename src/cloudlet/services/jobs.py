@@ -65,7 +65,7 @@ def submit(
         compute_name=compute_name,
         spec=doc,
         status=QUEUED,
-        status_message="waiting for nodes",
+        status_message=_waiting_message(compute),
         priority=job_spec.priority_value(spec),
         instance_count=int(doc.get("resources", {}).get("instance_count", 1)),
         attempt=0,
@@ -76,6 +76,17 @@ def submit(
     session.add(job)
     session.flush()
     return job, compute
+
+
+def _waiting_message(compute: Compute | None) -> str:
+    if compute is None or compute.type != "computeinstance":
+        return "waiting for nodes"
+    if compute.state == "Running":
+        return f"waiting for a free vCPU on compute instance '{compute.name}'"
+    return (
+        f"waiting: compute instance '{compute.name}' is {compute.state}; the job starts when it runs "
+        f"(cloudlet compute start -n {compute.name})"
+    )
 
 
 def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> tuple[str, Compute | None]:
@@ -105,17 +116,25 @@ def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> tuple[str, 
             "compute",
             400,
         )
-    if compute.type != "amlcompute":
+    if compute.type not in ("amlcompute", "computeinstance"):
         raise CloudletError(
             "UnsupportedComputeForJob",
-            f"'{compute_name}' is {compute.type}; jobs run on compute clusters (amlcompute) or `local` here",
+            f"'{compute_name}' is {compute.type}; jobs run on compute clusters (amlcompute), compute "
+            "instances or `local` here",
             "compute",
         )
     if compute.provisioning_state in (ProvisioningState.DELETING.value, ProvisioningState.FAILED.value):
         raise CloudletError(
             "ComputeNotUsable", f"compute '{compute_name}' is {compute.provisioning_state}", "compute", 409
         )
-    max_nodes = int(compute.spec.get("max_instances", 1))
+    max_nodes = int(compute.spec.get("max_instances", 1)) if compute.type == "amlcompute" else 1
+    if compute.type == "computeinstance" and count > 1:
+        raise CloudletError(
+            "JobCanNeverRun",
+            f"'{compute_name}' is a compute instance: one machine. Use resources.instance_count 1 (with "
+            "distribution.process_count_per_instance for several processes) or a compute cluster",
+            "resources.instance_count",
+        )
     if count > max_nodes:
         raise CloudletError(
             "JobCanNeverRun",
