@@ -78,6 +78,7 @@ class Simulator:
         self._where: dict[str, ClusterState] = {}  # node id -> its cluster, while it has a machine
         self._node_seq = 0
         self._dirty: dict[str, ClusterState] = {}
+        self._short: set[str] = set()  # clusters that could not make all the nodes they want
 
     # -- driving ---------------------------------------------------------------------------------
     def submit(self, jobs: Iterable[JobSpec]) -> None:
@@ -283,6 +284,10 @@ class Simulator:
             self._launch(cluster)
         for node_id in decision.terminate:
             self._release(cluster, cluster.nodes[node_id])
+        if decision.target > cluster.serving():
+            self._short.add(cluster.name)
+        else:
+            self._short.discard(cluster.name)
 
     def _launch(self, cluster: ClusterState) -> None:
         now, spec = self.clock.now, cluster.spec
@@ -336,6 +341,10 @@ class Simulator:
         cluster.mark_not_idle(node)
         del cluster.nodes[node.id]
         del cluster.views[node.id]
+        # Freed quota: the real loop passes every cluster each second; here the clusters held
+        # back get a pass at once.
+        for name in self._short - {cluster.name}:
+            self.events.push(now, EventKind.IDLE_DUE, name)
         del self._where[node.id]
 
     def _note_series(self, cluster: ClusterState) -> None:
