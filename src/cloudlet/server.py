@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.api.app import create_app
 from cloudlet.api.deps import AppState
 from cloudlet.control.clusters import ClusterReconciler
+from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.providers.base import NodeProvider
@@ -93,6 +94,11 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> App
         data,
         lambda: state.endpoint,
         lease_ttl_s=lease_ttl,
+    )
+    reconciler = state.reconciler
+    assert reconciler is not None
+    state.instance_watch = InstanceWatch(
+        sessions, replica.id, data, lease_ttl_s=lease_ttl, on_operation=reconciler.wake.set
     )
     return state
 

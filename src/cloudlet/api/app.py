@@ -32,11 +32,11 @@ def create_app(state: AppState) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         state.notifier.bind(asyncio.get_running_loop())
-        for loop in (state.reconciler, state.clusters):
+        for loop in (state.reconciler, state.clusters, state.instance_watch):
             if loop is not None:
                 loop.start()
         yield
-        for loop in (state.reconciler, state.clusters):
+        for loop in (state.reconciler, state.clusters, state.instance_watch):
             if loop is not None:
                 loop.stop()
         await routes_instances.forwarder.close()

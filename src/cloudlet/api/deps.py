@@ -12,6 +12,7 @@ from fastapi import Depends, Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.clusters import ClusterReconciler
+from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.notify import NodeNotifier
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.domain.errors import CloudletError
@@ -32,6 +33,7 @@ class AppState:
     notifier: NodeNotifier = field(default_factory=NodeNotifier)
     clusters: ClusterReconciler | None = None
     endpoint: str = ""
+    instance_watch: InstanceWatch | None = None
 
     def after_commit(self, wake_nodes: list[str], rescale: bool = False) -> None:
         """Wake the agents whose work changed; wake the cluster loop only when demand changed in

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Response
@@ -9,9 +10,10 @@ from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.domain.errors import not_found
+from cloudlet.domain.instance_watch import explain
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import compute_view, computes, operations, workspaces
+from cloudlet.services import compute_view, computes, instance_activity, operations, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Compute, Operation, Workspace
@@ -28,7 +30,10 @@ def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tupl
 def _render(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]:
     locks = lock_store.effective(ctx.session, ref, compute.name) if compute.type == "amlcompute" else []
     catalogue = catalogue_service.current(ctx.session)
-    return compute_view.render(compute, ref, locks, catalogue, ctx.state.endpoint)
+    status = None
+    if compute.type == "computeinstance":  # from stored rows: a few local queries, no node call
+        status = explain(instance_activity.facts(ctx.session, compute, time.time()))
+    return compute_view.render(compute, ref, locks, catalogue, ctx.state.endpoint, status)
 
 
 def _operation_headers(ctx: Context, op: Operation) -> dict[str, str]:

@@ -32,7 +32,7 @@ from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Targe
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.roles import Access
-from cloudlet.services import identity
+from cloudlet.services import identity, instance_activity
 from cloudlet.services import instances as instance_service
 from cloudlet.services.context import Caller
 from cloudlet.store.schema import Node, Principal
@@ -216,6 +216,7 @@ async def proxy_http(name: str, app: str, path: str, request: Request) -> Respon
                 status=401,
             )
         target = await run_in_threadpool(resolve, state, found[0], found[1], name, app)
+        instance_activity.note_request(name, request.method, accept)  # idle shutdown counts it
         try:
             return await forwarder.http(request, target)
         except AppGone:  # a cached address of a node that is gone: look again, once
@@ -257,4 +258,5 @@ async def proxy_websocket(websocket: WebSocket, name: str, app: str, path: str) 
     except CloudletError as exc:
         await websocket.send_denial_response(json_response(exc.to_body(), exc.status))
         return
+    instance_activity.note_request(name, websocket=True)
     await forwarder.websocket(websocket, target)

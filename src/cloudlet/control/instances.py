@@ -127,6 +127,8 @@ class InstanceDriver:
     def _settle_down(self, session: Session, compute: Compute, done: InstanceEvent | None) -> StepOutcome:
         if not self._down(session, compute, keep=None):
             return Pending("releasing the node")
+        if done is InstanceEvent.STOPPED:
+            instance_service.detach_os_disk(self.data, compute)  # its processes are gone by now
         if done is not None:
             compute.state = advance_instance(compute.state, done, compute.name)
         return None

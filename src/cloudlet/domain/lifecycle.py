@@ -49,6 +49,7 @@ class InstanceEvent(StrEnum):
     RESTARTED = "restarted"
     DELETE = "delete"
     DISK_FULL = "disk_full"
+    AGENT_LOST = "agent_lost"  # the instance's agent stopped reporting (its machine died)
     START_FAILED = "start_failed"  # the node or its apps did not come up (start or restart)
 
 
@@ -64,6 +65,7 @@ INSTANCE_TRANSITIONS: dict[tuple[InstanceState, InstanceEvent], InstanceState] =
     (_S.UNUSABLE, _E.RESTART): _S.RESTARTING,
     (_S.RESTARTING, _E.RESTARTED): _S.RUNNING,
     (_S.RUNNING, _E.DISK_FULL): _S.UNUSABLE,
+    (_S.RUNNING, _E.AGENT_LOST): _S.UNUSABLE,
     # An unusable instance can still be stopped (I13: free space, then reboot).
     (_S.UNUSABLE, _E.STOP): _S.STOPPING,
     # A start or restart whose node or apps did not come up leaves the instance Failed (its node is

@@ -19,8 +19,11 @@ def render(
     locks: list[Lock],
     catalogue: Catalogue | None = None,
     endpoint: str = "",
+    instance_status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``endpoint`` (the server's public URL) makes an instance's ``services`` absolute URLs."""
+    """``endpoint`` (the server's public URL) makes an instance's ``services`` absolute URLs;
+    ``instance_status`` (``domain.instance_watch.explain``) says why it is (not) idle, when it
+    stops, its next scheduled action and why it is Unusable."""
     body: dict[str, Any] = {
         **compute.spec,
         "name": compute.name,
@@ -42,6 +45,7 @@ def render(
         body["state"] = compute.state
         body["owner"] = compute.owner
         body["services"] = instances.services(compute, endpoint)
+        body.update(instance_status or {})
     return body
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import re
 import shutil
@@ -29,10 +30,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
+from cloudlet.providers import disks
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Node
 
+log = logging.getLogger("cloudlet.instances")
+
 JUPYTER_APP = "jupyterlab"
+DEFAULT_OS_DISK_GB = 64.0
 # Azure's `services` of a compute instance: display name and the path under the app's base URL.
 SERVICES = (("Jupyter Lab", "lab"), ("Jupyter", "tree"), ("Terminal", "terminals/1"))
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@-]")
@@ -54,19 +59,44 @@ def os_disk_path(data: DataRoot, compute: Compute) -> Path:
     return instance_root(data, compute) / "os"
 
 
+def os_disk_gb() -> float:
+    """The OS disk's size: ``$CLOUDLET_INSTANCE_OS_DISK_GB`` (GiB; tests use e.g. 0.0625), else
+    ``DEFAULT_OS_DISK_GB`` (the size catalogue has no OS disk sizes)."""
+    return float(os.environ.get("CLOUDLET_INSTANCE_OS_DISK_GB") or DEFAULT_OS_DISK_GB)
+
+
 def prepare_os_disk(data: DataRoot, compute: Compute) -> Path:
     """Make the instance's OS disk ready to use and return where it is mounted.
 
-    Today the disk is a directory. This is the one place that decides it, so a size-limited
-    filesystem (a loop-mounted image of the size's disk) can be mounted here instead; everything
-    else only uses the returned path."""
+    A size-limited filesystem (``providers/disks.py``: a loop-mounted ext4 image, else tmpfs, else
+    usage accounting), made on first use and mounted again with its files at every start."""
     path = os_disk_path(data, compute)
-    path.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    info = disks.prepare(path, os_disk_gb())
+    if info.note and not info.enforced:
+        log.warning("instance %s: OS disk not size-limited by the kernel: %s", compute.name, info.note)
     return path
 
 
+def detach_os_disk(data: DataRoot, compute: Compute) -> None:
+    """Instance stop: unmount the OS disk (its image keeps the files for the next start)."""
+    path = os_disk_path(data, compute)
+    if path.exists():
+        disks.detach(path)
+
+
+def os_disk_full(data: DataRoot, compute: Compute) -> str | None:
+    """Why the OS disk counts as full (the Unusable reason), or None while there is room."""
+    path = os_disk_path(data, compute)
+    if not path.exists():
+        return None
+    return disks.full_reason(path) if disks.is_full(path) else None
+
+
 def remove_os_disk(data: DataRoot, compute: Compute) -> None:
-    """Delete the OS disk (instance delete); a missing disk is fine (the step may be retried)."""
+    """Delete the OS disk (instance delete); a missing disk is fine (the step may be retried).
+    Unmounted and its image removed first: removing a mounted disk's tree would leave the mount."""
+    disks.release(os_disk_path(data, compute))
     shutil.rmtree(instance_root(data, compute), ignore_errors=True)
 
 

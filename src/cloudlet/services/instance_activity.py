@@ -1,0 +1,112 @@
+"""The stored facts about a compute instance that idle shutdown, schedules and ``compute show``
+decide on, and the proxy's record of the owner's last request.
+
+``facts()`` reads rows only (the compute, its current node, an operation in progress, running
+jobs): no call to the node, so ``compute show`` stays a few local queries. The node's report
+(``Node.report``: ``activity``, ``disk``, …) is what its agent last sent.
+
+The proxy notes the time of the owner's last *deliberate* request per instance in this process's
+memory (``note_request``): a page load (``Accept: text/html``), a write (anything but GET/HEAD/
+OPTIONS) or a WebSocket opened. JupyterLab's background polling (GETs of kernels, sessions,
+contents every few seconds) is not activity, or an open browser tab would keep an instance awake
+forever. Kernel and terminal activity come from the agent and count on every replica; with several
+replicas, a page load seen by a replica that does not run the watch is not counted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.instance_schedule import parse_schedules
+from cloudlet.domain.instance_watch import InstanceFacts, disk_full_reason, stored_reason
+from cloudlet.domain.nodes import NodeState
+from cloudlet.services import jobs as job_service
+from cloudlet.services import operations
+from cloudlet.store.schema import Compute, Job, Node, Operation
+
+_last_request: dict[str, float] = {}  # instance name → time.time() of the last deliberate request
+WORKING_JOB_STATES = (job_service.PREPARING, job_service.RUNNING, job_service.FINALIZING)
+
+
+def note_request(name: str, method: str = "GET", accept: str = "", websocket: bool = False) -> None:
+    if websocket or method not in ("GET", "HEAD", "OPTIONS") or "text/html" in accept:
+        if len(_last_request) > 100_000:
+            _last_request.clear()
+        _last_request[name] = time.time()
+
+
+def last_request(name: str) -> datetime | None:
+    at = _last_request.get(name)
+    return None if at is None else datetime.fromtimestamp(at, UTC)
+
+
+def idle_timeout_s(minutes: float | None) -> float | None:
+    """``CLOUDLET_IDLE_SECONDS_PER_MINUTE`` (tests, fast idle) turns the configured minutes into
+    that many seconds each; unset, minutes are minutes."""
+    scale = os.environ.get("CLOUDLET_IDLE_SECONDS_PER_MINUTE")
+    if minutes is None or not scale:
+        return None
+    return float(minutes) * float(scale)
+
+
+def current_node(session: Session, compute: Compute) -> Node | None:
+    """The instance's registered node (idle or busy), the newest if a restart overlaps."""
+    return session.scalar(
+        select(Node)
+        .where(Node.compute_id == compute.id, Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]))
+        .order_by(Node.created_at.desc())
+        .limit(1)
+    )
+
+
+def facts(session: Session, compute: Compute, now: float, node: Node | None = None) -> InstanceFacts:
+    node = node or current_node(session, compute)
+    operation = session.scalar(
+        select(Operation.kind)
+        .where(Operation.compute_id == compute.id, Operation.status == operations.IN_PROGRESS)
+        .limit(1)
+    )
+    spec = compute.spec or {}
+    minutes = spec.get("idle_time_before_shutdown_minutes")
+    schedules = parse_schedules((spec.get("schedules") or {}).get("compute_start_stop"))
+    report = (node.report or {}) if node is not None else {}
+    checked = compute.schedule_checked_at
+    return InstanceFacts(
+        name=compute.name,
+        state=compute.state or "Failed",
+        now=datetime.fromtimestamp(now, UTC),
+        idle_minutes=minutes,
+        schedules=schedules,
+        started_at=_when(node.registered_at) if node is not None else None,
+        report=report,
+        running_jobs=_running_jobs(session, compute) if node is not None else (),
+        last_http=last_request(compute.name),
+        schedule_checked_at=_when(checked),
+        unusable_reason=stored_reason(compute.state, compute.errors or []),
+        operation=operation,
+        quiet_s=now - (node.last_heartbeat or node.registered_at or now) if node is not None else None,
+        disk_full=disk_full_reason(report.get("disk")),
+        idle_timeout_s=idle_timeout_s(minutes),
+    )
+
+
+def _running_jobs(session: Session, compute: Compute) -> tuple[str, ...]:
+    names = session.scalars(
+        select(Job.name)
+        .where(
+            Job.workspace_id == compute.workspace_id,
+            Job.compute_name == compute.name,
+            Job.status.in_(WORKING_JOB_STATES),
+        )
+        .limit(20)
+    )
+    return tuple(names)
+
+
+def _when(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
