@@ -99,17 +99,26 @@ class Simulator:
 
     def step(self) -> float:
         """Jump to the next event, record everything due then, run the passes; returns the time."""
+        when = self.record_next()
+        self.reconcile_due()
+        return when
+
+    def record_next(self) -> float:
+        """Jump the clock to the next event and record everything due then (stage 1)."""
         when = self.events.next_time()
         if when is None:
             raise RuntimeError("nothing left to simulate")
         self.clock.advance_to(when)
         for kind, payload in self.events.pop_due(when):
             self._record(kind, payload)
+        return when
+
+    def reconcile_due(self) -> None:
+        """Stages 2-4 for every cluster something happened to (or every cluster: ``pass_all``)."""
         todo = self.clusters if self.pass_all else self._dirty
         for cluster in list(todo.values()):
             self.reconcile(cluster)
         self._dirty = {}
-        return when
 
     # -- 1. record -------------------------------------------------------------------------------
     def _record(self, kind: EventKind, payload: object) -> None:
@@ -255,6 +264,10 @@ class Simulator:
         cluster.take_placed(len(window), {p.job for p in placements})
         cluster.totals.placements += len(placements)
         self.placements += len(placements)
+        if placements and len(window) == SCHEDULE_WINDOW and cluster.idle and cluster.queue:
+            # One round looks at SCHEDULE_WINDOW jobs; the real loop's next pass (within a
+            # second) takes the next ones: here, at the same instant.
+            self.events.push(now, EventKind.IDLE_DUE, cluster.name)
 
     def _decide(self, cluster: ClusterState) -> autoscale.Decision:
         demand = cluster.demand()
