@@ -135,11 +135,12 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
 def _kill_with_its_nodes(server: RunningServer) -> None:
     """Agents outlive a killed server (by design: they wait for it to come back), so a test's
     teardown also ends every process that carries this installation's id."""
-    from tests.jobs_helpers import reap_installation
+    from tests.jobs_helpers import reap_installation, unmount_under
 
     server.kill()
     if server.installation:
         reap_installation(server.installation)
+    unmount_under(server.home)
 
 
 @pytest.fixture

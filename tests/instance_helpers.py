@@ -71,13 +71,22 @@ class Kernel:
     """A kernel of the instance's Jupyter server, started and spoken to through cloudlet's proxy
     (HTTP for the kernel, the WebSocket for its channels)."""
 
-    def __init__(self, srv: RunningServer, name: str, key: str | None = None) -> None:
+    def __init__(
+        self, srv: RunningServer, name: str, key: str | None = None, notebook: str | None = None
+    ) -> None:
+        """``notebook``: open the kernel as that notebook's session (as JupyterLab does)."""
         self.headers = {"Authorization": f"Bearer {key or srv.api_key}"}
         self.http = httpx.Client(headers=self.headers, timeout=60)
         self.base = app_url(srv, name)
-        response = self.http.post(self.base + "api/kernels", json={"name": "python3"})
-        assert response.status_code == 201, response.text
-        self.id = response.json()["id"]
+        if notebook:
+            session = {"path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": "python3"}}
+            response = self.http.post(self.base + "api/sessions", json=session)
+            assert response.status_code == 201, response.text
+            self.id = response.json()["kernel"]["id"]
+        else:
+            response = self.http.post(self.base + "api/kernels", json={"name": "python3"})
+            assert response.status_code == 201, response.text
+            self.id = response.json()["id"]
         ws_base = self.base.replace("http://", "ws://", 1)
         self._stack = contextlib.ExitStack()
         self.ws = self._stack.enter_context(
@@ -89,10 +98,15 @@ class Kernel:
             )
         )
 
-    def run(self, code: str, timeout: float = 120) -> str:
-        """Execute ``code``; return its stdout; raise with the traceback if it fails."""
+    def send(self, code: str) -> str:
+        """Start executing ``code`` without waiting; return the request's id."""
         msg_id = uuid.uuid4().hex
         self.ws.send(json.dumps(_execute_request(msg_id, code)))
+        return msg_id
+
+    def run(self, code: str, timeout: float = 120) -> str:
+        """Execute ``code``; return its stdout; raise with the traceback if it fails."""
+        msg_id = self.send(code)
         out: list[str] = []
         deadline = time.monotonic() + timeout
         while True:

@@ -12,10 +12,12 @@ import contextlib
 import itertools
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import httpx
@@ -214,15 +216,27 @@ def reap_installation(installation: str) -> None:
         time.sleep(0.05)
 
 
+def unmount_under(root: Path) -> None:
+    """Unmount whatever a server mounted under its home (instances' OS disks are loop-mounted,
+    machine-wide here), so a killed server leaves no mount or loop device behind."""
+    prefix = str(root.resolve()) + "/"
+    with open("/proc/self/mountinfo") as mounts:
+        points = [line.split()[4] for line in mounts if line.split()[4].startswith(prefix)]
+    for point in sorted(points, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
 @contextlib.contextmanager
 def reaped(srv: RunningServer) -> Iterator[str]:
-    """Yield the server's installation id; on exit kill the server, then its leftover processes."""
+    """Yield the server's installation id; on exit kill the server, then its leftover processes,
+    then unmount its disks."""
     installation = installation_id(srv)
     try:
         yield installation
     finally:
         srv.kill()
         reap_installation(installation)
+        unmount_under(srv.home)
 
 
 # -- a background recorder of what the API shows over time -----------------------------------
