@@ -122,3 +122,18 @@ def test_an_agent_silent_past_the_threshold_makes_it_unusable() -> None:
     assert verdict.unusable is not None and verdict.unusable[0] == AGENT_LOST
     assert "stopped reporting 40 s ago" in verdict.unusable[1]
     assert decide_tick(replace(quiet, quiet_s=3.0)).unusable is None
+
+
+def test_only_deliberate_proxy_requests_count_as_activity() -> None:
+    from cloudlet.services import instance_activity
+
+    name = "ci-note-test"
+    instance_activity.note_request(name, "GET", "application/json")  # JupyterLab's polling
+    assert instance_activity.last_request(name) is None
+    instance_activity.note_request(name, "GET", "text/html,application/xhtml+xml")  # a page load
+    seen = instance_activity.last_request(name)
+    assert seen is not None
+    instance_activity.note_request(name, "PUT")  # saving a file
+    instance_activity.note_request(name, websocket=True)  # a kernel or terminal opened
+    later = instance_activity.last_request(name)
+    assert later is not None and later >= seen
