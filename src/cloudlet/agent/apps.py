@@ -4,7 +4,12 @@ Started by the agent when ``$CLOUDLET_APPS`` names ``jupyterlab`` (docs/agent-pr
 server listens on 127.0.0.1 on a free port, under the base URL the control plane's proxy serves
 (``$CLOUDLET_APP_BASE_URL``), and accepts only ``$CLOUDLET_APP_TOKEN``, which the proxy injects;
 its working directory is the owner's folder of the workspace file share. Its state goes to
-``POST /agent/v1/nodes/{node}/apps`` whenever it changes.
+``POST /agent/v1/nodes/{node}/apps`` whenever it changes, with the rest of the instance's report
+(``agent/instance.py``: activity, setup scripts, sshd, OS disk).
+
+Before the server starts (also on an instance without apps): the creation script (once per OS
+disk) and the startup script (every start) run, then the instance's sshd starts if SSH is enabled.
+A failed script stops there: the apps are not started and the report says why.
 
 The home (``$CLOUDLET_OS_DISK``, the persistent OS disk) gets, on every start:
 - ``~/.venv``: the user's Python environment. It is layered over the agent's interpreter (a
@@ -33,8 +38,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cloudlet.agent.client import AgentClient, HTTPStatusError, Revoked, Unreachable
+from cloudlet.agent import instance
+from cloudlet.agent.client import AgentClient
 from cloudlet.agent.config import log
+from cloudlet.agent.sshd import SshdHandle
 
 JUPYTER = "jupyterlab"
 READY_TIMEOUT_S = 150.0
@@ -116,9 +123,10 @@ class AppSupervisor:
         node_dir: Path,
         env: Mapping[str, str],
         stop: threading.Event,
+        jupyter: bool = True,
     ) -> None:
         self.client = client
-        self.node_path = f"/agent/v1/nodes/{node_id}/apps"
+        self.jupyter = jupyter
         self.node_dir = node_dir
         self.env = dict(env)
         self.stop = stop
@@ -131,22 +139,28 @@ class AppSupervisor:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self._thread: threading.Thread | None = None
+        period = float(env.get("CLOUDLET_INSTANCE_REPORT_S") or instance.DEFAULT_REPORT_S)
+        self.reporter = instance.InstanceReporter(client, node_id, stop, self.home, period)
+        self.sshd: SshdHandle | None = None
 
     @classmethod
     def from_env(
         cls, client: AgentClient, node_id: str, node_dir: Path, stop: threading.Event
     ) -> AppSupervisor | None:
         apps = [a.strip() for a in os.environ.get("CLOUDLET_APPS", "").split(",") if a.strip()]
-        if JUPYTER not in apps:
+        if JUPYTER not in apps and not os.environ.get("CLOUDLET_INSTANCE"):
             return None
-        return cls(client, node_id, node_dir, os.environ, stop)
+        return cls(client, node_id, node_dir, os.environ, stop, jupyter=JUPYTER in apps)
 
     # -- lifetime ------------------------------------------------------------------------------
     def start(self) -> None:
+        self.reporter.start()
         self._thread = threading.Thread(target=self._supervise, name="apps", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
+        instance.stop_ssh(self.sshd)
+        self.reporter.wake()
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
@@ -163,6 +177,8 @@ class AppSupervisor:
             venv = self._prepare_home()
         except (OSError, subprocess.CalledProcessError) as exc:
             self._report({"state": "failed", "error": f"could not prepare the home: {exc}"})
+            return
+        if not self._before_apps(venv) or not self.jupyter:
             return
         failures = 0
         while not self.stop.is_set():
@@ -190,6 +206,7 @@ class AppSupervisor:
                 self.close()
                 return f"the server did not answer within {READY_TIMEOUT_S:g} s"
         log(f"{JUPYTER} ready on 127.0.0.1:{self.port}{self.base_url} (pid {self.proc.pid})")
+        self.reporter.watch(jupyter_url=f"http://127.0.0.1:{self.port}{self.base_url}", token=self.token)
         self._report(
             {
                 "state": "ready",
@@ -202,6 +219,18 @@ class AppSupervisor:
         while self.proc.poll() is None and not self.stop.wait(1.0):
             pass
         return f"the server exited with code {self.proc.poll()}"
+
+    def _before_apps(self, venv: Path) -> bool:
+        """Setup scripts, then sshd; False when a script failed (the apps are not started)."""
+        specs = instance.script_specs(self.env)
+        if specs and not instance.run_setup(specs, self.home, self.cwd, self.app_env(venv), self.reporter):
+            return False
+        key = self.env.get("CLOUDLET_SSH_PUBLIC_KEY", "").strip()
+        if key and not self.stop.is_set():
+            self.sshd = instance.start_ssh(key, self.home, self.reporter)
+        else:
+            self.reporter.set("ssh", {"state": "disabled", "port": None, "error": None})
+        return not self.stop.is_set()
 
     # -- pieces --------------------------------------------------------------------------------
     def _prepare_home(self) -> Path:
@@ -274,8 +303,5 @@ class AppSupervisor:
             conn.close()
 
     def _report(self, status: dict[str, Any]) -> None:
-        """Tell the control plane (retried until it hears it or the agent stops)."""
-        try:
-            self.client.call_retrying("POST", self.node_path, {"apps": {JUPYTER: status}}, stop=self.stop)
-        except (Revoked, Unreachable, HTTPStatusError) as exc:
-            log(f"could not report {JUPYTER} state {status.get('state')}: {exc}")
+        """Tell the control plane (the reporter sends it at once, retried until heard)."""
+        self.reporter.app(JUPYTER, status)

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,8 +72,10 @@ def start_sshd(
     user: str = "root",
     listen: str = "127.0.0.1",
     port: int | None = None,
+    set_env: Mapping[str, str] | None = None,
 ) -> SshdHandle:
-    """Start sshd for one instance; only ``owner_public_key`` may log in, as ``user``."""
+    """Start sshd for one instance; only ``owner_public_key`` may log in, as ``user``.
+    ``set_env`` is set in every session (``SetEnv``, e.g. ``HOME`` = the OS disk)."""
     binary = sshd_binary()
     if binary is None:
         raise SshdError("OpenSSH server not installed: apt-get install -y openssh-server")
@@ -86,7 +89,7 @@ def start_sshd(
     stop_sshd(state_dir)  # a leftover from a crashed agent would hold the pid file
     last_error = ""
     for candidate in [port] if port else _candidate_ports(listen):
-        _write_config(state_dir, user, listen, candidate)
+        _write_config(state_dir, user, listen, candidate, set_env or {})
         process = _spawn(binary, state_dir)
         if _wait_banner(process, listen, candidate):
             return SshdHandle(process.pid, candidate, listen, state_dir, time.monotonic() - started)
@@ -124,7 +127,7 @@ def _host_keys(state_dir: Path) -> None:
             )
 
 
-def _write_config(state_dir: Path, user: str, listen: str, port: int) -> None:
+def _write_config(state_dir: Path, user: str, listen: str, port: int, set_env: Mapping[str, str]) -> None:
     lines = [
         f"ListenAddress {listen}",
         f"Port {port}",
@@ -147,6 +150,7 @@ def _write_config(state_dir: Path, user: str, listen: str, port: int) -> None:
         "AllowTcpForwarding yes",
         "Subsystem sftp internal-sftp",
         "LogLevel VERBOSE",
+        *(f'SetEnv "{k}={v}"' for k, v in set_env.items()),
     ]
     path = state_dir / "sshd_config"
     path.write_text("\n".join(lines) + "\n")

@@ -1,4 +1,6 @@
-"""The agent's report of its apps (compute instances; docs/agent-protocol.md). Node-token auth."""
+"""The agent's report of its apps and instance (compute instances; docs/agent-protocol.md): the
+apps merge into ``Node.apps``; ``activity``, ``setup``, ``ssh`` and ``disk`` into ``Node.report``
+(``services/instance_reports.py``). Node-token auth."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from fastapi import APIRouter, Body, Depends, Request, Response
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.nodes import FINAL
+from cloudlet.services import instance_reports
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Node
 
@@ -30,6 +33,7 @@ def report_apps(
     reported = (body or {}).get("apps") if isinstance(body, dict) else None
     if not isinstance(reported, dict):
         raise CloudletError("InvalidRequest", "expected {'apps': {name: status}}", "apps")
+    extra = instance_reports.clean_report(body)
     with state.sessions.begin() as session:
         node = session.get(Node, node_id)
         if (
@@ -40,7 +44,11 @@ def report_apps(
             raise CloudletError("AuthenticationFailed", "unknown node or wrong node token", status=401)
         if node.state in {s.value for s in FINAL}:
             raise CloudletError("NodeGone", f"node {node_id} is {node.state}; stop", status=403)
-        node.apps = {**(node.apps or {}), **{name: _clean(s) for name, s in reported.items()}}
+        apps = {name: _clean(s) for name, s in reported.items()}
+        if apps:
+            node.apps = {**(node.apps or {}), **apps}
+        if extra:
+            node.report = {**(node.report or {}), **extra}
     if state.reconciler is not None:  # an instance operation may be waiting for exactly this
         state.reconciler.wake.set()
     return json_response({"ok": True})

@@ -32,7 +32,7 @@ from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest, SupportsNodeLogs
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch
+from cloudlet.services import dispatch, instance_reports
 from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
@@ -167,6 +167,12 @@ class InstanceDriver:
     def _await_apps(
         self, session: Session, compute: Compute, node: Node, failed: InstanceEvent, now: float
     ) -> StepOutcome:
+        setup = instance_reports.startup_status(compute, node)  # setup scripts and sshd come first
+        if setup.error is not None:
+            error = self._fail(session, compute, node, setup.error["code"], setup.error["message"], failed)
+            return {**error, **{k: v for k, v in setup.error.items() if k not in error}}
+        if setup.waiting is not None:
+            return Pending(f"waiting for {setup.waiting}")  # bounded by the script's own timeout
         broken = instance_service.failed_app(node)
         if broken is not None:
             name, info = broken
@@ -175,7 +181,7 @@ class InstanceDriver:
         missing = sorted(set(node.apps or {}) - instance_service.ready_apps(node))
         if not missing:
             return None
-        if now - (node.registered_at or now) > self.apps_timeout_s:
+        if now - max(node.registered_at or now, setup.finished_at or 0) > self.apps_timeout_s:
             message = f"{', '.join(missing)} not ready on node {node.id} within {self.apps_timeout_s:g} s"
             return self._fail(session, compute, node, "InstanceAppTimeout", message, failed)
         return Pending(f"waiting for {', '.join(missing)} on node {node.id}")

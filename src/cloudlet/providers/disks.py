@@ -122,6 +122,12 @@ def mark_full(path: Path, full: bool) -> None:
     path.chmod(0o555 if full else 0o755)
 
 
+def method_of(path: Path) -> Method | None:
+    """How the disk at ``path`` was made (None: not made by ``prepare``, e.g. a plain folder)."""
+    info = _read_meta(path)
+    return info.method if info is not None else None
+
+
 def detach(path: Path) -> None:
     """Instance stop: unmount a loop disk (its image keeps the files). tmpfs stays mounted."""
     info = _read_meta(path)

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.providers import disks
+from cloudlet.services import instance_reports
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Node
 
@@ -142,6 +143,7 @@ def node_env(
         "CLOUDLET_OS_DISK": str(os_disk),
         "CLOUDLET_SHARE": str(share_root(data, compute.workspace_id)),
         "CLOUDLET_SHARE_USER_DIR": str(user_folder(data, compute.workspace_id, owner)),
+        **instance_reports.agent_env(compute),  # setup scripts, the owner's SSH key, report period
     }
 
 
