@@ -19,6 +19,7 @@ from cloudlet.api import (
     routes_agent,
     routes_agent_apps,
     routes_compute,
+    routes_instance_setup,
     routes_instances,
     routes_jobs,
 )
@@ -55,6 +56,7 @@ def create_app(state: AppState) -> FastAPI:
     app.include_router(routes_admin.router)
     app.include_router(routes_agent.router)
     app.include_router(routes_agent_apps.router)
+    app.include_router(routes_instance_setup.router)
     app.include_router(routes_instances.router)  # /instances/{name}/{app}/… and /signin
 
     @app.get("/healthz", tags=["health"])

@@ -13,7 +13,14 @@ from cloudlet.domain.errors import not_found
 from cloudlet.domain.instance_watch import explain
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import compute_view, computes, instance_activity, operations, workspaces
+from cloudlet.services import (
+    compute_view,
+    computes,
+    instance_activity,
+    instance_reports,
+    operations,
+    workspaces,
+)
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Compute, Operation, Workspace
@@ -33,7 +40,10 @@ def _render(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]
     status = None
     if compute.type == "computeinstance":  # from stored rows: a few local queries, no node call
         status = explain(instance_activity.facts(ctx.session, compute, time.time()))
-    return compute_view.render(compute, ref, locks, catalogue, ctx.state.endpoint, status)
+    body = compute_view.render(compute, ref, locks, catalogue, ctx.state.endpoint, status)
+    if compute.type == "computeinstance":
+        body.update(instance_reports.view(ctx.session, compute))  # ssh_settings: user, port, command
+    return body
 
 
 def _operation_headers(ctx: Context, op: Operation) -> dict[str, str]:

@@ -206,8 +206,9 @@ def server_cmd(
 
 
 def _register() -> None:
-    from cloudlet.cli import admin, catalog, compute, jobs
+    from cloudlet.cli import admin, catalog, compute, compute_instance, jobs
 
+    compute_instance.register(compute.app)  # show-setup-log, connect-ssh
     app.add_typer(compute.app, name="compute")
     app.add_typer(jobs.app, name="job")
     admin.register(app)

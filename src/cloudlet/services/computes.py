@@ -20,6 +20,7 @@ from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, Provisioning
 from cloudlet.domain.quota import CoreRequest, Tier
 from cloudlet.domain.roles import Access, Role
 from cloudlet.domain.sizes import Catalogue
+from cloudlet.domain.ssh_policy import SshPolicy, check_ssh_allowed, public_key_problem
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import instances, operations, quotas
 from cloudlet.services import locks as lock_store
@@ -78,6 +79,7 @@ def create_or_update(
     location = _location(session, spec, ws)
     size_name = _check_size(spec, catalogue)
     existing = session.scalar(select(Compute).where(Compute.workspace_id == ws.id, Compute.name == name))
+    _check_ssh(spec, ws)
     doc = spec_to_doc(spec)
     doc["location"] = location
     if size_name:
@@ -316,6 +318,16 @@ def _owner(session: Session, spec: ComputeSpec, caller: Caller, ws: Workspace) -
             "create_on_behalf_of.user_object_id",
         )
     return user
+
+
+def _check_ssh(spec: ComputeSpec, ws: Workspace) -> None:
+    """I3: SSH on an instance needs a valid public key and a policy that allows it."""
+    if spec.type != "computeinstance" or not spec.ssh_public_access_enabled:
+        return
+    check_ssh_allowed(True, SshPolicy(workspace_allows=ws.allow_ssh_public_access))
+    problem = public_key_problem(spec.ssh_settings.ssh_key_value if spec.ssh_settings else None)
+    if problem:
+        raise CloudletError("ValidationError", problem, "ssh_settings.ssh_key_value")
 
 
 def _require_owner_for_instance(compute: Compute, caller: Caller, verb: str) -> None:

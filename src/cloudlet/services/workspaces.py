@@ -59,7 +59,7 @@ def create_or_update(
 ) -> tuple[Workspace, bool]:
     if not caller.is_admin:
         raise forbidden("only an administrator can create workspaces")
-    unknown = set(body) - {"location", "description", "tags", "name"}
+    unknown = set(body) - {"location", "description", "tags", "name", "allow_ssh_public_access"}
     if unknown:
         field = sorted(unknown)[0]
         raise CloudletError("ValidationError", f"unknown field '{field}' for a workspace; remove it", field)
@@ -98,8 +98,21 @@ def create_or_update(
         ws.description = body["description"]
     if "tags" in body:
         ws.tags = dict(body["tags"] or {})
+    if "allow_ssh_public_access" in body:
+        ws.allow_ssh_public_access = _ssh_setting(body["allow_ssh_public_access"])
     session.flush()
     return ws, created
+
+
+def _ssh_setting(value: Any) -> bool | None:
+    """``allow_ssh_public_access``: false forbids SSH on the workspace's instances (I3)."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise CloudletError(
+        "ValidationError",
+        f"'allow_ssh_public_access' must be true or false, got {value!r}",
+        "allow_ssh_public_access",
+    )
 
 
 def list_visible(session: Session, caller: Caller) -> list[tuple[Workspace, WorkspaceRef]]:
@@ -122,5 +135,6 @@ def render(ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
         "location": ws.location,
         "description": ws.description,
         "tags": ws.tags or {},
+        "allow_ssh_public_access": ws.allow_ssh_public_access is not False,
         "created_on": iso(ws.created_on),
     }
