@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,7 +23,7 @@ import pytest
 
 from tests.conftest import RunningServer, start_server
 from tests.instance_helpers import Kernel, act, compute_url, create_instance, live_nodes, operate
-from tests.jobs_helpers import reaped, wait_until
+from tests.jobs_helpers import agent_pids, reaped, wait_until
 
 SECONDS_PER_MINUTE = 0.6
 IDLE_S = 15 * SECONDS_PER_MINUTE
@@ -195,3 +196,20 @@ def test_a_full_os_disk_makes_it_unusable_and_restart_recovers(api: httpx.Client
     assert state_of(api, srv, "full1") == "Running"
     delete_settled(api, srv, "full1")
     assert not disk.exists() and not os.path.ismount(disk)
+
+
+# -- a lost instance agent --------------------------------------------------------------------------
+def test_an_instance_whose_agent_died_is_unusable_until_restarted(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    create_instance(api, srv, "lost1")
+    [node] = live_nodes(api, srv, "lost1")
+    for pid in agent_pids(srv.installation, node["nodeId"]):
+        os.kill(pid, signal.SIGKILL)  # the machine "dies": no more heartbeats
+    wait_until(lambda: state_of(api, srv, "lost1") == "Unusable", 60, "lost1 to become Unusable")
+    reason = show(api, srv, "lost1")["unusable_reason"]
+    assert "agent stopped reporting" in reason and reason.endswith("restart the instance"), reason
+    act(api, srv, "lost1", "restart")
+    assert show(api, srv, "lost1")["state"] == "Running"
+    assert show(api, srv, "lost1")["unusable_reason"] is None
+    delete_settled(api, srv, "lost1")
