@@ -29,6 +29,13 @@ def _thin(points: Sequence[SeriesPoint], span: float) -> list[SeriesPoint]:
     return out
 
 
+def _duration(seconds: float) -> str:
+    for limit, size, unit in ((120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h")):
+        if seconds < limit:
+            return f"{seconds / size:.0f} {unit}" if unit == "s" else f"{seconds / size:.1f} {unit}"
+    return f"{seconds / 86400:.1f} d"
+
+
 def _unit(span_s: float) -> tuple[float, str]:
     if span_s >= 3 * 86400:
         return 86400.0, "days"
@@ -51,8 +58,7 @@ def write_plot(outcomes: Sequence[Outcome], path: str | Path, title: str) -> Pat
     for outcome in outcomes:
         points = _thin(outcome.series, span)
         times = [p[0] / scale for p in points]
-        wait_h = outcome.wait_p95_s / 3600
-        label = f"{outcome.setting.label}: ${outcome.cost:,.0f}, wait p95 {wait_h:,.1f} h"
+        label = f"{outcome.setting.label}: ${outcome.cost:,.0f}, wait p95 {_duration(outcome.wait_p95_s)}"
         nodes_ax.step(times, [p[1] for p in points], where="post", label=label, linewidth=1)
         queue_ax.step(times, [p[2] for p in points], where="post", label=label, linewidth=1)
     nodes_ax.set_ylim(bottom=0, top=max((o.setting.max_nodes for o in outcomes), default=1) * 1.15)
