@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.orm import Session, sessionmaker
+
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
-from cloudlet.providers.base import NodeRequest
+from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Node
+
+log = logging.getLogger("cloudlet.nodes")
 
 
 @dataclass
@@ -43,3 +49,51 @@ def release(node: Node, actions: Actions, now: float | None = None) -> None:
         node_service.advance(node, NodeEvent.TERMINATE, now)
     actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
     actions.wake.append(node.id)
+
+
+def launch_node(
+    providers: Mapping[str, NodeProvider],
+    sessions: sessionmaker[Session],
+    provider: str,
+    request: NodeRequest,
+) -> None:
+    """Call the provider (outside any transaction), then record what it made. A refusal is
+    recorded on the node (allocation failed); whoever wanted the node decides what follows."""
+    try:
+        handle = providers[provider].create(request)
+    except Exception as exc:
+        log.warning("node %s: provider failed: %s", request.node_id, exc)
+        with sessions.begin() as session:
+            node = session.get(Node, request.node_id)
+            if node is not None and node.state == NodeState.REQUESTED.value:
+                node.error = {"code": "AllocationFailed", "message": str(exc)}
+                node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
+        return
+    with sessions.begin() as session:
+        node = session.get(Node, request.node_id)
+        if node is None:
+            return
+        node.provider_ref = dict(handle.provider_ref)  # even if its agent registered first
+        if node.state == NodeState.REQUESTED.value:
+            node_service.advance(node, NodeEvent.ALLOCATE)
+            node_service.advance(node, NodeEvent.BOOT)
+
+
+def terminate_node(
+    providers: Mapping[str, NodeProvider],
+    sessions: sessionmaker[Session],
+    node_id: str,
+    provider: str,
+    ref: dict[str, object],
+) -> None:
+    """Stop the node's machine, then record it terminated; a failed call is retried by the sweep."""
+    if ref:
+        try:
+            providers[provider].terminate(NodeHandle(node_id=node_id, provider_ref=dict(ref)))
+        except Exception:
+            log.exception("node %s: terminate failed; the sweep retries", node_id)
+            return
+    with sessions.begin() as session:
+        node = session.get(Node, node_id)
+        if node is not None and node.state == NodeState.TERMINATING.value:
+            node_service.advance(node, NodeEvent.TERMINATED)

@@ -22,7 +22,7 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control import ephemeral
-from cloudlet.control.actions import Actions, Launch, release
+from cloudlet.control.actions import Actions, Launch, launch_node, release, terminate_node
 from cloudlet.control.notify import NodeNotifier
 from cloudlet.domain import autoscale
 from cloudlet.domain.lifecycle import ProvisioningState
@@ -378,39 +378,10 @@ class ClusterReconciler:
             self._terminate(node_id, provider, ref)
 
     def _launch(self, launch: Launch) -> None:
-        try:
-            handle = self.providers[launch.provider].create(launch.request)
-        except Exception as exc:  # the provider said no: record it, the autoscaler retries
-            log.warning("node %s: provider failed: %s", launch.node_id, exc)
-            with self.sessions.begin() as session:
-                node = session.get(Node, launch.node_id)
-                if node is not None:
-                    node.error = {"code": "AllocationFailed", "message": str(exc)}
-                    node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
-            return
-        with self.sessions.begin() as session:
-            node = session.get(Node, launch.node_id)
-            if node is None:
-                return
-            node.provider_ref = dict(handle.provider_ref)  # even if its agent registered first
-            if node.state == NodeState.REQUESTED.value:
-                node_service.advance(node, NodeEvent.ALLOCATE)
-                node_service.advance(node, NodeEvent.BOOT)
+        launch_node(self.providers, self.sessions, launch.provider, launch.request)
 
     def _terminate(self, node_id: str, provider: str, ref: dict[str, object]) -> None:
-        if ref:
-            try:
-                self.providers[provider].terminate(NodeHandle(node_id=node_id, provider_ref=dict(ref)))
-            except Exception:
-                log.exception("node %s: terminate failed; the sweep retries", node_id)
-                return
-        with self.sessions.begin() as session:
-            node = session.get(Node, node_id)
-            if node is not None and node.state == NodeState.TERMINATING.value:
-                node_service.advance(node, NodeEvent.TERMINATED)
-            elif node is not None and node.ended_at is None:
-                node.ended_at = time.time()
-        self.notifier.forget(node_id)
+        terminate_node(self.providers, self.sessions, node_id, provider, ref)
 
     # -- orphans and vanished machines ----------------------------------------------------------
     def _sweep(self, now: float) -> None:

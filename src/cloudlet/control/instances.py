@@ -27,9 +27,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.actions import Actions, release
+from cloudlet.control.actions import Actions, launch_node, release, terminate_node
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
-from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
+from cloudlet.domain.nodes import FAILED, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest, SupportsNodeLogs
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import dispatch, instance_reports
@@ -234,24 +234,7 @@ class InstanceDriver:
     def _launch(self, target: tuple[str, NodeRequest]) -> None:
         provider, request = target
         self._launched.add(request.node_id)
-        try:
-            handle = self.providers[provider].create(request)
-        except Exception as exc:  # recorded on the node; the step then fails the operation
-            log.warning("instance node %s: provider failed: %s", request.node_id, exc)
-            with self.sessions.begin() as session:
-                node = session.get(Node, request.node_id)
-                if node is not None and node.state == NodeState.REQUESTED.value:
-                    node.error = {"code": "AllocationFailed", "message": str(exc)}
-                    node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
-            return
-        with self.sessions.begin() as session:
-            node = session.get(Node, request.node_id)
-            if node is None:
-                return
-            node.provider_ref = dict(handle.provider_ref)  # even if its agent registered first
-            if node.state == NodeState.REQUESTED.value:
-                node_service.advance(node, NodeEvent.ALLOCATE)
-                node_service.advance(node, NodeEvent.BOOT)
+        launch_node(self.providers, self.sessions, provider, request)
 
     # -- releasing -----------------------------------------------------------------------------
     def _down(self, session: Session, compute: Compute, keep: str | None) -> bool:
@@ -273,12 +256,7 @@ class InstanceDriver:
         return all(NodeState(n.state) in FAILED and n.ended_at is not None for n in nodes)
 
     def _terminate(self, node_id: str, provider: str, ref: dict[str, object]) -> None:
-        if ref:
-            self.providers[provider].terminate(NodeHandle(node_id=node_id, provider_ref=dict(ref)))
-        with self.sessions.begin() as session:
-            node = session.get(Node, node_id)
-            if node is not None and node.state == NodeState.TERMINATING.value:
-                node_service.advance(node, NodeEvent.TERMINATED)
+        terminate_node(self.providers, self.sessions, node_id, provider, ref)
 
     def _fail(
         self,
