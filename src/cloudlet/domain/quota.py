@@ -142,3 +142,50 @@ def _fit(request: CoreRequest, pool: list[CoreHolder], limit: int, quota_name: s
 
 def _sum(holders: Iterable[CoreHolder]) -> int:
     return sum(h.cores for h in holders)
+
+
+UNLIMITED_NODES = 1 << 30
+
+
+@dataclass(frozen=True)
+class NodeHeadroom:
+    """How many more nodes fit, and the quota pool that binds: its name, cores used (others' and
+    the compute's own live nodes), limit, and the other holders in it."""
+
+    nodes: int
+    pool: str = ""
+    used: int = 0
+    limit: int = 0
+    mine: int = 0
+    holders: tuple[CoreHolder, ...] = ()
+
+
+def node_headroom(
+    limits: QuotaLimits,
+    holders: Iterable[CoreHolder],
+    compute: str | None,
+    family: str,
+    tier: Tier,
+    vcpus: int,
+    live_nodes: int,
+) -> NodeHeadroom:
+    """How many more nodes of ``vcpus`` cores ``compute`` may make now. A dedicated node must fit
+    its family's quota and the total dedicated quota; a low-priority one the low-priority total.
+    (The server and the what-if simulator share this arithmetic.)"""
+    others = [h for h in holders if h.compute != compute and h.cores > 0]
+    mine = live_nodes * vcpus
+    if tier is Tier.LOW_PRIORITY:
+        pools = [(TOTAL_LOW_PRIORITY, limits.total_low_priority, [h for h in others if h.tier is tier])]
+    else:
+        dedicated = [h for h in others if h.tier is Tier.DEDICATED]
+        pools = [
+            (family, limits.family_limit(family), [h for h in dedicated if h.family == family]),
+            (TOTAL_DEDICATED, limits.total_dedicated, dedicated),
+        ]
+    best = NodeHeadroom(UNLIMITED_NODES)
+    for name, limit, pool in pools:
+        used = sum(h.cores for h in pool)
+        fits = max(0, (limit - used - mine) // vcpus) if vcpus else UNLIMITED_NODES
+        if fits < best.nodes:
+            best = NodeHeadroom(fits, name, used + mine, limit, mine, tuple(pool))
+    return best

@@ -17,6 +17,7 @@ from cloudlet.domain.quota import (
     Tier,
     UsageLine,
     check_request,
+    node_headroom,
     usage_report,
 )
 from cloudlet.domain.sizes import Catalogue
@@ -194,34 +195,24 @@ def headroom_for_nodes(
     holder: str | None = None,
     live_nodes: int = 0,
 ) -> tuple[int, str]:
-    lim = limits(session, subscription_id, location, catalogue)
-    others = [h for h in holders(session, subscription_id, location, catalogue) if h.compute != holder]
-    mine = live_nodes * size_vcpus
-    pools = (
-        [(TOTAL_LOW_PRIORITY, lim.total_low_priority, [h for h in others if h.tier is Tier.LOW_PRIORITY])]
-        if tier is Tier.LOW_PRIORITY
-        else [
-            (
-                family,
-                lim.family_limit(family),
-                [h for h in others if h.tier is Tier.DEDICATED and h.family == family],
-            ),
-            (TOTAL_DEDICATED, lim.total_dedicated, [h for h in others if h.tier is Tier.DEDICATED]),
-        ]
+    room = node_headroom(
+        limits(session, subscription_id, location, catalogue),
+        holders(session, subscription_id, location, catalogue),
+        holder,
+        family,
+        tier,
+        size_vcpus,
+        live_nodes,
     )
-    best, reason = 1 << 30, ""
-    for name, limit, pool in pools:
-        used = sum(h.cores for h in pool)
-        fits = max(0, (limit - used - mine) // size_vcpus)
-        if fits < best:
-            held = ", ".join(
-                f"{h.compute}{' (stopped)' if h.state == 'Stopped' else ''} {h.cores}" for h in pool
-            )
-            best = fits
-            reason = (
-                f"quota {name} {used + mine}/{limit} cores"
-                + (f": {holder} {mine}" if mine else "")
-                + (f", {held}" if held else "")
-                + f"; raise it with `cloudlet quota set --name {name} --limit N`"
-            )
-    return best, reason
+    if not room.pool:
+        return room.nodes, ""
+    held = ", ".join(
+        f"{h.compute}{' (stopped)' if h.state == 'Stopped' else ''} {h.cores}" for h in room.holders
+    )
+    reason = (
+        f"quota {room.pool} {room.used}/{room.limit} cores"
+        + (f": {holder} {room.mine}" if room.mine else "")
+        + (f", {held}" if held else "")
+        + f"; raise it with `cloudlet quota set --name {room.pool} --limit N`"
+    )
+    return room.nodes, reason
