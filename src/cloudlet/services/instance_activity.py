@@ -19,7 +19,7 @@ import os
 import time
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.instance_schedule import parse_schedules
@@ -54,23 +54,40 @@ def idle_timeout_s(minutes: float | None) -> float | None:
     return float(minutes) * float(scale)
 
 
+# Built once: compute show renders these for every instance it shows.
+_CURRENT_NODE = (
+    select(Node)
+    .where(
+        Node.compute_id == bindparam("compute"),
+        Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
+    )
+    .order_by(Node.created_at.desc())
+    .limit(1)
+)
+_OPERATION_IN_PROGRESS = (
+    select(Operation.kind)
+    .where(Operation.compute_id == bindparam("compute"), Operation.status == operations.IN_PROGRESS)
+    .limit(1)
+)
+_RUNNING_JOBS = (
+    select(Job.name)
+    .where(
+        Job.workspace_id == bindparam("ws"),
+        Job.compute_name == bindparam("compute"),
+        Job.status.in_(WORKING_JOB_STATES),
+    )
+    .limit(20)
+)
+
+
 def current_node(session: Session, compute: Compute) -> Node | None:
     """The instance's registered node (idle or busy), the newest if a restart overlaps."""
-    return session.scalar(
-        select(Node)
-        .where(Node.compute_id == compute.id, Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]))
-        .order_by(Node.created_at.desc())
-        .limit(1)
-    )
+    return session.scalar(_CURRENT_NODE, {"compute": compute.id})
 
 
 def facts(session: Session, compute: Compute, now: float, node: Node | None = None) -> InstanceFacts:
     node = node or current_node(session, compute)
-    operation = session.scalar(
-        select(Operation.kind)
-        .where(Operation.compute_id == compute.id, Operation.status == operations.IN_PROGRESS)
-        .limit(1)
-    )
+    operation = session.scalar(_OPERATION_IN_PROGRESS, {"compute": compute.id})
     spec = compute.spec or {}
     minutes = spec.get("idle_time_before_shutdown_minutes")
     schedules = parse_schedules((spec.get("schedules") or {}).get("compute_start_stop"))
@@ -96,16 +113,7 @@ def facts(session: Session, compute: Compute, now: float, node: Node | None = No
 
 
 def _running_jobs(session: Session, compute: Compute) -> tuple[str, ...]:
-    names = session.scalars(
-        select(Job.name)
-        .where(
-            Job.workspace_id == compute.workspace_id,
-            Job.compute_name == compute.name,
-            Job.status.in_(WORKING_JOB_STATES),
-        )
-        .limit(20)
-    )
-    return tuple(names)
+    return tuple(session.scalars(_RUNNING_JOBS, {"ws": compute.workspace_id, "compute": compute.name}))
 
 
 def _when(value: float | None) -> datetime | None:
