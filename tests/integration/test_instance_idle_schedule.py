@@ -123,6 +123,9 @@ def test_an_idle_instance_stops_keeps_its_quota_and_a_schedule_starts_it(
         "cores": cores,
         "state": "Stopped",
     }
+    # ... and costs only its OS disk (T10): no compute charge, storage still billed.
+    cost = show(api, srv, "idle1")["cost"]
+    assert cost["compute_per_hour"] == 0 and cost["storage_per_hour"] > 0, cost
 
     patch(api, srv, "idle1", {"schedules": schedule_in("start", 4)})
     assert show(api, srv, "idle1")["next_scheduled_action"]["action"] == "start"

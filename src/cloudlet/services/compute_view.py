@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudlet.domain import costs
 from cloudlet.domain.lifecycle import allocation_state, cluster_target_nodes
 from cloudlet.domain.locks import Lock, scaling_block
 from cloudlet.domain.sizes import Catalogue
@@ -39,13 +40,19 @@ def render(
         "created_on": iso(compute.created_on),
         "last_modified_on": iso(compute.last_modified_on),
     }
+    size = catalogue.get(compute.size) if catalogue and compute.size else None
     if compute.type == "amlcompute":
         body.update(_cluster_status(compute, ref, locks))
+        if size is not None:
+            low = compute.spec.get("tier") == "low_priority"
+            body["cost"] = costs.cluster_cost(size, compute.current_node_count, low).to_doc()
     elif compute.type == "computeinstance":
         body["state"] = compute.state
         body["owner"] = compute.owner
         body["services"] = instances.services(compute, endpoint)
         body.update(instance_status or {})
+        if size is not None:
+            body["cost"] = costs.instance_cost(size, compute.state, instances.os_disk_gb()).to_doc()
     return body
 
 
