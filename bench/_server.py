@@ -192,9 +192,25 @@ def node_processes(home: Path) -> dict[int, dict[str, str]]:
     return found
 
 
+def unmount_under(root: Path) -> None:
+    """Unmount what a server mounted under its home (instances' OS disks are loop-mounted images)."""
+    prefix = str(root.resolve()) + "/"
+    with open("/proc/self/mountinfo") as mounts:
+        points = [line.split()[4] for line in mounts if line.split()[4].startswith(prefix)]
+    for point in sorted(points, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
 def kill_node_processes(home: Path) -> int:
     """SIGKILL whatever this home's nodes left running (agents live in their own sessions and
-    outlive the server). Bounded: a few sweeps."""
+    outlive the server), then unmount their disks. Bounded: a few sweeps."""
+    try:
+        return _kill_node_processes(home)
+    finally:
+        unmount_under(home)
+
+
+def _kill_node_processes(home: Path) -> int:
     killed = 0
     for _ in range(10):
         procs = node_processes(home)

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from bench import _results
-from bench._server import REPO_ROOT, ServerProcess, start_cloudlet
+from bench._server import REPO_ROOT, ServerProcess, start_cloudlet, unmount_under
 
 NAME = "instances"
 INSTANCE = {"type": "computeinstance", "size": "Standard_DS3_v2"}
@@ -86,6 +86,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         server.stop()
         with contextlib.suppress(Exception):
             _reap(installation)
+        unmount_under(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     data["create_to_jupyterlab_s"] = _summary(create_s)
     data["start_after_stop_to_jupyterlab_s"] = _summary(start_s)

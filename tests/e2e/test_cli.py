@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.conftest import RunningServer, start_server
+from tests.jobs_helpers import reaped
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "compute"
 CLUSTER: dict[str, Any] = {
@@ -34,8 +35,8 @@ INSTANCE: dict[str, Any] = {"type": "computeinstance", "size": "Standard_DS3_v2"
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     server = start_server(Path(tmp_path_factory.mktemp("cli")))
-    yield server
-    server.kill()
+    with reaped(server):  # its instances' agents and OS disk mounts too
+        yield server
 
 
 @pytest.fixture(scope="module")

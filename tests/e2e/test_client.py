@@ -17,13 +17,14 @@ from cloudlet.client import (
     ResourceNotFoundError,
 )
 from tests.conftest import RunningServer, start_server
+from tests.jobs_helpers import reaped
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     server = start_server(Path(tmp_path_factory.mktemp("client")))
-    yield server
-    server.kill()
+    with reaped(server):  # its instances' agents and OS disk mounts too
+        yield server
 
 
 @pytest.fixture(scope="module")

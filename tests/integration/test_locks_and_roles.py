@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import RunningServer, start_server
+from tests.jobs_helpers import reaped
 
 CLUSTER: dict[str, Any] = {
     "type": "amlcompute",
@@ -26,8 +27,8 @@ CLUSTER: dict[str, Any] = {
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     server = start_server(Path(tmp_path_factory.mktemp("locks-roles")))
-    yield server
-    server.kill()
+    with reaped(server):  # its instances' agents and OS disk mounts too
+        yield server
 
 
 @pytest.fixture(scope="module")

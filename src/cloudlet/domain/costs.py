@@ -28,9 +28,9 @@ class Cost:
         total = self.compute_per_hour + self.storage_per_hour
         return {
             "currency": "USD",
-            "compute_per_hour": round(self.compute_per_hour, 4),
-            "storage_per_hour": round(self.storage_per_hour, 4),
-            "total_per_hour": round(total, 4),
+            "compute_per_hour": round(self.compute_per_hour, 6),
+            "storage_per_hour": round(self.storage_per_hour, 6),
+            "total_per_hour": round(total, 6),
             "total_per_month": round(total * HOURS_PER_MONTH, 2),
             "note": self.note,
         }
