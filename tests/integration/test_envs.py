@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from cloudlet.agent import envs
-from cloudlet.domain.job_spec import resolve_environment
+from cloudlet.domain.environments import resolve_environment
 from cloudlet.providers.base import NodeRequest
 from cloudlet.providers.local import LocalProvider, process_alive
 from tests.conftest import RunningServer

@@ -7,16 +7,15 @@ from typing import Any
 
 import pytest
 
+from cloudlet.domain.environments import CURATED_ENVIRONMENTS, curated_environment, resolve_environment
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import (
-    CURATED_ENVIRONMENTS,
     InlineEnvironment,
     InputSpec,
     MpiDistribution,
     OutputSpec,
     PyTorchDistribution,
     TensorFlowDistribution,
-    curated_environment,
     data_inputs,
     distribution_env,
     is_remote_path,
@@ -26,7 +25,6 @@ from cloudlet.domain.job_spec import (
     parse_job,
     priority_value,
     render_command,
-    resolve_environment,
 )
 
 SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json"

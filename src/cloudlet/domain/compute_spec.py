@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cloudlet.domain.errors import CloudletError, document_for, problems_error, validation_error
+from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.instance_schedule import parse_schedules
+from cloudlet.domain.validation import FieldProblem, translate
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,31}$")
 INSTANCE_IDLE_MIN_MINUTES = 15
@@ -151,7 +152,7 @@ class AmlComputeSpec(_ComputeBase):
     @model_validator(mode="after")
     def _bounds(self) -> AmlComputeSpec:
         if self.max_instances < self.min_instances:
-            raise _FieldProblem(
+            raise FieldProblem(
                 "max_instances",
                 f"max_instances ({self.max_instances}) is less than min_instances "
                 f"({self.min_instances}); set max_instances ≥ min_instances",
@@ -186,13 +187,13 @@ class ComputeInstanceSpec(_ComputeBase):
             minutes = iso_minutes(self.idle_time_before_shutdown, field)
             self.idle_time_before_shutdown_minutes = minutes
         if minutes is not None and not INSTANCE_IDLE_MIN_MINUTES <= minutes <= INSTANCE_IDLE_MAX_MINUTES:
-            raise _FieldProblem(
+            raise FieldProblem(
                 field,
                 f"idle shutdown must be between {INSTANCE_IDLE_MIN_MINUTES} minutes and 3 days "
                 f"({INSTANCE_IDLE_MAX_MINUTES} minutes); got {minutes} minutes",
             )
         if self.ssh_public_access_enabled and not (self.ssh_settings and self.ssh_settings.ssh_key_value):
-            raise _FieldProblem(
+            raise FieldProblem(
                 "ssh_settings.ssh_key_value",
                 "ssh_public_access_enabled needs ssh_settings.ssh_key_value (an OpenSSH public key)",
             )
@@ -207,7 +208,7 @@ class ComputeInstanceSpec(_ComputeBase):
         try:
             parse_schedules(self.schedules.model_dump(mode="json")["compute_start_stop"])
         except CloudletError as exc:
-            raise _FieldProblem(exc.target or "schedules", exc.message) from None
+            raise FieldProblem(exc.target or "schedules", exc.message) from None
         return self
 
 
@@ -220,7 +221,7 @@ class VirtualMachineSpec(_ComputeBase):
     @model_validator(mode="after")
     def _target(self) -> VirtualMachineSpec:
         if not (self.resource_id or self.address):
-            raise _FieldProblem(
+            raise FieldProblem(
                 "resource_id", "an attached machine needs 'resource_id' (or 'address': host name or IP)"
             )
         return self
@@ -241,20 +242,11 @@ _SPEC_BY_TYPE: dict[str, type[_ComputeBase]] = {
 }
 
 
-class _FieldProblem(ValueError):
-    """Raised inside validators to point at a specific field rather than the whole model."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
 def iso_minutes(value: str, field: str) -> int:
     """'PT30M' / 'PT1H30M' / 'P1D' → whole minutes."""
     match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?", value)
     if not match or value in ("P", "PT"):
-        raise _FieldProblem(field, f"'{value}' is not an ISO 8601 duration such as 'PT30M'")
+        raise FieldProblem(field, f"'{value}' is not an ISO 8601 duration such as 'PT30M'")
     days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
     return days * 1440 + hours * 60 + minutes + seconds // 60
 
@@ -281,63 +273,9 @@ def parse_compute(doc: Any, name: str | None = None) -> ComputeSpec:
     try:
         return model.model_validate(doc)  # type: ignore[return-value]
     except ValidationError as exc:
-        raise _translate(exc, model, doc["type"]) from None
-    except _FieldProblem as exc:  # pragma: no cover - pydantic wraps these, kept for safety
+        raise translate(exc, model, f"type {doc['type']}") from None
+    except FieldProblem as exc:  # pragma: no cover - pydantic wraps these, kept for safety
         raise validation_error(exc.field, exc.message) from None
-
-
-def _translate(exc: ValidationError, model: type[_ComputeBase], kind: str) -> CloudletError:
-    problems: list[dict[str, Any]] = []
-    for err in exc.errors():
-        path = _path(err["loc"])
-        context = err.get("ctx") or {}
-        inner = context.get("error")
-        if isinstance(inner, _FieldProblem):
-            problems.append({"target": inner.field, "message": inner.message})
-            continue
-        message = _describe(err, path, model, kind)
-        problems.append({"target": path, "message": message})
-    return problems_error(problems)
-
-
-def _path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif isinstance(part, str) and not part.startswith(("function-", "literal[")):
-            out += ("." if out else "") + part
-    return out or "$"
-
-
-def _describe(err: Any, path: str, model: type[_ComputeBase], kind: str) -> str:
-    kind_of_error = err["type"]
-    value = err.get("input")
-    if kind_of_error == "extra_forbidden":
-        allowed = sorted(f.alias or n for n, f in model.model_fields.items())
-        field = path.rsplit(".", 1)[-1]
-        if "." in path:
-            return f"unknown field '{field}' at '{path}'; remove it (check the spelling)"
-        return f"unknown field '{field}' for type {kind}; remove it. Allowed fields: {', '.join(allowed)}"
-    if kind_of_error == "missing":
-        return f"'{path}' is required for type {kind}"
-    if kind_of_error.startswith("int_") or kind_of_error == "int_type":
-        return f"'{path}' must be a whole number, got {value!r}"
-    if kind_of_error.startswith("bool"):
-        return f"'{path}' must be true or false, got {value!r}"
-    if kind_of_error == "literal_error":
-        expected = err.get("ctx", {}).get("expected", "")
-        return f"'{path}' must be one of {expected}, got {value!r}"
-    if kind_of_error in ("greater_than_equal", "less_than_equal"):
-        return f"'{path}' {err['msg'].lower()}, got {value!r}"
-    if kind_of_error in ("dict_type", "model_type", "model_attributes_type"):
-        return f"'{path}' must be a mapping, got {value!r}"
-    if kind_of_error == "list_type":
-        return f"'{path}' must be a list, got {value!r}"
-    if kind_of_error == "string_type":
-        return f"'{path}' must be a string, got {value!r}"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    return msg
 
 
 def spec_to_doc(spec: ComputeSpec) -> dict[str, Any]:

@@ -5,21 +5,20 @@ raises a ``CloudletError`` whose ``target`` is the field path and whose message 
 Field names are Azure's, so a file written for ``az ml job create`` is accepted as-is.
 
 Everything here is pure (no I/O): placeholder substitution (``render_command``), the per-process
-environment of distributed jobs (``distribution_env``), queue priority (``priority_value``) and
-environment resolution to a pip/venv/image spec with a stable hash (``resolve_environment``).
+environment of distributed jobs (``distribution_env``) and queue priority (``priority_value``).
+Environments (curated names, inline pip/conda, images) resolve in ``domain.environments``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cloudlet.domain.errors import CloudletError, document_for, problems_error, validation_error
+from cloudlet.domain.errors import CloudletError, document_for, validation_error
+from cloudlet.domain.validation import FieldProblem, translate
 
 JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$")
 IO_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -53,15 +52,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True)
 
 
-class _FieldProblem(ValueError):
-    """Raised inside validators to point at a specific field rather than the whole model."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
 # ----------------------------------------------------------------------------------------------
 # Models.
 
@@ -90,22 +80,22 @@ class InputSpec(_Strict):
                 )
         if self.type in URI_TYPES:
             if not self.path:
-                raise _FieldProblem(
+                raise FieldProblem(
                     "path", f"a {self.type} input needs 'path' (a local path or azureml:// URI)"
                 )
             if self.value is not None or self.default is not None:
-                raise _FieldProblem("value", f"a {self.type} input takes 'path', not 'value'/'default'")
+                raise FieldProblem("value", f"a {self.type} input takes 'path', not 'value'/'default'")
         else:
             if self.path is not None:
-                raise _FieldProblem("path", f"a {self.type} input takes 'value', not 'path'")
+                raise FieldProblem("path", f"a {self.type} input takes 'value', not 'path'")
             if self.mode is not None:
-                raise _FieldProblem("mode", f"'mode' applies to uri_file/uri_folder inputs, not {self.type}")
+                raise FieldProblem("mode", f"'mode' applies to uri_file/uri_folder inputs, not {self.type}")
             if self.value is None and self.default is None:
-                raise _FieldProblem("value", f"a {self.type} input needs 'value' (or 'default')")
+                raise FieldProblem("value", f"a {self.type} input needs 'value' (or 'default')")
             for key in ("value", "default"):
                 literal = getattr(self, key)
                 if literal is not None and not _fits(str(self.type), literal):
-                    raise _FieldProblem(key, f"'{key}' {literal!r} is not a valid {self.type}")
+                    raise FieldProblem(key, f"'{key}' {literal!r} is not a valid {self.type}")
         return self
 
     @property
@@ -249,7 +239,7 @@ class CommandJobSpec(_Strict):
     @model_validator(mode="after")
     def _check(self) -> CommandJobSpec:
         if self.compute is None and not self.resources.instance_type:
-            raise _FieldProblem(
+            raise FieldProblem(
                 "resources.instance_type",
                 "a job without 'compute' runs serverless and needs resources.instance_type "
                 "(e.g. Standard_DS3_v2); or set compute: azureml:<cluster name> (or local)",
@@ -332,7 +322,7 @@ def check_command(command: str, inputs: list[str], outputs: list[str]) -> None:
     for ref in [*_placeholders(required_text), *optional_refs]:
         split = _split_ref(ref)
         if split is None:
-            raise _FieldProblem(
+            raise FieldProblem(
                 "command",
                 f"'${{{{{ref}}}}}' is not supported in command; use ${{{{inputs.<name>}}}} or "
                 "${{outputs.<name>}}",
@@ -343,7 +333,7 @@ def check_command(command: str, inputs: list[str], outputs: list[str]) -> None:
         if kind == "inputs" and ref in optional_refs and ref not in _placeholders(required_text):
             continue
         names = ", ".join(declared[kind]) or "none"
-        raise _FieldProblem(
+        raise FieldProblem(
             "command",
             f"command uses '${{{{{ref}}}}}' but '{name}' is not declared under '{kind}' "
             f"(declared {kind}: {names}); declare it or fix the name"
@@ -474,159 +464,6 @@ def priority_value(spec: CommandJobSpec) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
-# Environments.
-
-
-@dataclass(frozen=True)
-class CuratedEnvironment:
-    name: str  # registry name, e.g. sklearn-1.5
-    pip: tuple[str, ...]
-    description: str
-
-    @property
-    def registry_uri(self) -> str:
-        return f"azureml://registries/azureml/environments/{self.name}/labels/latest"
-
-    @property
-    def workspace_name(self) -> str:
-        return f"AzureML-{self.name}"
-
-
-CURATED_ENVIRONMENTS: dict[str, CuratedEnvironment] = {
-    env.name: env
-    for env in (
-        CuratedEnvironment(
-            "sklearn-1.5",
-            ("scikit-learn~=1.5.0", "pandas~=2.2", "numpy<2.1", "scipy", "joblib"),
-            "scikit-learn 1.5 with pandas and numpy (Azure: Ubuntu 22.04, Python 3.9, CPU)",
-        ),
-        CuratedEnvironment(
-            "lightgbm-3.3",
-            ("lightgbm~=3.3.0", "scikit-learn", "pandas", "numpy<2"),
-            "LightGBM 3.3 with scikit-learn and pandas (CPU)",
-        ),
-        CuratedEnvironment(
-            "acpt-pytorch-2.2-cuda12.1",
-            ("torch~=2.2.0", "torchvision~=0.17.0", "numpy<2"),
-            "PyTorch 2.2 (Azure Container for PyTorch, CUDA 12.1)",
-        ),
-        CuratedEnvironment(
-            "tensorflow-2.16-cuda12",
-            ("tensorflow~=2.16.0",),
-            "TensorFlow 2.16 (CUDA 12)",
-        ),
-    )
-}
-
-_CONDA_ONLY = frozenset({"python", "pip", "setuptools", "wheel", "cudatoolkit", "cudnn", "nccl"})
-
-
-@dataclass(frozen=True)
-class ResolvedEnvironment:
-    """How a node prepares a job's Python: ``python`` (the node's own), ``venv`` or ``image``.
-
-    ``hash`` is the SHA-256 of the normalised spec (kind, sorted pip list, image), so equal specs
-    share one cached venv whatever their source (curated name, inline pip, conda file).
-    """
-
-    kind: Literal["python", "venv", "image"]
-    pip: list[str] = field(default_factory=list)
-    image: str | None = None
-    hash: str = ""
-    name: str | None = None
-
-
-def curated_environment(reference: str) -> CuratedEnvironment | None:
-    """Look up ``azureml://registries/azureml/environments/<n>/labels/latest`` (or ``/versions/<v>``),
-    ``azureml:AzureML-<n>@latest``, ``azureml:AzureML-<n>:<version>``, ``AzureML-<n>`` or ``<n>``."""
-    text = reference.strip()
-    match = re.fullmatch(
-        r"azureml://registries/[^/]+/environments/([^/]+)(?:/(?:labels|versions)/[^/]+)?", text
-    )
-    if match:
-        key = match.group(1)
-    else:
-        key = text.removeprefix("azureml:")
-        key = re.sub(r"(@[^@:/]+|:[^:/@]+)$", "", key)
-        key = re.sub(r"^azureml-", "", key, flags=re.IGNORECASE)
-    return CURATED_ENVIRONMENTS.get(key.lower())
-
-
-def _conda_pip(conda: dict[str, Any]) -> list[str]:
-    deps = conda.get("dependencies") or []
-    if not isinstance(deps, list):
-        raise validation_error("environment.conda_file.dependencies", "'dependencies' must be a list")
-    out: list[str] = []
-    for dep in deps:
-        if isinstance(dep, dict):
-            pip = dep.get("pip") or []
-            if not isinstance(pip, list):
-                raise validation_error(
-                    "environment.conda_file.dependencies", "the 'pip' entry of dependencies must be a list"
-                )
-            out.extend(str(p) for p in pip)
-        elif (
-            isinstance(dep, str)
-            and re.fullmatch(r"[A-Za-z0-9_.-]+", dep.strip())
-            and dep.strip().lower() not in _CONDA_ONLY
-        ):
-            out.append(dep.strip())
-    return out
-
-
-def _normalise_pip(pip: list[str]) -> list[str]:
-    seen: dict[str, str] = {}
-    for item in pip:
-        text = " ".join(str(item).split())
-        if text:
-            seen.setdefault(text.lower(), text)
-    return [seen[k] for k in sorted(seen)]
-
-
-def _resolved(
-    kind: Literal["python", "venv", "image"], pip: list[str], image: str | None, name: str | None
-) -> ResolvedEnvironment:
-    pip = _normalise_pip(pip)
-    canonical = json.dumps({"image": image, "kind": kind, "pip": pip}, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
-    return ResolvedEnvironment(kind=kind, pip=pip, image=image, hash=digest, name=name)
-
-
-def resolve_environment(env: str | InlineEnvironment | dict[str, Any] | None) -> ResolvedEnvironment:
-    """A job's ``environment`` → what a node must prepare. Unknown names raise ``CloudletError``."""
-    if env is None:
-        return _resolved("python", [], None, None)
-    if isinstance(env, str):
-        curated = curated_environment(env)
-        if curated is None:
-            known = ", ".join(e.registry_uri for e in CURATED_ENVIRONMENTS.values())
-            raise validation_error(
-                "environment",
-                f"unknown environment '{env}'; use a curated one ({known}), an inline "
-                "{image|conda_file|pip} environment, or omit 'environment' to use the node's Python",
-                code="EnvironmentNotFound",
-            )
-        return _resolved("venv", list(curated.pip), None, curated.name)
-    if isinstance(env, dict):
-        try:
-            env = InlineEnvironment.model_validate(env)
-        except ValidationError as exc:
-            raise _translate(exc, InlineEnvironment, "environment", "an inline environment") from None
-    pip = list(env.pip or [])
-    if isinstance(env.conda_file, str):
-        raise validation_error(
-            "environment.conda_file",
-            f"conda_file '{env.conda_file}' is a file path; submit with the cloudlet CLI/client "
-            "(which inlines it) or give its contents as a mapping",
-        )
-    if env.conda_file is not None:
-        pip.extend(_conda_pip(env.conda_file))
-    if env.image:
-        return _resolved("image", pip, env.image, env.name)
-    return _resolved("venv", pip, None, env.name)
-
-
-# ----------------------------------------------------------------------------------------------
 # Parsing.
 
 
@@ -643,8 +480,10 @@ def parse_job(doc: Any, name: str | None = None) -> CommandJobSpec:
     try:
         spec = CommandJobSpec.model_validate(doc)
     except ValidationError as exc:
-        raise _translate(exc, CommandJobSpec, "", "a command job") from None
+        raise translate_error(exc, CommandJobSpec, "", "a command job") from None
     if isinstance(spec.environment, str):
+        from cloudlet.domain.environments import resolve_environment  # it builds on this module
+
         resolve_environment(spec.environment)  # unknown names can never run
     return spec
 
@@ -662,7 +501,7 @@ def _prevalidate(doc: dict[str, Any]) -> None:
                 try:
                     checked[key] = InputSpec.model_validate(item)
                 except ValidationError as exc:
-                    raise _translate(exc, InputSpec, target, "an input") from None
+                    raise translate_error(exc, InputSpec, target, "an input") from None
             elif isinstance(item, str | int | float | bool):
                 checked[key] = item
             else:
@@ -682,7 +521,7 @@ def _prevalidate(doc: dict[str, Any]) -> None:
             try:
                 out_checked[key] = OutputSpec.model_validate(item if item is not None else {})
             except ValidationError as exc:
-                raise _translate(exc, OutputSpec, target, "an output") from None
+                raise translate_error(exc, OutputSpec, target, "an output") from None
         doc["outputs"] = out_checked
     env_vars = doc.get("environment_variables")
     if isinstance(env_vars, dict):
@@ -705,82 +544,23 @@ def _prevalidate(doc: dict[str, Any]) -> None:
         try:
             doc["distribution"] = model.model_validate({**dist, "type": dist_type.lower()})  # type: ignore[union-attr]
         except ValidationError as exc:
-            raise _translate(exc, model, "distribution", f"a {dist_type} distribution") from None
+            raise translate_error(exc, model, "distribution", f"a {dist_type} distribution") from None
     env = doc.get("environment")
     if isinstance(env, dict):
         try:
             doc["environment"] = InlineEnvironment.model_validate(env)
         except ValidationError as exc:
-            raise _translate(exc, InlineEnvironment, "environment", "an inline environment") from None
+            raise translate_error(exc, InlineEnvironment, "environment", "an inline environment") from None
     tags = doc.get("tags")
     if isinstance(tags, dict):
         doc["tags"] = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in tags.items()}
 
 
-def _translate(exc: ValidationError, model: type[BaseModel], prefix: str, what: str) -> CloudletError:
-    problems: list[dict[str, Any]] = []
-    for err in exc.errors():
-        path = _path(err["loc"])
-        context = err.get("ctx") or {}
-        inner = context.get("error")
-        if isinstance(inner, _FieldProblem):
-            problems.append({"target": _join(prefix, inner.field), "message": inner.message})
-            continue
-        full = _join(prefix, path)
-        problems.append({"target": full, "message": _describe(err, full, path, model, what)})
-    return problems_error(problems)
+def translate_error(exc: ValidationError, model: type[BaseModel], prefix: str, what: str) -> CloudletError:
+    return translate(exc, model, what, prefix, _TAGGED)
 
 
-def _join(prefix: str, path: str) -> str:
-    if not prefix:
-        return path
-    return prefix if path == "$" else f"{prefix}.{path}"
-
-
-def _path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for i, part in enumerate(loc):
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif isinstance(part, str) and not part.startswith(("function-", "literal[")):
-            if i > 0 and loc[i - 1] == "distribution" and part in DISTRIBUTION_TYPES:
-                continue
-            if part in ("str", "int", "float", "bool", "InlineEnvironment", "InputSpec", "dict[str,any]"):
-                continue
-            out += ("." if out else "") + part
-    return out or "$"
-
-
-def _describe(err: Any, full: str, path: str, model: type[BaseModel], what: str) -> str:
-    kind_of_error = err["type"]
-    value = err.get("input")
-    if kind_of_error == "extra_forbidden":
-        field_name = path.rsplit(".", 1)[-1]
-        if "." in path:
-            return f"unknown field '{field_name}' at '{full}'; remove it (check the spelling)"
-        allowed = sorted(f.alias or n for n, f in model.model_fields.items())
-        return f"unknown field '{field_name}' for {what}; remove it. Allowed fields: {', '.join(allowed)}"
-    if kind_of_error == "missing":
-        return f"'{full}' is required for {what}"
-    if kind_of_error.startswith("int_"):
-        return f"'{full}' must be a whole number, got {value!r}"
-    if kind_of_error.startswith("bool"):
-        return f"'{full}' must be true or false, got {value!r}"
-    if kind_of_error == "literal_error":
-        expected = err.get("ctx", {}).get("expected", "")
-        return f"'{full}' must be one of {expected}, got {value!r}"
-    bounds = {"greater_than_equal": ("ge", "≥"), "less_than_equal": ("le", "≤")}
-    bounds.update({"greater_than": ("gt", ">"), "less_than": ("lt", "<")})
-    if kind_of_error in bounds:
-        key, sign = bounds[kind_of_error]
-        return f"'{full}' must be {sign} {err.get('ctx', {}).get(key)}, got {value!r}"
-    if kind_of_error in ("dict_type", "model_type", "model_attributes_type"):
-        return f"'{full}' must be a mapping, got {value!r}"
-    if kind_of_error == "list_type":
-        return f"'{full}' must be a list, got {value!r}"
-    if kind_of_error == "string_type":
-        return f"'{full}' must be a string, got {value!r}"
-    return str(err["msg"]).removeprefix("Value error, ")
+_TAGGED = frozenset(("distribution", kind) for kind in DISTRIBUTION_TYPES)
 
 
 def job_to_doc(spec: CommandJobSpec) -> dict[str, Any]:

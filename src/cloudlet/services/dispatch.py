@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import job_spec
+from cloudlet.domain import environments, job_spec
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.services import identity
@@ -72,7 +72,7 @@ def place(
         **{f"AZUREML_OUTPUT_{k}": v for k, v in outputs.items()},
         **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
     }
-    environment = dataclasses.asdict(job_spec.resolve_environment(doc.get("environment")))
+    environment = dataclasses.asdict(environments.resolve_environment(doc.get("environment")))
     base_env.update(_identity_env(session, job, server_url, compute))
     code = doc.get("code")
     code_url = f"{server_url}/agent/v1/codes/{job.workspace_id}/{code.split('/', 1)[1]}" if code else None
