@@ -29,7 +29,7 @@ from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.locks import scaling_block
 from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeEvent, NodeState
 from cloudlet.domain.quota import Tier
-from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
+from cloudlet.providers.base import NodeHandle, NodeProvider
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import dispatch, leases, quotas, workspaces
 from cloudlet.services import jobs as job_service
@@ -347,17 +347,7 @@ class ClusterReconciler:
                 size=size,
                 tier=compute.spec.get("tier", "dedicated"),
             )
-            request = NodeRequest(
-                node_id=node.id,
-                token=token,
-                installation_id=self.installation_id,
-                server_url=self.server_url(),
-                size=size.name,
-                vcpus=size.vcpus,
-                memory_gb=size.memory_gb,
-                gpus=size.gpus,
-                tier=node.tier,
-            )
+            request = node_service.launch_request(node, token, self.installation_id, self.server_url())
             actions.launches.append(Launch(node.id, request, provider))
         by_id = {n.id: n for n in nodes}
         for node_id in decision.terminate:

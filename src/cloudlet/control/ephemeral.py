@@ -19,7 +19,6 @@ from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.domain.nodes import HOLDING, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.sizes import VmSize
-from cloudlet.providers.base import NodeRequest
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import dispatch, leases, quotas, workspaces
 from cloudlet.services import jobs as job_service
@@ -136,17 +135,7 @@ def _advance(
             tier=tier,
             serverless_job=job_key(job),
         )
-        request = NodeRequest(
-            node_id=node.id,
-            token=node_token,
-            installation_id=owner.installation_id,
-            server_url=owner.server_url(),
-            size=size.name,
-            vcpus=size.vcpus,
-            memory_gb=size.memory_gb,
-            gpus=size.gpus,
-            tier=tier,
-        )
+        request = node_service.launch_request(node, node_token, owner.installation_id, owner.server_url())
         actions.launches.append(Launch(node.id, request, "local"))
     job.status_message = f"making {missing} node(s) of {size.name} for this job"
 

@@ -217,18 +217,7 @@ class InstanceDriver:
         self, compute: Compute, node: Node, token: str, op_id: str, apps: tuple[str, ...]
     ) -> tuple[str, NodeRequest]:
         env = instance_service.node_env(compute, node.id, op_id, self.data, self.token_secret, apps)
-        request = NodeRequest(
-            node_id=node.id,
-            token=token,
-            installation_id=self.installation_id,
-            server_url=self.server_url(),
-            size=node.size,
-            vcpus=node.vcpus,
-            memory_gb=node.memory_gb,
-            gpus=node.gpus,
-            tier=node.tier,
-            env=env,
-        )
+        request = node_service.launch_request(node, token, self.installation_id, self.server_url(), env)
         return node.provider, request
 
     def _launch(self, target: tuple[str, NodeRequest]) -> None:

@@ -18,6 +18,7 @@ from cloudlet.domain.nodes import (
     next_node_state,
 )
 from cloudlet.domain.sizes import VmSize
+from cloudlet.providers.base import NodeRequest
 from cloudlet.store.schema import Node
 
 
@@ -106,3 +107,21 @@ def render(node: Node) -> dict[str, Any]:
         "usage": node.usage,
         "error": node.error,
     }
+
+
+def launch_request(
+    node: Node, token: str, installation_id: str, server_url: str, env: dict[str, str] | None = None
+) -> NodeRequest:
+    """What a provider needs to make this recorded node (its agent dials ``server_url``)."""
+    return NodeRequest(
+        node_id=node.id,
+        token=token,
+        installation_id=installation_id,
+        server_url=server_url,
+        size=node.size,
+        vcpus=node.vcpus,
+        memory_gb=node.memory_gb,
+        gpus=node.gpus,
+        tier=node.tier,
+        env=dict(env or {}),
+    )
