@@ -303,3 +303,10 @@ def test_auth_token_works_as_a_bearer(srv: RunningServer) -> None:
         assert client.get(f"{srv.ws_path}/computes").status_code == 200
     with srv.client(token[:-2] + ("xx" if not token.endswith("xx") else "yy")) as tampered:
         assert tampered.get("/api/v1/whoami").status_code == 401
+
+
+def test_workspace_ssh_policy_from_the_cli(srv: RunningServer) -> None:
+    made = ok_json(cli(srv, "workspace", "create", "-n", "policy-ws", "--forbid-ssh-public-access"))
+    assert made["name"] == "policy-ws" and made["allow_ssh_public_access"] is False
+    again = ok_json(cli(srv, "workspace", "create", "-n", "policy-ws", "--allow-ssh-public-access"))
+    assert again["allow_ssh_public_access"] is True

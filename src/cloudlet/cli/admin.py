@@ -135,12 +135,21 @@ def workspace_create(
     location: LocationOpt = None,
     description: Annotated[str | None, typer.Option("--description")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE, repeatable.")] = None,
+    allow_ssh: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-ssh-public-access/--forbid-ssh-public-access",
+            help="Policy: may compute instances in this workspace enable public SSH access?",
+        ),
+    ] = None,
 ) -> None:
     """Create or update a workspace (admin); the resource group is created if missing."""
     st = state(ctx)
     body: dict[str, object] = {"location": location or st.config.location or "local"}
     if description is not None:
         body["description"] = description
+    if allow_ssh is not None:
+        body["allow_ssh_public_access"] = allow_ssh
     tags = parse_tags(tag)
     if tags is not None:
         body["tags"] = tags
