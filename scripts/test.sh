@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 echo "== ruff"; .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 echo "== mypy"; .venv/bin/mypy
-echo "== pytest"; .venv/bin/pytest -q -p no:cacheprovider "$@"
+echo "== pytest"; .venv/bin/pytest -q -rs -p no:cacheprovider "$@"  # -rs: every skip says why
