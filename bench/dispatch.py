@@ -22,10 +22,13 @@ provider starts real node agents (``python -m cloudlet.agent``). Measured, in th
      ``GET {ws}/computes/{name}/nodes``, minus 5 s;
 3. peer Ray (``bench/_ray_peer.py`` under a separate interpreter with Ray installed; see
    ``ray_python()``): tasks with ``num_cpus=1`` (latency, tiny-task throughput) and the Jobs API
-   (latency, jobs/s), against a local ``ray start --head``.
+   (latency, jobs/s), against a local ``ray start --head``;
+4. peer Slurm (``bench/_slurm_peer.py``, in-process; installs Debian's packages when root with
+   apt-get, else skips with the reason): a throwaway slurmctld + 2 slurmd (1 CPU each) + munged on
+   loopback; ``sbatch --wrap`` and ``srun`` latency, ``sbatch`` and ``--array`` throughput.
 
-Slurm is not measured (``slurmctld`` is looked up on PATH and reported). Everything is loopback,
-bounded by counts and deadlines; agents, servers and temp homes are removed at the end.
+Everything is loopback, bounded by counts and deadlines; agents, servers, Slurm daemons and temp
+homes are removed at the end.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from typing import Any
 
 import httpx
 
-from bench import _results
+from bench import _results, _slurm_peer
 from bench._server import (
     REPO_ROOT,
     ServerProcess,
@@ -755,6 +758,7 @@ def _comparisons(data: dict[str, Any]) -> dict[str, Any]:
         ),
         "ray task": (_get(data, "ray", "tasks", "latency"), _get(data, "ray", "tasks", "throughput")),
         "ray jobs api": (_get(data, "ray", "jobs", "latency"), _get(data, "ray", "jobs", "throughput")),
+        **_slurm_peer.peers(data.get("slurm") or {}),
     }
     out: dict[str, Any] = {}
     for peer, (lat, thr) in peers.items():
@@ -803,11 +807,6 @@ def run(quick: bool = False) -> dict[str, Any]:
     plan = Plan.make(quick)
     data = _results.envelope(NAME, REPO_ROOT)
     data["plan"] = plan.__dict__ | {"quick": quick}
-    data["slurm"] = (
-        f"slurmctld found at {shutil.which('slurmctld')} but not measured"
-        if shutil.which("slurmctld")
-        else "skipped: slurmctld is not installed on this machine"
-    )
     data["earlier_reference"] = EARLIER_REFERENCE
     tmp = Path(tempfile.mkdtemp(prefix="cloudlet-bench-dispatch-"))
     try:
@@ -818,6 +817,9 @@ def run(quick: bool = False) -> dict[str, Any]:
         data["loadavg_before_ray"] = _results.loadavg()
         print("   ray ...", flush=True)
         data["ray"] = _ray(plan, tmp)
+        data["loadavg_before_slurm"] = _results.loadavg()
+        print("   slurm ...", flush=True)
+        data["slurm"] = _slurm_peer.measure(_slurm_peer.SlurmPlan.make(quick, SUBMIT_THREADS))
         data["comparisons"] = _comparisons(data)
         data["bar"] = _bar(data)
         data["loadavg_end"] = _results.loadavg()
@@ -843,7 +845,8 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"Machine: {machine['nproc']} usable CPUs, Python {machine['python']}, {machine['platform']}; "
         f"load average {data.get('loadavg_start')} at start, {data.get('loadavg_before_cloudlet')} before "
-        f"cloudlet, {data.get('loadavg_before_ray')} before Ray, {data.get('loadavg_end')} at end; "
+        f"cloudlet, {data.get('loadavg_before_ray')} before Ray, {data.get('loadavg_before_slurm')} before "
+        f"Slurm, {data.get('loadavg_end')} at end; "
         f"git {data.get('git', {}).get('commit', '?')}"
         f"{' (src dirty)' if data.get('git', {}).get('src_dirty') else ''}"
         f"{'; --quick' if data['plan']['quick'] else ''}.",
@@ -873,7 +876,8 @@ def markdown(data: dict[str, Any]) -> str:
         f"{f(_get(ray, 'tasks', 'throughput', 'count'))} no-op tasks for throughput; Ray Jobs API: "
         f"`{PAYLOAD}` entrypoint, {f(_get(ray, 'jobs', 'throughput', 'count'))} jobs for throughput."
         + (f" Ray skipped: {ray['skipped']}." if ray.get("skipped") else f" Ray {ray.get('ray_version')}.")
-        + f" Slurm: {data['slurm']}.",
+        + " "
+        + _slurm_peer.describe(data.get("slurm")),
         "",
         "Where warm dispatch time goes (p50 / p99 ms, server's own timestamps):",
         "",
@@ -994,7 +998,7 @@ def report(data: dict[str, Any]) -> str:
         )
     if data.get("ray", {}).get("skipped"):
         rows.append(f"ray skipped: {data['ray']['skipped']}")
-    rows.append(f"slurm: {data['slurm']}")
+    rows.append(_slurm_peer.report_line(data.get("slurm")))
     for key, entry in data["bar"].items():
         rows.append(f"bar {key}: {f(entry['value'], 3)} (limit {entry['limit']}) -> {_holds(entry)}")
     return "\n".join(rows)
