@@ -143,14 +143,21 @@ def test_server_killed_mid_flight_every_job_completes_once_and_nothing_leaks(
                 now = agent_pids(installation, node)
                 assert now in ([], before), f"node {node} got a second agent: {before} → {now}"
             # Scale-down after the idle time ends every agent and job process of this installation.
-            wait_until(
-                lambda: (
-                    compute(api, second, "crash")["current_node_count"] == 0
-                    and not nodes(api, second, "crash")
-                ),
-                30,
-                "the cluster to scale to 0",
-            )
+            try:
+                wait_until(
+                    lambda: (
+                        compute(api, second, "crash")["current_node_count"] == 0
+                        and not nodes(api, second, "crash")
+                    ),
+                    30,
+                    "the cluster to scale to 0",
+                )
+            except AssertionError as exc:  # say what is still there
+                shown = compute(api, second, "crash")
+                raise AssertionError(
+                    f"{exc}\nnodes: {nodes(api, second, 'crash')}\nscale: {shown.get('scale_message')} "
+                    f"current {shown.get('current_node_count')}\nagents: {agent_nodes(installation)}"
+                ) from None
         wait_until(
             lambda: not processes_with_env("CLOUDLET_INSTALLATION", installation),
             10,

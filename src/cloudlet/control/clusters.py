@@ -402,7 +402,8 @@ class ClusterReconciler:
 
     def _adopt_or_fail(self, handles: list[NodeHandle], now: float) -> None:
         """A node recorded as requested whose launch never got recorded (a crash in between): adopt
-        the machine if the provider made it, else mark the allocation failed."""
+        the machine if the provider made it; else it never existed, so it simply ends (a failed
+        node would sit in list-nodes as unusable for the post-mortem time, for no machine at all)."""
         by_id = {h.node_id: h for h in handles}
         with self.sessions.begin() as session:
             pending = session.scalars(
@@ -415,8 +416,9 @@ class ClusterReconciler:
                     node_service.advance(node, NodeEvent.ALLOCATE)
                     node_service.advance(node, NodeEvent.BOOT)
                 else:
-                    node.error = {"code": "AllocationFailed", "message": "the launch was interrupted"}
-                    node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
+                    node.error = {"code": "LaunchInterrupted", "message": "the control plane stopped first"}
+                    node_service.advance(node, NodeEvent.TERMINATE, now)
+                    node_service.advance(node, NodeEvent.TERMINATED, now)
 
 
 def _demand(session: Session, compute: Compute) -> autoscale.Demand:
