@@ -37,33 +37,39 @@ import itertools
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from bench import _results, _slurm_peer
+from bench._dispatch_client import (
+    Api,
+    Db,
+    _agent_rss,
+    _cpu_per_job,
+    _cpu_snapshot,
+    _first_float,
+    _ns,
+    _parallel,
+    _server_cpu_share,
+    _status_kib,
+)
+from bench._dispatch_report import PAYLOAD, _bar, _comparisons
+from bench._dispatch_report import markdown as markdown  # the benchmark's interface (bench/__main__)
+from bench._dispatch_report import report as report
 from bench._server import (
     REPO_ROOT,
     ServerProcess,
     kill_node_processes,
-    node_processes,
-    read_vm_rss_kib,
     start_cloudlet,
 )
-from bench._stats import ratio, summarize_ns
+from bench._stats import summarize_ns
 
 NAME = "dispatch"
-PAYLOAD = "date +%s.%N"
-SIZE = "Standard_DS3_v2"
 WARM = "bench-warm"
 QUEUE = "bench-queue"
 ZERO = "bench-zero"
@@ -71,15 +77,6 @@ SCALE_DOWN_IDLE_S = 5
 SUBMIT_THREADS = 8
 RAY_VERSION = "2.60.0"
 RAY_VENV = Path("/tmp/cloudlet-bench-ray")
-# The issue's bar (reported, never enforced).
-BAR = {
-    "warm_p50_ms": 20.0,
-    "warm_p99_ms": 100.0,
-    "throughput_jobs_s": 250.0,
-    "scale_from_zero_s": 1.0,
-    "scale_down_overshoot_s": 1.0,
-    "agent_rss_mib": 40.0,
-}
 # Measured earlier on this machine (not in this run): context only.
 EARLIER_REFERENCE = {
     "ray_jobs_api": {"latency_s": 2.0, "jobs_per_s": 0.67},
@@ -107,236 +104,6 @@ class Plan:
         if quick:
             return cls(100, 200, 300, 2, 100, 200, 100, 200, 5, 5, 150.0, 240.0)
         return cls(300, 1000, 1000, 4, 300, 1000, 300, 1000, 20, 20, 420.0, 420.0)
-
-
-# -- small helpers ------------------------------------------------------------------------------
-def _ns(seconds: list[float]) -> list[int]:
-    return [int(s * 1e9) for s in seconds]
-
-
-def _first_float(text: str) -> float | None:
-    for line in text.splitlines():
-        try:
-            return float(line.strip())
-        except ValueError:
-            continue
-    return None
-
-
-def _agent_rss(home: Path) -> dict[str, Any]:
-    agents = {pid: info["node"] for pid, info in node_processes(home).items() if info["kind"] == "agent"}
-    per = {node: read_vm_rss_kib(pid) for pid, node in agents.items()}
-    values = [v for v in per.values() if v]
-    return {"per_node_kib": per, "max_kib": max(values) if values else None, "count": len(values)}
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _server_cpu_share(pid: int, window_s: float) -> float | None:
-    """Share of one CPU the server process used over WINDOW_S (idle clients: its own loops)."""
-    before = _cpu_seconds(pid)
-    time.sleep(window_s)
-    after = _cpu_seconds(pid)
-    if before is None or after is None:
-        return None
-    return round((after - before) / window_s, 4)
-
-
-def _status_kib(pid: int, field: str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def _cpu_snapshot(server: ServerProcess, home: Path) -> dict[str, float]:
-    """CPU seconds used so far by the server, this home's agents (their own time, not their runs')
-    and this benchmark process (the client)."""
-    agents = [pid for pid, info in node_processes(home).items() if info["kind"] == "agent"]
-    times = os.times()
-    return {
-        "server": _cpu_seconds(server.pid) or 0.0,
-        "agents": sum(_cpu_seconds(pid) or 0.0 for pid in agents),
-        "client": times.user + times.system,
-    }
-
-
-def _cpu_per_job(before: dict[str, float], after: dict[str, float], jobs: int) -> dict[str, float]:
-    """CPU milliseconds per job spent by each party between two snapshots."""
-    return {key: round((after[key] - before[key]) * 1000 / max(jobs, 1), 2) for key in before}
-
-
-class Db:
-    """Read-only view of the server's SQLite file (the server's own timestamps, no API load)."""
-
-    def __init__(self, path: Path) -> None:
-        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False)
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def count(self, prefix: str, statuses: tuple[str, ...]) -> int:
-        marks = ",".join("?" * len(statuses))
-        row = self.conn.execute(
-            f"SELECT count(*) FROM jobs WHERE name LIKE ? AND status IN ({marks})",
-            (prefix + "%", *statuses),
-        ).fetchone()
-        return int(row[0])
-
-    def job_times(self, prefix: str) -> dict[str, dict[str, Any]]:
-        rows = self.conn.execute(
-            "SELECT j.name, j.submitted_at, j.ended_at, j.status, r.assigned_at, r.node_id, r.id "
-            "FROM jobs j LEFT JOIN job_runs r ON r.job_id = j.id AND r.attempt = j.attempt "
-            "WHERE j.name LIKE ?",
-            (prefix + "%",),
-        ).fetchall()
-        return {
-            name: {
-                "submitted_at": sub,
-                "ended_at": end,
-                "status": st,
-                "assigned_at": asg,
-                "node": node,
-                "run": run,
-            }
-            for name, sub, end, st, asg, node, run in rows
-        }
-
-    def wait_ended(self, name: str, timeout: float, interval: float = 0.01) -> str | None:
-        """Poll the job's status in the file (no request to the server) until it has ended."""
-        deadline = time.monotonic() + timeout
-        status = None
-        while time.monotonic() < deadline:
-            row = self.conn.execute("SELECT status FROM jobs WHERE name = ?", (name,)).fetchone()
-            status = row[0] if row else None
-            if status in ("Completed", "Failed", "Canceled"):
-                return str(status)
-            time.sleep(interval)
-        return status
-
-    def node(self, node_id: str) -> dict[str, Any]:
-        row = self.conn.execute(
-            "SELECT created_at, registered_at, idle_since, ended_at FROM nodes WHERE id = ?", (node_id,)
-        ).fetchone()
-        keys = ("created_at", "registered_at", "idle_since", "ended_at")
-        return dict(zip(keys, row, strict=True)) if row else {}
-
-
-class Api:
-    def __init__(self, server: ServerProcess) -> None:
-        self.server = server
-        self.ws = server.ws_path
-        self.client = httpx.Client(base_url=server.endpoint, headers=server.headers(), timeout=30)
-
-    def new_client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.server.endpoint, headers=self.server.headers(), timeout=30)
-
-    def close(self) -> None:
-        self.client.close()
-
-    def create_cluster(self, name: str, min_n: int, max_n: int, idle_s: int) -> dict[str, Any]:
-        body = {
-            "name": name,
-            "type": "amlcompute",
-            "size": SIZE,
-            "min_instances": min_n,
-            "max_instances": max_n,
-            "idle_time_before_scale_down": idle_s,
-        }
-        resp = self.client.put(f"{self.ws}/computes/{name}", json=body)
-        if resp.status_code not in (200, 201):
-            raise RuntimeError(f"PUT compute {name} -> {resp.status_code}: {resp.text}")
-        return self._wait_operation(resp.headers.get("Operation-Location"))
-
-    def delete_cluster(self, name: str) -> dict[str, Any]:
-        resp = self.client.delete(f"{self.ws}/computes/{name}")
-        if resp.status_code not in (200, 202, 204):
-            return {"status": f"HTTP {resp.status_code}"}
-        return self._wait_operation(resp.headers.get("Operation-Location"))
-
-    def _wait_operation(self, url: str | None, timeout: float = 60) -> dict[str, Any]:
-        if not url:
-            return {}
-        deadline = time.monotonic() + timeout
-        body: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            body = self.client.get(url).json()
-            if body.get("status") != "InProgress":
-                return {"status": body.get("status"), "error": body.get("error")}
-            time.sleep(0.1)
-        return {"status": "InProgress", "note": f"still in progress after {timeout}s"}
-
-    def nodes(self, cluster: str) -> list[dict[str, Any]]:
-        resp = self.client.get(f"{self.ws}/computes/{cluster}/nodes")
-        resp.raise_for_status()
-        nodes: list[dict[str, Any]] = resp.json()["nodes"]
-        return nodes
-
-    def wait_idle_nodes(self, cluster: str, count: int, timeout: float = 90) -> float:
-        t0 = time.monotonic()
-        deadline = t0 + timeout
-        while time.monotonic() < deadline:
-            if sum(n["state"] == "idle" for n in self.nodes(cluster)) >= count:
-                return time.monotonic() - t0
-            time.sleep(0.1)
-        raise RuntimeError(f"{cluster}: {count} idle nodes not reached in {timeout}s: {self.nodes(cluster)}")
-
-    def submit(self, name: str, command: str, cluster: str, client: httpx.Client | None = None) -> float:
-        """PUT the job; returns the PUT's duration in seconds."""
-        t0 = time.perf_counter()
-        resp = (client or self.client).put(
-            f"{self.ws}/jobs/{name}", json={"command": command, "compute": f"azureml:{cluster}"}
-        )
-        took = time.perf_counter() - t0
-        if resp.status_code not in (200, 201):
-            raise RuntimeError(f"PUT job {name} -> {resp.status_code}: {resp.text}")
-        return took
-
-    def wait_log(self, name: str, timeout: float, interval: float = 0.02) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            data = str(self.client.get(f"{self.ws}/jobs/{name}/logs").json().get("data") or "")
-            if data.strip():
-                return data
-            time.sleep(interval)
-        return ""
-
-    def log(self, name: str) -> str:
-        return str(self.client.get(f"{self.ws}/jobs/{name}/logs").json().get("data") or "")
-
-    def cancel(self, name: str, client: httpx.Client | None = None) -> int:
-        return (client or self.client).post(f"{self.ws}/jobs/{name}/cancel").status_code
-
-
-def _parallel(names: list[str], threads: int, make: Callable[[], httpx.Client], fn: Any) -> list[Any]:
-    """Call fn(client, name) for every name with THREADS workers, one keep-alive client each."""
-    local = threading.local()
-    clients: list[httpx.Client] = []
-    lock = threading.Lock()
-
-    def work(name: str) -> Any:
-        client = getattr(local, "client", None)
-        if client is None:
-            client = local.client = make()
-            with lock:
-                clients.append(client)
-        return fn(client, name)
-
-    try:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            return list(pool.map(work, names))
-    finally:
-        for client in clients:
-            client.close()
 
 
 # -- peer: subprocess ---------------------------------------------------------------------------
@@ -731,78 +498,6 @@ def _ray(plan: Plan, tmp: Path) -> dict[str, Any]:
     return data
 
 
-# -- the run ------------------------------------------------------------------------------------
-def _get(data: dict[str, Any], *path: str) -> Any:
-    cur: Any = data
-    for key in path:
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(key)
-    return cur
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) else float("nan")
-
-
-def _comparisons(data: dict[str, Any]) -> dict[str, Any]:
-    """Latency ratios cloudlet / peer (lower is better); throughput ratios cloudlet / peer (share
-    of the peer's rate: higher is better)."""
-    warm = _get(data, "cloudlet", "warm", "latency") or {}
-    tput = _num(_get(data, "cloudlet", "throughput", "jobs_per_s"))
-    peers = {
-        "subprocess date": (_get(data, "subprocess", "date"), None),
-        "subprocess bash -c": (
-            _get(data, "subprocess", "bash_c_date"),
-            _get(data, "subprocess", "throughput"),
-        ),
-        "ray task": (_get(data, "ray", "tasks", "latency"), _get(data, "ray", "tasks", "throughput")),
-        "ray jobs api": (_get(data, "ray", "jobs", "latency"), _get(data, "ray", "jobs", "throughput")),
-        **_slurm_peer.peers(data.get("slurm") or {}),
-    }
-    out: dict[str, Any] = {}
-    for peer, (lat, thr) in peers.items():
-        lat = lat or {}
-        out[peer] = {
-            "p50_ms": lat.get("p50_ms"),
-            "p99_ms": lat.get("p99_ms"),
-            "jobs_per_s": (thr or {}).get("jobs_per_s"),
-            "latency_p50_ratio": ratio(_num(warm.get("p50_ms")), _num(lat.get("p50_ms"))),
-            "latency_p99_ratio": ratio(_num(warm.get("p99_ms")), _num(lat.get("p99_ms"))),
-            "throughput_ratio": ratio(tput, _num((thr or {}).get("jobs_per_s"))) if thr else None,
-        }
-    return out
-
-
-def _bar(data: dict[str, Any]) -> dict[str, Any]:
-    warm = _get(data, "cloudlet", "warm", "latency") or {}
-    scale = _get(data, "cloudlet", "scale") or {}
-    rss_values = [
-        _get(data, "cloudlet", key, "max_kib")
-        for key in ("agent_rss_idle", "agent_rss_busy", "agent_rss_after_throughput")
-    ]
-    rss_mib = max((v for v in rss_values if v), default=None)
-    rss_mib = round(rss_mib / 1024, 1) if rss_mib else None
-
-    def check(value: Any, limit: float) -> dict[str, Any]:
-        ok = None if value is None else bool(value <= limit)
-        return {"value": value, "limit": limit, "holds": ok}
-
-    tput = _get(data, "cloudlet", "throughput", "jobs_per_s")
-    return {
-        "warm_p50_ms": check(warm.get("p50_ms"), BAR["warm_p50_ms"]),
-        "warm_p99_ms": check(warm.get("p99_ms"), BAR["warm_p99_ms"]),
-        "throughput_jobs_s": {
-            "value": tput,
-            "limit": BAR["throughput_jobs_s"],
-            "holds": None if tput is None else bool(tput >= BAR["throughput_jobs_s"]),
-        },
-        "scale_from_zero_s": check(scale.get("from_zero_worst_s"), BAR["scale_from_zero_s"]),
-        "scale_down_overshoot_s": check(scale.get("overshoot_worst_s"), BAR["scale_down_overshoot_s"]),
-        "agent_rss_mib": check(rss_mib, BAR["agent_rss_mib"]),
-    }
-
-
 def run(quick: bool = False) -> dict[str, Any]:
     plan = Plan.make(quick)
     data = _results.envelope(NAME, REPO_ROOT)
@@ -826,179 +521,3 @@ def run(quick: bool = False) -> dict[str, Any]:
         return data
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-# -- output -------------------------------------------------------------------------------------
-def _holds(entry: dict[str, Any]) -> str:
-    return {True: "holds", False: "does NOT hold", None: "not measured"}[entry.get("holds")]
-
-
-def markdown(data: dict[str, Any]) -> str:
-    f = _results.fmt
-    c = data["cloudlet"]
-    machine = data["machine"]
-    warm, tp, q, sc = c["warm"], c["throughput"], c["queue"], c["scale"]
-    ray = data.get("ray") or {}
-    floor = data["subprocess"]
-    lines = [
-        f"## dispatch — {data['timestamp']}",
-        "",
-        f"Machine: {machine['nproc']} usable CPUs, Python {machine['python']}, {machine['platform']}; "
-        f"load average {data.get('loadavg_start')} at start, {data.get('loadavg_before_cloudlet')} before "
-        f"cloudlet, {data.get('loadavg_before_ray')} before Ray, {data.get('loadavg_before_slurm')} before "
-        f"Slurm, {data.get('loadavg_end')} at end; "
-        f"git {data.get('git', {}).get('commit', '?')}"
-        f"{' (src dirty)' if data.get('git', {}).get('src_dirty') else ''}"
-        f"{'; --quick' if data['plan']['quick'] else ''}.",
-        "",
-        f"Warm dispatch: {warm['latency']['count']} `{PAYLOAD}` jobs one at a time on a warm 2-node cluster "
-        f"(submit -> user process start, from the printed timestamp). Throughput: {tp['count']} `true` jobs, "
-        f"{tp['submit_threads']} submitting threads, until all Completed. Peers measured in the same run.",
-        "",
-        "| series | p50 ms | p99 ms | jobs/s | cloudlet/peer p50 | cloudlet/peer p99 "
-        "| cloudlet/peer jobs/s |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-        f"| **cloudlet** | {f(warm['latency']['p50_ms'], 1)} | {f(warm['latency']['p99_ms'], 1)} | "
-        f"{f(tp['jobs_per_s'], 1)} | | | |",
-    ]
-    for peer, cmp in data["comparisons"].items():
-        lines.append(
-            f"| {peer} | {f(cmp['p50_ms'], 1)} | {f(cmp['p99_ms'], 1)} | {f(cmp['jobs_per_s'], 1)} | "
-            f"{f(cmp['latency_p50_ratio'])} | {f(cmp['latency_p99_ratio'])} | "
-            f"{f(cmp['throughput_ratio'], 3)} |"
-        )
-    b = warm["breakdown"]
-    lines += [
-        "",
-        "Latency: lower is better (ratio 10 = cloudlet takes 10× as long). Jobs/s ratio: cloudlet's share of "
-        "the peer's rate (1.0 = parity). `subprocess date` has no throughput row; `subprocess bash -c` runs "
-        "`bash -c true` with 2 workers (the cluster's 2 nodes). Ray tasks: `num_cpus=1`, "
-        f"{f(_get(ray, 'tasks', 'throughput', 'count'))} no-op tasks for throughput; Ray Jobs API: "
-        f"`{PAYLOAD}` entrypoint, {f(_get(ray, 'jobs', 'throughput', 'count'))} jobs for throughput."
-        + (f" Ray skipped: {ray['skipped']}." if ray.get("skipped") else f" Ray {ray.get('ray_version')}.")
-        + " "
-        + _slurm_peer.describe(data.get("slurm")),
-        "",
-        "Where warm dispatch time goes (p50 / p99 ms, server's own timestamps):",
-        "",
-        "| segment | p50 ms | p99 ms |",
-        "|---|---:|---:|",
-        f"| PUT round trip (client) | {f(warm['put']['p50_ms'], 1)} | {f(warm['put']['p99_ms'], 1)} |",
-    ]
-    segments = (
-        ("api_to_record", "client wall before PUT -> job row made (`jobs.submitted_at`, before its commit)"),
-        ("record_to_placed", "job row -> placed on a node (`job_runs.assigned_at`, cluster reconciler pass)"),
-        (
-            "placed_to_agent",
-            "placed -> agent begins the run (rest of the pass, commit, wake, long-poll answer; "
-            "`work/<run>` mtime)",
-        ),
-        ("agent_to_start", "agent begins -> user process printed its timestamp (spool, env, `bash -c`)"),
-        ("start_to_ended", "process start -> job ended (`jobs.ended_at`, the agent's exit time)"),
-    )
-    for key, label in segments:
-        seg = b.get(key)
-        if seg:
-            lines.append(f"| {label} | {f(seg['p50_ms'], 1)} | {f(seg['p99_ms'], 1)} |")
-    lines += [
-        "",
-        f"Throughput detail: submit phase {f(tp['submit_wall_s'], 1)} s "
-        f"({f(tp['submit_rate_per_s'], 0)} PUT/s, "
-        f"PUT p50 {f(tp['put']['p50_ms'], 1)} ms, p99 {f(tp['put']['p99_ms'], 1)} ms); "
-        f"{tp['completed']}/{tp['count']} Completed in {f(tp['end_to_end_s'], 1)} s end to end"
-        f"{' (TIMED OUT)' if tp['timed_out'] else ''}. Per node, previous job ended -> next job placed: "
-        f"p50 {f(_get(tp, 'turnaround', 'ended_to_next_placed', 'p50_ms'), 1)} ms, "
-        f"p99 {f(_get(tp, 'turnaround', 'ended_to_next_placed', 'p99_ms'), 1)} ms; placed -> ended: "
-        f"p50 {f(_get(tp, 'turnaround', 'placed_to_ended', 'p50_ms'), 1)} ms, "
-        f"p99 {f(_get(tp, 'turnaround', 'placed_to_ended', 'p99_ms'), 1)} ms.",
-        "",
-        "CPU per job (ms; server / agents (own time) / benchmark client): warm series "
-        + " / ".join(f(v, 1) for v in (warm.get("cpu_ms_per_job") or {}).values())
-        + "; throughput run "
-        + " / ".join(f(v, 1) for v in (tp.get("cpu_ms_per_job") or {}).values())
-        + ".",
-        "",
-        f"Scale from zero (min 0, {len(sc['reps'])} reps): submit -> process start p50 "
-        f"{f(_get(sc, 'from_zero', 'p50_ms'), 0)} ms, worst {f(sc['from_zero_worst_s'], 3)} s. "
-        f"Scale down (idle_time_before_scale_down = {sc['idle_time_before_scale_down_s']} s): node gone from "
-        f"/nodes at idle time + {f(_get(sc, 'overshoot', 'p50_ms'), 0)} ms (p50), worst + "
-        f"{f(sc['overshoot_worst_s'], 3)} s.",
-        "",
-        "| rep | submit -> start s | node boot (record -> registered) s | idle -> terminating s | "
-        "idle -> gone s | overshoot s |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for i, r in enumerate(sc["reps"]):
-        lines.append(
-            f"| {i} | {f(r.get('submit_to_start_s'), 3)} | {f(r.get('node_record_to_registered_s'), 3)} | "
-            f"{f(r.get('idle_to_terminating_s'), 3)} | {f(r.get('idle_to_gone_s'), 3)} | "
-            f"{f(r.get('overshoot_s'), 3)} |"
-        )
-    ai, ab, at = c["agent_rss_idle"], c["agent_rss_busy"], c["agent_rss_after_throughput"]
-    ray_rss = _get(ray, "rss_kib", "total")
-    lines += [
-        "",
-        f"Memory: agent RSS idle {f(ai['max_kib'])} KiB, busy {f(ab['max_kib'])} KiB, "
-        f"after the throughput run {f(at['max_kib'])} KiB (max over {ai['count']} agents). "
-        f"Server RSS: {f(c['server_rss_start_kib'])} KiB "
-        f"at start; with {q['queued']} queued jobs {f(q['rss_with_queue_kib'])} KiB (before: "
-        f"{f(q['rss_before_kib'])} KiB); peak {f(c['server_hwm_kib'])} KiB."
-        + (f" Ray's processes (head + workers) after its run: {f(ray_rss)} KiB in all." if ray_rss else ""),
-        "",
-        f"With {q['queued']} queued jobs: server CPU while clients are idle "
-        f"{f(q['server_cpu_share_with_queue'], 3)} "
-        f"of a core (before: {f(q['server_cpu_share_before'], 3)}); PUT p50 first tenth "
-        f"{f(q['put_first_tenth']['p50_ms'], 1)} ms, last tenth {f(q['put_last_tenth']['p50_ms'], 1)} ms; "
-        "a warm "
-        f"dispatch on the other cluster p50 {f(_get(q, 'warm_dispatch_with_queue', 'p50_ms'), 1)} ms "
-        f"(10 jobs); cancelling all took "
-        f"{f(q['cancel_wall_s'], 1)} s.",
-        "",
-        "The issue's bar (reported, not enforced):",
-        "",
-        "| bar | value | limit | |",
-        "|---|---:|---:|---|",
-    ]
-    labels = {
-        "warm_p50_ms": "warm dispatch p50 (ms)",
-        "warm_p99_ms": "warm dispatch p99 (ms)",
-        "throughput_jobs_s": "tiny-job throughput (jobs/s, ≥)",
-        "scale_from_zero_s": "scale from zero, worst rep (s)",
-        "scale_down_overshoot_s": "idle node released after idle time + (s, worst)",
-        "agent_rss_mib": "agent RSS, max (MiB)",
-    }
-    for key, entry in data["bar"].items():
-        lines.append(f"| {labels[key]} | {f(entry['value'], 3)} | {f(entry['limit'], 0)} | {_holds(entry)} |")
-    ref = data["earlier_reference"]
-    lines += [
-        "",
-        "Earlier reference on this machine (not this run): Ray Jobs API "
-        f"{ref['ray_jobs_api']['latency_s']} s per "
-        f"job / {ref['ray_jobs_api']['jobs_per_s']} jobs/s; Ray tasks {ref['ray_tasks']['latency_ms']} ms / "
-        f"{ref['ray_tasks']['jobs_per_s']} jobs/s. Floor this run: spawn `date` p50 "
-        f"{f(floor['date']['p50_ms'], 2)} ms, `bash -c` {f(floor['bash_c_date']['p50_ms'], 2)} ms, "
-        f"{f(floor['throughput']['jobs_per_s'], 0)} processes/s with 2 workers.",
-    ]
-    return "\n".join(lines)
-
-
-def report(data: dict[str, Any]) -> str:
-    f = _results.fmt
-    c = data["cloudlet"]
-    rows = [
-        f"load average start {data.get('loadavg_start')} end {data.get('loadavg_end')}",
-        f"cloudlet warm dispatch p50 {f(c['warm']['latency']['p50_ms'], 1)} ms p99 "
-        f"{f(c['warm']['latency']['p99_ms'], 1)} ms; throughput {f(c['throughput']['jobs_per_s'], 1)} jobs/s",
-    ]
-    for peer, cmp in data["comparisons"].items():
-        rows.append(
-            f"vs {peer:<18} p50 {f(cmp['p50_ms'], 1):>8} ms  p99 {f(cmp['p99_ms'], 1):>8} ms  "
-            f"{f(cmp['jobs_per_s'], 1):>8} jobs/s  ratio p50 {f(cmp['latency_p50_ratio'])}x "
-            f"p99 {f(cmp['latency_p99_ratio'])}x jobs/s {f(cmp['throughput_ratio'], 3)}x"
-        )
-    if data.get("ray", {}).get("skipped"):
-        rows.append(f"ray skipped: {data['ray']['skipped']}")
-    rows.append(_slurm_peer.report_line(data.get("slurm")))
-    for key, entry in data["bar"].items():
-        rows.append(f"bar {key}: {f(entry['value'], 3)} (limit {entry['limit']}) -> {_holds(entry)}")
-    return "\n".join(rows)

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import _results
+from bench._dispatch_client import Api, Db
 from bench._server import REPO_ROOT, kill_node_processes, start_cloudlet
 from bench._stats import percentile
-from bench.dispatch import Api, Db
 
 NAME = "trace_validation"
 CLUSTER = "bench-trace"
