@@ -27,6 +27,8 @@ cl workspace show
 cl compute list-sizes --type computeinstance -o table | head -12
 cl compute create --file examples/compute/cluster.yml
 cl compute create --file examples/compute/instance.yml
+echo; echo "# The instance runs JupyterLab behind cloudlet's proxy (sign in at /signin with the API key):"
+.venv/bin/cloudlet compute show -n my-instance -o yaml | grep -A6 "^services:"
 cl compute update -n cpu-cluster --max-instances 4
 cl compute stop -n my-instance
 cl compute list
