@@ -160,6 +160,9 @@ _IDLE_NODES = (
     .order_by(Node.created_at)
     .with_for_update()
 )
+_ATTEMPT_RUNS = select(JobRun).where(
+    JobRun.job_id == bindparam("job"), JobRun.attempt == bindparam("attempt")
+)
 _INSTANCE_NODE = select(Node).where(
     Node.compute_id == bindparam("compute"),
     Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
@@ -335,13 +338,10 @@ def record_exit(
         reason = "canceled"
     run.state, run.exit_code, run.reason, run.ended_at = EXITED, exit_code, reason, now
     run.started_at = run.started_at or started_at or now
-    session.flush()
     job = session.get(Job, run.job_id)
     assert job is not None
     job.started_at = job.started_at or run.started_at  # a run can end before it reported running
-    attempt_runs = list(
-        session.scalars(select(JobRun).where(JobRun.job_id == job.id, JobRun.attempt == run.attempt))
-    )
+    attempt_runs = list(session.scalars(_ATTEMPT_RUNS, {"job": job.id, "attempt": run.attempt}))
     wake = _release_node_if_done(session, run.node_id, attempt_runs, now)
     still_running = [r for r in attempt_runs if r.state != EXITED]
     failed = exit_code not in (0, None) or reason in ("timeout", *REQUEUE_REASONS)

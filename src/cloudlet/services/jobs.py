@@ -32,6 +32,9 @@ LOCAL_COMPUTE = "local"
 SERVERLESS = "serverless"
 
 
+_JOB_ID = select(Job.id).where(Job.workspace_id == bindparam("ws"), Job.name == bindparam("name"))
+
+
 def prepare(body: Any, name: str) -> tuple[job_spec.CommandJobSpec, dict[str, Any]]:
     """Validate a job document (pure: done before the request touches the store, so the store's
     single writer is not held while pydantic works). Returns the spec and its stored form."""
@@ -50,7 +53,7 @@ def submit(
     data: DataRoot,
 ) -> tuple[Job, Compute | None]:
     spec, doc = prepared
-    if session.scalar(select(Job.id).where(Job.workspace_id == ws.id, Job.name == name)) is not None:
+    if session.scalar(_JOB_ID, {"ws": ws.id, "name": name}) is not None:
         raise conflict(
             "JobExists",
             f"a job named '{name}' already exists in this workspace; job names are "
