@@ -57,16 +57,6 @@ def _server_cpu_share(pid: int, window_s: float) -> float | None:
     return round((after - before) / window_s, 4)
 
 
-def _status_kib(pid: int, field: str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def _cpu_snapshot(server: ServerProcess, home: Path) -> dict[str, float]:
     """CPU seconds used so far by the server, this home's agents (their own time, not their runs')
     and this benchmark process (the client)."""

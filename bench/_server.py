@@ -224,3 +224,14 @@ def _kill_node_processes(home: Path) -> int:
                 pass
         time.sleep(0.1)
     return killed
+
+
+def status_kib(pid: int, field: str) -> int | None:
+    """A ``/proc/PID/status`` memory field (``VmRSS``, ``VmHWM``) in KiB; None if gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None

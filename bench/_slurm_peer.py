@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench._server import status_kib
 from bench._stats import summarize_ns
 
 HOST = "127.0.0.1"
@@ -130,16 +131,6 @@ def _start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     return int(raw.rpartition(")")[2].split()[19])
-
-
-def _status_kib(pid: int, field: str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def _marked(token: str, since_ticks: int) -> dict[int, int]:
@@ -330,7 +321,7 @@ class Cluster:
     def rss(self) -> dict[str, Any]:
         by: dict[str, dict[str, int | None]] = {}
         for key, proc in self.procs.items():
-            by[key] = {"rss_kib": _status_kib(proc.pid, "VmRSS"), "hwm_kib": _status_kib(proc.pid, "VmHWM")}
+            by[key] = {"rss_kib": status_kib(proc.pid, "VmRSS"), "hwm_kib": status_kib(proc.pid, "VmHWM")}
         total = sum(v["rss_kib"] or 0 for v in by.values())
         return {"total_kib": total, "by_process": by}
 

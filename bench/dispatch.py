@@ -56,7 +56,6 @@ from bench._dispatch_client import (
     _ns,
     _parallel,
     _server_cpu_share,
-    _status_kib,
 )
 from bench._dispatch_report import PAYLOAD, _bar, _comparisons
 from bench._dispatch_report import markdown as markdown  # the benchmark's interface (bench/__main__)
@@ -66,6 +65,7 @@ from bench._server import (
     ServerProcess,
     kill_node_processes,
     start_cloudlet,
+    status_kib,
 )
 from bench._stats import summarize_ns
 
@@ -314,7 +314,7 @@ def _queue_rss(api: Api, db: Db, server: ServerProcess, n: int) -> dict[str, Any
         time.sleep(0.2)
     out["left_active_after_cancel"] = db.count("q-", ("Queued", "Preparing", "Running"))
     out["rss_after_cancel_kib"] = server.rss_kib()
-    out["server_hwm_kib"] = _status_kib(server.pid, "VmHWM")
+    out["server_hwm_kib"] = status_kib(server.pid, "VmHWM")
     return out
 
 
@@ -415,7 +415,7 @@ def _cloudlet(plan: Plan, tmp: Path) -> dict[str, Any]:
         out["scale"] = _scale(api, db, plan.scale_reps)
         out["delete_zero"] = api.delete_cluster(ZERO)
         out["server_rss_end_kib"] = server.rss_kib()
-        out["server_hwm_kib"] = _status_kib(server.pid, "VmHWM")
+        out["server_hwm_kib"] = status_kib(server.pid, "VmHWM")
         if server.process.poll() is not None:
             raise RuntimeError(f"the cloudlet server exited ({server.process.returncode}) mid-benchmark")
         return out
