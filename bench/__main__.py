@@ -13,7 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench import _results, api_latency, dispatch, instances, simulator, trace_validation
+from bench import (
+    _results,
+    api_latency,
+    dispatch,
+    instances,
+    reconcile_store,
+    simulator,
+    trace_validation,
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     api_latency.NAME: Benchmark(api_latency.NAME, api_latency.run, api_latency.markdown, api_latency.report),
     dispatch.NAME: Benchmark(dispatch.NAME, dispatch.run, dispatch.markdown, dispatch.report),
     simulator.NAME: Benchmark(simulator.NAME, simulator.run, simulator.markdown, simulator.report),
+    reconcile_store.NAME: Benchmark(
+        reconcile_store.NAME, reconcile_store.run, reconcile_store.markdown, reconcile_store.report
+    ),
     trace_validation.NAME: Benchmark(
         trace_validation.NAME, trace_validation.run, trace_validation.markdown, trace_validation.report
     ),

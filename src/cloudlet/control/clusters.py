@@ -109,14 +109,17 @@ class ClusterReconciler:
             self._last_sweep = now
         with self.sessions() as session:
             ids = list(session.scalars(select(Compute.id).where(Compute.type == "amlcompute")))
+            demands = _demands(session) if ids else {}
         for compute_id in ids:
             token = self.lease(f"compute:{compute_id}", now)
             if token is not None:
-                self._carry_out(self._reconcile(compute_id, token, now))
+                self._carry_out(self._reconcile(compute_id, token, now, demands))
         self._carry_out(ephemeral.reconcile(self, now))
 
     # -- record + schedule + decide, in one transaction ----------------------------------------
-    def _reconcile(self, compute_id: int, token: int, now: float) -> Actions:
+    def _reconcile(
+        self, compute_id: int, token: int, now: float, demands: dict[tuple[int, str], autoscale.Demand]
+    ) -> Actions:
         actions = Actions()
         with self.sessions.begin() as session:
             if not leases.still_held(session, f"compute:{compute_id}", self.replica_id, token):
@@ -125,13 +128,14 @@ class ClusterReconciler:
             compute = session.get(Compute, compute_id)
             if compute is None:
                 return actions
-            nodes = node_service.live_nodes(session, compute.id)
+            nodes = node_service.live_nodes(session, compute.id, for_pass=True)
             actions.wake += self.record_nodes(session, nodes, now)
             if compute.provisioning_state == ProvisioningState.DELETING.value:
                 self._release_all(nodes, actions)
                 return actions
             actions.wake += self._schedule(session, compute)
-            self._decide(session, compute, nodes, now, actions)
+            demand = demands.get((compute.workspace_id, compute.name), autoscale.Demand())
+            self._decide(session, compute, nodes, demand, now, actions)
         actions.deliveries = dispatch.deliveries(session)  # committed: hand them to the agents
         return actions
 
@@ -187,7 +191,13 @@ class ClusterReconciler:
         return dispatch.schedule_compute(session, compute, self.data, self.server_url())
 
     def _decide(
-        self, session: Session, compute: Compute, nodes: list[Node], now: float, actions: Actions
+        self,
+        session: Session,
+        compute: Compute,
+        nodes: list[Node],
+        demand: autoscale.Demand,
+        now: float,
+        actions: Actions,
     ) -> None:
         spec = compute.spec
         cluster = autoscale.ClusterView(
@@ -196,7 +206,6 @@ class ClusterReconciler:
             spec.get("max_instances", 1),
             float(spec.get("idle_time_before_scale_down", 120)),
         )
-        demand = _demand(session, compute)
         serving_now = len([n for n in nodes if n.state in SERVING])
         wanted = autoscale.cluster_target(cluster, demand)
         # Quota and capacity only matter when the cluster must grow: skip that work otherwise.
@@ -421,20 +430,29 @@ class ClusterReconciler:
                     node_service.advance(node, NodeEvent.TERMINATED, now)
 
 
-def _demand(session: Session, compute: Compute) -> autoscale.Demand:
-    """Nodes the cluster's jobs need: one aggregate query, however long the queue."""
+def _demands(session: Session) -> dict[tuple[int, str], autoscale.Demand]:
+    """Nodes every cluster's jobs need (running jobs' nodes + queued jobs' instance counts), read
+    once per pass in one aggregate query, however many clusters and jobs. Placement within the pass
+    moves jobs from queued to running without changing their sum."""
     rows = session.execute(
-        select(Job.status == job_service.QUEUED, func.coalesce(func.sum(Job.instance_count), 0))
-        .where(
-            Job.workspace_id == compute.workspace_id,
-            Job.compute_name == compute.name,
-            Job.status.in_(job_service.ACTIVE),
+        select(
+            Job.workspace_id,
+            Job.compute_name,
+            Job.status == job_service.QUEUED,
+            func.coalesce(func.sum(Job.instance_count), 0),
         )
-        .group_by(Job.status == job_service.QUEUED)
+        .where(Job.status.in_(job_service.ACTIVE), Job.compute_name.is_not(None))
+        .group_by(Job.workspace_id, Job.compute_name, Job.status == job_service.QUEUED)
     ).all()
-    totals = {bool(queued): int(count) for queued, count in rows}
-    queued = totals.get(True, 0)
-    return autoscale.Demand(running_nodes=totals.get(False, 0), queued=(queued,) if queued else ())
+    totals: dict[tuple[int, str], dict[bool, int]] = {}
+    for workspace_id, name, queued, count in rows:
+        totals.setdefault((workspace_id, str(name)), {})[bool(queued)] = int(count)
+    return {
+        key: autoscale.Demand(
+            running_nodes=counts.get(False, 0), queued=(counts[True],) if counts.get(True) else ()
+        )
+        for key, counts in totals.items()
+    }
 
 
 def _workspace(session: Session, workspace_id: int) -> Workspace:

@@ -7,8 +7,8 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session, defer
 
 from cloudlet.domain.nodes import (
     FINAL,
@@ -80,14 +80,21 @@ def advance(node: Node, event: NodeEvent, now: float | None = None) -> None:
         node.ended_at = now
 
 
-def live_nodes(session: Session, compute_id: int) -> list[Node]:
-    return list(
-        session.scalars(
-            select(Node)
-            .where(Node.compute_id == compute_id, Node.state != NodeState.TERMINATED.value)
-            .order_by(Node.created_at)
-        )
-    )
+_LIVE_NODES = (
+    select(Node)
+    .where(Node.compute_id == bindparam("compute"), Node.state != NodeState.TERMINATED.value)
+    .order_by(Node.created_at)
+)
+# What a reconcile pass reads of a node: not its reports (usage, apps, instance report, resources),
+# whose JSON decoding dominated a pass over thousands of nodes. They load on access if needed.
+_LIVE_NODES_FOR_PASS = _LIVE_NODES.options(
+    defer(Node.usage), defer(Node.apps), defer(Node.report), defer(Node.resources)
+)
+
+
+def live_nodes(session: Session, compute_id: int, for_pass: bool = False) -> list[Node]:
+    query = _LIVE_NODES_FOR_PASS if for_pass else _LIVE_NODES
+    return list(session.scalars(query, {"compute": compute_id}))
 
 
 def render(node: Node) -> dict[str, Any]:

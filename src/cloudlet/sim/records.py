@@ -143,7 +143,7 @@ class ClusterState:
         return self.spec.name
 
     def demand(self) -> Demand:
-        """As ``control.clusters._demand``: running jobs' nodes plus one aggregate for the queue."""
+        """As ``control.clusters._demands``: running jobs' nodes plus one aggregate for the queue."""
         queued = (self.queued_nodes,) if self.queued_nodes else ()
         return Demand(running_nodes=self.running_nodes, queued=queued)
 
