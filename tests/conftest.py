@@ -148,6 +148,18 @@ def server(server_factory: Callable[..., RunningServer]) -> RunningServer:
     return server_factory()
 
 
+# A module that defines a module-scoped ``srv`` fixture gets these with it.
+@pytest.fixture(scope="module")
+def api(srv: RunningServer) -> Iterator[httpx.Client]:
+    with srv.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def installation(srv: RunningServer) -> str:
+    return str(httpx.get(srv.endpoint + "/healthz").json()["installation"])
+
+
 @pytest.fixture(scope="session")
 def postgres_admin_url() -> Iterator[str]:
     from tests.postgres import postgres_server

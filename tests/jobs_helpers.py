@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import httpx
+import pytest
 
-from tests.conftest import RunningServer
+from tests.conftest import RunningServer, start_server
 
 T = TypeVar("T")
 TERMINAL = ("Completed", "Failed", "Canceled")
@@ -237,6 +238,16 @@ def reaped(srv: RunningServer) -> Iterator[str]:
         srv.kill()
         reap_installation(installation)
         unmount_under(srv.home)
+
+
+def served(
+    tmp_path_factory: pytest.TempPathFactory, name: str, extra_env: dict[str, str] | None = None
+) -> Iterator[RunningServer]:
+    """A test module's server (``yield from`` it in a module-scoped ``srv`` fixture): started in a
+    fresh home, reaped with its agents and OS disk mounts at the end."""
+    server = start_server(Path(tmp_path_factory.mktemp(name)), extra_env=extra_env)
+    with reaped(server):
+        yield server
 
 
 # -- a background recorder of what the API shows over time -----------------------------------

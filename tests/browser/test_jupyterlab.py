@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
+from tests.conftest import RunningServer
 from tests.instance_helpers import create_instance
-from tests.jobs_helpers import reaped
+from tests.jobs_helpers import served
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -41,9 +41,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the dev dependency
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("browser")))
-    with reaped(server):
-        yield server
+    yield from served(tmp_path_factory, "browser")
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.conftest import RunningServer, start_server
-from tests.jobs_helpers import reaped
+from tests.conftest import RunningServer
+from tests.jobs_helpers import served
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "compute"
 CLUSTER: dict[str, Any] = {
@@ -34,15 +34,7 @@ INSTANCE: dict[str, Any] = {"type": "computeinstance", "size": "Standard_DS3_v2"
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("cli")))
-    with reaped(server):  # its instances' agents and OS disk mounts too
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "cli")
 
 
 def cli(srv: RunningServer, *args: str) -> subprocess.CompletedProcess[str]:

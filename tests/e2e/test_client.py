@@ -16,21 +16,13 @@ from cloudlet.client import (
     ResourceExistsError,
     ResourceNotFoundError,
 )
-from tests.conftest import RunningServer, start_server
-from tests.jobs_helpers import reaped
+from tests.conftest import RunningServer
+from tests.jobs_helpers import served
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("client")))
-    with reaped(server):  # its instances' agents and OS disk mounts too
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "client")
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from cloudlet.client import MLClient, command
-from tests.conftest import RunningServer, start_server
-from tests.jobs_helpers import job, log_text, nodes, reaped, submit, wait_job, wait_until
+from tests.conftest import RunningServer
+from tests.jobs_helpers import job, log_text, nodes, served, submit, wait_job, wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TRAIN = EXAMPLES / "jobs" / "train"
@@ -26,15 +26,7 @@ TRAIN = EXAMPLES / "jobs" / "train"
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("jobs-cli")))
-    with reaped(server):
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "jobs-cli")
 
 
 def cli(srv: RunningServer, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
+from tests.conftest import RunningServer
 from tests.jobs_helpers import (
     Recorder,
     agent_nodes,
@@ -28,8 +27,8 @@ from tests.jobs_helpers import (
     log_text,
     nodes,
     quota_url,
-    reaped,
     rg_lock_url,
+    served,
     submit,
     wait_job,
     wait_until,
@@ -51,20 +50,7 @@ def cluster(max_instances: int = 2, idle: int = 3, **extra: Any) -> dict[str, An
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("clusters")))
-    with reaped(server):
-        yield server
-
-
-@pytest.fixture(scope="module")
-def installation(srv: RunningServer) -> str:
-    return str(httpx.get(srv.endpoint + "/healthz").json()["installation"])
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "clusters")
 
 
 def drop_cluster(api: httpx.Client, srv: RunningServer, name: str, installation: str) -> None:

@@ -7,14 +7,13 @@ created: the compute is absent (404), the workspace's compute list and the core 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
-from tests.jobs_helpers import reaped
+from tests.conftest import RunningServer
+from tests.jobs_helpers import served
 
 CLUSTER: dict[str, Any] = {
     "type": "amlcompute",
@@ -29,15 +28,7 @@ DS_FAMILY = "standardDSv2Family"
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("compute-api")))
-    with reaped(server):  # its instances' agents and OS disk mounts too
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "compute-api")
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -16,13 +16,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
+from tests.conftest import RunningServer
 from tests.jobs_helpers import (
     Recorder,
     agent_nodes,
@@ -35,7 +34,7 @@ from tests.jobs_helpers import (
     nodes,
     processes_with_env,
     reap_installation,
-    reaped,
+    served,
     submit,
     wait_job,
     wait_until,
@@ -172,9 +171,7 @@ def test_server_killed_mid_flight_every_job_completes_once_and_nothing_leaks(
 # -- an agent dies -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("agent-crash")))
-    with reaped(server):
-        yield server
+    yield from served(tmp_path_factory, "agent-crash")
 
 
 def test_killed_agent_node_is_lost_and_its_job_completes_elsewhere(srv: RunningServer) -> None:

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
+from tests.conftest import RunningServer
 from tests.instance_helpers import Kernel, act, compute_url, create_instance, live_nodes, operate
-from tests.jobs_helpers import agent_pids, reaped, wait_until
+from tests.jobs_helpers import agent_pids, served, wait_until
 
 SECONDS_PER_MINUTE = 0.6
 IDLE_S = 15 * SECONDS_PER_MINUTE
@@ -38,15 +38,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         "CLOUDLET_INSTANCE_REPORT_S": "1",
         "CLOUDLET_INSTANCE_TICK_S": "0.5",
     }
-    server = start_server(Path(tmp_path_factory.mktemp("idle")), extra_env=env)
-    with reaped(server):  # kills its agents and unmounts its OS disks
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "idle", extra_env=env)  # reaped: agents and OS disks
 
 
 def show(api: httpx.Client, srv: RunningServer, name: str) -> dict[str, Any]:

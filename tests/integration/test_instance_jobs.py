@@ -9,15 +9,14 @@ empty): a real node, a real agent and real job processes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
+from tests.conftest import RunningServer
 from tests.instance_helpers import act, create_instance
-from tests.jobs_helpers import error_of, job, log_text, logs, reaped, submit, wait_job, wait_until
+from tests.jobs_helpers import error_of, job, log_text, logs, served, submit, wait_job, wait_until
 
 NAME = "ci-jobs"
 # Each job prints when it started and ended (epoch seconds) around a 1-second sleep.
@@ -26,17 +25,7 @@ TIMED = "date +%s.%N; sleep 1; date +%s.%N"
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(
-        Path(tmp_path_factory.mktemp("instance-jobs")), extra_env={"CLOUDLET_INSTANCE_APPS": ""}
-    )
-    with reaped(server):
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "instance-jobs", extra_env={"CLOUDLET_INSTANCE_APPS": ""})
 
 
 @pytest.fixture(scope="module")

@@ -48,12 +48,6 @@ def _delete_instances(srv: RunningServer) -> None:
                 srv.wait_operation(api, response.headers["Operation-Location"], timeout=60)
 
 
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
-
-
 def os_disk(srv: RunningServer, name: str) -> Path:
     [disk] = (srv.home / "data" / "workspaces").glob(f"*/instances/{name}/os")
     return disk

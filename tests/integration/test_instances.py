@@ -21,7 +21,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.conftest import RunningServer, start_server
+from tests.conftest import RunningServer
 from tests.instance_helpers import (
     Kernel,
     act,
@@ -33,22 +33,14 @@ from tests.instance_helpers import (
     make_wheel,
     new_user,
 )
-from tests.jobs_helpers import agent_nodes, reaped, wait_until
+from tests.jobs_helpers import agent_nodes, served, wait_until
 
 DS_FAMILY = "standardDSv2Family"
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("instances")))
-    with reaped(server):
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "instances")
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
+from tests.conftest import RunningServer
 from tests.jobs_helpers import (
     agent_nodes,
     agent_pids,
@@ -27,7 +26,7 @@ from tests.jobs_helpers import (
     logs,
     nodes,
     processes_with_env,
-    reaped,
+    served,
     submit,
     wait_job,
     wait_until,
@@ -38,14 +37,7 @@ CLUSTER = "jobs-cluster"
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("jobs")))
-    with reaped(server):
-        yield server
-
-
-@pytest.fixture(scope="module")
-def installation(srv: RunningServer) -> str:
-    return str(httpx.get(srv.endpoint + "/healthz").json()["installation"])
+    yield from served(tmp_path_factory, "jobs")
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,13 @@ leave the shared server locked for the next one.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, start_server
-from tests.jobs_helpers import reaped
+from tests.conftest import RunningServer
+from tests.jobs_helpers import served
 
 CLUSTER: dict[str, Any] = {
     "type": "amlcompute",
@@ -26,15 +25,7 @@ CLUSTER: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    server = start_server(Path(tmp_path_factory.mktemp("locks-roles")))
-    with reaped(server):  # its instances' agents and OS disk mounts too
-        yield server
-
-
-@pytest.fixture(scope="module")
-def api(srv: RunningServer) -> Iterator[httpx.Client]:
-    with srv.client() as client:
-        yield client
+    yield from served(tmp_path_factory, "locks-roles")
 
 
 def compute_url(srv: RunningServer, name: str, workspace: str = "default") -> str:
