@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.api.app import create_app
 from cloudlet.api.deps import AppState
 from cloudlet.control.clusters import ClusterReconciler
+from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.reconciler import OperationReconciler
@@ -97,6 +98,9 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> App
     )
     reconciler = state.reconciler
     assert reconciler is not None
+    clusters = state.clusters
+    assert clusters is not None
+    state.batcher = DispatchBatcher(sessions, data, lambda: state.endpoint, state.notifier, clusters.wake.set)
     state.instance_watch = InstanceWatch(
         sessions, replica.id, data, lease_ttl_s=lease_ttl, on_operation=reconciler.wake.set
     )

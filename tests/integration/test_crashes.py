@@ -86,7 +86,10 @@ def test_server_killed_mid_flight_every_job_completes_once_and_nothing_leaks(
 ) -> None:
     """``jobs-running``: 2 jobs run and 2 queue on the cluster's 2 nodes when the server dies.
     ``nodes-starting``: the cluster is scaling 0 → 2 (node records made, agents booting)."""
-    first = server_factory()
+    # Local nodes register within ~0.1 s: a simulated boot time keeps them preparing long
+    # enough for the crash to land while they start.
+    boot = {"CLOUDLET_BOOT_DELAY_S": "2"} if phase == "nodes-starting" else {}
+    first = server_factory(extra_env=boot)
     installation = installation_id(first)
     servers = [first]
     try:

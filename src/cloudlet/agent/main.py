@@ -86,6 +86,9 @@ class Agent:
         backoff = Backoff()
         registered = False
         failures = 0
+        # A local node boots in a fraction of a second; CLOUDLET_BOOT_DELAY_S makes it take as
+        # long as a VM would, so a demo or a test can watch (or crash into) the preparing state.
+        self.stop.wait(float(os.environ.get("CLOUDLET_BOOT_DELAY_S") or 0))
         while not self.stop.is_set():
             if self.runs.revoked.is_set():
                 self.halt("revoked")

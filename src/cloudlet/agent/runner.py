@@ -157,6 +157,7 @@ class RunManager:
         env = {k: v for k, v in os.environ.items() if k != "CLOUDLET_NODE_TOKEN"}
         env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
         env["CLOUDLET_RUN_ID"] = run.run_id
+        _make_checkpoint_dir(env.get("CLOUDLET_CHECKPOINT_DIR"))
         environment = spec.get("environment")
         kind = environment.get("kind", "python") if isinstance(environment, dict) else "python"
         if kind != "python" and not self._prepare_environment(run, env):
@@ -337,3 +338,13 @@ class RunManager:
             if isinstance(spec, dict):
                 self.start(spec)
         self.on_change()
+
+
+def _make_checkpoint_dir(path: str | None) -> None:
+    """The attempt's checkpoint dir (in the workspace datastore) exists before the job starts;
+    made here rather than by the control plane, so the dispatch path does no file-system work."""
+    if path:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:  # a node without the datastore mounted: the job sees the path only
+            log(f"cannot create the checkpoint dir {path}: {exc}")

@@ -12,6 +12,7 @@ from fastapi import Depends, Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.clusters import ClusterReconciler
+from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.notify import NodeNotifier
 from cloudlet.control.reconciler import OperationReconciler
@@ -34,6 +35,11 @@ class AppState:
     clusters: ClusterReconciler | None = None
     endpoint: str = ""
     instance_watch: InstanceWatch | None = None
+    batcher: DispatchBatcher | None = None  # job submissions and run reports (group commit)
+
+    def dispatch_batcher(self) -> DispatchBatcher:
+        assert self.batcher is not None, "the dispatch batcher starts with the app"
+        return self.batcher
 
     def after_commit(self, wake_nodes: list[str], rescale: bool = False) -> None:
         """Wake the agents whose work changed; wake the cluster loop only when demand changed in
@@ -76,7 +82,7 @@ class Context:
         self.state.after_commit(wake_nodes or [], rescale)
 
 
-async def context(request: Request, state: AppState = Depends(app_state)) -> AsyncIterator[Context]:
+def bearer_token(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
@@ -85,10 +91,15 @@ async def context(request: Request, state: AppState = Depends(app_state)) -> Asy
             "missing 'Authorization: Bearer <key>' header; the admin key is in $CLOUDLET_HOME/credentials",
             status=401,
         )
+    return token.strip()
+
+
+async def context(request: Request, state: AppState = Depends(app_state)) -> AsyncIterator[Context]:
+    token = bearer_token(request)
     factory = state.read_sessions if request.method in ("GET", "HEAD") else state.sessions
     session = factory()
     try:
-        yield Context(session, token.strip(), state, request)
+        yield Context(session, token, state, request)
     finally:
         session.rollback()
         session.close()

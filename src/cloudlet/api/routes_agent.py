@@ -8,9 +8,10 @@ from typing import Any, cast
 from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from cloudlet.api.deps import AppState, app_state, json_response
+from cloudlet.control.dispatch_batcher import Answer, Round
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.services import dispatch
@@ -32,7 +33,7 @@ def _token(request: Request) -> str:
 
 
 def _node(session: Any, node_id: str, token: str) -> Node:
-    node = session.get(Node, node_id)
+    node = session.get(Node, node_id, options=node_service.REPORTS_DEFERRED)
     if node is None or node.token_hash != node_service.hash_token(token):
         raise CloudletError("AuthenticationFailed", "unknown node or wrong node token", status=401)
     if node.state in (NodeState.TERMINATED.value, NodeState.LOST.value, NodeState.PREEMPTED.value):
@@ -164,12 +165,27 @@ async def poll(
             return json_response({"start": mail, "cancel": [], "terminate": False})
 
 
-def _run_of(session: Any, run_id: str, request: Request) -> JobRun:
-    run = session.get(JobRun, run_id)
-    if run is None:
+# A run report needs the run, its node and its job: one query loads all three (later gets of the
+# node and job are answered from the session's identity map).
+_RUN_NODE_JOB = (
+    select(JobRun, Node, Job)
+    .join(Node, Node.id == JobRun.node_id)
+    .join(Job, Job.id == JobRun.job_id)
+    .where(JobRun.id == bindparam("run"))
+    .options(*node_service.REPORTS_DEFERRED)
+)
+
+
+def _run_of(session: Any, run_id: str, token: str, keep: dict[Any, Any] | None = None) -> JobRun:
+    """The run, once its node's token checks out. KEEP holds the node and job loaded with it:
+    the session's identity map only references objects weakly."""
+    row = session.execute(_RUN_NODE_JOB, {"run": run_id}).first()
+    if row is None:
         raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
-    _node(session, run.node_id, _token(request))
-    return cast(JobRun, run)
+    _node(session, row.JobRun.node_id, token)
+    if keep is not None:
+        keep[("run", run_id)] = row
+    return cast(JobRun, row.JobRun)
 
 
 @router.post("/runs/{run_id}/logs")
@@ -178,7 +194,7 @@ def upload_log(
 ) -> Response:
     body = body or {}
     with state.read_sessions() as session:
-        run = _run_of(session, run_id, request)
+        run = _run_of(session, run_id, _token(request))
         job_id, attempt, log_name = run.job_id, run.attempt, run.spec.get("log_name", "user_logs/std_log.txt")
         job = session.get(Job, job_id)
         assert job is not None
@@ -188,40 +204,41 @@ def upload_log(
 
 
 @router.post("/runs/{run_id}/running")
-def run_running(
+async def run_running(
     run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
 ) -> Response:
-    body = body or {}
-    with state.sessions.begin() as session:
-        run = _run_of(session, run_id, request)
-        dispatch.record_running(session, run, body.get("pid"), body.get("started_at"))
-    return json_response({"ok": True})
+    token, body = _token(request), body or {}
+
+    def work(round_: Round) -> Answer:
+        run = _run_of(round_.session, run_id, token, round_.memo)
+        dispatch.record_running(round_.session, run, body.get("pid"), body.get("started_at"))
+        return lambda _placed: {"ok": True}
+
+    return json_response(await state.dispatch_batcher().apply(work))
 
 
 @router.post("/runs/{run_id}/exit")
-def run_exit(
+async def run_exit(
     run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
 ) -> Response:
     """Record the exit; the answer carries the node's next run when the exit freed it, so a busy
     node goes from one job to the next in one round trip."""
-    body = body or {}
-    with state.sessions.begin() as session:
-        run = _run_of(session, run_id, request)
+    token, body = _token(request), body or {}
+
+    def work(round_: Round) -> Answer:
+        run = _run_of(round_.session, run_id, token, round_.memo)
         node_id = run.node_id
-        wake = dispatch.record_exit(
-            session,
+        round_.freed += dispatch.record_exit(
+            round_.session,
             run,
             body.get("exit_code"),
             body.get("reason", "exited"),
             float(body.get("ended_at") or time.time()),
             body.get("started_at"),
         )
-        wake += dispatch.schedule_freed(session, wake, state.data, state.endpoint)
-    placed = dispatch.deliveries(session)
-    mine = [spec for target, spec in placed if target == node_id]
-    state.notifier.deliver([(target, spec) for target, spec in placed if target != node_id])
-    state.after_commit([w for w in wake if w != node_id] if mine else wake)
-    return json_response({"ok": True, "start": mine})
+        return lambda placed: {"ok": True, "start": placed.pop(node_id, [])}
+
+    return json_response(await state.dispatch_batcher().apply(work))
 
 
 @router.get("/codes/{workspace_id}/{digest}")

@@ -10,11 +10,12 @@ from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
-from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.deps import AppState, Context, app_state, bearer_token, context, json_response
+from cloudlet.control.dispatch_batcher import Answer, Round
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
-from cloudlet.services import computes, dispatch, workspaces
+from cloudlet.services import computes, dispatch, identity, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import utcnow
@@ -126,20 +127,35 @@ def download_path(
 
 # -- jobs -------------------------------------------------------------------------------------
 @router.put(WS + "/jobs/{name}", status_code=201)
-def create_job(
-    sub: str, rg: str, ws: str, name: str, body: Any = Body(default=None), ctx: Context = Depends(context)
+async def create_job(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    request: Request,
+    body: Any = Body(default=None),
+    state: AppState = Depends(app_state),
 ) -> Response:
-    prepared = job_service.prepare(body, name)
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    job, target = job_service.submit(ctx.session, workspace, name, prepared, ctx.caller, ctx.state.data)
-    wake: list[str] = []
-    if target is not None:  # a cluster with an idle node starts the job now, not at the next pass
-        wake = dispatch.schedule_compute(ctx.session, target, ctx.state.data, ctx.state.endpoint)
-    # A queued job wakes the autoscaler, unless its last target already was the cluster's maximum
-    # (the job cannot raise it: at a busy cluster's top this saves a pass per submission).
-    at_max = target is not None and (target.target_node_count or 0) >= target.spec.get("max_instances", 1)
-    ctx.commit(wake, rescale=job.status == job_service.QUEUED and not at_max)  # render after: agent starts
-    return json_response(job_service.render(job, ref, [], _base_url(ctx)), 201)
+    token = bearer_token(request)
+    prepared = job_service.prepare(body, name)  # pure: validated before the store is touched
+    ref, base_url = WorkspaceRef(sub, rg, ws), str(request.base_url).rstrip("/")
+
+    def work(round_: Round) -> Answer:
+        session = round_.session
+        caller = identity.authenticate(session, token, state.token_secret)
+        workspace = workspaces.resolve(session, ref, caller, Access.WRITE, round_.memo)
+        job, target = job_service.submit(
+            session, workspace, name, prepared, caller, state.data, round_.memo, check_name=round_.alone
+        )
+        if target is not None:  # a cluster with an idle node starts the job now, not at the next pass
+            round_.fed[target.id] = target
+        # A job still queued wakes the autoscaler, unless its target already was the cluster's
+        # maximum (it cannot raise it: at a busy cluster's top this saves a pass per submission).
+        at_max = target is not None and (target.target_node_count or 0) >= target.spec.get("max_instances", 1)
+        round_.rescale_if.append(lambda: job.status == job_service.QUEUED and not at_max)
+        return lambda _placed: job_service.render(job, ref, [], base_url)  # after commit: agent starts
+
+    return json_response(await state.dispatch_batcher().apply(work), 201)
 
 
 @router.get(WS + "/jobs/{name}")

@@ -33,6 +33,7 @@ TERM_WAIT_S = 2.0
 PASS_ENV = (
     *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"),
     *("CLOUDLET_UV", "CLOUDLET_ENV_CACHE"),  # job environments: uv to build them with, their cache
+    "CLOUDLET_BOOT_DELAY_S",  # a simulated boot time (see agent/main.py)
 )
 PASS_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "SSL_CERT_", "UV_", "PIP_")  # UV_/PIP_: index, cache
 CONTROLLERS = ("cpu", "memory")

@@ -61,8 +61,7 @@ def place(
     else:
         per_node = [[{}] for _ in nodes]
     total = sum(len(envs) for envs in per_node)
-    checkpoints = data.checkpoints(job.workspace_id, job.name)
-    checkpoints.mkdir(parents=True, exist_ok=True)
+    checkpoints = data.checkpoints(job.workspace_id, job.name)  # the agent makes it: off this path
     base_env = {
         **{str(k): str(v) for k, v in (doc.get("environment_variables") or {}).items()},
         "AZUREML_RUN_ID": job.name,
@@ -158,6 +157,7 @@ _IDLE_NODES = (
     select(Node)
     .where(Node.compute_id == bindparam("compute"), Node.state == NodeState.IDLE.value)
     .order_by(Node.created_at)
+    .options(*node_service.REPORTS_DEFERRED)
     .with_for_update()
 )
 _ATTEMPT_RUNS = select(JobRun).where(
@@ -271,9 +271,17 @@ def processes_per_node(doc: dict[str, Any]) -> int:
     return max(1, int(distribution.get("process_count_per_instance") or 1))
 
 
-def schedule_freed(session: Session, node_ids: list[str], data: DataRoot, server_url: str) -> list[str]:
-    """After runs ended: the freed nodes' clusters take their next queued jobs at once."""
-    computes = set()
+def schedule_freed(
+    session: Session,
+    node_ids: list[str],
+    data: DataRoot,
+    server_url: str,
+    fed: dict[int, Compute] | None = None,
+) -> list[str]:
+    """After runs ended: the freed nodes' clusters take their next queued jobs at once; so do the
+    computes in FED (that just got jobs), each scheduled once."""
+    fed = fed or {}
+    computes = set(fed)
     for node_id in set(node_ids):
         node = session.get(Node, node_id)
         # A busy node here is an instance's that still runs jobs but has vCPUs free again.
@@ -282,7 +290,7 @@ def schedule_freed(session: Session, node_ids: list[str], data: DataRoot, server
             computes.add(node.compute_id)
     wake: list[str] = []
     for compute_id in computes:
-        compute = session.get(Compute, compute_id)
+        compute = fed.get(compute_id) or session.get(Compute, compute_id)
         if compute is not None:
             wake += schedule_compute(session, compute, data, server_url)
     return wake
@@ -341,7 +349,10 @@ def record_exit(
     job = session.get(Job, run.job_id)
     assert job is not None
     job.started_at = job.started_at or run.started_at  # a run can end before it reported running
-    attempt_runs = list(session.scalars(_ATTEMPT_RUNS, {"job": job.id, "attempt": run.attempt}))
+    if job.instance_count == 1 and processes_per_node(job.spec) == 1:
+        attempt_runs = [run]  # the attempt's only run: no query
+    else:
+        attempt_runs = list(session.scalars(_ATTEMPT_RUNS, {"job": job.id, "attempt": run.attempt}))
     wake = _release_node_if_done(session, run.node_id, attempt_runs, now)
     still_running = [r for r in attempt_runs if r.state != EXITED]
     failed = exit_code not in (0, None) or reason in ("timeout", *REQUEUE_REASONS)
@@ -359,7 +370,8 @@ def _release_node_if_done(
         return []
     node = session.get(Node, node_id)
     if node is not None and node.state in (NodeState.BUSY.value, NodeState.DRAINING.value):
-        if session.scalar(_ACTIVE_RUNS, {"node": node_id}) is not None:
+        several = node_service.runs_jobs_side_by_side(node)
+        if several and session.scalar(_ACTIVE_RUNS, {"node": node_id}) is not None:
             return [node.id]  # an instance's node still runs other jobs: it may take more now
         node_service.advance(node, NodeEvent.RELEASE, now)
         return [node.id]

@@ -51,16 +51,21 @@ def submit(
     prepared: tuple[job_spec.CommandJobSpec, dict[str, Any]],
     caller: Caller,
     data: DataRoot,
+    memo: dict[Any, Any] | None = None,
+    check_name: bool = True,
 ) -> tuple[Job, Compute | None]:
+    """Record a queued job. MEMO (one transaction's lookups) spares a batch of submissions to
+    the same compute its query. Without CHECK_NAME a taken name fails the insert (the unique
+    constraint) instead of answering 409: for batches, which then replay each request alone."""
     spec, doc = prepared
-    if session.scalar(_JOB_ID, {"ws": ws.id, "name": name}) is not None:
+    if check_name and session.scalar(_JOB_ID, {"ws": ws.id, "name": name}) is not None:
         raise conflict(
             "JobExists",
             f"a job named '{name}' already exists in this workspace; job names are "
             "unique (omit the name to get a generated one)",
             "name",
         )
-    compute_name, compute = _target(session, ws, doc)
+    compute_name, compute = _target(session, ws, doc, memo if memo is not None else {})
     _check_inputs(ws, doc, data)
     job = Job(
         workspace_id=ws.id,
@@ -92,7 +97,9 @@ def _waiting_message(compute: Compute | None) -> str:
     )
 
 
-def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> tuple[str, Compute | None]:
+def _target(
+    session: Session, ws: Workspace, doc: dict[str, Any], memo: dict[Any, Any]
+) -> tuple[str, Compute | None]:
     """The compute the job runs on (its name, and its record for a cluster); refuse jobs that can
     never run there (C14, T14)."""
     compute_name = doc.get("compute")
@@ -111,7 +118,8 @@ def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> tuple[str, 
                 "resources.instance_count",
             )
         return LOCAL_COMPUTE, None
-    compute = computes.find(session, ws, compute_name)
+    key = ("compute", ws.id, compute_name)
+    compute = memo.get(key) or computes.find(session, ws, compute_name)
     if compute is None:
         raise CloudletError(
             "ComputeNotFound",
@@ -147,6 +155,7 @@ def _target(session: Session, ws: Workspace, doc: dict[str, Any]) -> tuple[str, 
             "resources.instance_count",
         )
     _check_cuda(session, compute, doc)
+    memo[key] = compute
     return compute_name, compute
 
 

@@ -68,16 +68,22 @@ def new_node(
 
 
 def advance(node: Node, event: NodeEvent, now: float | None = None) -> None:
-    state = next_node_state(NodeState(node.state), event, node.id)
-    node.state = state.value
-    now = now or time.time()
-    if state is NodeState.IDLE:
-        node.idle_since = now
-        node.current_run = None
-    elif state is NodeState.BUSY:
-        node.idle_since = None
-    elif state in FINAL:
-        node.ended_at = now
+    for column, value in transition(node.id, node.state, event, now or time.time()).items():
+        setattr(node, column, value)
+
+
+def transition(node_id: str, state: str, event: NodeEvent, now: float) -> dict[str, Any]:
+    """The node columns EVENT changes (state and its timestamps): applied to an object by
+    ``advance``, or to a row by a plain UPDATE."""
+    after = next_node_state(NodeState(state), event, node_id)
+    changes: dict[str, Any] = {"state": after.value}
+    if after is NodeState.IDLE:
+        changes.update(idle_since=now, current_run=None)
+    elif after is NodeState.BUSY:
+        changes["idle_since"] = None
+    elif after in FINAL:
+        changes["ended_at"] = now
+    return changes
 
 
 _LIVE_NODES = (
@@ -90,6 +96,14 @@ _LIVE_NODES = (
 _LIVE_NODES_FOR_PASS = _LIVE_NODES.options(
     defer(Node.usage), defer(Node.apps), defer(Node.report), defer(Node.resources)
 )
+# What dispatch reads of a node (state, address): not the reports agents write.
+REPORTS_DEFERRED = (defer(Node.usage), defer(Node.apps), defer(Node.report), defer(Node.provider_ref))
+
+
+def runs_jobs_side_by_side(node: Node) -> bool:
+    """A compute instance's node (made by an instance operation) runs several jobs at once; a
+    cluster's or serverless node runs one at a time (C-series scheduling)."""
+    return node.operation_id is not None
 
 
 def live_nodes(session: Session, compute_id: int, for_pass: bool = False) -> list[Node]:

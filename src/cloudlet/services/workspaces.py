@@ -33,9 +33,22 @@ _BY_REF = (
 )
 
 
-def resolve(session: Session, ref: WorkspaceRef, caller: Caller, needed: Access) -> Workspace:
-    """The workspace, if it exists and the caller may act on it; 404 hides others' workspaces."""
-    ws = session.scalar(_BY_REF, {"sub": ref.subscription_id, "rg": ref.resource_group, "ws": ref.workspace})
+def resolve(
+    session: Session,
+    ref: WorkspaceRef,
+    caller: Caller,
+    needed: Access,
+    memo: dict[Any, Any] | None = None,
+) -> Workspace:
+    """The workspace, if it exists and the caller may act on it; 404 hides others' workspaces.
+    MEMO (one transaction's lookups) spares a batch of requests the same query."""
+    key = ("workspace", ref)
+    ws = memo.get(key) if memo is not None else None
+    if ws is None:
+        params = {"sub": ref.subscription_id, "rg": ref.resource_group, "ws": ref.workspace}
+        ws = session.scalar(_BY_REF, params)
+        if memo is not None and ws is not None:
+            memo[key] = ws
     if ws is None or not caller.can(ws.id, Access.READ):
         raise not_found("Workspace", ref.workspace)
     if not caller.can(ws.id, needed):
