@@ -6,19 +6,30 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from cloudlet.api import routes_agent
 from cloudlet.control.dispatch_batcher import Answer, DispatchBatcher, Round
 from cloudlet.control.notify import NodeNotifier
+from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.nodes import NodeState
 from cloudlet.server import open_store
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import jobs as job_service
+from cloudlet.services import nodes as node_service
+from cloudlet.services.context import Caller
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.schema import Subscription
+from cloudlet.store.schema import Compute, Installation, Job, JobRun, Node, Subscription, Workspace
+
+SIZE = "Standard_DS3_v2"
 
 
 def _batcher(home: Path) -> tuple[DispatchBatcher, Any]:
@@ -35,10 +46,13 @@ def _subscriptions(sessions: Any, prefix: str) -> set[str]:
         return set(rows)
 
 
-async def _in_one_batch(batcher: DispatchBatcher, works: list[Callable[[Round], Answer]]) -> list[Any]:
+async def _in_one_batch(
+    batcher: DispatchBatcher, works: list[Callable[[Round], Answer]], start: bool = True
+) -> list[Any]:
     """Hold the writer thread with a first request, queue WORKS behind it, then let it go: the
     writer takes them all as its next batch."""
-    batcher.start(asyncio.get_running_loop())
+    if start:
+        batcher.start(asyncio.get_running_loop())
     gate = threading.Event()
 
     def hold(_round: Round) -> Answer:
@@ -53,7 +67,21 @@ async def _in_one_batch(batcher: DispatchBatcher, works: list[Callable[[Round], 
     try:
         return list(await asyncio.gather(first, *rest, return_exceptions=True))[1:]
     finally:
-        batcher.stop()
+        if start:
+            batcher.stop()
+
+
+def _spied(work: Callable[[Round], Answer], paths: list[str]) -> Callable[[Round], Answer]:
+    """WORK, noting which way an exit report went: plain SQL (the compute is in ``freed_on``)
+    or the general path."""
+
+    def spy(round_: Round) -> Answer:
+        before = set(round_.freed_on)
+        answer = work(round_)
+        paths.append("plain" if round_.freed_on - before else "general")
+        return answer
+
+    return spy
 
 
 def test_requests_that_arrive_together_share_one_transaction(tmp_path: Path) -> None:
@@ -138,3 +166,145 @@ def test_an_answer_that_fails_to_render_does_not_undo_the_writes(tmp_path: Path,
     answers = asyncio.run(_in_one_batch(batcher, [add(n) for n in names]))
     assert all(isinstance(a, RuntimeError) for a in answers)
     assert _subscriptions(sessions, f"ren{size}-") == set(names)
+
+
+# -- run reports over a real cluster's rows -------------------------------------------------------
+def _cluster_with_idle_node(sessions: Any, home: Path, installation: str) -> tuple[int, str, str]:
+    """A 1-node cluster whose node is idle and registered; (workspace id, node id, node token)."""
+    now = datetime.now(UTC)
+    with sessions.begin() as session:
+        ws = session.scalars(select(Workspace)).one()
+        doc = {"type": "amlcompute", "name": "batch", "size": SIZE, "min_instances": 1, "max_instances": 1}
+        compute = Compute(
+            workspace_id=ws.id,
+            name="batch",
+            type="amlcompute",
+            location=ws.location,
+            size=SIZE,
+            spec=spec_to_doc(parse_compute(doc)),
+            created_by="test",
+            provisioning_state="Succeeded",
+            current_node_count=1,
+            target_node_count=1,
+            errors=[],
+            warnings=[],
+            created_on=now,
+            last_modified_on=now,
+        )
+        session.add(compute)
+        session.flush()
+        size = catalogue_service.current(session).get(SIZE)
+        assert size is not None
+        node, token = node_service.new_node(
+            session,
+            workspace_id=ws.id,
+            compute_id=compute.id,
+            compute_name="batch",
+            installation_id=installation,
+            location=ws.location,
+            provider="local",
+            size=size,
+            tier="dedicated",
+        )
+        node.state, node.idle_since = NodeState.IDLE.value, time.time()
+        return ws.id, node.id, token
+
+
+def _submit_work(workspace_id: int, name: str, data: DataRoot) -> Callable[[Round], Answer]:
+    prepared = job_service.prepare({"command": "true", "compute": "azureml:batch"}, name)
+
+    def work(round_: Round) -> Answer:
+        workspace = round_.session.get(Workspace, workspace_id)
+        assert workspace is not None
+        caller = Caller(0, "test", True)
+        _job, target = job_service.submit(
+            round_.session, workspace, name, prepared, caller, data, round_.memo
+        )
+        assert target is not None
+        round_.fed[target.id] = target
+        return lambda _placed: name
+
+    return work
+
+
+def test_running_and_exit_of_one_run_in_one_batch_settle_it_once(tmp_path: Path) -> None:
+    """A run reported running and exited in the same batch: the first report holds the rows as
+    objects, so the exit must take the general path (a plain UPDATE beside those objects would be
+    overwritten at flush). The job completes, the node is idle again and takes the next job, whose
+    spec rides back in the exit's answer."""
+    batcher, sessions = _batcher(tmp_path)
+    with sessions() as session:
+        installation = session.scalars(select(Installation.id)).one()
+    data = DataRoot(tmp_path / "data")
+    ws_id, node_id, token = _cluster_with_idle_node(sessions, tmp_path, installation)
+
+    paths: list[str] = []
+
+    async def scenario() -> list[Any]:
+        batcher.start(asyncio.get_running_loop())
+        try:
+            await batcher.apply(_submit_work(ws_id, "first", data))  # placed on the idle node
+            with sessions() as session:
+                run_id = session.scalars(select(JobRun.id)).one()
+            started = time.time()
+            running = {"pid": 4242, "started_at": started}
+            exited = {"exit_code": 0, "ended_at": started + 0.01, "started_at": started}
+            works = [
+                routes_agent.running_report(run_id, token, running),
+                _spied(routes_agent.exit_report(run_id, token, exited), paths),
+                _submit_work(ws_id, "second", data),
+            ]
+            return await _in_one_batch(batcher, works, start=False)
+        finally:
+            batcher.stop()
+
+    running_answer, exit_answer, _ = asyncio.run(scenario())
+    assert running_answer == {"ok": True}
+    assert paths == ["general"]
+    with sessions() as session:
+        first = session.scalars(select(Job).where(Job.name == "first")).one()
+        second = session.scalars(select(Job).where(Job.name == "second")).one()
+        first_run = session.scalars(select(JobRun).where(JobRun.job_id == first.id)).one()
+        node = session.get(Node, node_id)
+        assert node is not None
+        assert (first.status, first.exit_code, first_run.state, first_run.exit_code) == (
+            "Completed",
+            0,
+            "exited",
+            0,
+        )
+        assert second.status == "Preparing" and node.state == "busy" and node.current_run == "second"
+    assert [spec["job"] for spec in exit_answer["start"]] == ["second"]
+
+
+def test_an_exit_alone_takes_the_plain_sql_path_and_settles_like_the_general_one(tmp_path: Path) -> None:
+    batcher, sessions = _batcher(tmp_path)
+    with sessions() as session:
+        installation = session.scalars(select(Installation.id)).one()
+    data = DataRoot(tmp_path / "data")
+    ws_id, node_id, token = _cluster_with_idle_node(sessions, tmp_path, installation)
+    fast_paths: list[str] = []
+
+    async def scenario() -> Any:
+        batcher.start(asyncio.get_running_loop())
+        try:
+            await batcher.apply(_submit_work(ws_id, "failing", data))
+            with sessions() as session:
+                run_id = session.scalars(select(JobRun.id)).one()
+            report = routes_agent.exit_report(run_id, token, {"exit_code": 3, "ended_at": time.time()})
+            return await batcher.apply(_spied(report, fast_paths))
+        finally:
+            batcher.stop()
+
+    answer = asyncio.run(scenario())
+    assert answer == {"ok": True, "start": []}
+    assert fast_paths == ["plain"]
+    with sessions() as session:
+        job = session.scalars(select(Job).where(Job.name == "failing")).one()
+        node = session.get(Node, node_id)
+        assert node is not None and node.state == "idle" and node.current_run is None
+        assert job.status == "Failed" and job.exit_code == 3 and job.ended_at is not None
+        assert job.error == {
+            "code": "UserError",
+            "message": "process 0 exited with code 3; see user_logs/std_log.txt",
+        }

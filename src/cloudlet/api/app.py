@@ -53,12 +53,14 @@ def create_app(state: AppState) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.cloudlet = state
-    # routes_jobs first: its POST {ws}/computes/{name}/evict would otherwise be shadowed by
-    # routes_compute's catch-all POST {ws}/computes/{name}/{action} (404 "Action 'evict'").
+    # The agents' routes first: routes are matched in order, and run reports are the most
+    # frequent requests (none of these paths overlaps another router's).
+    app.include_router(routes_agent.router)
+    # routes_jobs before routes_compute: its POST {ws}/computes/{name}/evict would otherwise be
+    # shadowed by routes_compute's catch-all POST {ws}/computes/{name}/{action} (404 "Action 'evict'").
     app.include_router(routes_jobs.router)
     app.include_router(routes_compute.router)
     app.include_router(routes_admin.router)
-    app.include_router(routes_agent.router)
     app.include_router(routes_agent_apps.router)
     app.include_router(routes_instance_setup.router)
     app.include_router(routes_instances.router)  # /instances/{name}/{app}/… and /signin

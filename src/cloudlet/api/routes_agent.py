@@ -11,10 +11,10 @@ from fastapi.responses import FileResponse
 from sqlalchemy import bindparam, select
 
 from cloudlet.api.deps import AppState, app_state, json_response
-from cloudlet.control.dispatch_batcher import Answer, Round
+from cloudlet.control.dispatch_batcher import Answer, Round, Work
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.nodes import NodeEvent, NodeState
-from cloudlet.services import dispatch
+from cloudlet.services import dispatch, exits
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import append_at
 from cloudlet.store.schema import Job, JobRun, Node
@@ -203,17 +203,42 @@ def upload_log(
     return json_response({"ok": True, "size": size})
 
 
-@router.post("/runs/{run_id}/running")
-async def run_running(
-    run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
-) -> Response:
-    token, body = _token(request), body or {}
+def running_report(run_id: str, token: str, body: dict[str, Any]) -> Work:
+    """The batcher's work for "this run is running"."""
 
     def work(round_: Round) -> Answer:
         run = _run_of(round_.session, run_id, token, round_.memo)
         dispatch.record_running(round_.session, run, body.get("pid"), body.get("started_at"))
         return lambda _placed: {"ok": True}
 
+    return work
+
+
+def exit_report(run_id: str, token: str, body: dict[str, Any]) -> Work:
+    """The batcher's work for "this run exited": plain SQL for the common case, the general path
+    otherwise. Its answer carries the node's next run when one was placed on it."""
+
+    def work(round_: Round) -> Answer:
+        session, exit_code, reason = round_.session, body.get("exit_code"), body.get("reason", "exited")
+        ended_at, started_at = float(body.get("ended_at") or time.time()), body.get("started_at")
+        freed = exits.record_simple_exit(session, run_id, token, exit_code, reason, ended_at, started_at)
+        if freed is not None:
+            node_id, compute_id = freed
+            round_.freed_on.add(compute_id)
+        else:
+            run = _run_of(session, run_id, token, round_.memo)
+            node_id = run.node_id
+            round_.freed += dispatch.record_exit(session, run, exit_code, reason, ended_at, started_at)
+        return lambda placed: {"ok": True, "start": placed.pop(node_id, [])}
+
+    return work
+
+
+@router.post("/runs/{run_id}/running")
+async def run_running(
+    run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+) -> Response:
+    work = running_report(run_id, _token(request), body or {})
     return json_response(await state.dispatch_batcher().apply(work))
 
 
@@ -223,21 +248,7 @@ async def run_exit(
 ) -> Response:
     """Record the exit; the answer carries the node's next run when the exit freed it, so a busy
     node goes from one job to the next in one round trip."""
-    token, body = _token(request), body or {}
-
-    def work(round_: Round) -> Answer:
-        run = _run_of(round_.session, run_id, token, round_.memo)
-        node_id = run.node_id
-        round_.freed += dispatch.record_exit(
-            round_.session,
-            run,
-            body.get("exit_code"),
-            body.get("reason", "exited"),
-            float(body.get("ended_at") or time.time()),
-            body.get("started_at"),
-        )
-        return lambda placed: {"ok": True, "start": placed.pop(node_id, [])}
-
+    work = exit_report(run_id, _token(request), body or {})
     return json_response(await state.dispatch_batcher().apply(work))
 
 

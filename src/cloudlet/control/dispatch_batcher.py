@@ -45,6 +45,7 @@ class Round:
     session: Session
     alone: bool = True  # False in a shared batch: checks the store's constraints make are left to them
     freed: list[str] = field(default_factory=list)  # nodes whose runs ended
+    freed_on: set[int] = field(default_factory=set)  # computes of nodes known to be idle now
     fed: dict[int, Compute] = field(default_factory=dict)  # computes that got new jobs
     rescale: bool = False  # demand changed in a way the autoscaler must see
     rescale_if: list[Callable[[], bool]] = field(default_factory=list)  # asked after scheduling
@@ -169,7 +170,7 @@ class DispatchBatcher:
 
     def _schedule(self, round_: Round) -> list[str]:
         wake = dispatch.schedule_freed(
-            round_.session, round_.freed, self._data, self._endpoint(), fed=round_.fed
+            round_.session, round_.freed, self._data, self._endpoint(), fed=round_.fed, also=round_.freed_on
         )
         round_.rescale = round_.rescale or any(check() for check in round_.rescale_if)
         return wake + round_.freed

@@ -11,22 +11,25 @@ import dataclasses
 import random
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import environments, job_spec
+from cloudlet.domain import environments, job_outcome, job_spec
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.services import identity
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
+from cloudlet.store.rows import held, update_row
 from cloudlet.store.schema import Compute, Job, JobRun, Node
 
 ASSIGNED, SENT, RUN_RUNNING, EXITED = "assigned", "sent", "running", "exited"
-REQUEUE_REASONS = ("preempted", "lost", "stopped")  # the node went away, not the job
+REQUEUE_REASONS = job_outcome.REQUEUE_REASONS
+SINGLE_LOG = job_outcome.SINGLE_LOG
 
 
 DELIVERIES = "cloudlet_deliveries"
@@ -36,6 +39,94 @@ def deliveries(session: Session) -> list[tuple[str, dict[str, Any]]]:
     """Run specs placed in this session, to hand to agents once it has committed."""
     found: list[tuple[str, dict[str, Any]]] = session.info.pop(DELIVERIES, [])
     return found
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """What placing an attempt needs of its job, from an object or a row."""
+
+    job_id: int
+    name: str
+    workspace_id: int
+    compute_name: str | None
+    spec: dict[str, Any]
+    number: int  # the attempt being started
+
+
+def _run_specs(
+    session: Session,
+    attempt: _Attempt,
+    nodes: list[tuple[str, str]],
+    data: DataRoot,
+    server_url: str,
+    compute: Compute | None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """(node id, run spec) for each process of the attempt, in rank order; NODES are (id, address)
+    pairs, one per instance."""
+    doc, name = attempt.spec, attempt.name
+    inputs, outputs = _resolve_io(attempt.workspace_id, name, doc, data)
+    command = job_spec.render_command(doc["command"], inputs, outputs)
+    port = random.randint(20000, 29999)
+    world = [address for _, address in nodes]
+    if doc.get("distribution"):  # re-validating the stored spec costs ms: only when it matters
+        spec = job_spec.parse_job(doc, name)
+        per_node = [job_spec.distribution_env(spec, world, rank, port) for rank in range(len(nodes))]
+    else:
+        per_node = [[{}] for _ in nodes]
+    total = sum(len(envs) for envs in per_node)
+    checkpoints = data.checkpoints(attempt.workspace_id, name)  # the agent makes it: off this path
+    base_env = {
+        **{str(k): str(v) for k, v in (doc.get("environment_variables") or {}).items()},
+        "AZUREML_RUN_ID": name,
+        "CLOUDLET_JOB": name,
+        "CLOUDLET_ATTEMPT": str(attempt.number),
+        "CLOUDLET_CHECKPOINT_DIR": str(checkpoints),
+        **{f"AZUREML_OUTPUT_{k}": v for k, v in outputs.items()},
+        **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
+    }
+    environment = dataclasses.asdict(environments.resolve_environment(doc.get("environment")))
+    base_env.update(_identity_env(session, attempt, server_url, compute))
+    code = doc.get("code")
+    code_url = f"{server_url}/agent/v1/codes/{attempt.workspace_id}/{code.split('/', 1)[1]}" if code else None
+    specs: list[tuple[str, dict[str, Any]]] = []
+    for (node_id, _), envs in zip(nodes, per_node, strict=True):
+        for env in envs:
+            process = len(specs)
+            run_spec = {
+                "run": f"r-{secrets.token_hex(6)}",
+                "job": name,
+                "attempt": attempt.number,
+                "rank": process,
+                "command": command,
+                "cwd_code": code_url,
+                "env": {**base_env, **env},
+                "timeout_s": (doc.get("limits") or {}).get("timeout"),
+                "log_name": SINGLE_LOG if total == 1 else f"user_logs/std_log_process_{process}.txt",
+                "environment": environment,
+            }
+            specs.append((node_id, run_spec))
+    return specs
+
+
+def _run_row(job_id: int, node_id: str, spec: dict[str, Any], now: float) -> dict[str, Any]:
+    return {
+        "id": spec["run"],
+        "job_id": job_id,
+        "attempt": spec["attempt"],
+        "rank": spec["rank"],
+        "node_id": node_id,
+        "state": SENT,
+        "spec": spec,
+        "assigned_at": now,
+    }
+
+
+def _preparing(attempt: int, nodes: int) -> dict[str, Any]:
+    return {
+        "attempt": attempt,
+        "status": job_service.PREPARING,
+        "status_message": f"attempt {attempt} on {nodes} node(s)",
+    }
 
 
 def place(
@@ -48,78 +139,62 @@ def place(
 ) -> list[str]:
     """Start the job's next attempt on ``nodes`` (one per instance, in rank order). The run specs
     are recorded as sent and queued in ``session.info`` for delivery after commit."""
-    job.attempt += 1
-    job.status, job.status_message = job_service.PREPARING, f"attempt {job.attempt} on {len(nodes)} node(s)"
-    doc = job.spec
-    inputs, outputs = _resolve_io(job, data)
-    command = job_spec.render_command(doc["command"], inputs, outputs)
-    port = random.randint(20000, 29999)
-    world = [node.resources.get("address", "127.0.0.1") for node in nodes]
-    if doc.get("distribution"):  # re-validating the stored spec costs ms: only when it matters
-        spec = job_spec.parse_job(doc, job.name)
-        per_node = [job_spec.distribution_env(spec, world, rank, port) for rank in range(len(nodes))]
-    else:
-        per_node = [[{}] for _ in nodes]
-    total = sum(len(envs) for envs in per_node)
-    checkpoints = data.checkpoints(job.workspace_id, job.name)  # the agent makes it: off this path
-    base_env = {
-        **{str(k): str(v) for k, v in (doc.get("environment_variables") or {}).items()},
-        "AZUREML_RUN_ID": job.name,
-        "CLOUDLET_JOB": job.name,
-        "CLOUDLET_ATTEMPT": str(job.attempt),
-        "CLOUDLET_CHECKPOINT_DIR": str(checkpoints),
-        **{f"AZUREML_OUTPUT_{k}": v for k, v in outputs.items()},
-        **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
-    }
-    environment = dataclasses.asdict(environments.resolve_environment(doc.get("environment")))
-    base_env.update(_identity_env(session, job, server_url, compute))
-    code = doc.get("code")
-    code_url = f"{server_url}/agent/v1/codes/{job.workspace_id}/{code.split('/', 1)[1]}" if code else None
-    now, process = time.time(), 0
-    for node, envs in zip(nodes, per_node, strict=True):
-        for env in envs:
-            run_id = f"r-{secrets.token_hex(6)}"
-            log_name = "user_logs/std_log.txt" if total == 1 else f"user_logs/std_log_process_{process}.txt"
-            run_spec = {
-                "run": run_id,
-                "job": job.name,
-                "attempt": job.attempt,
-                "rank": process,
-                "command": command,
-                "cwd_code": code_url,
-                "env": {**base_env, **env},
-                "timeout_s": (doc.get("limits") or {}).get("timeout"),
-                "log_name": log_name,
-                "environment": environment,
-            }
-            session.add(
-                JobRun(
-                    id=run_id,
-                    job_id=job.id,
-                    attempt=job.attempt,
-                    rank=process,
-                    node_id=node.id,
-                    state=SENT,
-                    spec=run_spec,
-                    assigned_at=now,
-                )
-            )
-            session.info.setdefault(DELIVERIES, []).append((node.id, run_spec))
-            process += 1
+    for column, value in _preparing(job.attempt + 1, len(nodes)).items():
+        setattr(job, column, value)
+    attempt = _Attempt(job.id, job.name, job.workspace_id, job.compute_name, job.spec, job.attempt)
+    targets = [(node.id, node.resources.get("address", "127.0.0.1")) for node in nodes]
+    specs = _run_specs(session, attempt, targets, data, server_url, compute)
+    now = time.time()
+    for node_id, spec in specs:
+        session.add(JobRun(**_run_row(job.id, node_id, spec, now)))
+    session.info.setdefault(DELIVERIES, []).extend(specs)
+    for node in nodes:
         if node.state == NodeState.IDLE.value:  # an instance's node may already run other jobs
             node_service.advance(node, NodeEvent.ASSIGN, now)
         node.current_run = job.name
     return [node.id for node in nodes]
 
 
-def _identity_env(session: Session, job: Job, server_url: str, compute: Compute | None) -> dict[str, str]:
+def _place_rows(
+    session: Session,
+    job_id: int,
+    nodes: list[Any],
+    data: DataRoot,
+    server_url: str,
+    compute: Compute,
+) -> list[str] | None:
+    """``place`` in plain SQL, for a cluster whose job and idle nodes (rows of ``_IDLE_NODE_ROWS``)
+    the session does not hold as objects; None (nothing written) when it does."""
+    if held(session, (Job, job_id), *((Node, node.id) for node in nodes)):
+        return None
+    job = session.execute(_JOB_TO_PLACE, {"job": job_id}).one()
+    attempt = _Attempt(job.id, job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
+    targets = [(node.id, (node.resources or {}).get("address", "127.0.0.1")) for node in nodes]
+    specs = _run_specs(session, attempt, targets, data, server_url, compute)
+    now = time.time()
+    update_row(session, Job, job.id, _preparing(attempt.number, len(nodes)))
+    session.connection().execute(
+        insert(JobRun), [_run_row(job.id, node_id, spec, now) for node_id, spec in specs]
+    )
+    for node in nodes:
+        assigned = node_service.transition(node.id, node.state, NodeEvent.ASSIGN, now)
+        update_row(session, Node, node.id, {**assigned, "current_run": job.name})
+    session.info.setdefault(DELIVERIES, []).extend(specs)
+    return [node.id for node in nodes]
+
+
+def _identity_env(
+    session: Session, attempt: _Attempt, server_url: str, compute: Compute | None
+) -> dict[str, str]:
     if compute is None:
         compute = session.scalar(
-            select(Compute).where(Compute.workspace_id == job.workspace_id, Compute.name == job.compute_name)
+            select(Compute).where(
+                Compute.workspace_id == attempt.workspace_id, Compute.name == attempt.compute_name
+            )
         )
     if compute is None:
         return {}
-    lifetime = int((job.spec.get("limits") or {}).get("timeout") or 3600) + 600
+    lifetime = int((attempt.spec.get("limits") or {}).get("timeout") or 3600) + 600
     token = identity.compute_identity_token(
         session, compute.name, compute.workspace_id, compute.spec.get("identity"), lifetime
     )
@@ -132,20 +207,22 @@ def _identity_env(session: Session, job: Job, server_url: str, compute: Compute 
     }
 
 
-def _resolve_io(job: Job, data: DataRoot) -> tuple[dict[str, str], dict[str, str]]:
+def _resolve_io(
+    workspace_id: int, job_name: str, doc: dict[str, Any], data: DataRoot
+) -> tuple[dict[str, str], dict[str, str]]:
     inputs: dict[str, str] = {}
-    for name, value in (job.spec.get("inputs") or {}).items():
+    for name, value in (doc.get("inputs") or {}).items():
         if isinstance(value, dict) and value.get("type") in ("uri_folder", "uri_file"):
             parsed = job_service.parse_datastore_uri(str(value["path"]))
             assert parsed is not None  # checked at submission
-            inputs[name] = str(data.datastore_path(job.workspace_id, *parsed))
+            inputs[name] = str(data.datastore_path(workspace_id, *parsed))
         elif isinstance(value, dict):
             inputs[name] = str(value.get("value", value.get("default", "")))
         else:
             inputs[name] = str(value)
     outputs = {}
-    for name in job.spec.get("outputs") or {}:
-        path = data.job_output(job.workspace_id, job.name, name)
+    for name in doc.get("outputs") or {}:
+        path = data.job_output(workspace_id, job_name, name)
         path.mkdir(parents=True, exist_ok=True)
         outputs[name] = str(path)
     return inputs, outputs
@@ -159,6 +236,16 @@ _IDLE_NODES = (
     .order_by(Node.created_at)
     .options(*node_service.REPORTS_DEFERRED)
     .with_for_update()
+)
+# The same, as rows (what placing needs of a node), for the plain-SQL placement.
+_IDLE_NODE_ROWS = (
+    select(Node.id, Node.state, Node.resources)
+    .where(Node.compute_id == bindparam("compute"), Node.state == NodeState.IDLE.value)
+    .order_by(Node.created_at)
+    .with_for_update()
+)
+_JOB_TO_PLACE = select(Job.id, Job.name, Job.workspace_id, Job.compute_name, Job.spec, Job.attempt).where(
+    Job.id == bindparam("job")
 )
 _ATTEMPT_RUNS = select(JobRun).where(
     JobRun.job_id == bindparam("job"), JobRun.attempt == bindparam("attempt")
@@ -197,9 +284,11 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     job starts the moment a node can take it rather than at the next reconcile pass."""
     if compute.type == "computeinstance":
         return _schedule_instance(session, compute, data, server_url)
-    idle = list(session.scalars(_IDLE_NODES, {"compute": compute.id}))
+    idle: list[Any] = list(session.execute(_IDLE_NODE_ROWS, {"compute": compute.id}))
     if not idle:
         return []
+    if held(session, *((Node, node.id) for node in idle)):  # change them through their objects
+        idle = list(session.scalars(_IDLE_NODES, {"compute": compute.id}))
     # Greedy placement in queue order stops once every idle node is taken, so a short window
     # that fills them all places exactly what the full window would; look deeper (backfill)
     # only when nodes stay free.
@@ -210,7 +299,7 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
 
 
 def _schedule_window(
-    session: Session, compute: Compute, idle: list[Node], window: int, data: DataRoot, server_url: str
+    session: Session, compute: Compute, idle: list[Any], window: int, data: DataRoot, server_url: str
 ) -> list[str] | None:
     """Place jobs from the first ``window`` queued ones; None when nodes stay free and the queue
     holds more than the window (the caller looks deeper)."""
@@ -234,9 +323,16 @@ def _schedule_window(
     by_id = {n.id: n for n in idle}
     wake: list[str] = []
     for placement in placements:
-        job = session.get(Job, ids[placement.job])
-        assert job is not None
-        wake += place(session, job, [by_id[i] for i in placement.nodes], data, server_url, compute)
+        nodes = [by_id[i] for i in placement.nodes]
+        placed = None
+        if not isinstance(nodes[0], Node):  # rows: plain SQL, unless the session holds the job
+            placed = _place_rows(session, ids[placement.job], nodes, data, server_url, compute)
+        if placed is None:
+            job = session.get(Job, ids[placement.job])
+            assert job is not None
+            objects = [n if isinstance(n, Node) else session.get(Node, n.id) for n in nodes]
+            placed = place(session, job, [n for n in objects if n is not None], data, server_url, compute)
+        wake += placed
     return wake
 
 
@@ -277,13 +373,14 @@ def schedule_freed(
     data: DataRoot,
     server_url: str,
     fed: dict[int, Compute] | None = None,
+    also: set[int] | None = None,
 ) -> list[str]:
     """After runs ended: the freed nodes' clusters take their next queued jobs at once; so do the
-    computes in FED (that just got jobs), each scheduled once."""
+    computes in FED (that just got jobs) and ALSO (ids), each scheduled once."""
     fed = fed or {}
-    computes = set(fed)
+    computes = set(fed) | (also or set())
     for node_id in set(node_ids):
-        node = session.get(Node, node_id)
+        node = session.get(Node, node_id, options=node_service.REPORTS_DEFERRED)
         # A busy node here is an instance's that still runs jobs but has vCPUs free again.
         free = (NodeState.IDLE.value, NodeState.BUSY.value)
         if node is not None and node.compute_id is not None and node.state in free:
@@ -379,36 +476,13 @@ def _release_node_if_done(
 
 
 def _settle(job: Job, runs: list[JobRun], now: float) -> None:
-    reasons = {r.reason or "" for r in runs}
-    job.ended_at = now
-    if job.cancel_requested:
-        job.status, job.status_message = job_service.CANCELED, "canceled"
-        return
-    lost = reasons & set(REQUEUE_REASONS)
-    if lost:
-        if job.attempt < job.max_attempts:
-            job.status, job.ended_at = job_service.QUEUED, None
-            job.status_message = (
-                f"attempt {job.attempt} ended: node {sorted(lost)[0]}; requeued as attempt "
-                f"{job.attempt + 1} of {job.max_attempts} (resumes from its checkpoint dir)"
-            )
-            return
-        job.status = job_service.FAILED
-        job.error = {"code": "NodeLost", "message": f"nodes were {', '.join(sorted(lost))} on every attempt"}
-        return
-    codes = [r.exit_code for r in sorted(runs, key=lambda r: r.rank)]
-    if "timeout" in reasons:
-        job.status, job.exit_code = job_service.FAILED, next((c for c in codes if c), None)
-        job.error = {"code": "JobTimeout", "message": "the job ran past limits.timeout and was stopped"}
-    elif all(code == 0 for code in codes):
-        job.status, job.exit_code, job.status_message = job_service.COMPLETED, 0, None
-    else:
-        bad = next(r for r in sorted(runs, key=lambda r: r.rank) if r.exit_code != 0)
-        job.status, job.exit_code = job_service.FAILED, bad.exit_code
-        job.error = {
-            "code": "UserError",
-            "message": f"process {bad.rank} exited with code {bad.exit_code}; see {bad.spec.get('log_name')}",
-        }
+    ended = [
+        job_outcome.RunEnd(r.rank, r.exit_code, r.reason or "", str(r.spec.get("log_name") or SINGLE_LOG))
+        for r in runs
+    ]
+    outcome = job_outcome.settle(ended, job.attempt, job.max_attempts, job.cancel_requested, now)
+    for column, value in outcome.items():
+        setattr(job, column, value)
 
 
 def cancel_runs(runs: list[JobRun]) -> list[str]:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, defer
 
 from cloudlet.domain import job_spec
 from cloudlet.domain.errors import CloudletError, conflict, not_found
+from cloudlet.domain.job_outcome import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes
@@ -24,8 +25,6 @@ from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Job, JobRun, Workspace
 
-QUEUED, PREPARING, RUNNING, FINALIZING = "Queued", "Preparing", "Running", "Finalizing"
-COMPLETED, FAILED, CANCELED = "Completed", "Failed", "Canceled"
 ACTIVE = (QUEUED, PREPARING, RUNNING, FINALIZING)
 TERMINAL = (COMPLETED, FAILED, CANCELED)
 LOCAL_COMPUTE = "local"

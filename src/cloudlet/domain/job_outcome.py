@@ -1,0 +1,71 @@
+"""How a job attempt ends, decided from how its runs ended (pure).
+
+Both ways of recording an exit use it: the general one over ORM objects and the plain-SQL one for
+the common case (``services/exits.py``), so the two cannot disagree on a job's status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+QUEUED, PREPARING, RUNNING, FINALIZING = "Queued", "Preparing", "Running", "Finalizing"
+COMPLETED, FAILED, CANCELED = "Completed", "Failed", "Canceled"
+REQUEUE_REASONS = ("preempted", "lost", "stopped")  # the node went away, not the job
+SINGLE_LOG = "user_logs/std_log.txt"  # the log of an attempt's only process
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    rank: int
+    exit_code: int | None
+    reason: str  # exited, canceled, timeout, or one of REQUEUE_REASONS
+    log_name: str = SINGLE_LOG
+
+
+def settle(
+    runs: list[RunEnd], attempt: int, max_attempts: int, cancel_requested: bool, now: float
+) -> dict[str, Any]:
+    """The job's columns once every run of its current attempt has ended: only those that change."""
+    reasons = {r.reason for r in runs}
+    if cancel_requested:
+        return {"ended_at": now, "status": CANCELED, "status_message": "canceled"}
+    lost = reasons & set(REQUEUE_REASONS)
+    if lost:
+        if attempt < max_attempts:
+            return {
+                "status": QUEUED,
+                "ended_at": None,
+                "status_message": (
+                    f"attempt {attempt} ended: node {sorted(lost)[0]}; requeued as attempt "
+                    f"{attempt + 1} of {max_attempts} (resumes from its checkpoint dir)"
+                ),
+            }
+        return {
+            "ended_at": now,
+            "status": FAILED,
+            "error": {
+                "code": "NodeLost",
+                "message": f"nodes were {', '.join(sorted(lost))} on every attempt",
+            },
+        }
+    ranked = sorted(runs, key=lambda r: r.rank)
+    if "timeout" in reasons:
+        return {
+            "ended_at": now,
+            "status": FAILED,
+            "exit_code": next((r.exit_code for r in ranked if r.exit_code), None),
+            "error": {"code": "JobTimeout", "message": "the job ran past limits.timeout and was stopped"},
+        }
+    if all(r.exit_code == 0 for r in ranked):
+        return {"ended_at": now, "status": COMPLETED, "exit_code": 0, "status_message": None}
+    bad = next(r for r in ranked if r.exit_code != 0)
+    return {
+        "ended_at": now,
+        "status": FAILED,
+        "exit_code": bad.exit_code,
+        "error": {
+            "code": "UserError",
+            "message": f"process {bad.rank} exited with code {bad.exit_code}; see {bad.log_name}",
+        },
+    }
