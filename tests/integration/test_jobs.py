@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -151,6 +152,34 @@ def test_job_that_can_never_run_is_refused_with_the_reason(api: httpx.Client, sr
     # None of them was recorded.
     for name in ("too-wide", "cuda-on-cpu", "nowhere"):
         assert api.get(f"{srv.ws_path}/jobs/{name}").status_code == 404
+
+
+def test_a_taken_job_name_is_refused_even_among_concurrent_submissions(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    """Names are unique per workspace. Submissions are applied in batches whose first try leaves
+    the check to the store's unique index; a batch that fails is replayed request by request, so
+    the loser still gets a 409 naming the field, and the winners are unaffected."""
+    body = {"command": "true", "compute": f"azureml:{CLUSTER}"}
+    submit(api, srv, "taken", body)
+    again = api.put(f"{srv.ws_path}/jobs/taken", json={**body, "display_name": "second"})
+    error = error_of(again)
+    assert again.status_code == 409 and error["code"] == "JobExists" and error["target"] == "name", error
+    assert job(api, srv, "taken").get("display_name") is None  # the first job is untouched
+
+    # Eight clients at once: four race for one name, four submit names of their own.
+    names = ["race"] * 4 + [f"own-{i}" for i in range(4)]
+
+    def put(name: str) -> int:
+        with srv.client() as client:
+            return client.put(f"{srv.ws_path}/jobs/{name}", json=body).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        codes = list(pool.map(put, names))
+    assert sorted(codes[:4]) == [201, 409, 409, 409], codes
+    assert codes[4:] == [201] * 4, codes
+    for name in ("race", *names[4:]):
+        assert wait_job(api, srv, name, timeout=60)["status"] == "Completed"
 
 
 # -- cancel ----------------------------------------------------------------------------------

@@ -239,7 +239,7 @@ async def run_running(
     run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
 ) -> Response:
     work = running_report(run_id, _token(request), body or {})
-    return json_response(await state.dispatch_batcher().apply(work))
+    return json_response(await state.dispatch_batcher().apply(work, urgent=True))
 
 
 @router.post("/runs/{run_id}/exit")
@@ -249,7 +249,7 @@ async def run_exit(
     """Record the exit; the answer carries the node's next run when the exit freed it, so a busy
     node goes from one job to the next in one round trip."""
     work = exit_report(run_id, _token(request), body or {})
-    return json_response(await state.dispatch_batcher().apply(work))
+    return json_response(await state.dispatch_batcher().apply(work, urgent=True))
 
 
 @router.get("/codes/{workspace_id}/{digest}")

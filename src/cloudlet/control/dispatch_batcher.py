@@ -19,6 +19,7 @@ import asyncio
 import logging
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +44,9 @@ class Round:
     """What one batch's requests ask of the scheduling round that closes it."""
 
     session: Session
-    alone: bool = True  # False in a shared batch: checks the store's constraints make are left to them
+    # False on a batch's first try: checks the store's constraints make anyway (a taken name) are
+    # left to them; True when a failed batch replays each request alone, to explain the failure.
+    alone: bool = True
     freed: list[str] = field(default_factory=list)  # nodes whose runs ended
     freed_on: set[int] = field(default_factory=set)  # computes of nodes known to be idle now
     fed: dict[int, Compute] = field(default_factory=dict)  # computes that got new jobs
@@ -59,6 +62,7 @@ Work = Callable[[Round], Answer]  # applies one request's writes; raises to refu
 class _Request:
     work: Work
     future: asyncio.Future[Any]
+    urgent: bool = False
 
 
 class DispatchBatcher:
@@ -90,28 +94,39 @@ class DispatchBatcher:
             self._thread.join(timeout=10)
             self._thread = None
 
-    async def apply(self, work: Work) -> Any:
-        """Apply WORK in the next batch; its answer, or the exception it raised."""
+    async def apply(self, work: Work, urgent: bool = False) -> Any:
+        """Apply WORK in a coming batch; its answer, or the exception it raised. URGENT work (run
+        reports) goes before the rest."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put(_Request(work, future))
+        self._queue.put(_Request(work, future, urgent))
         return await future
 
     # -- the writer thread ----------------------------------------------------------------------
     def _serve(self) -> None:
+        urgent: deque[_Request] = deque()
+        normal: deque[_Request] = deque()
+        stopping = False
         while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            while len(batch) < MAX_BATCH:
+            if not urgent and not normal:
+                if stopping:
+                    return
+                first = self._queue.get()
+                if first is None:
+                    return
+                (urgent if first.urgent else normal).append(first)
+            while not stopping:  # take everything waiting
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:
-                    self._queue.put(None)  # stop after this batch
-                    break
-                batch.append(item)
+                    stopping = True  # after what is queued
+                else:
+                    (urgent if item.urgent else normal).append(item)
+            # Run reports first, in batches of their own: a node waits for its exit's answer to
+            # start its next job, while a submission only waits to hear it was queued.
+            source = urgent or normal
+            batch = [source.popleft() for _ in range(min(MAX_BATCH, len(source)))]
             try:
                 outcomes = self._run_batch(batch)
             except Exception as exc:  # the store itself failed: every request hears it
@@ -121,7 +136,7 @@ class DispatchBatcher:
 
     def _run_batch(self, batch: list[_Request]) -> list[tuple[_Request, Any, BaseException | None]]:
         try:
-            return self._commit([(request, request.work) for request in batch], strict=len(batch) > 1)
+            return self._commit([(request, request.work) for request in batch], strict=True)
         except _Replay:
             pass
         outcomes: list[tuple[_Request, Any, BaseException | None]] = []
