@@ -114,7 +114,10 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"Warm dispatch: {warm['latency']['count']} `{PAYLOAD}` jobs one at a time on a warm 2-node cluster "
         f"(submit -> user process start, from the printed timestamp). Throughput: {tp['count']} `true` jobs, "
-        f"{tp['submit_threads']} submitting threads, until all Completed. Peers measured in the same run.",
+        f"{tp['submit_threads']} submitting threads, until all Completed; the median of "
+        f"{len(tp.get('runs_jobs_per_s') or [1])} runs "
+        f"({', '.join(f(v, 1) for v in tp.get('runs_jobs_per_s') or [tp['jobs_per_s']])} jobs/s). "
+        "Peers measured in the same run.",
         "",
         "| series | p50 ms | p99 ms | jobs/s | cloudlet/peer p50 | cloudlet/peer p99 "
         "| cloudlet/peer jobs/s |",
@@ -148,11 +151,14 @@ def markdown(data: dict[str, Any]) -> str:
     ]
     segments = (
         ("api_to_record", "client wall before PUT -> job row made (`jobs.submitted_at`, before its commit)"),
-        ("record_to_placed", "job row -> placed on a node (`job_runs.assigned_at`, cluster reconciler pass)"),
+        (
+            "record_to_placed",
+            "job row -> placed on a node (`job_runs.assigned_at`, the submission batch's scheduling round)",
+        ),
         (
             "placed_to_agent",
-            "placed -> agent begins the run (rest of the pass, commit, wake, long-poll answer; "
-            "`work/<run>` mtime)",
+            "placed -> agent begins the run (commit, long-poll answer; `work/<run>` mtime, which the "
+            "kernel stamps at clock-tick granularity, ~4 ms: it can read before `assigned_at`)",
         ),
         ("agent_to_start", "agent begins -> user process printed its timestamp (spool, env, `bash -c`)"),
         ("start_to_ended", "process start -> job ended (`jobs.ended_at`, the agent's exit time)"),

@@ -88,6 +88,7 @@ EARLIER_REFERENCE = {
 class Plan:
     warm_jobs: int
     throughput_jobs: int
+    throughput_runs: int
     queued_jobs: int
     scale_reps: int
     floor_latency: int
@@ -102,8 +103,8 @@ class Plan:
     @classmethod
     def make(cls, quick: bool) -> Plan:
         if quick:
-            return cls(100, 200, 300, 2, 100, 200, 100, 200, 5, 5, 150.0, 240.0)
-        return cls(300, 1000, 1000, 4, 300, 1000, 300, 1000, 20, 20, 420.0, 420.0)
+            return cls(100, 200, 1, 300, 2, 100, 200, 100, 200, 5, 5, 150.0, 240.0)
+        return cls(300, 1000, 3, 1000, 4, 300, 1000, 300, 1000, 20, 20, 420.0, 420.0)
 
 
 # -- peer: subprocess ---------------------------------------------------------------------------
@@ -228,8 +229,10 @@ def _node_turnaround(times: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _throughput(api: Api, db: Db, home: Path, n: int, deadline_s: float) -> dict[str, Any]:
-    names = [f"tp-{i:05d}" for i in range(n)]
+def _throughput(
+    api: Api, db: Db, home: Path, n: int, deadline_s: float, prefix: str = "tp-"
+) -> dict[str, Any]:
+    names = [f"{prefix}{i:05d}" for i in range(n)]
     cpu_before = _cpu_snapshot(api.server, home)
     t_first = time.time()
     t0 = time.perf_counter()
@@ -240,19 +243,19 @@ def _throughput(api: Api, db: Db, home: Path, n: int, deadline_s: float) -> dict
     deadline = time.monotonic() + deadline_s
     done = 0
     while time.monotonic() < deadline:
-        done = db.count("tp-", ("Completed", "Failed", "Canceled"))
+        done = db.count(prefix, ("Completed", "Failed", "Canceled"))
         if done >= n:
             break
         time.sleep(0.2)
     seen_wall = time.time() - t_first
     cpu = _cpu_per_job(cpu_before, _cpu_snapshot(api.server, home), n)
-    times = db.job_times("tp-")
+    times = db.job_times(prefix)
     ends = [t["ended_at"] for t in times.values() if t["ended_at"]]
     completed = sum(1 for t in times.values() if t["status"] == "Completed")
     e2e = (max(ends) - t_first) if ends else None
     # confirm through the API (one list call): every job Completed
     listed = api.client.get(f"{api.ws}/jobs", params={"compute": WARM, "status": "Completed"}).json()
-    api_completed = sum(1 for j in listed.get("value", []) if str(j.get("name", "")).startswith("tp-"))
+    api_completed = sum(1 for j in listed.get("value", []) if str(j.get("name", "")).startswith(prefix))
     return {
         "count": n,
         "submit_threads": SUBMIT_THREADS,
@@ -404,7 +407,14 @@ def _cloudlet(plan: Plan, tmp: Path) -> dict[str, Any]:
         out["warm"] = _warm_latency(api, db, home, plan.warm_jobs)
         out["agent_rss_busy"] = _busy_agent_rss(api, db, home)
         print("   throughput ...", flush=True)
-        out["throughput"] = _throughput(api, db, home, plan.throughput_jobs, plan.throughput_deadline_s)
+        # Repeated: on a shared 2-core VM one run can swing ±15%; the median run is reported
+        # (and judged), every run's rate beside it.
+        runs = [
+            _throughput(api, db, home, plan.throughput_jobs, plan.throughput_deadline_s, f"tp{k}-")
+            for k in range(plan.throughput_runs)
+        ]
+        ranked = sorted(runs, key=lambda r: r["jobs_per_s"] or 0.0)
+        out["throughput"] = {**ranked[len(ranked) // 2], "runs_jobs_per_s": [r["jobs_per_s"] for r in runs]}
         out["agent_rss_after_throughput"] = _agent_rss(home)
         out["server_rss_after_throughput_kib"] = server.rss_kib()
         print("   queued jobs ...", flush=True)
