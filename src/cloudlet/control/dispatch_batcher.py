@@ -6,11 +6,13 @@ threads queueing for the store's single writer and the GIL, and a scheduling rou
 Here one writer thread takes every request waiting, applies them all in one transaction, runs one
 scheduling round over the nodes they freed and the computes they fed, commits once, and answers
 each request. A batch of one costs what the old path did; a batch of eight costs a little more
-than one.
+than one. Run reports go first, in batches of their own: a node waits on its exit's answer.
 
 A request whose work raises (a name already taken, a bad token) must not take its batch-mates
 down, and must leave nothing behind: the batch is rolled back and each of its requests is applied
-again in a transaction of its own. Errors are rare, so the replay costs nothing in practice.
+again in a transaction of its own (``Round.alone``: checks a first try leaves to the store's
+constraints run then, to name the problem). Errors are rare, so the replay costs nothing in
+practice.
 """
 
 from __future__ import annotations
