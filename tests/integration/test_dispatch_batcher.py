@@ -309,3 +309,36 @@ def test_an_exit_alone_takes_the_plain_sql_path_and_settles_like_the_general_one
             "code": "UserError",
             "message": "process 0 exited with code 3; see user_logs/std_log.txt",
         }
+
+
+def test_a_report_with_a_wrong_token_or_an_unknown_run_is_refused_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    batcher, sessions, data, (ws_id, node_id, token) = _cluster_store(tmp_path)
+
+    async def scenario() -> list[Any]:
+        batcher.start(asyncio.get_running_loop())
+        try:
+            await batcher.apply(_submit_work(ws_id, "guarded", data))
+            with sessions() as session:
+                run_id = session.scalars(select(JobRun.id)).one()
+            exited = {"exit_code": 0, "ended_at": time.time()}
+            reports = [
+                routes_agent.exit_report(run_id, "not-the-node-token", exited),
+                routes_agent.running_report(run_id, "not-the-node-token", {"pid": 1}),
+                routes_agent.exit_report("r-000000000000", token, exited),
+            ]
+            return await _in_one_batch(batcher, reports, start=False)
+        finally:
+            batcher.stop()
+
+    wrong_exit, wrong_running, unknown = asyncio.run(scenario())
+    for refused in (wrong_exit, wrong_running):
+        assert isinstance(refused, CloudletError) and refused.status == 401, refused
+    assert isinstance(unknown, CloudletError) and unknown.status == 404 and unknown.code == "RunNotFound"
+    with sessions() as session:
+        job = session.scalars(select(Job).where(Job.name == "guarded")).one()
+        run = session.scalars(select(JobRun)).one()
+        node = session.get(Node, node_id)
+        assert node is not None
+        assert (job.status, run.state, run.pid, node.state) == ("Preparing", "sent", None, "busy")
