@@ -52,8 +52,8 @@ class Round:
     freed: list[str] = field(default_factory=list)  # nodes whose runs ended
     freed_on: set[int] = field(default_factory=set)  # computes of nodes known to be idle now
     fed: dict[int, Compute] = field(default_factory=dict)  # computes that got new jobs
-    rescale: bool = False  # demand changed in a way the autoscaler must see
-    rescale_if: list[Callable[[], bool]] = field(default_factory=list)  # asked after scheduling
+    # Asked after scheduling: does demand now need the autoscaler (e.g. a job still queued)?
+    rescale_if: list[Callable[[], bool]] = field(default_factory=list)
     memo: dict[Any, Any] = field(default_factory=dict)  # lookups shared by the batch's requests
 
 
@@ -138,33 +138,33 @@ class DispatchBatcher:
 
     def _run_batch(self, batch: list[_Request]) -> list[tuple[_Request, Any, BaseException | None]]:
         try:
-            return self._commit([(request, request.work) for request in batch], strict=True)
+            return self._commit(batch, strict=True)
         except _Replay:
             pass
         outcomes: list[tuple[_Request, Any, BaseException | None]] = []
         for request in batch:  # one transaction each: a refused request leaves nothing behind
-            outcomes += self._commit([(request, request.work)], strict=False)
+            outcomes += self._commit([request], strict=False)
         return outcomes
 
     def _commit(
-        self, items: list[tuple[_Request, Work]], strict: bool
+        self, requests: list[_Request], strict: bool
     ) -> list[tuple[_Request, Any, BaseException | None]]:
-        """Apply ITEMS in one transaction. STRICT: any failure aborts it (raises _Replay);
+        """Apply REQUESTS in one transaction. STRICT: any failure aborts it (raises _Replay);
         otherwise a failure is every item's answer."""
         session = self._sessions()
         applied: list[tuple[_Request, Answer]] = []
         try:
             session.begin()
             round_ = Round(session, alone=not strict)
-            for request, work in items:
-                applied.append((request, work(round_)))
-            wake = self._schedule(round_)
+            for request in requests:
+                applied.append((request, request.work(round_)))
+            wake, rescale = self._schedule(round_)
             session.commit()
         except Exception as exc:
             session.rollback()
             if strict:
                 raise _Replay() from exc
-            return [(request, None, exc) for request, _ in items]
+            return [(request, None, exc) for request in requests]
         finally:
             session.close()
         by_node: Deliveries = {}
@@ -181,16 +181,16 @@ class DispatchBatcher:
         self._notifier.deliver([(node_id, spec) for node_id, specs in by_node.items() for spec in specs])
         for node_id in set(wake) - placed:
             self._notifier.notify(node_id)
-        if round_.rescale:
+        if rescale:
             self._rescale()
         return outcomes
 
-    def _schedule(self, round_: Round) -> list[str]:
+    def _schedule(self, round_: Round) -> tuple[list[str], bool]:
+        """The round's scheduling: nodes to wake, and whether the autoscaler must look."""
         wake = dispatch.schedule_freed(
             round_.session, round_.freed, self._data, self._endpoint(), fed=round_.fed, also=round_.freed_on
         )
-        round_.rescale = round_.rescale or any(check() for check in round_.rescale_if)
-        return wake + round_.freed
+        return wake + round_.freed, any(check() for check in round_.rescale_if)
 
     def _resolve(self, outcomes: list[tuple[_Request, Any, BaseException | None]]) -> None:
         loop = self._loop

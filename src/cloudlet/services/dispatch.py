@@ -45,7 +45,6 @@ def deliveries(session: Session) -> list[tuple[str, dict[str, Any]]]:
 class _Attempt:
     """What placing an attempt needs of its job, from an object or a row."""
 
-    job_id: int
     name: str
     workspace_id: int
     compute_name: str | None
@@ -141,7 +140,7 @@ def place(
     are recorded as sent and queued in ``session.info`` for delivery after commit."""
     for column, value in _preparing(job.attempt + 1, len(nodes)).items():
         setattr(job, column, value)
-    attempt = _Attempt(job.id, job.name, job.workspace_id, job.compute_name, job.spec, job.attempt)
+    attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt)
     targets = [(node.id, node.resources.get("address", "127.0.0.1")) for node in nodes]
     specs = _run_specs(session, attempt, targets, data, server_url, compute)
     now = time.time()
@@ -168,7 +167,7 @@ def _place_rows(
     if held(session, (Job, job_id), *((Node, node.id) for node in nodes)):
         return None
     job = session.execute(_JOB_TO_PLACE, {"job": job_id}).one()
-    attempt = _Attempt(job.id, job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
+    attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
     targets = [(node.id, (node.resources or {}).get("address", "127.0.0.1")) for node in nodes]
     specs = _run_specs(session, attempt, targets, data, server_url, compute)
     now = time.time()
@@ -287,7 +286,9 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     idle: list[Any] = list(session.execute(_IDLE_NODE_ROWS, {"compute": compute.id}))
     if not idle:
         return []
-    if held(session, *((Node, node.id) for node in idle)):  # change them through their objects
+    # A session holding the nodes as objects (the reconciler's) places through them: one query
+    # for all of them here beats a check and a get per placement.
+    if held(session, *((Node, node.id) for node in idle)):
         idle = list(session.scalars(_IDLE_NODES, {"compute": compute.id}))
     # Greedy placement in queue order stops once every idle node is taken, so a short window
     # that fills them all places exactly what the full window would; look deeper (backfill)

@@ -13,11 +13,11 @@ from sqlalchemy.orm import Session, aliased
 from cloudlet.domain import job_outcome
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.services import nodes as node_service
+from cloudlet.services.dispatch import ASSIGNED, EXITED, RUN_RUNNING, SENT
 from cloudlet.store.rows import held, update_row
 from cloudlet.store.schema import Job, JobRun, Node
 
-EXITED = "exited"
-_LIVE_RUN_STATES = ("assigned", "sent", "running")
+_LIVE_RUN_STATES = (ASSIGNED, SENT, RUN_RUNNING)
 _ATTEMPT_MATES = aliased(JobRun)
 # Everything the common case needs, in one row: the run, its node's credential and state, its
 # job's attempt bookkeeping, and how many runs the attempt has.
