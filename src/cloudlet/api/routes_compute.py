@@ -62,11 +62,11 @@ def list_computes(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -
     return json_response({"value": rendered})
 
 
-# The hot, polled reads run inline on the event loop: each is about a millisecond of local queries,
-# less than the hand-off to the thread pool would cost. Writes stay in the pool (they may wait on
-# the store's write lock).
+# Every route that touches the store is a plain ``def`` (FastAPI runs it in the thread pool): a
+# store call made on the event loop blocks every other request, and the loop itself, whenever the
+# connection pool is empty.
 @router.get(WS + "/computes/{name}")
-async def show_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
+def show_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     return json_response(_render(ctx, ref, computes.get(ctx.session, workspace, name)))
 
@@ -126,7 +126,7 @@ def compute_action(
 
 
 @router.get("/operations/{op_id}")
-async def show_operation(op_id: str, ctx: Context = Depends(context)) -> Response:
+def show_operation(op_id: str, ctx: Context = Depends(context)) -> Response:
     op = ctx.session.get(Operation, op_id)
     if op is None or not ctx.caller.can(op.workspace_id, Access.READ):
         raise not_found("Operation", op_id)

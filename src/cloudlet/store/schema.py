@@ -212,7 +212,7 @@ class Node(Base):
     gpus: Mapped[int] = mapped_column(Integer, default=0)
     tier: Mapped[str] = mapped_column(String(16))
     state: Mapped[str] = mapped_column(String(24), index=True)
-    token_hash: Mapped[str] = mapped_column(String(64))
+    token_hash: Mapped[str] = mapped_column(String(64), index=True)
     resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
     usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # Apps the agent runs (compute instances): {"jupyterlab": {"state", "port", "base_url", …}}.
