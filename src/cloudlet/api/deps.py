@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.clusters import ClusterReconciler
@@ -16,8 +17,7 @@ from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.notify import NodeNotifier
 from cloudlet.control.reconciler import OperationReconciler
-from cloudlet.domain.errors import CloudletError
-from cloudlet.services import dispatch, identity
+from cloudlet.services import dispatch
 from cloudlet.services.context import Caller
 from cloudlet.services.storage import DataRoot
 
@@ -56,21 +56,31 @@ async def app_state(request: Request) -> AppState:
 
 
 class Context:
-    """One request's unit of work. The caller is authenticated on first use, inside the (sync)
-    endpoint, so a request makes a single hop to the thread pool."""
+    """One request's unit of work: its caller (authenticated by the route before the body was
+    read, ``api/routing.py``) and a store session opened on first use, in the endpoint's thread."""
 
-    def __init__(self, session: Session, token: str, state: AppState, request: Request) -> None:
-        self.session = session
+    def __init__(self, state: AppState, request: Request) -> None:
         self.state = state
         self.request = request
-        self._token = token
-        self._caller: Caller | None = None
+        self._session: Session | None = None
 
     @property
     def caller(self) -> Caller:
-        if self._caller is None:
-            self._caller = identity.authenticate(self.session, self._token, self.state.token_secret)
-        return self._caller
+        caller: Caller = self.request.state.caller
+        return caller
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            read_only = self.request.method in ("GET", "HEAD")
+            self._session = (self.state.read_sessions if read_only else self.state.sessions)()
+        return self._session
+
+    def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.rollback()
+            session.close()
 
     def commit(
         self, wake_nodes: list[str] | None = None, rescale: bool = False, operations: bool = False
@@ -82,27 +92,13 @@ class Context:
         self.state.after_commit(wake_nodes or [], rescale)
 
 
-def bearer_token(request: Request) -> str:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise CloudletError(
-            "AuthenticationFailed",
-            "missing 'Authorization: Bearer <key>' header; the admin key is in $CLOUDLET_HOME/credentials",
-            status=401,
-        )
-    return token.strip()
-
-
 async def context(request: Request, state: AppState = Depends(app_state)) -> AsyncIterator[Context]:
-    token = bearer_token(request)
-    factory = state.read_sessions if request.method in ("GET", "HEAD") else state.sessions
-    session = factory()
+    ctx = Context(state, request)
     try:
-        yield Context(session, token, state, request)
+        yield ctx
     finally:
-        session.rollback()
-        session.close()
+        if ctx._session is not None:  # an async endpoint used it: close it off the event loop
+            await run_in_threadpool(ctx.close)
 
 
 def json_response(data: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context
+from cloudlet.api.openapi import success
+from cloudlet.api.routing import UserRoute
+from cloudlet.domain import bounds
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.roles import Access, parse_role
+from cloudlet.domain.sizes import COMPUTE_TYPES_WITH_SIZES, CustomSizeSpec
 from cloudlet.services import bootstrap, computes, identity, quotas, workspaces
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.locks import LockUpdate
+from cloudlet.services.workspaces import WorkspaceUpdate
 from cloudlet.store.schema import Location, Principal, ResourceGroup, RoleAssignment
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 RG = "/subscriptions/{sub}/resourceGroups/{rg}"
-router = APIRouter(prefix="/api/v1", tags=["admin"])
+router = APIRouter(prefix="/api/v1", tags=["admin"], route_class=UserRoute)
+CREATED_OR_UPDATED = success(201, "Created")
 
 
 def _require_admin(ctx: Context) -> None:
@@ -113,17 +120,18 @@ def list_workspaces(ctx: Context = Depends(context)) -> dict[str, Any]:
     }
 
 
-@router.put(WS)
+@router.put(WS, responses=CREATED_OR_UPDATED)
 def put_workspace(
     sub: str,
     rg: str,
     ws: str,
     response: Response,
-    body: Any = Body(default=None),
+    body: WorkspaceUpdate | None = None,
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
     ref = WorkspaceRef(sub, rg, ws)
-    workspace, created = workspaces.create_or_update(ctx.session, ref, _object(body), ctx.caller)
+    update = body if body is not None else WorkspaceUpdate()
+    workspace, created = workspaces.create_or_update(ctx.session, ref, update, ctx.caller)
     ctx.commit(rescale=True)
     response.status_code = 201 if created else 200
     return workspaces.render(workspace, ref)
@@ -138,8 +146,8 @@ def get_workspace(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -
 # -- sizes, locations, quota ------------------------------------------------------------------
 @router.get("/sizes")
 def list_sizes(
-    compute_type: str | None = None,
-    location: str | None = None,
+    compute_type: Annotated[str | None, Query(pattern=f"^({'|'.join(COMPUTE_TYPES_WITH_SIZES)})$")] = None,
+    location: Annotated[str | None, Query(max_length=64)] = None,
     include_retired: bool = False,
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
@@ -161,9 +169,9 @@ def list_sizes(
 
 
 @router.post("/sizes", status_code=201)
-def add_size(body: Any = Body(default=None), ctx: Context = Depends(context)) -> dict[str, Any]:
+def add_size(body: CustomSizeSpec, ctx: Context = Depends(context)) -> dict[str, Any]:
     _require_admin(ctx)
-    size = catalogue_service.add_custom(ctx.session, _object(body))
+    size = catalogue_service.add_custom(ctx.session, body)
     ctx.commit(rescale=True)
     return size.to_dict()
 
@@ -175,47 +183,51 @@ def list_locations(ctx: Context = Depends(context)) -> dict[str, Any]:
 
 
 PROVIDER_KINDS = ("local",)  # ssh, slurm and kubernetes arrive with their providers
-CAPACITY_FIELDS = {"vcpus", "memory_gb", "gpus", "overcommit"}
+LocationName = Annotated[
+    str, Path(pattern=r"^[a-z][a-z0-9-]{0,63}$", description="lower-case letters, digits, '-'")
+]
 
 
-@router.put("/locations/{name}")
+class Capacity(BaseModel):
+    """A location's pool (whole machines' worth of vCPUs, memory and GPUs; overcommit scales it)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    vcpus: float | None = Field(default=None, ge=0, le=bounds.MAX_LOCATION_VCPUS)
+    memory_gb: float | None = Field(default=None, ge=0, le=bounds.MAX_LOCATION_MEMORY_GB)
+    gpus: float | None = Field(default=None, ge=0, le=bounds.MAX_LOCATION_GPUS)
+    overcommit: float | None = Field(default=None, ge=0, le=bounds.MAX_OVERCOMMIT)
+
+
+class LocationUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    provider: str = Field(default="local", description="the provider that makes this location's nodes")
+    capacity: Capacity = Field(default_factory=Capacity)
+
+
+@router.put("/locations/{name}", responses=CREATED_OR_UPDATED)
 def put_location(
-    name: str, response: Response, body: Any = Body(default=None), ctx: Context = Depends(context)
+    name: LocationName,
+    response: Response,
+    body: LocationUpdate | None = None,
+    ctx: Context = Depends(context),
 ) -> dict[str, Any]:
     """Add or change a location: a pool of capacity behind one provider (admin)."""
     _require_admin(ctx)
-    data = _object(body)
-    unknown = set(data) - {"provider", "capacity"}
-    if unknown:
-        field = sorted(unknown)[0]
-        raise CloudletError("ValidationError", f"unknown field '{field}' for a location; remove it", field)
-    provider = data.get("provider", "local")
-    if provider not in PROVIDER_KINDS:
+    update = body if body is not None else LocationUpdate()
+    if update.provider not in PROVIDER_KINDS:
         raise CloudletError(
             "ValidationError",
-            f"provider '{provider}' is not available; use one of: {', '.join(PROVIDER_KINDS)}",
+            f"provider '{update.provider}' is not available; use one of: {', '.join(PROVIDER_KINDS)}",
             "provider",
         )
-    capacity = data.get("capacity") or {}
-    bad = [
-        k for k, v in capacity.items() if k not in CAPACITY_FIELDS or not isinstance(v, int | float) or v < 0
-    ]
-    if not isinstance(capacity, dict) or bad:
-        raise CloudletError(
-            "ValidationError",
-            f"capacity takes non-negative numbers for {', '.join(sorted(CAPACITY_FIELDS))}",
-            f"capacity.{bad[0] if bad else ''}",
-        )
-    if not re.fullmatch(r"[a-z][a-z0-9-]{0,63}", name):
-        raise CloudletError(
-            "ValidationError", "a location name is lower-case letters, digits and '-'", "name"
-        )
+    capacity = update.capacity.model_dump(exclude_none=True)
     row = ctx.session.get(Location, name)
     response.status_code = 200 if row else 201
     if row is None:
-        row = Location(name=name, provider=provider, capacity={})
+        row = Location(name=name, provider=update.provider, capacity={})
         ctx.session.add(row)
-    row.provider, row.capacity = provider, {**bootstrap.DEFAULT_LOCAL_CAPACITY, **row.capacity, **capacity}
+    row.provider = update.provider
+    row.capacity = {**bootstrap.DEFAULT_LOCAL_CAPACITY, **row.capacity, **capacity}
     ctx.commit(rescale=True)
     return {"name": row.name, "provider": row.provider, "capacity": row.capacity}
 
@@ -247,21 +259,19 @@ def list_quotas(sub: str, location: str, ctx: Context = Depends(context)) -> dic
     return {"value": rows}
 
 
+class QuotaUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    limit: int = Field(ge=0, le=bounds.MAX_QUOTA_CORES, description="cores")
+
+
 @router.put("/subscriptions/{sub}/locations/{location}/quotas/{name}")
 def set_quota(
-    sub: str, location: str, name: str, body: Any = Body(default=None), ctx: Context = Depends(context)
+    sub: str, location: str, name: str, body: QuotaUpdate, ctx: Context = Depends(context)
 ) -> dict[str, Any]:
     _require_admin(ctx)
     _pool(ctx, sub, location)
-    limit = _object(body).get("limit")
-    quotas.set_limit(
-        ctx.session,
-        sub,
-        location,
-        name,
-        limit,  # type: ignore[arg-type]
-        catalogue_service.current(ctx.session),
-    )
+    limit = body.limit
+    quotas.set_limit(ctx.session, sub, location, name, limit, catalogue_service.current(ctx.session))
     ctx.commit(rescale=True)
     return {"name": name, "limit": limit, "unit": "Cores"}
 
@@ -290,13 +300,13 @@ def _lock_routes(path: str) -> None:
         sub: str,
         rg: str,
         lock: str,
-        body: Any = Body(default=None),
+        body: LockUpdate,
         ws: str | None = None,
         name: str | None = None,
         ctx: Context = Depends(context),
     ) -> dict[str, Any]:
         scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
-        row = lock_store.put(ctx.session, scope, lock, _object(body))
+        row = lock_store.put(ctx.session, scope, lock, body)
         ctx.commit(rescale=True)
         return lock_store.render_row(row)
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Annotated, Any, Literal, cast
 
-from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import bindparam, select
 
 from cloudlet.api.deps import AppState, app_state, json_response
+from cloudlet.api.routing import NodeCaller, NodeRoute
 from cloudlet.control.dispatch_batcher import Answer, Round, Work
+from cloudlet.domain.bounds import MAX_OFFSET
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.services import dispatch, exits
@@ -19,17 +22,71 @@ from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import append_at
 from cloudlet.store.schema import Job, JobRun, Node
 
-router = APIRouter(prefix="/agent/v1", tags=["agent"])
+router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 HEARTBEAT_S = 5
 POLL_TIMEOUT_S = 20.0
 POLL_RECHECK_S = 1.0  # another replica may have assigned work: look at the store this often
+RunId = Annotated[str, Path(max_length=40)]
+NodeId = Annotated[str, Path(max_length=32)]
+
+
+# -- the agent's documents (docs/agent-protocol.md). Unknown fields are ignored, not refused: a
+# newer agent may say more than this server knows.
+class _AgentBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+Pid = Annotated[int | None, Field(default=None, ge=0, le=2**31)]
+Epoch = Annotated[float | None, Field(default=None, ge=0, le=1e11)]
+ExitCode = Annotated[int | None, Field(default=None, ge=-(2**31), le=2**32)]
+
+
+class RunStatus(_AgentBody):
+    run: str = Field(max_length=40)
+    state: Literal["running", "exited"]
+    pid: Pid = None
+    started_at: Epoch = None
+    exit_code: ExitCode = None
+    ended_at: Epoch = None
+    reason: str = Field(default="exited", max_length=32)
+
+
+class Registration(_AgentBody):
+    agent_version: str | None = Field(default=None, max_length=32)
+    hostname: str | None = Field(default=None, max_length=255)
+    pid: Pid = None
+    address: str = Field(default="127.0.0.1", max_length=255, description="where other nodes reach it")
+    resources: dict[str, Any] = Field(default_factory=dict)
+    runs: list[RunStatus] = Field(default_factory=list, max_length=10_000)
+
+
+class PollReport(_AgentBody):
+    runs: list[RunStatus] = Field(default_factory=list, max_length=10_000)
+    reported: list[Annotated[str, Field(max_length=40)]] = Field(default_factory=list, max_length=10_000)
+    usage: dict[str, Any] | None = None
+    idle: bool | None = None
+
+
+class LogChunk(_AgentBody):
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    data: str = Field(default="", max_length=8 << 20)
+
+
+class RunningReport(_AgentBody):
+    pid: Pid = None
+    started_at: Epoch = None
+
+
+class ExitReport(_AgentBody):
+    exit_code: ExitCode = None
+    reason: str = Field(default="exited", max_length=32)
+    started_at: Epoch = None
+    ended_at: Epoch = None
 
 
 def _token(request: Request) -> str:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise CloudletError("AuthenticationFailed", "node token missing", status=401)
-    return token.strip()
+    node: NodeCaller = request.state.node  # authenticated by NodeRoute before the body was read
+    return node.token
 
 
 def _node(session: Any, node_id: str, token: str) -> Node:
@@ -41,40 +98,34 @@ def _node(session: Any, node_id: str, token: str) -> Node:
     return node
 
 
-def _apply_runs(session: Any, node: Node, runs: list[dict[str, Any]], now: float) -> list[str]:
+def _apply_runs(session: Any, node: Node, runs: list[RunStatus], now: float) -> list[str]:
     wake: list[str] = []
     for status in runs:
-        run = session.get(JobRun, str(status.get("run")))
+        run = session.get(JobRun, status.run)
         if run is None or run.node_id != node.id:
             continue
-        if status.get("state") == "running":
-            dispatch.record_running(session, run, status.get("pid"), status.get("started_at"))
-        elif status.get("state") == "exited":
+        if status.state == "running":
+            dispatch.record_running(session, run, status.pid, status.started_at)
+        else:
             wake += dispatch.record_exit(
-                session,
-                run,
-                status.get("exit_code"),
-                status.get("reason", "exited"),
-                float(status.get("ended_at") or now),
-                status.get("started_at"),
+                session, run, status.exit_code, status.reason, status.ended_at or now, status.started_at
             )
     return wake
 
 
 @router.post("/nodes/{node_id}/register")
 def register(
-    node_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+    node_id: NodeId, request: Request, body: Registration, state: AppState = Depends(app_state)
 ) -> Response:
-    body = body or {}
     now = time.time()
     with state.sessions.begin() as session:
         node = _node(session, node_id, _token(request))
         node.resources = {
-            **(body.get("resources") or {}),
-            "hostname": body.get("hostname"),
-            "agent_version": body.get("agent_version"),
-            "pid": body.get("pid"),
-            "address": body.get("address", "127.0.0.1"),
+            **body.resources,
+            "hostname": body.hostname,
+            "agent_version": body.agent_version,
+            "pid": body.pid,
+            "address": body.address,
         }
         node.last_heartbeat, node.registered_at = now, node.registered_at or now
         # A server that crashed between the provider call and recording it left the node at
@@ -85,7 +136,7 @@ def register(
             node_service.advance(node, NodeEvent.BOOT, now)
         if node.state == NodeState.STARTING.value:
             node_service.advance(node, NodeEvent.REGISTER, now)
-        wake = _apply_runs(session, node, body.get("runs") or [], now)
+        wake = _apply_runs(session, node, body.runs, now)
         wake += dispatch.schedule_freed(session, [node.id, *wake], state.data, state.endpoint)
     state.notifier.deliver(dispatch.deliveries(session))
     state.after_commit(wake)
@@ -95,7 +146,7 @@ def register(
 HEARTBEAT_WRITE_S = 2.0  # a quiet poll refreshes the stored heartbeat at most this often
 
 
-def _quiet(state: AppState, node_id: str, token: str, body: dict[str, Any], now: float) -> bool:
+def _quiet(state: AppState, node_id: str, token: str, body: PollReport, now: float) -> bool:
     """True when this poll changes nothing: no new run states, no work for the node, a recent
     stored heartbeat. Such polls (most of them) are answered from a read-only transaction, so
     idle agents do not queue for the store's single writer."""
@@ -109,10 +160,10 @@ def _quiet(state: AppState, node_id: str, token: str, body: dict[str, Any], now:
                 select(JobRun).where(JobRun.node_id == node_id, JobRun.state != dispatch.EXITED)
             )
         }
-        reported = {str(r.get("run")) for r in body.get("runs") or []} | set(body.get("reported") or [])
-        for status in body.get("runs") or []:
-            run = runs.get(str(status.get("run")))
-            if run is not None and (status.get("state") == "exited" or run.state != dispatch.RUN_RUNNING):
+        reported = {r.run for r in body.runs} | set(body.reported)
+        for status in body.runs:
+            run = runs.get(status.run)
+            if run is not None and (status.state == "exited" or run.state != dispatch.RUN_RUNNING):
                 return False
         return not any(
             run.state == dispatch.ASSIGNED
@@ -122,7 +173,7 @@ def _quiet(state: AppState, node_id: str, token: str, body: dict[str, Any], now:
         )
 
 
-def _poll_once(state: AppState, node_id: str, token: str, body: dict[str, Any]) -> dict[str, Any] | None:
+def _poll_once(state: AppState, node_id: str, token: str, body: PollReport) -> dict[str, Any] | None:
     now = time.time()
     if _quiet(state, node_id, token, body, now):
         mail = state.notifier.take(node_id)
@@ -130,11 +181,11 @@ def _poll_once(state: AppState, node_id: str, token: str, body: dict[str, Any]) 
     with state.sessions.begin() as session:
         node = _node(session, node_id, token)
         node.last_heartbeat = now
-        node.usage = body.get("usage") or node.usage
-        wake = _apply_runs(session, node, body.get("runs") or [], now)
+        node.usage = body.usage or node.usage
+        wake = _apply_runs(session, node, body.runs, now)
         if wake:
             wake += dispatch.schedule_freed(session, wake, state.data, state.endpoint)
-        reported = {str(r.get("run")) for r in body.get("runs") or []} | set(body.get("reported") or [])
+        reported = {r.run for r in body.runs} | set(body.reported)
         start, cancel = dispatch.runs_for_agent(session, node, reported, now)
         terminate = node.state in (NodeState.TERMINATING.value,)
     placed = dispatch.deliveries(session)
@@ -148,17 +199,21 @@ def _poll_once(state: AppState, node_id: str, token: str, body: dict[str, Any]) 
 
 @router.post("/nodes/{node_id}/poll")
 async def poll(
-    node_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+    node_id: NodeId,
+    request: Request,
+    body: PollReport,
+    timeout: Annotated[float, Query(ge=0, le=60, description="seconds to hold the poll")] = POLL_TIMEOUT_S,
+    state: AppState = Depends(app_state),
 ) -> Response:
-    token, body = _token(request), body or {}
-    deadline = time.monotonic() + min(float(request.query_params.get("timeout", POLL_TIMEOUT_S)), 60.0)
+    token = _token(request)
+    deadline = time.monotonic() + timeout
     while True:
         answer = await run_in_threadpool(_poll_once, state, node_id, token, body)
         remaining = deadline - time.monotonic()
         if answer is not None or remaining <= 0:
             return json_response(answer or {"start": [], "cancel": [], "terminate": False})
         # Statuses were applied once; later rounds only look for work (and remember what it has).
-        body = {"usage": body.get("usage"), "reported": [str(r.get("run")) for r in body.get("runs") or []]}
+        body = PollReport(usage=body.usage, reported=[r.run for r in body.runs])
         await state.notifier.wait(node_id, min(remaining, POLL_RECHECK_S))
         mail = state.notifier.take(node_id)
         if mail:  # placed and committed elsewhere in this process: answer without a store trip
@@ -190,37 +245,36 @@ def _run_of(session: Any, run_id: str, token: str, keep: dict[Any, Any] | None =
 
 @router.post("/runs/{run_id}/logs")
 def upload_log(
-    run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+    run_id: RunId, request: Request, body: LogChunk, state: AppState = Depends(app_state)
 ) -> Response:
-    body = body or {}
     with state.read_sessions() as session:
         run = _run_of(session, run_id, _token(request))
         job_id, attempt, log_name = run.job_id, run.attempt, run.spec.get("log_name", "user_logs/std_log.txt")
         job = session.get(Job, job_id)
         assert job is not None
         path = state.data.job_dir(job.workspace_id, job.name, attempt) / log_name
-    size = append_at(path, int(body.get("offset", 0)), str(body.get("data", "")).encode())
+    size = append_at(path, body.offset, body.data.encode())
     return json_response({"ok": True, "size": size})
 
 
-def running_report(run_id: str, token: str, body: dict[str, Any]) -> Work:
+def running_report(run_id: str, token: str, body: RunningReport) -> Work:
     """The batcher's work for "this run is running"."""
 
     def work(round_: Round) -> Answer:
         run = _run_of(round_.session, run_id, token, round_.memo)
-        dispatch.record_running(round_.session, run, body.get("pid"), body.get("started_at"))
+        dispatch.record_running(round_.session, run, body.pid, body.started_at)
         return lambda _placed: {"ok": True}
 
     return work
 
 
-def exit_report(run_id: str, token: str, body: dict[str, Any]) -> Work:
+def exit_report(run_id: str, token: str, body: ExitReport) -> Work:
     """The batcher's work for "this run exited": plain SQL for the common case, the general path
     otherwise. Its answer carries the node's next run when one was placed on it."""
 
     def work(round_: Round) -> Answer:
-        session, exit_code, reason = round_.session, body.get("exit_code"), body.get("reason", "exited")
-        ended_at, started_at = float(body.get("ended_at") or time.time()), body.get("started_at")
+        session, exit_code, reason = round_.session, body.exit_code, body.reason
+        ended_at, started_at = body.ended_at or time.time(), body.started_at
         freed = exits.record_simple_exit(session, run_id, token, exit_code, reason, ended_at, started_at)
         if freed is not None:
             node_id, compute_id = freed
@@ -236,31 +290,32 @@ def exit_report(run_id: str, token: str, body: dict[str, Any]) -> Work:
 
 @router.post("/runs/{run_id}/running")
 async def run_running(
-    run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+    run_id: RunId, request: Request, body: RunningReport, state: AppState = Depends(app_state)
 ) -> Response:
-    work = running_report(run_id, _token(request), body or {})
+    work = running_report(run_id, _token(request), body)
     return json_response(await state.dispatch_batcher().apply(work, urgent=True))
 
 
 @router.post("/runs/{run_id}/exit")
 async def run_exit(
-    run_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+    run_id: RunId, request: Request, body: ExitReport, state: AppState = Depends(app_state)
 ) -> Response:
     """Record the exit; the answer carries the node's next run when the exit freed it, so a busy
     node goes from one job to the next in one round trip."""
-    work = exit_report(run_id, _token(request), body or {})
+    work = exit_report(run_id, _token(request), body)
     return json_response(await state.dispatch_batcher().apply(work, urgent=True))
 
 
-@router.get("/codes/{workspace_id}/{digest}")
+@router.get("/codes/{workspace_id}/{digest}", responses={200: {"content": {"application/gzip": {}}}})
 def code_snapshot(
-    workspace_id: int, digest: str, request: Request, state: AppState = Depends(app_state)
+    workspace_id: Annotated[int, Path(ge=0, le=2**31)],
+    digest: Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")],
+    request: Request,
+    state: AppState = Depends(app_state),
 ) -> Response:
-    token = _token(request)
-    with state.read_sessions() as session:
-        node = session.scalar(select(Node).where(Node.token_hash == node_service.hash_token(token)))
-        if node is None or node.workspace_id != workspace_id:
-            raise CloudletError("AuthenticationFailed", "unknown node token", status=401)
+    node: NodeCaller = request.state.node
+    if node.workspace_id != workspace_id:  # a node fetches its own workspace's code only
+        raise CloudletError("AuthenticationFailed", "this node's token is not for that workspace", status=401)
     path = state.data.code(workspace_id, digest)
     if not path.exists():
         raise CloudletError("CodeNotFound", f"code snapshot {digest} is not stored", status=404)

@@ -1,50 +1,58 @@
 """The agent's report of its apps and instance (compute instances; docs/agent-protocol.md): the
 apps merge into ``Node.apps``; ``activity``, ``setup``, ``ssh`` and ``disk`` into ``Node.report``
-(``services/instance_reports.py``). Node-token auth."""
+(``services/instance_reports.py``). Node-token auth, before the body is read."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import AppState, app_state, json_response
+from cloudlet.api.routing import NodeRoute
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.nodes import FINAL
 from cloudlet.services import instance_reports
-from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Node
 
-router = APIRouter(prefix="/agent/v1", tags=["agent"])
-APP_FIELDS = ("state", "address", "port", "base_url", "pid", "error", "log")
+router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 
 
-def _clean(status: Any) -> dict[str, Any]:
-    if not isinstance(status, dict) or status.get("state") not in ("starting", "ready", "failed"):
-        raise CloudletError("InvalidRequest", "an app's state must be starting, ready or failed", "apps")
-    return {k: status[k] for k in APP_FIELDS if k in status}
+class AppStatus(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    state: Literal["starting", "ready", "failed"]
+    address: str | None = Field(default=None, max_length=255)
+    port: int | None = Field(default=None, ge=1, le=65535)
+    base_url: str | None = Field(default=None, max_length=512)
+    pid: int | None = Field(default=None, ge=0, le=2**31)
+    error: str | None = Field(default=None, max_length=64 * 1024)
+    log: str | None = Field(default=None, max_length=64 * 1024)
+
+
+class InstanceReport(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    apps: dict[str, AppStatus] = Field(max_length=64)
+    activity: dict[str, Any] | None = None
+    setup: dict[str, Any] | None = None
+    ssh: dict[str, Any] | None = None
+    disk: dict[str, Any] | None = None
 
 
 @router.post("/nodes/{node_id}/apps")
 def report_apps(
-    node_id: str, request: Request, body: Any = Body(default=None), state: AppState = Depends(app_state)
+    node_id: Annotated[str, Path(max_length=32)],
+    body: InstanceReport,
+    state: AppState = Depends(app_state),
 ) -> Response:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    reported = (body or {}).get("apps") if isinstance(body, dict) else None
-    if not isinstance(reported, dict):
-        raise CloudletError("InvalidRequest", "expected {'apps': {name: status}}", "apps")
-    extra = instance_reports.clean_report(body)
+    extra = instance_reports.clean_report(body.model_dump(exclude_none=True, exclude={"apps"}))
     with state.sessions.begin() as session:
-        node = session.get(Node, node_id)
-        if (
-            node is None
-            or scheme.lower() != "bearer"
-            or node.token_hash != node_service.hash_token(token.strip())
-        ):
-            raise CloudletError("AuthenticationFailed", "unknown node or wrong node token", status=401)
+        node = session.get(Node, node_id)  # the route checked its token against this node id
+        if node is None:
+            raise CloudletError("AuthenticationFailed", "unknown node", status=401)
         if node.state in {s.value for s in FINAL}:
             raise CloudletError("NodeGone", f"node {node_id} is {node.state}; stop", status=403)
-        apps = {name: _clean(s) for name, s in reported.items()}
+        apps = {name: s.model_dump(exclude_none=True) for name, s in body.apps.items()}
         if apps:
             node.apps = {**(node.apps or {}), **apps}
         if extra:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Response
 from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.openapi import json_body, schema_of, success
+from cloudlet.api.routing import UserRoute
+from cloudlet.domain.compute_spec import (
+    AmlComputeSpec,
+    ComputeInstanceSpec,
+    KubernetesSpec,
+    VirtualMachineSpec,
+)
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.instance_watch import explain
 from cloudlet.domain.roles import Access
@@ -26,7 +34,23 @@ from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Compute, Operation, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
-router = APIRouter(prefix="/api/v1", tags=["computes"])
+router = APIRouter(prefix="/api/v1", tags=["computes"], route_class=UserRoute)
+COMPUTE_DOCUMENT = json_body(
+    schema_of(AmlComputeSpec, ComputeInstanceSpec, VirtualMachineSpec, KubernetesSpec)
+)
+COMPUTE_PATCH = json_body(
+    {
+        "type": "object",
+        "description": "the fields to change: " + ", ".join(sorted(computes.PATCHABLE_FIELDS)),
+        "properties": {
+            name: AmlComputeSpec.model_json_schema()["properties"][name]
+            for name in sorted(computes.PATCHABLE_FIELDS)
+            if name in AmlComputeSpec.model_fields
+        },
+        "additionalProperties": False,
+    }
+)
+ACCEPTED = {"description": "Accepted: the operation runs; follow `Operation-Location`"}
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
@@ -71,13 +95,18 @@ def show_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(c
     return json_response(_render(ctx, ref, computes.get(ctx.session, workspace, name)))
 
 
-@router.put(WS + "/computes/{name}", status_code=200)
+@router.put(
+    WS + "/computes/{name}",
+    status_code=200,
+    responses=success(201, "Created: the create operation runs; follow `Operation-Location`"),
+    openapi_extra=COMPUTE_DOCUMENT,
+)
 def create_or_update_compute(
     sub: str,
     rg: str,
     ws: str,
     name: str,
-    body: Any = Body(default=None),
+    body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
@@ -87,13 +116,13 @@ def create_or_update_compute(
     return json_response(rendered, 201 if result.created else 200, _operation_headers(ctx, result.operation))
 
 
-@router.patch(WS + "/computes/{name}")
+@router.patch(WS + "/computes/{name}", openapi_extra=COMPUTE_PATCH)
 def update_compute(
     sub: str,
     rg: str,
     ws: str,
     name: str,
-    body: Any = Body(default=None),
+    body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
@@ -103,7 +132,7 @@ def update_compute(
     return json_response(rendered, 200, _operation_headers(ctx, result.operation))
 
 
-@router.delete(WS + "/computes/{name}", status_code=202)
+@router.delete(WS + "/computes/{name}", status_code=202, responses={202: ACCEPTED})
 def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     op = computes.delete(ctx.session, ref, workspace, name, ctx.caller)
@@ -112,12 +141,15 @@ def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
 
-@router.post(WS + "/computes/{name}/{action}", status_code=202)
+@router.post(WS + "/computes/{name}/{action}", status_code=202, responses={202: ACCEPTED})
 def compute_action(
-    sub: str, rg: str, ws: str, name: str, action: str, ctx: Context = Depends(context)
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    action: Literal["start", "stop", "restart"],
+    ctx: Context = Depends(context),
 ) -> Response:
-    if action not in computes.ACTIONS:
-        raise not_found("Action", action)
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     op = computes.act(ctx.session, ref, workspace, name, action, ctx.caller)
     rendered = operations.render(op, ref)
@@ -127,7 +159,7 @@ def compute_action(
 
 @router.get("/operations/{op_id}")
 def show_operation(op_id: str, ctx: Context = Depends(context)) -> Response:
-    op = ctx.session.get(Operation, op_id)
+    op = ctx.session.get(Operation, op_id[:36])
     if op is None or not ctx.caller.can(op.workspace_id, Access.READ):
         raise not_found("Operation", op_id)
     workspace = ctx.session.get(Workspace, op.workspace_id)

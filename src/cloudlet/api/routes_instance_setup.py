@@ -7,13 +7,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Response
 
 from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.routing import UserRoute
 from cloudlet.domain.errors import CloudletError, forbidden
 from cloudlet.domain.roles import Access
 from cloudlet.services import computes, instance_reports, workspaces
 from cloudlet.services.context import WorkspaceRef
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
-router = APIRouter(prefix="/api/v1", tags=["computes"])
+router = APIRouter(prefix="/api/v1", tags=["computes"], route_class=UserRoute)
 
 
 @router.get(WS + "/computes/{name}/setup-logs")

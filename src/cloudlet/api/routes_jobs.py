@@ -1,31 +1,43 @@
-"""Native REST routes for jobs, code snapshots, datastores and cluster nodes."""
+"""Native REST routes for jobs and cluster nodes."""
 
 from __future__ import annotations
 
-import hashlib
 import time
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Body, Depends, Request, Response
-from fastapi.concurrency import run_in_threadpool
-from sqlalchemy import select
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 
-from cloudlet.api.deps import AppState, Context, app_state, bearer_token, context, json_response
+from cloudlet.api.deps import AppState, Context, app_state, context, json_response
+from cloudlet.api.openapi import json_body, schema_of
+from cloudlet.api.routes_data import GZIP
+from cloudlet.api.routing import UserRoute
 from cloudlet.control.dispatch_batcher import Answer, Round
+from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
 from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.job_outcome import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING
+from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
-from cloudlet.services import computes, dispatch, identity, workspaces
+from cloudlet.services import computes, dispatch, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import utcnow
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import folder_size, pack_path, unpack_tar
-from cloudlet.store.schema import CodeAsset, Node, Workspace
+from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.storage import empty_tar, pack_beneath, relative_parts
+from cloudlet.store.schema import Node, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
-router = APIRouter(prefix="/api/v1", tags=["jobs"])
-MAX_UPLOAD = 2 << 30
+router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=UserRoute)
+JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN.pattern, description="the job's name")]
+JobStatus = Annotated[
+    str | None,
+    Query(
+        pattern=f"^({'|'.join((QUEUED, PREPARING, RUNNING, FINALIZING, COMPLETED, FAILED, CANCELED))})$",
+        description="only jobs in this status",
+    ),
+]
+JOB_DOCUMENT = json_body(schema_of(CommandJobSpec))
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
@@ -37,112 +49,23 @@ def _base_url(ctx: Context) -> str:
     return str(ctx.request.base_url).rstrip("/")
 
 
-# -- code snapshots ---------------------------------------------------------------------------
-@router.api_route(WS + "/codes/{digest}", methods=["GET", "HEAD"])
-def show_code(sub: str, rg: str, ws: str, digest: str, ctx: Context = Depends(context)) -> Response:
-    _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    row = ctx.session.scalar(
-        select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
-    )
-    if row is None or not ctx.state.data.code(workspace.id, digest).exists():
-        raise not_found("Code", digest)
-    return json_response({"hash": row.hash, "size": row.size, "created_on": row.created_on.isoformat()})
-
-
-@router.put(WS + "/codes/{digest}")
-async def upload_code(
-    sub: str, rg: str, ws: str, digest: str, request: Request, ctx: Context = Depends(context)
-) -> Response:
-    body = await _read_body(request)
-    return await _run(_store_code, ctx, sub, rg, ws, digest, body)
-
-
-def _store_code(ctx: Context, sub: str, rg: str, ws: str, digest: str, body: bytes) -> Response:
-    _, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    if hashlib.sha256(body).hexdigest() != digest:
-        raise CloudletError(
-            "HashMismatch",
-            "the uploaded bytes do not hash to the snapshot name; the name must "
-            "be the SHA-256 of the tar.gz body",
-            "digest",
-        )
-    path = ctx.state.data.code(workspace.id, digest)
-    existing = ctx.session.scalar(
-        select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part")
-    tmp.write_bytes(body)
-    tmp.replace(path)
-    if existing is None:
-        ctx.session.add(
-            CodeAsset(workspace_id=workspace.id, hash=digest, size=len(body), created_on=utcnow())
-        )
-    ctx.commit()
-    return json_response({"hash": digest, "size": len(body)}, 200 if existing else 201)
-
-
-# -- datastores -------------------------------------------------------------------------------
-@router.api_route(WS + "/datastores/{datastore}/paths/{path:path}", methods=["GET", "HEAD"])
-def show_path(
-    sub: str, rg: str, ws: str, datastore: str, path: str, ctx: Context = Depends(context)
-) -> Response:
-    _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    target = ctx.state.data.datastore_path(workspace.id, datastore, path)
-    if not target.exists():
-        raise not_found("Path", f"azureml://datastores/{datastore}/paths/{path}")
-    kind = "folder" if target.is_dir() else "file"
-    return json_response({"path": path, "kind": kind, "size": folder_size(target)})
-
-
-@router.put(WS + "/datastores/{datastore}/paths/{path:path}")
-async def upload_path(
-    sub: str, rg: str, ws: str, datastore: str, path: str, request: Request, ctx: Context = Depends(context)
-) -> Response:
-    body = await _read_body(request)
-    return await _run(_store_path, ctx, sub, rg, ws, datastore, path, body)
-
-
-def _store_path(ctx: Context, sub: str, rg: str, ws: str, datastore: str, path: str, body: bytes) -> Response:
-    _, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    target = ctx.state.data.datastore_path(workspace.id, datastore, path)
-    try:
-        unpack_tar(body, target)
-    except Exception as exc:
-        raise CloudletError("InvalidArchive", f"the body must be a tar.gz archive ({exc})", "body") from None
-    uri = f"azureml://datastores/{datastore}/paths/{path.strip('/')}"
-    return json_response({"path": path, "uri": uri}, 201)
-
-
-@router.get(WS + "/datastores/{datastore}/download/{path:path}")
-def download_path(
-    sub: str, rg: str, ws: str, datastore: str, path: str, ctx: Context = Depends(context)
-) -> Response:
-    _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    target = ctx.state.data.datastore_path(workspace.id, datastore, path)
-    if not target.exists():
-        raise not_found("Path", path)
-    return Response(pack_path(target), media_type="application/gzip")
-
-
 # -- jobs -------------------------------------------------------------------------------------
-@router.put(WS + "/jobs/{name}", status_code=201)
+@router.put(WS + "/jobs/{name}", status_code=201, openapi_extra=JOB_DOCUMENT)
 async def create_job(
     sub: str,
     rg: str,
     ws: str,
-    name: str,
+    name: JobName,
     request: Request,
-    body: Any = Body(default=None),
+    body: dict[str, Any] = Body(include_in_schema=False),
     state: AppState = Depends(app_state),
 ) -> Response:
-    token = bearer_token(request)
+    caller: Caller = request.state.caller  # authenticated before the body was read
     prepared = job_service.prepare(body, name)  # pure: validated before the store is touched
     ref, base_url = WorkspaceRef(sub, rg, ws), str(request.base_url).rstrip("/")
 
     def work(round_: Round) -> Answer:
         session = round_.session
-        caller = identity.authenticate(session, token, state.token_secret)
         workspace = workspaces.resolve(session, ref, caller, Access.WRITE, round_.memo)
         job, target = job_service.submit(
             session, workspace, name, prepared, caller, state.data, round_.memo, check_name=round_.alone
@@ -159,7 +82,7 @@ async def create_job(
 
 
 @router.get(WS + "/jobs/{name}")
-def show_job(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
+def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     job = job_service.get(ctx.session, workspace, name)
     return json_response(job_service.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx)))
@@ -170,17 +93,25 @@ def list_jobs(
     sub: str,
     rg: str,
     ws: str,
-    status: str | None = None,
-    compute: str | None = None,
+    status: JobStatus = None,
+    compute: Annotated[str | None, Query(max_length=64)] = None,
+    top: Annotated[int, Query(alias="$top", ge=1, le=job_service.MAX_PAGE)] = job_service.DEFAULT_PAGE,
+    skip_token: Annotated[str | None, Query(alias="$skipToken", max_length=512)] = None,
     ctx: Context = Depends(context),
 ) -> Response:
+    """Jobs newest first, ``$top`` at a time; ``nextLink`` (absent on the last page) fetches the next."""
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    rows = job_service.list_jobs(ctx.session, workspace, status, compute)
-    return json_response({"value": [job_service.render(j, ref, [], _base_url(ctx)) for j in rows]})
+    page = job_service.list_jobs(ctx.session, workspace, status, compute, top, skip_token)
+    body: dict[str, Any] = {"value": [job_service.render(j, ref, [], _base_url(ctx)) for j in page.jobs]}
+    if page.next_token is not None:
+        query = {"status": status, "compute": compute, "$top": top, "$skipToken": page.next_token}
+        kept = {k: v for k, v in query.items() if v is not None}
+        body["nextLink"] = f"{str(ctx.request.url).split('?', 1)[0]}?{urlencode(kept)}"
+    return json_response(body)
 
 
 @router.post(WS + "/jobs/{name}/cancel", status_code=202)
-def cancel_job(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
+def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     job = job_service.get(ctx.session, workspace, name)
     wake = dispatch.cancel_job(ctx.session, job)
@@ -194,10 +125,10 @@ def job_logs(
     sub: str,
     rg: str,
     ws: str,
-    name: str,
-    file: str = "user_logs/std_log.txt",
-    offset: int = 0,
-    attempt: int | None = None,
+    name: JobName,
+    file: Annotated[str, Query(min_length=1, max_length=512)] = "user_logs/std_log.txt",
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    attempt: Annotated[int | None, Query(ge=1, le=MAX_ATTEMPT)] = None,
     ctx: Context = Depends(context),
 ) -> Response:
     _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
@@ -205,17 +136,19 @@ def job_logs(
     return json_response(job_service.read_log(ctx.state.data, job, attempt, file, offset))
 
 
-@router.get(WS + "/jobs/{name}/outputs/{output}")
+@router.get(WS + "/jobs/{name}/outputs/{output}", responses=GZIP)
 def job_output(
-    sub: str, rg: str, ws: str, name: str, output: str, ctx: Context = Depends(context)
+    sub: str, rg: str, ws: str, name: JobName, output: str, ctx: Context = Depends(context)
 ) -> Response:
     _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     job = job_service.get(ctx.session, workspace, name)
     if output not in (job.spec.get("outputs") or {}):
         raise not_found("Output", output)
-    path = ctx.state.data.job_output(workspace.id, job.name, output)
-    path.mkdir(parents=True, exist_ok=True)
-    return Response(pack_path(path), media_type="application/gzip")
+    # The output folder is the job's to write (links included): pack it without following any.
+    data = ctx.state.data
+    relative = data.job_output(workspace.id, job.name, output).relative_to(data.datastore(workspace.id))
+    packed = pack_beneath(data.datastore(workspace.id), relative_parts(str(relative), "output"))
+    return Response(packed or empty_tar(), media_type="application/gzip")
 
 
 # -- nodes ------------------------------------------------------------------------------------
@@ -228,15 +161,20 @@ def list_nodes(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(con
     )
 
 
+class EvictBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node_id: str = Field(min_length=1, max_length=32, description="the node, from list-nodes")
+
+
 @router.post(WS + "/computes/{name}/evict")
 def evict_node(
-    sub: str, rg: str, ws: str, name: str, body: Any = Body(default=None), ctx: Context = Depends(context)
+    sub: str, rg: str, ws: str, name: str, body: EvictBody, ctx: Context = Depends(context)
 ) -> Response:
     """Evict a low-priority node (operators and tests, C12): its jobs are requeued."""
     _, workspace = _workspace(ctx, sub, rg, ws, Access.MANAGE)
     compute = computes.get(ctx.session, workspace, name)
-    node_id = (body or {}).get("node_id")
-    node = ctx.session.get(Node, node_id) if node_id else None
+    node_id = body.node_id
+    node = ctx.session.get(Node, node_id)
     if node is None or node.compute_id != compute.id:
         raise CloudletError(
             "NodeNotFound",
@@ -257,15 +195,3 @@ def evict_node(
     wake = dispatch.fail_runs_on_node(ctx.session, node, "preempted", now)
     ctx.commit([*wake, node.id], rescale=True)
     return json_response(node_service.render(node))
-
-
-async def _read_body(request: Request) -> bytes:
-    body = await request.body()
-    if len(body) > MAX_UPLOAD:
-        raise CloudletError("PayloadTooLarge", "uploads are limited to 2 GiB", status=413)
-    return body
-
-
-async def _run(fn: Any, *args: Any) -> Response:
-    result: Response = await run_in_threadpool(fn, *args)
-    return result

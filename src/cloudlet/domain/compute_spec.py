@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_IDLE_SECONDS, MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.instance_schedule import parse_schedules
 from cloudlet.domain.validation import FieldProblem, translate
@@ -25,7 +26,7 @@ COMPUTE_TYPES = ("amlcompute", "computeinstance", "virtualmachine", "kubernetes"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True, allow_inf_nan=False)
 
 
 class SshSettings(_Strict):
@@ -59,7 +60,7 @@ class ScheduleTrigger(_Strict):
     end_time: str | None = None
     time_zone: str = "UTC"
     frequency: Literal["minute", "hour", "day", "week", "month"] | None = None
-    interval: int | None = Field(default=None, ge=1)
+    interval: int | None = Field(default=None, ge=1, le=10_000)
     schedule: dict[str, list[Any]] | None = None
 
     @model_validator(mode="after")
@@ -115,8 +116,8 @@ class _ComputeBase(_Strict):
     schema_: str | None = Field(default=None, alias="$schema")
     name: str
     location: str | None = None
-    description: str | None = None
-    tags: dict[str, str] = Field(default_factory=dict)
+    description: str | None = Field(default=None, max_length=MAX_TEXT)
+    tags: dict[str, str] = Field(default_factory=dict, max_length=MAX_TAGS)
     identity: Identity | None = None
 
     @field_validator("name")
@@ -132,9 +133,9 @@ class _ComputeBase(_Strict):
 class AmlComputeSpec(_ComputeBase):
     type: Literal["amlcompute"]
     size: str
-    min_instances: int = Field(default=0, ge=0)
-    max_instances: int = Field(default=DEFAULT_MAX_INSTANCES, ge=1)
-    idle_time_before_scale_down: int = Field(default=DEFAULT_IDLE_SCALE_DOWN_S, ge=0)
+    min_instances: int = Field(default=0, ge=0, le=MAX_CLUSTER_NODES)
+    max_instances: int = Field(default=DEFAULT_MAX_INSTANCES, ge=1, le=MAX_CLUSTER_NODES)
+    idle_time_before_scale_down: int = Field(default=DEFAULT_IDLE_SCALE_DOWN_S, ge=0, le=MAX_IDLE_SECONDS)
     tier: Literal["dedicated", "low_priority"] = "dedicated"
     ssh_public_access_enabled: bool = False
     ssh_settings: SshSettings | None = None

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_JOB_TIMEOUT_S, MAX_PROCESSES_PER_NODE
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.validation import FieldProblem, translate
 
@@ -49,7 +50,7 @@ InputType = Literal["uri_file", "uri_folder", "string", "integer", "number", "bo
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True, allow_inf_nan=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,7 +130,7 @@ class InlineEnvironment(_Strict):
 
 
 class ResourcesSpec(_Strict):
-    instance_count: int = Field(default=1, ge=1)
+    instance_count: int = Field(default=1, ge=1, le=MAX_CLUSTER_NODES)
     instance_type: str | None = None
     shm_size: str | None = None
     properties: dict[str, Any] | None = None
@@ -144,18 +145,18 @@ class ResourcesSpec(_Strict):
 
 class PyTorchDistribution(_Strict):
     type: Literal["pytorch"]
-    process_count_per_instance: int = Field(default=1, ge=1)
+    process_count_per_instance: int = Field(default=1, ge=1, le=MAX_PROCESSES_PER_NODE)
 
 
 class MpiDistribution(_Strict):
     type: Literal["mpi"]
-    process_count_per_instance: int = Field(default=1, ge=1)
+    process_count_per_instance: int = Field(default=1, ge=1, le=MAX_PROCESSES_PER_NODE)
 
 
 class TensorFlowDistribution(_Strict):
     type: Literal["tensorflow"]
-    worker_count: int | None = Field(default=None, ge=1)
-    parameter_server_count: int = Field(default=0, ge=0)
+    worker_count: int | None = Field(default=None, ge=1, le=MAX_CLUSTER_NODES)
+    parameter_server_count: int = Field(default=0, ge=0, le=MAX_CLUSTER_NODES)
 
 
 Distribution = PyTorchDistribution | MpiDistribution | TensorFlowDistribution
@@ -167,7 +168,7 @@ _DISTRIBUTION_BY_TYPE: dict[str, type[_Strict]] = {
 
 
 class LimitsSpec(_Strict):
-    timeout: int | None = Field(default=None, ge=1)
+    timeout: int | None = Field(default=None, ge=1, le=MAX_JOB_TIMEOUT_S)
 
 
 class QueueSettings(_Strict):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -17,8 +16,11 @@ from importlib import resources
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cloudlet.domain.bounds import MAX_SIZE_GPUS, MAX_SIZE_MEMORY_GB, MAX_SIZE_VCPUS
 from cloudlet.domain.errors import CloudletError, conflict, validation_error
+from cloudlet.domain.validation import FieldProblem, translate
 
 COMPUTE_TYPES_WITH_SIZES = ("amlcompute", "computeinstance")
 CATEGORIES = (
@@ -31,7 +33,6 @@ CATEGORIES = (
 )
 ISOLATED_SIZES = frozenset({"Standard_M128ms", "Standard_F72s_v2", "Standard_NC24s_v3", "Standard_NC24rs_v3"})
 CUSTOM_SERIES = "Custom"
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -342,53 +343,61 @@ def load_catalogue() -> Catalogue:
         raise ValueError(f"sizes.yaml is malformed: {exc!r}") from exc
 
 
-def custom_size(
-    name: str,
-    vcpus: int,
-    memory_gb: float,
-    gpus: int = 0,
-    gpu_model: str | None = None,
-    gpu_architecture: str | None = None,
-    family: str = "customFamily",
-    temp_disk_gb: int = 0,
-    price_dedicated: float = 0.0,
-    price_low_priority: float | None = 0.0,
-) -> VmSize:
-    """An admin-defined size for the site's own hardware (validated; always supported by both types)."""
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise validation_error("name", f"Size name '{name}' must be 1-64 letters, digits, '_', '.' or '-'.")
-    checks = [
-        ("vcpus", vcpus >= 1, "vcpus must be at least 1."),
-        ("memory_gb", memory_gb > 0, "memory_gb must be greater than 0."),
-        ("gpus", gpus >= 0, "gpus cannot be negative."),
-        ("temp_disk_gb", temp_disk_gb >= 0, "temp_disk_gb cannot be negative."),
-        ("family", bool(_NAME_RE.match(family)), "family must be 1-64 letters, digits, '_', '.' or '-'."),
-        ("price_dedicated", price_dedicated >= 0, "price_dedicated cannot be negative."),
-        (
-            "price_low_priority",
-            price_low_priority is None or price_low_priority >= 0,
-            "price cannot be negative.",
-        ),
-        ("gpu_architecture", gpu_architecture is None or gpus > 0, "gpu_architecture needs gpus > 0."),
-    ]
-    for target, ok, message in checks:
-        if not ok:
-            raise validation_error(target, message)
-    return VmSize(
-        name=name,
-        series=CUSTOM_SERIES,
-        family=family,
-        vcpus=int(vcpus),
-        memory_gb=float(memory_gb),
-        gpus=int(gpus),
-        gpu_model=gpu_model,
-        gpu_architecture=gpu_architecture,
-        temp_disk_gb=int(temp_disk_gb),
-        max_data_disks=0,
-        price_dedicated=float(price_dedicated),
-        price_low_priority=price_low_priority,
-        isolated=False,
-        rdma=False,
-        premium_io=False,
-        custom=True,
-    )
+_SIZE_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+_SIZE_NAME_MESSAGE = "must be 1-64 letters, digits, '_', '.' or '-'"
+
+
+class CustomSizeSpec(BaseModel):
+    """An admin-defined size for the site's own hardware (always supported by both compute types).
+    The API takes this model as the body of ``POST /sizes``; stored specs are read back through it."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    name: str = Field(pattern=_SIZE_NAME, description=f"the size's name ({_SIZE_NAME_MESSAGE})")
+    vcpus: int = Field(ge=1, le=MAX_SIZE_VCPUS)
+    memory_gb: float = Field(gt=0, le=MAX_SIZE_MEMORY_GB)
+    gpus: int = Field(default=0, ge=0, le=MAX_SIZE_GPUS)
+    gpu_model: str | None = Field(default=None, max_length=64)
+    gpu_architecture: str | None = Field(default=None, max_length=64)
+    family: str = Field(default="customFamily", pattern=_SIZE_NAME)
+    temp_disk_gb: int = Field(default=0, ge=0, le=1_000_000)
+    price_dedicated: float = Field(default=0.0, ge=0, le=1_000_000)
+    price_low_priority: float | None = Field(default=0.0, ge=0, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _gpu_architecture(self) -> CustomSizeSpec:
+        if self.gpu_architecture is not None and self.gpus == 0:
+            raise FieldProblem("gpu_architecture", "gpu_architecture needs gpus > 0.")
+        return self
+
+    def to_size(self) -> VmSize:
+        return VmSize(
+            name=self.name,
+            series=CUSTOM_SERIES,
+            family=self.family,
+            vcpus=self.vcpus,
+            memory_gb=self.memory_gb,
+            gpus=self.gpus,
+            gpu_model=self.gpu_model,
+            gpu_architecture=self.gpu_architecture,
+            temp_disk_gb=self.temp_disk_gb,
+            max_data_disks=0,
+            price_dedicated=self.price_dedicated,
+            price_low_priority=self.price_low_priority,
+            isolated=False,
+            rdma=False,
+            premium_io=False,
+            custom=True,
+        )
+
+
+def parse_custom_size(doc: Any) -> CustomSizeSpec:
+    try:
+        return CustomSizeSpec.model_validate(doc)
+    except ValidationError as exc:
+        raise translate(exc, CustomSizeSpec, "a custom size") from None
+
+
+def custom_size(name: str, vcpus: int, memory_gb: float, **extra: Any) -> VmSize:
+    """A validated custom size (errors name the field)."""
+    return parse_custom_size({"name": name, "vcpus": vcpus, "memory_gb": memory_gb, **extra}).to_size()

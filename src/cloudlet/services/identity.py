@@ -92,6 +92,12 @@ def forget_callers() -> None:
     _callers.clear()
 
 
+def cached_caller(bearer: str) -> Caller | None:
+    """The caller this credential resolved to in the last CALLER_CACHE_TTL_S, without the store."""
+    hit = _callers.get(bearer)
+    return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+
+
 def authenticate(session: Session, bearer: str, secret: str) -> Caller:
     now = time.monotonic()
     hit = _callers.get(bearer)

@@ -21,14 +21,13 @@ import os
 import shlex
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.storage import DataRoot, read_beneath
 from cloudlet.store.schema import Compute, Node
 
 REPORT_KEYS = ("activity", "setup", "ssh", "disk")
@@ -195,19 +194,13 @@ def setup_logs(data: DataRoot, compute: Compute, node: Node | None) -> dict[str,
         if not scripts.get(f"{kind}_script"):
             continue
         status = dict(setup.get(f"{kind}_script") or {"state": "not_run"})
-        path = os_disk_path(data, compute) / "logs" / f"{kind}_script.log"
-        text = _read_end(path)
+        disk = os_disk_path(data, compute)
+        # The OS disk is the instance user's to write: open the log beneath it, links refused.
+        log_file = ("logs", f"{kind}_script.log")
+        end = read_beneath(disk, log_file, -LOG_BYTES, LOG_BYTES) if disk.is_dir() else None
+        text = end.decode("utf-8", "replace") if end is not None else None
         status["log_text"] = text if text is not None else str(status.get("tail") or "")
-        status["log"] = str(path)
+        status["log"] = str(disk.joinpath(*log_file))
         status.pop("tail", None)
         out["scripts"][kind] = status
     return out
-
-
-def _read_end(path: Path, limit: int = LOG_BYTES) -> str | None:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(max(0, path.stat().st_size - limit))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return None

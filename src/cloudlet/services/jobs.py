@@ -5,13 +5,17 @@ Placement, dispatch and completion are in ``services.dispatch``; the cluster rec
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import math
 import re
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.orm import Session, defer
 
 from cloudlet.domain import job_spec
@@ -22,7 +26,7 @@ from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes
 from cloudlet.services.clock import iso
 from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.storage import DataRoot, read_beneath, relative_parts
 from cloudlet.store.schema import Compute, Job, JobRun, Workspace
 
 ACTIVE = (QUEUED, PREPARING, RUNNING, FINALIZING)
@@ -215,15 +219,62 @@ def get(session: Session, ws: Workspace, name: str) -> Job:
     return job
 
 
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[Job]
+    next_token: str | None  # continues after the last job of this page; None on the last page
+
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+
+
 def list_jobs(
-    session: Session, ws: Workspace, status: str | None = None, compute: str | None = None
-) -> list[Job]:
+    session: Session,
+    ws: Workspace,
+    status: str | None = None,
+    compute: str | None = None,
+    top: int = DEFAULT_PAGE,
+    after: str | None = None,
+) -> JobPage:
+    """Jobs newest first, a page at a time: ``after`` is the previous page's ``next_token``
+    (keyset paging: a page costs the same however deep it is, and no job is skipped or repeated
+    when jobs are added meanwhile)."""
     query = select(Job).where(Job.workspace_id == ws.id)
     if status:
         query = query.where(Job.status == status)
     if compute:
         query = query.where(Job.compute_name == compute)
-    return list(session.scalars(query.order_by(Job.submitted_at.desc()).limit(500)))
+    if after is not None:
+        submitted, job_id = _decode_page_token(after)
+        query = query.where(
+            or_(Job.submitted_at < submitted, and_(Job.submitted_at == submitted, Job.id < job_id))
+        )
+    rows = list(session.scalars(query.order_by(Job.submitted_at.desc(), Job.id.desc()).limit(top + 1)))
+    if len(rows) <= top:
+        return JobPage(rows, None)
+    last = rows[top - 1]
+    return JobPage(rows[:top], _encode_page_token(last.submitted_at, last.id))
+
+
+def _encode_page_token(submitted: float, job_id: int) -> str:
+    raw = json.dumps([submitted, job_id]).encode()  # floats round-trip exactly through repr
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_page_token(token: str) -> tuple[float, int]:
+    try:
+        submitted, job_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        when = float(submitted)
+        if not isinstance(job_id, int) or isinstance(job_id, bool) or not math.isfinite(when):
+            raise ValueError(job_id)
+    except (ValueError, TypeError, binascii.Error):
+        raise CloudletError(
+            "ValidationError",
+            "$skipToken is not a continuation token of this list; use the nextLink of the previous page",
+            "$skipToken",
+        ) from None
+    return when, job_id
 
 
 def request_cancel(job: Job) -> None:
@@ -292,24 +343,25 @@ def render(job: Job, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> di
     }
 
 
+LOG_PAGE_BYTES = 1 << 20
+
+
 def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: int) -> dict[str, Any]:
+    """One page of one of the job's log files. ``file`` names a file beneath the attempt's log
+    folder; it is opened there without following links (``storage.read_beneath``)."""
+    parts = relative_parts(file, "file", "a log name such as user_logs/std_log.txt")
+    if not parts:
+        raise CloudletError("ValidationError", "file must name a log, such as user_logs/std_log.txt", "file")
     chosen = attempt or max(job.attempt, 1)
     base = data.job_dir(job.workspace_id, job.name, chosen)
     files = (
-        {str(p.relative_to(base)): p.stat().st_size for p in sorted(base.rglob("*.txt"))}
-        if base.exists()
+        {str(p.relative_to(base)): p.stat().st_size for p in sorted(base.rglob("*.txt")) if p.is_file()}
+        if base.is_dir()
         else {}
     )
-    path = base / file
-    if ".." in Path(file).parts:
-        raise CloudletError(
-            "ValidationError", "file must be a log name such as user_logs/std_log.txt", "file"
-        )
+    chunk = read_beneath(base, parts, offset, LOG_PAGE_BYTES) if base.is_dir() else None
     text, next_offset = "", offset
-    if path.exists():
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            chunk = handle.read(1 << 20)
+    if chunk:
         text, next_offset = chunk.decode("utf-8", errors="replace"), offset + len(chunk)
     return {
         "files": files,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import bindparam, delete, select
 from sqlalchemy.orm import Session
 
@@ -39,25 +41,35 @@ def all_in_workspace(session: Session, ref: WorkspaceRef) -> list[Lock]:
     return [_to_domain(row) for row in rows]
 
 
-def put(session: Session, scope: str, name: str, body: dict[str, Any]) -> ManagementLock:
-    unknown = set(body) - {"level", "notes", "name"}
-    if unknown:
-        field = sorted(unknown)[0]
-        raise CloudletError("ValidationError", f"unknown field '{field}' for a lock; remove it", field)
-    try:
-        level = LockLevel(body.get("level", ""))
-    except ValueError:
-        raise CloudletError("ValidationError", "level must be CanNotDelete or ReadOnly", "level") from None
+LOCK_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.() -]{0,89}$"
+
+
+class LockUpdate(BaseModel):
+    """A lock as a caller writes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    level: LockLevel = Field(description="CanNotDelete or ReadOnly")
+    notes: str | None = Field(default=None, max_length=512)
+    name: str | None = Field(default=None, description="must match the URL when given")
+
+
+def put(session: Session, scope: str, name: str, update: LockUpdate) -> ManagementLock:
+    if not re.fullmatch(LOCK_NAME, name):
+        raise CloudletError(
+            "ValidationError", "a lock name is 1-90 letters, digits, spaces, '_', '-', '.' or '()'", "lock"
+        )
+    if update.name is not None and update.name != name:
+        raise CloudletError("ValidationError", f"the body names '{update.name}' but the URL '{name}'", "name")
+    level, notes = update.level, update.notes
     row = session.scalar(
         select(ManagementLock).where(ManagementLock.scope == scope, ManagementLock.name == name)
     )
     if row is None:
-        row = ManagementLock(
-            scope=scope, name=name, level=level.value, notes=body.get("notes"), created_on=utcnow()
-        )
+        row = ManagementLock(scope=scope, name=name, level=level.value, notes=notes, created_on=utcnow())
         session.add(row)
     else:
-        row.level, row.notes = level.value, body.get("notes")
+        row.level, row.notes = level.value, notes
     session.flush()
     return row
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
+from cloudlet.domain.bounds import MAX_QUOTA_CORES
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.lifecycle import ProvisioningState, cluster_target_nodes
 from cloudlet.domain.nodes import HOLDING
@@ -54,8 +55,10 @@ def set_limit(
             f"{TOTAL_LOW_PRIORITY} or a VM family such as standardDSv2Family",
             "name",
         )
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise CloudletError("ValidationError", "limit must be a whole number ≥ 0", "limit")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= MAX_QUOTA_CORES:
+        raise CloudletError(
+            "ValidationError", f"limit must be a whole number from 0 to {MAX_QUOTA_CORES}", "limit"
+        )
     row = session.scalar(
         select(QuotaLimit).where(
             QuotaLimit.subscription_id == subscription_id,

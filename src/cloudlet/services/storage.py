@@ -7,15 +7,72 @@ remote providers will sync through the agent.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
+import os
 import re
+import shutil
+import stat
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from cloudlet.domain.errors import CloudletError
 
 DEFAULT_DATASTORE = "workspaceblobstore"
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
+MAX_PATH_CHARS = 1024
+
+
+def relative_parts(relative: str, field: str, what: str = "a path") -> tuple[str, ...]:
+    """The segments of a path taken from a request, or a 400: no absolute path, no '..', no NUL,
+    nothing empty. What it names is resolved later, beneath its base, without following links."""
+    if "\x00" in relative or len(relative) > MAX_PATH_CHARS:
+        raise CloudletError("ValidationError", f"{field} is not {what}", field)
+    if relative.startswith("/"):
+        raise CloudletError(
+            "ValidationError", f"{field} must be relative (got '{relative}'); drop the leading '/'", field
+        )
+    parts = tuple(p for p in PurePosixPath(relative).parts if p not in ("", "."))
+    if ".." in parts:
+        raise CloudletError("ValidationError", f"{field} must not contain '..' (got '{relative}')", field)
+    return parts
+
+
+def open_beneath(base: Path, parts: tuple[str, ...]) -> int:
+    """A read-only descriptor for ``base/parts…`` opened one segment at a time with O_NOFOLLOW:
+    a symbolic link anywhere below ``base`` (a user's job or notebook can plant one) is refused
+    rather than followed out of it, and no rename race can redirect the open. OSError when it
+    does not exist, is a link, or leaves ``base``."""
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        if not parts:
+            return fd
+        last = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return last
+
+
+def read_beneath(base: Path, parts: tuple[str, ...], offset: int = 0, limit: int = 1 << 20) -> bytes | None:
+    """Up to ``limit`` bytes of a regular file beneath ``base`` from ``offset`` (a negative
+    offset counts from the end); None when there is no such regular file."""
+    try:
+        fd = open_beneath(base, parts)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        handle.seek(max(0, info.st_size + offset) if offset < 0 else offset)
+        return handle.read(limit)
 
 
 class DataRoot:
@@ -35,6 +92,8 @@ class DataRoot:
         return self.workspace(ws_id) / "datastores" / name
 
     def datastore_path(self, ws_id: int, name: str, relative: str) -> Path:
+        """A path in a datastore, named relative to its root. Links are resolved and the result
+        must still be inside the datastore (a link out of it is refused)."""
         base = self.datastore(ws_id, name)
         target = (base / relative.strip("/")).resolve()
         if target != base.resolve() and base.resolve() not in target.parents:
@@ -51,22 +110,180 @@ class DataRoot:
         return self.datastore(ws_id) / "checkpoints" / job
 
 
-def unpack_tar(data: bytes, destination: Path) -> None:
-    """Unpack a tar.gz safely (no absolute paths, no '..', no links out)."""
-    destination.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        archive.extractall(destination, filter="data")
+def makedirs_beneath(base: Path, parts: tuple[str, ...]) -> int:
+    """A descriptor of the folder ``base/parts…``, made as needed, walked without following links:
+    a link planted anywhere on the way (by a job writing to the datastore) fails the walk, so
+    nothing is ever written through it. OSError otherwise."""
+    base.mkdir(parents=True, exist_ok=True)
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
-def pack_path(path: Path) -> bytes:
+def unpack_beneath(data: bytes, base: Path, parts: tuple[str, ...]) -> None:
+    """Unpack a tar.gz into ``base/parts…``: members pass tarfile's ``data`` filter (no absolute
+    paths, no '..', no links out, no devices), and every folder and file is created through
+    descriptors without following links, so a link swapped in by a concurrent job cannot
+    redirect a write outside the datastore. ``tarfile.TarError``/``OSError`` on a bad archive."""
+    root = makedirs_beneath(base, parts)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            for member in archive:
+                safe = tarfile.data_filter(member, "/unpack")
+                _unpack_member(archive, safe, root)
+    finally:
+        os.close(root)
+
+
+def _unpack_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: int) -> None:
+    *folders, name = relative_parts(member.name, "body", "an archive member")
+    if not name:
+        return
+    fd = os.dup(root)
+    try:
+        for part in folders:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        if member.isdir():
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=fd)
+        elif member.issym():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fd)
+            os.symlink(member.linkname, name, dir_fd=fd)
+        elif member.isfile():
+            source = archive.extractfile(member)
+            assert source is not None
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+            out = os.open(name, flags, (member.mode or 0o644) & 0o755, dir_fd=fd)
+            with os.fdopen(out, "wb") as handle:
+                shutil.copyfileobj(source, handle)
+    finally:
+        os.close(fd)
+
+
+def pack_beneath(base: Path, parts: tuple[str, ...]) -> bytes | None:
+    """A tar.gz of the file or folder ``base/parts…`` in a tree users' code may write to
+    (outputs, datastores): the path is opened beneath ``base`` without following links
+    (``open_beneath``) and every entry below it likewise, so a link, or one swapped in while
+    packing, is stored as a link and never read through. None when there is nothing there."""
+    try:
+        fd = open_beneath(base, parts)
+    except OSError:
+        return None
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        if path.is_dir():
-            for item in sorted(path.rglob("*")):
-                archive.add(item, arcname=str(item.relative_to(path)), recursive=False)
-        else:
-            archive.add(path, arcname=path.name)
+    try:
+        info = os.fstat(fd)
+        with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+            if stat.S_ISDIR(info.st_mode):
+                _pack_dir(archive, fd, "")
+            elif stat.S_ISREG(info.st_mode):
+                member = tarfile.TarInfo(parts[-1] if parts else base.name)
+                member.size, member.mtime, member.mode = info.st_size, int(info.st_mtime), 0o644
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    archive.addfile(member, handle)
+            else:
+                return None
+    finally:
+        os.close(fd)
     return buffer.getvalue()
+
+
+@functools.cache
+def empty_tar() -> bytes:
+    buffer = io.BytesIO()
+    tarfile.open(fileobj=buffer, mode="w:gz").close()
+    return buffer.getvalue()
+
+
+def stat_beneath(base: Path, parts: tuple[str, ...]) -> tuple[str, int] | None:
+    """("file"|"folder", bytes) of ``base/parts…`` opened as ``open_beneath`` does; None when absent."""
+    try:
+        fd = open_beneath(base, parts)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            return "file", info.st_size
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+        return "folder", _size_of_dir(fd)
+    finally:
+        os.close(fd)
+
+
+def _size_of_dir(dir_fd: int) -> int:
+    total = 0
+    for name in os.listdir(dir_fd):
+        with contextlib.suppress(OSError):
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+            elif stat.S_ISDIR(info.st_mode):
+                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                try:
+                    total += _size_of_dir(inner)
+                finally:
+                    os.close(inner)
+    return total
+
+
+def _pack_dir(archive: tarfile.TarFile, dir_fd: int, prefix: str) -> None:
+    for name in sorted(os.listdir(dir_fd)):
+        arcname = f"{prefix}{name}"
+        if _pack_entry(archive, dir_fd, name, arcname):
+            try:
+                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            except OSError:
+                continue  # replaced while packing
+            try:
+                _pack_dir(archive, inner, arcname + "/")
+            finally:
+                os.close(inner)
+
+
+def _pack_entry(archive: tarfile.TarFile, dir_fd: int, name: str, arcname: str) -> bool:
+    """Add one entry; True when it is a folder to descend into."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    member = tarfile.TarInfo(arcname)
+    member.mtime, member.mode = int(info.st_mtime), stat.S_IMODE(info.st_mode)
+    if stat.S_ISDIR(info.st_mode):
+        member.type = tarfile.DIRTYPE
+        archive.addfile(member)
+        return True
+    if stat.S_ISLNK(info.st_mode):
+        member.type, member.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=dir_fd)
+        archive.addfile(member)
+        return False
+    if not stat.S_ISREG(info.st_mode):
+        return False  # sockets, fifos, devices: not data
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode):
+            return False
+        member.size = opened.st_size
+        archive.addfile(member, handle)
+    return False
 
 
 def append_at(path: Path, offset: int, data: bytes) -> int:
@@ -81,9 +298,3 @@ def append_at(path: Path, offset: int, data: bytes) -> int:
             handle.write(data[skip:])
             size = handle.tell()
     return size
-
-
-def folder_size(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from cloudlet.domain.bounds import MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.roles import Access
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.store.schema import ResourceGroup, Subscription, Workspace
+from cloudlet.store.schema import Location, ResourceGroup, Subscription, Workspace
 
 
 @dataclass(frozen=True)
@@ -67,24 +70,55 @@ def ref_of(session: Session, ws: Workspace) -> WorkspaceRef:
     return WorkspaceRef(rg.subscription_id, rg.name, ws.name)
 
 
+WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{1,32}$")
+RESOURCE_GROUP_NAME = re.compile(r"^[-\w._()]{1,90}$")
+
+
+class WorkspaceUpdate(BaseModel):
+    """What a caller sets on a workspace (fields left out stay as they are)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, description="must match the URL when given")
+    location: str | None = Field(default=None, max_length=64, description="a location (immutable)")
+    description: str | None = Field(default=None, max_length=MAX_TEXT)
+    tags: dict[str, Annotated[str, Field(max_length=256)]] | None = Field(default=None, max_length=MAX_TAGS)
+    allow_ssh_public_access: StrictBool | None = Field(
+        default=None, description="false forbids SSH on the workspace's compute instances (I3)"
+    )
+
+
 def create_or_update(
-    session: Session, ref: WorkspaceRef, body: dict[str, Any], caller: Caller
+    session: Session, ref: WorkspaceRef, update: WorkspaceUpdate, caller: Caller
 ) -> tuple[Workspace, bool]:
     if not caller.is_admin:
         raise forbidden("only an administrator can create workspaces")
-    unknown = set(body) - {"location", "description", "tags", "name", "allow_ssh_public_access"}
-    if unknown:
-        field = sorted(unknown)[0]
-        raise CloudletError("ValidationError", f"unknown field '{field}' for a workspace; remove it", field)
+    given = update.model_fields_set
+    if update.name is not None and update.name != ref.workspace:
+        raise CloudletError(
+            "ValidationError", f"the body names '{update.name}' but the URL '{ref.workspace}'", "name"
+        )
     if session.get(Subscription, ref.subscription_id) is None:
         raise not_found("Subscription", ref.subscription_id)
-    location = body.get("location")
+    location = update.location
+    if location is not None and session.get(Location, location) is None:
+        raise CloudletError(
+            "ValidationError",
+            f"location '{location}' does not exist; see `cloudlet location list`",
+            "location",
+        )
     rg = session.scalar(
         select(ResourceGroup).where(
             ResourceGroup.subscription_id == ref.subscription_id, ResourceGroup.name == ref.resource_group
         )
     )
     if rg is None:
+        if not RESOURCE_GROUP_NAME.fullmatch(ref.resource_group):
+            raise CloudletError(
+                "ValidationError",
+                "a resource group name is 1-90 letters, digits, '_', '-', '.', '(' or ')'",
+                "resourceGroup",
+            )
         rg = ResourceGroup(
             subscription_id=ref.subscription_id, name=ref.resource_group, location=location or "local"
         )
@@ -95,6 +129,12 @@ def create_or_update(
     )
     created = ws is None
     if ws is None:
+        if not WORKSPACE_NAME.fullmatch(ref.workspace):
+            raise CloudletError(
+                "ValidationError",
+                "a workspace name is 2-33 letters, digits, '_' or '-', starting with a letter or digit",
+                "workspace",
+            )
         ws = Workspace(
             resource_group_id=rg.id,
             name=ref.workspace,
@@ -107,25 +147,14 @@ def create_or_update(
         raise CloudletError(
             "ImmutableField", "a workspace's location cannot change; create a new workspace", "location", 409
         )
-    if "description" in body:
-        ws.description = body["description"]
-    if "tags" in body:
-        ws.tags = dict(body["tags"] or {})
-    if "allow_ssh_public_access" in body:
-        ws.allow_ssh_public_access = _ssh_setting(body["allow_ssh_public_access"])
+    if "description" in given:
+        ws.description = update.description
+    if "tags" in given:
+        ws.tags = dict(update.tags or {})
+    if "allow_ssh_public_access" in given:
+        ws.allow_ssh_public_access = update.allow_ssh_public_access
     session.flush()
     return ws, created
-
-
-def _ssh_setting(value: Any) -> bool | None:
-    """``allow_ssh_public_access``: false forbids SSH on the workspace's instances (I3)."""
-    if value is None or isinstance(value, bool):
-        return value
-    raise CloudletError(
-        "ValidationError",
-        f"'allow_ssh_public_access' must be true or false, got {value!r}",
-        "allow_ssh_public_access",
-    )
 
 
 def list_visible(session: Session, caller: Caller) -> list[tuple[Workspace, WorkspaceRef]]:

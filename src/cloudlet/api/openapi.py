@@ -1,0 +1,92 @@
+"""The OpenAPI document says what the API really takes and answers: typed request bodies, the
+error codes each route sends (never FastAPI's 422, which cloudlet does not send: invalid input is
+a 400 naming the field), one schema for every error body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, Field
+
+ERROR_DESCRIPTIONS = {
+    400: "Invalid input: the error names the field (`target`) and the fix",
+    401: "No credential, or an unknown, expired or revoked one",
+    403: "Authenticated, but not allowed (role, lock, policy)",
+    404: "Not found, or not visible to this caller",
+    405: "Method not allowed on this path (see the `Allow` header)",
+    409: "Conflicts with the resource's current state",
+    413: "Body too large",
+    503: "The server is busy; retry after `Retry-After` seconds",
+}
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    target: str | None = None
+    details: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ErrorBody(BaseModel):
+    """Every error: ``{"error": {"code", "message", "target", "details"}}``."""
+
+    error: ErrorDetail
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` entries for these error codes, all with the error body."""
+    return {code: {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[code]} for code in codes}
+
+
+def success(code: int, description: str) -> dict[int | str, dict[str, Any]]:
+    """A second success code of a route (e.g. 201 beside 200 for create-or-update)."""
+    return {code: {"description": description}}
+
+
+def json_body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
+    """``openapi_extra`` for a route that takes a JSON document validated by the domain (so its
+    model, not a copy of it, is the schema)."""
+    content = {"application/json": {"schema": schema}}
+    return {"requestBody": {"required": required, "content": content}}
+
+
+def binary_body(media_type: str, description: str) -> dict[str, Any]:
+    content = {media_type: {"schema": {"type": "string", "format": "binary"}}}
+    return {"requestBody": {"required": True, "description": description, "content": content}}
+
+
+def schema_of(*models: type[BaseModel]) -> dict[str, Any]:
+    """A JSON schema accepting any of MODELS; the models they use become components (``install``
+    moves them there), so a domain model is documented as it validates."""
+    schemas = [model.model_json_schema(ref_template="#/components/schemas/{model}") for model in models]
+    defs: dict[str, Any] = {}
+    for schema in schemas:
+        defs.update(schema.pop("$defs", {}))
+    out = schemas[0] if len(schemas) == 1 else {"oneOf": schemas}
+    return {**out, "x-definitions": defs} if defs else out
+
+
+def install(app: FastAPI) -> None:
+    """Replace ``app.openapi`` with the generated document, post-processed once."""
+
+    def build() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        for path_item in doc.get("paths", {}).values():
+            for operation in path_item.values():
+                operation.get("responses", {}).pop("422", None)
+                body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+                # Inlined definitions of domain models (see ``one_of``) join the components.
+                schemas.update(body.get("schema", {}).pop("x-definitions", {}))
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        app.openapi_schema = doc
+        return doc
+
+    app.openapi = build  # type: ignore[method-assign]

@@ -1,0 +1,168 @@
+"""Native REST routes for code snapshots and datastore paths (the bytes jobs read and write).
+
+Every path taken from a request is resolved beneath its own folder without following links
+(``services/storage.py``): no absolute path, no ``..``, and a link planted by a user's job is
+stored or refused, never followed out of the datastore."""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+import zlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import select
+
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.openapi import binary_body, errors, success
+from cloudlet.api.routing import UserRoute
+from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.roles import Access
+from cloudlet.services import workspaces
+from cloudlet.services.clock import utcnow
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.storage import pack_beneath, relative_parts, stat_beneath, unpack_beneath
+from cloudlet.store.schema import CodeAsset, Workspace
+
+WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
+router = APIRouter(prefix="/api/v1", tags=["data"], route_class=UserRoute)
+MAX_UPLOAD = 2 << 30
+Digest = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the tar.gz, hex")]
+Datastore = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,255}$", max_length=255)]
+TARBALL = binary_body("application/gzip", "a tar.gz archive")
+GZIP: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/gzip": {}}, "description": "a tar.gz archive"}
+}
+
+
+def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> Workspace:
+    return workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, needed)
+
+
+async def read_upload(request: Request) -> bytes:
+    """The request's body, refused with 413 as soon as it passes MAX_UPLOAD (the caller was
+    authenticated before any of it was read)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_UPLOAD:
+        raise CloudletError("PayloadTooLarge", "uploads are limited to 2 GiB", status=413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_UPLOAD:
+            raise CloudletError("PayloadTooLarge", "uploads are limited to 2 GiB", status=413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# -- code snapshots ---------------------------------------------------------------------------
+@router.get(WS + "/codes/{digest}")
+@router.head(WS + "/codes/{digest}")
+def show_code(sub: str, rg: str, ws: str, digest: Digest, ctx: Context = Depends(context)) -> Response:
+    workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    row = ctx.session.scalar(
+        select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
+    )
+    if row is None or not ctx.state.data.code(workspace.id, digest).exists():
+        raise not_found("Code", digest)
+    return json_response({"hash": row.hash, "size": row.size, "created_on": row.created_on.isoformat()})
+
+
+@router.put(
+    WS + "/codes/{digest}",
+    status_code=200,
+    responses={**success(201, "Stored"), **errors(413)},
+    openapi_extra=TARBALL,
+)
+async def upload_code(
+    sub: str, rg: str, ws: str, digest: Digest, request: Request, ctx: Context = Depends(context)
+) -> Response:
+    body = await read_upload(request)
+    result: Response = await run_in_threadpool(_store_code, ctx, sub, rg, ws, digest, body)
+    return result
+
+
+def _store_code(ctx: Context, sub: str, rg: str, ws: str, digest: str, body: bytes) -> Response:
+    workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise CloudletError(
+            "HashMismatch",
+            "the uploaded bytes do not hash to the snapshot name; the name must "
+            "be the SHA-256 of the tar.gz body",
+            "digest",
+        )
+    path = ctx.state.data.code(workspace.id, digest)
+    existing = ctx.session.scalar(
+        select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part")
+    tmp.write_bytes(body)
+    tmp.replace(path)
+    if existing is None:
+        ctx.session.add(
+            CodeAsset(workspace_id=workspace.id, hash=digest, size=len(body), created_on=utcnow())
+        )
+    ctx.commit()
+    return json_response({"hash": digest, "size": len(body)}, 200 if existing else 201)
+
+
+# -- datastores -------------------------------------------------------------------------------
+@router.get(WS + "/datastores/{datastore}/paths/{path:path}")
+@router.head(WS + "/datastores/{datastore}/paths/{path:path}")
+def show_path(
+    sub: str, rg: str, ws: str, datastore: Datastore, path: str, ctx: Context = Depends(context)
+) -> Response:
+    workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    found = stat_beneath(ctx.state.data.datastore(workspace.id, datastore), relative_parts(path, "path"))
+    if found is None:
+        raise not_found("Path", f"azureml://datastores/{datastore}/paths/{path}")
+    return json_response({"path": path, "kind": found[0], "size": found[1]})
+
+
+@router.put(
+    WS + "/datastores/{datastore}/paths/{path:path}",
+    status_code=201,
+    responses=errors(413),
+    openapi_extra=TARBALL,
+)
+async def upload_path(
+    sub: str,
+    rg: str,
+    ws: str,
+    datastore: Datastore,
+    path: str,
+    request: Request,
+    ctx: Context = Depends(context),
+) -> Response:
+    relative_parts(path, "path")
+    body = await read_upload(request)
+    result: Response = await run_in_threadpool(_store_path, ctx, sub, rg, ws, datastore, path, body)
+    return result
+
+
+def _store_path(ctx: Context, sub: str, rg: str, ws: str, datastore: str, path: str, body: bytes) -> Response:
+    workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    parts = relative_parts(path, "path")
+    try:
+        unpack_beneath(body, ctx.state.data.datastore(workspace.id, datastore), parts)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        raise CloudletError("InvalidArchive", f"the body must be a tar.gz archive ({exc})", "body") from None
+    except OSError as exc:  # e.g. a link or a file where the path needs a folder
+        raise CloudletError(
+            "InvalidPath", f"cannot write beneath '{path}': {exc.strerror or exc}", "path", 409
+        ) from None
+    uri = f"azureml://datastores/{datastore}/paths/{path.strip('/')}"
+    return json_response({"path": path, "uri": uri}, 201)
+
+
+@router.get(WS + "/datastores/{datastore}/download/{path:path}", responses=GZIP)
+def download_path(
+    sub: str, rg: str, ws: str, datastore: Datastore, path: str, ctx: Context = Depends(context)
+) -> Response:
+    workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    packed = pack_beneath(ctx.state.data.datastore(workspace.id, datastore), relative_parts(path, "path"))
+    if packed is None:
+        raise not_found("Path", path)
+    return Response(packed, media_type="application/gzip")

@@ -1,0 +1,217 @@
+"""How every route is served: strict JSON, the caller authenticated before the body is read, and
+one hop to the thread pool per request.
+
+Each router names its kind of caller with its route class:
+- ``UserRoute``: an API key or access token (``Authorization: Bearer clk_…|clt_…``);
+- ``NodeRoute``: a node agent's token (``docs/agent-protocol.md``);
+- ``PublicRoute``: nobody (health, the sign-in form).
+
+The caller is established *before* FastAPI reads and validates the body, so an anonymous or
+wrong credential gets 401 whatever it sent, and nothing of an unauthenticated body is buffered
+or parsed. A credential seen in the last few seconds is answered from a per-process cache on the
+event loop; otherwise the lookup runs in the thread pool (no store call ever runs on the loop).
+
+Plain ``def`` endpoints run in the thread pool; their request's store session is closed in that
+same thread when they return (``Context.close``), so the loop never waits on a ROLLBACK.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import math
+import time
+import typing
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
+from sqlalchemy import select
+
+from cloudlet.api import openapi
+from cloudlet.domain.errors import CloudletError
+from cloudlet.services import identity
+from cloudlet.services import nodes as node_service
+from cloudlet.services.context import Caller
+from cloudlet.store.schema import Node
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+# -- strict JSON --------------------------------------------------------------------------------
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number; send a finite number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large to be a number here; send a finite number")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > 40:  # far beyond any count, size or time this API takes
+        raise ValueError("an integer of more than 40 digits; send a smaller number")
+    return int(text)
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """JSON as RFC 8259 has it: ``NaN``, ``Infinity`` and numbers that overflow to infinity
+    (``1e999``) are refused, as is an integer of absurd length."""
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    try:
+        return json.loads(
+            text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int
+        )
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        raise json.JSONDecodeError(str(exc), text, 0) from None
+
+
+class StrictJSONRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = parse_json(await self.body())
+        return self._json
+
+
+# -- who is calling ---------------------------------------------------------------------------
+def bearer_token(request: Request, what: str = "an API key or access token") -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise CloudletError(
+            "AuthenticationFailed",
+            f"missing 'Authorization: Bearer <token>' header with {what}; "
+            "the admin key is in $CLOUDLET_HOME/credentials",
+            status=401,
+        )
+    return token.strip()
+
+
+def _caller_in_thread(request: Request, token: str) -> Caller:
+    state = request.app.state.cloudlet
+    with state.read_sessions() as session:
+        return identity.authenticate(session, token, state.token_secret)
+
+
+async def authenticate_user(request: Request) -> Caller:
+    token = bearer_token(request)
+    caller = identity.cached_caller(token)
+    if caller is None:
+        caller = await run_in_threadpool(_caller_in_thread, request, token)
+    request.state.caller = caller
+    request.state.token = token
+    return caller
+
+
+@dataclass(frozen=True)
+class NodeCaller:
+    """A node agent, known by its token (the node's own state is checked where it matters)."""
+
+    node_id: str
+    workspace_id: int
+    token: str
+
+
+NODE_CACHE_TTL_S = 30.0  # a node's token never changes; its state is checked by each route
+_nodes: dict[str, tuple[float, NodeCaller]] = {}
+
+
+def _node_in_thread(request: Request, token: str, token_hash: str) -> NodeCaller:
+    state = request.app.state.cloudlet
+    with state.read_sessions() as session:
+        row = session.execute(select(Node.id, Node.workspace_id).where(Node.token_hash == token_hash)).first()
+    if row is None:
+        raise CloudletError("AuthenticationFailed", "unknown node token", status=401)
+    return NodeCaller(row.id, row.workspace_id, token)
+
+
+async def authenticate_node(request: Request) -> NodeCaller:
+    token = bearer_token(request, "the node's token ($CLOUDLET_NODE_TOKEN)")
+    token_hash, now = node_service.hash_token(token), time.monotonic()
+    hit = _nodes.get(token_hash)
+    if hit is not None and hit[0] > now:
+        node = hit[1]
+    else:
+        node = await run_in_threadpool(_node_in_thread, request, token, token_hash)
+        if len(_nodes) > 100_000:
+            _nodes.clear()
+        _nodes[token_hash] = (now + NODE_CACHE_TTL_S, node)
+    named = request.scope.get("path_params", {}).get("node_id")
+    if named is not None and named != node.node_id:
+        raise CloudletError("AuthenticationFailed", "unknown node or wrong node token", status=401)
+    request.state.node = node
+    return node
+
+
+# -- the route classes --------------------------------------------------------------------------
+def _closing_sessions(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+    """A sync endpoint whose ``Context`` arguments are closed in the endpoint's own thread."""
+    from cloudlet.api.deps import Context  # deps imports this module
+
+    # FastAPI reads the signature through ``__wrapped__``; resolve its annotations here, where the
+    # endpoint's module globals are known.
+    endpoint.__annotations__ = typing.get_type_hints(endpoint, include_extras=True)
+
+    @functools.wraps(endpoint)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return endpoint(*args, **kwargs)
+        finally:
+            for value in kwargs.values():
+                if isinstance(value, Context):
+                    value.close()
+
+    return run
+
+
+class _CloudletRoute(APIRoute):
+    READ_ERRORS: tuple[int, ...] = ()
+    WRITE_ERRORS: tuple[int, ...] = ()
+
+    async def authenticate(self, request: Request) -> None:
+        raise NotImplementedError
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        if not inspect.iscoroutinefunction(endpoint):
+            endpoint = _closing_sessions(endpoint)
+        writes = set(kwargs.get("methods") or ()) - {"GET", "HEAD"}
+        defaults = openapi.errors(*(self.WRITE_ERRORS if writes else self.READ_ERRORS))
+        kwargs["responses"] = {**defaults, **(kwargs.get("responses") or {})}
+        super().__init__(path, endpoint, **kwargs)
+
+    def get_route_handler(self) -> Handler:
+        inner = super().get_route_handler()
+
+        async def handler(request: Request) -> Response:
+            request = StrictJSONRequest(request.scope, request.receive)
+            await self.authenticate(request)
+            return await inner(request)
+
+        return handler
+
+
+class UserRoute(_CloudletRoute):
+    READ_ERRORS = (400, 401, 403, 404, 503)
+    WRITE_ERRORS = (400, 401, 403, 404, 409, 503)
+
+    async def authenticate(self, request: Request) -> None:
+        await authenticate_user(request)
+
+
+class NodeRoute(_CloudletRoute):
+    READ_ERRORS = WRITE_ERRORS = (400, 401, 403, 404, 409, 503)
+
+    async def authenticate(self, request: Request) -> None:
+        await authenticate_node(request)
+
+
+class PublicRoute(_CloudletRoute):
+    async def authenticate(self, request: Request) -> None:
+        return None
