@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context
@@ -261,7 +261,7 @@ def list_quotas(sub: str, location: str, ctx: Context = Depends(context)) -> dic
 
 class QuotaUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    limit: int = Field(ge=0, le=bounds.MAX_QUOTA_CORES, description="cores")
+    limit: StrictInt = Field(ge=0, le=bounds.MAX_QUOTA_CORES, description="cores")
 
 
 @router.put("/subscriptions/{sub}/locations/{location}/quotas/{name}")
