@@ -65,7 +65,7 @@ def finished_job(api: httpx.Client, srv: RunningServer) -> str:
         "outputs": {"model": {"type": "uri_folder"}},
     }
     submit(api, srv, "edge-job", body)
-    wait_job(api, srv, "edge-job", "Completed")
+    wait_job(api, srv, "edge-job", ("Completed",))
     return "edge-job"
 
 

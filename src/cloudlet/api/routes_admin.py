@@ -284,7 +284,12 @@ def _lock_scope(ctx: Context, sub: str, rg: str, ws: str | None, compute: str | 
         exists = ctx.session.scalar(
             select(ResourceGroup).where(ResourceGroup.subscription_id == sub, ResourceGroup.name == rg)
         )
-        if exists is None:
+        # A resource group is visible to its workspaces' members (and administrators) only.
+        visible = ctx.caller.is_admin or any(
+            ref.subscription_id == sub and ref.resource_group == rg
+            for _, ref in workspaces.list_visible(ctx.session, ctx.caller)
+        )
+        if exists is None or not visible:
             raise not_found("ResourceGroup", rg)
         return WorkspaceRef(sub, rg, "").rg_scope
     ref = WorkspaceRef(sub, rg, ws)

@@ -32,6 +32,13 @@ class Actions:
     wake: list[str] = field(default_factory=list)
     deliveries: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # node id, run spec
 
+    def mark(self) -> tuple[int, int, int]:
+        """Where the lists end now, to ``rewind`` to when the work after it is rolled back."""
+        return len(self.launches), len(self.terminations), len(self.wake)
+
+    def rewind(self, mark: tuple[int, int, int]) -> None:
+        del self.launches[mark[0] :], self.terminations[mark[1] :], self.wake[mark[2] :]
+
 
 def release(node: Node, actions: Actions, now: float | None = None) -> None:
     """Give a node's machine back. A healthy node drains and terminates; a failed one keeps its

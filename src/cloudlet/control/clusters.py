@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -78,6 +79,8 @@ class ClusterReconciler:
         self._started = time.time()
         self._next_due = 0.0
         self._held: dict[str, tuple[int, float]] = {}
+        # Told of a failed pass inside its recording transaction (e.g. to write an event).
+        self.on_failure: Callable[[Session, Compute, dict[str, str]], None] | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="cluster-reconciler", daemon=True)
@@ -112,9 +115,29 @@ class ClusterReconciler:
             demands = _demands(session) if ids else {}
         for compute_id in ids:
             token = self.lease(f"compute:{compute_id}", now)
-            if token is not None:
+            if token is None:
+                continue
+            try:  # one cluster's failure is its own: the others still scale
                 self._carry_out(self._reconcile(compute_id, token, now, demands))
+            except Exception as exc:
+                log.exception("cluster pass failed for compute %s", compute_id)
+                self._record_failure(compute_id, exc)
         self._carry_out(ephemeral.reconcile(self, now))
+
+    def _record_failure(self, compute_id: int, exc: Exception) -> None:
+        """Put the failed pass on the cluster's own status (``provisioning_errors``), once per
+        distinct error, and say so in the log; the next successful pass clears it."""
+        error = reconcile_error(exc)
+        try:
+            with self.sessions.begin() as session:
+                compute = session.get(Compute, compute_id)
+                if compute is not None and error not in (compute.errors or []):
+                    compute.errors = [*without_reconcile_error(compute.errors), error]
+                    on_failure = self.on_failure
+                    if on_failure is not None:
+                        on_failure(session, compute, error)
+        except Exception:
+            log.exception("could not record the failed pass of compute %s", compute_id)
 
     # -- record + schedule + decide, in one transaction ----------------------------------------
     def _reconcile(
@@ -128,6 +151,8 @@ class ClusterReconciler:
             compute = session.get(Compute, compute_id)
             if compute is None:
                 return actions
+            if any(e.get("code") == RECONCILE_FAILED for e in compute.errors or []):
+                compute.errors = without_reconcile_error(compute.errors)  # recovered (committed if it holds)
             nodes = node_service.live_nodes(session, compute.id, for_pass=True)
             actions.wake += self.record_nodes(session, nodes, now)
             if compute.provisioning_state == ProvisioningState.DELETING.value:
@@ -398,7 +423,10 @@ class ClusterReconciler:
                 state = known.get(handle.node_id)
                 if state is None or NodeState(state) not in HOLDING:
                     log.info("terminating orphan node %s (%s)", handle.node_id, kind)
-                    provider.terminate(handle)
+                    try:
+                        provider.terminate(handle)
+                    except Exception:  # the next sweep tries again; the other orphans go now
+                        log.exception("terminating orphan node %s failed", handle.node_id)
             with self.sessions() as session:
                 stuck = session.execute(
                     select(Node.id, Node.provider, Node.provider_ref).where(
@@ -428,6 +456,19 @@ class ClusterReconciler:
                     node.error = {"code": "LaunchInterrupted", "message": "the control plane stopped first"}
                     node_service.advance(node, NodeEvent.TERMINATE, now)
                     node_service.advance(node, NodeEvent.TERMINATED, now)
+
+
+RECONCILE_FAILED = "ReconcileFailed"
+
+
+def reconcile_error(exc: Exception) -> dict[str, str]:
+    detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    message = f"the autoscaler could not reconcile this cluster: {type(exc).__name__}"
+    return {"code": RECONCILE_FAILED, "message": f"{message}: {detail}" if detail else message}
+
+
+def without_reconcile_error(errors: list[Any] | None) -> list[Any]:
+    return [e for e in errors or [] if not (isinstance(e, dict) and e.get("code") == RECONCILE_FAILED)]
 
 
 def _demands(session: Session) -> dict[tuple[int, str], autoscale.Demand]:

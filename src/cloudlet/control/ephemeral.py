@@ -9,6 +9,7 @@ terminated as soon as it ends.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from cloudlet.control.clusters import ClusterReconciler
 
 LEASE = "ephemeral-jobs"
+
+log = logging.getLogger("cloudlet.serverless")
 
 
 def host_size() -> VmSize:
@@ -87,7 +90,16 @@ def reconcile(owner: ClusterReconciler, now: float) -> Actions:
             by_job.setdefault(node.serverless_job or "", []).append(node)
         actions.wake += owner.record_nodes(session, nodes, now)
         for job in jobs:
-            _advance(owner, session, job, by_job.get(job_key(job), []), actions, now)
+            before = actions.mark()
+            try:  # one job's failure is its own (a savepoint undoes just its part of the pass)
+                with session.begin_nested():
+                    _advance(owner, session, job, by_job.get(job_key(job), []), actions, now)
+            except Exception as exc:
+                actions.rewind(before)
+                log.exception("serverless pass failed for job %s", job.name)
+                job.status_message = (
+                    f"waiting: its nodes could not be arranged ({type(exc).__name__}: {exc})"[:500]
+                )
         for key, job_nodes in by_job.items():
             if key not in keys:  # the job ended: its nodes go
                 _release(job_nodes, actions, now)

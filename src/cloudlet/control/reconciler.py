@@ -87,6 +87,8 @@ class OperationReconciler:
                 done += self._drive(op_id, mine)
             except LeaseLost:
                 log.info("lease on operation %s lost to another replica", op_id)
+            except Exception:  # this operation retries on the next pass; the others go on now
+                log.exception("operation %s: pass failed", op_id)
         return done
 
     def _claimable(self) -> list[tuple[str, int]]:

@@ -1,0 +1,298 @@
+"""The authorization matrix (issue 10): every route × every kind of caller, table-driven.
+
+Callers: an administrator, the workspace's Owner, Contributor and Reader, a user with no role, the
+Owner of another workspace, a node agent's token, and nobody. Each route is one row saying what it
+needs; the expected answer for each caller follows from that. The table must name every operation
+of the served OpenAPI document, so a new route without a row fails here. Path-taking routes appear
+with traversal attempts too. Writes that would change the world target resources that do not
+exist, so a caller allowed through gets the route's own 404 (or 400/409), never 401/403.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RunningServer
+from tests.instance_helpers import new_user
+from tests.jobs_helpers import (
+    _environ,
+    agent_pids,
+    create_compute,
+    nodes,
+    served,
+    submit,
+    wait_job,
+    wait_until,
+)
+
+CLUSTER = "mx-cluster"
+CALLERS = ("admin", "owner", "contributor", "reader", "norole", "other", "node", "anonymous")
+
+
+@dataclass(frozen=True)
+class Row:
+    method: str
+    path: str  # under /api/v1 unless it starts with /agent or /instances; {ws} = the workspace path
+    needs: str  # read | write | manage | admin | user | pool | rg-read | agent | owner-app
+    kwargs: dict[str, Any] | None = None
+    operation: str | None = None  # the OpenAPI path it exercises, when the path differs
+
+    def url(self, ctx: Context) -> str:
+        path = self.path.format(
+            ws=ctx.ws, sub=ctx.sub, rg=ctx.rg, node=ctx.node_id, op=ctx.op_id, wsid=ctx.ws_id
+        )
+        return path if path.startswith(("/agent", "/instances")) else "/api/v1" + path
+
+
+@dataclass
+class Context:
+    srv: RunningServer
+    keys: dict[str, str | None]
+    sub: str
+    rg: str = "default"
+    node_id: str = ""
+    op_id: str = ""
+    ws_id: int = 0
+
+    @property
+    def ws(self) -> str:
+        return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}/workspaces/default"
+
+
+ALLOWED = {
+    "read": {"admin", "owner", "contributor", "reader"},
+    "write": {"admin", "owner", "contributor"},
+    "manage": {"admin", "owner"},
+    "admin": {"admin"},
+    "user": {"admin", "owner", "contributor", "reader", "norole", "other"},
+    "pool": {
+        "admin",
+        "owner",
+        "contributor",
+        "reader",
+        "other",
+    },  # 'other' has a workspace in the subscription
+    "rg-read": {"admin", "owner", "contributor", "reader"},
+    "agent": {"node"},
+}
+# A user the route may not serve: hidden (404) when they have no role on the workspace, else 403.
+HIDDEN_FROM = {"norole", "other"}
+TRAVERSAL = ("..%2F..%2F..%2Fcredentials", "%2Fetc%2Fshadow")
+SHA = "0" * 64
+JOB = {"command": "echo hi", "compute": f"azureml:{CLUSTER}"}
+LOCK = {"json": {"level": "CanNotDelete", "notes": "the authorization matrix"}}
+TAR = {"content": b"not a tarball", "headers": {"Content-Type": "application/gzip"}}
+
+ROWS: list[Row] = [
+    # identity
+    Row("POST", "/auth/token", "user"),
+    Row("GET", "/whoami", "user"),
+    Row("POST", "/principals", "admin", {"json": {"name": "mx-new-user"}}),
+    Row("POST", "/principals/nobody-here/keys", "admin"),
+    Row("PUT", "{ws}/roleAssignments/nobody-here", "manage", {"json": {"role": "Reader"}}),
+    # workspaces, sizes, locations, quotas
+    Row("GET", "/workspaces", "user"),
+    Row("PUT", "{ws}", "admin", {"json": {"description": "the matrix was here"}}),
+    Row("GET", "{ws}", "read"),
+    Row("GET", "/sizes", "user"),
+    Row("POST", "/sizes", "admin", {"json": {"name": "Standard_DS3_v2", "vcpus": 1, "memory_gb": 1}}),
+    Row("GET", "/locations", "user"),
+    Row("PUT", "/locations/local", "admin", {"json": {"capacity": {"vcpus": 4096}}}),
+    Row("GET", "/subscriptions/{sub}/locations/local/usages", "pool"),
+    Row("GET", "/subscriptions/{sub}/locations/local/quotas", "pool"),
+    Row("PUT", "/subscriptions/{sub}/locations/local/quotas/noSuchFamily", "admin", {"json": {"limit": 1}}),
+    # locks (resource group, workspace, compute)
+    # (each lock a caller may put is deleted by the next row but one)
+    Row("PUT", "/subscriptions/{sub}/resourceGroups/{rg}/locks/mx", "admin", LOCK),
+    Row("GET", "/subscriptions/{sub}/resourceGroups/{rg}/locks", "rg-read"),
+    Row("DELETE", "/subscriptions/{sub}/resourceGroups/{rg}/locks/mx", "admin"),
+    Row("PUT", "{ws}/locks/mx", "manage", LOCK),
+    Row("GET", "{ws}/locks", "read"),
+    Row("DELETE", "{ws}/locks/mx", "manage"),
+    Row("PUT", "{ws}/computes/" + CLUSTER + "/locks/mx", "manage", LOCK),
+    Row("GET", "{ws}/computes/" + CLUSTER + "/locks", "read"),
+    Row("DELETE", "{ws}/computes/" + CLUSTER + "/locks/mx", "manage"),
+    # computes and operations
+    Row("GET", "{ws}/computes", "read"),
+    Row("GET", "{ws}/computes/" + CLUSTER, "read"),
+    Row("PUT", "{ws}/computes/mx-new", "write", {"json": {"type": "amlcompute", "size": "No_Such_Size"}}),
+    Row("PATCH", "{ws}/computes/ghost", "write", {"json": {"max_instances": 2}}),
+    Row("DELETE", "{ws}/computes/ghost", "write"),
+    Row("POST", "{ws}/computes/ghost/start", "write"),
+    Row("GET", "{ws}/computes/" + CLUSTER + "/nodes", "read"),
+    Row("POST", "{ws}/computes/" + CLUSTER + "/evict", "manage", {"json": {"node_id": "n-ghost"}}),
+    Row("GET", "{ws}/computes/ghost/setup-logs", "read"),
+    Row("GET", "/operations/{op}", "read"),
+    Row("GET", "{ws}/operations", "read"),
+    # jobs
+    Row("PUT", "{ws}/jobs/mx-job-new", "write", {"json": {**JOB, "compute": "azureml:no-such-cluster"}}),
+    Row("GET", "{ws}/jobs/mx-job", "read"),
+    Row("GET", "{ws}/jobs", "read"),
+    Row("POST", "{ws}/jobs/mx-job/cancel", "write"),
+    Row("GET", "{ws}/jobs/mx-job/logs", "read"),
+    *(Row("GET", "{ws}/jobs/mx-job/logs?file=" + t, "read") for t in TRAVERSAL),
+    Row("GET", "{ws}/jobs/mx-job/outputs/none", "read"),
+    # data
+    Row("GET", "{ws}/codes/" + SHA, "read"),
+    Row("HEAD", "{ws}/codes/" + SHA, "read"),
+    Row("PUT", "{ws}/codes/" + SHA, "write", TAR),
+    Row("GET", "{ws}/datastores/workspaceblobstore/paths/none", "read"),
+    Row("HEAD", "{ws}/datastores/workspaceblobstore/paths/none", "read"),
+    *(Row("GET", "{ws}/datastores/workspaceblobstore/paths/" + t, "read") for t in TRAVERSAL),
+    Row("PUT", "{ws}/datastores/workspaceblobstore/paths/mx/upload", "write", TAR),
+    Row("GET", "{ws}/datastores/workspaceblobstore/download/none", "read"),
+    *(Row("GET", "{ws}/datastores/workspaceblobstore/download/" + t, "read") for t in TRAVERSAL),
+    # the agents' protocol
+    Row("POST", "/agent/v1/nodes/{node}/register", "agent", {"json": {}}),
+    Row("POST", "/agent/v1/nodes/{node}/poll?timeout=0", "agent", {"json": {}}),
+    Row("POST", "/agent/v1/nodes/{node}/apps", "agent", {"json": {"apps": {}}}),
+    Row("POST", "/agent/v1/runs/r-ghost/logs", "agent", {"json": {"offset": 0, "data": "x"}}),
+    Row("POST", "/agent/v1/runs/r-ghost/running", "agent", {"json": {}}),
+    Row("POST", "/agent/v1/runs/r-ghost/exit", "agent", {"json": {}}),
+    Row("GET", "/agent/v1/codes/{wsid}/" + SHA, "agent"),
+    # the instance proxy (not in the OpenAPI document: an app's own API lives behind it)
+    Row("GET", "/instances/ghost/jupyterlab/api/status", "owner-app"),
+]
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    yield from served(tmp_path_factory, "authz")
+
+
+@pytest.fixture(scope="module")
+def ctx(srv: RunningServer) -> Iterator[Context]:
+    with srv.client() as api:
+        response = api.put(
+            f"/api/v1/subscriptions/{srv.subscription_id}/resourceGroups/research/workspaces/team-b", json={}
+        )
+        assert response.status_code in (200, 201), response.text
+        keys: dict[str, str | None] = {"admin": srv.api_key, "anonymous": None}
+        for caller, role in (("owner", "Owner"), ("contributor", "Contributor"), ("reader", "Reader")):
+            keys[caller] = new_user(api, srv, f"mx-{caller}", role)
+        keys["norole"] = new_user(api, srv, "mx-norole", None)
+        keys["other"] = new_user(api, srv, "mx-other", None)
+        team_b = f"/api/v1/subscriptions/{srv.subscription_id}/resourceGroups/research/workspaces/team-b"
+        assert api.put(f"{team_b}/roleAssignments/mx-other", json={"role": "Owner"}).status_code == 200
+        create_compute(
+            api,
+            srv,
+            CLUSTER,
+            {"type": "amlcompute", "size": "Standard_DS3_v2", "min_instances": 1, "max_instances": 1},
+        )
+        submit(api, srv, "mx-job", JOB)
+        wait_job(api, srv, "mx-job", ("Completed",))
+        node = wait_until(
+            lambda: [n for n in nodes(api, srv, CLUSTER) if n["state"] == "idle"], 60, "a node"
+        )[0]
+        installation = httpx.get(srv.endpoint + "/healthz").json()["installation"]
+        pid = wait_until(lambda: agent_pids(installation, node["nodeId"]), 30, "its agent")[0]
+        keys["node"] = _environ(pid)["CLOUDLET_NODE_TOKEN"]
+        op_id = api.get(f"{srv.ws_path}/operations").json()["value"][0]["id"]
+        yield Context(
+            srv, keys, srv.subscription_id, node_id=node["nodeId"], op_id=op_id, ws_id=_workspace_id(srv)
+        )
+
+
+def _workspace_id(srv: RunningServer) -> int:
+    import sqlite3
+
+    with sqlite3.connect(srv.home / "cloudlet.db") as db:
+        row = db.execute("SELECT id FROM workspaces WHERE name = 'default'").fetchone()
+    return int(row[0])
+
+
+def _hidden(response: httpx.Response, ctx: Context) -> bool:
+    """A 404 that hides the workspace (or its operation or subscription) from this caller."""
+    if response.status_code != 404 or not response.content:
+        return False
+    target = (response.json().get("error") or {}).get("target")
+    return (
+        target in ("default", ctx.op_id, ctx.sub, "ghost")
+        and "was not found" in response.text
+        and (target != "ghost" or "Workspace" in response.text)
+    )
+
+
+def expected(row: Row, caller: str) -> str:
+    """allow | 401 | 403 | hidden."""
+    if caller == "anonymous":
+        return "401"
+    if row.needs == "agent":
+        return "allow" if caller == "node" else "401"
+    if caller == "node":
+        return "401"  # a node's token is no user credential
+    if row.needs == "owner-app":
+        return "app-404"
+    if caller in ALLOWED[row.needs]:
+        return "allow"
+    if row.needs in ("read", "write", "manage", "pool", "rg-read") and caller in HIDDEN_FROM:
+        return "hidden"
+    return "403"
+
+
+def _check(row: Row, caller: str, response: httpx.Response, ctx: Context) -> str | None:
+    want, got = expected(row, caller), response.status_code
+    what = f"{row.method} {row.path} as {caller}: want {want}, got {got} {response.text[:200]}"
+    if got >= 500:
+        return what
+    if want == "401":
+        return None if got == 401 else what
+    if want == "403":
+        return None if got == 403 else what
+    if want == "hidden":
+        return None if got == 404 else what
+    if want == "app-404":
+        return None if got == 404 else what
+    # allowed through: whatever the route itself answers, but never an authorization refusal
+    if got in (401, 403) or _hidden(response, ctx):
+        return what
+    return None
+
+
+def test_every_route_is_in_the_matrix(srv: RunningServer) -> None:
+    doc = httpx.get(srv.endpoint + "/openapi.json").json()
+    operations = {
+        (method, template)
+        for template, item in doc["paths"].items()
+        for method in item
+        if template.startswith(("/api/", "/agent/"))
+    }
+    patterns = {
+        (method, template): re.compile(
+            "^" + re.sub(r"\{[^}]+\}", "[^/]+", template.replace("{path}", "(.+)")) + "$"
+        )
+        for method, template in operations
+    }
+    covered = set()
+    for row in ROWS:
+        path = row.path if row.path.startswith(("/agent", "/instances")) else "/api/v1" + row.path
+        path = path.split("?", 1)[0].format(
+            ws="/subscriptions/s/resourceGroups/r/workspaces/w", sub="s", rg="r", node="n", op="o", wsid=1
+        )
+        for key, pattern in patterns.items():
+            if key[0] == row.method.lower() and pattern.match(path.replace("%2F", "_")):
+                covered.add(key)
+    missing = sorted(operations - covered)
+    assert not missing, f"routes without a row in the authorization matrix: {missing}"
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_the_matrix(ctx: Context, caller: str) -> None:
+    key = ctx.keys[caller]
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    problems: list[str] = []
+    with httpx.Client(base_url=ctx.srv.endpoint, headers=headers, timeout=30) as client:
+        for row in ROWS:
+            kwargs = dict(row.kwargs or {})
+            response = client.request(row.method, row.url(ctx), **kwargs)
+            problem = _check(row, caller, response, ctx)
+            if problem:
+                problems.append(problem)
+    assert not problems, "\n".join(problems)
