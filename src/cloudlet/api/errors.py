@@ -12,11 +12,13 @@ import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.validation import describe
 
 log = logging.getLogger("cloudlet.api")
 RETRY_AFTER_S = "1"
@@ -43,11 +45,12 @@ async def request_error(_request: Request, exc: Exception) -> JSONResponse:
     location = [str(p) for p in first.get("loc", ())]
     where = location[0] if location else "body"
     target = ".".join(p for p in location[1:] if p) or ("$" if where == "body" else where)
-    message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
     if first.get("type") == "missing" and where == "body" and target == "$":
         message = "a JSON body is required (Content-Type: application/json)"
     elif first.get("type") == "extra_forbidden":
         message = f"unknown field '{target.rsplit('.', 1)[-1]}'; remove it (check the spelling)"
+    else:  # the same words the domain's own validation uses
+        message = describe(first, target, target, BaseModel, "this request")
     kind = {"query": "query parameter", "path": "path segment", "header": "header"}.get(where, "field")
     return _json(CloudletError("InvalidRequest", f"{kind} '{target}': {message}", target))
 
