@@ -172,6 +172,14 @@ class AppSupervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
 
+    def release_os_disk(self) -> None:
+        """Unmount the OS disk this node ran on (its image keeps the files), once its processes
+        are gone: for an agent that leaves on its own, with no control plane to do it."""
+        try:
+            instance.detach_os_disk(self.home)
+        except OSError as exc:
+            log(f"could not unmount the OS disk {self.home}: {exc}")
+
     def _supervise(self) -> None:
         try:
             venv = self._prepare_home()

@@ -54,6 +54,8 @@ class AgentClient:
         self._timeout = timeout
         self._ca_file = ca_file
         self._local = threading.local()
+        # When the control plane last answered (any status below 500): how long it has been away.
+        self.last_answered = time.monotonic()
 
     # -- connections ---------------------------------------------------------------------------
     def _new_conn(self, scheme: str, netloc: str, timeout: float) -> http.client.HTTPConnection:
@@ -113,6 +115,8 @@ class AgentClient:
                     continue
                 raise Unreachable(f"{method} {path}: {exc!r}") from exc
             break
+        if resp.status < 500:
+            self.last_answered = time.monotonic()
         try:
             payload = json.loads(raw) if raw else None
         except ValueError:
@@ -167,6 +171,8 @@ class AgentClient:
         try:
             conn.request("GET", path, headers=headers)
             resp = conn.getresponse()
+            if same_origin and resp.status < 500:
+                self.last_answered = time.monotonic()
             if resp.status in (401, 403) and same_origin:
                 raise Revoked(f"GET {path}: HTTP {resp.status}")
             if resp.status >= 300:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 AGENT_VERSION = "1"
+DEFAULT_ORPHAN_GRACE_S = 180.0
 
 
 class ConfigError(ValueError):
@@ -36,6 +37,9 @@ class AgentConfig:
     gpus: int | None = None
     ca_file: str | None = None
     shutdown_s: float = 1.8
+    # The control plane unreachable this long: the node is orphaned (its server is gone for good,
+    # or will treat it as lost), so it stops its processes and exits instead of running on.
+    orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S
 
     @property
     def work_dir(self) -> Path:
@@ -56,6 +60,9 @@ class AgentConfig:
             raise ConfigError(f"CLOUDLET_SERVER must be an http(s) URL, got {server!r}")
         gpus = _num(env, "CLOUDLET_NODE_GPUS")
         shutdown = _num(env, "CLOUDLET_AGENT_SHUTDOWN_S")
+        grace = _num(env, "CLOUDLET_AGENT_ORPHAN_GRACE_S")
+        if grace is not None and grace <= 0:
+            raise ConfigError(f"CLOUDLET_AGENT_ORPHAN_GRACE_S must be positive, got {grace:g}")
         return cls(
             server=server,
             node_id=env["CLOUDLET_NODE_ID"],
@@ -67,6 +74,7 @@ class AgentConfig:
             gpus=None if gpus is None else int(gpus),
             ca_file=env.get("CLOUDLET_CA_FILE") or None,
             shutdown_s=1.8 if shutdown is None else shutdown,
+            orphan_grace_s=DEFAULT_ORPHAN_GRACE_S if grace is None else grace,
         )
 
 

@@ -113,6 +113,15 @@ class InstanceReporter:
             self._changed.wait(self.period_s)
 
 
+def detach_os_disk(path: Path) -> None:
+    import subprocess
+
+    try:
+        disks.detach(path)
+    except subprocess.CalledProcessError as exc:
+        raise OSError(f"umount failed: {exc.stderr!r}") from exc
+
+
 def disk_report(path: Path) -> dict[str, Any]:
     """``used_bytes``, ``total_bytes``, ``full`` and the size-limit ``method`` of the OS disk."""
     try:

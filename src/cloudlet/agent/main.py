@@ -110,6 +110,13 @@ class Agent:
                 failures += 1
                 if failures % 30 == 1:
                     log(f"control plane call failed ({failures}x), retrying: {exc}")
+                away = time.monotonic() - self.client.last_answered
+                if away > self.config.orphan_grace_s:
+                    log(
+                        f"control plane unreachable for {away:.0f} s (grace {self.config.orphan_grace_s:g} s)"
+                    )
+                    self.halt("orphaned")
+                    return
                 self.stop.wait(backoff.next())
                 continue
             if failures:
@@ -144,7 +151,9 @@ class Agent:
         if self.apps is not None:
             self.apps.close()
         self.runs.stop_all("canceled", wait_s=min(KILL_AFTER_S + 0.5, self.config.shutdown_s))
-        if self.stop_reason != "revoked" and not self.runs.flush(deadline):
+        if self.stop_reason == "orphaned" and self.apps is not None:
+            self.apps.release_os_disk()  # nobody else is left to unmount it
+        if self.stop_reason not in ("revoked", "orphaned") and not self.runs.flush(deadline):
             log(f"{self.runs.pending()} run exits not acknowledged before exit")
         self.runs.close()
         self.client.close()

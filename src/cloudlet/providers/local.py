@@ -34,6 +34,7 @@ PASS_ENV = (
     *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"),
     *("CLOUDLET_UV", "CLOUDLET_ENV_CACHE"),  # job environments: uv to build them with, their cache
     "CLOUDLET_BOOT_DELAY_S",  # a simulated boot time (see agent/main.py)
+    "CLOUDLET_AGENT_ORPHAN_GRACE_S",  # how long an agent waits for an unreachable control plane
 )
 PASS_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "SSL_CERT_", "UV_", "PIP_")  # UV_/PIP_: index, cache
 CONTROLLERS = ("cpu", "memory")
