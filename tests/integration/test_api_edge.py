@@ -423,6 +423,12 @@ def test_job_list_pages_follow_next_link_without_gaps(
     assert pages >= 3
     everything = api.get(f"{srv.ws_path}/jobs").json()
     assert "nextLink" not in everything and [j["name"] for j in everything["value"]] == seen
+    # The Python client follows nextLink (as Azure's ItemPaged does), or stops at a limit.
+    from cloudlet.client._rest import RestClient
+
+    with RestClient(srv.endpoint, srv.api_key) as rest:
+        assert [j["name"] for j in rest.list_values(f"{srv.ws_path}/jobs", {"$top": 2})] == seen
+        assert len(rest.list_values(f"{srv.ws_path}/jobs", {"$top": 2}, limit=3)) == 3
 
 
 # -- after a 500 the connection is closed, so a kept-alive client's next request works -----------

@@ -117,11 +117,15 @@ def list_(
     status: Annotated[
         str | None, typer.Option("--status", help="Only jobs in this status (e.g. Running, Completed).")
     ] = None,
+    max_results: Annotated[
+        int | None, typer.Option("--max-results", "-r", min=1, help="At most this many (newest first).")
+    ] = None,
 ) -> None:
     """List the workspace's jobs, newest first."""
     st = state(ctx)
     compute_name = compute.removeprefix("azureml:") if compute else None
-    st.emit([j._to_dict() for j in operations(ctx).list(compute=compute_name, status=status)], "job")
+    jobs = operations(ctx).list(compute=compute_name, status=status, max_results=max_results)
+    st.emit([j._to_dict() for j in jobs], "job")
 
 
 @app.command("stream")

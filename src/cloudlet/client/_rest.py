@@ -243,12 +243,24 @@ class RestClient:
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
 
-    def list_values(self, path: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """GET a ``{"value": [...]}`` collection and return the list."""
+    def list_values(
+        self, path: str, params: dict[str, Any] | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """GET a ``{"value": [...]}`` collection, following ``nextLink`` page after page (as
+        Azure's ItemPaged does), up to ``limit`` items."""
         body = self.get(path, params=params)
-        if isinstance(body, dict):
-            return list(body.get("value") or [])
-        return list(body or [])
+        items: list[dict[str, Any]] = []
+        while True:
+            if not isinstance(body, dict):
+                return [*items, *(body or [])]
+            items += list(body.get("value") or [])
+            link = body.get("nextLink")
+            if not link or (limit is not None and len(items) >= limit):
+                return items[:limit] if limit is not None else items
+            # The server's own link, re-based on this client's endpoint: the credential goes to
+            # the origin it was configured for, whatever host the link names.
+            parts = httpx.URL(str(link))
+            body = self.get(parts.raw_path.decode())
 
     def get_operation(self, op_id: str) -> dict[str, Any]:
         body = self.get(f"{API_PREFIX}/operations/{_seg(op_id)}")

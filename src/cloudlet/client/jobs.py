@@ -426,10 +426,14 @@ class JobOperations(_Operations):
     def get(self, name: str) -> Job:
         return Job(self._rest.get(self._path(name)))
 
-    def list(self, *, compute: str | None = None, status: str | None = None) -> builtins.list[Job]:
-        """Jobs newest first, optionally of one compute and/or status."""
+    def list(
+        self, *, compute: str | None = None, status: str | None = None, max_results: int | None = None
+    ) -> builtins.list[Job]:
+        """Jobs newest first, optionally of one compute and/or status (every page, or the first
+        ``max_results`` jobs)."""
         params = {"compute": compute, "status": status}
-        return [Job(j) for j in self._rest.list_values(f"{self._scope.ws_path()}/jobs", params=params)]
+        path = f"{self._scope.ws_path()}/jobs"
+        return [Job(j) for j in self._rest.list_values(path, params=params, limit=max_results)]
 
     def begin_cancel(self, name: str) -> LROPoller[Job]:
         """``POST …/cancel``; ``.result()`` is the job as returned (``Canceled`` once it stops)."""
