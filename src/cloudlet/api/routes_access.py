@@ -168,12 +168,13 @@ def list_keys(name: str, ctx: Context = Depends(context)) -> dict[str, Any]:
 
 @router.post("/principals/{name}/keys", status_code=201)
 def create_key(
-    name: str, body: KeyCreate | None = Body(default=None), ctx: Context = Depends(context)
+    name: str,
+    body: Annotated[KeyCreate, Body(default_factory=KeyCreate)],
+    ctx: Context = Depends(context),
 ) -> dict[str, Any]:
-    """A new key; its secret is in this answer only."""
+    """A new key; its secret is in this answer only. No body: a key that does not expire."""
     principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.CREATE)
-    wanted = body or KeyCreate()
-    expires_on = api_keys.expiry(wanted.expires_in_days, wanted.expires_on)
+    expires_on = api_keys.expiry(body.expires_in_days, body.expires_on)
     issued = api_keys.issue(ctx.session, principal, ctx.caller.name, expires_on)
     ctx.commit()
     return issued.render()
@@ -190,15 +191,17 @@ def revoke_key(name: str, key_id: str, ctx: Context = Depends(context)) -> Respo
 
 @router.post("/principals/{name}/keys/{key_id}/rotate", status_code=201)
 def rotate_key(
-    name: str, key_id: str, body: KeyRotate | None = Body(default=None), ctx: Context = Depends(context)
+    name: str,
+    key_id: str,
+    body: Annotated[KeyRotate, Body(default_factory=KeyRotate)],
+    ctx: Context = Depends(context),
 ) -> dict[str, Any]:
     """A new key in place of this one; the new secret is in this answer only."""
     principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.ROTATE)
-    wanted = body or KeyRotate()
-    given = wanted.expires_in_days is not None or wanted.expires_on is not None
-    expires_on = api_keys.expiry(wanted.expires_in_days, wanted.expires_on) if given else None
+    given = body.expires_in_days is not None or body.expires_on is not None
+    expires_on = api_keys.expiry(body.expires_in_days, body.expires_on) if given else None
     rotation = api_keys.rotate(
-        ctx.session, principal, key_id, ctx.caller.name, wanted.grace_minutes, expires_on
+        ctx.session, principal, key_id, ctx.caller.name, body.grace_minutes, expires_on
     )
     ctx.commit()
     return rotation.render()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from sqlalchemy import select
 
@@ -139,14 +139,13 @@ class LocationUpdate(BaseModel):
 def put_location(
     name: LocationName,
     response: Response,
-    body: LocationUpdate | None = None,
+    body: Annotated[LocationUpdate, Body(default_factory=LocationUpdate)],
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
     """Add or change a location: a pool of capacity behind one provider (admin)."""
     _require_admin(ctx)
-    update = body if body is not None else LocationUpdate()
-    capacity = update.capacity.model_dump(exclude_none=True)
-    row, created = locations.put(ctx.session, name, update.provider, capacity, ctx.caller.name)
+    capacity = body.capacity.model_dump(exclude_none=True)
+    row, created = locations.put(ctx.session, name, body.provider, capacity, ctx.caller.name)
     ctx.commit(rescale=True)
     response.status_code = 201 if created else 200
     return locations.render(row)
