@@ -3,7 +3,7 @@ entry's scrubbing and continuation tokens, and the CLI's ``--since``."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -35,6 +35,7 @@ def test_a_key_expires_in_days_at_a_time_or_never() -> None:
         (None, NOW, "expires_on"),
         (None, NOW - timedelta(seconds=1), "expires_on"),
         (None, NOW + timedelta(days=api_keys.MAX_LIFETIME_DAYS + 1), "expires_on"),
+        (None, datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5))), "expires_on"),  # before UTC's year 1
     ],
 )
 def test_an_impossible_expiry_is_refused_naming_the_field(
@@ -126,7 +127,7 @@ def test_changes_name_the_fields_that_differ() -> None:
 
 def test_continuation_tokens_round_trip_and_strangers_are_refused() -> None:
     assert audit._decode(audit._encode(41)) == 41
-    for junk in ("", "not-a-token", audit._encode(0), "eyJiZWZvcmUiOiAieCJ9"):
+    for junk in ("", "not-a-token", audit._encode(0), audit._encode(2**70), "eyJiZWZvcmUiOiAieCJ9"):
         with pytest.raises(CloudletError) as refused:
             audit._decode(junk)
         assert refused.value.target == "$skipToken"

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, conflict, forbidden, not_found, validation_error
 from cloudlet.services import audit, identity
-from cloudlet.services.clock import as_utc, iso, utcnow
+from cloudlet.services.clock import as_utc, given_time, iso, utcnow
 from cloudlet.services.context import Caller
 from cloudlet.store.schema import ApiKey, Principal
 
@@ -73,9 +73,9 @@ def expiry(
                 f"expires_in_days must be from 1 to {MAX_LIFETIME_DAYS}, got {expires_in_days}",
             )
         return now + timedelta(days=expires_in_days)
-    at = as_utc(expires_on)
-    if at is None:
+    if expires_on is None:
         return None
+    at = given_time(expires_on, "expires_on")
     if at <= now:
         raise validation_error(
             "expires_on", f"expires_on must be in the future (it is {iso(now)} now); to end a key, revoke it"

@@ -25,7 +25,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import validation_error
-from cloudlet.services.clock import as_utc, iso, utcnow
+from cloudlet.services.clock import given_time, iso, utcnow
 from cloudlet.store.schema import AuditEntry
 
 SYSTEM_ACTOR_PREFIX = "system:"
@@ -133,9 +133,9 @@ def read(
     if skip_token is not None:
         stmt = stmt.where(AuditEntry.id < _decode(skip_token))
     if query.since is not None:
-        stmt = stmt.where(AuditEntry.at >= as_utc(query.since))
+        stmt = stmt.where(AuditEntry.at >= given_time(query.since, "since"))
     if query.until is not None:
-        stmt = stmt.where(AuditEntry.at < as_utc(query.until))
+        stmt = stmt.where(AuditEntry.at < given_time(query.until, "until"))
     if query.actor:
         stmt = stmt.where(AuditEntry.actor == query.actor)
     if query.action:
@@ -176,7 +176,7 @@ def _decode(token: str) -> int:
     try:
         padded = token + "=" * (-len(token) % 4)
         before = json.loads(base64.urlsafe_b64decode(padded.encode()))["before"]
-        if isinstance(before, int) and not isinstance(before, bool) and before > 0:
+        if isinstance(before, int) and not isinstance(before, bool) and 0 < before < 2**62:
             return before
     except (ValueError, KeyError, TypeError, binascii.Error):
         pass

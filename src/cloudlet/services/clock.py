@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import overload
 
+from cloudlet.domain.errors import validation_error
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -29,3 +31,12 @@ def as_utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def given_time(value: datetime, target: str) -> datetime:
+    """A caller's time as UTC; one that UTC cannot hold (year 1 east of Greenwich, 9999 west of it)
+    is refused naming the field, not left to overflow later."""
+    try:
+        return as_utc(value)
+    except OverflowError:
+        raise validation_error(target, f"'{target}' is outside the times this server handles") from None
