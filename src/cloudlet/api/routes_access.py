@@ -8,22 +8,11 @@ numbers are bounded), so a malformed request is a 400 naming the field before an
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictInt,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
-    WrapValidator,
-)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from pydantic_core import PydanticCustomError
 
 from cloudlet.api.deps import Context, context
@@ -48,21 +37,6 @@ router = APIRouter(
 
 
 # -- request bodies ---------------------------------------------------------------------------
-def _json_boolean(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    try:
-        return handler(value)
-    except ValidationError:
-        raise PydanticCustomError(
-            "bool_type",
-            "must be true or false, got {got}: send a JSON boolean, without quotes",
-            {
-                "got": json.dumps(value)
-                if isinstance(value, str | int | float | None)
-                else type(value).__name__
-            },
-        ) from None
-
-
 def _principal_name(value: str) -> str:
     if not identity.PRINCIPAL_NAME.fullmatch(value) or value.endswith(identity.IDENTITY_SUFFIX):
         raise PydanticCustomError(
@@ -73,8 +47,9 @@ def _principal_name(value: str) -> str:
     return value
 
 
-# StrictBool: {"is_admin": "false"} is refused, where bool("false") would make an administrator.
-Flag = Annotated[StrictBool, WrapValidator(_json_boolean)]
+# StrictBool: {"is_admin": "false"} is refused (400 naming the field), where bool("false") made an
+# administrator.
+Flag = StrictBool
 PrincipalName = Annotated[str, Field(max_length=128), AfterValidator(_principal_name)]
 LifetimeDays = Annotated[StrictInt, Field(ge=1, le=api_keys.MAX_LIFETIME_DAYS)]
 GraceMinutes = Annotated[StrictInt, Field(ge=0, le=api_keys.MAX_ROTATION_GRACE_MINUTES)]
