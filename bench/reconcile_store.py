@@ -37,8 +37,8 @@ from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
 from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.quota import TOTAL_DEDICATED
 from cloudlet.server import open_store
+from cloudlet.services import audit, quotas
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import quotas
 from cloudlet.services.storage import DataRoot
 from cloudlet.sim.clock import SimClock
 from cloudlet.sim.provider import SimulatedProvider
@@ -78,7 +78,7 @@ def _setup(home: Path, plan: Plan) -> tuple[Any, str]:
         sub = _subscription_of(session, ws)
         cores = 2 * plan.clusters * plan.nodes_per_cluster * size.vcpus
         for name in (size.family, TOTAL_DEDICATED):
-            quotas.set_limit(session, sub, ws.location, name, cores, catalogue)
+            quotas.set_limit(session, sub, ws.location, name, cores, catalogue, audit.system("bench"))
         rows = []
         for i in range(plan.clusters):
             doc = {

@@ -39,7 +39,7 @@ CALLERS = ("admin", "owner", "contributor", "reader", "norole", "other", "node",
 class Row:
     method: str
     path: str  # under /api/v1 unless it starts with /agent or /instances; {ws} = the workspace path
-    needs: str  # read | write | manage | admin | user | pool | rg-read | agent | owner-app
+    needs: str  # read | write | manage | admin | user | pool | rg-read | agent | owner-app | others-keys
     kwargs: dict[str, Any] | None = None
     operation: str | None = None  # the OpenAPI path it exercises, when the path differs
 
@@ -80,6 +80,7 @@ ALLOWED = {
     },  # 'other' has a workspace in the subscription
     "rg-read": {"admin", "owner", "contributor", "reader"},
     "agent": {"node"},
+    "others-keys": {"admin"},
 }
 # A user the route may not serve: hidden (404) when they have no role on the workspace, else 403.
 HIDDEN_FROM = {"norole", "other"}
@@ -94,8 +95,17 @@ ROWS: list[Row] = [
     Row("POST", "/auth/token", "user"),
     Row("GET", "/whoami", "user"),
     Row("POST", "/principals", "admin", {"json": {"name": "mx-new-user"}}),
-    Row("POST", "/principals/nobody-here/keys", "admin"),
+    Row("GET", "/principals", "admin"),
+    Row("PATCH", "/principals/nobody-here", "admin", {"json": {"enabled": True}}),
+    # Another user's keys: an administrator's business; hidden (404) from everyone else.
+    Row("GET", "/principals/nobody-here/keys", "others-keys"),
+    Row("POST", "/principals/nobody-here/keys", "others-keys"),
+    Row("DELETE", "/principals/nobody-here/keys/no-key", "others-keys"),
+    Row("POST", "/principals/nobody-here/keys/no-key/rotate", "others-keys"),
+    Row("GET", "{ws}/roleAssignments", "manage"),
     Row("PUT", "{ws}/roleAssignments/nobody-here", "manage", {"json": {"role": "Reader"}}),
+    Row("DELETE", "{ws}/roleAssignments/nobody-here", "manage"),
+    Row("GET", "/audit", "admin"),
     # workspaces, sizes, locations, quotas
     Row("GET", "/workspaces", "user"),
     Row("PUT", "{ws}", "admin", {"json": {"description": "the matrix was here"}}),
@@ -234,6 +244,8 @@ def expected(row: Row, caller: str) -> str:
         return "allow"
     if row.needs in ("read", "write", "manage", "pool", "rg-read") and caller in HIDDEN_FROM:
         return "hidden"
+    if row.needs == "others-keys":
+        return "hidden"  # another user's keys are not disclosed (docs/access.md)
     return "403"
 
 

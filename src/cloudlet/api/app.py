@@ -14,6 +14,7 @@ from cloudlet import __version__
 from cloudlet.api import (
     errors,
     openapi,
+    routes_access,
     routes_admin,
     routes_agent,
     routes_agent_apps,
@@ -68,6 +69,7 @@ def create_app(state: AppState) -> FastAPI:
     app.include_router(routes_data.router)
     app.include_router(routes_compute.router)
     app.include_router(routes_admin.router)
+    app.include_router(routes_access.router)
     app.include_router(routes_agent_apps.router)
     app.include_router(routes_instance_setup.router)
     app.include_router(routes_instances.router)  # /instances/{name}/{app}/… and /signin

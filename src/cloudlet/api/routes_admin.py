@@ -1,4 +1,5 @@
-"""Native REST routes: identity, workspaces, sizes, locations, quotas, usage and locks."""
+"""Native REST routes: workspaces, sizes, locations, quotas, usage and locks (identity and access:
+``routes_access.py``)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,19 @@ from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context
 from cloudlet.api.openapi import success
+from cloudlet.api.routes_access import bind_request_id
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import bounds
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
-from cloudlet.domain.roles import Access, parse_role
+from cloudlet.domain.roles import Access
 from cloudlet.domain.sizes import COMPUTE_TYPES_WITH_SIZES, CustomSizeSpec
-from cloudlet.services import bootstrap, computes, identity, quotas, workspaces
 from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import computes, locations, quotas, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.locks import LockUpdate
 from cloudlet.services.workspaces import WorkspaceUpdate
-from cloudlet.store.schema import Location, Principal, ResourceGroup, RoleAssignment
+from cloudlet.store.schema import Location, ResourceGroup
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 RG = "/subscriptions/{sub}/resourceGroups/{rg}"
@@ -40,76 +42,6 @@ def _object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise CloudletError("ValidationError", "the request body must be a JSON object", "$")
     return body
-
-
-# -- identity ---------------------------------------------------------------------------------
-@router.post("/auth/token")
-def access_token(ctx: Context = Depends(context)) -> dict[str, Any]:
-    token, expires = identity.mint_token(ctx.caller.principal_id, ctx.state.token_secret)
-    return {"access_token": token, "token_type": "Bearer", "expires_on": expires}
-
-
-@router.get("/whoami")
-def whoami(ctx: Context = Depends(context)) -> dict[str, Any]:
-    return {
-        "principal": ctx.caller.name,
-        "is_admin": ctx.caller.is_admin,
-        "roles": [{"workspace_id": ws, "role": role.value} for ws, role in ctx.caller.roles.items()],
-    }
-
-
-@router.post("/principals", status_code=201)
-def create_principal(body: Any = Body(default=None), ctx: Context = Depends(context)) -> dict[str, Any]:
-    _require_admin(ctx)
-    data = _object(body)
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise CloudletError("ValidationError", "'name' is required (the user's name)", "name")
-    principal = identity.create_principal(ctx.session, name.strip(), bool(data.get("is_admin", False)))
-    ctx.commit(rescale=True)
-    return {"name": principal.name, "is_admin": principal.is_admin}
-
-
-@router.post("/principals/{name}/keys", status_code=201)
-def create_key(name: str, ctx: Context = Depends(context)) -> dict[str, Any]:
-    _require_admin(ctx)
-    principal = ctx.session.scalar(select(Principal).where(Principal.name == name))
-    if principal is None:
-        raise not_found("User", name)
-    issued = identity.issue_key(ctx.session, principal)
-    ctx.commit(rescale=True)
-    return {"id": issued.id, "api_key": issued.api_key, "principal": issued.principal}
-
-
-@router.put(WS + "/roleAssignments/{principal}")
-def assign_role(
-    sub: str,
-    rg: str,
-    ws: str,
-    principal: str,
-    body: Any = Body(default=None),
-    ctx: Context = Depends(context),
-) -> dict[str, Any]:
-    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.MANAGE)
-    try:
-        role = parse_role(str(_object(body).get("role", "")))
-    except ValueError as exc:
-        raise CloudletError("ValidationError", str(exc), "role") from None
-    user = ctx.session.scalar(select(Principal).where(Principal.name == principal))
-    if user is None:
-        raise not_found("User", principal)
-    row = ctx.session.scalar(
-        select(RoleAssignment).where(
-            RoleAssignment.principal_id == user.id, RoleAssignment.workspace_id == workspace.id
-        )
-    )
-    if row is None:
-        ctx.session.add(RoleAssignment(principal_id=user.id, workspace_id=workspace.id, role=role.value))
-    else:
-        row.role = role.value
-    ctx.commit(rescale=True)
-    identity.forget_callers()
-    return {"principal": principal, "workspace": ws, "role": role.value}
 
 
 # -- workspaces -------------------------------------------------------------------------------
@@ -171,7 +103,7 @@ def list_sizes(
 @router.post("/sizes", status_code=201)
 def add_size(body: CustomSizeSpec, ctx: Context = Depends(context)) -> dict[str, Any]:
     _require_admin(ctx)
-    size = catalogue_service.add_custom(ctx.session, body)
+    size = catalogue_service.add_custom(ctx.session, body, ctx.caller.name)
     ctx.commit(rescale=True)
     return size.to_dict()
 
@@ -182,7 +114,6 @@ def list_locations(ctx: Context = Depends(context)) -> dict[str, Any]:
     return {"value": [{"name": r.name, "provider": r.provider, "capacity": r.capacity} for r in rows]}
 
 
-PROVIDER_KINDS = ("local",)  # ssh, slurm and kubernetes arrive with their providers
 LocationName = Annotated[
     str, Path(pattern=r"^[a-z][a-z0-9-]{0,63}$", description="lower-case letters, digits, '-'")
 ]
@@ -204,32 +135,20 @@ class LocationUpdate(BaseModel):
     capacity: Capacity = Field(default_factory=Capacity)
 
 
-@router.put("/locations/{name}", responses=CREATED_OR_UPDATED)
+@router.put("/locations/{name}", responses=CREATED_OR_UPDATED, dependencies=[Depends(bind_request_id)])
 def put_location(
     name: LocationName,
     response: Response,
-    body: LocationUpdate | None = None,
+    body: Annotated[LocationUpdate, Body(default_factory=LocationUpdate)],
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
     """Add or change a location: a pool of capacity behind one provider (admin)."""
     _require_admin(ctx)
-    update = body if body is not None else LocationUpdate()
-    if update.provider not in PROVIDER_KINDS:
-        raise CloudletError(
-            "ValidationError",
-            f"provider '{update.provider}' is not available; use one of: {', '.join(PROVIDER_KINDS)}",
-            "provider",
-        )
-    capacity = update.capacity.model_dump(exclude_none=True)
-    row = ctx.session.get(Location, name)
-    response.status_code = 200 if row else 201
-    if row is None:
-        row = Location(name=name, provider=update.provider, capacity={})
-        ctx.session.add(row)
-    row.provider = update.provider
-    row.capacity = {**bootstrap.DEFAULT_LOCAL_CAPACITY, **row.capacity, **capacity}
+    capacity = body.capacity.model_dump(exclude_none=True)
+    row, created = locations.put(ctx.session, name, body.provider, capacity, ctx.caller.name)
     ctx.commit(rescale=True)
-    return {"name": row.name, "provider": row.provider, "capacity": row.capacity}
+    response.status_code = 201 if created else 200
+    return locations.render(row)
 
 
 def _pool(ctx: Context, sub: str, location: str) -> None:
@@ -271,7 +190,8 @@ def set_quota(
     _require_admin(ctx)
     _pool(ctx, sub, location)
     limit = body.limit
-    quotas.set_limit(ctx.session, sub, location, name, limit, catalogue_service.current(ctx.session))
+    catalogue = catalogue_service.current(ctx.session)
+    quotas.set_limit(ctx.session, sub, location, name, limit, catalogue, ctx.caller.name)
     ctx.commit(rescale=True)
     return {"name": name, "limit": limit, "unit": "Cores"}
 
@@ -311,7 +231,7 @@ def _lock_routes(path: str) -> None:
         ctx: Context = Depends(context),
     ) -> dict[str, Any]:
         scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
-        row = lock_store.put(ctx.session, scope, lock, body)
+        row = lock_store.put(ctx.session, scope, lock, body, ctx.caller.name)
         ctx.commit(rescale=True)
         return lock_store.render_row(row)
 
@@ -338,7 +258,7 @@ def _lock_routes(path: str) -> None:
         ctx: Context = Depends(context),
     ) -> Response:
         scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
-        lock_store.remove(ctx.session, scope, lock)
+        lock_store.remove(ctx.session, scope, lock, ctx.caller.name)
         ctx.commit(rescale=True)
         return Response(status_code=204)
 

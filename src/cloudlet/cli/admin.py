@@ -1,7 +1,9 @@
-"""``cloudlet quota|lock|workspace|auth|user|role …``."""
+"""``cloudlet quota|lock|workspace|auth|user|role|audit …``."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated
 
@@ -11,6 +13,8 @@ from cloudlet.cli.compute import state
 from cloudlet.cli.output import OutputFormat, err_console
 from cloudlet.client._config import ConfigurationError
 from cloudlet.client._rest import API_PREFIX, quote_segment, rg_path
+from cloudlet.client.access import AuditOperations
+from cloudlet.client.operations import _Scope
 
 quota_app = typer.Typer(help="View and set core quotas per location and VM family.", no_args_is_help=True)
 lock_app = typer.Typer(
@@ -18,8 +22,12 @@ lock_app = typer.Typer(
 )
 workspace_app = typer.Typer(help="Workspaces.", no_args_is_help=True)
 auth_app = typer.Typer(help="Tokens and identity.", no_args_is_help=True)
-user_app = typer.Typer(help="Users (principals) and their API keys (admin).", no_args_is_help=True)
+user_app = typer.Typer(
+    help="Users (principals) and their API keys (admin; users may list, revoke and rotate their own).",
+    no_args_is_help=True,
+)
 role_app = typer.Typer(help="Role assignments on a workspace.", no_args_is_help=True)
+audit_app = typer.Typer(help="The audit log: who changed what (admin).", no_args_is_help=True)
 
 LocationOpt = Annotated[str | None, typer.Option("-l", "--location", help="Location (default from config).")]
 
@@ -194,30 +202,107 @@ def auth_whoami(ctx: typer.Context) -> None:
     st.emit(st.rest.get(f"{API_PREFIX}/whoami"))
 
 
-# --- user / role ------------------------------------------------------------------------------
+# --- user / key / role -----------------------------------------------------------------------
+
+UserArg = Annotated[str, typer.Argument(help="Principal (user) name.")]
+KeyIdOpt = Annotated[str, typer.Option("--id", help="Key id (from `cloudlet user key-list`).")]
+ExpiresInDaysOpt = Annotated[
+    int | None, typer.Option("--expires-in-days", min=1, help="The key stops working after N days.")
+]
+
+
+def _user_path(name: str) -> str:
+    return f"{API_PREFIX}/principals/{quote_segment(name)}"
+
+
+def _print_new_key(ctx: typer.Context, body: dict[str, object], note: str = "") -> None:
+    """A new key's secret once: bare on stdout for tables (for `$(…)`), whole for json/yaml."""
+    st = state(ctx)
+    if st.output is not OutputFormat.table:
+        st.emit(body)
+        return
+    typer.echo(body.get("api_key", ""))
+    expires = body.get("expires_on")
+    lines = [f"key {body.get('id')} ({'expires ' + str(expires) if expires else 'does not expire'})"]
+    if note:
+        lines.append(note)
+    lines.append("store this key now: it is not shown again")
+    err_console.print("\n".join(lines), highlight=False, markup=False)
 
 
 @user_app.command("create")
 def user_create(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Principal name.")],
+    name: UserArg,
     admin: Annotated[bool, typer.Option("--admin", help="Make the user an administrator.")] = False,
 ) -> None:
     """Create a user (admin)."""
     st = state(ctx)
-    st.emit(st.rest.post(f"{API_PREFIX}/principals", {"name": name, "is_admin": admin}))
+    st.emit(st.rest.post(f"{API_PREFIX}/principals", {"name": name, "is_admin": admin}), "principal")
+
+
+@user_app.command("list")
+def user_list(ctx: typer.Context) -> None:
+    """Users, whether they are administrators and enabled (admin)."""
+    st = state(ctx)
+    st.emit(st.rest.list_values(f"{API_PREFIX}/principals"), "principal")
+
+
+@user_app.command("disable")
+def user_disable(ctx: typer.Context, name: UserArg) -> None:
+    """Disable a user: none of their keys or tokens work any more (admin)."""
+    st = state(ctx)
+    st.emit(st.rest.patch(_user_path(name), {"enabled": False}), "principal")
+
+
+@user_app.command("enable")
+def user_enable(ctx: typer.Context, name: UserArg) -> None:
+    """Enable a disabled user again (admin)."""
+    st = state(ctx)
+    st.emit(st.rest.patch(_user_path(name), {"enabled": True}), "principal")
 
 
 @user_app.command("key-create")
-def user_key_create(ctx: typer.Context, name: Annotated[str, typer.Argument(help="Principal name.")]) -> None:
-    """Create an API key for a user; it is shown only once (table output: the bare key)."""
+def user_key_create(ctx: typer.Context, name: UserArg, expires_in_days: ExpiresInDaysOpt = None) -> None:
+    """Create an API key for a user (admin); it is shown only once (table output: the bare key)."""
     st = state(ctx)
-    body = st.rest.post(f"{API_PREFIX}/principals/{quote_segment(name)}/keys")
-    if st.output is OutputFormat.table:
-        typer.echo(body.get("api_key", ""))
-        err_console.print("store this key now: it is not shown again", highlight=False)
-    else:
-        st.emit(body)
+    body = {"expires_in_days": expires_in_days} if expires_in_days is not None else None
+    _print_new_key(ctx, st.rest.post(f"{_user_path(name)}/keys", body))
+
+
+@user_app.command("key-list")
+def user_key_list(ctx: typer.Context, name: UserArg) -> None:
+    """A user's API keys: id, prefix, state, created, expires, last used (never the secret)."""
+    st = state(ctx)
+    st.emit(st.rest.list_values(f"{_user_path(name)}/keys"), "apikey")
+
+
+@user_app.command("key-revoke")
+def user_key_revoke(ctx: typer.Context, name: UserArg, key_id: KeyIdOpt) -> None:
+    """Revoke an API key; access tokens minted from it stop working too."""
+    st = state(ctx)
+    st.rest.delete(f"{_user_path(name)}/keys/{quote_segment(key_id)}")
+    err_console.print(f"key {key_id} of '{name}' revoked", highlight=False, markup=False)
+
+
+@user_app.command("key-rotate")
+def user_key_rotate(
+    ctx: typer.Context,
+    name: UserArg,
+    key_id: KeyIdOpt,
+    grace_minutes: Annotated[
+        int, typer.Option("--grace-minutes", min=0, max=60, help="Keep the old key working this long.")
+    ] = 0,
+    expires_in_days: ExpiresInDaysOpt = None,
+) -> None:
+    """Replace an API key with a new one (shown once); the old one stops now or after the grace."""
+    st = state(ctx)
+    body: dict[str, object] = {"grace_minutes": grace_minutes}
+    if expires_in_days is not None:
+        body["expires_in_days"] = expires_in_days
+    rotated = st.rest.post(f"{_user_path(name)}/keys/{quote_segment(key_id)}/rotate", body)
+    ends = rotated.get("replaced_key_ends_on")
+    _print_new_key(ctx, rotated, f"replaces key {key_id}, which stops working at {ends}")
 
 
 @role_app.command("assign")
@@ -228,7 +313,72 @@ def role_assign(
 ) -> None:
     """Give a user a role on the workspace (-w)."""
     st = state(ctx)
-    st.emit(st.rest.put(f"{st.ws_path()}/roleAssignments/{quote_segment(user)}", {"role": role}))
+    st.emit(st.rest.put(f"{st.ws_path()}/roleAssignments/{quote_segment(user)}", {"role": role}), "role")
+
+
+@role_app.command("remove")
+def role_remove(
+    ctx: typer.Context, user: Annotated[str, typer.Option("--user", help="Principal name.")]
+) -> None:
+    """Take a user's role on the workspace (-w) away: without one they no longer see it."""
+    st = state(ctx)
+    st.rest.delete(f"{st.ws_path()}/roleAssignments/{quote_segment(user)}")
+    err_console.print(f"role of '{user}' removed", highlight=False, markup=False)
+
+
+@role_app.command("list")
+def role_list(ctx: typer.Context) -> None:
+    """Role assignments on the workspace (-w) (Owner or admin)."""
+    st = state(ctx)
+    st.emit(st.rest.list_values(f"{st.ws_path()}/roleAssignments"), "role")
+
+
+# --- audit ------------------------------------------------------------------------------------
+
+_RELATIVE = re.compile(r"(\d+)\s*([smhdw])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, now: datetime | None = None) -> str:
+    """``2h``, ``30m``, ``7d`` (ago) or an ISO 8601 time → an ISO 8601 UTC time for the API."""
+    now = now or datetime.now(UTC)
+    match = _RELATIVE.fullmatch(text.strip().lower())
+    if match:
+        return (now - timedelta(seconds=int(match[1]) * _UNIT_S[match[2]])).isoformat()
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigurationError(
+            f"expected a time such as 2h, 30m, 7d or 2026-12-01T09:00:00Z, got {text!r}"
+        ) from None
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
+
+
+@audit_app.command("list")
+def audit_list(
+    ctx: typer.Context,
+    actor: Annotated[str | None, typer.Option("--actor", help="Who: a user, or system:<component>.")] = None,
+    action: Annotated[
+        str | None, typer.Option("--action", help="e.g. apiKey.revoke, or a kind: compute, lock …")
+    ] = None,
+    target: Annotated[str | None, typer.Option("--target", help="A resource id and all under it.")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="2h, 30m, 7d or an ISO time.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="2h, 30m, 7d or an ISO time.")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="At most this many entries.")] = 50,
+) -> None:
+    """Who changed what, newest first (admin)."""
+    st = state(ctx)
+    audit = AuditOperations(st.rest, _Scope(st.config))
+    entries = audit.list(
+        actor=actor,
+        action=action,
+        target=target,
+        since=parse_since(since) if since else None,
+        until=parse_since(until) if until else None,
+        top=top,
+        page_size=min(top, 1000),
+    )
+    st.emit(list(entries), "audit")
 
 
 def register(app: typer.Typer) -> None:
@@ -238,3 +388,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(auth_app, name="auth")
     app.add_typer(user_app, name="user")
     app.add_typer(role_app, name="role")
+    app.add_typer(audit_app, name="audit")

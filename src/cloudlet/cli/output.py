@@ -140,6 +140,29 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("LOCATION", _key("location")),
         ("DESCRIPTION", _key("description")),
     ],
+    "principal": [
+        ("NAME", _key("name")),
+        ("ADMIN", _key("is_admin")),
+        ("ENABLED", _key("enabled")),
+        ("CREATED", _key("created_on")),
+    ],
+    "apikey": [
+        ("ID", _key("id")),
+        ("PREFIX", _key("prefix")),
+        ("STATE", _key("state")),
+        ("CREATED", _key("created_on")),
+        ("EXPIRES", _key("expires_on")),
+        ("LAST_USED", _key("last_used_on")),
+        ("REPLACED_BY", _key("replaced_by")),
+    ],
+    "role": [("PRINCIPAL", _key("principal")), ("ROLE", _key("role")), ("WORKSPACE", _key("workspace"))],
+    "audit": [
+        ("TIME", _key("time")),
+        ("ACTOR", _key("actor")),
+        ("ACTION", _key("action")),
+        ("TARGET", _key("target")),
+        ("DETAILS", _key("details")),
+    ],
     "operation": [
         ("ID", _key("id")),
         ("KIND", _key("kind")),
@@ -165,7 +188,7 @@ def table_rows(items: list[dict[str, Any]], kind: str | None) -> tuple[list[str]
     return headers, rows
 
 
-_WRAPPING = frozenset({"HOLDERS", "NOTES", "SCOPE", "DESCRIPTION", "ERROR", "SUPPORTED", "TARGET"})
+_WRAPPING = frozenset({"HOLDERS", "NOTES", "SCOPE", "DESCRIPTION", "ERROR", "SUPPORTED", "TARGET", "DETAILS"})
 
 
 def build_table(data: Any, kind: str | None = None) -> Table:

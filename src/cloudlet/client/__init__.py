@@ -33,6 +33,7 @@ from cloudlet.client._rest import (
     ServiceRequestError,
     ws_path,
 )
+from cloudlet.client.access import AuditOperations, PrincipalOperations
 from cloudlet.client.entities import (
     AmlCompute,
     AmlComputeSshSettings,
@@ -68,7 +69,6 @@ from cloudlet.client.operations import (
     ComputeOperations,
     LockOperations,
     LROPoller,
-    PrincipalOperations,
     QuotaOperations,
     WorkspaceOperations,
     _Scope,
@@ -148,6 +148,7 @@ class MLClient:
         self.locks = LockOperations(self._rest, scope)
         self.quotas = QuotaOperations(self._rest, scope)
         self.principals = PrincipalOperations(self._rest, scope)
+        self.audit = AuditOperations(self._rest, scope)
         self.jobs = JobOperations(self._rest, scope)
 
     @classmethod
@@ -209,6 +210,7 @@ __all__ = [
     "AmlCompute",
     "AmlComputeSshSettings",
     "ApiKeyCredential",
+    "AuditOperations",
     "ClientAuthenticationError",
     "CloudletClientError",
     "CloudletConfig",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -183,7 +184,9 @@ class RestClient:
         self.close()
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
+        # A fresh id per request, as Azure clients send it: the server records it with the audit
+        # entries the request writes, so a change can be traced to the command that made it.
+        headers = {"Accept": "application/json", "x-ms-client-request-id": str(uuid.uuid4())}
         token = self._token_provider() if self._token_provider else self._api_key
         if token:
             headers["Authorization"] = f"Bearer {token}"

@@ -284,21 +284,3 @@ class QuotaOperations(_Operations):
     def list_usage(self, location: str | None = None) -> builtins.list[Usage]:
         path = f"{location_path(self._scope.sub, self._scope.location(location))}/usages"
         return [Usage(u) for u in self._rest.list_values(path)]
-
-
-class PrincipalOperations(_Operations):
-    """``client.principals``: users, API keys and role assignments (admin / Owner)."""
-
-    def whoami(self) -> dict[str, Any]:
-        return dict(self._rest.get(f"{API_PREFIX}/whoami"))
-
-    def create(self, name: str, is_admin: bool = False) -> dict[str, Any]:
-        return dict(self._rest.post(f"{API_PREFIX}/principals", {"name": name, "is_admin": is_admin}))
-
-    def create_key(self, name: str) -> dict[str, Any]:
-        """A new API key for ``name``; the key is only returned this once."""
-        return dict(self._rest.post(f"{API_PREFIX}/principals/{quote_segment(name)}/keys"))
-
-    def assign_role(self, principal: str, role: str, workspace_name: str | None = None) -> dict[str, Any]:
-        path = f"{self._scope.ws_path(workspace_name)}/roleAssignments/{quote_segment(principal)}"
-        return dict(self._rest.put(path, {"role": role}))

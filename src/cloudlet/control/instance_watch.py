@@ -30,12 +30,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.domain.instance_watch import AGENT_LOST, DISK_FULL, InstanceFacts, decide_tick, without_unusable
 from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, advance_instance
 from cloudlet.domain.nodes import NodeEvent
-from cloudlet.services import dispatch, leases, operations
+from cloudlet.services import audit, dispatch, leases, operations, workspaces
 from cloudlet.services import instance_activity as activity
 from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.schema import Compute, Node
+from cloudlet.store.schema import Compute, Node, Workspace
 
 log = logging.getLogger("cloudlet.instance_watch")
 
@@ -133,8 +133,20 @@ class InstanceWatch:
         if verdict.unusable is not None:
             return self._unusable(session, compute, node, verdict.unusable, now)
         if verdict.operation is not None:
+            before = compute.state
             compute.state = advance_instance(compute.state, _OPERATIONS[verdict.operation], compute.name)
-            operations.start(session, compute, verdict.operation, verdict.created_by or "instance-watch")
+            op = operations.start(session, compute, verdict.operation, verdict.created_by or "instance-watch")
+            details = {
+                "old_state": before,
+                "new_state": compute.state,
+                "operation_id": op.id,
+                "reason": verdict.why,
+                "trigger": verdict.created_by,
+            }
+            workspace = session.get(Workspace, compute.workspace_id)
+            assert workspace is not None
+            target = workspaces.ref_of(session, workspace).compute_id(compute.name)
+            audit.record(session, audit.system(LEASE), f"compute.{verdict.operation}", target, details)
             log.info(
                 "instance %s: %s by %s (%s)", compute.name, verdict.operation, verdict.created_by, verdict.why
             )

@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from cloudlet.services import identity
+from cloudlet.services import api_keys, audit, identity
 from cloudlet.services.clock import utcnow
 from cloudlet.store.schema import Installation, Location, Principal, ResourceGroup, Subscription, Workspace
 
@@ -32,8 +32,9 @@ def bootstrap(session: Session, home: Path) -> Installation:
     now = utcnow()
     inst = Installation(id=str(uuid.uuid4()), token_secret=secrets.token_hex(32), created_on=now)
     session.add(inst)
-    admin = identity.create_principal(session, "admin", is_admin=True)
-    key = identity.issue_key(session, admin)
+    actor = audit.system("bootstrap")
+    admin = identity.create_principal(session, "admin", actor, is_admin=True)
+    key = api_keys.issue(session, admin, actor)
     sub = Subscription(id=str(uuid.uuid4()), display_name="default")
     session.add(sub)
     session.add(Location(name=DEFAULT_LOCATION, provider="local", capacity=dict(DEFAULT_LOCAL_CAPACITY)))

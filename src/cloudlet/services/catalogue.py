@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.sizes import Catalogue, CustomSizeSpec, VmSize, load_catalogue, parse_custom_size
+from cloudlet.services import audit
 from cloudlet.store.schema import CustomSize
 
 log = logging.getLogger("cloudlet.catalogue")
@@ -44,9 +45,15 @@ def _stored_sizes(rows: Sequence[Row[Any]]) -> list[VmSize]:
     return sizes
 
 
-def add_custom(session: Session, spec: CustomSizeSpec) -> VmSize:
+def size_target(name: str) -> str:
+    return f"/sizes/{name}"
+
+
+def add_custom(session: Session, spec: CustomSizeSpec, actor: str) -> VmSize:
     size = spec.to_size()
     current(session).with_custom_sizes([size])  # raises VmSizeExists on a name clash
-    session.add(CustomSize(name=size.name, spec=spec.model_dump(mode="json")))
+    stored = spec.model_dump(mode="json")
+    session.add(CustomSize(name=size.name, spec=stored))
+    audit.record(session, actor, "size.create", size_target(size.name), stored)
     session.flush()
     return size

@@ -21,8 +21,8 @@ from cloudlet.domain.quota import CoreRequest, Tier
 from cloudlet.domain.roles import Access, Role
 from cloudlet.domain.sizes import Catalogue
 from cloudlet.domain.ssh_policy import SshPolicy, check_ssh_allowed, public_key_problem
+from cloudlet.services import audit, instances, operations, quotas
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import instances, operations, quotas
 from cloudlet.services import locks as lock_store
 from cloudlet.services.clock import utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -118,7 +118,10 @@ def delete(session: Session, ref: WorkspaceRef, ws: Workspace, name: str, caller
         compute.state = advance_instance(compute.state, InstanceEvent.DELETE, name)
     compute.provisioning_state = ProvisioningState.DELETING.value
     compute.last_modified_on = utcnow()
-    return operations.start(session, compute, "delete", caller.name)
+    op = operations.start(session, compute, "delete", caller.name)
+    details = {"type": compute.type, "operation_id": op.id}
+    audit.record(session, caller.name, "compute.delete", ref.compute_id(name), details)
+    return op
 
 
 def act(
@@ -138,9 +141,13 @@ def act(
     )
     operations.ensure_idle(session, compute)
     event, kind = ACTIONS[action]
+    before = compute.state
     compute.state = advance_instance(compute.state, event, name)
     compute.last_modified_on = utcnow()
-    return operations.start(session, compute, kind, caller.name)
+    op = operations.start(session, compute, kind, caller.name)
+    details = {"old_state": before, "new_state": compute.state, "operation_id": op.id}
+    audit.record(session, caller.name, f"compute.{action}", ref.compute_id(name), details)
+    return op
 
 
 def _create(
@@ -179,7 +186,12 @@ def _create(
     _check_quota(session, ref, compute, catalogue)
     session.add(compute)
     session.flush()
-    return WriteResult(compute, operations.start(session, compute, "create", caller.name), True)
+    op = operations.start(session, compute, "create", caller.name)
+    details = {"type": compute.type, "size": compute.size, "location": location, "operation_id": op.id}
+    if owner is not None:
+        details["owner"] = owner
+    audit.record(session, caller.name, "compute.create", ref.compute_id(compute.name), details)
+    return WriteResult(compute, op, True)
 
 
 def _update(
@@ -230,7 +242,10 @@ def _update(
         raise
     compute.provisioning_state = ProvisioningState.UPDATING.value
     compute.last_modified_on = utcnow()
-    return WriteResult(compute, operations.start(session, compute, "update", caller.name), False)
+    op = operations.start(session, compute, "update", caller.name)
+    details = {"changed": audit.changes(previous, doc), "operation_id": op.id}
+    audit.record(session, caller.name, "compute.update", ref.compute_id(compute.name), details)
+    return WriteResult(compute, op, False)
 
 
 def _location(session: Session, spec: ComputeSpec, ws: Workspace) -> str:

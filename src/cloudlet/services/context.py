@@ -15,6 +15,9 @@ class Caller:
     name: str
     is_admin: bool
     roles: dict[int, Role] = field(default_factory=dict)  # workspace id → role
+    # The API key behind the credential (directly, or the key a token was minted from): a token
+    # minted by this caller carries it, so revoking the key ends the token too.
+    key_id: str | None = None
 
     def can(self, workspace_id: int, needed: Access) -> bool:
         return self.is_admin or allows(self.roles.get(workspace_id), needed)

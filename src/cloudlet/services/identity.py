@@ -1,8 +1,9 @@
-"""Principals, API keys and short-lived access tokens.
+"""Principals, authentication and short-lived access tokens (API keys: ``services/api_keys.py``).
 
 API keys (``clk_…``) are random and stored as SHA-256 hashes (they carry enough entropy that a
 slow hash adds nothing but latency). Access tokens (``clt_…``) are HMAC-signed with the
-installation's secret, so every replica verifies them without a store round trip.
+installation's secret and carry the id of the key they were minted from, so revoking the key ends
+them: a token costs two primary-key reads (its principal and its key) once per caller cache period.
 """
 
 from __future__ import annotations
@@ -11,64 +12,121 @@ import base64
 import hashlib
 import hmac
 import json
-import secrets
+import logging
+import re
 import time
-import uuid
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.errors import CloudletError, conflict, not_found
 from cloudlet.domain.roles import Role
-from cloudlet.services.clock import utcnow
+from cloudlet.services import audit
+from cloudlet.services.clock import as_utc, iso, utcnow
 from cloudlet.services.context import Caller
-from cloudlet.store.schema import ApiKey, Installation, Principal, RoleAssignment
+from cloudlet.store.schema import ApiKey, Installation, Principal, RoleAssignment, Workspace
+
+log = logging.getLogger("cloudlet.identity")
 
 KEY_PREFIX = "clk_"
 TOKEN_PREFIX = "clt_"
 TOKEN_LIFETIME_S = 3600
+IDENTITY_SUFFIX = "@identity"  # compute identities' principals: <compute>.<workspace id>@identity
+# Letters, digits and . _ @ - (an e-mail address fits); no ':' so no user can pass for a
+# ``system:<component>`` actor in the audit log.
+PRINCIPAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
+# A key's last use is written at most this often (not on every request, which would make every
+# read a write); the listing shows it to within this resolution.
+LAST_USED_RESOLUTION_S = 300
 
 
-def _unauthenticated(message: str) -> CloudletError:
-    return CloudletError(code="AuthenticationFailed", message=message, status=401)
+def unauthenticated(message: str, reason: str = "InvalidCredential") -> CloudletError:
+    """401 with the reason in ``details`` for programs (the message says it, and the fix, for people)."""
+    return CloudletError(
+        code="AuthenticationFailed",
+        message=message,
+        target="Authorization",
+        status=401,
+        details=[{"code": reason, "message": message}],
+    )
 
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class IssuedKey:
-    id: str
-    api_key: str
-    principal: str
+# -- principals -------------------------------------------------------------------------------
+def principal_target(name: str) -> str:
+    return f"/principals/{name}"
 
 
-def create_principal(session: Session, name: str, is_admin: bool = False) -> Principal:
-    if session.scalar(select(Principal).where(Principal.name == name)) is not None:
-        raise CloudletError("PrincipalExists", f"a user named '{name}' already exists", "name", 409)
-    principal = Principal(name=name, is_admin=is_admin, created_on=utcnow())
-    session.add(principal)
-    session.flush()
+def find_principal(session: Session, name: str) -> Principal | None:
+    return session.scalar(select(Principal).where(Principal.name == name))
+
+
+def require_principal(session: Session, name: str) -> Principal:
+    principal = find_principal(session, name)
+    if principal is None:
+        raise not_found("User", name)
     return principal
 
 
-def issue_key(session: Session, principal: Principal) -> IssuedKey:
-    key = KEY_PREFIX + secrets.token_urlsafe(30)
-    row = ApiKey(
-        id=str(uuid.uuid4()),
-        principal_id=principal.id,
-        key_hash=hash_key(key),
-        prefix=key[:8],
-        created_on=utcnow(),
-        revoked=False,
-    )
-    session.add(row)
-    return IssuedKey(id=row.id, api_key=key, principal=principal.name)
+def create_principal(session: Session, name: str, actor: str, is_admin: bool = False) -> Principal:
+    if find_principal(session, name) is not None:
+        raise conflict(
+            "PrincipalExists", f"a user named '{name}' already exists; choose another name", "name"
+        )
+    principal = Principal(name=name, is_admin=is_admin, created_on=utcnow())
+    session.add(principal)
+    session.flush()
+    audit.record(session, actor, "principal.create", principal_target(name), {"is_admin": is_admin})
+    return principal
 
 
-def load_caller(session: Session, principal: Principal) -> Caller:
+def list_principals(session: Session) -> list[Principal]:
+    return list(session.scalars(select(Principal).order_by(Principal.name)))
+
+
+def render_principal(principal: Principal) -> dict[str, Any]:
+    return {
+        "name": principal.name,
+        "is_admin": principal.is_admin,
+        "enabled": principal.disabled_on is None,
+        "created_on": iso(principal.created_on),
+        "disabled_on": iso(principal.disabled_on),
+    }
+
+
+def set_enabled(session: Session, principal: Principal, enabled: bool, caller: Caller) -> bool:
+    """Disable (or enable again) a user; False when it already was so. A disabled user's keys and
+    tokens stop authenticating within the caller cache period (at once on this process)."""
+    from cloudlet.services import api_keys  # api_keys imports this module
+
+    if enabled == (principal.disabled_on is None):
+        return False
+    if not enabled:
+        if principal.id == caller.principal_id:
+            raise conflict(
+                "CannotDisableSelf", "you cannot disable yourself; ask another administrator", principal.name
+            )
+        api_keys.ensure_an_administrator_remains(session, principal, None)
+    principal.disabled_on = None if enabled else utcnow()
+    action = "principal.enable" if enabled else "principal.disable"
+    audit.record(session, caller.name, action, principal_target(principal.name), {"enabled": enabled})
+    forget_callers_on_commit(session)
+    return True
+
+
+def load_caller(session: Session, principal: Principal, key_id: str | None = None) -> Caller:
+    if principal.disabled_on is not None:
+        raise unauthenticated(
+            f"user '{principal.name}' was disabled on {iso(principal.disabled_on)}; an administrator can "
+            f"enable it again with `cloudlet user enable {principal.name}`",
+            "UserDisabled",
+        )
     rows = session.execute(
         select(RoleAssignment.workspace_id, RoleAssignment.role).where(
             RoleAssignment.principal_id == principal.id
@@ -79,17 +137,26 @@ def load_caller(session: Session, principal: Principal) -> Caller:
         name=principal.name,
         is_admin=principal.is_admin,
         roles={ws: Role(role) for ws, role in rows},
+        key_id=key_id,
     )
 
 
-# Callers resolved in the last few seconds, by credential. Role changes made through this process
-# clear it at once; other replicas see them within CALLER_CACHE_TTL_S.
+# -- authentication ---------------------------------------------------------------------------
+# Callers resolved in the last few seconds, by credential. Changes to keys, users and roles made
+# through this process clear it when they commit; other processes and replicas see them within
+# CALLER_CACHE_TTL_S. This is the bound on revocation (docs/access.md).
 CALLER_CACHE_TTL_S = 2.0
 _callers: dict[str, tuple[float, Caller]] = {}
 
 
 def forget_callers() -> None:
     _callers.clear()
+
+
+def forget_callers_on_commit(session: Session) -> None:
+    """Clear the cache once this transaction commits: cleared earlier, a request in between could
+    cache what is about to change for another CALLER_CACHE_TTL_S."""
+    event.listen(session, "after_commit", lambda _session: forget_callers(), once=True)
 
 
 def cached_caller(bearer: str) -> Caller | None:
@@ -103,49 +170,163 @@ def authenticate(session: Session, bearer: str, secret: str) -> Caller:
     hit = _callers.get(bearer)
     if hit is not None and hit[0] > now:
         return hit[1]
-    caller = _authenticate(session, bearer, secret)
-    if len(_callers) > 10_000:
-        _callers.clear()
-    _callers[bearer] = (now + CALLER_CACHE_TTL_S, caller)
+    caller, valid_until = _authenticate(session, bearer, secret)
+    # A credential that expires within the cache period is cached only until it expires.
+    ttl = CALLER_CACHE_TTL_S if valid_until is None else min(CALLER_CACHE_TTL_S, valid_until - time.time())
+    if ttl > 0:
+        if len(_callers) > 10_000:
+            _callers.clear()
+        _callers[bearer] = (now + ttl, caller)
     return caller
 
 
-def _authenticate(session: Session, bearer: str, secret: str) -> Caller:
+def _authenticate(session: Session, bearer: str, secret: str) -> tuple[Caller, float | None]:
+    """The caller and the wall-clock time (epoch s) its credential stops being valid, if it does."""
     if bearer.startswith(TOKEN_PREFIX):
-        principal_id = verify_token(bearer, secret)
-        principal = session.get(Principal, principal_id)
-    elif bearer.startswith(KEY_PREFIX):
-        principal = session.scalar(
-            select(Principal)
-            .join(ApiKey, ApiKey.principal_id == Principal.id)
-            .where(ApiKey.key_hash == hash_key(bearer), ApiKey.revoked.is_(False))
+        claims = verify_token_claims(bearer, secret)
+        principal = session.get(Principal, claims.principal_id)
+        if principal is None:
+            raise unauthenticated("the access token's user no longer exists", "UnknownPrincipal")
+        valid_until: float | None = claims.expires
+        if claims.key_id is not None:
+            key = session.get(ApiKey, claims.key_id)
+            if key is None or key.principal_id != principal.id:
+                raise unauthenticated(
+                    "the API key this access token was minted from no longer exists; "
+                    "get a new token with `cloudlet auth token`",
+                    "KeyRevoked",
+                )
+            _check_active(key, principal, minted_from=True)
+            valid_until = _earliest(valid_until, key.expires_on)
+        return load_caller(session, principal, claims.key_id), valid_until
+    if bearer.startswith(KEY_PREFIX):
+        key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(bearer)))
+        if key is None:
+            raise unauthenticated(
+                "unknown API key; check it was copied whole, or ask an administrator for one "
+                "(`cloudlet user key-create <user>`)",
+                "UnknownKey",
+            )
+        principal = session.get(Principal, key.principal_id)
+        assert principal is not None  # api_keys.principal_id cascades
+        _check_active(key, principal, minted_from=False)
+        caller = load_caller(session, principal, key.id)
+        _note_use(session, key)
+        return caller, _earliest(None, key.expires_on)
+    raise unauthenticated(
+        "the bearer token is neither a cloudlet API key (clk_…) nor an access token (clt_…)", "Malformed"
+    )
+
+
+def _earliest(epoch_s: float | None, expires_on: datetime | None) -> float | None:
+    at = as_utc(expires_on)
+    if at is None:
+        return epoch_s
+    return at.timestamp() if epoch_s is None else min(epoch_s, at.timestamp())
+
+
+def _check_active(key: ApiKey, principal: Principal, minted_from: bool) -> None:
+    what = f"API key {key.prefix}… (id {key.id})"
+    if minted_from:
+        what = f"the {what} this access token was minted from"
+    fix = (
+        f"ask an administrator for a new key (`cloudlet user key-create {principal.name}`)"
+        if not minted_from
+        else "get a token from a valid key (`cloudlet auth token`)"
+    )
+    if key.revoked:
+        when = f" on {iso(key.revoked_on)}" if key.revoked_on else ""
+        replaced = f" and replaced by key {key.replaced_by}" if key.replaced_by else ""
+        raise unauthenticated(f"{what} was revoked{when}{replaced}; {fix}", "KeyRevoked")
+    expires = as_utc(key.expires_on)
+    if expires is not None and expires <= utcnow():
+        raise unauthenticated(
+            f"{what} expired on {iso(expires)}; {fix}, or rotate it "
+            f"(`cloudlet user key-rotate {principal.name} --id {key.id}`)",
+            "KeyExpired",
         )
-    else:
-        raise _unauthenticated("the bearer token is neither a cloudlet API key nor an access token")
-    if principal is None:
-        raise _unauthenticated("unknown or revoked credential; get a key with `cloudlet user key-create`")
-    return load_caller(session, principal)
 
 
-def mint_token(principal_id: int, secret: str, lifetime_s: int = TOKEN_LIFETIME_S) -> tuple[str, int]:
+def _note_use(session: Session, key: ApiKey) -> None:
+    """Record the key's last use when the recorded one is older than the resolution. A request's
+    own transaction takes the write when it is a writer; a reader's (GET) cannot write, so a
+    separate short transaction does. Best effort: a failure here never fails the request."""
+    now = utcnow()
+    last = as_utc(key.last_used_on)
+    if last is not None and (now - last).total_seconds() < LAST_USED_RESOLUTION_S:
+        return
+    stmt = update(ApiKey).where(ApiKey.id == key.id).values(last_used_on=now)
+    try:
+        bind = session.get_bind()
+        if isinstance(bind, Engine) and bind.get_execution_options().get("cloudlet_read_only", False):
+            with bind.execution_options(cloudlet_read_only=False).begin() as conn:
+                conn.execute(stmt)
+        else:
+            session.execute(stmt, execution_options={"synchronize_session": False})
+    except Exception:
+        log.warning("could not record the last use of API key %s", key.id, exc_info=True)
+
+
+# -- tokens -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TokenClaims:
+    principal_id: int
+    expires: int  # epoch seconds
+    key_id: str | None  # the key it was minted from; None for the control plane's own tokens
+
+
+def mint_token(
+    principal_id: int,
+    secret: str,
+    lifetime_s: int = TOKEN_LIFETIME_S,
+    key_id: str | None = None,
+    not_after: datetime | None = None,
+) -> tuple[str, int]:
+    """A signed token; ``key_id`` ties it to a key (revoking the key ends it) and ``not_after``
+    (the key's expiry) caps its lifetime."""
     expires = int(time.time()) + lifetime_s
-    payload = base64.urlsafe_b64encode(json.dumps({"p": principal_id, "e": expires}).encode()).decode()
+    cap = as_utc(not_after)
+    if cap is not None:
+        expires = min(expires, int(cap.timestamp()))
+    claims: dict[str, Any] = {"p": principal_id, "e": expires}
+    if key_id is not None:
+        claims["k"] = key_id
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode()
     signature = hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
     return f"{TOKEN_PREFIX}{payload}.{signature}", expires
 
 
-def verify_token(token: str, secret: str) -> int:
+def mint_for(session: Session, caller: Caller, secret: str) -> tuple[str, int]:
+    """A token for the caller, tied to (and no longer-lived than) the key behind its credential."""
+    key = session.get(ApiKey, caller.key_id) if caller.key_id else None
+    return mint_token(
+        caller.principal_id, secret, key_id=caller.key_id, not_after=key.expires_on if key else None
+    )
+
+
+def verify_token_claims(token: str, secret: str) -> TokenClaims:
     try:
         payload, signature = token[len(TOKEN_PREFIX) :].rsplit(".", 1)
         expected = hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
             raise ValueError("bad signature")
         claims = json.loads(base64.urlsafe_b64decode(payload))
-    except (ValueError, json.JSONDecodeError):
-        raise _unauthenticated("the access token is malformed or was not issued by this server") from None
-    if claims["e"] < time.time():
-        raise _unauthenticated("the access token has expired; get a new one with `cloudlet auth token`")
-    return int(claims["p"])
+        parsed = TokenClaims(int(claims["p"]), int(claims["e"]), claims.get("k"))
+    except (ValueError, KeyError, TypeError, json.JSONDecodeError):
+        raise unauthenticated(
+            "the access token is malformed or was not issued by this server", "Malformed"
+        ) from None
+    if parsed.expires < time.time():
+        raise unauthenticated(
+            "the access token has expired; get a new one with `cloudlet auth token`", "TokenExpired"
+        )
+    return parsed
+
+
+def verify_token(token: str, secret: str) -> int:
+    """The principal id of a valid token (signature and lifetime only; ``authenticate`` also
+    checks the key it was minted from and the user)."""
+    return verify_token_claims(token, secret).principal_id
 
 
 def installation(session: Session) -> Installation:
@@ -164,15 +345,18 @@ def compute_identity_token(
 ) -> str | None:
     """C13: a cluster with a managed identity gives its jobs a short-lived token of its own principal
     (``<compute>@identity``, Reader on the workspace unless granted more), never the submitter's."""
+    from cloudlet.services import role_assignments  # it imports this module
+
     if not identity_spec or identity_spec.get("type") in (None, "none"):
         return None
-    name = f"{compute_name}.{workspace_id}@identity"
-    principal = session.scalar(select(Principal).where(Principal.name == name))
+    name = f"{compute_name}.{workspace_id}{IDENTITY_SUFFIX}"
+    principal = find_principal(session, name)
     if principal is None:
-        principal = create_principal(session, name)
-        session.add(
-            RoleAssignment(principal_id=principal.id, workspace_id=workspace_id, role=Role.READER.value)
-        )
+        actor = audit.system("dispatch")
+        principal = create_principal(session, name, actor)
+        workspace = session.get(Workspace, workspace_id)
+        assert workspace is not None
+        role_assignments.assign(session, workspace, principal, Role.READER, actor)
         session.flush()
     token, _ = mint_token(principal.id, installation(session).token_secret, lifetime_s)
     return token

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.locks import Lock, LockLevel, scope_kind
+from cloudlet.services import audit
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import ManagementLock
@@ -54,7 +55,11 @@ class LockUpdate(BaseModel):
     name: str | None = Field(default=None, description="must match the URL when given")
 
 
-def put(session: Session, scope: str, name: str, update: LockUpdate) -> ManagementLock:
+def lock_target(scope: str, name: str) -> str:
+    return f"{scope}/providers/Microsoft.Authorization/locks/{name}"
+
+
+def put(session: Session, scope: str, name: str, update: LockUpdate, actor: str) -> ManagementLock:
     if not re.fullmatch(LOCK_NAME, name):
         raise CloudletError(
             "ValidationError", "a lock name is 1-90 letters, digits, spaces, '_', '-', '.' or '()'", "lock"
@@ -65,21 +70,29 @@ def put(session: Session, scope: str, name: str, update: LockUpdate) -> Manageme
     row = session.scalar(
         select(ManagementLock).where(ManagementLock.scope == scope, ManagementLock.name == name)
     )
+    old = None if row is None else {"level": row.level, "notes": row.notes}
     if row is None:
         row = ManagementLock(scope=scope, name=name, level=level.value, notes=notes, created_on=utcnow())
         session.add(row)
     else:
         row.level, row.notes = level.value, notes
+    new = {"level": row.level, "notes": row.notes}
+    if new != old:
+        audit.record(session, actor, "lock.write", lock_target(scope, name), {"old": old, "new": new})
     session.flush()
     return row
 
 
-def remove(session: Session, scope: str, name: str) -> None:
-    result = session.execute(
-        delete(ManagementLock).where(ManagementLock.scope == scope, ManagementLock.name == name)
+def remove(session: Session, scope: str, name: str, actor: str) -> None:
+    row = session.scalar(
+        select(ManagementLock).where(ManagementLock.scope == scope, ManagementLock.name == name)
     )
-    if result.rowcount == 0:  # type: ignore[attr-defined]
+    if row is None:
         raise not_found("Lock", name)
+    audit.record(
+        session, actor, "lock.delete", lock_target(scope, name), {"level": row.level, "notes": row.notes}
+    )
+    session.delete(row)
 
 
 def remove_scope(session: Session, scope: str) -> None:

@@ -22,6 +22,7 @@ from cloudlet.domain.quota import (
     usage_report,
 )
 from cloudlet.domain.sizes import Catalogue
+from cloudlet.services import audit
 from cloudlet.store.schema import Compute, Node, QuotaLimit, ResourceGroup, Workspace
 
 
@@ -44,8 +45,29 @@ def limits(session: Session, subscription_id: str, location: str, catalogue: Cat
     )
 
 
+def quota_target(subscription_id: str, location: str, name: str) -> str:
+    return (
+        f"/subscriptions/{subscription_id}/providers/Microsoft.MachineLearningServices"
+        f"/locations/{location}/quotas/{name}"
+    )
+
+
+def _limit_of(current: QuotaLimits, name: str) -> int | None:
+    if name == TOTAL_DEDICATED:
+        return current.total_dedicated
+    if name == TOTAL_LOW_PRIORITY:
+        return current.total_low_priority
+    return current.families.get(name)
+
+
 def set_limit(
-    session: Session, subscription_id: str, location: str, name: str, limit: int, catalogue: Catalogue
+    session: Session,
+    subscription_id: str,
+    location: str,
+    name: str,
+    limit: int,
+    catalogue: Catalogue,
+    actor: str,
 ) -> None:
     known = {TOTAL_DEDICATED, TOTAL_LOW_PRIORITY, *catalogue.families(), *catalogue.default_quota}
     if name not in known:
@@ -59,6 +81,7 @@ def set_limit(
         raise CloudletError(
             "ValidationError", f"limit must be a whole number from 0 to {MAX_QUOTA_CORES}", "limit"
         )
+    old = _limit_of(limits(session, subscription_id, location, catalogue), name)
     row = session.scalar(
         select(QuotaLimit).where(
             QuotaLimit.subscription_id == subscription_id,
@@ -70,6 +93,9 @@ def set_limit(
         session.add(QuotaLimit(subscription_id=subscription_id, location=location, name=name, limit=limit))
     else:
         row.limit = limit
+    if old != limit:
+        details = {"name": name, "location": location, "old_limit": old, "new_limit": limit}
+        audit.record(session, actor, "quota.write", quota_target(subscription_id, location, name), details)
     session.flush()
 
 

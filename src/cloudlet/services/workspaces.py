@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.bounds import MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.roles import Access
+from cloudlet.services import audit
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Location, ResourceGroup, Subscription, Workspace
@@ -128,6 +129,7 @@ def create_or_update(
         select(Workspace).where(Workspace.resource_group_id == rg.id, Workspace.name == ref.workspace)
     )
     created = ws is None
+    before = {} if ws is None else _audited(ws)
     if ws is None:
         if not WORKSPACE_NAME.fullmatch(ref.workspace):
             raise CloudletError(
@@ -153,8 +155,21 @@ def create_or_update(
         ws.tags = dict(update.tags or {})
     if "allow_ssh_public_access" in given:
         ws.allow_ssh_public_access = update.allow_ssh_public_access
+    changed = audit.changes(before, _audited(ws))
+    if changed:
+        action = "workspace.create" if created else "workspace.update"
+        audit.record(session, caller.name, action, ref.arm_id, {"changed": changed})
     session.flush()
     return ws, created
+
+
+def _audited(ws: Workspace) -> dict[str, Any]:
+    return {
+        "location": ws.location,
+        "description": ws.description,
+        "tags": dict(ws.tags or {}),
+        "allow_ssh_public_access": ws.allow_ssh_public_access,
+    }
 
 
 def list_visible(session: Session, caller: Caller) -> list[tuple[Workspace, WorkspaceRef]]:

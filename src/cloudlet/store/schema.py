@@ -43,6 +43,9 @@ class Principal(Base):
     name: Mapped[str] = mapped_column(String(128), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Disabled users keep their name (it owns instances and appears in the audit log) but none of
+    # their keys or tokens authenticate. Users are disabled, never deleted: see docs/access.md.
+    disabled_on: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class ApiKey(Base):
@@ -53,6 +56,13 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Revoked keys stay as rows (listed as Revoked) so that the audit log's key ids keep a referent.
+    revoked_on: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    expires_on: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Recorded at most every few minutes per key (identity.LAST_USED_RESOLUTION), not per request.
+    last_used_on: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The key that a rotation issued in this one's place.
+    replaced_by: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
 
 class Subscription(Base):
@@ -291,6 +301,22 @@ class CodeAsset(Base):
     hash: Mapped[str] = mapped_column(String(64))
     size: Mapped[int] = mapped_column(Integer)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AuditEntry(Base):
+    """Who changed what: written in the same transaction as the change (``services/audit.py``)."""
+
+    __tablename__ = "audit_log"
+    # Integer ids grow with insertion: pages run newest first by id, and a continuation token is
+    # the last id a page returned.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    # A principal's name, or ``system:<component>`` for the control plane itself.
+    actor: Mapped[str] = mapped_column(String(160), index=True)
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    target: Mapped[str] = mapped_column(String(1024), index=True)
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class Lease(Base):

@@ -1,0 +1,229 @@
+"""Native REST routes for identity and access: tokens, users, API keys, role assignments and the
+audit log. Thin: the rules and the transactions live in ``services/identity.py``,
+``services/api_keys.py``, ``services/role_assignments.py`` and ``services/audit.py``.
+
+Request bodies are typed and closed (unknown fields are refused, booleans must be JSON booleans,
+numbers are bounded), so a malformed request is a 400 naming the field before anything is read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic_core import PydanticCustomError
+
+from cloudlet.api.deps import Context, context
+from cloudlet.api.routing import UserRoute
+from cloudlet.domain.errors import forbidden
+from cloudlet.domain.roles import Access
+from cloudlet.services import api_keys, audit, identity, role_assignments, workspaces
+from cloudlet.services.api_keys import KeyAction
+from cloudlet.services.context import WorkspaceRef
+
+
+async def bind_request_id(request: Request) -> None:
+    """The client's request id goes into the audit entries this request writes. An ``async``
+    dependency: it runs in the request's task, whose context the sync endpoint's thread copies."""
+    audit.bind_request_id(audit.request_id_from(request.headers))
+
+
+WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
+router = APIRouter(
+    prefix="/api/v1", tags=["access"], route_class=UserRoute, dependencies=[Depends(bind_request_id)]
+)
+
+
+# -- request bodies ---------------------------------------------------------------------------
+def _principal_name(value: str) -> str:
+    if not identity.PRINCIPAL_NAME.fullmatch(value) or value.endswith(identity.IDENTITY_SUFFIX):
+        raise PydanticCustomError(
+            "principal_name",
+            "a user name is 1 to 128 letters, digits and . _ @ -, starting with a letter or digit "
+            "(names ending in '@identity' are the computes' own)",
+        )
+    return value
+
+
+# StrictBool: {"is_admin": "false"} is refused (400 naming the field), where bool("false") made an
+# administrator.
+Flag = StrictBool
+PrincipalName = Annotated[str, Field(max_length=128), AfterValidator(_principal_name)]
+LifetimeDays = Annotated[StrictInt, Field(ge=1, le=api_keys.MAX_LIFETIME_DAYS)]
+GraceMinutes = Annotated[StrictInt, Field(ge=0, le=api_keys.MAX_ROTATION_GRACE_MINUTES)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PrincipalCreate(_Body):
+    name: PrincipalName
+    is_admin: Flag = False
+
+
+class PrincipalUpdate(_Body):
+    enabled: Flag
+
+
+class KeyCreate(_Body):
+    """Neither field: the key does not expire. ``expires_on`` without a zone is UTC."""
+
+    expires_in_days: LifetimeDays | None = None
+    expires_on: datetime | None = None
+
+
+class KeyRotate(KeyCreate):
+    """The new key lives as long as the old one was meant to, unless an expiry is given; the old
+    key stops at once, or after ``grace_minutes``."""
+
+    grace_minutes: GraceMinutes = 0
+
+
+class RoleAssignmentPut(_Body):
+    role: Annotated[str, Field(min_length=1, max_length=32, description="Owner, Contributor or Reader")]
+
+
+def _require_admin(ctx: Context, what: str) -> None:
+    if not ctx.caller.is_admin:
+        raise forbidden(f"'{ctx.caller.name}' is not an administrator; {what} is for administrators")
+
+
+# -- tokens and who am I ----------------------------------------------------------------------
+@router.post("/auth/token")
+def access_token(ctx: Context = Depends(context)) -> dict[str, Any]:
+    """A short-lived token tied to the caller's key: it ends when the key is revoked or expires."""
+    token, expires = identity.mint_for(ctx.session, ctx.caller, ctx.state.token_secret)
+    return {"access_token": token, "token_type": "Bearer", "expires_on": expires}
+
+
+@router.get("/whoami")
+def whoami(ctx: Context = Depends(context)) -> dict[str, Any]:
+    return {
+        "principal": ctx.caller.name,
+        "is_admin": ctx.caller.is_admin,
+        "key_id": ctx.caller.key_id,
+        "roles": [{"workspace_id": ws, "role": role.value} for ws, role in ctx.caller.roles.items()],
+    }
+
+
+# -- users ------------------------------------------------------------------------------------
+@router.get("/principals")
+def list_principals(ctx: Context = Depends(context)) -> dict[str, Any]:
+    _require_admin(ctx, "the list of users")
+    return {"value": [identity.render_principal(p) for p in identity.list_principals(ctx.session)]}
+
+
+@router.post("/principals", status_code=201)
+def create_principal(body: PrincipalCreate, ctx: Context = Depends(context)) -> dict[str, Any]:
+    _require_admin(ctx, "creating users")
+    principal = identity.create_principal(ctx.session, body.name, ctx.caller.name, body.is_admin)
+    ctx.commit()
+    return identity.render_principal(principal)
+
+
+@router.patch("/principals/{name}")
+def update_principal(name: str, body: PrincipalUpdate, ctx: Context = Depends(context)) -> dict[str, Any]:
+    """Disable a user (every key and token of theirs stops working) or enable them again."""
+    _require_admin(ctx, "disabling and enabling users")
+    principal = identity.require_principal(ctx.session, name)
+    identity.set_enabled(ctx.session, principal, body.enabled, ctx.caller)
+    ctx.commit()
+    return identity.render_principal(principal)
+
+
+# -- API keys ---------------------------------------------------------------------------------
+@router.get("/principals/{name}/keys")
+def list_keys(name: str, ctx: Context = Depends(context)) -> dict[str, Any]:
+    principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.LIST)
+    return {"value": [api_keys.render(k, principal) for k in api_keys.list_keys(ctx.session, principal)]}
+
+
+@router.post("/principals/{name}/keys", status_code=201)
+def create_key(
+    name: str,
+    body: Annotated[KeyCreate, Body(default_factory=KeyCreate)],
+    ctx: Context = Depends(context),
+) -> dict[str, Any]:
+    """A new key; its secret is in this answer only. No body: a key that does not expire."""
+    principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.CREATE)
+    expires_on = api_keys.expiry(body.expires_in_days, body.expires_on)
+    issued = api_keys.issue(ctx.session, principal, ctx.caller.name, expires_on)
+    ctx.commit()
+    return issued.render()
+
+
+@router.delete("/principals/{name}/keys/{key_id}", status_code=204)
+def revoke_key(name: str, key_id: str, ctx: Context = Depends(context)) -> Response:
+    """Revoke a key (again: still 204); tokens minted from it stop working too."""
+    principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.REVOKE)
+    api_keys.revoke(ctx.session, principal, key_id, ctx.caller.name)
+    ctx.commit()
+    return Response(status_code=204)
+
+
+@router.post("/principals/{name}/keys/{key_id}/rotate", status_code=201)
+def rotate_key(
+    name: str,
+    key_id: str,
+    body: Annotated[KeyRotate, Body(default_factory=KeyRotate)],
+    ctx: Context = Depends(context),
+) -> dict[str, Any]:
+    """A new key in place of this one; the new secret is in this answer only."""
+    principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.ROTATE)
+    given = body.expires_in_days is not None or body.expires_on is not None
+    expires_on = api_keys.expiry(body.expires_in_days, body.expires_on) if given else None
+    rotation = api_keys.rotate(
+        ctx.session, principal, key_id, ctx.caller.name, body.grace_minutes, expires_on
+    )
+    ctx.commit()
+    return rotation.render()
+
+
+# -- role assignments -------------------------------------------------------------------------
+@router.get(WS + "/roleAssignments")
+def list_role_assignments(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> dict[str, Any]:
+    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.MANAGE)
+    return {"value": role_assignments.list_for(ctx.session, workspace)}
+
+
+@router.put(WS + "/roleAssignments/{principal}")
+def assign_role(
+    sub: str, rg: str, ws: str, principal: str, body: RoleAssignmentPut, ctx: Context = Depends(context)
+) -> dict[str, Any]:
+    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.MANAGE)
+    role = role_assignments.put(ctx.session, workspace, principal, body.role, ctx.caller.name)
+    ctx.commit()
+    return role_assignments.render(workspace, principal, role.value)
+
+
+@router.delete(WS + "/roleAssignments/{principal}", status_code=204)
+def remove_role(sub: str, rg: str, ws: str, principal: str, ctx: Context = Depends(context)) -> Response:
+    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.MANAGE)
+    role_assignments.remove(ctx.session, workspace, principal, ctx.caller.name)
+    ctx.commit()
+    return Response(status_code=204)
+
+
+# -- audit log --------------------------------------------------------------------------------
+@router.get("/audit")
+def list_audit(
+    ctx: Context = Depends(context),
+    since: Annotated[datetime | None, Query(description="From this time (ISO 8601; UTC if no zone)")] = None,
+    until: Annotated[datetime | None, Query(description="Before this time")] = None,
+    actor: Annotated[str | None, Query(max_length=160)] = None,
+    action: Annotated[str | None, Query(max_length=64, description="An action, or a kind: compute")] = None,
+    target: Annotated[str | None, Query(max_length=1024, description="A resource and all under it")] = None,
+    top: Annotated[int, Query(alias="$top", ge=1, le=audit.MAX_PAGE)] = audit.DEFAULT_PAGE,
+    skip_token: Annotated[str | None, Query(alias="$skipToken", max_length=256)] = None,
+) -> dict[str, Any]:
+    """Who changed what, newest first; ``nextLink`` continues when there is more."""
+    _require_admin(ctx, "the audit log")
+    query = audit.AuditQuery(since=since, until=until, actor=actor, action=action, target=target)
+    page = audit.read(ctx.session, query, top, skip_token)
+    body: dict[str, Any] = {"value": [audit.render(e) for e in page.entries]}
+    if page.skip_token is not None:
+        body["nextLink"] = str(ctx.request.url.include_query_params(**{"$skipToken": page.skip_token}))
+    return body
