@@ -51,6 +51,9 @@ def test_a_poisoned_location_stops_only_its_own_cluster(api: httpx.Client, srv: 
     assert "could not reconcile this cluster" in errors[0]["message"]
     assert "Error" in errors[0]["message"]  # the exception's kind, for whoever mends it
     assert not _errors(api, srv, "healthy")
+    events = api.get("/api/v1/audit", params={"action": "compute.reconcileFailed"}).json()["value"]
+    assert [e["target"].rsplit("/", 1)[-1] for e in events] == ["doomed"], events  # once, not every pass
+    assert events[0]["actor"] == "system:autoscaler" and events[0]["details"]["code"] == "ReconcileFailed"
     assert api.get(f"{srv.ws_path}/jobs/on-doomed").json()["status"] == "Queued"
     # Mended: the error goes and the job runs.
     with sqlite3.connect(srv.home / "cloudlet.db", timeout=30) as db:

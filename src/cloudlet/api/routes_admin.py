@@ -58,12 +58,11 @@ def put_workspace(
     rg: str,
     ws: str,
     response: Response,
-    body: WorkspaceUpdate | None = None,
+    body: Annotated[WorkspaceUpdate, Body(default_factory=WorkspaceUpdate)],
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
     ref = WorkspaceRef(sub, rg, ws)
-    update = body if body is not None else WorkspaceUpdate()
-    workspace, created = workspaces.create_or_update(ctx.session, ref, update, ctx.caller)
+    workspace, created = workspaces.create_or_update(ctx.session, ref, body, ctx.caller)
     ctx.commit(rescale=True)
     response.status_code = 201 if created else 200
     return workspaces.render(workspace, ref)

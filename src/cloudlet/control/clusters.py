@@ -31,8 +31,8 @@ from cloudlet.domain.locks import scaling_block
 from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeEvent, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.providers.base import NodeHandle, NodeProvider
+from cloudlet.services import audit, dispatch, leases, quotas, workspaces
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch, leases, quotas, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services import nodes as node_service
@@ -79,8 +79,6 @@ class ClusterReconciler:
         self._started = time.time()
         self._next_due = 0.0
         self._held: dict[str, tuple[int, float]] = {}
-        # Told of a failed pass inside its recording transaction (e.g. to write an event).
-        self.on_failure: Callable[[Session, Compute, dict[str, str]], None] | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="cluster-reconciler", daemon=True)
@@ -125,17 +123,19 @@ class ClusterReconciler:
         self._carry_out(ephemeral.reconcile(self, now))
 
     def _record_failure(self, compute_id: int, exc: Exception) -> None:
-        """Put the failed pass on the cluster's own status (``provisioning_errors``), once per
-        distinct error, and say so in the log; the next successful pass clears it."""
+        """Put the failed pass on the cluster's own status (``provisioning_errors``) and in the
+        audit log as an event, once per distinct error; the next successful pass clears it."""
         error = reconcile_error(exc)
         try:
             with self.sessions.begin() as session:
                 compute = session.get(Compute, compute_id)
                 if compute is not None and error not in (compute.errors or []):
                     compute.errors = [*without_reconcile_error(compute.errors), error]
-                    on_failure = self.on_failure
-                    if on_failure is not None:
-                        on_failure(session, compute, error)
+                    ref = workspaces.ref_of(session, _workspace(session, compute.workspace_id))
+                    target = ref.compute_id(compute.name)
+                    audit.record(
+                        session, audit.system("autoscaler"), "compute.reconcileFailed", target, error
+                    )
         except Exception:
             log.exception("could not record the failed pass of compute %s", compute_id)
 
