@@ -267,7 +267,13 @@ def test_filters_and_paging(api: httpx.Client, srv: RunningServer) -> None:
         assert response.json()["error"]["target"].endswith(target), response.text
 
 
-def test_the_request_id_is_recorded(api: httpx.Client) -> None:
+def test_the_request_id_is_recorded(api: httpx.Client, srv: RunningServer) -> None:
     response = api.post(PRINCIPALS, json={"name": "traced"}, headers={"x-ms-client-request-id": "req-42"})
     assert response.status_code == 201, response.text
     assert latest(api, "principal.create", "/principals/traced")["request_id"] == "req-42"
+    # Every user route binds it (the route class), not only the access routes.
+    lock = f"{srv.ws_path}/locks/traced"
+    response = api.put(lock, json={"level": "CanNotDelete"}, headers={"x-request-id": "req-43"})
+    assert response.status_code == 201, response.text
+    assert latest(api, "lock.write", "/locks/traced")["request_id"] == "req-43"
+    assert api.delete(lock).status_code == 204

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from pydantic_core import PydanticCustomError
 
@@ -23,17 +23,8 @@ from cloudlet.services import api_keys, audit, identity, role_assignments, works
 from cloudlet.services.api_keys import KeyAction
 from cloudlet.services.context import WorkspaceRef
 
-
-async def bind_request_id(request: Request) -> None:
-    """The client's request id goes into the audit entries this request writes. An ``async``
-    dependency: it runs in the request's task, whose context the sync endpoint's thread copies."""
-    audit.bind_request_id(audit.request_id_from(request.headers))
-
-
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
-router = APIRouter(
-    prefix="/api/v1", tags=["access"], route_class=UserRoute, dependencies=[Depends(bind_request_id)]
-)
+router = APIRouter(prefix="/api/v1", tags=["access"], route_class=UserRoute)
 
 
 # -- request bodies ---------------------------------------------------------------------------

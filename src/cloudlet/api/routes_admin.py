@@ -11,7 +11,6 @@ from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context
 from cloudlet.api.openapi import success
-from cloudlet.api.routes_access import bind_request_id
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import bounds
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
@@ -134,7 +133,7 @@ class LocationUpdate(BaseModel):
     capacity: Capacity = Field(default_factory=Capacity)
 
 
-@router.put("/locations/{name}", responses=CREATED_OR_UPDATED, dependencies=[Depends(bind_request_id)])
+@router.put("/locations/{name}", responses=CREATED_OR_UPDATED)
 def put_location(
     name: LocationName,
     response: Response,

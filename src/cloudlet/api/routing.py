@@ -34,7 +34,7 @@ from sqlalchemy import select
 
 from cloudlet.api import openapi
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import identity
+from cloudlet.services import audit, identity
 from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller
 from cloudlet.store.schema import Node
@@ -203,6 +203,9 @@ class UserRoute(_CloudletRoute):
 
     async def authenticate(self, request: Request) -> None:
         await authenticate_user(request)
+        # The client's request id goes into the audit entries this request writes (set in the
+        # request's task: the thread that runs a sync endpoint copies its context).
+        audit.bind_request_id(audit.request_id_from(request.headers))
 
 
 class NodeRoute(_CloudletRoute):
