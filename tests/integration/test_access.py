@@ -330,3 +330,24 @@ def test_whoami_names_the_key(api: httpx.Client, srv: RunningServer) -> None:
     assert status_with(srv, token_of(srv, key["api_key"])).json()["key_id"] == key["id"]
     assert reason_of(status_with(srv, "clk_not-a-real-key")) == "UnknownKey"
     assert reason_of(status_with(srv, "bogus")) == "Malformed"
+
+
+def test_revoking_a_key_ends_the_browser_sign_in_made_with_it(api: httpx.Client, srv: RunningServer) -> None:
+    """The instance proxy's sign-in cookie is tied to the key it was made with."""
+    key = new_user(api, srv, "browser", role="Reader")
+    with httpx.Client(base_url=srv.endpoint, timeout=10) as browser:
+        signed_in = browser.post("/signin", data={"api_key": key["api_key"], "next": "/instances/"})
+        assert signed_in.status_code == 303, signed_in.text
+        assert browser.cookies.get("cloudlet_signin", path="/instances/")
+        # Signed in: an unknown instance is a 404 (not a 401) for this caller.
+        assert browser.get("/instances/ghost/jupyterlab/api/status").status_code == 404
+        # The cookie is no API credential.
+        cookie = browser.cookies.get("cloudlet_signin", path="/instances/")
+        as_bearer = httpx.get(f"{srv.endpoint}/api/v1/whoami", headers={"Authorization": f"Bearer {cookie}"})
+        assert as_bearer.status_code == 401
+        assert api.delete(f"{PRINCIPALS}/browser/keys/{key['id']}").status_code == 204
+        wait_until(
+            lambda: browser.get("/instances/ghost/jupyterlab/api/status").status_code == 401,
+            REVOCATION_BOUND_S + 2,
+            "the sign-in to end with its key",
+        )

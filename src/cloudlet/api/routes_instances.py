@@ -35,7 +35,7 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import identity, instance_activity
 from cloudlet.services import instances as instance_service
 from cloudlet.services.context import Caller
-from cloudlet.store.schema import Node, Principal
+from cloudlet.store.schema import Node
 
 router = APIRouter(tags=["instances"])
 forwarder = Forwarder()
@@ -89,7 +89,8 @@ async def signin(request: Request, state: AppState = Depends(app_state)) -> Resp
         caller = await run_in_threadpool(_authenticate_key, state, key)
     except CloudletError as exc:
         return signin_page(next_url, exc.message, status=401)
-    value, _ = identity.mint_token(caller.principal_id, cookie_secret(state.token_secret), SIGNIN_LIFETIME_S)
+    # Tied to the key it was made with: revoking that key (or disabling the user) ends the sign-in.
+    value, _ = await run_in_threadpool(_mint_cookie, state, caller)
     response = RedirectResponse(next_url, status_code=303)
     response.set_cookie(
         SIGNIN_COOKIE,
@@ -108,6 +109,11 @@ async def signout() -> Response:
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(SIGNIN_COOKIE, path=COOKIE_PATH)
     return response
+
+
+def _mint_cookie(state: AppState, caller: Caller) -> tuple[str, int]:
+    with state.read_sessions() as session:
+        return identity.mint_for(session, caller, cookie_secret(state.token_secret), SIGNIN_LIFETIME_S)
 
 
 def _authenticate_key(state: AppState, key: str) -> Caller:
@@ -130,12 +136,9 @@ def credential(headers: Headers, cookies: dict[str, str]) -> tuple[str, str] | N
 def _caller(session: Any, state: AppState, kind: str, value: str) -> Caller:
     if kind == "bearer":
         return identity.authenticate(session, value, state.token_secret)
-    principal = session.get(Principal, identity.verify_token(value, cookie_secret(state.token_secret)))
-    if principal is None:
-        raise CloudletError(
-            "AuthenticationFailed", "the sign-in is no longer valid; sign in again", status=401
-        )
-    return identity.load_caller(session, principal)
+    # A sign-in cookie is a token signed with the cookie key: checked like an access token (its
+    # key still valid, its user enabled), and useless as an API credential.
+    return identity.authenticate(session, value, cookie_secret(state.token_secret))
 
 
 def resolve(state: AppState, kind: str, value: str, name: str, app: str) -> Target:

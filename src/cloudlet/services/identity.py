@@ -296,11 +296,17 @@ def mint_token(
     return f"{TOKEN_PREFIX}{payload}.{signature}", expires
 
 
-def mint_for(session: Session, caller: Caller, secret: str) -> tuple[str, int]:
+def mint_for(
+    session: Session, caller: Caller, secret: str, lifetime_s: int = TOKEN_LIFETIME_S
+) -> tuple[str, int]:
     """A token for the caller, tied to (and no longer-lived than) the key behind its credential."""
     key = session.get(ApiKey, caller.key_id) if caller.key_id else None
     return mint_token(
-        caller.principal_id, secret, key_id=caller.key_id, not_after=key.expires_on if key else None
+        caller.principal_id,
+        secret,
+        lifetime_s,
+        key_id=caller.key_id,
+        not_after=key.expires_on if key else None,
     )
 
 
