@@ -44,20 +44,13 @@ def open_beneath(base: Path, parts: tuple[str, ...]) -> int:
     a symbolic link anywhere below ``base`` (a user's job or notebook can plant one) is refused
     rather than followed out of it, and no rename race can redirect the open. OSError when it
     does not exist, is a link, or leaves ``base``."""
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    fd = _descend(os.open(base, os.O_RDONLY | os.O_DIRECTORY), parts[:-1])
+    if not parts:
+        return fd
     try:
-        for part in parts[:-1]:
-            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-        if not parts:
-            return fd
-        last = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-    except BaseException:
+        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    finally:
         os.close(fd)
-        raise
-    os.close(fd)
-    return last
 
 
 def read_beneath(base: Path, parts: tuple[str, ...], offset: int = 0, limit: int = 1 << 20) -> bytes | None:
@@ -110,16 +103,15 @@ class DataRoot:
         return self.datastore(ws_id) / "checkpoints" / job
 
 
-def makedirs_beneath(base: Path, parts: tuple[str, ...]) -> int:
-    """A descriptor of the folder ``base/parts…``, made as needed, walked without following links:
-    a link planted anywhere on the way (by a job writing to the datastore) fails the walk, so
-    nothing is ever written through it. OSError otherwise."""
-    base.mkdir(parents=True, exist_ok=True)
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+def _descend(fd: int, parts: tuple[str, ...] | list[str], make: bool = False) -> int:
+    """From the folder open at ``fd`` (which this takes over) down through ``parts``, one segment
+    at a time with O_NOFOLLOW, making missing folders when ``make``; the last folder's descriptor.
+    A link on the way (planted by a user's job) fails the walk instead of being followed."""
     try:
         for part in parts:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o755, dir_fd=fd)
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
             inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = inner
@@ -127,6 +119,13 @@ def makedirs_beneath(base: Path, parts: tuple[str, ...]) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def makedirs_beneath(base: Path, parts: tuple[str, ...]) -> int:
+    """A descriptor of the folder ``base/parts…``, made as needed, walked without following links:
+    nothing is ever written through a link planted on the way. OSError otherwise."""
+    base.mkdir(parents=True, exist_ok=True)
+    return _descend(os.open(base, os.O_RDONLY | os.O_DIRECTORY), parts, make=True)
 
 
 def unpack_beneath(data: bytes, base: Path, parts: tuple[str, ...]) -> None:
@@ -148,14 +147,8 @@ def _unpack_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: int)
     *folders, name = relative_parts(member.name, "body", "an archive member")
     if not name:
         return
-    fd = os.dup(root)
+    fd = _descend(os.dup(root), folders, make=True)
     try:
-        for part in folders:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o755, dir_fd=fd)
-            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = inner
         if member.isdir():
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o755, dir_fd=fd)
