@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -77,3 +78,31 @@ class Run:
 def killpg(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def signal_group(pgid: int, sig: int, spare: int | None = None) -> None:
+    """``killpg``, except that ``spare`` (a sandbox's outer ``bwrap``, which would die of a SIGTERM
+    and take the job with it before the job could act on it) is left out. SIGKILL goes to all."""
+    if spare is None or sig == signal.SIGKILL:
+        killpg(pgid, sig)
+        return
+    for pid in group_members(pgid):
+        if pid != spare:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids whose process group is ``pgid`` (from ``/proc/<pid>/stat``)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members

@@ -1,0 +1,350 @@
+"""The sandbox a node's user processes run in: jobs, environment builds, an instance's apps,
+setup scripts and sshd (docs/isolation.md). Standard library only, like the rest of the agent.
+
+The provider says what to do in the agent's environment:
+
+- ``CLOUDLET_SANDBOX``: ``bwrap`` (bubblewrap) or ``none`` (unset: ``none``; the local provider
+  always sets it);
+- ``CLOUDLET_SANDBOX_UID``, ``_GID``: the unprivileged host user they run as (default 65534);
+- ``CLOUDLET_SANDBOX_ROOT=1``: they are root *inside* a user namespace mapped to that user
+  (a compute instance's ``enable_root_access``).
+
+With ``bwrap`` and an agent running as root, a real-root ``bwrap`` builds the mount namespace
+(host paths such as the interpreter's prefix are reachable only by root), then ``setpriv`` drops
+to the sandbox user inside it (and ``unshare --user --map-root-user`` after it gives root-inside).
+``bwrap`` is never given ``--unshare-user`` as real root: that would map uid 0 to host root. An
+agent that is not root gets what an unprivileged user namespace allows: the same file-system and
+process isolation, under its own uid.
+
+The sandbox sees the system folders read-only (``/usr``, ``/etc`` with a generated ``passwd``,
+``group`` and ``hosts``, ``/opt``, ``/sys``), the agent's interpreter read-only (a job's ``python``
+is the agent's), its own ``/dev`` (GPU devices bound in), ``/proc`` of its own PID namespace, a
+private ``/tmp`` and ``/dev/shm``, and the binds it is given — nothing else of the host.
+
+Signals: the agent stops a run with SIGTERM, then SIGKILL, to its process group, which holds the
+outer ``bwrap`` too. That ``bwrap`` would die of the SIGTERM at once and take the job with it
+(``--die-with-parent``) before it could checkpoint, so the SIGTERM goes to every member of the
+group but the outer ``bwrap`` (``runstate.signal_group``; the sandbox's PID 1 ignores it, as a PID
+namespace's init does), and the SIGKILL to the whole group. When the sandbox's PID 1 ends, the
+kernel kills what is left inside it, daemonised leftovers too.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cloudlet.agent import safe_paths
+
+MODES = ("bwrap", "none")
+DEFAULT_UID = DEFAULT_GID = 65534
+USER_NAME = "azureuser"  # as on Azure ML compute
+SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/sys")
+MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+DEVICE_GLOBS = ("/dev/nvidia*", "/dev/infiniband", "/dev/kfd", "/dev/dri")
+TMPFS_DIRS = ("/dev", "/dev/shm", "/proc", "/tmp")
+
+
+# What a user process gets of the agent's environment: an allowlist (the node's secrets, its
+# directory and the agent's own settings stay behind). The caller adds HOME, USER and its own.
+PASSED_ENV = (
+    *("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED"),
+    # node tags: how the provider finds a node's processes (list_nodes, terminate)
+    *("CLOUDLET_INSTALLATION", "CLOUDLET_NODE_ID", "CLOUDLET_OPERATION_ID", "CLOUDLET_INSTANCE"),
+    *("CLOUDLET_NODE_SIZE", "CLOUDLET_NODE_TIER", "CLOUDLET_NODE_VCPUS", "CLOUDLET_NODE_MEMORY_GB"),
+    "CLOUDLET_NODE_GPUS",
+)
+PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "SSL_CERT_", "UV_", "PIP_")
+
+
+def user_environment(agent_env: Mapping[str, str]) -> dict[str, str]:
+    """The allowlisted part of the agent's environment, for a user process."""
+    return {k: v for k, v in agent_env.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
+
+
+class SandboxError(RuntimeError):
+    """The sandbox is misconfigured or its tools are missing; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path the sandbox sees at the same place. ``fd``: bind this descriptor (a path walked
+    with ``safe_paths.open_path``) rather than the path, which a user could have changed since."""
+
+    path: str
+    writable: bool = False
+    fd: int | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    mode: str = "none"
+    uid: int = DEFAULT_UID
+    gid: int = DEFAULT_GID
+    root_inside: bool = False
+    privileged: bool = field(default_factory=lambda: os.geteuid() == 0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode == "bwrap"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Policy:
+        env = os.environ if env is None else env
+        mode = (env.get("CLOUDLET_SANDBOX") or "none").strip().lower()
+        if mode not in MODES:
+            raise SandboxError(f"CLOUDLET_SANDBOX must be one of {', '.join(MODES)}, got {mode!r}")
+        uid, gid = (
+            _id(env, "CLOUDLET_SANDBOX_UID", DEFAULT_UID),
+            _id(env, "CLOUDLET_SANDBOX_GID", DEFAULT_GID),
+        )
+        if mode == "bwrap" and os.geteuid() == 0 and (uid == 0 or gid == 0):
+            raise SandboxError("CLOUDLET_SANDBOX_UID/GID must name an unprivileged user, not 0")
+        root = (env.get("CLOUDLET_SANDBOX_ROOT") or "").strip().lower() in ("1", "true", "yes")
+        return cls(mode=mode, uid=uid, gid=gid, root_inside=root)
+
+
+def _id(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = (env.get(name) or "").strip()
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise SandboxError(f"{name} must be a number, got {raw!r}") from None
+
+
+def interpreter_paths(python: str = sys.executable) -> list[str]:
+    """What the agent's interpreter needs to run: its prefixes, the folder of the real executable,
+    and the folder that holds the ``cloudlet`` package when it is not installed in a prefix."""
+    import cloudlet
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(python))}
+    package_root = os.path.dirname(os.path.dirname(os.path.realpath(cloudlet.__file__)))
+    paths.add(package_root)
+    return sorted(p for p in paths if p and os.path.isdir(p))
+
+
+def is_under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def identity_files(uid: int, gid: int, home: str, hostname: str, hosts: str = "") -> dict[str, str]:
+    """``/etc/passwd``, ``group`` and ``hosts`` for the sandbox: its user (``azureuser``, home =
+    ``home``, shell bash) and root, so ``getpwuid``, sshd and ``whoami`` work; its hostname."""
+    passwd = [
+        f"root:x:0:0:root:{home}:/bin/bash",
+        f"{USER_NAME}:x:{uid}:{gid}:cloudlet user:{home}:/bin/bash",
+    ]
+    group = ["root:x:0:", f"{USER_NAME}:x:{gid}:"]
+    if uid != DEFAULT_UID:
+        passwd.append(f"nobody:x:{DEFAULT_UID}:{DEFAULT_GID}:nobody:/nonexistent:/usr/sbin/nologin")
+    if gid != DEFAULT_GID:
+        group.append(f"nogroup:x:{DEFAULT_GID}:")
+    lines = [line for line in hosts.splitlines() if line.strip()]
+    lines.append(f"127.0.0.1\t{hostname}")
+    return {
+        "passwd": "\n".join(passwd) + "\n",
+        "group": "\n".join(group) + "\n",
+        "hosts": "\n".join(lines) + "\n",
+    }
+
+
+class Sandbox:
+    """Wraps argvs for one node. The fixed part of the ``bwrap`` command is built once (a tiny job's
+    start is a hot path); ``wrap`` adds the binds, the working directory and the user switch."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        hostname: str,
+        state_dir: Path,
+        home: str = "/tmp",
+        python: str = sys.executable,
+    ) -> None:
+        self.policy = policy
+        self.hostname = hostname
+        self.home = home
+        self._outer: list[str] = []
+        self._covered: list[str] = []  # host folders the fixed part binds (their insides exist)
+        self._made: set[str] = set(TMPFS_DIRS)  # folders the fixed part makes in the sandbox
+        # Whose symlinks a path may cross: root's; also the agent's own when it is not root.
+        self._trusted = (0,) if policy.privileged else (0, os.getuid())
+        self._inner_user: list[str] = []
+        self._inner_root: list[str] = []
+        if policy.enabled:
+            self._build(state_dir, python)
+
+    @classmethod
+    def from_env(cls, node_dir: Path, node_id: str, env: Mapping[str, str] | None = None) -> Sandbox:
+        env = os.environ if env is None else env
+        home = env.get("CLOUDLET_OS_DISK") or "/tmp"
+        return cls(Policy.from_env(env), hostname=node_id, state_dir=node_dir / "sandbox", home=home)
+
+    # -- who the processes are -------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        return self.policy.enabled
+
+    @property
+    def visible(self) -> tuple[str, ...]:
+        """Host folders every sandbox of this node sees (read-only): a path under one needs no bind."""
+        return tuple(self._covered)
+
+    @property
+    def owner(self) -> tuple[int, int]:
+        """The host uid/gid that the sandbox user's files have."""
+        if self.enabled and self.policy.privileged:
+            return self.policy.uid, self.policy.gid
+        return os.getuid(), os.getgid()
+
+    def uid_inside(self, root_inside: bool | None = None) -> int:
+        """The uid the processes see for themselves (0 for root-inside)."""
+        root = self.policy.root_inside if root_inside is None else root_inside
+        if not self.enabled:
+            return os.geteuid()
+        return 0 if root else self.owner[0]
+
+    def user_name(self, root_inside: bool | None = None) -> str:
+        if not self.enabled:
+            import pwd
+
+            return pwd.getpwuid(os.geteuid()).pw_name
+        return "root" if self.uid_inside(root_inside) == 0 else USER_NAME
+
+    def hand_over(self, path: str | Path, *, recursive: bool = False, create: bool = False) -> None:
+        """Give ``path`` to the sandbox user (walked without following users' symlinks; made first
+        when ``create``). Only a root agent changes owners: otherwise they are the same user."""
+        if self.enabled and self.policy.privileged:
+            uid, gid = self.owner
+            safe_paths.chown_tree(str(path), uid, gid, recursive=recursive, create=create)
+        elif create:
+            os.makedirs(path, exist_ok=True)
+
+    def open_bind(self, path: str, *, writable: bool) -> Bind | None:
+        """A datastore path (a user may have planted symlinks on its way) as a descriptor bind;
+        a writable one is made and handed to the sandbox user, a missing read-only one is None."""
+        try:
+            fd = safe_paths.open_path(path, trusted=self._trusted)
+        except FileNotFoundError:
+            if not writable:
+                return None
+            fd = safe_paths.open_path(path, create=True, directory=True, trusted=self._trusted)
+        if writable and self.policy.privileged:
+            uid, gid = self.owner
+            os.chown(safe_paths.proc_path(fd), uid, gid)
+        return Bind(path, writable, fd)
+
+    # -- argv ----------------------------------------------------------------------------------
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | Path,
+        binds: Sequence[Bind] = (),
+        root_inside: bool | None = None,
+    ) -> list[str]:
+        """``argv`` to run inside the sandbox, in ``cwd``, seeing ``binds`` (pass the descriptors
+        of fd binds to ``Popen(pass_fds=...)``). ``argv`` unchanged when the sandbox is off."""
+        if not self.enabled:
+            return list(argv)
+        root = self.policy.root_inside if root_inside is None else root_inside
+        args = list(self._outer)
+        if not self.policy.privileged:  # an unprivileged user namespace, under the agent's own uid
+            args += ["--unshare-user", *(["--uid", "0", "--gid", "0"] if root else [])]
+        covered, made = list(self._covered), set(self._made)
+        for bind in sorted(binds, key=lambda b: (b.path.count("/"), b.path)):
+            path = os.path.normpath(bind.path)
+            args += _parents(path, covered, made)
+            if bind.fd is not None:
+                args += ["--bind-fd" if bind.writable else "--ro-bind-fd", str(bind.fd), path]
+            else:
+                args += ["--bind" if bind.writable else "--ro-bind", path, path]
+            covered.append(path)
+        args += ["--chdir", str(cwd), "--"]
+        args += self._inner_root if root else self._inner_user
+        args += argv
+        return args
+
+    def _build(self, state_dir: Path, python: str) -> None:
+        tools = {name: shutil.which(name) for name in ("bwrap", "setpriv", "unshare")}
+        needed = ("bwrap", "setpriv", "unshare") if self.policy.privileged else ("bwrap",)
+        missing = [name for name in needed if not tools[name]]
+        if missing:
+            raise SandboxError(
+                f"the sandbox needs {', '.join(missing)}: apt-get install bubblewrap util-linux"
+            )
+        outer = [str(tools["bwrap"])]
+        covered: list[str] = []
+        for path in SYSTEM_DIRS:
+            if os.path.isdir(path):
+                outer += ["--ro-bind", path, path]
+                covered.append(path)
+        for path in MERGED_USR:
+            if os.path.islink(path):
+                outer += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                outer += ["--ro-bind", path, path]
+                covered.append(path)
+        for name, path in self._identity(state_dir).items():
+            outer += ["--ro-bind", path, f"/etc/{name}"]
+        outer += ["--dev", "/dev"]
+        devices = {device for pattern in DEVICE_GLOBS for device in glob.glob(pattern)}
+        for device in sorted(devices):  # GPUs (and RDMA): the node's processes may use them
+            outer += ["--dev-bind", device, device]
+        outer += ["--perms", "1777", "--tmpfs", "/dev/shm", "--proc", "/proc"]
+        outer += ["--perms", "1777", "--tmpfs", "/tmp"]
+        made = set(TMPFS_DIRS)
+        for path in interpreter_paths(python):
+            if not is_under(path, covered):
+                outer += _parents(path, covered, made)
+                outer += ["--ro-bind", path, path]
+                covered.append(path)
+        outer += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        outer += ["--hostname", self.hostname, "--die-with-parent"]
+        self._outer, self._covered, self._made = outer, covered, made
+        if self.policy.privileged:
+            uid, gid = self.policy.uid, self.policy.gid
+            drop = [str(tools["setpriv"]), f"--reuid={uid}", f"--regid={gid}"]
+            drop += ["--clear-groups", "--no-new-privs"]  # no setuid binary gives privileges back
+            self._inner_user = drop
+            self._inner_root = [*drop, str(tools["unshare"]), "--user", "--map-root-user"]
+
+    def _identity(self, state_dir: Path) -> dict[str, str]:
+        """Write the sandbox's passwd, group and hosts once per node (root-owned, outside any
+        sandbox's view); return where they are."""
+        try:
+            hosts = Path("/etc/hosts").read_text()
+        except OSError:
+            hosts = "127.0.0.1\tlocalhost\n"
+        uid, gid = self.owner
+        files = identity_files(uid, gid, self.home, self.hostname, hosts)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        paths = {}
+        for name, text in files.items():
+            path = state_dir / name
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.chmod(0o644)
+            tmp.replace(path)
+            paths[name] = str(path)
+        return paths
+
+
+def _parents(path: str, covered: Sequence[str], made: set[str]) -> list[str]:
+    """``--dir`` (mode 0755) for each missing ancestor of ``path``: bwrap would make them 0700 and
+    root-owned, which the unprivileged user could not pass through."""
+    args: list[str] = []
+    parent = os.path.dirname(path)
+    chain: list[str] = []
+    while parent not in ("/", "") and parent not in made and not is_under(parent, covered):
+        chain.append(parent)
+        parent = os.path.dirname(parent)
+    for folder in reversed(chain):
+        args += ["--perms", "0755", "--dir", folder]
+        made.add(folder)
+    return args
