@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -27,7 +28,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported lazily at run time, like this module
+    from cloudlet.agent.sandbox import Bind, Sandbox
 
 MARKER = ".cloudlet-env.json"
 KILL_AFTER_S = 1.0
@@ -53,10 +57,19 @@ def cache_root(node_dir: Path, env: Mapping[str, str] | None = None) -> Path:
     return Path(configured) if configured else node_dir / "os" / "envs"
 
 
-def find_uv(env: Mapping[str, str] | None = None) -> str | None:
-    """``CLOUDLET_UV``, else ``uv`` next to this interpreter, else ``uv`` on PATH."""
+def build_cache(cache_root: Path, env: Mapping[str, str] | None = None) -> Path:
+    """Where sandboxed builds keep uv's and pip's download caches: ``CLOUDLET_BUILD_CACHE``, else
+    a folder beside the environment cache (not in it: only environments live there)."""
     env = os.environ if env is None else env
-    configured = env.get("CLOUDLET_UV", "").strip()
+    configured = env.get("CLOUDLET_BUILD_CACHE", "").strip()
+    return Path(configured) if configured else cache_root.parent / f"{cache_root.name}-build-cache"
+
+
+def find_uv(env: Mapping[str, str] | None = None) -> str | None:
+    """``CLOUDLET_UV`` (the agent's setting: a run's environment does not carry it), else ``uv``
+    next to this interpreter, else ``uv`` on PATH."""
+    env = os.environ if env is None else env
+    configured = (env.get("CLOUDLET_UV") or os.environ.get("CLOUDLET_UV") or "").strip()
     if configured:
         return configured
     beside = Path(sys.executable).parent / "uv"
@@ -93,12 +106,15 @@ def prepare(
     *,
     stop: threading.Event | None = None,
     base_env: Mapping[str, str] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> dict[str, str]:
     """Make the run's environment ready; return the variables to add to the run's environment.
 
     ``log`` receives text for the run's log. ``stop`` set during a build kills the build and
     raises ``Canceled``; a build that fails raises ``BuildFailed``. ``base_env`` is the run's
-    environment so far (its PATH is extended; the build tools run with it).
+    environment so far (its PATH is extended; the build tools run with it). ``sandbox``: the build
+    (which runs the chosen packages' own code) runs in it, as its user, seeing only its target
+    and the download cache writable.
     """
     spec = dict(env_spec or {})
     base = dict(os.environ if base_env is None else base_env)
@@ -123,7 +139,9 @@ def prepare(
     if not HASH_PATTERN.fullmatch(digest):
         canonical = json.dumps({"image": spec.get("image"), "kind": kind, "pip": sorted(pip)})
         digest = hashlib.sha256(canonical.encode()).hexdigest()
-    venv = ensure_venv(digest, pip, Path(cache_root), log, stop=stop, base_env=base, name=spec.get("name"))
+    venv = ensure_venv(
+        digest, pip, Path(cache_root), log, stop=stop, base_env=base, name=spec.get("name"), sandbox=sandbox
+    )
     path = base.get("PATH") or os.defpath
     return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{path}"}
 
@@ -150,6 +168,7 @@ def ensure_venv(
     stop: threading.Event | None = None,
     base_env: Mapping[str, str] | None = None,
     name: str | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Path:
     """``cache_root/<digest>``, built now unless a complete one is already there."""
     target, short = cache_root / digest, digest[:12]
@@ -169,7 +188,7 @@ def ensure_venv(
         if target.exists():
             log(f"cloudlet-agent: removing an incomplete build of environment {short}\n")
             shutil.rmtree(target, ignore_errors=True)
-        _build(target, list(pip), log, stop, dict(base_env or os.environ), name)
+        _build(target, list(pip), log, stop, dict(base_env or os.environ), name, sandbox)
     return target
 
 
@@ -199,6 +218,7 @@ def _build(
     stop: threading.Event | None,
     env: dict[str, str],
     name: str | None,
+    sandbox: Sandbox | None = None,
 ) -> None:
     short = target.name[:12]
     uv = find_uv(env)
@@ -211,19 +231,22 @@ def _build(
     python = str(target / "bin" / "python")
     began = time.monotonic()
     try:
+        binds = _sandboxed(target, uv, env, sandbox)
+        run = functools.partial(_run, log=log, stop=stop, env=env, sandbox=sandbox, binds=binds)
         if uv:
-            cmd = [uv, "venv", "--no-project", "--python", sys.executable, str(target)]
-            _run("uv venv", cmd, log, stop, env)
+            run("uv venv", [uv, "venv", "--no-project", "--python", sys.executable, str(target)])
             if pip:
-                _run("uv pip install", [uv, "pip", "install", "--python", python, *pip], log, stop, env)
+                run("uv pip install", [uv, "pip", "install", "--python", python, *pip])
         else:
-            _run("python -m venv", [sys.executable, "-m", "venv", str(target)], log, stop, env)
+            run("python -m venv", [sys.executable, "-m", "venv", str(target)])
             if pip:
-                cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *pip]
-                _run("pip install", cmd, log, stop, env)
+                run(
+                    "pip install",
+                    [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *pip],
+                )
         marker = {"python": _python_tag(), "pip": pip, "name": name, "built_at": time.time(), "tool": tool}
         tmp = target / f"{MARKER}.tmp"
-        tmp.write_text(json.dumps(marker))
+        _write_marker(tmp, json.dumps(marker))
         tmp.replace(target / MARKER)
     except BaseException as exc:
         shutil.rmtree(target, ignore_errors=True)  # no half-built environment is left behind
@@ -233,11 +256,58 @@ def _build(
     log(f"cloudlet-agent: environment {short} built in {time.monotonic() - began:.1f} s\n")
 
 
-def _run(step: str, cmd: list[str], log: Log, stop: threading.Event | None, env: dict[str, str]) -> None:
+def _sandboxed(target: Path, uv: str | None, env: dict[str, str], sandbox: Sandbox | None) -> list[Bind]:
+    """Prepare a sandboxed build: its target made and handed to the sandbox user, the download
+    cache beside the environment cache (uv's and pip's, shared by the host's builds; copied into
+    the venv, never hard-linked, so a later build cannot change an environment through it). The
+    binds the build sees; none without a sandbox."""
+    if sandbox is None or not sandbox.enabled:
+        return []
+    from cloudlet.agent.sandbox import Bind, is_under
+
+    cache = build_cache(target.parent)
+    target.mkdir()
+    sandbox.hand_over(target)
+    sandbox.hand_over(cache, create=True)
+    for sub in ("uv", "pip"):
+        sandbox.hand_over(cache / sub, create=True)
+    env.update(
+        {
+            "HOME": "/tmp",
+            "UV_CACHE_DIR": str(cache / "uv"),
+            "PIP_CACHE_DIR": str(cache / "pip"),
+            "UV_LINK_MODE": "copy",
+            "UV_PYTHON_DOWNLOADS": "never",  # the venv's Python is the node's: nothing to download
+        }
+    )
+    binds = [Bind(str(target), writable=True), Bind(str(cache), writable=True)]
+    if uv and not is_under(os.path.realpath(uv), sandbox.visible):
+        binds.append(Bind(uv))
+    return binds
+
+
+def _write_marker(path: Path, text: str) -> None:
+    """As root into a folder the build's user owned: never through a link the build left there."""
+    from cloudlet.agent import safe_paths
+
+    safe_paths.write_bytes(str(path), text.encode())
+
+
+def _run(
+    step: str,
+    cmd: list[str],
+    log: Log,
+    stop: threading.Event | None,
+    env: dict[str, str],
+    sandbox: Sandbox | None = None,
+    binds: Sequence[Bind] = (),
+) -> None:
     """Run a build step in its own process group, its output to ``log``; killed when ``stop`` is set."""
+    sandboxed = sandbox is not None and sandbox.enabled
+    argv = sandbox.wrap(cmd, cwd="/", binds=binds) if sandbox is not None and sandboxed else cmd
     try:
         proc = subprocess.Popen(
-            cmd,
+            argv,
             env=env,
             cwd="/",  # outside any project: uv would read a project's configuration
             stdin=subprocess.DEVNULL,

@@ -20,7 +20,9 @@ from typing import Any
 
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
-from cloudlet.agent.runstate import Run, exit_code_of, killpg, utf8_cut
+from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group, utf8_cut
+from cloudlet.agent.safe_paths import UnsafePath
+from cloudlet.agent.sandbox import Bind, Policy, Sandbox, user_environment
 
 CHUNK = 64 * 1024
 BATCH_S = 0.1
@@ -33,11 +35,16 @@ REPORT_RUNNING_AFTER_S = 0.05
 
 class RunManager:
     def __init__(
-        self, client: AgentClient, work_dir: Path, on_change: Callable[[], None] = lambda: None
+        self,
+        client: AgentClient,
+        work_dir: Path,
+        on_change: Callable[[], None] = lambda: None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.client = client
         self.work_dir = work_dir
         self.on_change = on_change
+        self.sandbox = sandbox or Sandbox(Policy(), hostname="", state_dir=work_dir)
         self.revoked = threading.Event()
         self._runs: dict[str, Run] = {}
         self._done: dict[str, None] = {}  # recently acknowledged runs: a repeated start is ignored
@@ -154,27 +161,39 @@ class RunManager:
             raise ValueError("the run spec has no command")
         if spec.get("cwd_code"):
             self._fetch_code(run, str(spec["cwd_code"]))
-        env = {k: v for k, v in os.environ.items() if k != "CLOUDLET_NODE_TOKEN"}
-        env.update({str(k): str(v) for k, v in (spec.get("env") or {}).items()})
-        env["CLOUDLET_RUN_ID"] = run.run_id
-        _make_checkpoint_dir(env.get("CLOUDLET_CHECKPOINT_DIR"))
+        sandbox = self.sandbox
+        sandbox.hand_over(run.cwd, recursive=bool(spec.get("cwd_code")))  # its code, as extracted
+        env = self._environment(run)
+        binds = [Bind(str(run.cwd), writable=True)]
         environment = spec.get("environment")
         kind = environment.get("kind", "python") if isinstance(environment, dict) else "python"
         if kind != "python" and not self._prepare_environment(run, env):
             return
+        if env.get("VIRTUAL_ENV"):
+            binds.append(Bind(env["VIRTUAL_ENV"]))  # the environment cache is the agent's: no user links
         if run.stop_requested.is_set():
             self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
             return
-        proc = subprocess.Popen(
-            ["bash", "-c", spec["command"]],
-            cwd=run.cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            bufsize=0,
-        )
+        mounts = self._mounts(run, env)
+        binds += mounts
+        fds = tuple(b.fd for b in mounts if b.fd is not None)
+        try:
+            proc = subprocess.Popen(
+                sandbox.wrap(["bash", "-c", spec["command"]], cwd=run.cwd, binds=binds),
+                cwd=run.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=fds,
+                bufsize=0,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
+        # The sandbox's outer bwrap leads the group: spared by SIGTERM (see agent/sandbox.py).
+        spare = proc.pid if sandbox.enabled else None
         assert proc.stdout is not None
         run.pid = proc.pid
         self.on_change()
@@ -201,7 +220,7 @@ class RunManager:
                 if timeout_s and now - started >= timeout_s and not run.stop_requested.is_set():
                     run.request_stop("timeout")
                 if run.stop_requested.is_set() and kill_at is None:
-                    killpg(proc.pid, signal.SIGTERM)
+                    signal_group(proc.pid, signal.SIGTERM, spare)
                     kill_at = now + KILL_AFTER_S
                 if kill_at is not None and now >= kill_at:
                     killpg(proc.pid, signal.SIGKILL)
@@ -214,6 +233,43 @@ class RunManager:
         proc.stdout.close()
         returncode = proc.wait()
         self._finish(run, exit_code_of(returncode), run.stop_reason or "exited")
+
+    def _environment(self, run: Run) -> dict[str, str]:
+        """An allowlist of the agent's environment (never its token), the spec's variables, and a
+        HOME the job can write: its working directory."""
+        env = user_environment(os.environ)
+        env.update({str(k): str(v) for k, v in (run.spec.get("env") or {}).items()})
+        user = self.sandbox.user_name()
+        env.update({"HOME": str(run.cwd), "USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
+        env["CLOUDLET_RUN_ID"] = run.run_id
+        return env
+
+    def _mounts(self, run: Run, env: dict[str, str]) -> list[Bind]:
+        """The datastore paths the spec names (``mounts``; the checkpoint dir also when an older
+        control plane did not list it), as descriptor binds; writable ones made and handed to the
+        sandbox user. A missing read-only path is left out: the job sees it missing, as before."""
+        wanted: dict[str, bool] = {}
+        for mount in run.spec.get("mounts") or []:
+            if isinstance(mount, dict) and mount.get("path"):
+                path = os.path.normpath(str(mount["path"]))
+                wanted[path] = wanted.get(path, False) or mount.get("mode") == "rw"
+        checkpoints = env.get("CLOUDLET_CHECKPOINT_DIR")
+        if checkpoints:
+            wanted.setdefault(os.path.normpath(checkpoints), True)
+        binds: list[Bind] = []
+        for path, writable in wanted.items():
+            try:
+                if self.sandbox.enabled:
+                    bind = self.sandbox.open_bind(path, writable=writable)
+                    if bind is not None:
+                        binds.append(bind)
+                elif writable:
+                    os.makedirs(path, exist_ok=True)
+            except UnsafePath:
+                raise  # a symlink planted on the way: the run fails rather than mount elsewhere
+            except OSError as exc:  # e.g. a node without the datastore: the job sees the path only
+                self._note(run, f"cloudlet-agent: warning: cannot mount {path}: {exc}\n".encode())
+        return binds
 
     def _prepare_environment(self, run: Run, env: dict[str, str]) -> bool:
         """Build or reuse the run's environment (its output goes to the run's log) and add its
@@ -229,7 +285,9 @@ class RunManager:
         try:
             cache = envs.cache_root(self.work_dir.parent)
             spec = run.spec["environment"]
-            env.update(envs.prepare(spec, cache, note, stop=run.stop_requested, base_env=env))
+            env.update(
+                envs.prepare(spec, cache, note, stop=run.stop_requested, base_env=env, sandbox=self.sandbox)
+            )
         except envs.Canceled:
             self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
             return False
@@ -338,13 +396,3 @@ class RunManager:
             if isinstance(spec, dict):
                 self.start(spec)
         self.on_change()
-
-
-def _make_checkpoint_dir(path: str | None) -> None:
-    """The attempt's checkpoint dir (in the workspace datastore) exists before the job starts;
-    made here rather than by the control plane, so the dispatch path does no file-system work."""
-    if path:
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as exc:  # a node without the datastore mounted: the job sees the path only
-            log(f"cannot create the checkpoint dir {path}: {exc}")

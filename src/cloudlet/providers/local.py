@@ -3,7 +3,13 @@
 Each node is a directory `root/<node_id>/{os,mnt,work}` and an agent process in its own session
 (it outlives a crashed server). Every node process carries `CLOUDLET_INSTALLATION` and
 `CLOUDLET_NODE_ID` in its environment, which is how `list_nodes` finds orphans and how
-`terminate` finds a node's leftover processes.
+`terminate` finds a node's leftover processes (sandboxed ones too: their /proc entries are the
+host's to read).
+
+The agent runs as the server's user; the node's user processes (jobs, environment builds, an
+instance's apps) run in a bubblewrap sandbox as an unprivileged user (docs/isolation.md): the
+provider tells the agent so in `CLOUDLET_SANDBOX*`, and refuses to make a node without `bwrap`
+unless the server's environment says `CLOUDLET_SANDBOX=none` (unsafe; for development only).
 """
 
 from __future__ import annotations
@@ -38,6 +44,13 @@ PASS_ENV = (
 )
 PASS_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "SSL_CERT_", "UV_", "PIP_")  # UV_/PIP_: index, cache
 CONTROLLERS = ("cpu", "memory")
+SANDBOX_MODES = ("bwrap", "none")
+NO_BWRAP = (
+    "bubblewrap (bwrap) is not installed: the local provider runs every node's jobs and apps in a "
+    "bubblewrap sandbox as an unprivileged user. Install it (apt-get install bubblewrap), or set "
+    "CLOUDLET_SANDBOX=none in the server's environment to run them unisolated, as the server's user "
+    "(unsafe: a job could read the server's credentials; for development only)"
+)
 
 
 # -- pure helpers -----------------------------------------------------------------------------
@@ -94,6 +107,30 @@ def agent_env(
             "PYTHONUNBUFFERED": "1",
         }
     )
+    return env
+
+
+def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The agent's sandbox settings (agent/sandbox.py) from the server's environment:
+    ``CLOUDLET_SANDBOX`` (``bwrap``, the default, or ``none``), ``CLOUDLET_SANDBOX_UID``/``_GID``.
+    Raises ProviderError when the sandbox cannot be had (no ``bwrap``) or is misconfigured."""
+    base = dict(os.environ) if base is None else base
+    mode = (base.get("CLOUDLET_SANDBOX") or "bwrap").strip().lower()
+    if mode not in SANDBOX_MODES:
+        raise ProviderError(f"CLOUDLET_SANDBOX must be bwrap or none, got {mode!r}")
+    if mode == "none":
+        return {"CLOUDLET_SANDBOX": "none"}
+    if shutil.which("bwrap") is None:
+        raise ProviderError(NO_BWRAP)
+    if os.geteuid() == 0 and not (shutil.which("setpriv") and shutil.which("unshare")):
+        raise ProviderError("the sandbox needs setpriv and unshare: apt-get install util-linux")
+    env = {"CLOUDLET_SANDBOX": "bwrap"}
+    for name in ("CLOUDLET_SANDBOX_UID", "CLOUDLET_SANDBOX_GID"):
+        raw = (base.get(name) or "").strip()
+        if raw:
+            if not raw.isdigit() or int(raw) == 0:
+                raise ProviderError(f"{name} must name an unprivileged user's id, got {raw!r}")
+            env[name] = raw
     return env
 
 
@@ -192,14 +229,16 @@ class LocalProvider:
             if existing.node_id == req.node_id:
                 return existing  # idempotent: a retried create does not start a second agent
         node_dir = (req.node_root or self.root) / req.node_id
+        env = agent_env(req, node_dir, self.python)
+        env.update(sandbox_env())  # before anything is made: no sandbox, no node
         try:
             for sub in NODE_SUBDIRS:
                 (node_dir / sub).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ProviderError(f"cannot make node directory {node_dir}: {exc}") from exc
-        dirs, note = self._setup_cgroups(req)
-        env = agent_env(req, node_dir, self.python)
         env.setdefault("CLOUDLET_ENV_CACHE", str(self.env_cache))
+        env.setdefault("CLOUDLET_BUILD_CACHE", str(self.env_cache.parent / "build-cache"))
+        dirs, note = self._setup_cgroups(req)
         try:
             with open(node_dir / AGENT_LOG, "ab") as log_file:
                 proc = subprocess.Popen(

@@ -83,6 +83,7 @@ def _run_specs(
         **{f"AZUREML_OUTPUT_{k}": v for k, v in outputs.items()},
         **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
     }
+    mounts = _mounts(doc, inputs, outputs, str(checkpoints))
     environment = dataclasses.asdict(environments.resolve_environment(doc.get("environment")))
     base_env.update(_identity_env(session, attempt, server_url, compute))
     code = doc.get("code")
@@ -102,6 +103,7 @@ def _run_specs(
                 "timeout_s": (doc.get("limits") or {}).get("timeout"),
                 "log_name": SINGLE_LOG if total == 1 else f"user_logs/std_log_process_{process}.txt",
                 "environment": environment,
+                "mounts": mounts,
             }
             specs.append((node_id, run_spec))
     return specs
@@ -225,6 +227,20 @@ def _resolve_io(
         path.mkdir(parents=True, exist_ok=True)
         outputs[name] = str(path)
     return inputs, outputs
+
+
+def _mounts(
+    doc: dict[str, Any], inputs: dict[str, str], outputs: dict[str, str], checkpoints: str
+) -> list[dict[str, str]]:
+    """The datastore paths a run's sandbox sees (docs/agent-protocol.md, ``mounts``): its path
+    inputs read-only (read-write for ``mode: rw_mount``), its outputs and checkpoints read-write."""
+    mounts = []
+    for name, value in (doc.get("inputs") or {}).items():
+        if isinstance(value, dict) and value.get("type") in ("uri_folder", "uri_file"):
+            mounts.append({"path": inputs[name], "mode": "rw" if value.get("mode") == "rw_mount" else "ro"})
+    mounts += [{"path": path, "mode": "rw"} for path in outputs.values()]
+    mounts.append({"path": checkpoints, "mode": "rw"})
+    return mounts
 
 
 SCHEDULE_WINDOW = 256  # queued jobs looked at per scheduling round (priority order)
