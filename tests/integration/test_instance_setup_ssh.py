@@ -179,12 +179,14 @@ def test_ssh_accepts_only_the_owners_key(
     shown = create_instance(api, srv, "cis3", **ssh_on)
     settings = shown["ssh_settings"]
     assert settings["ssh_state"] == "ready" and settings["host"] == "127.0.0.1"
-    assert settings["admin_username"] == "root" and settings["ssh_port"] > 0
-    assert settings["connect_command"] == f"ssh -p {settings['ssh_port']} root@127.0.0.1"
+    # sshd runs in the instance's sandbox as its unprivileged user, the only one it can log in.
+    assert settings["admin_username"] == "azureuser" and settings["ssh_port"] > 0
+    assert settings["connect_command"] == f"ssh -p {settings['ssh_port']} azureuser@127.0.0.1"
 
-    ok = ssh(settings, keys["owner"], "echo", "ok", "$HOME")
+    secret = srv.home / "credentials"
+    ok = ssh(settings, keys["owner"], "echo", "ok", "$HOME", "$(id -u)", f"$(cat {secret} 2>/dev/null)")
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.split() == ["ok", str(os_disk(srv, "cis3"))]
+    assert ok.stdout.split() == ["ok", str(os_disk(srv, "cis3")), "65534"]
     refused = ssh(settings, keys["other"], "echo", "ok")
     assert refused.returncode == 255 and "Permission denied" in refused.stderr
 
@@ -193,7 +195,7 @@ def test_ssh_accepts_only_the_owners_key(
     )
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith(f"ssh -p {settings['ssh_port']} -i {keys['owner']} ")
-    assert dry.stdout.strip().endswith("root@127.0.0.1")
+    assert dry.stdout.strip().endswith("azureuser@127.0.0.1")
     known = f"UserKnownHostsFile={tmp_path / 'known_hosts'}"  # not the runner's ~/.ssh
     run = cli(
         srv,

@@ -200,9 +200,9 @@ def test_a_file_saved_on_one_instance_is_on_another_and_outlives_it(
 
 # -- stop / start / restart / delete --------------------------------------------------------------
 def test_stop_releases_the_node_keeps_disk_and_quota_start_finds_them(
-    api: httpx.Client, srv: RunningServer, ci1: dict[str, Any], tmp_path: Path
+    api: httpx.Client, srv: RunningServer, ci1: dict[str, Any]
 ) -> None:
-    wheel = make_wheel(tmp_path)
+    wheel = make_wheel(share_folder(srv))  # where the instance can see it: not the host's /tmp
     with Kernel(srv, "ci1") as kernel:
         kernel.run(
             "import subprocess, sys, pathlib\n"

@@ -11,44 +11,44 @@ Before the server starts (also on an instance without apps): the creation script
 disk) and the startup script (every start) run, then the instance's sshd starts if SSH is enabled.
 A failed script stops there: the apps are not started and the report says why.
 
-The home (``$CLOUDLET_OS_DISK``, the persistent OS disk) gets, on every start:
-- ``~/.venv``: the user's Python environment. It is layered over the agent's interpreter (a
-  ``.pth`` file adds the agent's site-packages, so Jupyter, ipykernel and pip are there), and
-  ``pip install`` in a terminal or ``%pip install`` in a notebook installs into it, so packages
-  survive stop and start. The notebook kernel ``python3`` runs this environment's Python.
-- ``~/mnt`` → the temp disk (the node's ``mnt/``, empty after every start), also ``$CLOUDLET_TEMP_DISK``;
-- ``~/cloudfiles/code`` → the workspace file share (as on Azure).
-Standard library only, like the rest of the agent.
+The home (``$CLOUDLET_OS_DISK``, the persistent OS disk) is prepared on every start by
+``agent/home.py`` (``~/.venv``, the kernel, ``~/mnt`` → the temp disk, ``~/cloudfiles/code`` →
+the share). Everything the instance's user runs — the home's preparation, setup scripts, sshd,
+Jupyter with its kernels and terminals — runs in the node's sandbox (``agent/sandbox.py``) as the
+instance's user, seeing the OS disk, the temp disk and the file share read-write and nothing else
+of the host. Standard library only, like the rest of the agent.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cloudlet.agent import instance
+from cloudlet.agent import home, instance, safe_paths
 from cloudlet.agent.client import AgentClient
 from cloudlet.agent.config import log
+from cloudlet.agent.runstate import signal_group
+from cloudlet.agent.sandbox import Bind, Policy, Sandbox, user_environment
 from cloudlet.agent.sshd import SshdHandle
 
 JUPYTER = "jupyterlab"
 READY_TIMEOUT_S = 150.0
 MAX_RESTARTS = 3
 LOG_TAIL_BYTES = 4096
-# Never handed to the user's processes: the node's secret would let them act as the agent.
-PRIVATE_ENV = ("CLOUDLET_NODE_TOKEN", "CLOUDLET_APP_TOKEN")
+HOME_SETUP_TIMEOUT_S = 120.0
+# The instance's own variables its user's processes get (beside the allowlist of agent/sandbox.py);
+# never the node's token, nor the app token under its agent name (Jupyter gets it as JUPYTER_TOKEN).
+INSTANCE_ENV = ("CLOUDLET_OS_DISK", "CLOUDLET_SHARE", "CLOUDLET_SHARE_USER_DIR", "CLOUDLET_APP_BASE_URL")
 
 
 def free_port() -> int:
@@ -59,58 +59,9 @@ def free_port() -> int:
 
 def tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
     try:
-        with open(path, "rb") as f:
-            f.seek(max(0, path.stat().st_size - size))
-            return f.read().decode("utf-8", "replace")
+        return safe_paths.read_bytes(str(path), size, from_end=True).decode("utf-8", "replace")
     except OSError:
         return ""
-
-
-# -- the home on the OS disk ------------------------------------------------------------------
-def user_venv(home: Path, python: str = sys.executable) -> Path:
-    """``~/.venv`` layered over the agent's interpreter; made once, refreshed on every start."""
-    venv = home / ".venv"
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
-    site = Path(
-        subprocess.run(
-            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
-    base = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (site / "_cloudlet_base.pth").write_text("".join(f"{p}\n" for p in sorted(base)))
-    for name in ("pip", "pip3"):  # the venv has no pip of its own: use the layered one, into the venv
-        script = venv / "bin" / name
-        script.write_text(f'#!/bin/sh\nexec "{venv / "bin" / "python"}" -m pip "$@"\n')
-        script.chmod(0o755)
-    return venv
-
-
-def kernelspec(home: Path, venv: Path) -> None:
-    """The user-level ``python3`` kernel (it shadows the server's own) runs the user's venv."""
-    spec = home / ".local" / "share" / "jupyter" / "kernels" / "python3"
-    spec.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (ipykernel)",
-        "language": "python",
-        "metadata": {"debugger": True},
-    }
-    (spec / "kernel.json").write_text(json.dumps(doc, indent=1))
-
-
-def link(path: Path, target: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() or path.exists():
-        if path.is_symlink() and os.readlink(path) == str(target):
-            return
-        if path.is_dir() and not path.is_symlink():
-            return  # the user made a real folder of that name: leave it
-        path.unlink()
-    path.symlink_to(target)
 
 
 class AppSupervisor:
@@ -124,17 +75,23 @@ class AppSupervisor:
         env: Mapping[str, str],
         stop: threading.Event,
         jupyter: bool = True,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.client = client
         self.jupyter = jupyter
+        self.sandbox = sandbox or Sandbox(Policy(), hostname=node_id, state_dir=node_dir / "sandbox")
         self.node_dir = node_dir
         self.env = dict(env)
         self.stop = stop
         self.token = env.get("CLOUDLET_APP_TOKEN", "")
         self.base_url = env.get("CLOUDLET_APP_BASE_URL", "/")
         self.home = Path(env.get("CLOUDLET_OS_DISK") or node_dir / "os")
+        self.share = Path(env["CLOUDLET_SHARE"]) if env.get("CLOUDLET_SHARE") else None
         self.cwd = Path(env.get("CLOUDLET_SHARE_USER_DIR") or self.home)
         self.temp_disk = node_dir / "mnt"
+        # What the instance's processes see of the host, read-write: the OS disk, the temp disk,
+        # the file share. Bound by path: their parents are the control plane's, not the user's.
+        self.binds = [Bind(str(p), writable=True) for p in (self.home, self.temp_disk, self.share) if p]
         self.log_path = node_dir / "apps" / f"{JUPYTER}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -145,12 +102,17 @@ class AppSupervisor:
 
     @classmethod
     def from_env(
-        cls, client: AgentClient, node_id: str, node_dir: Path, stop: threading.Event
+        cls,
+        client: AgentClient,
+        node_id: str,
+        node_dir: Path,
+        stop: threading.Event,
+        sandbox: Sandbox | None = None,
     ) -> AppSupervisor | None:
         apps = [a.strip() for a in os.environ.get("CLOUDLET_APPS", "").split(",") if a.strip()]
         if JUPYTER not in apps and not os.environ.get("CLOUDLET_INSTANCE"):
             return None
-        return cls(client, node_id, node_dir, os.environ, stop, jupyter=JUPYTER in apps)
+        return cls(client, node_id, node_dir, os.environ, stop, jupyter=JUPYTER in apps, sandbox=sandbox)
 
     # -- lifetime ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -164,13 +126,14 @@ class AppSupervisor:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+        # Jupyter gets the SIGTERM (it stops its kernels), not the sandbox's outer bwrap.
+        signal_group(proc.pid, signal.SIGTERM, proc.pid if self.sandbox.enabled else None)
         try:
             proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=1.0)
 
     def release_os_disk(self) -> None:
         """Unmount the OS disk this node ran on (its image keeps the files), once its processes
@@ -182,8 +145,17 @@ class AppSupervisor:
 
     def _supervise(self) -> None:
         try:
+            self._supervise_apps()
+        finally:
+            # The sandboxes this thread started die with it (bwrap's --die-with-parent is a signal
+            # on the death of the thread that forked them): it lives as long as the node does.
+            self.stop.wait()
+
+    def _supervise_apps(self) -> None:
+        try:
             venv = self._prepare_home()
-        except (OSError, subprocess.CalledProcessError) as exc:
+        except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
+            log(f"could not prepare the home: {exc}")
             self._report({"state": "failed", "error": f"could not prepare the home: {exc}"})
             return
         if not self._before_apps(venv) or not self.jupyter:
@@ -231,42 +203,73 @@ class AppSupervisor:
     def _before_apps(self, venv: Path) -> bool:
         """Setup scripts, then sshd; False when a script failed (the apps are not started)."""
         specs = instance.script_specs(self.env)
-        if specs and not instance.run_setup(specs, self.home, self.cwd, self.app_env(venv), self.reporter):
+        env = self.app_env(venv)
+        if specs and not instance.run_setup(specs, self.home, self.cwd, env, self.reporter, self.launcher):
             return False
         key = self.env.get("CLOUDLET_SSH_PUBLIC_KEY", "").strip()
         if key and not self.stop.is_set():
-            self.sshd = instance.start_ssh(key, self.home, self.reporter)
+            self.sshd = instance.start_ssh(key, self.home, self.reporter, self.launcher)
         else:
             self.reporter.set("ssh", {"state": "disabled", "port": None, "error": None})
         return not self.stop.is_set()
 
     # -- pieces --------------------------------------------------------------------------------
+    @property
+    def launcher(self) -> instance.Launcher:
+        return instance.Launcher(self.sandbox, self.binds)
+
     def _prepare_home(self) -> Path:
-        self.home.mkdir(parents=True, exist_ok=True)
+        """The folders the instance's user gets (handed over to it), then the home's contents,
+        made by that user in the sandbox (``agent/home.py``)."""
         self.temp_disk.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        venv = user_venv(self.home)
-        kernelspec(self.home, venv)
-        link(self.home / "mnt", self.temp_disk)
-        share = self.env.get("CLOUDLET_SHARE")
-        if share:
-            link(self.home / "cloudfiles" / "code", Path(share))
-        self.cwd.mkdir(parents=True, exist_ok=True)
-        return venv
+        sandbox = self.sandbox
+        # A disk from before the sandbox (or a fresh ext4) is root's: hand all of it over once.
+        sandbox.hand_over(self.home, recursive=safe_paths.owner_of(str(self.home)) != sandbox.owner)
+        sandbox.hand_over(self.temp_disk)
+        if self.share is not None:
+            sandbox.hand_over(self.share, create=True)
+            for folder in (self.share / "Users", self.cwd):
+                if folder.is_relative_to(self.share):
+                    migrate = safe_paths.owner_of(str(folder)) not in (None, sandbox.owner)
+                    sandbox.hand_over(folder, create=True, recursive=migrate)
+        if not sandbox.enabled:
+            self.cwd.mkdir(parents=True, exist_ok=True)
+            return home.prepare(self.home, self.temp_disk, self.share)
+        argv = [sys.executable, "-m", "cloudlet.agent.home", str(self.home), str(self.temp_disk)]
+        argv += [str(self.share)] if self.share is not None else []
+        done = subprocess.run(
+            sandbox.wrap(argv, cwd=self.home, binds=self.binds),
+            env=self.app_env(self.home / ".venv"),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=HOME_SETUP_TIMEOUT_S,
+            start_new_session=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError((done.stderr or done.stdout).strip()[-2000:] or f"exit code {done.returncode}")
+        return self.home / ".venv"
 
     def app_env(self, venv: Path) -> dict[str, str]:
-        env = {k: v for k, v in self.env.items() if k not in PRIVATE_ENV}
+        """The allowlisted agent environment, the instance's own variables, the user's home and
+        venv, and Jupyter's token (the server needs it; the app token's agent name is not passed)."""
+        env = user_environment(self.env)
+        env.update({k: self.env[k] for k in INSTANCE_ENV if self.env.get(k)})
+        user = self.sandbox.user_name()
+        path = env.get("PATH") or os.defpath
         env.update(
             {
                 "HOME": str(self.home),
-                "PATH": os.pathsep.join([str(venv / "bin"), str(self.home / ".local" / "bin"), env["PATH"]]),
+                "USER": user,
+                "LOGNAME": user,
+                "PATH": os.pathsep.join([str(venv / "bin"), str(self.home / ".local" / "bin"), path]),
                 "VIRTUAL_ENV": str(venv),
                 "SHELL": "/bin/bash",
                 "CLOUDLET_TEMP_DISK": str(self.temp_disk),
                 "JUPYTER_TOKEN": self.token,
             }
         )
-        env.pop("PYTHONHOME", None)
         return env
 
     def _spawn(self, venv: Path) -> subprocess.Popen[bytes]:
@@ -285,11 +288,11 @@ class AppSupervisor:
             "--KernelSpecManager.ensure_native_kernel=False",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ]
-        if os.geteuid() == 0:  # nodes of the local provider run as the server's user
+        if self.sandbox.uid_inside() == 0:  # root inside the sandbox (enable_root_access), or no sandbox
             cmd.append("--allow-root")
         with open(self.log_path, "ab") as out:
             return subprocess.Popen(
-                cmd,
+                self.sandbox.wrap(cmd, cwd=self.cwd, binds=self.binds),
                 cwd=self.cwd,
                 env=self.app_env(venv),
                 stdin=subprocess.DEVNULL,

@@ -8,31 +8,49 @@ latest state wins, so a lost report is never replayed out of order.
 
 ``run_setup`` runs the creation script (once per OS disk) and the startup script (every start)
 from ``$CLOUDLET_SETUP_SCRIPTS``; ``start_ssh`` starts the instance's sshd when
-``$CLOUDLET_SSH_PUBLIC_KEY`` is set. Standard library only, like the rest of the agent.
+``$CLOUDLET_SSH_PUBLIC_KEY`` is set. Both start their processes through a ``Launcher``: in the
+node's sandbox, as the instance's user (sshd as the plain user: an unprivileged sshd logs in only
+its own user). Standard library only, like the rest of the agent.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import pwd
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cloudlet.agent.activity import ActivityCollector
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
+from cloudlet.agent.sandbox import Bind, Sandbox
 from cloudlet.agent.setup_scripts import Kind, ScriptResult, ScriptSpec, log_path, run_script
-from cloudlet.agent.sshd import SshdError, SshdHandle, start_sshd, stop_sshd
+from cloudlet.agent.sshd import SshdError, SshdHandle, start_sshd, stop_sshd_handle
 from cloudlet.providers import disks
 
 DEFAULT_REPORT_S = 10.0
 KINDS: tuple[Kind, ...] = ("creation", "startup")
-# The node's secrets never reach a user's script (the apps drop them the same way).
-SCRIPT_PREFIX = ("env", "-u", "CLOUDLET_NODE_TOKEN", "-u", "CLOUDLET_APP_TOKEN")
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How the instance's user processes start: in the node's sandbox, seeing ``binds``."""
+
+    sandbox: Sandbox
+    binds: Sequence[Bind]
+
+    def wrap(self, argv: Sequence[str], cwd: Path, root_inside: bool | None = None) -> list[str]:
+        return self.sandbox.wrap(argv, cwd=cwd, binds=self.binds, root_inside=root_inside)
+
+    @property
+    def owner(self) -> tuple[int, int] | None:
+        """Who the files the agent makes for the user must belong to (None: the agent's own)."""
+        sandbox = self.sandbox
+        return sandbox.owner if sandbox.enabled and sandbox.policy.privileged else None
 
 
 def _iso(epoch: float) -> str:
@@ -163,9 +181,11 @@ def run_setup(
     cwd: Path,
     env: Mapping[str, str],
     reporter: InstanceReporter,
+    launcher: Launcher,
 ) -> bool:
     """The creation script (unless this OS disk ran it), then the startup script; each reported
-    as ``running`` and then with its result. False when one failed (the rest is ``not_run``)."""
+    as ``running`` and then with its result. False when one failed (the rest is ``not_run``).
+    ``env`` is the scripts' whole environment (the apps'; never the node's secrets)."""
     setup: dict[str, Any] = {}
     failed = False
     for kind in KINDS:
@@ -179,7 +199,8 @@ def run_setup(
         started = time.time()
         setup[key] = {"state": "running", "started_at": _iso(started), "log": str(log_path(os_disk, kind))}
         reporter.set("setup", dict(setup))
-        result = run_script(kind, spec, os_disk, cwd, env=env, prefix=SCRIPT_PREFIX)
+        wrap = functools.partial(launcher.wrap, cwd=cwd)
+        result = run_script(kind, spec, os_disk, cwd, env=env, wrap=wrap, owner=launcher.owner)
         setup[key] = script_status(result, started, time.time())
         log(f"setup: {result.describe()}")
         failed = not result.ok
@@ -188,15 +209,19 @@ def run_setup(
 
 
 # -- ssh ----------------------------------------------------------------------------------------
-def ssh_user() -> str:
-    return pwd.getpwuid(os.geteuid()).pw_name
-
-
-def start_ssh(key: str, os_disk: Path, reporter: InstanceReporter) -> SshdHandle | None:
+def start_ssh(key: str, os_disk: Path, reporter: InstanceReporter, launcher: Launcher) -> SshdHandle | None:
     """The instance's sshd (only the owner's ``key``), its files in ``<os disk>/.cloudlet/ssh``."""
-    user = ssh_user()
+    user = launcher.sandbox.user_name(root_inside=False)
+    sandboxed = launcher.sandbox.enabled
     try:
-        handle = start_sshd(os_disk / ".cloudlet" / "ssh", key, user=user, set_env={"HOME": str(os_disk)})
+        handle = start_sshd(
+            os_disk / ".cloudlet" / "ssh",
+            key,
+            user=user,
+            set_env={"HOME": str(os_disk)},
+            wrap=(lambda argv: launcher.wrap(argv, os_disk, root_inside=False)) if sandboxed else None,
+            owner=launcher.owner,
+        )
     except (SshdError, OSError) as exc:
         log(f"sshd: {exc}")
         reporter.set("ssh", {"state": "failed", "port": None, "error": str(exc)})
@@ -210,4 +235,4 @@ def start_ssh(key: str, os_disk: Path, reporter: InstanceReporter) -> SshdHandle
 
 def stop_ssh(handle: SshdHandle | None) -> None:
     if handle is not None:
-        stop_sshd(handle.state_dir, timeout_s=1.0)
+        stop_sshd_handle(handle, timeout_s=1.0)

@@ -14,6 +14,7 @@ from cloudlet.agent.apps import AppSupervisor
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import AGENT_VERSION, AgentConfig, ConfigError, log
 from cloudlet.agent.runner import KILL_AFTER_S, RunManager
+from cloudlet.agent.sandbox import Sandbox, SandboxError
 from cloudlet.agent.usage import UsageSampler, resources
 
 
@@ -22,10 +23,14 @@ class Agent:
         self.config = config
         self.client = AgentClient(config.server, config.token, ca_file=config.ca_file)
         self.wake = threading.Event()
-        self.runs = RunManager(self.client, config.work_dir, on_change=self.wake.set)
+        # Every user process of the node runs in it (docs/isolation.md); built once, here.
+        self.sandbox = Sandbox.from_env(config.node_dir, config.node_id)
+        self.runs = RunManager(self.client, config.work_dir, on_change=self.wake.set, sandbox=self.sandbox)
         self.usage = UsageSampler(config.node_dir, config.vcpus)
         self.stop = threading.Event()
-        self.apps = AppSupervisor.from_env(self.client, config.node_id, config.node_dir, self.stop)
+        self.apps = AppSupervisor.from_env(
+            self.client, config.node_id, config.node_dir, self.stop, self.sandbox
+        )
         self.stop_reason = ""
         self.heartbeat_s = 5.0
         self.poll_timeout_s = 20.0
@@ -163,7 +168,10 @@ class Agent:
 def main() -> int:
     try:
         config = AgentConfig.from_env()
-    except ConfigError as exc:
+        agent = Agent(config)
+    except (ConfigError, SandboxError) as exc:
         log(str(exc))
         return 2
-    return Agent(config).run()
+    if agent.sandbox.enabled:
+        log(f"user processes run sandboxed as uid {agent.sandbox.owner[0]} ({agent.sandbox.user_name()})")
+    return agent.run()

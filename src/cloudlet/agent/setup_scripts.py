@@ -9,6 +9,10 @@ script's arguments, as Azure's CLI does.
 Output (stdout and stderr interleaved) goes to ``<os disk>/logs/<kind>_script.log``, which
 survives stop/start; the result carries its tail. A script that outlives its timeout is stopped
 with its whole process group (SIGTERM, then SIGKILL).
+
+The OS disk is the instance user's: the agent (root) opens, writes and reads the log and the
+marker there without following a link the user may have left (``agent/safe_paths.py``), and
+``wrap`` runs the script in the instance's sandbox.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from cloudlet.agent import safe_paths
+
 Kind = Literal["creation", "startup"]
+Wrap = Callable[[Sequence[str]], list[str]]
 Status = Literal["ok", "failed", "timed_out", "skipped", "missing"]
 TAIL_BYTES = 4000
 KILL_GRACE_S = 3.0
@@ -106,25 +113,44 @@ def run_script(
     env: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
     prefix: Sequence[str] = (),
+    wrap: Wrap | None = None,
+    owner: tuple[int, int] | None = None,
 ) -> ScriptResult:
     """Run one script in ``share_root`` with its log on the OS disk. ``timeout_s`` overrides
-    ``spec.timeout_minutes`` (tests); ``prefix`` wraps the command (e.g. ``["nsenter", …]`` or
-    ``["unshare", …]`` to run it inside the instance's namespaces)."""
+    ``spec.timeout_minutes`` (tests); ``prefix`` goes before the command (e.g. ``["nsenter", …]``).
+    ``wrap`` turns the command into the one to start (the instance's sandbox); with it ``env`` is
+    the script's whole environment, without it ``env`` is added to the agent's. ``owner``: the
+    uid/gid the log and marker files the agent makes must have (the instance's user)."""
     marker = os_disk / MARKER_DIR / "creation_script.done"
-    if kind == "creation" and marker.exists():
+    if kind == "creation" and _exists(marker):
         return ScriptResult(kind, "skipped", 0, 0.0, log_path(os_disk, kind), "")
     try:
         argv = [*prefix, *_argv(spec, share_root)]
     except FileNotFoundError as exc:
         return ScriptResult(kind, "missing", None, 0.0, None, str(exc))
     log = log_path(os_disk, kind)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    _make_dir(log.parent, owner)
     limit = timeout_s if timeout_s is not None else spec.timeout_minutes * 60
-    status, code, took = _execute(argv, share_root, log, limit, env)
+    full_env = dict(env or {}) if wrap is not None else {**os.environ, **(env or {})}
+    status, code, took = _execute(argv, share_root, log, limit, full_env, owner, wrap)
     if kind == "creation" and status == "ok":
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(f"{time.time():.0f}\n")
+        _make_dir(marker.parent, owner)
+        safe_paths.write_bytes(str(marker), f"{time.time():.0f}\n".encode())
     return ScriptResult(kind, status, code, took, log, read_tail(log))
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return safe_paths.owner_of(str(path)) is not None
+    except safe_paths.UnsafePath:
+        return False
+
+
+def _make_dir(path: Path, owner: tuple[int, int] | None) -> None:
+    if owner is None:
+        os.close(safe_paths.open_path(str(path), create=True, directory=True))
+    else:
+        safe_paths.chown_tree(str(path), *owner, create=True)
 
 
 def log_path(os_disk: Path, kind: Kind) -> Path:
@@ -133,9 +159,7 @@ def log_path(os_disk: Path, kind: Kind) -> Path:
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> str:
     try:
-        with path.open("rb") as handle:
-            handle.seek(max(0, path.stat().st_size - limit))
-            return handle.read().decode("utf-8", "replace")
+        return safe_paths.read_bytes(str(path), limit, from_end=True).decode("utf-8", "replace")
     except OSError:
         return ""
 
@@ -160,20 +184,29 @@ def _inside(root: Path, relative: str) -> Path:
 
 
 def _execute(
-    argv: list[str], cwd: Path, log: Path, limit_s: float, env: Mapping[str, str] | None
+    argv: list[str],
+    cwd: Path,
+    log: Path,
+    limit_s: float,
+    env: Mapping[str, str],
+    owner: tuple[int, int] | None,
+    wrap: Wrap | None,
 ) -> tuple[Status, int | None, float]:
     started = time.monotonic()
-    with log.open("ab") as out:
+    fd = safe_paths.open_file(str(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    if owner is not None:
+        os.fchown(fd, *owner)
+    with os.fdopen(fd, "ab") as out:
         out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n".encode())
         out.flush()
         # Its own session, so a timeout can stop the script and everything it started.
         process = subprocess.Popen(
-            argv,
+            wrap(argv) if wrap else argv,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
+            env=dict(env),
             start_new_session=True,
         )
         try:

@@ -143,6 +143,8 @@ def node_env(
         "CLOUDLET_OS_DISK": str(os_disk),
         "CLOUDLET_SHARE": str(share_root(data, compute.workspace_id)),
         "CLOUDLET_SHARE_USER_DIR": str(user_folder(data, compute.workspace_id, owner)),
+        # enable_root_access: root inside the node's sandbox (a user namespace), never on the host
+        "CLOUDLET_SANDBOX_ROOT": "1" if (compute.spec or {}).get("enable_root_access", True) else "0",
         **instance_reports.agent_env(compute),  # setup scripts, the owner's SSH key, report period
     }
 
