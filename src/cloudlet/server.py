@@ -31,9 +31,19 @@ log = logging.getLogger("cloudlet.server")
 
 
 def resolve_home(home: str | None) -> Path:
+    """The server's home, readable by the server's user alone: it holds the credentials, the
+    database and the nodes' directories (docs/isolation.md)."""
     path = Path(home or os.environ.get("CLOUDLET_HOME") or Path.home() / ".cloudlet").expanduser()
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
     return path
+
+
+def _private(path: Path) -> IO[str]:
+    """Open (creating) a file of the home for reading and appending, mode 0600."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "a+")
 
 
 @dataclass
@@ -46,15 +56,17 @@ class ReplicaIdentity:
 
 
 def replica_identity(home: Path) -> ReplicaIdentity:
-    handle = open(home / "replica.lock", "a+")  # noqa: SIM115 - held for the process lifetime
+    handle = _private(home / "replica.lock")  # held for the process lifetime
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.close()
         return ReplicaIdentity(f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}", None)
     id_file = home / "replica-id"
-    if not id_file.exists():
-        id_file.write_text(f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}\n")
+    with _private(id_file) as ids:
+        ids.seek(0)
+        if not ids.read().strip():
+            ids.write(f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}\n")
     return ReplicaIdentity(id_file.read_text().strip(), handle)
 
 

@@ -72,6 +72,9 @@ class DataRoot:
     def __init__(self, root: Path) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
+        # Workspaces' data: the server's user alone reaches it; sandboxes see what they are given.
+        with contextlib.suppress(PermissionError):
+            root.chmod(0o700)
 
     def workspace(self, ws_id: int) -> Path:
         return self.root / "workspaces" / str(ws_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,24 @@ def sqlite_url(home: Path) -> str:
     return f"sqlite:///{home / 'cloudlet.db'}"
 
 
+def make_private_sqlite(url: str) -> None:
+    """An SQLite store's file, and its -wal and -shm beside it, readable by the server's user
+    alone (SQLite gives -wal and -shm the database file's mode)."""
+    if not url.startswith("sqlite:///") or url in ("sqlite://", "sqlite:///:memory:"):
+        return
+    path = Path(url[len("sqlite:///") :].split("?", 1)[0])
+    if not path.name or path.name == ":memory:":
+        return
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(f"{path}{suffix}", 0o600)
+
+
 def make_engine(url: str) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
+        make_private_sqlite(url)
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
