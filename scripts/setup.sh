@@ -29,6 +29,18 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
     echo "notice: openssh-server missing (needs root and apt-get); SSH tests will be skipped" >&2
   fi
 fi
+# bubblewrap: the local provider runs every node's jobs and apps in a bwrap sandbox (docs/isolation.md).
+# Best effort, root with apt only: elsewhere the tests run nodes unsandboxed and skip the isolation
+# tests with a notice; under CI (CI=true) the test run fails without it.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    install_bwrap() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap; }
+    install_bwrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && install_bwrap >/dev/null 2>&1; } \
+      || echo "notice: bubblewrap could not be installed; isolation tests will be skipped (fail under CI)" >&2
+  else
+    echo "notice: bubblewrap (bwrap) missing (needs root and apt-get); isolation tests will be skipped" >&2
+  fi
+fi
 # Chromium for the browser tests (Playwright drives /usr/bin/chromium; never `playwright install`).
 # Best effort, root with apt only: elsewhere the browser tests are skipped with a notice.
 if [ ! -x /usr/bin/chromium ]; then
