@@ -13,11 +13,13 @@ proxy, is root inside its sandbox with ``enable_root_access: true`` and a plain 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
 import sqlite3
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -238,6 +240,35 @@ def test_a_job_cannot_write_its_inputs_or_the_system(api: httpx.Client, srv: Run
     text = log_text(api, srv, name)
     assert "WROTE" not in text and text.count("refused") == 3, text
     assert (inputs / "keep.txt").read_text() == "keep\n"
+
+
+def test_a_link_a_job_plants_in_a_datastore_does_not_lead_the_server_out(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    """A job may change what it mounts read-write, links included; the server, which reads
+    datastores as root to serve downloads, must not follow such a link out of them."""
+    target = "plain-" + uuid.uuid4().hex[:6]
+    submit(api, srv, target, {"command": "true", "compute": "azureml:iso", "outputs": {"nodes": {}}})
+    assert wait_job(api, srv, target, timeout=60)["status"] == "Completed"
+    planter = "planter-" + uuid.uuid4().hex[:6]
+    az = {
+        "type": "uri_folder",
+        "path": "azureml://datastores/workspaceblobstore/paths/azureml",
+        "mode": "rw_mount",
+    }
+    command = f'mv "$AZ/{target}" "$AZ/{target}.moved" && ln -s {srv.home} "$AZ/{target}" && echo planted'
+    body = {"command": f"AZ=${{{{inputs.az}}}}; {command}", "compute": "azureml:iso", "inputs": {"az": az}}
+    submit(api, srv, planter, body)
+    done = wait_job(api, srv, planter, timeout=60)
+    assert done["status"] == "Completed" and "planted" in log_text(api, srv, planter), log_text(
+        api, srv, planter
+    )
+    # The output's folder now leads to the server's home (…/nodes: every node's directory); the
+    # server packs it without following the link, so nothing of that comes back.
+    answer = api.get(f"{srv.ws_path}/jobs/{target}/outputs/nodes")
+    assert answer.status_code == 200, answer.text
+    with tarfile.open(fileobj=io.BytesIO(answer.content), mode="r:gz") as archive:
+        assert archive.getnames() == [], archive.getnames()
 
 
 # -- instance terminals -------------------------------------------------------------------------
