@@ -6,10 +6,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
+from cloudlet.providers import local
 from cloudlet.providers.base import (
     NodeHandle,
     NodeProvider,
     NodeRequest,
+    ProviderError,
     SupportsNodeLogs,
     SupportsResourceLimits,
 )
@@ -21,6 +25,7 @@ from cloudlet.providers.local import (
     is_agent_cmdline,
     memory_limit_bytes,
     parse_environ,
+    sandbox_env,
 )
 
 
@@ -104,3 +109,31 @@ def test_provider_protocols_and_handle_round_trip(tmp_path: Path) -> None:
     (tmp_path / "agent.log").write_text("x" * 10 + "tail")
     log_handle = NodeHandle("n-1", {"agent_log": str(tmp_path / "agent.log")})
     assert provider.node_log(log_handle, tail_bytes=4) == "tail"
+
+
+def test_sandbox_settings_come_from_the_servers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = {"bwrap": "/usr/bin/bwrap", "setpriv": "/usr/bin/setpriv", "unshare": "/usr/bin/unshare"}
+    monkeypatch.setattr(local.shutil, "which", found.get)
+    assert sandbox_env({}) == {"CLOUDLET_SANDBOX": "bwrap"}
+    assert sandbox_env({"CLOUDLET_SANDBOX_UID": "2000", "CLOUDLET_SANDBOX_GID": "2000"}) == {
+        "CLOUDLET_SANDBOX": "bwrap",
+        "CLOUDLET_SANDBOX_UID": "2000",
+        "CLOUDLET_SANDBOX_GID": "2000",
+    }
+    assert sandbox_env({"CLOUDLET_SANDBOX": "none"}) == {"CLOUDLET_SANDBOX": "none"}
+    with pytest.raises(ProviderError, match="unprivileged"):
+        sandbox_env({"CLOUDLET_SANDBOX_UID": "0"})
+    with pytest.raises(ProviderError, match="bwrap or none"):
+        sandbox_env({"CLOUDLET_SANDBOX": "chroot"})
+
+
+def test_a_node_without_bwrap_is_refused_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(local.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CLOUDLET_SANDBOX", raising=False)
+    with pytest.raises(ProviderError, match=r"apt-get install bubblewrap.*CLOUDLET_SANDBOX=none"):
+        LocalProvider(tmp_path / "nodes", cgroup_parent=None).create(request())
+    assert not (tmp_path / "nodes").exists()  # nothing made
+    # Explicitly turned off (development only), the node is made without it.
+    assert sandbox_env({"CLOUDLET_SANDBOX": "none"}) == {"CLOUDLET_SANDBOX": "none"}
