@@ -236,8 +236,11 @@ class Sandbox:
                 return None
             fd = safe_paths.open_path(path, create=True, directory=True, trusted=self._trusted)
         if writable and self.policy.privileged:
-            uid, gid = self.owner
-            os.chown(safe_paths.proc_path(fd), uid, gid)
+            try:
+                os.chown(safe_paths.proc_path(fd), *self.owner)
+            except OSError:
+                os.close(fd)
+                raise
         return Bind(path, writable, fd)
 
     # -- argv ----------------------------------------------------------------------------------
