@@ -265,8 +265,10 @@ class RunManager:
                         binds.append(bind)
                 elif writable:
                     os.makedirs(path, exist_ok=True)
-            except UnsafePath:
-                raise  # a symlink planted on the way: the run fails rather than mount elsewhere
+            except UnsafePath:  # a symlink planted on the way: the run fails rather than mount elsewhere
+                for fd in (b.fd for b in binds if b.fd is not None):
+                    os.close(fd)
+                raise
             except OSError as exc:  # e.g. a node without the datastore: the job sees the path only
                 self._note(run, f"cloudlet-agent: warning: cannot mount {path}: {exc}\n".encode())
         return binds
