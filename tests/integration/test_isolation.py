@@ -271,6 +271,38 @@ def test_a_link_a_job_plants_in_a_datastore_does_not_lead_the_server_out(
         assert archive.getnames() == [], archive.getnames()
 
 
+def test_a_link_planted_where_a_jobs_output_goes_fails_that_job_instead_of_mounting_it(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    """The agent mounts an output by walking to it without following a user's link: had it bound
+    the path as named, the next job would have had the server's nodes/ folder read-write."""
+    victim = "next-" + uuid.uuid4().hex[:6]
+    planter = "plant-" + uuid.uuid4().hex[:6]
+    az = {
+        "type": "uri_folder",
+        "path": "azureml://datastores/workspaceblobstore/paths/azureml",
+        "mode": "rw_mount",
+    }
+    body = {
+        "command": f'ln -s {srv.home} "${{{{inputs.az}}}}/{victim}"',
+        "compute": "azureml:iso",
+        "inputs": {"az": az},
+    }
+    submit(api, srv, planter, body)
+    assert wait_job(api, srv, planter, timeout=60)["status"] == "Completed", log_text(api, srv, planter)
+    submit(
+        api,
+        srv,
+        victim,
+        {"command": "ls ${{outputs.nodes}}", "compute": "azureml:iso", "outputs": {"nodes": {}}},
+    )
+    done = wait_job(api, srv, victim, timeout=60)
+    text = log_text(api, srv, victim)
+    assert done["status"] == "Failed", text
+    assert "run failed to start" in text and "a symlink made by uid 65534 is on the way" in text, text
+    assert not any(n["nodeId"] in text for n in nodes(api, srv, "iso")), text  # no node folder listed
+
+
 # -- instance terminals -------------------------------------------------------------------------
 def terminal(srv: RunningServer, name: str, command: str, timeout: float = 60) -> str:
     """Run ``command`` in a new JupyterLab terminal of the instance, through the proxy; return its
