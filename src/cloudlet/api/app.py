@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import TimeoutError as StoreTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cloudlet import __version__
@@ -90,6 +91,13 @@ def create_app(state: AppState) -> FastAPI:
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HttpError")
         return JSONResponse(CloudletError(code, str(exc.detail)).to_body(), status_code=exc.status_code)
+
+    @app.exception_handler(StoreTimeout)
+    async def store_busy(_request: Request, exc: StoreTimeout) -> JSONResponse:
+        # No pooled connection, or the store's write lock, came free in time: busy, not broken.
+        message = "the server is busy (the store did not answer in time); retry after 1 s"
+        body = CloudletError("ServerBusy", message, status=503).to_body()
+        return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def internal_error(_request: Request, exc: Exception) -> JSONResponse:

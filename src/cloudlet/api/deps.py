@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from fastapi import Depends, Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -94,6 +96,18 @@ def bearer_token(request: Request) -> str:
     return token.strip()
 
 
+# Ending a request's session is store I/O (ROLLBACK, the pool's reset on check-in): it must not
+# run on the event loop. It runs after the answer is sent, in a worker thread under a limiter of
+# its own, so it never waits for a request thread (those may all be waiting for the very
+# connection it gives back). Each holder owns a pooled connection, so the pool bounds them.
+_ENDING = anyio.CapacityLimiter(64)
+
+
+def _end(session: Session) -> None:
+    session.rollback()
+    session.close()
+
+
 async def context(request: Request, state: AppState = Depends(app_state)) -> AsyncIterator[Context]:
     token = bearer_token(request)
     factory = state.read_sessions if request.method in ("GET", "HEAD") else state.sessions
@@ -101,8 +115,10 @@ async def context(request: Request, state: AppState = Depends(app_state)) -> Asy
     try:
         yield Context(session, token, state, request)
     finally:
-        session.rollback()
-        session.close()
+        if session.in_transaction():  # it holds a connection
+            await anyio.to_thread.run_sync(_end, session, limiter=_ENDING)
+        else:
+            session.close()  # no connection: nothing but bookkeeping
 
 
 def json_response(data: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
