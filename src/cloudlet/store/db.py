@@ -150,7 +150,7 @@ def _sqlite_busy(context: Any) -> BaseException | None:
     return None
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any, busy_ms: int = 30_000) -> None:
+def _sqlite_pragmas(dbapi_conn: Any, record: Any, busy_ms: int = 30_000) -> None:
     dbapi_conn.isolation_level = None  # let the "begin" listener issue BEGIN itself
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
@@ -158,6 +158,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any, busy_ms: int = 30_000) -> Non
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     cursor.close()
+    record.info["cloudlet_busy_ms"] = int(busy_ms)  # the gate changes it per writer when it must
 
 
 class _WriterGate:
@@ -184,6 +185,10 @@ class _WriterGate:
             raise StoreBusy(f"waited {timeout_s:g} s for the store's write lock")
         conn.info["cloudlet_writer"] = True
         try:
+            busy_ms = int(timeout_s * 1000)
+            if conn.info.get("cloudlet_busy_ms") != busy_ms:  # this connection's bound until now
+                conn.connection.driver_connection.execute(f"PRAGMA busy_timeout={busy_ms}")
+            conn.info["cloudlet_busy_ms"] = busy_ms
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:
             self.end(conn)
