@@ -55,6 +55,7 @@ class Load:
     probe_every_s: float = 0.1
     request_timeout_s: float = 15.0
     max_requests: int = 200_000
+    failure_pause_s: float = 0.05  # after a failed request: a server that is down is not spun on
 
 
 async def _run(srv: RunningServer, load: Load, duration_s: float, report: LoadReport) -> None:
@@ -77,7 +78,7 @@ async def _run(srv: RunningServer, load: Load, duration_s: float, report: LoadRe
             report.failures.append(
                 (time.time(), route, f"{type(exc).__name__} after {time.monotonic() - started:.1f} s")
             )
-            await asyncio.sleep(0.05)  # a server that is down must not be spun on
+            await asyncio.sleep(load.failure_pause_s)
             return False
         took = time.monotonic() - started
         if response.status_code != ok:
