@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
 from fastapi import Depends, Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -22,6 +20,7 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.services import dispatch, identity
 from cloudlet.services.context import Caller
 from cloudlet.services.storage import DataRoot
+from cloudlet.store import db
 
 
 @dataclass
@@ -96,18 +95,6 @@ def bearer_token(request: Request) -> str:
     return token.strip()
 
 
-# Ending a request's session is store I/O (ROLLBACK, the pool's reset on check-in): it must not
-# run on the event loop. It runs after the answer is sent, in a worker thread under a limiter of
-# its own, so it never waits for a request thread (those may all be waiting for the very
-# connection it gives back). Each holder owns a pooled connection, so the pool bounds them.
-_ENDING = anyio.CapacityLimiter(64)
-
-
-def _end(session: Session) -> None:
-    session.rollback()
-    session.close()
-
-
 async def context(request: Request, state: AppState = Depends(app_state)) -> AsyncIterator[Context]:
     token = bearer_token(request)
     factory = state.read_sessions if request.method in ("GET", "HEAD") else state.sessions
@@ -115,8 +102,8 @@ async def context(request: Request, state: AppState = Depends(app_state)) -> Asy
     try:
         yield Context(session, token, state, request)
     finally:
-        if session.in_transaction():  # it holds a connection
-            await anyio.to_thread.run_sync(_end, session, limiter=_ENDING)
+        if session.in_transaction():  # it holds a connection: ending it is store I/O, off the loop
+            db.ENDER.end(session)
         else:
             session.close()  # no connection: nothing but bookkeeping
 

@@ -11,7 +11,9 @@ instead of queueing for half a minute.
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import queue
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.orm import Session, sessionmaker
 
+log = logging.getLogger("cloudlet.store")
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x636C6F75  # "clou"
 CONTROL_TIMEOUT_S = 30.0  # the control loops retry on their next pass; they may wait longer
@@ -197,6 +200,39 @@ class _WriterGate:
     def end(self, conn: Any) -> None:
         if conn.info.pop("cloudlet_writer", False):
             self._lock.release()
+
+
+class SessionEnder:
+    """Ends sessions (ROLLBACK, then the pool's check-in, which resets the connection: store
+    I/O both) on a thread of its own, for code that must not block: an async request's teardown
+    hands its session over with a queue put and returns at once. The thread takes every session
+    waiting without sleeping in between, so under load it costs less than a thread hop each;
+    each session it holds has a pooled connection, so the pools' headroom covers the queue."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Session] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def end(self, session: Session) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="session-ender", daemon=True)
+                    self._thread.start()
+        self._queue.put(session)
+
+    def _run(self) -> None:
+        while True:
+            session = self._queue.get()
+            try:
+                session.rollback()
+                session.close()
+            except Exception:  # a broken connection is discarded by the pool; go on
+                log.exception("ending a request's session failed")
+
+
+ENDER = SessionEnder()
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
