@@ -203,11 +203,11 @@ class _WriterGate:
 
 
 class SessionEnder:
-    """Ends sessions (ROLLBACK, then the pool's check-in, which resets the connection: store
-    I/O both) on a thread of its own, for code that must not block: an async request's teardown
-    hands its session over with a queue put and returns at once. The thread takes every session
-    waiting without sleeping in between, so under load it costs less than a thread hop each;
-    each session it holds has a pooled connection, so the pools' headroom covers the queue."""
+    """Ends sessions (ROLLBACK and the pool's check-in: store I/O) on a thread of its own, for
+    code that must not block: an async request's teardown hands its session over with a queue put
+    and returns at once. The thread takes every session waiting without sleeping in between, so
+    under load it costs less than a thread hop each; each session it holds has a pooled
+    connection, so the pools' headroom covers the queue."""
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Session] = queue.SimpleQueue()
@@ -226,7 +226,8 @@ class SessionEnder:
         while True:
             session = self._queue.get()
             try:
-                session.rollback()
+                # close() rolls back and returns the connection without the pool's own reset;
+                # rollback() first would end the transaction and leave the pool to roll back again.
                 session.close()
             except Exception:  # a broken connection is discarded by the pool; go on
                 log.exception("ending a request's session failed")
