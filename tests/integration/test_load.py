@@ -27,7 +27,7 @@ import psycopg
 import pytest
 
 from tests.conftest import RunningServer
-from tests.jobs_helpers import create_compute, job, nodes, served, submit, wait_until
+from tests.jobs_helpers import create_compute, job, nodes, submit, wait_until
 from tests.load_helpers import Background, Load
 
 LOAD_S = 20.0
@@ -44,11 +44,6 @@ def cluster(min_n: int, max_n: int, idle: int = 120) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    yield from served(tmp_path_factory, "load")
-
-
 def _jobs(api: httpx.Client, srv: RunningServer, query: str) -> list[dict[str, Any]]:
     response = api.get(f"{srv.ws_path}/jobs?{query}")
     assert response.status_code == 200, response.text
@@ -56,7 +51,12 @@ def _jobs(api: httpx.Client, srv: RunningServer, query: str) -> list[dict[str, A
     return value
 
 
-def test_mixed_load_answers_every_request_and_the_control_plane_keeps_working(srv: RunningServer) -> None:
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_mixed_load_answers_every_request_and_the_control_plane_keeps_working(
+    server_factory: Callable[..., RunningServer], request: pytest.FixtureRequest, store: str
+) -> None:
+    db_url = request.getfixturevalue("postgres_url") if store == "postgres" else None
+    srv = server_factory(db_url=db_url)
     ws = srv.ws_path
     with srv.client() as api:
         create_compute(api, srv, "busy", cluster(2, 2))
