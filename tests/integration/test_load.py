@@ -45,9 +45,16 @@ def cluster(min_n: int, max_n: int, idle: int = 120) -> dict[str, Any]:
 
 
 def _jobs(api: httpx.Client, srv: RunningServer, query: str) -> list[dict[str, Any]]:
-    response = api.get(f"{srv.ws_path}/jobs?{query}")
-    assert response.status_code == 200, response.text
-    value: list[dict[str, Any]] = response.json()["value"]
+    """Every job the list matches, page after page (``nextLink``), at most 50 pages."""
+    url: str | None = f"{srv.ws_path}/jobs?{query}"
+    value: list[dict[str, Any]] = []
+    for _ in range(50):
+        if url is None:
+            break
+        response = api.get(url)
+        assert response.status_code == 200, response.text
+        value += response.json()["value"]
+        url = response.json().get("nextLink")
     return value
 
 
