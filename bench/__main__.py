@@ -18,6 +18,7 @@ from bench import (
     api_latency,
     dispatch,
     instances,
+    mixed_load,
     reconcile_store,
     simulator,
     trace_validation,
@@ -43,6 +44,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         trace_validation.NAME, trace_validation.run, trace_validation.markdown, trace_validation.report
     ),
     instances.NAME: Benchmark(instances.NAME, instances.run, instances.markdown, instances.report),
+    mixed_load.NAME: Benchmark(mixed_load.NAME, mixed_load.run, mixed_load.markdown, mixed_load.report),
 }
 
 

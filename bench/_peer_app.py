@@ -6,8 +6,10 @@ own process with the settings cloudlet uses (httptools, uvloop, access log off, 
 
     python bench/_peer_app.py HOST PORT BODIES_JSON     (env BENCH_PEER_KEY = the accepted key)
 
-BODIES_JSON maps compute name -> the exact document text to serve for that name, and
-``job:<name>`` -> the document of job show (``GET {ws}/jobs/{name}``).
+BODIES_JSON maps compute name -> the exact document text to serve for that name,
+``job:<name>`` -> the document of job show (``GET {ws}/jobs/{name}``), and optionally
+``jobs:list`` -> the document of job list (``GET {ws}/jobs``) and ``jobs:put`` -> the answer to a
+job submission (``PUT {ws}/jobs/{name}``: the JSON body is read and parsed, then 201).
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ def create_app(bodies: dict[str, bytes], api_key: str) -> FastAPI:
     @app.get(WS + "/jobs/{name}")
     async def show_job(sub: str, rg: str, ws: str, name: str, request: Request) -> Response:
         return await show(sub, rg, ws, f"job:{name}", request)
+
+    @app.get(WS + "/jobs")
+    async def list_jobs(sub: str, rg: str, ws: str, request: Request) -> Response:
+        return await show(sub, rg, ws, "jobs:list", request)
+
+    @app.put(WS + "/jobs/{name}")
+    async def submit_job(sub: str, rg: str, ws: str, name: str, request: Request) -> Response:
+        if request.headers.get("authorization") != expected:
+            return Response(UNAUTHORIZED, 401, media_type="application/json")
+        json.loads(await request.body())  # a submission's body is parsed, as cloudlet's is
+        return Response(bodies.get("jobs:put", b"{}"), 201, media_type="application/json")
 
     return app
 

@@ -65,7 +65,8 @@ class Plan:
 
 def _setup(home: Path, plan: Plan) -> tuple[Any, str]:
     home.mkdir(parents=True, exist_ok=True)
-    sessions, _reads, installation_id, _secret = open_store(home, None)
+    store = open_store(home, None)
+    sessions, installation_id = store.control, store.installation_id
     now = datetime.now(UTC)
     with sessions.begin() as session:
         ws = session.scalars(select(Workspace)).one()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import logging
 import os
 import socket
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import anyio.to_thread
 import uvicorn
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -70,25 +72,49 @@ def replica_identity(home: Path) -> ReplicaIdentity:
     return ReplicaIdentity(id_file.read_text().strip(), handle)
 
 
-def open_store(
-    home: Path, db_url: str | None
-) -> tuple[sessionmaker[Session], sessionmaker[Session], str, str]:
-    engine = db.make_engine(db_url or os.environ.get("CLOUDLET_DB") or db.sqlite_url(home))
-    db.migrate(engine)
-    sessions = db.session_factory(engine)
-    with sessions.begin() as session:
+@dataclass(frozen=True)
+class Store:
+    """The opened store: the API's sessions (writes, reads) and the control plane's own."""
+
+    sessions: sessionmaker[Session]
+    read_sessions: sessionmaker[Session]
+    control: sessionmaker[Session]  # reconcilers, instance watch
+    # The dispatch batcher's writer: the control plane's pool (API load cannot starve it), but it
+    # answers API requests, so its wait for SQLite's write gate is the API's.
+    dispatch: sessionmaker[Session]
+    installation_id: str
+    token_secret: str
+    limits: db.StoreLimits
+
+
+def open_store(home: Path, db_url: str | None, limits: db.StoreLimits | None = None) -> Store:
+    engines = db.open_engines(db_url or os.environ.get("CLOUDLET_DB") or db.sqlite_url(home), limits)
+    db.migrate(engines.control)
+    control = db.session_factory(engines.control)
+    with control.begin() as session:
         inst = bootstrap.bootstrap(session, home)
         installation_id, secret = inst.id, inst.token_secret
-    return sessions, db.read_session_factory(engine), installation_id, secret
+    bounded = engines.control.execution_options(cloudlet_write_timeout_s=engines.limits.write_timeout_s)
+    return Store(
+        db.session_factory(engines.api),
+        db.read_session_factory(engines.api),
+        control,
+        db.session_factory(bounded),
+        installation_id,
+        secret,
+        engines.limits,
+    )
 
 
-def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> AppState:
-    sessions, read_sessions, installation_id, secret = open_store(home, db_url)
+def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tuple[AppState, Store]:
+    store = open_store(home, db_url)
+    # The control loops use their own pool: API load cannot take the connections they need.
+    control, installation_id, secret = store.control, store.installation_id, store.token_secret
     lease_ttl = float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
     data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
     state = AppState(
-        sessions=sessions,
-        read_sessions=read_sessions,
+        sessions=store.sessions,
+        read_sessions=store.read_sessions,
         token_secret=secret,
         installation_id=installation_id,
         home=home,
@@ -96,10 +122,10 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> App
         data=data,
     )
     providers: dict[str, NodeProvider] = {"local": LocalProvider(home / "nodes")}
-    instances = InstanceDriver(sessions, providers, installation_id, data, lambda: state.endpoint, secret)
-    state.reconciler = OperationReconciler(sessions, replica.id, lease_ttl_s=lease_ttl, instances=instances)
+    instances = InstanceDriver(control, providers, installation_id, data, lambda: state.endpoint, secret)
+    state.reconciler = OperationReconciler(control, replica.id, lease_ttl_s=lease_ttl, instances=instances)
     state.clusters = ClusterReconciler(
-        sessions,
+        control,
         replica.id,
         installation_id,
         providers,
@@ -112,11 +138,46 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> App
     assert reconciler is not None
     clusters = state.clusters
     assert clusters is not None
-    state.batcher = DispatchBatcher(sessions, data, lambda: state.endpoint, state.notifier, clusters.wake.set)
-    state.instance_watch = InstanceWatch(
-        sessions, replica.id, data, lease_ttl_s=lease_ttl, on_operation=reconciler.wake.set
+    state.batcher = DispatchBatcher(
+        store.dispatch,
+        data,
+        lambda: state.endpoint,
+        state.notifier,
+        clusters.wake.set,
+        queue_timeout_s=store.limits.write_timeout_s,
     )
-    return state
+    state.instance_watch = InstanceWatch(
+        control, replica.id, data, lease_ttl_s=lease_ttl, on_operation=reconciler.wake.set
+    )
+    return state, store
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server with the AnyIO thread limiter (which runs the sync endpoints) set to the
+    size the API's connection pool was made for, on the server's own event loop."""
+
+    def __init__(self, config: uvicorn.Config, threads: int) -> None:
+        super().__init__(config)
+        self.threads = threads
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = self.threads
+        await super().serve(sockets)
+
+
+# The collector's full passes walk every object the process holds, and nearly all of them were
+# made at start-up (modules, the app, the ORM's mappings) and live for good: measured under the
+# mixed load (bench/mixed_load.py) a full pass took 100-290 ms, during which no request moves.
+# Frozen once the server is built, they are never walked again (a full pass then took ~10 ms),
+# and a higher first threshold makes young collections rarer (each request allocates thousands).
+GC_GEN0_THRESHOLD = 5000
+
+
+def settle_heap() -> None:
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
 def run_server(
@@ -125,7 +186,7 @@ def run_server(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     home_path = resolve_home(home)
     replica = replica_identity(home_path)
-    state = build_state(home_path, db, replica)
+    state, store = build_state(home_path, db, replica)
     app = create_app(state)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -142,6 +203,14 @@ def run_server(
         home_path,
         replica.id,
     )
+    settle_heap()
     access_log = bool(os.environ.get("CLOUDLET_ACCESS_LOG"))  # one line per request, for diagnosis
     config = uvicorn.Config(app, log_level="info" if access_log else "warning", access_log=access_log)
-    uvicorn.Server(config).run(sockets=[sock])
+    log.info(
+        "API: %d request threads, %d pooled connections (%g s to get one); control plane: %d",
+        store.limits.api_threads,
+        store.limits.api_pool,
+        store.limits.pool_timeout_s,
+        store.limits.control_pool,
+    )
+    _Server(config, store.limits.api_threads).run(sockets=[sock])

@@ -34,7 +34,7 @@ SIZE = "Standard_DS3_v2"
 
 
 def _batcher(home: Path) -> tuple[DispatchBatcher, Any]:
-    sessions, _reads, _installation, _secret = open_store(home, None)
+    sessions = open_store(home, None).control
     batcher = DispatchBatcher(
         sessions, DataRoot(home / "data"), lambda: "http://test", NodeNotifier(), lambda: None
     )

@@ -20,6 +20,7 @@ from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.services import dispatch
 from cloudlet.services.context import Caller
 from cloudlet.services.storage import DataRoot
+from cloudlet.store import db
 
 
 @dataclass
@@ -79,8 +80,7 @@ class Context:
     def close(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            session.rollback()
-            session.close()
+            session.close()  # the pool's reset rolls back: one ROLLBACK, not two
 
     def commit(
         self, wake_nodes: list[str] | None = None, rescale: bool = False, operations: bool = False
@@ -97,8 +97,8 @@ async def context(request: Request, state: AppState = Depends(app_state)) -> Asy
     try:
         yield ctx
     finally:
-        if ctx._session is not None:  # an async endpoint used it: close it off the event loop
-            await run_in_threadpool(ctx.close)
+        if ctx._session is not None:  # an async endpoint used it: end it off the event loop
+            db.ENDER.end(ctx._session)
 
 
 def json_response(data: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:

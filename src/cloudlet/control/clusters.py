@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import case, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control import ephemeral
@@ -475,24 +475,25 @@ def _demands(session: Session) -> dict[tuple[int, str], autoscale.Demand]:
     """Nodes every cluster's jobs need (running jobs' nodes + queued jobs' instance counts), read
     once per pass in one aggregate query, however many clusters and jobs. Placement within the pass
     moves jobs from queued to running without changing their sum."""
+    # Sums of CASEs, grouped by plain columns: grouping by the expression ``status = :queued``
+    # works on SQLite but not on PostgreSQL, whose select list and GROUP BY get separate bind
+    # parameters and so are not the same expression (GroupingError: every pass failed there).
+    queued = Job.status == job_service.QUEUED
     rows = session.execute(
         select(
             Job.workspace_id,
             Job.compute_name,
-            Job.status == job_service.QUEUED,
-            func.coalesce(func.sum(Job.instance_count), 0),
+            func.coalesce(func.sum(case((queued, Job.instance_count), else_=0)), 0),
+            func.coalesce(func.sum(case((queued, 0), else_=Job.instance_count)), 0),
         )
         .where(Job.status.in_(job_service.ACTIVE), Job.compute_name.is_not(None))
-        .group_by(Job.workspace_id, Job.compute_name, Job.status == job_service.QUEUED)
+        .group_by(Job.workspace_id, Job.compute_name)
     ).all()
-    totals: dict[tuple[int, str], dict[bool, int]] = {}
-    for workspace_id, name, queued, count in rows:
-        totals.setdefault((workspace_id, str(name)), {})[bool(queued)] = int(count)
     return {
-        key: autoscale.Demand(
-            running_nodes=counts.get(False, 0), queued=(counts[True],) if counts.get(True) else ()
+        (workspace_id, str(name)): autoscale.Demand(
+            running_nodes=int(running), queued=(int(waiting),) if waiting else ()
         )
-        for key, counts in totals.items()
+        for workspace_id, name, waiting, running in rows
     }
 
 

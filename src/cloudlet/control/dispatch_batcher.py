@@ -12,7 +12,9 @@ A request whose work raises (a name already taken, a bad token) must not take it
 down, and must leave nothing behind: the batch is rolled back and each of its requests is applied
 again in a transaction of its own (``Round.alone``: checks a first try leaves to the store's
 constraints run then, to name the problem). Errors are rare, so the replay costs nothing in
-practice.
+practice. A store that is busy (``sqlalchemy.exc.TimeoutError``: no connection, or the write gate
+held past its bound) is not a refusal: the whole batch hears it (503, retry) without a replay, and
+a request that waited in the queue longer than ``queue_timeout_s`` hears it without being applied.
 """
 
 from __future__ import annotations
@@ -21,16 +23,19 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import TimeoutError as StoreTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.notify import NodeNotifier
 from cloudlet.services import dispatch
 from cloudlet.services.storage import DataRoot
+from cloudlet.store.db import StoreBusy
 from cloudlet.store.schema import Compute
 
 log = logging.getLogger("cloudlet.dispatch")
@@ -65,6 +70,7 @@ class _Request:
     work: Work
     future: asyncio.Future[Any]
     urgent: bool = False
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 class DispatchBatcher:
@@ -75,8 +81,10 @@ class DispatchBatcher:
         endpoint: Callable[[], str],
         notifier: NodeNotifier,
         rescale: Callable[[], None],
+        queue_timeout_s: float | None = None,
     ) -> None:
         self._sessions = sessions
+        self._queue_timeout_s = queue_timeout_s
         self._data = data
         self._endpoint = endpoint
         self._notifier = notifier
@@ -129,12 +137,29 @@ class DispatchBatcher:
             # start its next job, while a submission only waits to hear it was queued.
             source = urgent or normal
             batch = [source.popleft() for _ in range(min(MAX_BATCH, len(source)))]
+            batch, late = self._split_late(batch)
+            outcomes: list[tuple[_Request, Any, BaseException | None]] = [(r, None, e) for r, e in late]
             try:
-                outcomes = self._run_batch(batch)
+                outcomes += self._run_batch(batch) if batch else []
+            except StoreTimeout as exc:  # busy, not broken: retried by the client
+                log.warning("dispatch batch of %d: %s", len(batch), exc)
+                outcomes += [(request, None, exc) for request in batch]
             except Exception as exc:  # the store itself failed: every request hears it
                 log.exception("dispatch batch of %d failed", len(batch))
-                outcomes = [(request, None, exc) for request in batch]
+                outcomes += [(request, None, exc) for request in batch]
             self._resolve(outcomes)
+
+    def _split_late(self, batch: list[_Request]) -> tuple[list[_Request], list[tuple[_Request, StoreBusy]]]:
+        """Requests that waited longer than the queue timeout are answered "busy" unapplied: their
+        clients would otherwise wait on a queue that is not draining fast enough (and retry)."""
+        if self._queue_timeout_s is None:
+            return batch, []
+        now, limit = time.monotonic(), self._queue_timeout_s
+        late = [r for r in batch if now - r.queued_at > limit]
+        if not late:
+            return batch, []
+        busy = StoreBusy(f"the store's writer was busy for over {limit:g} s")
+        return [r for r in batch if now - r.queued_at <= limit], [(r, busy) for r in late]
 
     def _run_batch(self, batch: list[_Request]) -> list[tuple[_Request, Any, BaseException | None]]:
         try:
@@ -162,6 +187,8 @@ class DispatchBatcher:
             session.commit()
         except Exception as exc:
             session.rollback()
+            if strict and isinstance(exc, StoreTimeout):
+                raise  # busy: replaying each request alone would only wait again, once each
             if strict:
                 raise _Replay() from exc
             return [(request, None, exc) for request in requests]

@@ -1,20 +1,81 @@
-"""Engine and session factory. SQLite (WAL) is the embedded default; PostgreSQL for replicas."""
+"""Engines and session factories. SQLite (WAL) is the embedded default; PostgreSQL for replicas.
+
+A server opens two engines on one store (``open_engines``): the API's, whose pool is sized with
+the thread pool that serves requests, and the control plane's (reconcilers, the dispatch
+batcher's writer), so that no amount of API load can take the connections the control loops need.
+Waits are bounded: an API request that cannot get a connection within ``pool_timeout_s``, or the
+store's write lock within ``write_timeout_s``, raises ``StoreBusy`` (answered 503 + Retry-After)
+instead of queueing for half a minute.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
+import queue
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.orm import Session, sessionmaker
 
+log = logging.getLogger("cloudlet.store")
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x636C6F75  # "clou"
+CONTROL_TIMEOUT_S = 30.0  # the control loops retry on their next pass; they may wait longer
+PG_LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout expired
+SQLITE_BUSY = 5  # the file's lock stayed held past busy_timeout ("database is locked")
+
+
+class StoreBusy(exc.TimeoutError):
+    """The store could not be had in time (no pooled connection, or the write lock was held):
+    the request should be retried shortly. A ``sqlalchemy.exc.TimeoutError``, like the pool's own."""
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    """How many requests run at once and how long they wait for the store.
+
+    ``api_threads`` is the AnyIO thread limiter's size (sync endpoints run in those threads).
+    Each such thread holds at most one connection at a time, and a request's session is closed
+    just after its answer is sent, so the API pool is the threads plus headroom for sessions
+    being closed: a request only waits for a connection when something is wrong, and then not
+    for long. The control pool serves the control plane's few threads (one connection each)."""
+
+    # 4 request threads: the server is one GIL; more threads only contend for it (at 100
+    # clients, 8 threads cost ~20 % more CPU per request than 4; 2-4 measured alike), while a
+    # few keep a slow request (a download being packed) from holding every other one up.
+    api_threads: int = 4
+    api_pool: int = 8
+    control_pool: int = 6
+    pool_timeout_s: float = 3.0
+    write_timeout_s: float = 5.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> StoreLimits:
+        env = os.environ if env is None else env
+        threads = int(env.get("CLOUDLET_API_THREADS") or cls.api_threads)
+        return cls(
+            api_threads=threads,
+            api_pool=int(env.get("CLOUDLET_DB_POOL_SIZE") or threads + max(4, threads // 2)),
+            control_pool=int(env.get("CLOUDLET_DB_CONTROL_POOL_SIZE") or cls.control_pool),
+            pool_timeout_s=float(env.get("CLOUDLET_DB_POOL_TIMEOUT_S") or cls.pool_timeout_s),
+            write_timeout_s=float(env.get("CLOUDLET_DB_WRITE_TIMEOUT_S") or cls.write_timeout_s),
+        )
+
+
+@dataclass(frozen=True)
+class Engines:
+    api: Engine
+    control: Engine
+    limits: StoreLimits
 
 
 def normalise_url(url: str) -> str:
@@ -42,33 +103,84 @@ def make_private_sqlite(url: str) -> None:
             os.chmod(f"{path}{suffix}", 0o600)
 
 
-def make_engine(url: str) -> Engine:
+def open_engines(url: str, limits: StoreLimits | None = None) -> Engines:
+    """The API's engine and the control plane's, on the same store. On SQLite they share one
+    write gate: the file has one writer, whichever pool its connection came from."""
+    limits = limits or StoreLimits.from_env()
+    gate = _WriterGate() if normalise_url(url).startswith("sqlite") else None
+    api = make_engine(url, limits.api_pool, limits.pool_timeout_s, limits.write_timeout_s, gate)
+    control = make_engine(url, limits.control_pool, CONTROL_TIMEOUT_S, None, gate)
+    return Engines(api, control, limits)
+
+
+def make_engine(
+    url: str,
+    pool_size: int = 16,
+    pool_timeout_s: float = CONTROL_TIMEOUT_S,
+    write_timeout_s: float | None = None,
+    gate: _WriterGate | None = None,
+) -> Engine:
+    """One engine with a fixed pool (no overflow: the size is the bound). WRITE_TIMEOUT_S bounds
+    a writer's wait for SQLite's write gate (GATE, shared by the engines of one file; 30 s when
+    None) or for a PostgreSQL lock (no bound when None)."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
         make_private_sqlite(url)
+        # SQLite's own busy wait matters only when another process holds the file's write lock
+        # (the gate orders this process's writers): it is bounded like the gate.
+        busy_s = CONTROL_TIMEOUT_S if write_timeout_s is None else write_timeout_s
         engine = create_engine(
             url,
-            connect_args={"check_same_thread": False, "timeout": 30},
-            pool_size=8,
-            max_overflow=8,
+            connect_args={"check_same_thread": False, "timeout": busy_s},
+            pool_size=pool_size,
+            max_overflow=0,
+            pool_timeout=pool_timeout_s,
         )
-        event.listen(engine, "connect", _sqlite_pragmas)
-        writers = _WriterGate()
-        event.listen(engine, "begin", writers.begin)
+        event.listen(engine, "connect", functools.partial(_sqlite_pragmas, busy_ms=int(busy_s * 1000)))
+        writers = gate or _WriterGate()
+        event.listen(engine, "begin", functools.partial(writers.begin, timeout_s=busy_s))
         event.listen(engine, "commit", writers.end)
         event.listen(engine, "rollback", writers.end)
+        event.listen(engine, "handle_error", _sqlite_busy)
         return engine
-    return create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    connect_args: dict[str, Any] = {}
+    if write_timeout_s is not None:
+        # A statement that waits this long for a row, table or advisory lock gives up (SQLSTATE
+        # 55P03): the same "busy, retry shortly" as a full pool.
+        connect_args["options"] = f"-c lock_timeout={int(write_timeout_s * 1000)}"
+    engine = create_engine(
+        url,
+        connect_args=connect_args,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=pool_timeout_s,
+        pool_pre_ping=True,
+    )
+    event.listen(engine, "handle_error", _pg_busy)
+    return engine
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def _pg_busy(context: Any) -> BaseException | None:
+    if getattr(context.original_exception, "sqlstate", None) == PG_LOCK_NOT_AVAILABLE:
+        return StoreBusy(f"waited too long for a lock in the store: {context.original_exception}")
+    return None
+
+
+def _sqlite_busy(context: Any) -> BaseException | None:
+    if getattr(context.original_exception, "sqlite_errorcode", None) == SQLITE_BUSY:
+        return StoreBusy(f"the store's file stayed locked: {context.original_exception}")
+    return None
+
+
+def _sqlite_pragmas(dbapi_conn: Any, record: Any, busy_ms: int = 30_000) -> None:
     dbapi_conn.isolation_level = None  # let the "begin" listener issue BEGIN itself
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     cursor.close()
+    record.info["cloudlet_busy_ms"] = int(busy_ms)  # the gate changes it per writer when it must
 
 
 class _WriterGate:
@@ -76,19 +188,29 @@ class _WriterGate:
     that reads and then writes can fail at once with "database is locked" when another writer got
     in between), and queue for it here first: SQLite's own busy handler sleeps in steps of
     milliseconds, which would put whole milliseconds on every contended write. Read-only
-    sessions (see ``read_session_factory``) stay deferred and never wait on writers."""
+    sessions (see ``read_session_factory``) stay deferred and never wait on writers.
+
+    The wait is bounded per engine: an API writer that cannot get the gate within its write
+    timeout raises ``StoreBusy`` (503 + Retry-After: a client waiting 30 s here is a hang too);
+    the control plane's writers wait longer and retry on their next pass."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
 
-    def begin(self, conn: Any) -> None:
+    def begin(self, conn: Any, timeout_s: float = CONTROL_TIMEOUT_S) -> None:
         if conn.get_execution_options().get("cloudlet_read_only", False):
             conn.exec_driver_sql("BEGIN")
             return
-        if not self._lock.acquire(timeout=30):
-            raise TimeoutError("waited 30 s for the store's write lock")
+        # A session may bound its own wait (the dispatch batcher answers API requests).
+        timeout_s = float(conn.get_execution_options().get("cloudlet_write_timeout_s", timeout_s))
+        if not self._lock.acquire(timeout=timeout_s):
+            raise StoreBusy(f"waited {timeout_s:g} s for the store's write lock")
         conn.info["cloudlet_writer"] = True
         try:
+            busy_ms = int(timeout_s * 1000)
+            if conn.info.get("cloudlet_busy_ms") != busy_ms:  # this connection's bound until now
+                conn.connection.driver_connection.execute(f"PRAGMA busy_timeout={busy_ms}")
+            conn.info["cloudlet_busy_ms"] = busy_ms
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:
             self.end(conn)
@@ -97,6 +219,40 @@ class _WriterGate:
     def end(self, conn: Any) -> None:
         if conn.info.pop("cloudlet_writer", False):
             self._lock.release()
+
+
+class SessionEnder:
+    """Ends sessions (ROLLBACK and the pool's check-in: store I/O) on a thread of its own, for
+    code that must not block: an async request's teardown hands its session over with a queue put
+    and returns at once. The thread takes every session waiting without sleeping in between, so
+    under load it costs less than a thread hop each; each session it holds has a pooled
+    connection, so the pools' headroom covers the queue."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Session] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def end(self, session: Session) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="session-ender", daemon=True)
+                    self._thread.start()
+        self._queue.put(session)
+
+    def _run(self) -> None:
+        while True:
+            session = self._queue.get()
+            try:
+                # close() rolls back and returns the connection without the pool's own reset;
+                # rollback() first would end the transaction and leave the pool to roll back again.
+                session.close()
+            except Exception:  # a broken connection is discarded by the pool; go on
+                log.exception("ending a request's session failed")
+
+
+ENDER = SessionEnder()
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
