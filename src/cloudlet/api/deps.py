@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, Request, Response
-from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.clusters import ClusterReconciler

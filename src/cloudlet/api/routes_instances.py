@@ -141,12 +141,27 @@ def _caller(session: Any, state: AppState, kind: str, value: str) -> Caller:
     return identity.authenticate(session, value, cookie_secret(state.token_secret))
 
 
+def _cached_target(value: str, name: str, app: str) -> Target | None:
+    hit = _resolved.get((value, name, app))
+    return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+
+
+async def resolve_soon(state: AppState, kind: str, value: str, name: str, app: str) -> Target:
+    """``resolve``, answered on the event loop when the answer is cached (most of a page load's
+    requests), else in the thread pool (it reads the store)."""
+    cached = _cached_target(value, name, app)
+    if cached is not None:
+        return cached
+    target: Target = await run_in_threadpool(resolve, state, kind, value, name, app)
+    return target
+
+
 def resolve(state: AppState, kind: str, value: str, name: str, app: str) -> Target:
     """The app's address for this caller, or the refusal (401/403/404/409) that says why not."""
     key, now = (value, name, app), time.monotonic()
-    hit = _resolved.get(key)
-    if hit is not None and hit[0] > now:
-        return hit[1]
+    cached = _cached_target(value, name, app)
+    if cached is not None:
+        return cached
     with state.read_sessions() as session:
         caller = _caller(session, state, kind, value)
         compute = instance_service.find_by_name(session, name)
@@ -218,7 +233,7 @@ async def proxy_http(name: str, app: str, path: str, request: Request) -> Respon
                 "sign in at /signin or send 'Authorization: Bearer <key or token>'",
                 status=401,
             )
-        target = await run_in_threadpool(resolve, state, found[0], found[1], name, app)
+        target = await resolve_soon(state, found[0], found[1], name, app)
         instance_activity.note_request(name, request.method, accept)  # idle shutdown counts it
         try:
             return await forwarder.http(request, target)
@@ -257,7 +272,7 @@ async def proxy_websocket(websocket: WebSocket, name: str, app: str, path: str) 
     try:
         if found is None:
             raise CloudletError("AuthenticationFailed", "no credential", status=401)
-        target = await run_in_threadpool(resolve, state, found[0], found[1], name, app)
+        target = await resolve_soon(state, found[0], found[1], name, app)
     except CloudletError as exc:
         await websocket.send_denial_response(json_response(exc.to_body(), exc.status))
         return

@@ -155,6 +155,17 @@ def operation_id_from(response: httpx.Response) -> str | None:
     return None
 
 
+BUSY_ATTEMPTS = 4
+MAX_RETRY_AFTER_S = 5.0
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return min(MAX_RETRY_AFTER_S, max(0.0, float(response.headers.get("retry-after", "1"))))
+    except ValueError:
+        return 1.0
+
+
 class RestClient:
     """Blocking JSON client bound to one server endpoint and one credential."""
 
@@ -202,20 +213,26 @@ class RestClient:
     ) -> httpx.Response:
         """Send a request and raise :class:`HttpResponseError` for 4xx/5xx answers."""
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
-        try:
-            response = self._http.request(
-                method,
-                path,
-                json=json,
-                params=clean_params or None,
-                headers=self._headers(),
-            )
-        except httpx.TimeoutException as exc:
-            raise ServiceRequestError(f"request to {self.endpoint} timed out: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise ServiceRequestError(
-                f"cannot reach the cloudlet server at {self.endpoint} ({exc}); is `cloudlet server` running?"
-            ) from exc
+        for attempt in range(1, BUSY_ATTEMPTS + 1):
+            try:
+                response = self._http.request(
+                    method,
+                    path,
+                    json=json,
+                    params=clean_params or None,
+                    headers=self._headers(),
+                )
+            except httpx.TimeoutException as exc:
+                raise ServiceRequestError(f"request to {self.endpoint} timed out: {exc}") from exc
+            except httpx.TransportError as exc:
+                raise ServiceRequestError(
+                    f"cannot reach the cloudlet server at {self.endpoint} ({exc}); "
+                    "is `cloudlet server` running?"
+                ) from exc
+            # 503 means busy and nothing applied (the server rolled back): wait as told, again.
+            if response.status_code != 503 or attempt == BUSY_ATTEMPTS:
+                break
+            time.sleep(_retry_after(response))
         raise_for_response(response)
         return response
 
