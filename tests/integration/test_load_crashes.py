@@ -4,7 +4,8 @@ restarting it each time on the same port and home.
 While 100 readers and 10 submitters keep going, the server is killed (SIGKILL) and restarted
 three times. Then every job submitted (answered 201, or whose answer was lost in a crash and that
 the client submitted again) completes exactly once: each job appends its name and attempt to a
-ledger file on this host, and every name is there once, at attempt 1. The node agents outlive
+ledger in a datastore folder it is given read-write (jobs run sandboxed: that folder is the only
+place outside their own they can write), and every name is there once, at attempt 1. The node agents outlive
 each crash and are adopted by the next server (same nodes, same processes, no new node made), and
 once the cluster scales down nothing of the installation is left running.
 """
@@ -15,11 +16,11 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 
+from cloudlet.services.storage import empty_tar
 from tests.conftest import RunningServer
 from tests.integration.test_crashes import restart_on_same_port
 from tests.jobs_helpers import (
@@ -38,6 +39,12 @@ from tests.load_helpers import Background, Load
 KILLS = 3
 UP_S = 6.0  # the server serves the load this long between crashes
 SIZE = "Standard_DS3_v2"
+LEDGER = {
+    "type": "uri_folder",
+    "path": "azureml://datastores/workspaceblobstore/paths/ledger",
+    "mode": "rw_mount",
+}
+_EMPTY_TAR = empty_tar()
 
 
 def _settle(api: httpx.Client, srv: RunningServer, name: str, body: dict[str, object]) -> None:
@@ -48,15 +55,15 @@ def _settle(api: httpx.Client, srv: RunningServer, name: str, body: dict[str, ob
 
 
 def test_server_killed_three_times_under_load_every_job_runs_exactly_once_and_nodes_are_adopted(
-    server_factory: Callable[..., RunningServer], tmp_path: Path
+    server_factory: Callable[..., RunningServer],
 ) -> None:
-    ledger = tmp_path / "ledger"
-    ledger.touch()
     srv = server_factory()
     installation = installation_id(srv)
     servers = [srv]
     try:
         with srv.client() as api:
+            empty = api.put(f"{srv.ws_path}/datastores/workspaceblobstore/paths/ledger", content=_EMPTY_TAR)
+            assert empty.status_code == 201, empty.text
             spec = {"type": "amlcompute", "size": SIZE, "min_instances": 0, "max_instances": 2}
             create_compute(api, srv, "crashy", {**spec, "idle_time_before_scale_down": 10})
             warm = {"command": "true", "compute": "azureml:crashy"}
@@ -68,8 +75,8 @@ def test_server_killed_three_times_under_load_every_job_runs_exactly_once_and_no
             agents = {n: agent_pids(installation, n) for n in serving}
 
         def body(name: str) -> dict[str, object]:
-            command = f'echo "$CLOUDLET_JOB $CLOUDLET_ATTEMPT" >> {ledger}; sleep 0.1'
-            return {"command": command, "compute": "azureml:crashy"}
+            command = 'echo "$CLOUDLET_JOB $CLOUDLET_ATTEMPT" >> ${{inputs.ledger}}/ledger.txt; sleep 0.1'
+            return {"command": command, "compute": "azureml:crashy", "inputs": {"ledger": LEDGER}}
 
         ws = srv.ws_path
         load = Load(
@@ -112,6 +119,7 @@ def test_server_killed_three_times_under_load_every_job_runs_exactly_once_and_no
                 )
             bad = {n: (j["status"], j["attempt"]) for n, j in done.items() if j["status"] != "Completed"}
             assert not bad, f"jobs that did not complete: {bad}"
+            ledger = next(last.home.rglob("datastores/workspaceblobstore/ledger/ledger.txt"))
             lines = Counter(ledger.read_text().splitlines())
             ran = Counter(line.split()[0] for line in lines.elements())
             assert set(ran) == set(submitted), (set(submitted) - set(ran), set(ran) - set(submitted))
