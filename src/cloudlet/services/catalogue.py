@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, event, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
@@ -16,12 +17,22 @@ from cloudlet.store.schema import CustomSize
 
 log = logging.getLogger("cloudlet.catalogue")
 _cache: dict[tuple[str, ...], Catalogue] = {}
+# The catalogue is read on nearly every request (compute views, submissions) and changes only
+# when an administrator adds a size: it is read from the store at most this often per process
+# (a size added through another replica shows within this long; this process's own at once).
+FRESH_FOR_S = 1.0
+_latest: tuple[float, Catalogue] | None = None
 
 
 _CUSTOM = select(CustomSize.name, CustomSize.spec).order_by(CustomSize.name)
 
 
-def current(session: Session) -> Catalogue:
+def current(session: Session, fresh: bool = False) -> Catalogue:
+    """The catalogue in force; FRESH reads the store now (for a change that checks against it)."""
+    global _latest
+    now = time.monotonic()
+    if not fresh and _latest is not None and now - _latest[0] < FRESH_FOR_S:
+        return _latest[1]
     rows = session.execute(_CUSTOM).all()
     key = tuple(f"{name}:{sorted(spec.items())}" for name, spec in rows)
     cached = _cache.get(key)
@@ -30,7 +41,14 @@ def current(session: Session) -> Catalogue:
         cached = base.with_custom_sizes(_stored_sizes(rows)) if rows else base
         _cache.clear()
         _cache[key] = cached
+    _latest = (now, cached)
     return cached
+
+
+def forget() -> None:
+    """The next read goes to the store (a size was added here)."""
+    global _latest
+    _latest = None
 
 
 def _stored_sizes(rows: Sequence[Row[Any]]) -> list[VmSize]:
@@ -51,9 +69,10 @@ def size_target(name: str) -> str:
 
 def add_custom(session: Session, spec: CustomSizeSpec, actor: str) -> VmSize:
     size = spec.to_size()
-    current(session).with_custom_sizes([size])  # raises VmSizeExists on a name clash
+    current(session, fresh=True).with_custom_sizes([size])  # raises VmSizeExists on a name clash
     stored = spec.model_dump(mode="json")
     session.add(CustomSize(name=size.name, spec=stored))
     audit.record(session, actor, "size.create", size_target(size.name), stored)
     session.flush()
+    event.listen(session, "after_commit", lambda _session: forget(), once=True)
     return size
