@@ -91,8 +91,11 @@ def list_computes(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -
 # connection pool is empty.
 @router.get(WS + "/computes/{name}")
 def show_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    return json_response(_render(ctx, ref, computes.get(ctx.session, workspace, name)))
+    ref = WorkspaceRef(sub, rg, ws)
+    _, compute = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Compute, name)
+    if compute is None:
+        raise not_found("Compute", name)
+    return json_response(_render(ctx, ref, compute))
 
 
 @router.put(

@@ -25,7 +25,7 @@ from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import empty_tar, pack_beneath, relative_parts
-from cloudlet.store.schema import Node, Workspace
+from cloudlet.store.schema import Job, Node, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=UserRoute)
@@ -83,8 +83,10 @@ async def create_job(
 
 @router.get(WS + "/jobs/{name}")
 def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    job = job_service.get(ctx.session, workspace, name)
+    ref = WorkspaceRef(sub, rg, ws)
+    _, job = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Job, name)
+    if job is None:
+        raise not_found("Job", name)
     return json_response(job_service.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx)))
 
 

@@ -33,6 +33,7 @@ from fastapi.routing import APIRoute
 from sqlalchemy import select
 
 from cloudlet.api import openapi
+from cloudlet.api.deps import Context, end_context
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services import audit, identity
 from cloudlet.services import nodes as node_service
@@ -153,7 +154,6 @@ async def authenticate_node(request: Request) -> NodeCaller:
 # -- the route classes --------------------------------------------------------------------------
 def _closing_sessions(endpoint: Callable[..., Any]) -> Callable[..., Any]:
     """A sync endpoint whose ``Context`` arguments are closed in the endpoint's own thread."""
-    from cloudlet.api.deps import Context  # deps imports this module
 
     # FastAPI reads the signature through ``__wrapped__``; resolve its annotations here, where the
     # endpoint's module globals are known.
@@ -192,7 +192,10 @@ class _CloudletRoute(APIRoute):
         async def handler(request: Request) -> Response:
             request = StrictJSONRequest(request.scope, request.receive)
             await self.authenticate(request)
-            return await inner(request)
+            try:
+                return await inner(request)
+            finally:
+                end_context(request)
 
         return handler
 

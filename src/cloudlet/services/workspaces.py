@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from sqlalchemy import bindparam, select
@@ -17,6 +17,8 @@ from cloudlet.services import audit
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Location, ResourceGroup, Subscription, Workspace
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,34 @@ def resolve(
             target=ref.workspace,
         )
     return ws
+
+
+_WITH_CHILD: dict[type[Any], Any] = {}
+
+
+def resolve_child(
+    session: Session, ref: WorkspaceRef, caller: Caller, needed: Access, model: type[T], name: str
+) -> tuple[Workspace, T | None]:
+    """``resolve`` and the workspace's ``model`` row named ``name`` (a compute, a job) in one
+    query: the reads a client polls for most cost one round trip less."""
+    statement = _WITH_CHILD.get(model)
+    if statement is None:
+        child: Any = model
+        statement = _WITH_CHILD[model] = (
+            select(Workspace, child)
+            .join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
+            .outerjoin(child, (child.workspace_id == Workspace.id) & (child.name == bindparam("name")))
+            .where(
+                ResourceGroup.subscription_id == bindparam("sub"),
+                ResourceGroup.name == bindparam("rg"),
+                Workspace.name == bindparam("ws"),
+            )
+        )
+    params = {"sub": ref.subscription_id, "rg": ref.resource_group, "ws": ref.workspace, "name": name}
+    row = session.execute(statement, params).first()
+    memo = {("workspace", ref): row[0]} if row is not None else {}
+    ws = resolve(session, ref, caller, needed, memo)  # the same checks, on the row just read
+    return ws, row[1] if row is not None else None
 
 
 def ref_of(session: Session, ws: Workspace) -> WorkspaceRef:
