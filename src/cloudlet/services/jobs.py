@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import math
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import and_, bindparam, or_, select
+from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session, defer
 
 from cloudlet.domain import job_spec
@@ -219,14 +221,66 @@ def get(session: Session, ws: Workspace, name: str) -> Job:
     return job
 
 
+class JobFields(Protocol):
+    """What a job's view is made of: a ``Job`` row object, or the plain row a listing reads."""
+
+    id: int
+    name: str
+    compute_name: str | None
+    spec: dict[str, Any]
+    status: str
+    status_message: str | None
+    attempt: int
+    exit_code: int | None
+    error: Any
+    created_by: str
+    submitted_at: float
+    started_at: float | None
+    ended_at: float | None
+
+
 @dataclass(frozen=True)
 class JobPage:
-    jobs: list[Job]
+    jobs: Sequence[JobFields]
     next_token: str | None  # continues after the last job of this page; None on the last page
 
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
+# A page is read as plain rows of the columns a view shows (no ORM objects: a page of jobs is the
+# most expensive read clients poll), with statements built once per kind of filter.
+_LISTED = (
+    Job.id,
+    Job.name,
+    Job.compute_name,
+    Job.spec,
+    Job.status,
+    Job.status_message,
+    Job.attempt,
+    Job.exit_code,
+    Job.error,
+    Job.created_by,
+    Job.submitted_at,
+    Job.started_at,
+    Job.ended_at,
+)
+
+
+@functools.cache
+def _page_query(by_status: bool, by_compute: bool, after: bool) -> Select[Any]:
+    query = select(*_LISTED).where(Job.workspace_id == bindparam("ws"))
+    if by_status:
+        query = query.where(Job.status == bindparam("status"))
+    if by_compute:
+        query = query.where(Job.compute_name == bindparam("compute"))
+    if after:
+        query = query.where(
+            or_(
+                Job.submitted_at < bindparam("submitted"),
+                and_(Job.submitted_at == bindparam("submitted"), Job.id < bindparam("job")),
+            )
+        )
+    return query.order_by(Job.submitted_at.desc(), Job.id.desc()).limit(bindparam("limit"))
 
 
 def list_jobs(
@@ -240,17 +294,11 @@ def list_jobs(
     """Jobs newest first, a page at a time: ``after`` is the previous page's ``next_token``
     (keyset paging: a page costs the same however deep it is, and no job is skipped or repeated
     when jobs are added meanwhile)."""
-    query = select(Job).where(Job.workspace_id == ws.id)
-    if status:
-        query = query.where(Job.status == status)
-    if compute:
-        query = query.where(Job.compute_name == compute)
+    params: dict[str, Any] = {"ws": ws.id, "status": status, "compute": compute, "limit": top + 1}
     if after is not None:
-        submitted, job_id = _decode_page_token(after)
-        query = query.where(
-            or_(Job.submitted_at < submitted, and_(Job.submitted_at == submitted, Job.id < job_id))
-        )
-    rows = list(session.scalars(query.order_by(Job.submitted_at.desc(), Job.id.desc()).limit(top + 1)))
+        params["submitted"], params["job"] = _decode_page_token(after)
+    query = _page_query(bool(status), bool(compute), after is not None)
+    rows: list[Any] = list(session.execute(query, params).all())
     if len(rows) <= top:
         return JobPage(rows, None)
     last = rows[top - 1]
@@ -297,7 +345,7 @@ def runs_of(session: Session, job: Job) -> list[JobRun]:
     return list(session.scalars(_RUNS_OF, {"job": job.id}))
 
 
-def render(job: Job, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
+def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
     attempts: dict[int, dict[str, Any]] = {}
     for run in runs:
         entry = attempts.setdefault(
