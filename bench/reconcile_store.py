@@ -32,7 +32,7 @@ from bench import _results
 from bench._server import REPO_ROOT
 from bench._stats import summarize_ns
 from cloudlet.control.clusters import ClusterReconciler
-from cloudlet.control.notify import NodeNotifier
+from cloudlet.services.notify import NodeNotifier
 from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
 from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.quota import TOTAL_DEDICATED

@@ -17,7 +17,7 @@ import uvicorn
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.api.app import create_app
-from cloudlet.api.deps import AppState
+from cloudlet.api.deps import AppState, ServerURL
 from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
@@ -26,6 +26,8 @@ from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.providers.base import NodeProvider
 from cloudlet.providers.local import LocalProvider
 from cloudlet.services import bootstrap
+from cloudlet.services.agent_protocol import AgentProtocol
+from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.store import db
 
@@ -112,42 +114,39 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
     control, installation_id, secret = store.control, store.installation_id, store.token_secret
     lease_ttl = float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
     data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
+    url, notifier = ServerURL(), NodeNotifier()
+    providers: dict[str, NodeProvider] = {"local": LocalProvider(home / "nodes")}
+    instances = InstanceDriver(control, providers, installation_id, data, url, secret)
+    reconciler = OperationReconciler(control, replica.id, lease_ttl_s=lease_ttl, instances=instances)
+    clusters = ClusterReconciler(
+        control, replica.id, installation_id, providers, notifier, data, url, lease_ttl_s=lease_ttl
+    )
+    batcher = DispatchBatcher(
+        store.dispatch, data, url, notifier, clusters.wake.set, queue_timeout_s=store.limits.write_timeout_s
+    )
+    instance_watch = InstanceWatch(
+        control, replica.id, data, lease_ttl_s=lease_ttl, on_operation=reconciler.wake.set
+    )
+
+    def wake(nodes: list[str]) -> None:
+        for node_id in set(nodes):
+            notifier.notify(node_id)
+
+    agents = AgentProtocol(store.sessions, store.read_sessions, data, url, notifier, wake)
     state = AppState(
         sessions=store.sessions,
         read_sessions=store.read_sessions,
         token_secret=secret,
         installation_id=installation_id,
         home=home,
-        reconciler=None,
         data=data,
-    )
-    providers: dict[str, NodeProvider] = {"local": LocalProvider(home / "nodes")}
-    instances = InstanceDriver(control, providers, installation_id, data, lambda: state.endpoint, secret)
-    state.reconciler = OperationReconciler(control, replica.id, lease_ttl_s=lease_ttl, instances=instances)
-    state.clusters = ClusterReconciler(
-        control,
-        replica.id,
-        installation_id,
-        providers,
-        state.notifier,
-        data,
-        lambda: state.endpoint,
-        lease_ttl_s=lease_ttl,
-    )
-    reconciler = state.reconciler
-    assert reconciler is not None
-    clusters = state.clusters
-    assert clusters is not None
-    state.batcher = DispatchBatcher(
-        store.dispatch,
-        data,
-        lambda: state.endpoint,
-        state.notifier,
-        clusters.wake.set,
-        queue_timeout_s=store.limits.write_timeout_s,
-    )
-    state.instance_watch = InstanceWatch(
-        control, replica.id, data, lease_ttl_s=lease_ttl, on_operation=reconciler.wake.set
+        url=url,
+        notifier=notifier,
+        reconciler=reconciler,
+        clusters=clusters,
+        instance_watch=instance_watch,
+        batcher=batcher,
+        agents=agents,
     )
     return state, store
 
@@ -193,7 +192,7 @@ def run_server(
     sock.bind((host, port))
     bound_port = sock.getsockname()[1]
     endpoint = f"http://{host}:{bound_port}"
-    state.endpoint = endpoint
+    state.url.value = endpoint
     with state.sessions() as session:
         bootstrap.write_client_config(home_path, endpoint, bootstrap.default_scope(session))
     log.info(

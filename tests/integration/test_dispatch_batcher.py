@@ -15,18 +15,19 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from cloudlet.api import routes_agent
-from cloudlet.api.routes_agent import ExitReport, RunningReport
-from cloudlet.control.dispatch_batcher import Answer, DispatchBatcher, Round
-from cloudlet.control.notify import NodeNotifier
+from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.nodes import NodeState
 from cloudlet.server import open_store
+from cloudlet.services import agent_protocol
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
+from cloudlet.services.agent_protocol import ExitReport, RunningReport
+from cloudlet.services.batch import Answer, Round
 from cloudlet.services.context import Caller
+from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Installation, Job, JobRun, Node, Subscription, Workspace
 
@@ -260,8 +261,8 @@ def test_running_and_exit_of_one_run_in_one_batch_settle_it_once(tmp_path: Path)
             running = {"pid": 4242, "started_at": started}
             exited = {"exit_code": 0, "ended_at": started + 0.01, "started_at": started}
             works = [
-                routes_agent.running_report(run_id, token, RunningReport(**running)),
-                _spied(routes_agent.exit_report(run_id, token, ExitReport(**exited)), paths),
+                agent_protocol.running_report(run_id, token, RunningReport(**running)),
+                _spied(agent_protocol.exit_report(run_id, token, ExitReport(**exited)), paths),
                 _submit_work(ws_id, "second", data),
             ]
             return await _in_one_batch(batcher, works, start=False)
@@ -293,7 +294,7 @@ def test_an_exit_alone_takes_the_plain_sql_path_and_settles_like_the_general_one
             await batcher.apply(_submit_work(ws_id, "failing", data))
             with sessions() as session:
                 run_id = session.scalars(select(JobRun.id)).one()
-            report = routes_agent.exit_report(run_id, token, ExitReport(exit_code=3, ended_at=time.time()))
+            report = agent_protocol.exit_report(run_id, token, ExitReport(exit_code=3, ended_at=time.time()))
             return await batcher.apply(_spied(report, fast_paths))
         finally:
             batcher.stop()
@@ -325,9 +326,9 @@ def test_a_report_with_a_wrong_token_or_an_unknown_run_is_refused_and_changes_no
                 run_id = session.scalars(select(JobRun.id)).one()
             exited = {"exit_code": 0, "ended_at": time.time()}
             reports = [
-                routes_agent.exit_report(run_id, "not-the-node-token", ExitReport(**exited)),
-                routes_agent.running_report(run_id, "not-the-node-token", RunningReport(pid=1)),
-                routes_agent.exit_report("r-000000000000", token, ExitReport(**exited)),
+                agent_protocol.exit_report(run_id, "not-the-node-token", ExitReport(**exited)),
+                agent_protocol.running_report(run_id, "not-the-node-token", RunningReport(pid=1)),
+                agent_protocol.exit_report("r-000000000000", token, ExitReport(**exited)),
             ]
             return await _in_one_batch(batcher, reports, start=False)
         finally:

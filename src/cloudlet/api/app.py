@@ -46,17 +46,14 @@ def create_app(state: AppState) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         state.notifier.bind(asyncio.get_running_loop())
-        if state.batcher is not None:
-            state.batcher.start(asyncio.get_running_loop())
-        for loop in (state.reconciler, state.clusters, state.instance_watch):
-            if loop is not None:
-                loop.start()
+        state.batcher.start(asyncio.get_running_loop())
+        loops = (state.reconciler, state.clusters, state.instance_watch)
+        for loop in loops:
+            loop.start()
         yield
-        for loop in (state.reconciler, state.clusters, state.instance_watch):
-            if loop is not None:
-                loop.stop()
-        if state.batcher is not None:
-            state.batcher.stop()
+        for loop in loops:
+            loop.stop()
+        state.batcher.stop()
         await routes_instances.forwarder.close()
 
     app = FastAPI(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,39 +13,54 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
-from cloudlet.control.notify import NodeNotifier
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.services import dispatch
+from cloudlet.services.agent_protocol import AgentProtocol
 from cloudlet.services.context import Caller
+from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.store import db
 
 
+class ServerURL:
+    """The server's own URL, known once its socket is bound (after the parts that hand it to agents
+    are built): a callable they hold, set once."""
+
+    def __init__(self, value: str = "") -> None:
+        self.value = value
+
+    def __call__(self) -> str:
+        return self.value
+
+
 @dataclass
 class AppState:
+    """What the routes reach: built whole by ``server.build_state``; nothing in it is optional."""
+
     sessions: sessionmaker[Session]
     read_sessions: sessionmaker[Session]
     token_secret: str
     installation_id: str
     home: Path
-    reconciler: OperationReconciler | None
     data: DataRoot
-    notifier: NodeNotifier = field(default_factory=NodeNotifier)
-    clusters: ClusterReconciler | None = None
-    endpoint: str = ""
-    instance_watch: InstanceWatch | None = None
-    batcher: DispatchBatcher | None = None  # job submissions and run reports (group commit)
+    url: ServerURL
+    notifier: NodeNotifier
+    reconciler: OperationReconciler
+    clusters: ClusterReconciler
+    instance_watch: InstanceWatch
+    batcher: DispatchBatcher  # job submissions and run reports (group commit)
+    agents: AgentProtocol
 
-    def dispatch_batcher(self) -> DispatchBatcher:
-        assert self.batcher is not None, "the dispatch batcher starts with the app"
-        return self.batcher
+    @property
+    def endpoint(self) -> str:
+        return self.url.value
 
     def after_commit(self, wake_nodes: list[str], rescale: bool = False) -> None:
         """Wake the agents whose work changed; wake the cluster loop only when demand changed in
         a way that may need nodes made or released (placement itself happens inline)."""
         for node_id in set(wake_nodes):
             self.notifier.notify(node_id)
-        if rescale and self.clusters is not None:
+        if rescale:
             self.clusters.wake.set()
 
 
@@ -85,7 +100,7 @@ class Context:
     ) -> None:
         self.session.commit()
         self.state.notifier.deliver(dispatch.deliveries(self.session))
-        if operations and self.state.reconciler is not None:
+        if operations:
             self.state.reconciler.wake.set()
         self.state.after_commit(wake_nodes or [], rescale)
 

@@ -57,6 +57,5 @@ def report_apps(
             node.apps = {**(node.apps or {}), **apps}
         if extra:
             node.report = {**(node.report or {}), **extra}
-    if state.reconciler is not None:  # an instance operation may be waiting for exactly this
-        state.reconciler.wake.set()
+    state.reconciler.wake.set()  # an instance operation may be waiting for exactly this
     return json_response({"ok": True})

@@ -13,7 +13,6 @@ from cloudlet.api.deps import AppState, Context, app_state, context, json_respon
 from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
-from cloudlet.control.dispatch_batcher import Answer, Round
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.job_outcome import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING
@@ -63,22 +62,8 @@ async def create_job(
     caller: Caller = request.state.caller  # authenticated before the body was read
     prepared = job_service.prepare(body, name)  # pure: validated before the store is touched
     ref, base_url = WorkspaceRef(sub, rg, ws), str(request.base_url).rstrip("/")
-
-    def work(round_: Round) -> Answer:
-        session = round_.session
-        workspace = workspaces.resolve(session, ref, caller, Access.WRITE, round_.memo)
-        job, target = job_service.submit(
-            session, workspace, name, prepared, caller, state.data, round_.memo, check_name=round_.alone
-        )
-        if target is not None:  # a cluster with an idle node starts the job now, not at the next pass
-            round_.fed[target.id] = target
-        # A job still queued wakes the autoscaler, unless its target already was the cluster's
-        # maximum (it cannot raise it: at a busy cluster's top this saves a pass per submission).
-        at_max = target is not None and (target.target_node_count or 0) >= target.spec.get("max_instances", 1)
-        round_.rescale_if.append(lambda: job.status == job_service.QUEUED and not at_max)
-        return lambda _placed: job_service.render(job, ref, [], base_url)  # after commit: agent starts
-
-    return json_response(await state.dispatch_batcher().apply(work), 201)
+    job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
+    return json_response(job_service.render(job, ref, [], base_url), 201)
 
 
 @router.get(WS + "/jobs/{name}")

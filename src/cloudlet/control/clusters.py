@@ -24,7 +24,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control import ephemeral
 from cloudlet.control.actions import Actions, Launch, launch_node, release, terminate_node
-from cloudlet.control.notify import NodeNotifier
 from cloudlet.domain import autoscale
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.locks import scaling_block
@@ -36,6 +35,7 @@ from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import jobs as job_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services import nodes as node_service
+from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Job, Location, Node, Workspace
 

@@ -24,8 +24,10 @@ from cloudlet.domain import job_spec
 from cloudlet.domain.errors import CloudletError, conflict, not_found
 from cloudlet.domain.job_outcome import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING
 from cloudlet.domain.lifecycle import ProvisioningState
+from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes
+from cloudlet.services import computes, workspaces
+from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.clock import iso
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DataRoot, read_beneath, relative_parts
@@ -47,6 +49,33 @@ def prepare(body: Any, name: str) -> tuple[job_spec.CommandJobSpec, dict[str, An
     doc = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     doc.pop("$schema", None)
     return spec, doc
+
+
+def submission(
+    ref: WorkspaceRef,
+    name: str,
+    prepared: tuple[job_spec.CommandJobSpec, dict[str, Any]],
+    caller: Caller,
+    data: DataRoot,
+) -> Work:
+    """The batched work of submitting a prepared job (``control/dispatch_batcher``): its answer,
+    after commit, is the job. A cluster with an idle node starts it in the batch's scheduling
+    round; one still queued wakes the autoscaler, unless its cluster already wants its maximum
+    (it cannot raise it: at a busy cluster's top this saves a pass per submission)."""
+
+    def work(round_: Round) -> Answer:
+        session = round_.session
+        workspace = workspaces.resolve(session, ref, caller, Access.WRITE, round_.memo)
+        job, target = submit(
+            session, workspace, name, prepared, caller, data, round_.memo, check_name=round_.alone
+        )
+        if target is not None:
+            round_.fed[target.id] = target
+        at_max = target is not None and (target.target_node_count or 0) >= target.spec.get("max_instances", 1)
+        round_.rescale_if.append(lambda: job.status == QUEUED and not at_max)
+        return lambda _placed: job
+
+    return work
 
 
 def submit(
