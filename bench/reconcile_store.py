@@ -32,13 +32,13 @@ from bench import _results
 from bench._server import REPO_ROOT
 from bench._stats import summarize_ns
 from cloudlet.control.clusters import ClusterReconciler
-from cloudlet.services.notify import NodeNotifier
 from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
 from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.quota import TOTAL_DEDICATED
 from cloudlet.server import open_store
 from cloudlet.services import audit, quotas
 from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.sim.clock import SimClock
 from cloudlet.sim.provider import SimulatedProvider
