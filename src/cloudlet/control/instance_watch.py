@@ -20,20 +20,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control.loop import LeaseCache, ReconcileLoop
 from cloudlet.domain.instance_watch import AGENT_LOST, DISK_FULL, InstanceFacts, decide_tick, without_unusable
 from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, advance_instance
 from cloudlet.domain.nodes import NodeEvent
-from cloudlet.services import audit, dispatch, leases, operations, workspaces
+from cloudlet.services import audit, dispatch, operations, workspaces
 from cloudlet.services import instance_activity as activity
 from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
+from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Node, Workspace
 
@@ -46,7 +46,7 @@ _EVENTS = {DISK_FULL: InstanceEvent.DISK_FULL, AGENT_LOST: InstanceEvent.AGENT_L
 _OPERATIONS = {"stop": InstanceEvent.STOP, "start": InstanceEvent.START}
 
 
-class InstanceWatch:
+class InstanceWatch(ReconcileLoop):
     def __init__(
         self,
         sessions: sessionmaker[Session],
@@ -55,50 +55,34 @@ class InstanceWatch:
         lease_ttl_s: float = 10.0,
         tick_s: float | None = None,
         on_operation: Callable[[], None] | None = None,
+        clock: Clock = WALL_CLOCK,
     ) -> None:
+        tick_s = tick_s if tick_s is not None else float(os.environ.get("CLOUDLET_INSTANCE_TICK_S") or 1.0)
+        super().__init__("instance-watch", tick_s, clock)
         self.sessions = sessions
         self.replica_id = replica_id
         self.data = data
-        self.lease_ttl_s = lease_ttl_s
-        self.tick_s = (
-            tick_s if tick_s is not None else float(os.environ.get("CLOUDLET_INSTANCE_TICK_S") or 1.0)
-        )
+        self.tick_s = tick_s
         self.on_operation = on_operation
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._held: tuple[int, float] | None = None  # (token, expires at)
+        self.leases = LeaseCache(sessions, replica_id, lease_ttl_s)
         self._disk_checked: dict[int, tuple[float, str | None]] = {}
         # After a restart, agents need a moment to find us again before silence means "lost".
-        self._started = time.time()
+        self._started = clock.now()
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="instance-watch", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("instance watch tick failed")
-            self._stop.wait(self.tick_s)
+    def pass_once(self, now: float) -> float:
+        self.run_once(now)
+        return self.tick_s
 
     # -- one tick ------------------------------------------------------------------------------
     def run_once(self, now: float | None = None) -> list[tuple[str, str]]:
         """One tick over every watched instance; returns (instance, what was done) pairs."""
-        now = time.time() if now is None else now
-        token = self._lease(now)
+        now = self.clock.now() if now is None else now
+        token = self.leases.token(LEASE, now)
         if token is None:
             return []
         done: list[tuple[str, str]] = []
         with self.sessions.begin() as session:
-            if not leases.still_held(session, LEASE, self.replica_id, token):
-                self._held = None
+            if not self.leases.still_held(session, LEASE, token):
                 return []
             computes = session.scalars(
                 select(Compute).where(Compute.type == "computeinstance", Compute.state.in_(WATCHED))
@@ -179,10 +163,3 @@ class InstanceWatch:
             dispatch.fail_runs_on_node(session, node, "lost", now)
         log.warning("instance %s is Unusable: %s", compute.name, reason)
         return f"unusable: {reason}"
-
-    def _lease(self, now: float) -> int | None:
-        if self._held is not None and self._held[1] - now > self.lease_ttl_s / 2:
-            return self._held[0]
-        token = leases.acquire(self.sessions, LEASE, self.replica_id, self.lease_ttl_s)
-        self._held = None if token is None else (token, now + self.lease_ttl_s)
-        return token

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 
 from sqlalchemy import or_, select, update
@@ -20,9 +19,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.instances import InstanceDriver, Pending
+from cloudlet.control.loop import ReconcileLoop
 from cloudlet.control.steps import apply_step
 from cloudlet.services import operations
-from cloudlet.services.clock import utcnow
+from cloudlet.services.clock import WALL_CLOCK, Clock, utcnow
 from cloudlet.store.schema import Operation, OperationStep
 
 log = logging.getLogger("cloudlet.reconciler")
@@ -32,7 +32,7 @@ class LeaseLost(Exception):
     """Another replica holds the operation now; stop without writing."""
 
 
-class OperationReconciler:
+class OperationReconciler(ReconcileLoop):
     def __init__(
         self,
         sessions: sessionmaker[Session],
@@ -41,7 +41,9 @@ class OperationReconciler:
         poll_s: float = 0.5,
         step_delay_s: float | None = None,
         instances: InstanceDriver | None = None,
+        clock: Clock = WALL_CLOCK,
     ) -> None:
+        super().__init__("operation-reconciler", poll_s, clock)
         self.sessions = sessions
         self.replica_id = replica_id
         self.lease_ttl_s = lease_ttl_s
@@ -50,33 +52,11 @@ class OperationReconciler:
         env_delay = os.environ.get("CLOUDLET_FAULT_STEP_DELAY_S")
         self.step_delay_s = step_delay_s if step_delay_s is not None else float(env_delay or 0)
         self.instances = instances
-        self.wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="operation-reconciler", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                progressed = self.run_once()
-            except Exception:  # keep the loop alive; the next pass retries
-                log.exception("reconcile pass failed")
-                progressed = 0
-            if not progressed:
-                self.wake.wait(self.poll_s)
-                self.wake.clear()
 
     # -- one pass --------------------------------------------------------------------------
+    def pass_once(self, now: float) -> float:
+        return 0.0 if self.run_once() else self.poll_s
+
     def run_once(self) -> int:
         done = 0
         for op_id, token in self._claimable():
@@ -92,7 +72,7 @@ class OperationReconciler:
         return done
 
     def _claimable(self) -> list[tuple[str, int]]:
-        now = time.time()
+        now = self.clock.now()
         with self.sessions() as session:
             rows = session.execute(
                 select(Operation.id, Operation.fencing_token)
@@ -121,7 +101,7 @@ class OperationReconciler:
                 )
                 .values(
                     lease_owner=self.replica_id,
-                    lease_expires_at=time.time() + self.lease_ttl_s,
+                    lease_expires_at=self.clock.now() + self.lease_ttl_s,
                     fencing_token=token,
                 )
             )
@@ -193,7 +173,7 @@ class OperationReconciler:
                 Operation.fencing_token == token,
                 Operation.lease_owner == self.replica_id,
             )
-            .values(step=next_step, lease_expires_at=time.time() + self.lease_ttl_s)
+            .values(step=next_step, lease_expires_at=self.clock.now() + self.lease_ttl_s)
             .execution_options(synchronize_session="fetch")
         )
         if result.rowcount != 1:  # type: ignore[attr-defined]

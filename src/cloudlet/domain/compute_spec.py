@@ -8,6 +8,8 @@ Field names are Azure's, so a file written for ``az ml compute create`` is accep
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -241,6 +243,34 @@ _SPEC_BY_TYPE: dict[str, type[_ComputeBase]] = {
     "virtualmachine": VirtualMachineSpec,
     "kubernetes": KubernetesSpec,
 }
+
+
+@dataclass(frozen=True)
+class ClusterScaling:
+    """What a cluster's reconciler, quota and view read of its stored spec, typed, with the
+    defaults of ``AmlComputeSpec`` (one place: a stored document written before a field existed
+    reads as the model would have filled it)."""
+
+    min_instances: int
+    max_instances: int
+    idle_time_before_scale_down_s: float
+    tier: str  # "dedicated" | "low_priority" (``domain.quota.Tier`` values)
+
+
+_AML_FIELDS = AmlComputeSpec.model_fields
+
+
+def cluster_scaling(doc: Mapping[str, Any]) -> ClusterScaling:
+    def read(name: str) -> Any:
+        value = doc.get(name)
+        return _AML_FIELDS[name].default if value is None else value
+
+    return ClusterScaling(
+        min_instances=int(read("min_instances")),
+        max_instances=int(read("max_instances")),
+        idle_time_before_scale_down_s=float(read("idle_time_before_scale_down")),
+        tier=str(read("tier")),
+    )
 
 
 def iso_minutes(value: str, field: str) -> int:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
-from typing import overload
+from typing import Protocol, overload
 
 from cloudlet.domain.errors import validation_error
 
@@ -40,3 +41,17 @@ def given_time(value: datetime, target: str) -> datetime:
         return as_utc(value)
     except OverflowError:
         raise validation_error(target, f"'{target}' is outside the times this server handles") from None
+
+
+class Clock(Protocol):
+    """Where a reconciler reads the time (epoch seconds): the wall in production, a fake in tests."""
+
+    def now(self) -> float: ...
+
+
+class WallClock:
+    def now(self) -> float:
+        return time.time()
+
+
+WALL_CLOCK: Clock = WallClock()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cloudlet.domain import costs
+from cloudlet.domain.compute_spec import cluster_scaling
 from cloudlet.domain.lifecycle import allocation_state, cluster_target_nodes
 from cloudlet.domain.locks import Lock, scaling_block
 from cloudlet.domain.sizes import Catalogue
@@ -74,11 +75,11 @@ def _retirement(compute: Compute, catalogue: Catalogue | None) -> list[dict[str,
 
 
 def _cluster_status(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> dict[str, Any]:
-    spec = compute.spec
+    spec = cluster_scaling(compute.spec)
     current = compute.current_node_count
     target = compute.target_node_count
     if target is None:  # the autoscaler has not looked at it yet
-        target = cluster_target_nodes(spec.get("min_instances", 0), spec.get("max_instances", 0), 0)
+        target = cluster_target_nodes(spec.min_instances, spec.max_instances, 0)
     block = scaling_block(locks, ref.arm_id)
     status = allocation_state(current, target)
     if block is not None:
@@ -87,7 +88,7 @@ def _cluster_status(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> d
     elif compute.scale_message:
         message = compute.scale_message
     elif status.value == "Resizing":
-        message = f"resizing from {current} to {target} nodes (min_instances {spec.get('min_instances', 0)})"
+        message = f"resizing from {current} to {target} nodes (min_instances {spec.min_instances})"
     else:
         message = f"steady at {current} nodes"
     return {

@@ -38,9 +38,11 @@ def new_node(
     size: VmSize,
     tier: str,
     serverless_job: str | None = None,
+    now: float | None = None,
 ) -> tuple[Node, str]:
     """Record a node the autoscaler wants (state ``requested``); the token goes to its agent only."""
     token = secrets.token_urlsafe(32)
+    created = time.time() if now is None else now
     node = Node(
         id=f"n-{secrets.token_hex(5)}",
         workspace_id=workspace_id,
@@ -58,10 +60,11 @@ def new_node(
         gpus=size.gpus,
         tier=tier,
         state=NodeState.REQUESTED.value,
+        state_since=created,
         token_hash=hash_token(token),
         resources={},
         usage={},
-        created_at=time.time(),
+        created_at=created,
     )
     session.add(node)
     return node, token
@@ -76,7 +79,7 @@ def transition(node_id: str, state: str, event: NodeEvent, now: float) -> dict[s
     """The node columns EVENT changes (state and its timestamps): applied to an object by
     ``advance``, or to a row by a plain UPDATE."""
     after = next_node_state(NodeState(state), event, node_id)
-    changes: dict[str, Any] = {"state": after.value}
+    changes: dict[str, Any] = {"state": after.value, "state_since": now}
     if after is NodeState.IDLE:
         changes.update(idle_since=now, current_run=None)
     elif after is NodeState.BUSY:

@@ -6,6 +6,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.bounds import MAX_QUOTA_CORES
+from cloudlet.domain.compute_spec import cluster_scaling
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.lifecycle import ProvisioningState, cluster_target_nodes
 from cloudlet.domain.nodes import HOLDING
@@ -101,8 +102,8 @@ def set_limit(
 
 def cluster_nodes_held(compute: Compute, machines: int | None = None) -> int:
     """A cluster holds the machines it has (made, starting or leaving) and at least min_instances."""
-    spec = compute.spec
-    floor = cluster_target_nodes(spec.get("min_instances", 0), spec.get("max_instances", 0), 0)
+    spec = cluster_scaling(compute.spec)
+    floor = cluster_target_nodes(spec.min_instances, spec.max_instances, 0)
     return max(compute.current_node_count if machines is None else machines, floor)
 
 

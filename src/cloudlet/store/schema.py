@@ -222,6 +222,8 @@ class Node(Base):
     gpus: Mapped[int] = mapped_column(Integer, default=0)
     tier: Mapped[str] = mapped_column(String(16))
     state: Mapped[str] = mapped_column(String(24), index=True)
+    # When it entered its state (epoch seconds): the stuck-state table's clock (domain/nodes.py).
+    state_since: Mapped[float] = mapped_column(Float)
     token_hash: Mapped[str] = mapped_column(String(64), index=True)
     resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
     usage: Mapped[dict[str, Any]] = mapped_column(default=dict)
