@@ -196,12 +196,17 @@ def run(quick: bool = False) -> dict[str, Any]:
             lambda: "http://127.0.0.1:9",
         )
         launch_s = _timed_pass(reconciler)
+        # The pass only records the nodes; their provider calls run on the provider's workers.
+        t0 = time.perf_counter()
+        reconciler.work.wait_idle(600)
+        launch_calls_s = time.perf_counter() - t0
         registered = _register_all(sessions, time.time())
         placement_s = _timed_pass(reconciler)
         steady = []
         for _ in range(plan.steady_passes):
             _heartbeat_all(sessions, time.time())
             steady.append(_timed_pass(reconciler))
+        reconciler.stop()
         counts = _counts(sessions)
         rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         worst = max([launch_s, placement_s, *steady])
@@ -210,6 +215,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                 "nodes_launched": provider.created,
                 "nodes_registered": registered,
                 "launch_pass_ms": round(launch_s * 1000, 1),
+                "launch_calls_ms": round(launch_calls_s * 1000, 1),
                 "placement_pass_ms": round(placement_s * 1000, 1),
                 "steady_pass": summarize_ns([int(s * 1e9) for s in steady]),
                 "jobs_placed": counts.get("job:Preparing", 0) + counts.get("job:Running", 0),
@@ -245,8 +251,8 @@ def markdown(data: dict[str, Any]) -> str:
             "",
             "| pass | ms | what it did |",
             "|---|---:|---|",
-            f"| launch | {data['launch_pass_ms']} | recorded {data['nodes_launched']:,} nodes and called "
-            "the provider |",
+            f"| launch | {data['launch_pass_ms']} | recorded {data['nodes_launched']:,} nodes (the "
+            f"provider calls then took {data.get('launch_calls_ms', 0)} ms on its workers) |",
             f"| placement | {data['placement_pass_ms']} | placed {data['jobs_placed']:,} jobs on "
             f"{data['nodes_registered']:,} registered nodes |",
             f"| steady p50 / max | {steady['p50_ms']:.1f} / {steady['max_ms']:.1f} | "

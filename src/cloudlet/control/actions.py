@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,10 +39,9 @@ class Actions:
         del self.launches[mark[0] :], self.terminations[mark[1] :], self.wake[mark[2] :]
 
 
-def release(node: Node, actions: Actions, now: float | None = None) -> None:
+def release(node: Node, actions: Actions, now: float) -> None:
     """Give a node's machine back. A healthy node drains and terminates; a failed one keeps its
     state (lost, preempted, setup_failed …) for post-mortem and only loses its machine."""
-    now = now or time.time()
     if NodeState(node.state) in FAILED:
         if node.ended_at is not None:
             return

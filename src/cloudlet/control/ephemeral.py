@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.control.actions import Actions, Launch, release
+from cloudlet.control.context import PassContext
 from cloudlet.domain.nodes import HOLDING, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.sizes import VmSize
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch, leases, quotas, workspaces
+from cloudlet.services import dispatch, quotas, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Job, Node, Workspace
-
-if TYPE_CHECKING:
-    from cloudlet.control.clusters import ClusterReconciler
 
 LEASE = "ephemeral-jobs"
 
@@ -62,14 +59,13 @@ def job_key(job: Job) -> str:
     return f"{job.workspace_id}:{job.name}"
 
 
-def reconcile(owner: ClusterReconciler, now: float) -> Actions:
+def reconcile(owner: PassContext, now: float) -> Actions:
     actions = Actions()
-    token = owner.lease(LEASE, now)
+    token = owner.leases.token(LEASE, now)
     if token is None:
         return actions
     with owner.sessions.begin() as session:
-        if not leases.still_held(session, LEASE, owner.replica_id, token):
-            owner.forget_lease(LEASE)
+        if not owner.leases.still_held(session, LEASE, token):
             return actions
         jobs = list(
             session.scalars(
@@ -88,7 +84,7 @@ def reconcile(owner: ClusterReconciler, now: float) -> Actions:
         by_job: dict[str, list[Node]] = {}
         for node in nodes:
             by_job.setdefault(node.serverless_job or "", []).append(node)
-        actions.wake += owner.record_nodes(session, nodes, now)
+        actions.wake += owner.recorder.record(session, nodes, now)
         for job in jobs:
             before = actions.mark()
             try:  # one job's failure is its own (a savepoint undoes just its part of the pass)
@@ -108,7 +104,7 @@ def reconcile(owner: ClusterReconciler, now: float) -> Actions:
 
 
 def _advance(
-    owner: ClusterReconciler, session: Session, job: Job, nodes: list[Node], actions: Actions, now: float
+    owner: PassContext, session: Session, job: Job, nodes: list[Node], actions: Actions, now: float
 ) -> None:
     live = [n for n in nodes if n.state in HOLDING]
     if job.status != job_service.QUEUED:
@@ -146,6 +142,7 @@ def _advance(
             size=size,
             tier=tier,
             serverless_job=job_key(job),
+            now=now,
         )
         request = node_service.launch_request(node, node_token, owner.installation_id, owner.server_url())
         actions.launches.append(Launch(node.id, request, "local"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -35,6 +34,7 @@ from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import dispatch, instance_reports
 from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
+from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Location, Node, Operation
 
@@ -70,8 +70,10 @@ class InstanceDriver:
         data: DataRoot,
         server_url: Callable[[], str],
         token_secret: str,
+        clock: Clock = WALL_CLOCK,
     ) -> None:
         self.sessions = sessions
+        self.clock = clock
         self.providers = providers
         self.installation_id = installation_id
         self.data = data
@@ -150,7 +152,7 @@ class InstanceDriver:
         if node is None:
             self._new_node(session, op, compute)
             return Pending("making the node")
-        state, now = NodeState(node.state), time.time()
+        state, now = NodeState(node.state), self.clock.now()
         if state is NodeState.REQUESTED and node.id not in self._launched:
             self._relaunch(session, op, compute, node)  # made, then crashed before the provider call
             return Pending("making the node")
@@ -199,6 +201,7 @@ class InstanceDriver:
             provider=location.provider if location else "local",
             size=size,
             tier="dedicated",
+            now=self.clock.now(),
         )
         node.operation_id = op.id
         apps = instance_service.configured_apps()
@@ -232,14 +235,14 @@ class InstanceDriver:
         nodes = [
             n for n in node_service.live_nodes(session, compute.id) if keep is None or n.operation_id != keep
         ]
-        actions = Actions()
+        actions, now = Actions(), self.clock.now()
         for node in nodes:
             # Jobs running on the instance end with it and wait for its next start (requeued).
-            dispatch.fail_runs_on_node(session, node, "stopped", time.time())
+            dispatch.fail_runs_on_node(session, node, "stopped", now)
             if node.state == NodeState.TERMINATING.value:
                 actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
             else:
-                release(node, actions)
+                release(node, actions, now)
         for node_id, provider, ref in actions.terminations:
             self._after.append(partial(self._terminate, node_id, provider, ref))
         return all(NodeState(n.state) in FAILED and n.ended_at is not None for n in nodes)

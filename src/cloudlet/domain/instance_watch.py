@@ -25,8 +25,9 @@ from typing import Any
 
 from cloudlet.domain.idleness import IdleDecision, decide_idle, report_from_wire
 from cloudlet.domain.instance_schedule import DueAction, StartStop, due_action, next_action
+from cloudlet.domain.nodes import LOST_AFTER_S
 
-AGENT_LOST_AFTER_S = 15.0  # as for cluster nodes (control/clusters.py LOST_AFTER_S)
+AGENT_LOST_AFTER_S = LOST_AFTER_S  # as for cluster nodes
 DISK_FULL = "DiskFull"
 AGENT_LOST = "InstanceAgentLost"
 UNUSABLE_CODES = (DISK_FULL, AGENT_LOST)

@@ -1,0 +1,69 @@
+"""Record what the world did to live nodes: agents that went quiet, setups that never finished,
+machines the provider no longer has. Shared by the cluster pass and the ephemeral (serverless and
+``local``) pass, each over its own nodes inside its own transaction.
+
+What counts as stuck, and for how long, is ``domain.nodes.STUCK_RULES``; this applies it. The
+provider listings (``ProviderSweep``) tell it which machines are alive: a node made before the
+last listing and absent from it has vanished.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.nodes import NodeEvent, NodeState, StuckAction, stuck_action
+from cloudlet.services import dispatch
+from cloudlet.services import nodes as node_service
+from cloudlet.store.schema import Node
+
+# Listed this long before a node was made, the listing cannot know it yet.
+LISTING_SLACK_S = 1.0
+
+
+class NodeRecorder:
+    def __init__(self, started: float) -> None:
+        # After a restart, agents need a moment to find us again before silence means "lost".
+        self.started = started
+        self._alive: dict[str, frozenset[str]] = {}
+        self._listed_at: dict[str, float] = {}
+
+    def listed(self, provider: str, alive: set[str], at: float) -> None:
+        """A provider's listing, begun at AT (from a sweep worker: one assignment each, so a pass
+        reading them concurrently sees either the old listing or the new one)."""
+        self._alive[provider] = frozenset(alive)
+        self._listed_at[provider] = at
+
+    def vanished(self, node: Node) -> bool:
+        """Known to the store, made by the provider before its last listing, absent from that listing."""
+        listed_at = self._listed_at.get(node.provider)
+        if not node.provider_ref or listed_at is None or node.created_at > listed_at - LISTING_SLACK_S:
+            return False
+        return node.id not in self._alive.get(node.provider, frozenset())
+
+    def record(self, session: Session, nodes: list[Node], now: float) -> list[str]:
+        """Mark lost and failed-setup nodes (their runs end, their jobs requeue); the node ids to wake."""
+        wake: list[str] = []
+        for node in nodes:
+            state = NodeState(node.state)
+            if state not in _WATCHED:
+                continue
+            gone = self.vanished(node)
+            last_report = max(node.last_heartbeat or node.registered_at or now, self.started)
+            action = stuck_action(state, node.state_since, last_report, now)
+            if state is NodeState.STARTING and (gone or action is StuckAction.SETUP_FAIL):
+                node.error = {
+                    "code": "NodeSetupFailed",
+                    "message": "the agent did not register; see the node's agent.log",
+                }
+                node_service.advance(node, NodeEvent.SETUP_FAIL, now)
+            elif state is not NodeState.STARTING and (gone or action is StuckAction.LOSE):
+                node.error = {
+                    "code": "NodeLost",
+                    "message": "the node's machine is gone" if gone else "the node's agent stopped reporting",
+                }
+                node_service.advance(node, NodeEvent.LOSE, now)
+                wake += dispatch.fail_runs_on_node(session, node, "lost", now)
+        return wake
+
+
+_WATCHED = frozenset({NodeState.STARTING, NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING})
