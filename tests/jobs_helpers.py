@@ -45,6 +45,21 @@ def wait_until(
         time.sleep(interval)
 
 
+def reconciler_passes(api: httpx.Client, loop: str) -> int:
+    response = api.get("/api/v1/system/reconcilers")
+    assert response.status_code == 200, response.text
+    return int(response.json()[loop]["passes"])
+
+
+def wait_passes(api: httpx.Client, loop: str, passes: int = 2, timeout: float = 60) -> None:
+    """Until the control loop LOOP (``cluster-reconciler``, ``instance-watch``,
+    ``operation-reconciler``) has finished PASSES more passes than it had now: at least one of
+    them began after the caller's change, so whatever it would do about that change, it has done.
+    The way to check that something did NOT happen, on a machine of any speed."""
+    start = reconciler_passes(api, loop)
+    wait_until(lambda: reconciler_passes(api, loop) >= start + passes, timeout, f"{passes} passes of {loop}")
+
+
 # -- HTTP shorthands --------------------------------------------------------------------------
 def installation_id(srv: RunningServer) -> str:
     body = httpx.get(srv.endpoint + "/healthz", timeout=5).json()

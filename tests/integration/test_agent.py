@@ -432,8 +432,11 @@ def test_cancel_kills_the_process_tree_within_two_seconds(
     assert exit_body["reason"] == "canceled" and exit_body["exit_code"] == 128 + signal.SIGKILL
 
 
+OUTAGE_NOTICED = "control plane call failed"
+
+
 def test_run_survives_an_outage_and_its_exit_is_reported_after_reconnect(
-    fake: FakeControlPlane, start_node: Callable[[], Node]
+    fake: FakeControlPlane, provider: LocalProvider, start_node: Callable[[], Node]
 ) -> None:
     node = start_node()
     spec, long_spec = run_spec("sleep 3; echo done"), run_spec("sleep 30")
@@ -441,8 +444,14 @@ def test_run_survives_an_outage_and_its_exit_is_reported_after_reconnect(
     fake.command(node.id, start=long_spec)
     pids = wait_until(lambda: run_pids(spec["run"]), what="the run to start")
     wait_until(lambda: run_pids(long_spec["run"]), what="the long run to start")
+    noticed = provider.node_log(node.handle).count(OUTAGE_NOTICED)
     fake.go_down()
-    time.sleep(2.0)
+    # Not a sleep: the agent has met the outage (its call failed) and its runs live on.
+    wait_until(
+        lambda: provider.node_log(node.handle).count(OUTAGE_NOTICED) > noticed,
+        30,
+        "the agent to meet the outage",
+    )
     assert all(process_alive(p) for p in pids), "the run died while the control plane was away"
     assert not fake.exits
     registrations_before = len(fake.calls_to("register", node.id))

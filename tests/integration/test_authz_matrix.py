@@ -106,6 +106,7 @@ ROWS: list[Row] = [
     Row("PUT", "{ws}/roleAssignments/nobody-here", "manage", {"json": {"role": "Reader"}}),
     Row("DELETE", "{ws}/roleAssignments/nobody-here", "manage"),
     Row("GET", "/audit", "admin"),
+    Row("GET", "/system/reconcilers", "admin"),
     # workspaces, sizes, locations, quotas
     Row("GET", "/workspaces", "user"),
     Row("PUT", "{ws}", "admin", {"json": {"description": "the matrix was here"}}),

@@ -31,6 +31,7 @@ from tests.jobs_helpers import (
     served,
     submit,
     wait_job,
+    wait_passes,
     wait_until,
 )
 
@@ -171,7 +172,7 @@ def test_quota_keeps_job_queued_until_raised(
         )
         assert "quota" in queued["status_message"], queued["status_message"]
         # It stays queued: the cluster cannot get its second node.
-        time.sleep(1.5)
+        wait_passes(api, "cluster-reconciler")
         held = job(api, srv, "quota-pair")
         assert held["status"] == "Queued" and held["attempts"] == [], held
         assert len(nodes(api, srv, name)) <= 1
@@ -208,7 +209,7 @@ def test_resource_group_lock_blocks_scaling_until_removed(
         shown = compute(api, srv, name)
         assert shown["scaling_blocked"] is not None and shown["scaling_blocked"]["lock"] == "keep", shown
         assert "keep" in shown["status_message"], shown["status_message"]
-        time.sleep(1.5)
+        wait_passes(api, "cluster-reconciler")
         assert job(api, srv, "lock-job")["status"] == "Queued"
         assert nodes(api, srv, name) == [], "a locked resource group must not get new nodes"
     finally:

@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import RunningServer
 from tests.instance_helpers import Kernel, act, compute_url, create_instance, live_nodes, operate
-from tests.jobs_helpers import agent_pids, served, wait_until
+from tests.jobs_helpers import agent_pids, served, wait_passes, wait_until
 
 SECONDS_PER_MINUTE = 0.6
 IDLE_S = 15 * SECONDS_PER_MINUTE
@@ -139,7 +139,10 @@ def test_a_busy_kernel_holds_the_instance_and_a_schedule_stops_it(
         wait_until(
             lambda: show(api, srv, "busy1")["idle_shutdown"]["explanation"] == expected, 30, "the busy kernel"
         )
-        time.sleep(IDLE_S + 3)  # past the idle timeout, counted from any moment since it started
+        # Past the idle timeout, counted from any moment since it started (time must pass here),
+        # then two ticks of the watch that began after it.
+        time.sleep(IDLE_S)
+        wait_passes(api, "instance-watch")
         shown = show(api, srv, "busy1")
         assert shown["state"] == "Running", shown
         assert shown["idle_shutdown"]["explanation"] == expected
@@ -187,7 +190,7 @@ def test_a_full_os_disk_makes_it_unusable_and_restart_recovers(api: httpx.Client
     [started] = live_nodes(api, srv, "full1")
     assert started["nodeId"] != node["nodeId"]
     assert os.listdir(srv.home / "nodes" / started["nodeId"] / "mnt") == []  # a fresh temp disk
-    time.sleep(2)  # a few ticks: it stays Running now that there is room
+    wait_passes(api, "instance-watch")  # it stays Running now that there is room
     assert state_of(api, srv, "full1") == "Running"
     delete_settled(api, srv, "full1")
     assert not disk.exists() and not os.path.ismount(disk)

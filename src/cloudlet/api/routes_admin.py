@@ -275,3 +275,14 @@ def _lock_routes(path: str) -> None:
 
 for _path in (RG, WS, WS + "/computes/{name}"):
     _lock_routes(_path)
+
+
+# -- the control loops -------------------------------------------------------------------------
+@router.get("/system/reconcilers")
+def list_reconcilers(ctx: Context = Depends(context)) -> dict[str, Any]:
+    """Each control loop's finished passes and when the last one began (epoch seconds): a test or
+    an operator waits for N passes after a change instead of sleeping and hoping."""
+    _require_admin(ctx)
+    loops = (ctx.state.reconciler, ctx.state.clusters, ctx.state.instance_watch)
+    counts = {loop.name: loop.counted() for loop in loops}
+    return {name: {"passes": c.passes, "lastPassAt": c.last_pass_at} for name, c in counts.items()}

@@ -9,7 +9,8 @@ Every node records when it entered its state (``state_since``). ``STUCK_RULES`` 
 how long a node may stay there (or stay quiet) before the control plane acts, and what it does,
 as in Ray autoscaler v2's ``ReconcileConfig``: no registration within ``START_TIMEOUT_S`` is a
 failed setup; no report within ``LOST_AFTER_S`` is a lost node; a terminate that keeps failing
-is retried every ``TERMINATE_RETRY_S`` up to ``TERMINATE_MAX_RETRIES`` times, then reported.
+is retried every ``TERMINATE_RETRY_S`` (each sweep) up to ``TERMINATE_MAX_RETRIES`` times, then
+reported and left for a person.
 """
 
 from __future__ import annotations
@@ -160,8 +161,10 @@ STUCK_RULES: dict[NodeState, StuckRule] = {
     _S.IDLE: _QUIET,
     _S.BUSY: _QUIET,
     _S.DRAINING: _QUIET,
+    # Retried from the first sweep on (a call still in flight is not asked twice): a machine left
+    # by a crash, or by a delete step that only marks its nodes, goes as soon as it is seen.
     _S.TERMINATING: StuckRule(
-        TERMINATE_RETRY_S,
+        0.0,
         Measure.IN_STATE,
         StuckAction.RETRY_TERMINATE,
         retry_every_s=TERMINATE_RETRY_S,
