@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
 from cloudlet.services import nodes as node_service
+from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.store.schema import Node
 
 log = logging.getLogger("cloudlet.nodes")
@@ -61,6 +62,7 @@ def launch_node(
     sessions: sessionmaker[Session],
     provider: str,
     request: NodeRequest,
+    clock: Clock = WALL_CLOCK,
 ) -> None:
     """Call the provider (outside any transaction), then record what it made. A refusal is
     recorded on the node (allocation failed); whoever wanted the node decides what follows."""
@@ -72,7 +74,7 @@ def launch_node(
             node = session.get(Node, request.node_id)
             if node is not None and node.state == NodeState.REQUESTED.value:
                 node.error = {"code": "AllocationFailed", "message": str(exc)}
-                node_service.advance(node, NodeEvent.ALLOCATION_FAIL)
+                node_service.advance(node, NodeEvent.ALLOCATION_FAIL, clock.now())
         return
     with sessions.begin() as session:
         node = session.get(Node, request.node_id)
@@ -80,8 +82,9 @@ def launch_node(
             return
         node.provider_ref = dict(handle.provider_ref)  # even if its agent registered first
         if node.state == NodeState.REQUESTED.value:
-            node_service.advance(node, NodeEvent.ALLOCATE)
-            node_service.advance(node, NodeEvent.BOOT)
+            now = clock.now()
+            node_service.advance(node, NodeEvent.ALLOCATE, now)
+            node_service.advance(node, NodeEvent.BOOT, now)
 
 
 def terminate_node(
@@ -90,6 +93,7 @@ def terminate_node(
     node_id: str,
     provider: str,
     ref: dict[str, object],
+    clock: Clock = WALL_CLOCK,
 ) -> None:
     """Stop the node's machine, then record it terminated; a failed call is retried by the sweep."""
     if ref:
@@ -101,4 +105,4 @@ def terminate_node(
     with sessions.begin() as session:
         node = session.get(Node, node_id)
         if node is not None and node.state == NodeState.TERMINATING.value:
-            node_service.advance(node, NodeEvent.TERMINATED)
+            node_service.advance(node, NodeEvent.TERMINATED, clock.now())

@@ -74,7 +74,7 @@ class ClusterReconciler(ReconcileLoop):
         self.server_url = server_url
         self.leases = LeaseCache(sessions, replica_id, lease_ttl_s)
         self.recorder = NodeRecorder(started=clock.now())
-        self.work = ProviderWork(providers, sessions, notifier, workers_per_provider)
+        self.work = ProviderWork(providers, sessions, notifier, workers_per_provider, clock)
         self.sweep = ProviderSweep(providers, sessions, installation_id, self.recorder, self.work, clock)
         self.scaler = ClusterScaler(installation_id, server_url)
         self.context = PassContext(

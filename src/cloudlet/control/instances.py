@@ -226,7 +226,7 @@ class InstanceDriver:
     def _launch(self, target: tuple[str, NodeRequest]) -> None:
         provider, request = target
         self._launched.add(request.node_id)
-        launch_node(self.providers, self.sessions, provider, request)
+        launch_node(self.providers, self.sessions, provider, request, self.clock)
 
     # -- releasing -----------------------------------------------------------------------------
     def _down(self, session: Session, compute: Compute, keep: str | None) -> bool:
@@ -248,7 +248,7 @@ class InstanceDriver:
         return all(NodeState(n.state) in FAILED and n.ended_at is not None for n in nodes)
 
     def _terminate(self, node_id: str, provider: str, ref: dict[str, object]) -> None:
-        terminate_node(self.providers, self.sessions, node_id, provider, ref)
+        terminate_node(self.providers, self.sessions, node_id, provider, ref, self.clock)
 
     def _fail(
         self,

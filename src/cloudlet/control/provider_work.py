@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, Launch, launch_node, terminate_node
 from cloudlet.providers.base import NodeProvider
+from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.store.schema import Node
 
@@ -43,14 +44,16 @@ class ProviderWork:
         sessions: sessionmaker[Session],
         notifier: NodeNotifier,
         workers: int | None = None,
+        clock: Clock = WALL_CLOCK,
     ) -> None:
         self.providers = providers
         self.sessions = sessions
         self.notifier = notifier
+        self.clock = clock
         self.workers = workers or workers_per_provider()
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._lock = threading.Condition()
-        self._in_flight: dict[tuple[str, str], Future[None]] = {}
+        self._in_flight: dict[tuple[str, str], tuple[str, Future[None]]] = {}  # key -> provider, call
 
     # -- what a pass hands over --------------------------------------------------------------
     def carry_out(self, actions: Actions) -> None:
@@ -67,12 +70,12 @@ class ProviderWork:
         self.submit(
             launch.provider,
             ("launch", launch.node_id),
-            lambda: launch_node(self.providers, self.sessions, launch.provider, launch.request),
+            lambda: launch_node(self.providers, self.sessions, launch.provider, launch.request, self.clock),
         )
 
     def terminate(self, node_id: str, provider: str, ref: dict[str, object]) -> None:
         with self._lock:
-            launching = self._in_flight.get(("launch", node_id))
+            launching = self._in_flight.get(("launch", node_id), (provider, None))[1]
         self.submit(
             provider, ("terminate", node_id), lambda: self._terminate(node_id, provider, ref, launching)
         )
@@ -87,7 +90,7 @@ class ProviderWork:
                 pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"provider-{provider}")
                 self._pools[provider] = pool
             future = pool.submit(self._run, key, work)
-            self._in_flight[key] = future
+            self._in_flight[key] = (provider, future)
             return True
 
     # -- what the rest of the control plane asks -----------------------------------------------
@@ -95,10 +98,15 @@ class ProviderWork:
         with self._lock:
             return (kind, node_id) in self._in_flight
 
-    def wait_idle(self, timeout_s: float) -> bool:
-        """Until nothing is queued or running (tests, benchmarks, shutdown); False on timeout."""
+    def wait_idle(self, timeout_s: float, provider: str | None = None) -> bool:
+        """Until nothing (of PROVIDER, or of any) is queued or running (tests, benchmarks);
+        False on timeout."""
+
+        def idle() -> bool:
+            return not any(provider in (None, kind) for kind, _ in self._in_flight.values())
+
         with self._lock:
-            return self._lock.wait_for(lambda: not self._in_flight, timeout_s)
+            return self._lock.wait_for(idle, timeout_s)
 
     def shutdown(self) -> None:
         with self._lock:
@@ -126,4 +134,4 @@ class ProviderWork:
             with self.sessions() as session:
                 node = session.get(Node, node_id)
                 ref = dict(node.provider_ref) if node is not None else {}
-        terminate_node(self.providers, self.sessions, node_id, provider, ref)
+        terminate_node(self.providers, self.sessions, node_id, provider, ref, self.clock)
