@@ -1,0 +1,69 @@
+"""The control loop base: passes are counted (failed ones too) and a failing pass never stops the
+loop; a wake-up starts the next pass early; leases are cached and fenced."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from cloudlet.control.loop import LeaseCache, ReconcileLoop
+from tests.unit.control_fakes import FakeClock, new_store
+
+
+class FlakyLoop(ReconcileLoop):
+    """Every other pass raises (if FAILING); the fourth pass says so."""
+
+    def __init__(self, interval_s: float, failing: bool = True) -> None:
+        super().__init__("flaky", interval_s, FakeClock())
+        self.failing = failing
+        self.calls = 0
+        self.fourth = threading.Event()
+
+    def pass_once(self, now: float) -> float:
+        self.calls += 1
+        if self.calls >= 4:
+            self.fourth.set()
+        if self.failing and self.calls % 2:
+            raise RuntimeError("this pass fails")
+        return self.interval_s
+
+
+def test_failing_passes_are_counted_and_the_loop_lives_on() -> None:
+    loop = FlakyLoop(interval_s=0.01)
+    loop.start()
+    try:
+        assert loop.fourth.wait(10)
+    finally:
+        loop.stop()
+    counted = loop.counted()
+    assert counted.passes >= 4 and counted.last_pass_at == loop.clock.now()
+
+
+def test_a_wake_up_starts_the_next_pass_before_the_interval() -> None:
+    loop = FlakyLoop(interval_s=3600, failing=False)  # without a wake-up, a pass an hour away
+    loop.start()
+    try:
+        for _ in range(200):  # at most 10 s
+            if loop.fourth.wait(0.05):
+                break
+            loop.wake.set()
+        assert loop.fourth.is_set()
+    finally:
+        loop.stop()
+
+
+def test_run_pass_counts_one_pass() -> None:
+    loop = FlakyLoop(interval_s=1.0)
+    assert loop.run_pass() == 1.0  # the failed pass waits the interval
+    assert loop.counted().passes == 1
+
+
+def test_a_lease_is_held_by_one_replica_and_fenced(tmp_path: Path) -> None:
+    sessions, _ = new_store(tmp_path / "home")
+    mine, theirs = LeaseCache(sessions, "a", ttl_s=10), LeaseCache(sessions, "b", ttl_s=10)
+    token = mine.token("compute:1", now=0.0)
+    assert token is not None and theirs.token("compute:1", now=0.0) is None
+    assert mine.token("compute:1", now=1.0) == token  # cached: no store round trip
+    with sessions.begin() as session:
+        assert mine.still_held(session, "compute:1", token)
+        assert not mine.still_held(session, "compute:1", token + 1)  # a stale token writes nothing
