@@ -4,6 +4,7 @@ loop; a wake-up starts the next pass early; leases are cached and fenced."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from cloudlet.control.loop import LeaseCache, ReconcileLoop
@@ -67,3 +68,15 @@ def test_a_lease_is_held_by_one_replica_and_fenced(tmp_path: Path) -> None:
     with sessions.begin() as session:
         assert mine.still_held(session, "compute:1", token)
         assert not mine.still_held(session, "compute:1", token + 1)  # a stale token writes nothing
+
+
+def test_a_lease_taken_again_after_it_lapsed_is_still_held(tmp_path: Path) -> None:
+    """The token a takeover returns is the stored one: the holder's next pass is not wasted."""
+    sessions, _ = new_store(tmp_path / "home")
+    cache = LeaseCache(sessions, "a", ttl_s=0.01)
+    first = cache.token("compute:1", now=0.0)
+    time.sleep(0.05)  # the lease lapses (its expiry is wall time, kept by the store)
+    again = cache.token("compute:1", now=100.0)
+    assert first is not None and again == first + 1
+    with sessions.begin() as session:
+        assert cache.still_held(session, "compute:1", again)

@@ -26,16 +26,19 @@ def acquire(sessions: sessionmaker[Session], name: str, owner: str, ttl_s: float
         if row.owner == owner and row.expires_at >= now:
             row.expires_at = now + ttl_s
             return row.token
+        # Read before the UPDATE: the ORM brings the loaded row up to date with it, and a token
+        # read after would be one ahead of the stored one (the holder's next re-assertion fails).
+        seen = row.token
         result = session.execute(
             update(Lease)
             .where(
                 Lease.name == name,
-                Lease.token == row.token,
+                Lease.token == seen,
                 or_(Lease.owner.is_(None), Lease.expires_at < now, Lease.owner == owner),
             )
-            .values(owner=owner, expires_at=now + ttl_s, token=row.token + 1)
+            .values(owner=owner, expires_at=now + ttl_s, token=seen + 1)
         )
-        return row.token + 1 if result.rowcount == 1 else None  # type: ignore[attr-defined]
+        return seen + 1 if result.rowcount == 1 else None  # type: ignore[attr-defined]
 
 
 def still_held(session: Session, name: str, owner: str, token: int) -> bool:
