@@ -127,34 +127,6 @@ class AgentClient:
             raise HTTPStatusError(resp.status, payload)
         return payload
 
-    def call_retrying(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        stop: threading.Event | None = None,
-        deadline: float | None = None,
-        timeout: float | None = None,
-    ) -> Any:
-        """Retry on Unreachable and 5xx with backoff until success, `stop` is set or `deadline`
-        (a time.monotonic() value) passes; then the last error is raised."""
-        backoff = Backoff()
-        while True:
-            try:
-                return self.call(method, path, body, timeout)
-            except (Unreachable, HTTPStatusError) as exc:
-                if isinstance(exc, HTTPStatusError) and exc.status < 500:
-                    raise
-                delay = backoff.next()
-                if deadline is not None and time.monotonic() + delay > deadline:
-                    raise
-                if stop is not None:
-                    if stop.wait(delay):
-                        raise
-                else:
-                    time.sleep(delay)
-
     def download(self, url: str, dest: str, timeout: float = 60.0) -> int:
         """GET `url` (absolute, or a path on the server) into the file `dest`; returns bytes written.
 

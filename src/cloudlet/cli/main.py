@@ -200,7 +200,7 @@ def server_cmd(
     ] = None,
     db: Annotated[str | None, typer.Option(help="Database URL (default SQLite under --home).")] = None,
 ) -> None:
-    """Run a cloudlet server (API, studio and controllers) in the foreground."""
+    """Run a cloudlet server (the API and the control loops) in the foreground."""
     module = importlib.import_module("cloudlet.server")
     module.run_server(host=host, port=port, home=home, db=db)
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.services import api_keys, audit, identity
 from cloudlet.services.clock import utcnow
-from cloudlet.store.schema import Installation, Location, Principal, ResourceGroup, Subscription, Workspace
+from cloudlet.store.schema import Installation, Location, ResourceGroup, Subscription, Workspace
 
 DEFAULT_LOCATION = "local"
 DEFAULT_RESOURCE_GROUP = "default"
@@ -86,7 +86,3 @@ def write_private(path: Path, content: str) -> None:
     with os.fdopen(fd, "w") as handle:
         handle.write(content + "\n")
     os.chmod(path, 0o600)
-
-
-def admin_exists(session: Session) -> bool:
-    return session.scalar(select(Principal).where(Principal.is_admin.is_(True))) is not None

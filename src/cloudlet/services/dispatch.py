@@ -270,6 +270,8 @@ _INSTANCE_NODE = select(Node).where(
     Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
 )
 _ACTIVE_RUNS = select(JobRun.id).where(JobRun.node_id == bindparam("node"), JobRun.state != EXITED)
+# An instance looks this far down its queue for jobs that fit beside the running ones.
+INSTANCE_WINDOW = 64
 _QUEUED_JOBS = (
     select(Job)
     .where(
@@ -278,7 +280,7 @@ _QUEUED_JOBS = (
         Job.status == job_service.QUEUED,
     )
     .order_by(Job.priority.desc(), Job.submitted_at)
-    .limit(64)
+    .limit(INSTANCE_WINDOW)
 )
 _QUEUE_HEAD = (
     select(Job.id, Job.name, Job.instance_count, Job.priority, Job.submitted_at, Job.cancel_requested)
@@ -351,9 +353,6 @@ def _schedule_window(
             placed = place(session, job, [n for n in objects if n is not None], data, server_url, compute)
         wake += placed
     return wake
-
-
-INSTANCE_WINDOW = 64
 
 
 def _schedule_instance(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:

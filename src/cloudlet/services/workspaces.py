@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
@@ -19,12 +18,6 @@ from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Location, ResourceGroup, Subscription, Workspace
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class WorkspaceRow:
-    workspace: Workspace
-    ref: WorkspaceRef
 
 
 # Built once: statement construction costs more than the query itself on the hot read path.
