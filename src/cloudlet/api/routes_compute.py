@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Depends, Response
 from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.native import computes as compute_view
 from cloudlet.api.openapi import json_body, schema_of, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.compute_spec import (
@@ -22,7 +23,6 @@ from cloudlet.domain.instance_watch import explain
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import (
-    compute_view,
     computes,
     instance_activity,
     instance_reports,
