@@ -86,6 +86,18 @@ class AgentClient:
     def close(self) -> None:
         self._drop_conn()
 
+    def local_address(self) -> str:
+        """This host's address on its connection to the control plane (the interface that routes
+        there). Raises Unreachable when no connection can be made."""
+        conn, _ = self._conn(self._timeout)
+        try:
+            if conn.sock is None:
+                conn.connect()
+            return str(conn.sock.getsockname()[0])
+        except OSError as exc:
+            self._drop_conn()
+            raise Unreachable(f"connect to {self.server}: {exc!r}") from exc
+
     def _headers(self, body: bytes | None) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT}
         if body is not None:

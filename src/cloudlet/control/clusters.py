@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import case, func, or_, select, update
@@ -53,7 +53,7 @@ class ClusterReconciler:
         sessions: sessionmaker[Session],
         replica_id: str,
         installation_id: str,
-        providers: dict[str, NodeProvider],
+        providers: Mapping[str, NodeProvider],
         notifier: NodeNotifier,
         data: DataRoot,
         server_url: Callable[[], str],
@@ -366,8 +366,7 @@ class ClusterReconciler:
     ) -> None:
         catalogue = catalogue_service.current(session)
         size = catalogue.get(compute.size or "")
-        location = session.get(Location, compute.location)
-        provider = location.provider if location else "local"
+        provider = compute.location  # the node's provider is its location's (ProviderSet's key)
         for _ in range(decision.launch if size else 0):
             assert size is not None
             node, token = node_service.new_node(

@@ -142,13 +142,13 @@ def _advance(
             compute_name=job.compute_name or "",
             installation_id=owner.installation_id,
             location=ws.location,
-            provider="local",
+            provider=ws.location,  # the workspace's location's provider (ProviderSet's key)
             size=size,
             tier=tier,
             serverless_job=job_key(job),
         )
         request = node_service.launch_request(node, node_token, owner.installation_id, owner.server_url())
-        actions.launches.append(Launch(node.id, request, "local"))
+        actions.launches.append(Launch(node.id, request, ws.location))
     job.status_message = f"making {missing} node(s) of {size.name} for this job"
 
 

@@ -19,7 +19,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -36,7 +36,7 @@ from cloudlet.services import dispatch, instance_reports
 from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.schema import Compute, Location, Node, Operation
+from cloudlet.store.schema import Compute, Node, Operation
 
 log = logging.getLogger("cloudlet.instances")
 
@@ -65,7 +65,7 @@ class InstanceDriver:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        providers: dict[str, NodeProvider],
+        providers: Mapping[str, NodeProvider],
         installation_id: str,
         data: DataRoot,
         server_url: Callable[[], str],
@@ -188,7 +188,6 @@ class InstanceDriver:
 
     def _new_node(self, session: Session, op: Operation, compute: Compute) -> None:
         size = catalogue_service.current(session).require_size(compute.size or "", "computeinstance")
-        location = session.get(Location, compute.location)
         node, token = node_service.new_node(
             session,
             workspace_id=compute.workspace_id,
@@ -196,7 +195,7 @@ class InstanceDriver:
             compute_name=compute.name,
             installation_id=self.installation_id,
             location=compute.location,
-            provider=location.provider if location else "local",
+            provider=compute.location,  # its location's provider (ProviderSet's key)
             size=size,
             tier="dedicated",
         )

@@ -18,6 +18,7 @@ from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import environments, job_outcome, job_spec
+from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.services import identity
@@ -143,7 +144,7 @@ def place(
     for column, value in _preparing(job.attempt + 1, len(nodes)).items():
         setattr(job, column, value)
     attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt)
-    targets = [(node.id, node.resources.get("address", "127.0.0.1")) for node in nodes]
+    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
     specs = _run_specs(session, attempt, targets, data, server_url, compute)
     now = time.time()
     for node_id, spec in specs:
@@ -170,7 +171,7 @@ def _place_rows(
         return None
     job = session.execute(_JOB_TO_PLACE, {"job": job_id}).one()
     attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
-    targets = [(node.id, (node.resources or {}).get("address", "127.0.0.1")) for node in nodes]
+    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
     specs = _run_specs(session, attempt, targets, data, server_url, compute)
     now = time.time()
     update_row(session, Job, job.id, _preparing(attempt.number, len(nodes)))

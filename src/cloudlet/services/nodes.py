@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, defer
 
+from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import (
     FINAL,
     NodeEvent,
@@ -115,7 +116,7 @@ def render(node: Node) -> dict[str, Any]:
     """Azure's listNodes shape plus cloudlet's own detail."""
     return {
         "nodeId": node.id,
-        "privateIpAddress": node.resources.get("address", "127.0.0.1"),
+        "privateIpAddress": node_address(node.resources),
         "publicIpAddress": None,
         "port": None,
         "nodeState": azure_node_state(NodeState(node.state)),

@@ -106,7 +106,9 @@ class RoleAssignment(Base):
 class Location(Base):
     __tablename__ = "locations"
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    provider: Mapped[str] = mapped_column(String(32))
+    provider: Mapped[str] = mapped_column(String(32))  # a name in providers.registry.REGISTRY
+    # The provider's settings, validated against its configuration model (no secrets in the clear).
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     capacity: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
@@ -213,7 +215,9 @@ class Node(Base):
     operation_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     installation_id: Mapped[str] = mapped_column(String(36))
     location: Mapped[str] = mapped_column(String(64))
-    provider: Mapped[str] = mapped_column(String(32))
+    # The key of the provider that made it in ProviderSet: its location's name (older rows: the
+    # provider kind, which still resolves).
+    provider: Mapped[str] = mapped_column(String(64))
     provider_ref: Mapped[dict[str, Any]] = mapped_column(default=dict)
     size: Mapped[str] = mapped_column(String(64))
     family: Mapped[str] = mapped_column(String(64))
