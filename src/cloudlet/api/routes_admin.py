@@ -22,7 +22,7 @@ from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.locks import LockUpdate
 from cloudlet.services.workspaces import WorkspaceUpdate
-from cloudlet.store.schema import Location, ResourceGroup
+from cloudlet.store.schema import ResourceGroup
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 RG = "/subscriptions/{sub}/resourceGroups/{rg}"
@@ -81,8 +81,8 @@ def list_sizes(
     include_retired: bool = False,
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
-    if location is not None and ctx.session.get(Location, location) is None:
-        raise not_found("Location", location)
+    if location is not None:
+        locations.get(ctx.session, location)  # 404 when there is none
     catalogue = catalogue_service.current(ctx.session)
     out = []
     for size in catalogue.list_sizes(compute_type, include_retired=include_retired):
@@ -178,8 +178,7 @@ def delete_location(name: LocationName, ctx: Context = Depends(context)) -> Resp
 
 
 def _pool(ctx: Context, sub: str, location: str) -> None:
-    if ctx.session.get(Location, location) is None:
-        raise not_found("Location", location)
+    locations.get(ctx.session, location)  # 404 when there is none
     visible = {ref.subscription_id for _, ref in workspaces.list_visible(ctx.session, ctx.caller)}
     if sub not in visible and not ctx.caller.is_admin:
         raise not_found("Subscription", sub)
