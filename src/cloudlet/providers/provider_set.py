@@ -85,8 +85,10 @@ class ProviderSet(Mapping[str, NodeProvider]):
         with self._lock:
             self._locations, self._loaded_at = locations, self._clock()
             live = {loc.build_key for loc in locations.values()}
+            # A configuration nobody uses any more goes; default ones stay (older nodes that name
+            # their provider kind resolve to them).
             for key in [k for k in self._built if k not in live and k[1] != "{}"]:
-                del self._built[key]  # a configuration nobody uses any more
+                del self._built[key]
         return locations
 
     def _instance(self, location: LocationProvider) -> NodeProvider:
