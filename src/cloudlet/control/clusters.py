@@ -30,9 +30,8 @@ from cloudlet.domain.locks import scaling_block
 from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeEvent, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.providers.base import NodeHandle, NodeProvider
-from cloudlet.services import audit, dispatch, leases, quotas, workspaces
+from cloudlet.services import audit, dispatch, job_status, leases, quotas, workspaces
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import jobs as job_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services import nodes as node_service
 from cloudlet.services.notify import NodeNotifier
@@ -268,7 +267,7 @@ class ClusterReconciler:
                 .where(
                     Job.workspace_id == compute.workspace_id,
                     Job.compute_name == compute.name,
-                    Job.status == job_service.QUEUED,
+                    Job.status == job_status.QUEUED,
                     Job.attempt == 0,  # a requeued job keeps saying why it was requeued
                     or_(Job.status_message.is_(None), Job.status_message != message),
                 )
@@ -477,7 +476,7 @@ def _demands(session: Session) -> dict[tuple[int, str], autoscale.Demand]:
     # Sums of CASEs, grouped by plain columns: grouping by the expression ``status = :queued``
     # works on SQLite but not on PostgreSQL, whose select list and GROUP BY get separate bind
     # parameters and so are not the same expression (GroupingError: every pass failed there).
-    queued = Job.status == job_service.QUEUED
+    queued = Job.status == job_status.QUEUED
     rows = session.execute(
         select(
             Job.workspace_id,
@@ -485,7 +484,7 @@ def _demands(session: Session) -> dict[tuple[int, str], autoscale.Demand]:
             func.coalesce(func.sum(case((queued, Job.instance_count), else_=0)), 0),
             func.coalesce(func.sum(case((queued, 0), else_=Job.instance_count)), 0),
         )
-        .where(Job.status.in_(job_service.ACTIVE), Job.compute_name.is_not(None))
+        .where(Job.status.in_(job_status.ACTIVE_VALUES), Job.compute_name.is_not(None))
         .group_by(Job.workspace_id, Job.compute_name)
     ).all()
     return {

@@ -17,11 +17,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.control.actions import Actions, Launch, release
+from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.nodes import HOLDING, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.sizes import VmSize
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch, leases, quotas, workspaces
+from cloudlet.services import dispatch, job_status, leases, quotas, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Job, Node, Workspace
@@ -75,7 +76,7 @@ def reconcile(owner: ClusterReconciler, now: float) -> Actions:
             session.scalars(
                 select(Job).where(
                     Job.compute_name.in_((job_service.SERVERLESS, job_service.LOCAL_COMPUTE)),
-                    Job.status.in_(job_service.ACTIVE),
+                    Job.status.in_(job_status.ACTIVE_VALUES),
                 )
             )
         )
@@ -111,10 +112,10 @@ def _advance(
     owner: ClusterReconciler, session: Session, job: Job, nodes: list[Node], actions: Actions, now: float
 ) -> None:
     live = [n for n in nodes if n.state in HOLDING]
-    if job.status != job_service.QUEUED:
+    if job.status != JobStatus.QUEUED:
         return
     if job.cancel_requested:
-        job.status, job.ended_at = job_service.CANCELED, now
+        job_status.set_status(job, JobStatus.CANCELED, now)
         return
     broken = [n for n in nodes if n.state not in HOLDING and n.state != NodeState.TERMINATING.value]
     _release(broken, actions, now)

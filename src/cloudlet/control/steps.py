@@ -15,10 +15,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.control.instances import InstanceDriver, Pending, StepOutcome
+from cloudlet.domain.job_status import ACTIVE as JOB_ACTIVE
+from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
 from cloudlet.domain.nodes import NodeEvent, NodeState
-from cloudlet.services import dispatch, workspaces
-from cloudlet.services import jobs as job_service
+from cloudlet.services import dispatch, job_status, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import utcnow
@@ -57,7 +58,7 @@ def _release(session: Session, _op: Operation, compute: Compute) -> None:
             select(Job).where(
                 Job.workspace_id == compute.workspace_id,
                 Job.compute_name == compute.name,
-                Job.status.in_(job_service.ACTIVE),
+                Job.status.in_(job_status.ACTIVE_VALUES),
             )
         )
     )
@@ -68,8 +69,8 @@ def _release(session: Session, _op: Operation, compute: Compute) -> None:
             dispatch.fail_runs_on_node(session, node, "canceled", now)
             node_service.advance(node, NodeEvent.TERMINATE, now)
     for job in active:
-        if job.status in job_service.ACTIVE:
-            job.status, job.ended_at = job_service.CANCELED, now
+        if job.status in JOB_ACTIVE:
+            job_status.set_status(job, JobStatus.CANCELED, now)
         job.status_message = f"compute '{compute.name}' was deleted"
 
 

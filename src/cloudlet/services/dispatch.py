@@ -18,10 +18,11 @@ from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import environments, job_outcome, job_spec
+from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
-from cloudlet.services import identity
+from cloudlet.services import identity, job_status
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
@@ -123,12 +124,8 @@ def _run_row(job_id: int, node_id: str, spec: dict[str, Any], now: float) -> dic
     }
 
 
-def _preparing(attempt: int, nodes: int) -> dict[str, Any]:
-    return {
-        "attempt": attempt,
-        "status": job_service.PREPARING,
-        "status_message": f"attempt {attempt} on {nodes} node(s)",
-    }
+def _preparing_message(attempt: int, nodes: int) -> str:
+    return f"attempt {attempt} on {nodes} node(s)"
 
 
 def place(
@@ -141,12 +138,13 @@ def place(
 ) -> list[str]:
     """Start the job's next attempt on ``nodes`` (one per instance, in rank order). The run specs
     are recorded as sent and queued in ``session.info`` for delivery after commit."""
-    for column, value in _preparing(job.attempt + 1, len(nodes)).items():
-        setattr(job, column, value)
+    now = time.time()
+    number = job.attempt + 1
+    job_status.set_status(job, JobStatus.PREPARING, now, message=_preparing_message(number, len(nodes)))
+    job.attempt = number
     attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt)
     targets = [(node.id, node_address(node.resources) or "") for node in nodes]
     specs = _run_specs(session, attempt, targets, data, server_url, compute)
-    now = time.time()
     for node_id, spec in specs:
         session.add(JobRun(**_run_row(job.id, node_id, spec, now)))
     session.info.setdefault(DELIVERIES, []).extend(specs)
@@ -171,10 +169,11 @@ def _place_rows(
         return None
     job = session.execute(_JOB_TO_PLACE, {"job": job_id}).one()
     attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
+    now = time.time()
+    preparing = {"attempt": attempt.number, "status_message": _preparing_message(attempt.number, len(nodes))}
+    job_status.update_status(session, job.id, JobStatus.PREPARING, now, preparing)
     targets = [(node.id, node_address(node.resources) or "") for node in nodes]
     specs = _run_specs(session, attempt, targets, data, server_url, compute)
-    now = time.time()
-    update_row(session, Job, job.id, _preparing(attempt.number, len(nodes)))
     session.connection().execute(
         insert(JobRun), [_run_row(job.id, node_id, spec, now) for node_id, spec in specs]
     )
@@ -278,7 +277,7 @@ _QUEUED_JOBS = (
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
-        Job.status == job_service.QUEUED,
+        Job.status == job_status.QUEUED,
     )
     .order_by(Job.priority.desc(), Job.submitted_at)
     .limit(INSTANCE_WINDOW)
@@ -288,7 +287,7 @@ _QUEUE_HEAD = (
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
-        Job.status == job_service.QUEUED,
+        Job.status == job_status.QUEUED,
     )
     .order_by(Job.priority.desc(), Job.submitted_at)
     .limit(bindparam("window"))
@@ -338,7 +337,7 @@ def _schedule_window(
         if row.cancel_requested:
             job = session.get(Job, row.id)
             assert job is not None
-            job.status, job.ended_at = job_service.CANCELED, time.time()
+            job_status.set_status(job, JobStatus.CANCELED, time.time())
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
     wake: list[str] = []
@@ -370,7 +369,7 @@ def _schedule_instance(session: Session, compute: Compute, data: DataRoot, serve
         if free <= 0:
             break
         if job.cancel_requested:
-            job.status, job.ended_at = job_service.CANCELED, time.time()
+            job_status.set_status(job, JobStatus.CANCELED, time.time())
             continue
         need = min(processes_per_node(job.spec), node.vcpus)
         if need <= free:
@@ -438,11 +437,12 @@ def runs_for_agent(
 
 def record_running(session: Session, run: JobRun, pid: int | None, started_at: float | None) -> None:
     if run.state in (ASSIGNED, SENT):
-        run.state, run.pid, run.started_at = RUN_RUNNING, pid, started_at or time.time()
+        started = started_at or time.time()
+        run.state, run.pid, run.started_at = RUN_RUNNING, pid, started
         job = session.get(Job, run.job_id)
-        if job is not None and job.status == job_service.PREPARING:
-            job.status, job.status_message = job_service.RUNNING, None
-            job.started_at = job.started_at or run.started_at
+        if job is not None and job.status == JobStatus.PREPARING:
+            # The job's start is its first run's (set_status keeps a start already stamped).
+            job_status.set_status(job, JobStatus.RUNNING, started, message=None)
 
 
 def record_exit(
@@ -498,8 +498,7 @@ def _settle(job: Job, runs: list[JobRun], now: float) -> None:
         for r in runs
     ]
     outcome = job_outcome.settle(ended, job.attempt, job.max_attempts, job.cancel_requested, now)
-    for column, value in outcome.items():
-        setattr(job, column, value)
+    job_status.settle(job, outcome, now)
 
 
 def cancel_runs(runs: list[JobRun]) -> list[str]:

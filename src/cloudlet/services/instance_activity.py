@@ -25,12 +25,11 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.instance_schedule import parse_schedules
 from cloudlet.domain.instance_watch import InstanceFacts, disk_full_reason, stored_reason
 from cloudlet.domain.nodes import NodeState
-from cloudlet.services import jobs as job_service
-from cloudlet.services import operations
+from cloudlet.services import job_status, operations
 from cloudlet.store.schema import Compute, Job, Node, Operation
 
 _last_request: dict[str, float] = {}  # instance name → time.time() of the last deliberate request
-WORKING_JOB_STATES = (job_service.PREPARING, job_service.RUNNING, job_service.FINALIZING)
+WORKING_JOB_STATES = job_status.WORKING_VALUES
 
 
 def note_request(name: str, method: str = "GET", accept: str = "", websocket: bool = False) -> None:

@@ -250,7 +250,11 @@ class Job(Base):
     name: Mapped[str] = mapped_column(String(128))
     compute_name: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     spec: Mapped[dict[str, Any]] = mapped_column()
-    status: Mapped[str] = mapped_column(String(16), index=True)
+    # domain.job_kind.JobKind: "command" (pipeline, sweep and batch_scoring are reserved).
+    kind: Mapped[str] = mapped_column(String(32), default="command", server_default="command")
+    # The job that made this one (a pipeline step, a sweep trial); None for a job submitted alone.
+    parent_job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), nullable=True, index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # domain.job_status.JobStatus
     status_message: Mapped[str | None] = mapped_column(Text, nullable=True)
     priority: Mapped[int] = mapped_column(Integer, default=2)
     instance_count: Mapped[int] = mapped_column(Integer, default=1)
