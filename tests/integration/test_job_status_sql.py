@@ -1,6 +1,7 @@
 """The plain-SQL form of the one status writer (services/job_status.update_status) on a real store:
 a legal move writes the row with the table's stamps; an illegal one matches no row, raises, and
-leaves the row as it was (SQLite and PostgreSQL)."""
+leaves the row as it was (SQLite and PostgreSQL). And a run that reports its exit after its job
+ended (canceled with its compute) leaves the job as it ended."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pytest
 from sqlalchemy import Engine, create_engine
 
 from cloudlet.domain.job_status import IllegalJobTransition, JobStatus
-from cloudlet.services import job_status
+from cloudlet.services import dispatch, job_status
 from cloudlet.services.clock import utcnow
 from cloudlet.store import db
-from cloudlet.store.schema import Job, ResourceGroup, Subscription, Workspace
+from cloudlet.store.schema import Job, JobRun, ResourceGroup, Subscription, Workspace
 
 NOW = 500.0
 
@@ -70,4 +71,41 @@ def test_sqlite_an_illegal_move_matches_no_row(tmp_path: Path) -> None:
 def test_postgres_an_illegal_move_matches_no_row(postgres_url: str) -> None:
     engine = create_engine(db.normalise_url(postgres_url))
     _guarded_moves(engine)
+    engine.dispose()
+
+
+def test_a_late_exit_leaves_an_ended_job_as_it_ended(tmp_path: Path) -> None:
+    engine = db.make_engine(db.sqlite_url(tmp_path))
+    job_id = _store(engine)
+    sessions = db.session_factory(engine)
+    with sessions() as session, session.begin():
+        job = session.get(Job, job_id)
+        assert job is not None
+        job_status.set_status(job, JobStatus.PREPARING, NOW)
+        job.attempt = 1
+        run = JobRun(
+            id="r-late",
+            job_id=job_id,
+            attempt=1,
+            rank=0,
+            node_id="n-gone",
+            state="running",
+            spec={},
+            assigned_at=NOW,
+        )
+        session.add(run)
+        session.flush()
+        # The compute's deletion ended the job while this run's node was already going away.
+        job.cancel_requested = True
+        job_status.set_status(job, JobStatus.CANCELED, NOW + 1, message="compute 'cpu' was deleted")
+        assert dispatch.record_exit(session, run, None, "lost", NOW + 2) == []
+        assert run.state == "exited"
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        assert (job.status, job.ended_at, job.status_message) == (
+            "Canceled",
+            NOW + 1,
+            "compute 'cpu' was deleted",
+        )
     engine.dispose()

@@ -472,7 +472,9 @@ def record_exit(
     failed = exit_code not in (0, None) or reason in ("timeout", *REQUEUE_REASONS)
     if still_running and failed:
         wake += cancel_runs(still_running)
-    if not still_running and run.attempt == job.attempt:
+    # A job that ended meanwhile keeps how it ended: its compute's deletion cancels it while runs
+    # on nodes already going away have yet to report.
+    if not still_running and run.attempt == job.attempt and job.status not in job_status.FINAL_VALUES:
         _settle(job, attempt_runs, now)
     return wake
 

@@ -12,7 +12,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, aliased
 
 from cloudlet.domain import job_outcome
-from cloudlet.domain.job_status import can_move
+from cloudlet.domain.job_status import JobStatus, can_move
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.services import job_status
 from cloudlet.services import nodes as node_service
@@ -86,7 +86,7 @@ def record_simple_exit(
         return None
     run_end = [job_outcome.RunEnd(row.rank, exit_code, reason)]
     outcome = job_outcome.settle(run_end, row.attempt, row.max_attempts, False, now)
-    to = outcome.pop("status")
+    to = JobStatus(outcome.pop("status"))
     if not can_move(row.job_status, to):
         return None  # the general path says why it cannot
     started = row.started_at or started_at or now
