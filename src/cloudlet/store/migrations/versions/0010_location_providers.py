@@ -2,7 +2,7 @@
 provider by the location (up to 64 characters)
 
 Revision ID: 0010
-Revises: 0007
+Revises: 0009
 Create Date: 2026-12-01
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0007"  # re-chained after 0008/0009 when the branches merge
+down_revision = "0009"  # after 0009 (jobs); 0008 (resources) goes before 0009 when it merges
 branch_labels = None
 depends_on = None
 
