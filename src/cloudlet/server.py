@@ -19,10 +19,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.api.app import create_app
 from cloudlet.api.deps import AppState, ServerURL
 from cloudlet.control.clusters import ClusterReconciler
+from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.reconciler import OperationReconciler
+from cloudlet.control.steps import StepRegistry
 from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
 from cloudlet.services import bootstrap, locations
@@ -127,7 +129,9 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
     url, notifier = ServerURL(), NodeNotifier()
     providers = provider_set(control, home, installation_id)
     instances = InstanceDriver(control, providers, installation_id, data, url, secret)
-    reconciler = OperationReconciler(control, replica.id, lease_ttl_s=lease_ttl, instances=instances)
+    reconciler = OperationReconciler(
+        control, replica.id, StepRegistry(ComputeSteps(instances)), lease_ttl_s=lease_ttl
+    )
     clusters = ClusterReconciler(
         control, replica.id, installation_id, providers, notifier, data, url, lease_ttl_s=lease_ttl
     )

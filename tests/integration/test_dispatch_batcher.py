@@ -202,9 +202,7 @@ def _cluster_with_idle_node(sessions: Any, home: Path, installation: str) -> tup
         assert size is not None
         node, token = node_service.new_node(
             session,
-            workspace_id=ws.id,
-            compute_id=compute.id,
-            compute_name="batch",
+            owner=compute,
             installation_id=installation,
             location=ws.location,
             provider="local",

@@ -35,6 +35,7 @@ from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.roles import Access
 from cloudlet.services import identity, instance_activity
 from cloudlet.services import instances as instance_service
+from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller
 from cloudlet.store.schema import Node
 
@@ -173,7 +174,8 @@ def resolve(state: AppState, kind: str, value: str, name: str, app: str) -> Targ
         node = session.scalar(
             select(Node)
             .where(
-                Node.compute_id == compute.id, Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value])
+                node_service.owned_by_compute(compute.id),
+                Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
             )
             .order_by(Node.created_at.desc())
             .limit(1)

@@ -163,7 +163,7 @@ def evict_node(
     compute = computes.get(ctx.session, workspace, name)
     node_id = body.node_id
     node = ctx.session.get(Node, node_id)
-    if node is None or node.compute_id != compute.id:
+    if node is None or node_service.compute_of(node) != compute.id:
         raise CloudletError(
             "NodeNotFound",
             f"'{name}' has no node '{node_id}'; see `cloudlet compute list-nodes`",

@@ -370,9 +370,7 @@ class ClusterReconciler:
             assert size is not None
             node, token = node_service.new_node(
                 session,
-                workspace_id=compute.workspace_id,
-                compute_id=compute.id,
-                compute_name=compute.name,
+                owner=compute,
                 installation_id=self.installation_id,
                 location=compute.location,
                 provider=provider,

@@ -59,10 +59,6 @@ def host_size() -> VmSize:
     )
 
 
-def job_key(job: Job) -> str:
-    return f"{job.workspace_id}:{job.name}"
-
-
 def reconcile(owner: ClusterReconciler, now: float) -> Actions:
     actions = Actions()
     token = owner.lease(LEASE, now)
@@ -80,21 +76,21 @@ def reconcile(owner: ClusterReconciler, now: float) -> Actions:
                 )
             )
         )
-        keys = {job_key(j) for j in jobs}
+        keys = {j.id for j in jobs}
         nodes = list(
             session.scalars(
-                select(Node).where(Node.serverless_job.is_not(None), Node.state != NodeState.TERMINATED.value)
+                select(Node).where(node_service.OWNED_BY_A_JOB, Node.state != NodeState.TERMINATED.value)
             )
         )
-        by_job: dict[str, list[Node]] = {}
+        by_job: dict[int | None, list[Node]] = {}
         for node in nodes:
-            by_job.setdefault(node.serverless_job or "", []).append(node)
+            by_job.setdefault(node.owner_id, []).append(node)
         actions.wake += owner.record_nodes(session, nodes, now)
         for job in jobs:
             before = actions.mark()
             try:  # one job's failure is its own (a savepoint undoes just its part of the pass)
                 with session.begin_nested():
-                    _advance(owner, session, job, by_job.get(job_key(job), []), actions, now)
+                    _advance(owner, session, job, by_job.get(job.id, []), actions, now)
             except Exception as exc:
                 actions.rewind(before)
                 log.exception("serverless pass failed for job %s", job.name)
@@ -138,15 +134,12 @@ def _advance(
     for _ in range(missing):
         node, node_token = node_service.new_node(
             session,
-            workspace_id=job.workspace_id,
-            compute_id=None,
-            compute_name=job.compute_name or "",
+            owner=job,
             installation_id=owner.installation_id,
             location=ws.location,
             provider=ws.location,  # the workspace's location's provider (ProviderSet's key)
             size=size,
             tier=tier,
-            serverless_job=job_key(job),
         )
         request = node_service.launch_request(node, node_token, owner.installation_id, owner.server_url())
         actions.launches.append(Launch(node.id, request, ws.location))

@@ -1,11 +1,12 @@
 """Compute instances get real machines: one node of the instance's size while it runs.
 
-The operation reconciler hands an instance's steps here. A step looks at the world and moves it
-one notch, inside the step's transaction: record a node (state ``requested``, tagged with the
-operation), release one (``terminating``), or wait. Provider calls run after that transaction
-commits (``take_after_commit``), so a crash in between leaves a record the retried step or the
-cluster reconciler's sweep finishes. A step that is not finished returns ``Pending``: the
-reconciler commits what it recorded, does not journal the step, and comes back on its next pass.
+The computes' step set (``control/compute_steps.py``) hands an instance's steps here. A step
+looks at the world and moves it one notch, inside the step's transaction: record a node (state
+``requested``, tagged with the operation), release one (``terminating``), or wait. Provider
+calls run after that transaction commits (``take_after_commit``), so a crash in between leaves a
+record the retried step or the cluster reconciler's sweep finishes. A step that is not finished
+returns ``Pending``: the reconciler commits what it recorded, does not journal the step, and
+comes back on its next pass.
 
 Because the world is read afresh every time, a retried step finds what an earlier try made: the
 node tagged with its operation id (``nodes.operation_id``, and ``CLOUDLET_OPERATION_ID`` in the
@@ -20,7 +21,6 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -28,6 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
+from cloudlet.control.steps import Pending, StepOutcome
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
 from cloudlet.domain.nodes import FAILED, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest, SupportsNodeLogs
@@ -41,16 +42,6 @@ from cloudlet.store.schema import Compute, Node, Operation
 log = logging.getLogger("cloudlet.instances")
 
 LOG_TAIL_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class Pending:
-    """The step is not finished; ``reason`` says what it waits for."""
-
-    reason: str
-
-
-StepOutcome = dict[str, Any] | Pending | None  # None: done; a dict: the operation's error
 
 
 def _seconds(name: str, default: float) -> float:
@@ -137,13 +128,13 @@ class InstanceDriver:
         if not self._down(session, compute, keep=None):
             return Pending("releasing the node")
         instance_service.remove_os_disk(self.data, compute)
-        return None  # the generic remove step then deletes the record (see control/steps.py)
+        return None  # the generic remove step then deletes the record (control/compute_steps.py)
 
     # -- making a node and waiting for it -------------------------------------------------------
     def _up(self, session: Session, op: Operation, compute: Compute, failed: InstanceEvent) -> StepOutcome:
         node = session.scalar(
             select(Node)
-            .where(Node.compute_id == compute.id, Node.operation_id == op.id)
+            .where(node_service.owned_by_compute(compute.id), Node.operation_id == op.id)
             .order_by(Node.created_at.desc())
             .limit(1)
         )
@@ -190,9 +181,7 @@ class InstanceDriver:
         size = catalogue_service.current(session).require_size(compute.size or "", "computeinstance")
         node, token = node_service.new_node(
             session,
-            workspace_id=compute.workspace_id,
-            compute_id=compute.id,
-            compute_name=compute.name,
+            owner=compute,
             installation_id=self.installation_id,
             location=compute.location,
             provider=compute.location,  # its location's provider (ProviderSet's key)

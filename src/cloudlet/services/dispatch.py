@@ -247,7 +247,7 @@ SCHEDULE_WINDOW = 256  # queued jobs looked at per scheduling round (priority or
 # Built once: these run on every submission and every run exit.
 _IDLE_NODES = (
     select(Node)
-    .where(Node.compute_id == bindparam("compute"), Node.state == NodeState.IDLE.value)
+    .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
     .order_by(Node.created_at)
     .options(*node_service.REPORTS_DEFERRED)
     .with_for_update()
@@ -255,7 +255,7 @@ _IDLE_NODES = (
 # The same, as rows (what placing needs of a node), for the plain-SQL placement.
 _IDLE_NODE_ROWS = (
     select(Node.id, Node.state, Node.resources)
-    .where(Node.compute_id == bindparam("compute"), Node.state == NodeState.IDLE.value)
+    .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
     .order_by(Node.created_at)
     .with_for_update()
 )
@@ -266,7 +266,7 @@ _ATTEMPT_RUNS = select(JobRun).where(
     JobRun.job_id == bindparam("job"), JobRun.attempt == bindparam("attempt")
 )
 _INSTANCE_NODE = select(Node).where(
-    Node.compute_id == bindparam("compute"),
+    node_service.owned_by_compute(bindparam("compute")),
     Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
 )
 _ACTIVE_RUNS = select(JobRun.id).where(JobRun.node_id == bindparam("node"), JobRun.state != EXITED)
@@ -399,8 +399,9 @@ def schedule_freed(
         node = session.get(Node, node_id, options=node_service.REPORTS_DEFERRED)
         # A busy node here is an instance's that still runs jobs but has vCPUs free again.
         free = (NodeState.IDLE.value, NodeState.BUSY.value)
-        if node is not None and node.compute_id is not None and node.state in free:
-            computes.add(node.compute_id)
+        compute_id = node_service.compute_of(node) if node is not None else None
+        if node is not None and compute_id is not None and node.state in free:
+            computes.add(compute_id)
     wake: list[str] = []
     for compute_id in computes:
         compute = fed.get(compute_id) or session.get(Compute, compute_id)

@@ -36,7 +36,7 @@ _EXIT_VIEW = (
         Node.token_hash,
         Node.state.label("node_state"),
         Node.operation_id,
-        Node.compute_id,
+        node_service.OWNING_COMPUTE_ID,
         Job.status.label("job_status"),
         Job.attempt.label("job_attempt"),
         Job.max_attempts,

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.node_address import node_address
+from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot, read_beneath
 from cloudlet.store.schema import Compute, Node
 
@@ -156,7 +157,10 @@ def _epoch(text: Any) -> float | None:
 def latest_node(session: Session, compute: Compute) -> Node | None:
     """The instance's most recent node (live, or the last one that ran)."""
     return session.scalar(
-        select(Node).where(Node.compute_id == compute.id).order_by(Node.created_at.desc()).limit(1)
+        select(Node)
+        .where(node_service.owned_by_compute(compute.id))
+        .order_by(Node.created_at.desc())
+        .limit(1)
     )
 
 

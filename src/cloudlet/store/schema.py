@@ -170,13 +170,20 @@ class Compute(Base):
 
 
 class Operation(Base):
-    """A long-running operation; the reconciler claims it with a lease and drives its steps."""
+    """A long-running operation on one resource; the reconciler claims it with a lease and drives
+    the steps that the resource type's step set (``control/steps.py``) gives its kind."""
 
     __tablename__ = "operations"
+    __table_args__ = (Index("ix_operations_resource", "resource_type", "resource_id"),)
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
-    compute_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    compute_name: Mapped[str] = mapped_column(String(64))
+    # The target, by type ("computes", as in the resource's ARM path) and row id. No foreign key:
+    # the type decides the table, and a delete operation outlives its target's row.
+    resource_type: Mapped[str] = mapped_column(String(32))
+    # None only on rows carried from stores older than 0008 that had no target id.
+    resource_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Kept with the operation: it is shown (and the target's id derived) after the target is gone.
+    resource_name: Mapped[str] = mapped_column(String(128))
     kind: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), index=True)
     step: Mapped[str] = mapped_column(String(32))
@@ -206,11 +213,15 @@ class Node(Base):
     """A cluster (or serverless) node: desired by the autoscaler, made by a provider, run by an agent."""
 
     __tablename__ = "nodes"
+    __table_args__ = (Index("ix_nodes_owner", "owner_type", "owner_id"),)
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
-    compute_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
-    compute_name: Mapped[str] = mapped_column(String(64))
-    serverless_job: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # What the node is for: a compute (cluster or instance) or a job (serverless and local jobs),
+    # by type and row id; queries go through ``services/nodes.owned_by_*``. No foreign key: the
+    # type decides the table, and a node's record outlives a deleted compute. owner_id is None
+    # only on rows carried from stores older than 0008 whose owner was already gone.
+    owner_type: Mapped[str] = mapped_column(String(16))
+    owner_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # The operation that made it (compute instances): a retried step finds the node it made.
     operation_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     installation_id: Mapped[str] = mapped_column(String(36))
