@@ -8,7 +8,7 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, case, select
+from sqlalchemy import BindParameter, ColumnElement, and_, bindparam, case, select
 from sqlalchemy.orm import Session, defer
 
 from cloudlet.domain.node_address import node_address
@@ -30,12 +30,12 @@ def hash_token(token: str) -> str:
 
 
 # -- ownership: a node belongs to a compute (cluster, instance) or to a job (serverless, local) --
-def owned_by_compute(compute_id: Any) -> ColumnElement[bool]:
+def owned_by_compute(compute_id: int | BindParameter[Any]) -> ColumnElement[bool]:
     """Nodes of the compute COMPUTE_ID (an id, or a ``bindparam`` in a statement built once)."""
     return and_(Node.owner_type == COMPUTES, Node.owner_id == compute_id)
 
 
-def owned_by_job(job_id: Any) -> ColumnElement[bool]:
+def owned_by_job(job_id: int | BindParameter[Any]) -> ColumnElement[bool]:
     """Nodes made for the job JOB_ID (an id, or a ``bindparam``)."""
     return and_(Node.owner_type == JOBS, Node.owner_id == job_id)
 

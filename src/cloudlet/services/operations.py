@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, select
+from sqlalchemy import BindParameter, ColumnElement, and_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import conflict
@@ -36,7 +36,7 @@ class Target:
         return cls(COMPUTES, compute.id, compute.name, compute.workspace_id)
 
 
-def on_resource(resource_type: str, resource_id: Any) -> ColumnElement[bool]:
+def on_resource(resource_type: str, resource_id: int | BindParameter[Any]) -> ColumnElement[bool]:
     """Operations on one resource (RESOURCE_ID an id, or a ``bindparam`` in a statement built
     once), in the order of their index."""
     return and_(Operation.resource_type == resource_type, Operation.resource_id == resource_id)
