@@ -1,7 +1,7 @@
 """a job's kind (command now; pipeline, sweep, batch_scoring reserved) and its parent job
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-01
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0009"  # after 0009 (jobs); 0008 (resources) goes before 0009 when it merges
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
