@@ -148,7 +148,9 @@ def _wait_done(db: Db, api: Api, jobs: int, timeout: float) -> None:
 def _read_back(db: Db) -> dict[str, Any]:
     conn = db.conn
     nodes = conn.execute(
-        "SELECT id, created_at, registered_at, ended_at FROM nodes WHERE compute_name = ?", (CLUSTER,)
+        "SELECT n.id, n.created_at, n.registered_at, n.ended_at FROM nodes n JOIN computes c "
+        "ON n.owner_type = 'computes' AND c.id = n.owner_id WHERE c.name = ?",
+        (CLUSTER,),
     ).fetchall()
     runs = conn.execute(
         "SELECT j.name, j.submitted_at, j.status, r.assigned_at, j.ended_at FROM jobs j "

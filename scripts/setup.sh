@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/uv ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"
 fi
 # --inexact keeps packages installed beside the lock (torch below).
-.venv/bin/uv sync --frozen --inexact --quiet --python .venv/bin/python
+.venv/bin/uv sync --frozen --inexact --extra server --quiet --python .venv/bin/python
 # PyTorch (CPU) for the distributed-training tests and examples: pip takes the CPU wheel these
 # machines keep on disk (uv would fetch a multi-GB CUDA build). Best effort: without it those
 # tests are skipped with a notice.

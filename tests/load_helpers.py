@@ -58,7 +58,15 @@ class Load:
     failure_pause_s: float = 0.05  # after a failed request: a server that is down is not spun on
 
 
-async def _run(srv: RunningServer, load: Load, duration_s: float, report: LoadReport) -> None:
+async def _run(
+    srv: RunningServer,
+    load: Load,
+    duration_s: float,
+    report: LoadReport,
+    stop: threading.Event | None = None,
+) -> None:
+    """Send LOAD for DURATION_S, or until STOP is set."""
+    stop = stop or threading.Event()
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     headers = {"Authorization": f"Bearer {srv.api_key}"}
     names = itertools.count()
@@ -90,7 +98,7 @@ async def _run(srv: RunningServer, load: Load, duration_s: float, report: LoadRe
         return True
 
     def running() -> bool:
-        return time.monotonic() < deadline and sent < load.max_requests
+        return time.monotonic() < deadline and sent < load.max_requests and not stop.is_set()
 
     async def reader(client: httpx.AsyncClient, i: int) -> None:
         start = i % len(load.reads)
@@ -125,7 +133,7 @@ async def _run(srv: RunningServer, load: Load, duration_s: float, report: LoadRe
 
     tasks = [asyncio.create_task(each(lambda c, i=i: reader(c, i))) for i in range(load.readers)]
     tasks += [asyncio.create_task(each(submitter)) for _ in range(load.submitters)]
-    prober = threading.Thread(target=_probe, args=(srv, load, deadline, report), daemon=True)
+    prober = threading.Thread(target=_probe, args=(srv, load, deadline, report, stop), daemon=True)
     prober.start()
     _, pending = await asyncio.wait(tasks, timeout=duration_s + load.request_timeout_s + 10)
     await asyncio.to_thread(prober.join, load.request_timeout_s + 10)
@@ -138,12 +146,14 @@ async def _run(srv: RunningServer, load: Load, duration_s: float, report: LoadRe
     report.ended = time.time()
 
 
-def _probe(srv: RunningServer, load: Load, deadline: float, report: LoadReport) -> None:
+def _probe(
+    srv: RunningServer, load: Load, deadline: float, report: LoadReport, stop: threading.Event
+) -> None:
     """``/healthz`` every ``probe_every_s`` from a thread of its own, so that its latency is the
     server's, not that of the load's busy event loop."""
     next_at = time.monotonic()
     with httpx.Client(base_url=srv.endpoint, timeout=load.request_timeout_s) as client:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not stop.is_set():
             time.sleep(max(0.0, next_at - time.monotonic()))
             next_at = max(next_at + load.probe_every_s, time.monotonic())
             started = time.monotonic()
@@ -168,16 +178,17 @@ def run_load(srv: RunningServer, load: Load, duration_s: float) -> LoadReport:
 
 class Background:
     """The load in a thread of its own, so a test can act (kill and restart the server on the
-    same port) meanwhile."""
+    same port) meanwhile. It runs for DURATION_S, or until ``stop``."""
 
     def __init__(self, srv: RunningServer, load: Load, duration_s: float) -> None:
         self.report = LoadReport()
         self._error: BaseException | None = None
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, args=(srv, load, duration_s), daemon=True)
 
     def _main(self, srv: RunningServer, load: Load, duration_s: float) -> None:
         try:
-            asyncio.run(_run(srv, load, duration_s, self.report))
+            asyncio.run(_run(srv, load, duration_s, self.report, self._stop))
         except BaseException as exc:  # surfaced by join()
             self._error = exc
 
@@ -187,6 +198,10 @@ class Background:
 
     def __exit__(self, *exc: object) -> None:
         self.join()
+
+    def stop(self) -> None:
+        """End the load now (it otherwise runs its full duration)."""
+        self._stop.set()
 
     def join(self, timeout: float = 120) -> LoadReport:
         self._thread.join(timeout)

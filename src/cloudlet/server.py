@@ -19,13 +19,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.api.app import create_app
 from cloudlet.api.deps import AppState, ServerURL
 from cloudlet.control.clusters import ClusterReconciler
+from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.reconciler import OperationReconciler
-from cloudlet.providers.base import NodeProvider
-from cloudlet.providers.local import LocalProvider
-from cloudlet.services import bootstrap
+from cloudlet.control.steps import StepRegistry
+from cloudlet.providers.provider_set import ProviderSet
+from cloudlet.providers.registry import REGISTRY, ProviderContext
+from cloudlet.services import bootstrap, locations
 from cloudlet.services.agent_protocol import AgentProtocol
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
@@ -108,6 +110,16 @@ def open_store(home: Path, db_url: str | None, limits: db.StoreLimits | None = N
     )
 
 
+def provider_set(sessions: sessionmaker[Session], home: Path, installation_id: str) -> ProviderSet:
+    """Each location's provider, from the registry and the location's stored configuration."""
+
+    def load() -> list[locations.LocationProvider]:
+        with sessions() as session:
+            return locations.provider_settings(session)
+
+    return ProviderSet(REGISTRY, ProviderContext(home, installation_id), load)
+
+
 def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tuple[AppState, Store]:
     store = open_store(home, db_url)
     # The control loops use their own pool: API load cannot take the connections they need.
@@ -115,9 +127,11 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
     lease_ttl = float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
     data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
     url, notifier = ServerURL(), NodeNotifier()
-    providers: dict[str, NodeProvider] = {"local": LocalProvider(home / "nodes")}
+    providers = provider_set(control, home, installation_id)
     instances = InstanceDriver(control, providers, installation_id, data, url, secret)
-    reconciler = OperationReconciler(control, replica.id, lease_ttl_s=lease_ttl, instances=instances)
+    reconciler = OperationReconciler(
+        control, replica.id, StepRegistry(ComputeSteps(instances)), lease_ttl_s=lease_ttl
+    )
     clusters = ClusterReconciler(
         control, replica.id, installation_id, providers, notifier, data, url, lease_ttl_s=lease_ttl
     )

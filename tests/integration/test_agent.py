@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from cloudlet.agent.client import Backoff
+from cloudlet.agent.client import AgentClient, Backoff, Unreachable
 from cloudlet.agent.config import AgentConfig, ConfigError
 from cloudlet.agent.runstate import exit_code_of, utf8_cut
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest, SupportsResourceLimits
@@ -354,6 +354,7 @@ def test_registers_idles_is_listed_and_stays_small(
     reg = fake.calls_to("register", node.id)[0]
     assert reg.authorization == f"Bearer {node.req.token}"
     assert reg.body["pid"] == node.pid and reg.body["runs"] == [] and reg.body["agent_version"]
+    assert reg.body["address"] == "127.0.0.1"  # the local provider says so: the node is this host
     res = reg.body["resources"]
     assert 0 < res["vcpus"] <= 2 and 0 < res["memory_gb"] <= 4 and res["gpus"] == 0 and res["disk_gb"] > 0
     poll = fake.wait_for(lambda: fake.calls_to("poll", node.id), what="a poll")[0]
@@ -549,5 +550,18 @@ def test_config_from_env() -> None:
     cfg = AgentConfig.from_env(env)
     assert cfg.server == "https://cp.example:8571" and cfg.vcpus == 4 and cfg.gpus == 1
     assert cfg.memory_gb is None and cfg.work_dir == Path("/tmp/n-1/work")
+    assert cfg.node_address is None
+    assert AgentConfig.from_env({**env, "CLOUDLET_NODE_ADDRESS": " 10.0.0.7 "}).node_address == "10.0.0.7"
     with pytest.raises(ConfigError, match="CLOUDLET_NODE_TOKEN"):
         AgentConfig.from_env({k: v for k, v in env.items() if k != "CLOUDLET_NODE_TOKEN"})
+
+
+def test_without_an_address_the_agent_reports_its_connections_local_address(fake: FakeControlPlane) -> None:
+    client = AgentClient(fake.url, "t")
+    try:
+        assert client.local_address() == "127.0.0.1"  # the interface that routes to the control plane
+    finally:
+        client.close()
+    fake.go_down()
+    with pytest.raises(Unreachable):
+        AgentClient(fake.url, "t", timeout=2).local_address()

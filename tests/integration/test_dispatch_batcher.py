@@ -55,16 +55,19 @@ async def _in_one_batch(
     writer takes them all as its next batch."""
     if start:
         batcher.start(asyncio.get_running_loop())
-    gate = threading.Event()
+    entered, gate = threading.Event(), threading.Event()
 
     def hold(_round: Round) -> Answer:
+        entered.set()
         gate.wait(10)
         return lambda _placed: "held"
 
     first = asyncio.ensure_future(batcher.apply(hold))
-    await asyncio.sleep(0.1)  # the writer is inside `hold` now
+    assert await asyncio.to_thread(entered.wait, 10), "the writer never took the first request"
     rest = [asyncio.ensure_future(batcher.apply(work)) for work in works]
-    await asyncio.sleep(0.05)
+    # One turn of the loop runs each new task up to its first await: `apply` has queued its
+    # request by then (it queues before awaiting), so all of them wait behind `hold`.
+    await asyncio.sleep(0)
     gate.set()
     try:
         return list(await asyncio.gather(first, *rest, return_exceptions=True))[1:]
@@ -199,9 +202,7 @@ def _cluster_with_idle_node(sessions: Any, home: Path, installation: str) -> tup
         assert size is not None
         node, token = node_service.new_node(
             session,
-            workspace_id=ws.id,
-            compute_id=compute.id,
-            compute_name="batch",
+            owner=compute,
             installation_id=installation,
             location=ws.location,
             provider="local",

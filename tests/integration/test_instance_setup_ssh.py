@@ -57,7 +57,7 @@ def node_report(srv: RunningServer, name: str) -> dict[str, Any]:
     """The latest node's ``Node.report``, read from the store (what the control plane reads)."""
     with sqlite3.connect(f"file:{srv.home / 'cloudlet.db'}?mode=ro", uri=True) as db:
         row = db.execute(
-            "SELECT n.report FROM nodes n JOIN computes c ON c.id = n.compute_id "
+            "SELECT n.report FROM nodes n JOIN computes c ON n.owner_type = 'computes' AND c.id = n.owner_id "
             "WHERE c.name = ? ORDER BY n.created_at DESC LIMIT 1",
             (name,),
         ).fetchone()

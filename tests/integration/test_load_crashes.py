@@ -13,7 +13,6 @@ once the cluster scales down nothing of the installation is left running.
 from __future__ import annotations
 
 import itertools
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +36,7 @@ from tests.jobs_helpers import (
 from tests.load_helpers import Background, Load
 
 KILLS = 3
-UP_S = 6.0  # the server serves the load this long between crashes
+SERVED_JOBS = 20  # submissions accepted between crashes and after the last one
 SIZE = "Standard_DS3_v2"
 LEDGER = {
     "type": "uri_folder",
@@ -92,12 +91,21 @@ def test_server_killed_three_times_under_load_every_job_runs_exactly_once_and_no
             failure_pause_s=0.25,
         )
         accepted_at_restart: list[int] = []
-        with Background(srv, load, duration_s=UP_S * (KILLS + 1) + 15) as background:
+        with Background(srv, load, duration_s=600) as background:
+
+            def serves_again(since: int) -> None:
+                """Wait for the load to be served: SERVED_JOBS more submissions accepted (a
+                restart takes 2 s on a quiet machine and 12 s on a loaded one)."""
+                enough = since + SERVED_JOBS
+                wait_until(lambda: len(background.report.accepted) >= enough, 120, "jobs accepted")
+
             for _ in range(KILLS):
-                time.sleep(UP_S)
+                serves_again(len(background.report.accepted))
                 servers[-1].kill()  # SIGKILL, mid-load: no shutdown of any kind
                 servers.append(restart_on_same_port(servers[-1]))
                 accepted_at_restart.append(len(background.report.accepted))
+            serves_again(accepted_at_restart[-1])
+            background.stop()
         report = background.join()
         last = servers[-1]
         assert installation_id(last) == installation

@@ -1,4 +1,4 @@
-"""Migration 0011 (nodes.state_since) on a store populated at 0007: every node gets the time it
+"""Migration 0011 (nodes.state_since) on a store populated at 0010: every node gets the time it
 entered its state from what the row knew, a terminating node's retries count from the upgrade, and
 the schema at head matches the models (SQLite and PostgreSQL)."""
 
@@ -25,7 +25,7 @@ ROWS = (
 
 
 def _state_since_backfilled(engine: Engine) -> None:
-    _upgrade(engine, "0007")
+    _upgrade(engine, "0010")
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO subscriptions (id, display_name) VALUES ('s', 's')"))
         conn.execute(
@@ -42,10 +42,10 @@ def _state_since_backfilled(engine: Engine) -> None:
         for node_id, state, created, registered, idle, ended in ROWS:
             conn.execute(
                 text(
-                    "INSERT INTO nodes (id, workspace_id, compute_name, installation_id, location, "
+                    "INSERT INTO nodes (id, workspace_id, owner_type, owner_id, installation_id, location, "
                     "provider, provider_ref, size, family, vcpus, memory_gb, gpus, tier, state, "
                     "token_hash, resources, usage, apps, report, created_at, registered_at, idle_since, "
-                    "ended_at) VALUES (:id, 1, 'c', 'i', 'l', 'local', '{}', 's', 'f', 1, 1.0, 0, "
+                    "ended_at) VALUES (:id, 1, 'computes', 1, 'i', 'l', 'local', '{}', 's', 'f', 1, 1.0, 0, "
                     "'dedicated', :state, 'h', '{}', '{}', '{}', '{}', :created, :registered, :idle, :ended)"
                 ),
                 {

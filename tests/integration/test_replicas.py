@@ -26,7 +26,7 @@ def _steps(url: str) -> list[tuple[str, str, str, str]]:
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT o.compute_name, o.kind, s.step, s.executor FROM operation_steps s "
+                "SELECT o.resource_name, o.kind, s.step, s.executor FROM operation_steps s "
                 "JOIN operations o ON o.id = s.operation_id"
             )
         ).all()

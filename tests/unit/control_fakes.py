@@ -81,7 +81,7 @@ def new_store(home: Path) -> tuple[sessionmaker[Session], str]:
         ws = session.scalars(select(Workspace)).one()
         rg = session.get(ResourceGroup, ws.resource_group_id)
         assert rg is not None
-        session.add(Location(name="slowland", provider="slow", capacity={"vcpus": 64, "overcommit": 1.0}))
+        session.add(Location(name="slowland", provider="local", capacity={"vcpus": 64, "overcommit": 1.0}))
         catalogue = catalogue_service.current(session)
         size = catalogue.get(SIZE)
         assert size is not None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from cloudlet.api.native.computes import render
 from cloudlet.domain.locks import Lock, LockLevel
 from cloudlet.domain.sizes import load_catalogue
-from cloudlet.services.compute_view import render
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Compute
 

@@ -31,7 +31,7 @@ from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.schema import AuditEntry, Compute, Node, Workspace
+from cloudlet.store.schema import AuditEntry, Compute, Node
 from tests.unit.control_fakes import SIZE, FakeClock, FakeProvider, add_cluster, new_store
 
 
@@ -51,12 +51,13 @@ class World:
             lambda: "http://127.0.0.1:9",
             clock=self.clock,
         )
+        add_cluster(self.sessions, "pool", max_instances=1)  # owns the nodes tests record by hand
 
-    def nodes(self, compute: str | None = None) -> list[Node]:
+    def nodes(self, compute: str) -> list[Node]:
         with self.sessions() as session:
-            query = select(Node).order_by(Node.created_at)
-            if compute is not None:
-                query = query.where(Node.compute_name == compute)
+            compute_id = session.scalar(select(Compute.id).where(Compute.name == compute))
+            assert compute_id is not None
+            query = select(Node).where(node_service.owned_by_compute(compute_id)).order_by(Node.created_at)
             return list(session.scalars(query))
 
     def node(self, node_id: str) -> Node:
@@ -65,16 +66,14 @@ class World:
             assert node is not None
             return node
 
-    def record_node(self, session: Session, compute: str = "", **columns: object) -> Node:
+    def record_node(self, session: Session, compute: str = "pool", **columns: object) -> Node:
+        """A node of cluster COMPUTE (by default the jobless cluster ``pool``)."""
         size = catalogue_service.current(session).get(SIZE)
         assert size is not None
-        ws = session.scalars(select(Workspace)).one()
-        compute_row = session.scalars(select(Compute).where(Compute.name == compute)).first()
+        owner = session.scalars(select(Compute).where(Compute.name == compute)).one()
         node, _ = node_service.new_node(
             session,
-            workspace_id=ws.id,
-            compute_id=compute_row.id if compute_row else None,
-            compute_name=compute,
+            owner=owner,
             installation_id=self.installation_id,
             location="local",
             provider="local",
@@ -107,7 +106,7 @@ def _register_all(sessions: sessionmaker[Session], now: float) -> None:
 def test_a_slow_provider_does_not_stall_another_cluster(tmp_path: Path) -> None:
     gate = threading.Event()  # the slow provider's every launch blocks until this opens (or 5 s)
     slow, fast = FakeProvider(gate, block_s=5.0), FakeProvider()
-    world = World(tmp_path, {"local": fast, "slow": slow})
+    world = World(tmp_path, {"local": fast, "slowland": slow})
     try:
         add_cluster(world.sessions, "stuck", location="slowland", max_instances=3, queued_jobs=3)
         add_cluster(world.sessions, "quick", location="local", max_instances=2, queued_jobs=2)
@@ -135,13 +134,13 @@ def test_a_slow_provider_does_not_stall_another_cluster(tmp_path: Path) -> None:
 def test_a_queued_launch_is_not_taken_for_an_interrupted_one(tmp_path: Path) -> None:
     gate = threading.Event()
     slow = FakeProvider(gate, block_s=5.0)
-    world = World(tmp_path, {"local": FakeProvider(), "slow": slow})
+    world = World(tmp_path, {"local": FakeProvider(), "slowland": slow})
     try:
         add_cluster(world.sessions, "stuck", location="slowland", max_instances=1, queued_jobs=1)
         world.reconciler.run_once(world.clock.now())
         [node] = world.nodes("stuck")
         world.clock.advance(LAUNCH_RECORD_TIMEOUT_S + 1)
-        world.reconciler.sweep.adopt_or_fail("slow", [], world.clock.now())
+        world.reconciler.sweep.adopt_or_fail("slowland", [], world.clock.now())
         assert world.node(node.id).state == NodeState.REQUESTED.value  # still being launched here
         gate.set()
         assert world.reconciler.work.wait_idle(10)
@@ -252,7 +251,7 @@ def test_quiet_agents_are_lost_and_unregistered_ones_fail_setup(world: World) ->
 
 def test_a_restarted_control_plane_gives_agents_time_to_find_it(world: World) -> None:
     with world.sessions.begin() as session:
-        node = world.record_node(session, "cl")
+        node = world.record_node(session)
         node_service.advance(node, NodeEvent.ALLOCATE, world.clock.now())
         node_service.advance(node, NodeEvent.BOOT, world.clock.now())
         node_service.advance(node, NodeEvent.REGISTER, world.clock.now())

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from cloudlet.domain.job_outcome import COMPLETED, FAILED, QUEUED, RunEnd, settle
+from cloudlet.domain.job_outcome import RunEnd, settle
+from cloudlet.domain.job_status import JobStatus
+
+COMPLETED, FAILED, QUEUED = JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.QUEUED
 
 NOW = 1000.0
 

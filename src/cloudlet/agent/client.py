@@ -86,6 +86,18 @@ class AgentClient:
     def close(self) -> None:
         self._drop_conn()
 
+    def local_address(self) -> str:
+        """This host's address on its connection to the control plane (the interface that routes
+        there). Raises Unreachable when no connection can be made."""
+        conn, _ = self._conn(self._timeout)
+        try:
+            if conn.sock is None:
+                conn.connect()
+            return str(conn.sock.getsockname()[0])
+        except OSError as exc:
+            self._drop_conn()
+            raise Unreachable(f"connect to {self.server}: {exc!r}") from exc
+
     def _headers(self, body: bytes | None) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT}
         if body is not None:
@@ -126,34 +138,6 @@ class AgentClient:
         if resp.status >= 300:
             raise HTTPStatusError(resp.status, payload)
         return payload
-
-    def call_retrying(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        stop: threading.Event | None = None,
-        deadline: float | None = None,
-        timeout: float | None = None,
-    ) -> Any:
-        """Retry on Unreachable and 5xx with backoff until success, `stop` is set or `deadline`
-        (a time.monotonic() value) passes; then the last error is raised."""
-        backoff = Backoff()
-        while True:
-            try:
-                return self.call(method, path, body, timeout)
-            except (Unreachable, HTTPStatusError) as exc:
-                if isinstance(exc, HTTPStatusError) and exc.status < 500:
-                    raise
-                delay = backoff.next()
-                if deadline is not None and time.monotonic() + delay > deadline:
-                    raise
-                if stop is not None:
-                    if stop.wait(delay):
-                        raise
-                else:
-                    time.sleep(delay)
 
     def download(self, url: str, dest: str, timeout: float = 60.0) -> int:
         """GET `url` (absolute, or a path on the server) into the file `dest`; returns bytes written.

@@ -40,6 +40,9 @@ class AgentConfig:
     # The control plane unreachable this long: the node is orphaned (its server is gone for good,
     # or will treat it as lost), so it stops its processes and exits instead of running on.
     orphan_grace_s: float = DEFAULT_ORPHAN_GRACE_S
+    # Where other nodes and the control plane's proxy reach this node (the provider knows; None:
+    # the local address of the agent's connection to the control plane).
+    node_address: str | None = None
 
     @property
     def work_dir(self) -> Path:
@@ -75,6 +78,7 @@ class AgentConfig:
             ca_file=env.get("CLOUDLET_CA_FILE") or None,
             shutdown_s=1.8 if shutdown is None else shutdown,
             orphan_grace_s=DEFAULT_ORPHAN_GRACE_S if grace is None else grace,
+            node_address=env.get("CLOUDLET_NODE_ADDRESS", "").strip() or None,
         )
 
 

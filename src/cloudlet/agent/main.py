@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from types import FrameType
@@ -55,6 +56,7 @@ class Agent:
             "agent_version": AGENT_VERSION,
             "hostname": socket.gethostname(),
             "pid": os.getpid(),
+            "address": self.config.node_address or self.client.local_address(),
             "resources": self._resources,
             "runs": self.runs.statuses(),
         }
@@ -165,7 +167,20 @@ class Agent:
         return 0
 
 
-def main() -> int:
+USAGE = """usage: python -m cloudlet.agent
+
+The cloudlet node agent. It takes no arguments: the provider that starts it sets its environment
+(docs/agent-protocol.md): CLOUDLET_SERVER, CLOUDLET_NODE_ID, CLOUDLET_NODE_TOKEN, CLOUDLET_NODE_DIR,
+and optionally CLOUDLET_NODE_ADDRESS (where other nodes and the control plane's proxy reach this
+node; else the local address of its connection to the control plane), CLOUDLET_CA_FILE,
+CLOUDLET_NODE_VCPUS, CLOUDLET_NODE_MEMORY_GB, CLOUDLET_NODE_GPUS, CLOUDLET_SANDBOX*."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args:
+        print(USAGE, file=sys.stdout if args[0] in ("-h", "--help") else sys.stderr)
+        return 0 if args[0] in ("-h", "--help") else 2
     try:
         config = AgentConfig.from_env()
         agent = Agent(config)

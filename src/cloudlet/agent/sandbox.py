@@ -121,10 +121,9 @@ def _id(env: Mapping[str, str], name: str, default: int) -> int:
 def interpreter_paths(python: str = sys.executable) -> list[str]:
     """What the agent's interpreter needs to run: its prefixes, the folder of the real executable,
     and the folder that holds the ``cloudlet`` package when it is not installed in a prefix."""
-    import cloudlet
-
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(python))}
-    package_root = os.path.dirname(os.path.dirname(os.path.realpath(cloudlet.__file__)))
+    # <root>/cloudlet/agent/sandbox.py: found from this file, so the agent needs no other module.
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     paths.add(package_root)
     return sorted(p for p in paths if p and os.path.isdir(p))
 

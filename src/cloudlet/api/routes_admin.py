@@ -22,7 +22,7 @@ from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.locks import LockUpdate
 from cloudlet.services.workspaces import WorkspaceUpdate
-from cloudlet.store.schema import Location, ResourceGroup
+from cloudlet.store.schema import ResourceGroup
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 RG = "/subscriptions/{sub}/resourceGroups/{rg}"
@@ -81,8 +81,8 @@ def list_sizes(
     include_retired: bool = False,
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
-    if location is not None and ctx.session.get(Location, location) is None:
-        raise not_found("Location", location)
+    if location is not None:
+        locations.get(ctx.session, location)  # 404 when there is none
     catalogue = catalogue_service.current(ctx.session)
     out = []
     for size in catalogue.list_sizes(compute_type, include_retired=include_retired):
@@ -106,10 +106,15 @@ def add_size(body: CustomSizeSpec, ctx: Context = Depends(context)) -> dict[str,
     return size.to_dict()
 
 
+@router.get("/providers")
+def list_providers(ctx: Context = Depends(context)) -> dict[str, Any]:
+    """The providers a location can name, with the settings each takes (a JSON Schema)."""
+    return {"value": locations.providers()}
+
+
 @router.get("/locations")
 def list_locations(ctx: Context = Depends(context)) -> dict[str, Any]:
-    rows = ctx.session.scalars(select(Location).order_by(Location.name))
-    return {"value": [{"name": r.name, "provider": r.provider, "capacity": r.capacity} for r in rows]}
+    return {"value": [locations.render(row) for row in locations.list_all(ctx.session)]}
 
 
 LocationName = Annotated[
@@ -129,8 +134,22 @@ class Capacity(BaseModel):
 
 class LocationUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    provider: str = Field(default="local", description="the provider that makes this location's nodes")
+    provider: str | None = Field(
+        default=None,
+        max_length=32,
+        description="the provider that makes this location's nodes (a new location: local; else kept)",
+    )
+    config: dict[str, Any] | None = Field(
+        default=None,
+        description="the provider's settings, checked against its configuration (omitted: kept, or the "
+        "provider's defaults when the provider changes)",
+    )
     capacity: Capacity = Field(default_factory=Capacity)
+
+
+@router.get("/locations/{name}")
+def get_location(name: LocationName, ctx: Context = Depends(context)) -> dict[str, Any]:
+    return locations.render(locations.get(ctx.session, name))
 
 
 @router.put("/locations/{name}", responses=CREATED_OR_UPDATED)
@@ -142,16 +161,24 @@ def put_location(
 ) -> dict[str, Any]:
     """Add or change a location: a pool of capacity behind one provider (admin)."""
     _require_admin(ctx)
-    capacity = body.capacity.model_dump(exclude_none=True)
-    row, created = locations.put(ctx.session, name, body.provider, capacity, ctx.caller.name)
+    change = locations.LocationChange(body.provider, body.config, body.capacity.model_dump(exclude_none=True))
+    row, created = locations.put(ctx.session, name, change, ctx.caller.name)
     ctx.commit(rescale=True)
     response.status_code = 201 if created else 200
     return locations.render(row)
 
 
+@router.delete("/locations/{name}", status_code=204)
+def delete_location(name: LocationName, ctx: Context = Depends(context)) -> Response:
+    """Remove a location nothing is in (admin); 409 while a workspace, compute or node uses it."""
+    _require_admin(ctx)
+    locations.delete(ctx.session, name, ctx.caller.name)
+    ctx.commit(rescale=True)
+    return Response(status_code=204)
+
+
 def _pool(ctx: Context, sub: str, location: str) -> None:
-    if ctx.session.get(Location, location) is None:
-        raise not_found("Location", location)
+    locations.get(ctx.session, location)  # 404 when there is none
     visible = {ref.subscription_id for _, ref in workspaces.list_visible(ctx.session, ctx.caller)}
     if sub not in visible and not ctx.caller.is_admin:
         raise not_found("Subscription", sub)

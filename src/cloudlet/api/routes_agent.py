@@ -31,7 +31,8 @@ def _node(request: Request) -> NodeCaller:
 def register(
     node_id: NodeId, request: Request, body: Registration, state: AppState = Depends(app_state)
 ) -> Response:
-    return json_response(state.agents.register(node_id, _node(request).token, body))
+    peer = request.client.host if request.client else None
+    return json_response(state.agents.register(node_id, _node(request).token, body, peer))
 
 
 @router.post("/nodes/{node_id}/poll")

@@ -9,6 +9,8 @@ from fastapi import APIRouter, Body, Depends, Response
 from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.native import computes as compute_view
+from cloudlet.api.native import operations as operation_view
 from cloudlet.api.openapi import json_body, schema_of, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.compute_spec import (
@@ -22,7 +24,6 @@ from cloudlet.domain.instance_watch import explain
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import (
-    compute_view,
     computes,
     instance_activity,
     instance_reports,
@@ -139,7 +140,7 @@ def update_compute(
 def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     op = computes.delete(ctx.session, ref, workspace, name, ctx.caller)
-    rendered = operations.render(op, ref)
+    rendered = operation_view.render(op, ref)
     ctx.commit(rescale=True, operations=True)
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
@@ -155,7 +156,7 @@ def compute_action(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     op = computes.act(ctx.session, ref, workspace, name, action, ctx.caller)
-    rendered = operations.render(op, ref)
+    rendered = operation_view.render(op, ref)
     ctx.commit(rescale=True, operations=True)
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
@@ -168,7 +169,7 @@ def show_operation(op_id: str, ctx: Context = Depends(context)) -> Response:
     workspace = ctx.session.get(Workspace, op.workspace_id)
     assert workspace is not None
     headers = {"Retry-After": "1"} if op.status == operations.IN_PROGRESS else None
-    return json_response(operations.render(op, workspaces.ref_of(ctx.session, workspace)), 200, headers)
+    return json_response(operation_view.render(op, workspaces.ref_of(ctx.session, workspace)), 200, headers)
 
 
 @router.get(WS + "/operations")
@@ -180,4 +181,4 @@ def list_operations(sub: str, rg: str, ws: str, ctx: Context = Depends(context))
         .order_by(Operation.created_on.desc())
         .limit(200)
     )
-    return json_response({"value": [operations.render(op, ref) for op in rows]})
+    return json_response({"value": [operation_view.render(op, ref) for op in rows]})

@@ -30,10 +30,12 @@ from starlette.datastructures import Headers
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Target
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
+from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.roles import Access
 from cloudlet.services import identity, instance_activity
 from cloudlet.services import instances as instance_service
+from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller
 from cloudlet.store.schema import Node
 
@@ -172,7 +174,8 @@ def resolve(state: AppState, kind: str, value: str, name: str, app: str) -> Targ
         node = session.scalar(
             select(Node)
             .where(
-                Node.compute_id == compute.id, Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value])
+                node_service.owned_by_compute(compute.id),
+                Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
             )
             .order_by(Node.created_at.desc())
             .limit(1)
@@ -189,7 +192,8 @@ def resolve(state: AppState, kind: str, value: str, name: str, app: str) -> Targ
                 409,
             )
         target = Target(
-            str(info.get("address") or "127.0.0.1"),
+            # Where the proxy reaches the node (its agent said), not where the app binds on it.
+            str(node_address(node.resources) or info.get("address") or ""),
             int(info["port"]),
             instance_service.app_token(state.token_secret, node.id),
         )

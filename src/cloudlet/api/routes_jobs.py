@@ -10,13 +10,14 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import AppState, Context, app_state, context, json_response
+from cloudlet.api.native import jobs as native_jobs
 from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.domain.job_outcome import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
+from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
 from cloudlet.services import computes, dispatch, workspaces
@@ -29,10 +30,10 @@ from cloudlet.store.schema import Job, Node, Workspace
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=UserRoute)
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN.pattern, description="the job's name")]
-JobStatus = Annotated[
+StatusFilter = Annotated[
     str | None,
     Query(
-        pattern=f"^({'|'.join((QUEUED, PREPARING, RUNNING, FINALIZING, COMPLETED, FAILED, CANCELED))})$",
+        pattern=f"^({'|'.join(status.value for status in IN_ORDER)})$",
         description="only jobs in this status",
     ),
 ]
@@ -63,7 +64,7 @@ async def create_job(
     prepared = job_service.prepare(body, name)  # pure: validated before the store is touched
     ref, base_url = WorkspaceRef(sub, rg, ws), str(request.base_url).rstrip("/")
     job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
-    return json_response(job_service.render(job, ref, [], base_url), 201)
+    return json_response(native_jobs.render(job, ref, [], base_url), 201)
 
 
 @router.get(WS + "/jobs/{name}")
@@ -72,7 +73,7 @@ def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(c
     _, job = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Job, name)
     if job is None:
         raise not_found("Job", name)
-    return json_response(job_service.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx)))
+    return json_response(native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx)))
 
 
 @router.get(WS + "/jobs")
@@ -80,7 +81,7 @@ def list_jobs(
     sub: str,
     rg: str,
     ws: str,
-    status: JobStatus = None,
+    status: StatusFilter = None,
     compute: Annotated[str | None, Query(max_length=64)] = None,
     top: Annotated[int, Query(alias="$top", ge=1, le=job_service.MAX_PAGE)] = job_service.DEFAULT_PAGE,
     skip_token: Annotated[str | None, Query(alias="$skipToken", max_length=512)] = None,
@@ -89,7 +90,7 @@ def list_jobs(
     """Jobs newest first, ``$top`` at a time; ``nextLink`` (absent on the last page) fetches the next."""
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     page = job_service.list_jobs(ctx.session, workspace, status, compute, top, skip_token)
-    body: dict[str, Any] = {"value": [job_service.render(j, ref, [], _base_url(ctx)) for j in page.jobs]}
+    body: dict[str, Any] = {"value": [native_jobs.render(j, ref, [], _base_url(ctx)) for j in page.jobs]}
     if page.next_token is not None:
         query = {"status": status, "compute": compute, "$top": top, "$skipToken": page.next_token}
         kept = {k: v for k, v in query.items() if v is not None}
@@ -102,7 +103,7 @@ def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     job = job_service.get(ctx.session, workspace, name)
     wake = dispatch.cancel_job(ctx.session, job)
-    rendered = job_service.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
+    rendered = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
     ctx.commit(wake, rescale=True)
     return json_response(rendered, 202)
 
@@ -162,7 +163,7 @@ def evict_node(
     compute = computes.get(ctx.session, workspace, name)
     node_id = body.node_id
     node = ctx.session.get(Node, node_id)
-    if node is None or node.compute_id != compute.id:
+    if node is None or node_service.compute_of(node) != compute.id:
         raise CloudletError(
             "NodeNotFound",
             f"'{name}' has no node '{node_id}'; see `cloudlet compute list-nodes`",

@@ -6,34 +6,104 @@ from typing import Annotated
 
 import typer
 
-from cloudlet.cli.compute import state
+from cloudlet.cli.compute import load_yaml_file, state
+from cloudlet.cli.main import CliState
+from cloudlet.client._rest import API_PREFIX
+from cloudlet.client.locations import LocationOperations
+from cloudlet.client.operations import _Scope
 
 location_app = typer.Typer(help="Locations: pools of capacity behind a provider.", no_args_is_help=True)
 size_app = typer.Typer(help="Custom VM sizes for your own hardware (admin).", no_args_is_help=True)
 
 
+ConfigOpt = Annotated[
+    str | None,
+    typer.Option("--config", help="The provider's settings: a YAML or JSON file ('-': stdin)."),
+]
+ProviderOpt = Annotated[
+    str | None, typer.Option("--provider", help="Provider name (see `cloudlet location providers`).")
+]
+VcpusOpt = Annotated[int | None, typer.Option("--vcpus", help="vCPUs the pool offers.")]
+MemoryOpt = Annotated[float | None, typer.Option("--memory-gb", help="Memory the pool offers.")]
+GpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs the pool offers.")]
+LocationName = Annotated[str, typer.Option("-n", "--name", help="Location name, e.g. lab-west.")]
+
+
+def _locations(ctx: typer.Context) -> tuple[CliState, LocationOperations]:
+    st = state(ctx)
+    return st, LocationOperations(st.rest, _Scope(st.config))
+
+
+def _put(
+    ctx: typer.Context,
+    name: str,
+    provider: str | None,
+    config_file: str | None,
+    capacity: dict[str, float | None],
+) -> None:
+    st, ops = _locations(ctx)
+    config = load_yaml_file(config_file, "provider setting") if config_file is not None else None
+    given = {k: v for k, v in capacity.items() if v is not None}
+    st.emit(ops.create_or_update(name, provider, config, given))
+
+
 @location_app.command("list")
 def location_list(ctx: typer.Context) -> None:
-    """List locations with their provider and capacity."""
+    """List locations with their provider, its settings and the capacity."""
+    st, ops = _locations(ctx)
+    st.emit(ops.list(), "location")
+
+
+@location_app.command("providers")
+def location_providers(ctx: typer.Context) -> None:
+    """The providers a location can name, and the settings each takes in --config."""
     st = state(ctx)
-    st.emit(st.rest.list_values("/api/v1/locations"))
+    st.emit(st.rest.list_values(f"{API_PREFIX}/providers"))
+
+
+@location_app.command("show")
+def location_show(ctx: typer.Context, name: LocationName) -> None:
+    """One location."""
+    st, ops = _locations(ctx)
+    st.emit(ops.get(name))
 
 
 @location_app.command("create")
 def location_create(
     ctx: typer.Context,
-    name: Annotated[str, typer.Option("-n", "--name", help="Location name, e.g. lab-west.")],
-    provider: Annotated[str, typer.Option("--provider", help="Provider kind.")] = "local",
-    vcpus: Annotated[int | None, typer.Option("--vcpus", help="vCPUs the pool offers.")] = None,
-    memory_gb: Annotated[float | None, typer.Option("--memory-gb", help="Memory the pool offers.")] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs the pool offers.")] = None,
+    name: LocationName,
+    provider: ProviderOpt = None,
+    config: ConfigOpt = None,
+    vcpus: VcpusOpt = None,
+    memory_gb: MemoryOpt = None,
+    gpus: GpusOpt = None,
 ) -> None:
-    """Create or update a location (admin)."""
-    st = state(ctx)
-    capacity = {
-        k: v for k, v in {"vcpus": vcpus, "memory_gb": memory_gb, "gpus": gpus}.items() if v is not None
-    }
-    st.emit(st.rest.put(f"/api/v1/locations/{name}", {"provider": provider, "capacity": capacity}))
+    """Create a location (or update it, if it exists) (admin). No --provider: local."""
+    _put(ctx, name, provider, config, {"vcpus": vcpus, "memory_gb": memory_gb, "gpus": gpus})
+
+
+@location_app.command("update")
+def location_update(
+    ctx: typer.Context,
+    name: LocationName,
+    provider: ProviderOpt = None,
+    config: ConfigOpt = None,
+    vcpus: VcpusOpt = None,
+    memory_gb: MemoryOpt = None,
+    gpus: GpusOpt = None,
+) -> None:
+    """Change an existing location (admin): only what is given changes; a new --provider without
+    --config starts from that provider's defaults."""
+    _locations(ctx)[1].get(name)  # an update never creates: a missing location is an error
+    _put(ctx, name, provider, config, {"vcpus": vcpus, "memory_gb": memory_gb, "gpus": gpus})
+
+
+@location_app.command("delete")
+def location_delete(ctx: typer.Context, name: LocationName) -> None:
+    """Remove a location nothing is in (admin)."""
+    st, ops = _locations(ctx)
+    ops.delete(name)
+    st.emit({"deleted": name})
 
 
 @size_app.command("create")

@@ -14,11 +14,12 @@ from cloudlet.client._config import ConfigurationError
 from cloudlet.client.artifacts import Upload
 from cloudlet.client.jobs import JobOperations
 from cloudlet.client.operations import _Scope
+from cloudlet.domain.job_status import JobStatus
 
 app = typer.Typer(help="Submit and follow command jobs (like `az ml job`).", no_args_is_help=True)
 
 NameOpt = Annotated[str, typer.Option("-n", "--name", help="Job name.")]
-FAILED_STATUSES = frozenset({"Failed", "Canceled"})
+FAILED_STATUSES = frozenset({JobStatus.FAILED, JobStatus.CANCELED})  # ended, not completed
 
 
 def _created(job: dict[str, Any]) -> Any:

@@ -200,8 +200,14 @@ def server_cmd(
     ] = None,
     db: Annotated[str | None, typer.Option(help="Database URL (default SQLite under --home).")] = None,
 ) -> None:
-    """Run a cloudlet server (API, studio and controllers) in the foreground."""
-    module = importlib.import_module("cloudlet.server")
+    """Run a cloudlet server (the API and the control loops) in the foreground."""
+    try:
+        module = importlib.import_module("cloudlet.server")
+    except ModuleNotFoundError as exc:  # a client-only install: `pip install cloudlet`
+        print_error(
+            f"the server needs the 'server' extra (missing {exc.name}): pip install 'cloudlet[server]'"
+        )
+        raise typer.Exit(code=1) from None
     module.run_server(host=host, port=port, home=home, db=db)
 
 

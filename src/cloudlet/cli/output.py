@@ -119,6 +119,15 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("HOLDERS", usage_holders),
     ],
     "quota": [("NAME", _key("name")), ("LIMIT", _key("limit")), ("UNIT", _key("unit"))],
+    "location": [
+        ("NAME", _key("name")),
+        ("PROVIDER", _key("provider")),
+        ("CONFIG", _key("config")),
+        ("VCPUS", lambda d: (d.get("capacity") or {}).get("vcpus")),
+        ("MEMORY_GB", lambda d: (d.get("capacity") or {}).get("memory_gb")),
+        ("GPUS", lambda d: (d.get("capacity") or {}).get("gpus")),
+        ("OVERCOMMIT", lambda d: (d.get("capacity") or {}).get("overcommit")),
+    ],
     "node": [
         ("NODE_ID", _key("nodeId")),
         ("STATE", _key("nodeState")),

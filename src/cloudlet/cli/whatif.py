@@ -4,6 +4,7 @@ server is needed (prices come from the built-in size catalogue)."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import math
 import os
@@ -304,6 +305,8 @@ def what_if(
             **{"size": size or [], "min": min_ or [], "max": max_ or [], "idle": idle or []},
             **{"tier": tier or [], "boot": [boot], "rate": [rate]},
         }
+        if plot is not None and importlib.util.find_spec("matplotlib") is None:
+            raise WhatIfInputError("--plot needs matplotlib: pip install 'cloudlet[plot]'")
         settings = [check_setting(raw) for raw in raw_settings(flags, setting or [])]
         loaded = load_checked_trace(trace, limit, settings)
     except WhatIfInputError as exc:

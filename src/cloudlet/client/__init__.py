@@ -65,6 +65,7 @@ from cloudlet.client.jobs import (
     command,
     load_job,
 )
+from cloudlet.client.locations import LocationOperations
 from cloudlet.client.operations import (
     ComputeOperations,
     LockOperations,
@@ -146,6 +147,7 @@ class MLClient:
         self.compute = ComputeOperations(self._rest, scope)
         self.workspaces = WorkspaceOperations(self._rest, scope)
         self.locks = LockOperations(self._rest, scope)
+        self.locations = LocationOperations(self._rest, scope)
         self.quotas = QuotaOperations(self._rest, scope)
         self.principals = PrincipalOperations(self._rest, scope)
         self.audit = AuditOperations(self._rest, scope)
@@ -228,6 +230,7 @@ __all__ = [
     "JobValidationError",
     "KubernetesCompute",
     "LROPoller",
+    "LocationOperations",
     "Lock",
     "LockOperations",
     "MLClient",

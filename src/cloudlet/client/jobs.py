@@ -30,7 +30,8 @@ from cloudlet.client.artifacts import Upload, download_bytes, unpack, upload_cod
 from cloudlet.client.entities import RestObject, _prune, _to_rest_value
 from cloudlet.client.operations import LROPoller, _Operations
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import TERMINAL_JOB_STATUSES, URI_TYPES, is_remote_path, parse_job
+from cloudlet.domain.job_spec import URI_TYPES, is_remote_path, parse_job
+from cloudlet.domain.job_status import FINAL, JobStatus
 
 # fmt: off
 _ADJECTIVES = (
@@ -333,7 +334,7 @@ def job_summary(job: dict[str, Any]) -> str:
     error = job.get("error")
     if isinstance(error, dict) and error.get("message"):
         text += f": {error['message']}"
-    elif status != "Completed" and job.get("status_message"):
+    elif status != JobStatus.COMPLETED and job.get("status_message"):
         text += f": {job['status_message']}"
     return text
 
@@ -482,7 +483,7 @@ class JobOperations(_Operations):
             next_offset = page.get("next_offset")
             offset = int(next_offset) if next_offset is not None else offset + len(data.encode())
             if not data:
-                if page.get("status") in TERMINAL_JOB_STATUSES:
+                if page.get("status") in FINAL:
                     break
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"job {name} still {page.get('status')} after {timeout}s")

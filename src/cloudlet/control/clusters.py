@@ -18,7 +18,7 @@ recorder, leases and workers (``context.PassContext``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import case, func, select
@@ -35,8 +35,7 @@ from cloudlet.control.sweep import ProviderSweep
 from cloudlet.domain import autoscale
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.providers.base import NodeProvider
-from cloudlet.services import audit, dispatch, workspaces
-from cloudlet.services import jobs as job_service
+from cloudlet.services import audit, dispatch, job_status, workspaces
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.services.notify import NodeNotifier
@@ -56,7 +55,7 @@ class ClusterReconciler(ReconcileLoop):
         sessions: sessionmaker[Session],
         replica_id: str,
         installation_id: str,
-        providers: dict[str, NodeProvider],
+        providers: Mapping[str, NodeProvider],
         notifier: NodeNotifier,
         data: DataRoot,
         server_url: Callable[[], str],
@@ -174,7 +173,7 @@ def _demands(session: Session) -> dict[tuple[int, str], autoscale.Demand]:
     # Sums of CASEs, grouped by plain columns: grouping by the expression ``status = :queued``
     # works on SQLite but not on PostgreSQL, whose select list and GROUP BY get separate bind
     # parameters and so are not the same expression (GroupingError: every pass failed there).
-    queued = Job.status == job_service.QUEUED
+    queued = Job.status == job_status.QUEUED
     rows = session.execute(
         select(
             Job.workspace_id,
@@ -182,7 +181,7 @@ def _demands(session: Session) -> dict[tuple[int, str], autoscale.Demand]:
             func.coalesce(func.sum(case((queued, Job.instance_count), else_=0)), 0),
             func.coalesce(func.sum(case((queued, 0), else_=Job.instance_count)), 0),
         )
-        .where(Job.status.in_(job_service.ACTIVE), Job.compute_name.is_not(None))
+        .where(Job.status.in_(job_status.ACTIVE_VALUES), Job.compute_name.is_not(None))
         .group_by(Job.workspace_id, Job.compute_name)
     ).all()
     return {

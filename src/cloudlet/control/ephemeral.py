@@ -17,11 +17,12 @@ from sqlalchemy.orm import Session
 
 from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.context import PassContext
+from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.nodes import HOLDING, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.sizes import VmSize
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch, quotas, workspaces
+from cloudlet.services import dispatch, job_status, quotas, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Job, Node, Workspace
@@ -55,10 +56,6 @@ def host_size() -> VmSize:
     )
 
 
-def job_key(job: Job) -> str:
-    return f"{job.workspace_id}:{job.name}"
-
-
 def reconcile(owner: PassContext, now: float) -> Actions:
     actions = Actions()
     token = owner.leases.token(LEASE, now)
@@ -71,25 +68,25 @@ def reconcile(owner: PassContext, now: float) -> Actions:
             session.scalars(
                 select(Job).where(
                     Job.compute_name.in_((job_service.SERVERLESS, job_service.LOCAL_COMPUTE)),
-                    Job.status.in_(job_service.ACTIVE),
+                    Job.status.in_(job_status.ACTIVE_VALUES),
                 )
             )
         )
-        keys = {job_key(j) for j in jobs}
+        keys = {j.id for j in jobs}
         nodes = list(
             session.scalars(
-                select(Node).where(Node.serverless_job.is_not(None), Node.state != NodeState.TERMINATED.value)
+                select(Node).where(node_service.OWNED_BY_A_JOB, Node.state != NodeState.TERMINATED.value)
             )
         )
-        by_job: dict[str, list[Node]] = {}
+        by_job: dict[int | None, list[Node]] = {}
         for node in nodes:
-            by_job.setdefault(node.serverless_job or "", []).append(node)
+            by_job.setdefault(node.owner_id, []).append(node)
         actions.wake += owner.recorder.record(session, nodes, now)
         for job in jobs:
             before = actions.mark()
             try:  # one job's failure is its own (a savepoint undoes just its part of the pass)
                 with session.begin_nested():
-                    _advance(owner, session, job, by_job.get(job_key(job), []), actions, now)
+                    _advance(owner, session, job, by_job.get(job.id, []), actions, now)
             except Exception as exc:
                 actions.rewind(before)
                 log.exception("serverless pass failed for job %s", job.name)
@@ -107,10 +104,10 @@ def _advance(
     owner: PassContext, session: Session, job: Job, nodes: list[Node], actions: Actions, now: float
 ) -> None:
     live = [n for n in nodes if n.state in HOLDING]
-    if job.status != job_service.QUEUED:
+    if job.status != JobStatus.QUEUED:
         return
     if job.cancel_requested:
-        job.status, job.ended_at = job_service.CANCELED, now
+        job_status.set_status(job, JobStatus.CANCELED, now)
         return
     broken = [n for n in nodes if n.state not in HOLDING and n.state != NodeState.TERMINATING.value]
     _release(broken, actions, now)
@@ -133,19 +130,16 @@ def _advance(
     for _ in range(missing):
         node, node_token = node_service.new_node(
             session,
-            workspace_id=job.workspace_id,
-            compute_id=None,
-            compute_name=job.compute_name or "",
+            owner=job,
             installation_id=owner.installation_id,
             location=ws.location,
-            provider="local",
+            provider=ws.location,  # the workspace's location's provider (ProviderSet's key)
             size=size,
             tier=tier,
-            serverless_job=job_key(job),
             now=now,
         )
         request = node_service.launch_request(node, node_token, owner.installation_id, owner.server_url())
-        actions.launches.append(Launch(node.id, request, "local"))
+        actions.launches.append(Launch(node.id, request, ws.location))
     job.status_message = f"making {missing} node(s) of {size.name} for this job"
 
 

@@ -1,11 +1,12 @@
 """Compute instances get real machines: one node of the instance's size while it runs.
 
-The operation reconciler hands an instance's steps here. A step looks at the world and moves it
-one notch, inside the step's transaction: record a node (state ``requested``, tagged with the
-operation), release one (``terminating``), or wait. Provider calls run after that transaction
-commits (``take_after_commit``), so a crash in between leaves a record the retried step or the
-cluster reconciler's sweep finishes. A step that is not finished returns ``Pending``: the
-reconciler commits what it recorded, does not journal the step, and comes back on its next pass.
+The computes' step set (``control/compute_steps.py``) hands an instance's steps here. A step
+looks at the world and moves it one notch, inside the step's transaction: record a node (state
+``requested``, tagged with the operation), release one (``terminating``), or wait. Provider
+calls run after that transaction commits (``take_after_commit``), so a crash in between leaves a
+record the retried step or the cluster reconciler's sweep finishes. A step that is not finished
+returns ``Pending``: the reconciler commits what it recorded, does not journal the step, and
+comes back on its next pass.
 
 Because the world is read afresh every time, a retried step finds what an earlier try made: the
 node tagged with its operation id (``nodes.operation_id``, and ``CLOUDLET_OPERATION_ID`` in the
@@ -18,8 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -27,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
+from cloudlet.control.steps import Pending, StepOutcome
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
 from cloudlet.domain.nodes import FAILED, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest, SupportsNodeLogs
@@ -36,21 +37,11 @@ from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.schema import Compute, Location, Node, Operation
+from cloudlet.store.schema import Compute, Node, Operation
 
 log = logging.getLogger("cloudlet.instances")
 
 LOG_TAIL_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class Pending:
-    """The step is not finished; ``reason`` says what it waits for."""
-
-    reason: str
-
-
-StepOutcome = dict[str, Any] | Pending | None  # None: done; a dict: the operation's error
 
 
 def _seconds(name: str, default: float) -> float:
@@ -65,7 +56,7 @@ class InstanceDriver:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        providers: dict[str, NodeProvider],
+        providers: Mapping[str, NodeProvider],
         installation_id: str,
         data: DataRoot,
         server_url: Callable[[], str],
@@ -139,13 +130,13 @@ class InstanceDriver:
         if not self._down(session, compute, keep=None):
             return Pending("releasing the node")
         instance_service.remove_os_disk(self.data, compute)
-        return None  # the generic remove step then deletes the record (see control/steps.py)
+        return None  # the generic remove step then deletes the record (control/compute_steps.py)
 
     # -- making a node and waiting for it -------------------------------------------------------
     def _up(self, session: Session, op: Operation, compute: Compute, failed: InstanceEvent) -> StepOutcome:
         node = session.scalar(
             select(Node)
-            .where(Node.compute_id == compute.id, Node.operation_id == op.id)
+            .where(node_service.owned_by_compute(compute.id), Node.operation_id == op.id)
             .order_by(Node.created_at.desc())
             .limit(1)
         )
@@ -190,15 +181,12 @@ class InstanceDriver:
 
     def _new_node(self, session: Session, op: Operation, compute: Compute) -> None:
         size = catalogue_service.current(session).require_size(compute.size or "", "computeinstance")
-        location = session.get(Location, compute.location)
         node, token = node_service.new_node(
             session,
-            workspace_id=compute.workspace_id,
-            compute_id=compute.id,
-            compute_name=compute.name,
+            owner=compute,
             installation_id=self.installation_id,
             location=compute.location,
-            provider=location.provider if location else "local",
+            provider=compute.location,  # its location's provider (ProviderSet's key)
             size=size,
             tier="dedicated",
             now=self.clock.now(),

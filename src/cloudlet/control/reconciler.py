@@ -6,6 +6,9 @@ re-asserts the lease (``UPDATE … WHERE fencing_token = mine``), then journals 
 operation and step), then applies its effect: a replica that lost its lease writes nothing, and a
 step is never carried out twice. A restarted server picks up whatever was in flight once the
 lease lapses, or at once if it is the same replica (same home) coming back.
+
+What a step does is the target type's step set (``control/steps.py``): this module knows no
+resource type, and claims only operations on the types its registry drives.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.instances import InstanceDriver, Pending
 from cloudlet.control.loop import ReconcileLoop
-from cloudlet.control.steps import apply_step
+from cloudlet.control.steps import Pending, StepRegistry
+from cloudlet.domain.operation_plans import step_after
 from cloudlet.services import operations
 from cloudlet.services.clock import WALL_CLOCK, Clock, utcnow
 from cloudlet.store.schema import Operation, OperationStep
@@ -37,21 +40,21 @@ class OperationReconciler(ReconcileLoop):
         self,
         sessions: sessionmaker[Session],
         replica_id: str,
+        steps: StepRegistry,
         lease_ttl_s: float = 10.0,
         poll_s: float = 0.5,
         step_delay_s: float | None = None,
-        instances: InstanceDriver | None = None,
         clock: Clock = WALL_CLOCK,
     ) -> None:
         super().__init__("operation-reconciler", poll_s, clock)
         self.sessions = sessions
         self.replica_id = replica_id
+        self.steps = steps
         self.lease_ttl_s = lease_ttl_s
         self.poll_s = poll_s
         # Fault injection for crash tests: hold each step open this long before doing it.
         env_delay = os.environ.get("CLOUDLET_FAULT_STEP_DELAY_S")
         self.step_delay_s = step_delay_s if step_delay_s is not None else float(env_delay or 0)
-        self.instances = instances
 
     # -- one pass --------------------------------------------------------------------------
     def pass_once(self, now: float) -> float:
@@ -78,6 +81,7 @@ class OperationReconciler(ReconcileLoop):
                 select(Operation.id, Operation.fencing_token)
                 .where(
                     Operation.status == operations.IN_PROGRESS,
+                    Operation.resource_type.in_(self.steps.resource_types),
                     or_(
                         Operation.lease_owner.is_(None),
                         Operation.lease_expires_at < now,
@@ -114,7 +118,7 @@ class OperationReconciler(ReconcileLoop):
             if self.step_delay_s:
                 time.sleep(self.step_delay_s)
             outcome = self._step(op_id, token)
-            after = self.instances.take_after_commit() if self.instances is not None else []
+            after = self.steps.take_after_commit()
             for work in after:  # provider calls, now that the step's records are committed
                 try:
                     work()
@@ -128,17 +132,15 @@ class OperationReconciler(ReconcileLoop):
 
     def _step(self, op_id: str, token: int) -> str:
         """Run the operation's current step: "ended", "advanced" or "pending" (it waits)."""
-        if self.instances is not None:
-            self.instances.discard()
+        self.steps.discard()
         with self.sessions.begin() as session:
             op = session.get(Operation, op_id)
             if op is None or op.status != operations.IN_PROGRESS:
                 return "ended"
-            plan = operations.PLANS[op.kind]
             step = op.step
-            following = plan[plan.index(step) + 1] if plan.index(step) + 1 < len(plan) else None
+            following = step_after(self.steps.plan(op), step)
             self._assert_lease(session, op_id, token, following or step)
-            error = apply_step(session, op, step, self.instances)
+            error = self.steps.apply(session, op, step)
             if isinstance(error, Pending):
                 op.step = step  # not journalled: the step runs again on the next pass
                 return "pending"

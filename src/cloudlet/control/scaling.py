@@ -22,10 +22,9 @@ from cloudlet.domain.locks import scaling_block
 from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import jobs as job_service
+from cloudlet.services import job_status, quotas, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services import nodes as node_service
-from cloudlet.services import quotas, workspaces
 from cloudlet.store.schema import Compute, Job, Location, Node, Workspace
 
 
@@ -99,7 +98,7 @@ class ClusterScaler:
                 .where(
                     Job.workspace_id == compute.workspace_id,
                     Job.compute_name == compute.name,
-                    Job.status == job_service.QUEUED,
+                    Job.status == job_status.QUEUED,
                     Job.attempt == 0,  # a requeued job keeps saying why it was requeued
                     or_(Job.status_message.is_(None), Job.status_message != message),
                 )
@@ -158,15 +157,12 @@ class ClusterScaler:
         now: float,
     ) -> None:
         size = catalogue_service.current(session).get(compute.size or "")
-        location = session.get(Location, compute.location)
-        provider = location.provider if location else "local"
+        provider = compute.location  # the node's provider is its location's (ProviderSet's key)
         for _ in range(decision.launch if size else 0):
             assert size is not None
             node, token = node_service.new_node(
                 session,
-                workspace_id=compute.workspace_id,
-                compute_id=compute.id,
-                compute_name=compute.name,
+                owner=compute,
                 installation_id=self.installation_id,
                 location=compute.location,
                 provider=provider,

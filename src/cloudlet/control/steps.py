@@ -1,112 +1,101 @@
-"""What each operation step does to the world, then to the record.
+"""The step registry: what each operation step does, per resource type.
 
-Steps here need no node: a cluster's resource is provisioned and its allocation is derived from
-``min_instances`` (its nodes are the cluster reconciler's). A compute instance's steps make,
-wait for and release its node through ``control/instances.py`` (provider calls tagged with the
-operation id, so a retried step finds what it made).
+An operation targets ``(resource_type, resource_id)``. Each type registers one ``StepSet``: how
+to load its target row, the ordered steps of each operation kind (its plans, from
+``domain/operation_plans.py``) and what a step does to the world, then to the record. The
+operation reconciler looks the type up here and knows nothing about any type; computes are
+``control/compute_steps.py``, and a new type (online endpoints, deployments) is one module like
+it, registered where the server is built.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.control.instances import InstanceDriver, Pending, StepOutcome
-from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
-from cloudlet.domain.nodes import NodeEvent, NodeState
-from cloudlet.services import dispatch, workspaces
-from cloudlet.services import jobs as job_service
-from cloudlet.services import locks as lock_store
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import utcnow
-from cloudlet.store.schema import Compute, Job, Operation, Workspace
-
-StepFn = Callable[[Session, Operation, Compute], None]
+from cloudlet.domain.operation_plans import Plan
+from cloudlet.store.schema import Operation
 
 
-def _instance_event(event: InstanceEvent) -> StepFn:
-    def step(_session: Session, _op: Operation, compute: Compute) -> None:
-        if compute.type == "computeinstance":
-            compute.state = advance_instance(compute.state, event, compute.name)
+@dataclass(frozen=True)
+class Pending:
+    """The step is not finished; ``reason`` says what it waits for."""
 
-    return step
-
-
-def _settle(_session: Session, _op: Operation, compute: Compute) -> None:
-    compute.provisioning_state = ProvisioningState.SUCCEEDED.value
+    reason: str
 
 
-def _finalize_create(session: Session, op: Operation, compute: Compute) -> None:
-    _settle(session, op, compute)
-    _instance_event(InstanceEvent.CREATED)(session, op, compute)
+StepOutcome = dict[str, Any] | Pending | None  # None: done; a dict: the operation's error
+
+Target = TypeVar("Target")
 
 
-def _provision(_session: Session, _op: Operation, compute: Compute) -> None:
-    compute.errors = []
+class StepSet(Protocol[Target]):
+    """One resource type's steps. A step runs inside the reconciler's transaction (lease
+    re-asserted, step journalled after it); calls to the world that must wait for that commit are
+    queued and handed over by ``take_after_commit``."""
+
+    @property
+    def resource_type(self) -> str: ...
+
+    @property
+    def plans(self) -> Mapping[str, Plan]: ...
+
+    def load(self, session: Session, op: Operation) -> Target | None:
+        """The operation's target row, or None if it no longer exists."""
+        ...
+
+    def gone(self, op: Operation) -> dict[str, Any]:
+        """The error that ends an operation whose target no longer exists."""
+        ...
+
+    def apply(self, session: Session, op: Operation, step: str, target: Target) -> StepOutcome: ...
+
+    def take_after_commit(self) -> list[Callable[[], None]]:
+        """Calls the last step asked for, to run now that its transaction committed."""
+        ...
+
+    def discard(self) -> None:
+        """The last step's transaction did not commit: forget its queued calls."""
+        ...
 
 
-def _release(session: Session, _op: Operation, compute: Compute) -> None:
-    """Give back every node (the cluster reconciler's sweep terminates the machines) and end the
-    compute's unfinished jobs: a deleted cluster leaks no node and strands no job."""
-    now = time.time()
-    active = list(
-        session.scalars(
-            select(Job).where(
-                Job.workspace_id == compute.workspace_id,
-                Job.compute_name == compute.name,
-                Job.status.in_(job_service.ACTIVE),
-            )
-        )
-    )
-    for job in active:
-        job.cancel_requested = True
-    for node in node_service.live_nodes(session, compute.id):
-        if node.state != NodeState.TERMINATING.value:
-            dispatch.fail_runs_on_node(session, node, "canceled", now)
-            node_service.advance(node, NodeEvent.TERMINATE, now)
-    for job in active:
-        if job.status in job_service.ACTIVE:
-            job.status, job.ended_at = job_service.CANCELED, now
-        job.status_message = f"compute '{compute.name}' was deleted"
+class StepRegistry:
+    """The step sets a reconciler drives, by resource type."""
 
+    def __init__(self, *step_sets: StepSet[Any]) -> None:
+        self._by_type: dict[str, StepSet[Any]] = {}
+        for step_set in step_sets:
+            self.register(step_set)
 
-def _remove(session: Session, _op: Operation, compute: Compute) -> None:
-    ws = session.get(Workspace, compute.workspace_id)
-    assert ws is not None
-    lock_store.remove_scope(session, workspaces.ref_of(session, ws).compute_id(compute.name))
-    session.delete(compute)
+    def register(self, step_set: StepSet[Any]) -> None:
+        if step_set.resource_type in self._by_type:
+            raise ValueError(f"steps for {step_set.resource_type!r} are registered already")
+        self._by_type[step_set.resource_type] = step_set
 
+    @property
+    def resource_types(self) -> Iterable[str]:
+        """The types this registry drives: a replica claims only operations on these (one that
+        does not know a type, during a rolling upgrade, leaves its operations to one that does)."""
+        return tuple(self._by_type)
 
-STEPS: dict[str, StepFn] = {
-    "provision": _provision,
-    "finalize": _finalize_create,
-    "apply": _settle,
-    "release": _release,
-    "remove": _remove,
-    "power_on": _instance_event(InstanceEvent.STARTED),
-    "power_off": _instance_event(InstanceEvent.STOPPED),
-    "reboot": _instance_event(InstanceEvent.RESTARTED),
-}
+    def plan(self, op: Operation) -> Plan:
+        return self._by_type[op.resource_type].plans[op.kind]
 
+    def apply(self, session: Session, op: Operation, step: str) -> StepOutcome:
+        """Apply OP's STEP: an error body if the operation must fail, ``Pending`` if the step
+        waits for the world, None once it is done."""
+        step_set = self._by_type[op.resource_type]
+        target = step_set.load(session, op)
+        if target is None:
+            return step_set.gone(op)
+        return step_set.apply(session, op, step, target)
 
-def apply_step(
-    session: Session, op: Operation, step: str, instances: InstanceDriver | None = None
-) -> StepOutcome:
-    """Apply one step; return an error body if the operation must fail, ``Pending`` if the step
-    waits for the world (an instance's node and apps). With a driver, compute instances get real
-    nodes; without one (unit tests) their steps only move the state machine."""
-    compute = session.get(Compute, op.compute_id) if op.compute_id is not None else None
-    if compute is None:
-        return {"code": "ComputeGone", "message": f"compute '{op.compute_name}' no longer exists"}
-    if instances is not None and compute.type == "computeinstance" and step in instances.STEPS:
-        outcome = instances.step(session, op, step, compute)
-        if outcome is not None or step != "remove":
-            if not isinstance(outcome, Pending):
-                compute.last_modified_on = utcnow()
-            return outcome
-    compute.last_modified_on = utcnow()
-    STEPS[step](session, op, compute)
-    return None
+    def take_after_commit(self) -> list[Callable[[], None]]:
+        return [work for step_set in self._by_type.values() for work in step_set.take_after_commit()]
+
+    def discard(self) -> None:
+        for step_set in self._by_type.values():
+            step_set.discard()

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-QUEUED, PREPARING, RUNNING, FINALIZING = "Queued", "Preparing", "Running", "Finalizing"
-COMPLETED, FAILED, CANCELED = "Completed", "Failed", "Canceled"
+from cloudlet.domain.job_status import JobStatus
+
 REQUEUE_REASONS = ("preempted", "lost", "stopped")  # the node went away, not the job
 SINGLE_LOG = "user_logs/std_log.txt"  # the log of an attempt's only process
 
@@ -26,15 +26,17 @@ class RunEnd:
 def settle(
     runs: list[RunEnd], attempt: int, max_attempts: int, cancel_requested: bool, now: float
 ) -> dict[str, Any]:
-    """The job's columns once every run of its current attempt has ended: only those that change."""
+    """The job's columns once every run of its current attempt has ended: only those that change.
+    ``status`` is a ``JobStatus``; ``services.job_status.settle`` applies the whole (the move is
+    checked there, and its ``ended_at`` is the one the status table stamps: the same)."""
     reasons = {r.reason for r in runs}
     if cancel_requested:
-        return {"ended_at": now, "status": CANCELED, "status_message": "canceled"}
+        return {"ended_at": now, "status": JobStatus.CANCELED, "status_message": "canceled"}
     lost = reasons & set(REQUEUE_REASONS)
     if lost:
         if attempt < max_attempts:
             return {
-                "status": QUEUED,
+                "status": JobStatus.QUEUED,
                 "ended_at": None,
                 "status_message": (
                     f"attempt {attempt} ended: node {sorted(lost)[0]}; requeued as attempt "
@@ -43,7 +45,7 @@ def settle(
             }
         return {
             "ended_at": now,
-            "status": FAILED,
+            "status": JobStatus.FAILED,
             "error": {
                 "code": "NodeLost",
                 "message": f"nodes were {', '.join(sorted(lost))} on every attempt",
@@ -53,16 +55,16 @@ def settle(
     if "timeout" in reasons:
         return {
             "ended_at": now,
-            "status": FAILED,
+            "status": JobStatus.FAILED,
             "exit_code": next((r.exit_code for r in ranked if r.exit_code), None),
             "error": {"code": "JobTimeout", "message": "the job ran past limits.timeout and was stopped"},
         }
     if all(r.exit_code == 0 for r in ranked):
-        return {"ended_at": now, "status": COMPLETED, "exit_code": 0, "status_message": None}
+        return {"ended_at": now, "status": JobStatus.COMPLETED, "exit_code": 0, "status_message": None}
     bad = next(r for r in ranked if r.exit_code != 0)
     return {
         "ended_at": now,
-        "status": FAILED,
+        "status": JobStatus.FAILED,
         "exit_code": bad.exit_code,
         "error": {
             "code": "UserError",

@@ -28,17 +28,6 @@ CODE_SNAPSHOT_PATTERN = re.compile(r"^codes/[0-9a-f]{64}$")
 PLACEHOLDER = re.compile(r"\$\{\{\s*([^{}]*?)\s*\}\}")
 # Azure's optional part of a command: ``$[[--lr ${{inputs.lr}}]]`` is dropped when ``lr`` is absent.
 OPTIONAL_PART = re.compile(r"\$\[\[(.*?)\]\]", re.DOTALL)
-TERMINAL_JOB_STATUSES = frozenset({"Completed", "Failed", "Canceled"})
-JOB_STATUSES = (
-    "NotStarted",
-    "Queued",
-    "Preparing",
-    "Running",
-    "Finalizing",
-    "Completed",
-    "Failed",
-    "Canceled",
-)
 PRIORITIES = {"low": 1, "medium": 2, "high": 3}
 DEFAULT_PRIORITY = "medium"
 URI_TYPES = ("uri_file", "uri_folder")

@@ -84,7 +84,6 @@ SERVING = frozenset({_S.REQUESTED, _S.ALLOCATED, _S.STARTING, _S.IDLE, _S.BUSY})
 FINAL = frozenset({_S.TERMINATED})
 # Failed nodes keep their state (and logs) for post-mortem once their machine is released.
 FAILED = frozenset({_S.ALLOCATION_FAILED, _S.SETUP_FAILED, _S.PREEMPTED, _S.LOST, _S.UNUSABLE})
-FAILED_RETENTION_S = 600.0
 
 
 def next_node_state(state: NodeState, event: NodeEvent, node_id: str = "") -> NodeState:

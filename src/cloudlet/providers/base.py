@@ -3,7 +3,8 @@
 A provider turns a `NodeRequest` into a machine running `python -m cloudlet.agent` with the
 environment of docs/agent-protocol.md. Everything a provider makes is tagged with the
 installation id, so `list_nodes` finds orphans after a crash. Optional abilities are separate
-protocols (check with `isinstance(provider, SupportsResourceLimits)`).
+protocols (check with `isinstance(provider, SupportsResourceLimits)`): the small `NodeProvider`
+is all a provider must do.
 """
 
 from __future__ import annotations
@@ -76,3 +77,22 @@ class SupportsNodeLogs(Protocol):
     """The provider can show a node's agent log (for setup failures and post-mortems)."""
 
     def node_log(self, handle: NodeHandle, tail_bytes: int = 65536) -> str: ...
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What an engine offers this installation now, its nodes in use included."""
+
+    vcpus: float
+    memory_gb: float
+    gpus: float = 0.0
+
+
+@runtime_checkable
+class CapacityOwner(Protocol):
+    """An engine that owns its capacity (Slurm, Kubernetes): the autoscaler asks it how much it
+    will give, instead of trusting the location's stored capacity (``providers/capacity.py``)."""
+
+    def capacity(self) -> Capacity:
+        """The engine's offer now; raises ProviderError when it cannot say."""
+        ...

@@ -32,6 +32,7 @@ from cloudlet.providers.base import NodeHandle, NodeRequest, ProviderError
 logger = logging.getLogger(__name__)
 
 AGENT_LOG = "agent.log"
+LOCAL_NODE_ADDRESS = "127.0.0.1"
 NODE_SUBDIRS = ("os", "mnt", "work")
 MEMORY_FLOOR_BYTES = 256 * 1024**2
 DEFAULT_CFS_PERIOD_US = 100_000
@@ -104,6 +105,7 @@ def agent_env(
             "CLOUDLET_NODE_GPUS": str(req.gpus),
             "CLOUDLET_NODE_SIZE": req.size,
             "CLOUDLET_NODE_TIER": req.tier,
+            "CLOUDLET_NODE_ADDRESS": LOCAL_NODE_ADDRESS,  # the node is this host
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.domain.bounds import MAX_OFFSET
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.node_address import reported_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.services import dispatch, exits
 from cloudlet.services import nodes as node_service
@@ -55,7 +56,9 @@ class Registration(_AgentBody):
     agent_version: str | None = Field(default=None, max_length=32)
     hostname: str | None = Field(default=None, max_length=255)
     pid: Pid = None
-    address: str = Field(default="127.0.0.1", max_length=255, description="where other nodes reach it")
+    address: str | None = Field(
+        default=None, max_length=255, description="where other nodes and the proxy reach it"
+    )
     resources: dict[str, Any] = Field(default_factory=dict)
     runs: list[RunStatus] = Field(default_factory=list, max_length=10_000)
 
@@ -189,7 +192,10 @@ class AgentProtocol:
     mail: Mailbox
     wake: Callable[[list[str]], None]
 
-    def register(self, node_id: str, token: str, body: Registration) -> dict[str, Any]:
+    def register(
+        self, node_id: str, token: str, body: Registration, peer: str | None = None
+    ) -> dict[str, Any]:
+        """``peer``: the address the registration came from (used when the agent names none)."""
         now = time.time()
         with self.sessions.begin() as session:
             node = check_node(session, node_id, token)
@@ -198,7 +204,7 @@ class AgentProtocol:
                 "hostname": body.hostname,
                 "agent_version": body.agent_version,
                 "pid": body.pid,
-                "address": body.address,
+                "address": reported_address(body.address, peer),
             }
             node.last_heartbeat, node.registered_at = now, node.registered_at or now
             # A server that crashed between the provider call and recording it left the node at

@@ -11,9 +11,10 @@ from pathlib import Path
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from cloudlet.providers.registry import DEFAULT_PROVIDER
 from cloudlet.services import api_keys, audit, identity
 from cloudlet.services.clock import utcnow
-from cloudlet.store.schema import Installation, Location, Principal, ResourceGroup, Subscription, Workspace
+from cloudlet.store.schema import Installation, Location, ResourceGroup, Subscription, Workspace
 
 DEFAULT_LOCATION = "local"
 DEFAULT_RESOURCE_GROUP = "default"
@@ -37,7 +38,11 @@ def bootstrap(session: Session, home: Path) -> Installation:
     key = api_keys.issue(session, admin, actor)
     sub = Subscription(id=str(uuid.uuid4()), display_name="default")
     session.add(sub)
-    session.add(Location(name=DEFAULT_LOCATION, provider="local", capacity=dict(DEFAULT_LOCAL_CAPACITY)))
+    session.add(
+        Location(
+            name=DEFAULT_LOCATION, provider=DEFAULT_PROVIDER, config={}, capacity=dict(DEFAULT_LOCAL_CAPACITY)
+        )
+    )
     session.flush()
     rg = ResourceGroup(subscription_id=sub.id, name=DEFAULT_RESOURCE_GROUP, location=DEFAULT_LOCATION)
     session.add(rg)
@@ -86,7 +91,3 @@ def write_private(path: Path, content: str) -> None:
     with os.fdopen(fd, "w") as handle:
         handle.write(content + "\n")
     os.chmod(path, 0o600)
-
-
-def admin_exists(session: Session) -> bool:
-    return session.scalar(select(Principal).where(Principal.is_admin.is_(True))) is not None

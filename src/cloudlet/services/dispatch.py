@@ -18,9 +18,11 @@ from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import environments, job_outcome, job_spec
+from cloudlet.domain.job_status import JobStatus
+from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
-from cloudlet.services import identity
+from cloudlet.services import identity, job_status
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
@@ -122,12 +124,8 @@ def _run_row(job_id: int, node_id: str, spec: dict[str, Any], now: float) -> dic
     }
 
 
-def _preparing(attempt: int, nodes: int) -> dict[str, Any]:
-    return {
-        "attempt": attempt,
-        "status": job_service.PREPARING,
-        "status_message": f"attempt {attempt} on {nodes} node(s)",
-    }
+def _preparing_message(attempt: int, nodes: int) -> str:
+    return f"attempt {attempt} on {nodes} node(s)"
 
 
 def place(
@@ -140,12 +138,13 @@ def place(
 ) -> list[str]:
     """Start the job's next attempt on ``nodes`` (one per instance, in rank order). The run specs
     are recorded as sent and queued in ``session.info`` for delivery after commit."""
-    for column, value in _preparing(job.attempt + 1, len(nodes)).items():
-        setattr(job, column, value)
-    attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt)
-    targets = [(node.id, node.resources.get("address", "127.0.0.1")) for node in nodes]
-    specs = _run_specs(session, attempt, targets, data, server_url, compute)
     now = time.time()
+    number = job.attempt + 1
+    job_status.set_status(job, JobStatus.PREPARING, now, message=_preparing_message(number, len(nodes)))
+    job.attempt = number
+    attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt)
+    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
+    specs = _run_specs(session, attempt, targets, data, server_url, compute)
     for node_id, spec in specs:
         session.add(JobRun(**_run_row(job.id, node_id, spec, now)))
     session.info.setdefault(DELIVERIES, []).extend(specs)
@@ -170,10 +169,11 @@ def _place_rows(
         return None
     job = session.execute(_JOB_TO_PLACE, {"job": job_id}).one()
     attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
-    targets = [(node.id, (node.resources or {}).get("address", "127.0.0.1")) for node in nodes]
-    specs = _run_specs(session, attempt, targets, data, server_url, compute)
     now = time.time()
-    update_row(session, Job, job.id, _preparing(attempt.number, len(nodes)))
+    preparing = {"attempt": attempt.number, "status_message": _preparing_message(attempt.number, len(nodes))}
+    job_status.update_status(session, job.id, JobStatus.PREPARING, now, preparing)
+    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
+    specs = _run_specs(session, attempt, targets, data, server_url, compute)
     session.connection().execute(
         insert(JobRun), [_run_row(job.id, node_id, spec, now) for node_id, spec in specs]
     )
@@ -247,7 +247,7 @@ SCHEDULE_WINDOW = 256  # queued jobs looked at per scheduling round (priority or
 # Built once: these run on every submission and every run exit.
 _IDLE_NODES = (
     select(Node)
-    .where(Node.compute_id == bindparam("compute"), Node.state == NodeState.IDLE.value)
+    .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
     .order_by(Node.created_at)
     .options(*node_service.REPORTS_DEFERRED)
     .with_for_update()
@@ -255,7 +255,7 @@ _IDLE_NODES = (
 # The same, as rows (what placing needs of a node), for the plain-SQL placement.
 _IDLE_NODE_ROWS = (
     select(Node.id, Node.state, Node.resources)
-    .where(Node.compute_id == bindparam("compute"), Node.state == NodeState.IDLE.value)
+    .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
     .order_by(Node.created_at)
     .with_for_update()
 )
@@ -266,26 +266,28 @@ _ATTEMPT_RUNS = select(JobRun).where(
     JobRun.job_id == bindparam("job"), JobRun.attempt == bindparam("attempt")
 )
 _INSTANCE_NODE = select(Node).where(
-    Node.compute_id == bindparam("compute"),
+    node_service.owned_by_compute(bindparam("compute")),
     Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
 )
 _ACTIVE_RUNS = select(JobRun.id).where(JobRun.node_id == bindparam("node"), JobRun.state != EXITED)
+# An instance looks this far down its queue for jobs that fit beside the running ones.
+INSTANCE_WINDOW = 64
 _QUEUED_JOBS = (
     select(Job)
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
-        Job.status == job_service.QUEUED,
+        Job.status == job_status.QUEUED,
     )
     .order_by(Job.priority.desc(), Job.submitted_at)
-    .limit(64)
+    .limit(INSTANCE_WINDOW)
 )
 _QUEUE_HEAD = (
     select(Job.id, Job.name, Job.instance_count, Job.priority, Job.submitted_at, Job.cancel_requested)
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
-        Job.status == job_service.QUEUED,
+        Job.status == job_status.QUEUED,
     )
     .order_by(Job.priority.desc(), Job.submitted_at)
     .limit(bindparam("window"))
@@ -335,7 +337,7 @@ def _schedule_window(
         if row.cancel_requested:
             job = session.get(Job, row.id)
             assert job is not None
-            job.status, job.ended_at = job_service.CANCELED, time.time()
+            job_status.set_status(job, JobStatus.CANCELED, time.time())
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
     wake: list[str] = []
@@ -353,9 +355,6 @@ def _schedule_window(
     return wake
 
 
-INSTANCE_WINDOW = 64
-
-
 def _schedule_instance(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
     """A compute instance runs jobs side by side on its one node (I11): each job takes a vCPU per
     process (``process_count_per_instance``, at most the node's vCPUs); the rest wait, in queue
@@ -370,7 +369,7 @@ def _schedule_instance(session: Session, compute: Compute, data: DataRoot, serve
         if free <= 0:
             break
         if job.cancel_requested:
-            job.status, job.ended_at = job_service.CANCELED, time.time()
+            job_status.set_status(job, JobStatus.CANCELED, time.time())
             continue
         need = min(processes_per_node(job.spec), node.vcpus)
         if need <= free:
@@ -400,8 +399,9 @@ def schedule_freed(
         node = session.get(Node, node_id, options=node_service.REPORTS_DEFERRED)
         # A busy node here is an instance's that still runs jobs but has vCPUs free again.
         free = (NodeState.IDLE.value, NodeState.BUSY.value)
-        if node is not None and node.compute_id is not None and node.state in free:
-            computes.add(node.compute_id)
+        compute_id = node_service.compute_of(node) if node is not None else None
+        if node is not None and compute_id is not None and node.state in free:
+            computes.add(compute_id)
     wake: list[str] = []
     for compute_id in computes:
         compute = fed.get(compute_id) or session.get(Compute, compute_id)
@@ -438,11 +438,12 @@ def runs_for_agent(
 
 def record_running(session: Session, run: JobRun, pid: int | None, started_at: float | None) -> None:
     if run.state in (ASSIGNED, SENT):
-        run.state, run.pid, run.started_at = RUN_RUNNING, pid, started_at or time.time()
+        started = started_at or time.time()
+        run.state, run.pid, run.started_at = RUN_RUNNING, pid, started
         job = session.get(Job, run.job_id)
-        if job is not None and job.status == job_service.PREPARING:
-            job.status, job.status_message = job_service.RUNNING, None
-            job.started_at = job.started_at or run.started_at
+        if job is not None and job.status == JobStatus.PREPARING:
+            # The job's start is its first run's (set_status keeps a start already stamped).
+            job_status.set_status(job, JobStatus.RUNNING, started, message=None)
 
 
 def record_exit(
@@ -472,7 +473,9 @@ def record_exit(
     failed = exit_code not in (0, None) or reason in ("timeout", *REQUEUE_REASONS)
     if still_running and failed:
         wake += cancel_runs(still_running)
-    if not still_running and run.attempt == job.attempt:
+    # A job that ended meanwhile keeps how it ended: its compute's deletion cancels it while runs
+    # on nodes already going away have yet to report.
+    if not still_running and run.attempt == job.attempt and job.status not in job_status.FINAL_VALUES:
         _settle(job, attempt_runs, now)
     return wake
 
@@ -498,8 +501,7 @@ def _settle(job: Job, runs: list[JobRun], now: float) -> None:
         for r in runs
     ]
     outcome = job_outcome.settle(ended, job.attempt, job.max_attempts, job.cancel_requested, now)
-    for column, value in outcome.items():
-        setattr(job, column, value)
+    job_status.settle(job, outcome, now)
 
 
 def cancel_runs(runs: list[JobRun]) -> list[str]:

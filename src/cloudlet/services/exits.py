@@ -2,7 +2,8 @@
 cluster node, ending on its own. That is every tiny job of a busy cluster, and recording it
 through ORM objects cost more than the rest of the job's trip through the server. Anything else
 (several runs per attempt, cancels, timeouts, lost nodes, instances) takes the general path,
-``dispatch.record_exit``. Both settle the job with ``domain.job_outcome.settle``.
+``dispatch.record_exit``. Both settle the job with ``domain.job_outcome.settle``, and both move
+its status through ``services.job_status`` (here its guarded plain-SQL form).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, aliased
 
 from cloudlet.domain import job_outcome
+from cloudlet.domain.job_status import JobStatus, can_move
 from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.services import job_status
 from cloudlet.services import nodes as node_service
 from cloudlet.services.dispatch import ASSIGNED, EXITED, RUN_RUNNING, SENT
 from cloudlet.store.rows import held, update_row
@@ -33,7 +36,8 @@ _EXIT_VIEW = (
         Node.token_hash,
         Node.state.label("node_state"),
         Node.operation_id,
-        Node.compute_id,
+        node_service.OWNING_COMPUTE_ID,
+        Job.status.label("job_status"),
         Job.attempt.label("job_attempt"),
         Job.max_attempts,
         Job.cancel_requested,
@@ -80,6 +84,11 @@ def record_simple_exit(
     )
     if not common:
         return None
+    run_end = [job_outcome.RunEnd(row.rank, exit_code, reason)]
+    outcome = job_outcome.settle(run_end, row.attempt, row.max_attempts, False, now)
+    to = JobStatus(outcome.pop("status"))
+    if not can_move(row.job_status, to):
+        return None  # the general path says why it cannot
     started = row.started_at or started_at or now
     ended = {
         "state": EXITED,
@@ -89,9 +98,10 @@ def record_simple_exit(
         "started_at": started,
     }
     update_row(session, JobRun, run_id, ended)
-    run_end = [job_outcome.RunEnd(row.rank, exit_code, reason)]
-    outcome = job_outcome.settle(run_end, row.attempt, row.max_attempts, False, now)
-    update_row(session, Job, row.job_id, {"started_at": row.job_started_at or started, **outcome})
+    outcome.pop("ended_at", None)  # stamped by the status table, as the same time
+    job_status.update_status(
+        session, row.job_id, to, now, {"started_at": row.job_started_at or started, **outcome}
+    )
     released = node_service.transition(row.node_id, row.node_state, NodeEvent.RELEASE, now)
     update_row(session, Node, row.node_id, released)
     return str(row.node_id), int(row.compute_id)

@@ -25,12 +25,13 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.instance_schedule import parse_schedules
 from cloudlet.domain.instance_watch import InstanceFacts, disk_full_reason, stored_reason
 from cloudlet.domain.nodes import NodeState
-from cloudlet.services import jobs as job_service
-from cloudlet.services import operations
+from cloudlet.domain.resources import COMPUTES
+from cloudlet.services import job_status, operations
+from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Compute, Job, Node, Operation
 
 _last_request: dict[str, float] = {}  # instance name → time.time() of the last deliberate request
-WORKING_JOB_STATES = (job_service.PREPARING, job_service.RUNNING, job_service.FINALIZING)
+WORKING_JOB_STATES = job_status.WORKING_VALUES
 
 
 def note_request(name: str, method: str = "GET", accept: str = "", websocket: bool = False) -> None:
@@ -58,7 +59,7 @@ def idle_timeout_s(minutes: float | None) -> float | None:
 _CURRENT_NODE = (
     select(Node)
     .where(
-        Node.compute_id == bindparam("compute"),
+        node_service.owned_by_compute(bindparam("compute")),
         Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
     )
     .order_by(Node.created_at.desc())
@@ -66,7 +67,7 @@ _CURRENT_NODE = (
 )
 _OPERATION_IN_PROGRESS = (
     select(Operation.kind)
-    .where(Operation.compute_id == bindparam("compute"), Operation.status == operations.IN_PROGRESS)
+    .where(operations.on_resource(COMPUTES, bindparam("compute")), Operation.status == operations.IN_PROGRESS)
     .limit(1)
 )
 _RUNNING_JOBS = (

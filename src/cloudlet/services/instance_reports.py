@@ -27,6 +27,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.node_address import node_address
+from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot, read_beneath
 from cloudlet.store.schema import Compute, Node
 
@@ -155,7 +157,10 @@ def _epoch(text: Any) -> float | None:
 def latest_node(session: Session, compute: Compute) -> Node | None:
     """The instance's most recent node (live, or the last one that ran)."""
     return session.scalar(
-        select(Node).where(Node.compute_id == compute.id).order_by(Node.created_at.desc()).limit(1)
+        select(Node)
+        .where(node_service.owned_by_compute(compute.id))
+        .order_by(Node.created_at.desc())
+        .limit(1)
     )
 
 
@@ -174,7 +179,9 @@ def ssh_settings(compute: Compute, node: Node | None) -> dict[str, Any] | None:
     ssh = ((node.report or {}).get("ssh") or {}) if node is not None and compute.state == "Running" else {}
     shown["ssh_state"] = ssh.get("state") or "stopped"
     if ssh.get("state") == "ready":
-        user, host, port = ssh.get("user") or "root", ssh.get("host") or "127.0.0.1", int(ssh["port"])
+        # The host sshd reported listening on, else the node's own address (never assumed local).
+        host = ssh.get("host") or node_address(node.resources if node is not None else None) or ""
+        user, port = ssh.get("user") or "root", int(ssh["port"])
         shown.update({"admin_username": user, "ssh_port": port, "host": host})
         shown["connect_command"] = shlex.join(["ssh", "-p", str(port), f"{user}@{host}"])
     elif ssh.get("error"):

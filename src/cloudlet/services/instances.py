@@ -29,8 +29,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudlet.agent import disks
 from cloudlet.domain.errors import CloudletError
-from cloudlet.providers import disks
 from cloudlet.services import instance_reports
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Node
@@ -69,7 +69,7 @@ def os_disk_gb() -> float:
 def prepare_os_disk(data: DataRoot, compute: Compute) -> Path:
     """Make the instance's OS disk ready to use and return where it is mounted.
 
-    A size-limited filesystem (``providers/disks.py``: a loop-mounted ext4 image, else tmpfs, else
+    A size-limited filesystem (``agent/disks.py``: a loop-mounted ext4 image, else tmpfs, else
     usage accounting), made on first use and mounted again with its files at every start."""
     path = os_disk_path(data, compute)
     path.parent.mkdir(parents=True, exist_ok=True)

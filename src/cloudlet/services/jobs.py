@@ -14,27 +14,24 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session, defer
 
-from cloudlet.domain import job_spec
+from cloudlet.domain import job_kind, job_spec, job_status
 from cloudlet.domain.errors import CloudletError, conflict, not_found
-from cloudlet.domain.job_outcome import CANCELED, COMPLETED, FAILED, FINALIZING, PREPARING, QUEUED, RUNNING
+from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, workspaces
 from cloudlet.services.batch import Answer, Round, Work
-from cloudlet.services.clock import iso
 from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.job_status import set_status
 from cloudlet.services.storage import DataRoot, read_beneath, relative_parts
 from cloudlet.store.schema import Compute, Job, JobRun, Workspace
 
-ACTIVE = (QUEUED, PREPARING, RUNNING, FINALIZING)
-TERMINAL = (COMPLETED, FAILED, CANCELED)
 LOCAL_COMPUTE = "local"
 SERVERLESS = "serverless"
 
@@ -72,7 +69,7 @@ def submission(
         if target is not None:
             round_.fed[target.id] = target
         at_max = target is not None and (target.target_node_count or 0) >= target.spec.get("max_instances", 1)
-        round_.rescale_if.append(lambda: job.status == QUEUED and not at_max)
+        round_.rescale_if.append(lambda: job.status == JobStatus.QUEUED and not at_max)
         return lambda _placed: job
 
     return work
@@ -106,7 +103,8 @@ def submit(
         name=name,
         compute_name=compute_name,
         spec=doc,
-        status=QUEUED,
+        kind=job_kind.kind_of(doc).value,
+        status=job_status.INITIAL.value,  # a new row: nothing to move from
         status_message=_waiting_message(compute),
         priority=job_spec.priority_value(spec),
         instance_count=int(doc.get("resources", {}).get("instance_count", 1)),
@@ -355,11 +353,11 @@ def _decode_page_token(token: str) -> tuple[float, int]:
 
 
 def request_cancel(job: Job) -> None:
-    if job.status in TERMINAL:
+    if job.status in job_status.FINAL:
         raise conflict("JobAlreadyEnded", f"job '{job.name}' already ended ({job.status})", job.name)
     job.cancel_requested = True
-    if job.status == QUEUED:
-        job.status, job.ended_at, job.status_message = CANCELED, time.time(), "canceled before it started"
+    if job.status == JobStatus.QUEUED:
+        set_status(job, JobStatus.CANCELED, time.time(), message="canceled before it started")
 
 
 _RUNS_OF = (
@@ -372,52 +370,6 @@ _RUNS_OF = (
 
 def runs_of(session: Session, job: Job) -> list[JobRun]:
     return list(session.scalars(_RUNS_OF, {"job": job.id}))
-
-
-def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
-    attempts: dict[int, dict[str, Any]] = {}
-    for run in runs:
-        entry = attempts.setdefault(
-            run.attempt,
-            {
-                "attempt": run.attempt,
-                "nodes": [],
-                "exit_codes": [],
-                "reasons": [],
-                "started_on": None,
-                "ended_on": None,
-            },
-        )
-        entry["nodes"].append(run.node_id)
-        entry["exit_codes"].append(run.exit_code)
-        if run.reason:
-            entry["reasons"].append(run.reason)
-        entry["started_on"] = _min(entry["started_on"], run.started_at)
-        entry["ended_on"] = _max(entry["ended_on"], run.ended_at)
-    outputs = {
-        name: {
-            **(value or {}),
-            "uri": f"azureml://datastores/workspaceblobstore/paths/azureml/{job.name}/{name}/",
-        }
-        for name, value in (job.spec.get("outputs") or {}).items()
-    }
-    return {
-        **job.spec,
-        "name": job.name,
-        "id": f"{ref.arm_id}/jobs/{job.name}",
-        "compute": job.compute_name,
-        "outputs": outputs,
-        "status": job.status,
-        "status_message": job.status_message,
-        "attempt": job.attempt,
-        "attempts": [_iso_attempt(a) for a in attempts.values()],
-        "exit_code": job.exit_code,
-        "error": job.error,
-        "creation_context": {"created_by": job.created_by, "created_at": _iso_ts(job.submitted_at)},
-        "start_time": _iso_ts(job.started_at),
-        "end_time": _iso_ts(job.ended_at),
-        "services": {"Studio": {"endpoint": f"{base_url}/api/v1{_ws_path(ref)}/jobs/{job.name}"}},
-    }
 
 
 LOG_PAGE_BYTES = 1 << 20
@@ -449,25 +401,3 @@ def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: i
         "status": job.status,
         "attempt": chosen,
     }
-
-
-def _ws_path(ref: WorkspaceRef) -> str:
-    return (
-        f"/subscriptions/{ref.subscription_id}/resourceGroups/{ref.resource_group}/workspaces/{ref.workspace}"
-    )
-
-
-def _iso_ts(value: float | None) -> str | None:
-    return iso(datetime.fromtimestamp(value, UTC)) if value is not None else None
-
-
-def _iso_attempt(entry: dict[str, Any]) -> dict[str, Any]:
-    return {**entry, "started_on": _iso_ts(entry["started_on"]), "ended_on": _iso_ts(entry["ended_on"])}
-
-
-def _min(a: float | None, b: float | None) -> float | None:
-    return b if a is None else (a if b is None else min(a, b))
-
-
-def _max(a: float | None, b: float | None) -> float | None:
-    return b if a is None else (a if b is None else max(a, b))

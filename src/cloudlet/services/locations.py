@@ -1,23 +1,35 @@
-"""Locations: pools of capacity behind one provider (administrators add and change them)."""
+"""Locations: pools of capacity behind one provider and its configuration (administrators add,
+change and remove them). Every front door (the REST routes, a future ARM facade) calls these."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.errors import validation_error
+from cloudlet.domain.errors import CloudletError, not_found, validation_error
+from cloudlet.providers.provider_set import LocationProvider
+from cloudlet.providers.registry import DEFAULT_PROVIDER, REGISTRY, ProviderRegistry
 from cloudlet.services import audit
 from cloudlet.services.bootstrap import DEFAULT_LOCAL_CAPACITY
-from cloudlet.store.schema import Location
+from cloudlet.store.schema import Compute, Location, Node, QuotaLimit, ResourceGroup, Workspace
 
-ProviderKind = Literal["local"]  # ssh, slurm and kubernetes arrive with their providers
-PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
 CAPACITY_FIELDS = ("vcpus", "memory_gb", "gpus", "overcommit")
 LOCATION_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
+
+
+@dataclass(frozen=True)
+class LocationChange:
+    """What a create or update asks for; None keeps the current value (a new location: the
+    default provider, its default configuration, the local capacity defaults)."""
+
+    provider: str | None = None
+    config: Mapping[str, Any] | None = None
+    capacity: Mapping[str, float] | None = None  # only the fields given change
 
 
 def location_target(name: str) -> str:
@@ -25,38 +37,114 @@ def location_target(name: str) -> str:
 
 
 def put(
-    session: Session, name: str, provider: str, capacity: Mapping[str, float], actor: str
+    session: Session,
+    name: str,
+    change: LocationChange,
+    actor: str,
+    registry: ProviderRegistry = REGISTRY,
 ) -> tuple[Location, bool]:
-    """Add or change a location. ``capacity`` holds only the fields given: the rest keep their
-    values (a new location starts from the local defaults). True when it was created."""
+    """Add or change a location; True when it was created. A provider change without a
+    configuration starts from the new provider's defaults (the old settings are not its)."""
     if not LOCATION_NAME.fullmatch(name):
         raise validation_error(
             "name", "a location name is lower-case letters, digits and '-', starting with a letter (≤ 64)"
         )
-    if provider not in PROVIDER_KINDS:
-        raise validation_error(
-            "provider", f"provider '{provider}' is not available; use one of: {', '.join(PROVIDER_KINDS)}"
-        )
+    capacity = dict(change.capacity or {})
     unknown = sorted(set(capacity) - set(CAPACITY_FIELDS))
     if unknown:
         raise validation_error(f"capacity.{unknown[0]}", f"capacity takes {', '.join(CAPACITY_FIELDS)}")
     row = session.get(Location, name)
     created = row is None
-    old = None if row is None else {"provider": row.provider, "capacity": dict(row.capacity)}
+    old = None if row is None else _state(row)
+    provider = change.provider or (row.provider if row is not None else DEFAULT_PROVIDER)
+    if change.config is not None:
+        config = registry.normalized(provider, change.config)
+    elif row is not None and row.provider == provider:
+        config = dict(row.config or {})
+    else:
+        config = registry.normalized(provider, {})
     if row is None:
-        row = Location(name=name, provider=provider, capacity={})
+        row = Location(name=name, provider=provider, config={}, capacity={})
         session.add(row)
-    row.provider, row.capacity = provider, {**DEFAULT_LOCAL_CAPACITY, **row.capacity, **capacity}
-    new = {"provider": row.provider, "capacity": dict(row.capacity)}
+    row.provider, row.config = provider, config
+    row.capacity = {**DEFAULT_LOCAL_CAPACITY, **(row.capacity or {}), **capacity}
+    new = _state(row)
     if new != old:
-        audit.record(session, actor, "location.write", location_target(name), {"old": old, "new": new})
+        details = {"old": _shown(old), "new": _shown(new)}
+        audit.record(session, actor, "location.write", location_target(name), details)
     session.flush()
     return row, created
+
+
+def get(session: Session, name: str) -> Location:
+    row = session.get(Location, name)
+    if row is None:
+        raise not_found("Location", name)
+    return row
+
+
+def delete(session: Session, name: str, actor: str) -> None:
+    """Remove a location nothing uses: no resource group, workspace, compute, live node or quota
+    override names it (a 409 says which does)."""
+    row = get(session, name)
+    users = (
+        ("resource group", ResourceGroup.location),
+        ("workspace", Workspace.location),
+        ("compute", Compute.location),
+        ("node", Node.location),
+        ("quota override", QuotaLimit.location),
+    )
+    for what, column in users:
+        if session.scalar(select(exists().where(column == name))):
+            raise CloudletError(
+                "LocationInUse",
+                f"location '{name}' is in use: a {what} is in it; move or delete it first",
+                name,
+                409,
+            )
+    audit.record(session, actor, "location.delete", location_target(name), {"old": _shown(_state(row))})
+    session.delete(row)
+    session.flush()
+
+
+def providers(registry: ProviderRegistry = REGISTRY) -> list[dict[str, Any]]:
+    """The registered providers: name, description and the JSON Schema of their settings."""
+    return [
+        {
+            "name": kind.name,
+            "description": kind.description,
+            "config_schema": kind.config_model.model_json_schema(),
+            "secret_fields": sorted(kind.secret_fields),
+        }
+        for kind in (registry.kinds[name] for name in registry.names())
+    ]
 
 
 def list_all(session: Session) -> list[Location]:
     return list(session.scalars(select(Location).order_by(Location.name)))
 
 
-def render(row: Location) -> dict[str, Any]:
-    return {"name": row.name, "provider": row.provider, "capacity": row.capacity}
+def provider_settings(session: Session) -> list[LocationProvider]:
+    """Every location's provider and configuration (what ``ProviderSet`` builds providers from)."""
+    rows = session.execute(select(Location.name, Location.provider, Location.config)).all()
+    return [LocationProvider(name, provider, dict(config or {})) for name, provider, config in rows]
+
+
+def render(row: Location, registry: ProviderRegistry = REGISTRY) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "provider": row.provider,
+        "config": registry.masked(row.provider, dict(row.config or {})),
+        "capacity": row.capacity,
+    }
+
+
+def _state(row: Location) -> dict[str, Any]:
+    return {"provider": row.provider, "config": dict(row.config or {}), "capacity": dict(row.capacity or {})}
+
+
+def _shown(state: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An audit entry's view: secret settings masked, like a render."""
+    if state is None:
+        return None
+    return {**state, "config": REGISTRY.masked(state["provider"], state["config"])}

@@ -1,4 +1,5 @@
-"""Node records: creation with a per-node credential, state changes, and the list-nodes view."""
+"""Node records: creation with a per-node credential, state changes, who owns them (the query
+shapes ``owned_by_compute`` / ``owned_by_job``), and the list-nodes view."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import BindParameter, ColumnElement, and_, bindparam, case, select
 from sqlalchemy.orm import Session, defer
 
+from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import (
     FINAL,
     NodeEvent,
@@ -17,38 +19,62 @@ from cloudlet.domain.nodes import (
     azure_node_state,
     next_node_state,
 )
+from cloudlet.domain.resources import COMPUTES, JOBS
 from cloudlet.domain.sizes import VmSize
 from cloudlet.providers.base import NodeRequest
-from cloudlet.store.schema import Node
+from cloudlet.store.schema import Compute, Job, Node
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+# -- ownership: a node belongs to a compute (cluster, instance) or to a job (serverless, local) --
+def owned_by_compute(compute_id: int | BindParameter[Any]) -> ColumnElement[bool]:
+    """Nodes of the compute COMPUTE_ID (an id, or a ``bindparam`` in a statement built once)."""
+    return and_(Node.owner_type == COMPUTES, Node.owner_id == compute_id)
+
+
+def owned_by_job(job_id: int | BindParameter[Any]) -> ColumnElement[bool]:
+    """Nodes made for the job JOB_ID (an id, or a ``bindparam``)."""
+    return and_(Node.owner_type == JOBS, Node.owner_id == job_id)
+
+
+OWNED_BY_A_JOB: ColumnElement[bool] = Node.owner_type == JOBS
+# The owning compute's id as a column (None for a job's node), for statements that select rows.
+OWNING_COMPUTE_ID = case((Node.owner_type == COMPUTES, Node.owner_id), else_=None).label("compute_id")
+
+
+def compute_of(node: Node) -> int | None:
+    """The id of the compute NODE belongs to; None if a job owns it."""
+    return node.owner_id if node.owner_type == COMPUTES else None
+
+
+def job_of(node: Node) -> int | None:
+    """The id of the job NODE was made for; None if a compute owns it."""
+    return node.owner_id if node.owner_type == JOBS else None
+
+
 def new_node(
     session: Session,
     *,
-    workspace_id: int,
-    compute_id: int | None,
-    compute_name: str,
+    owner: Compute | Job,
     installation_id: str,
     location: str,
     provider: str,
     size: VmSize,
     tier: str,
-    serverless_job: str | None = None,
     now: float | None = None,
 ) -> tuple[Node, str]:
-    """Record a node the autoscaler wants (state ``requested``); the token goes to its agent only."""
+    """Record a node the autoscaler wants (state ``requested``) for OWNER, in its workspace; the
+    token goes to its agent only."""
     token = secrets.token_urlsafe(32)
     created = time.time() if now is None else now
     node = Node(
         id=f"n-{secrets.token_hex(5)}",
-        workspace_id=workspace_id,
-        compute_id=compute_id,
-        compute_name=compute_name,
-        serverless_job=serverless_job,
+        workspace_id=owner.workspace_id,
+        owner_type=COMPUTES if isinstance(owner, Compute) else JOBS,
+        owner_id=owner.id,
         installation_id=installation_id,
         location=location,
         provider=provider,
@@ -91,7 +117,7 @@ def transition(node_id: str, state: str, event: NodeEvent, now: float) -> dict[s
 
 _LIVE_NODES = (
     select(Node)
-    .where(Node.compute_id == bindparam("compute"), Node.state != NodeState.TERMINATED.value)
+    .where(owned_by_compute(bindparam("compute")), Node.state != NodeState.TERMINATED.value)
     .order_by(Node.created_at)
 )
 # What a reconcile pass reads of a node: not its reports (usage, apps, instance report, resources),
@@ -118,7 +144,7 @@ def render(node: Node) -> dict[str, Any]:
     """Azure's listNodes shape plus cloudlet's own detail."""
     return {
         "nodeId": node.id,
-        "privateIpAddress": node.resources.get("address", "127.0.0.1"),
+        "privateIpAddress": node_address(node.resources),
         "publicIpAddress": None,
         "port": None,
         "nodeState": azure_node_state(NodeState(node.state)),

@@ -1,37 +1,58 @@
-"""Long-running operations: created by services, driven by the reconciler, polled by clients."""
+"""Long-running operations on any resource: created by services, driven by the reconciler (with
+the steps the target type's step set gives, ``control/steps.py``), polled by clients. Their JSON
+view is ``api/native/operations.py``."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import BindParameter, ColumnElement, and_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import conflict
-from cloudlet.services.clock import iso, utcnow
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.operation_plans import first_step
+from cloudlet.domain.resources import COMPUTES
+from cloudlet.services.clock import utcnow
 from cloudlet.store.schema import Compute, Operation
 
 IN_PROGRESS = "InProgress"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 
-# Each kind is a fixed sequence of steps; the reconciler journals each one exactly once.
-PLANS: dict[str, tuple[str, ...]] = {
-    "create": ("provision", "finalize"),
-    "update": ("apply",),
-    "delete": ("release", "remove"),
-    "start": ("power_on",),
-    "stop": ("power_off",),
-    "restart": ("reboot",),
-}
+
+@dataclass(frozen=True)
+class Target:
+    """What an operation acts on: a resource of a type, by row id and name, in a workspace."""
+
+    resource_type: str
+    resource_id: int
+    resource_name: str
+    workspace_id: int
+
+    @classmethod
+    def of_compute(cls, compute: Compute) -> Target:
+        return cls(COMPUTES, compute.id, compute.name, compute.workspace_id)
+
+
+def on_resource(resource_type: str, resource_id: int | BindParameter[Any]) -> ColumnElement[bool]:
+    """Operations on one resource (RESOURCE_ID an id, or a ``bindparam`` in a statement built
+    once), in the order of their index."""
+    return and_(Operation.resource_type == resource_type, Operation.resource_id == resource_id)
+
+
+def in_progress(session: Session, target: Target) -> Operation | None:
+    """The operation running on TARGET, if any (at most one runs on a resource at a time)."""
+    return session.scalar(
+        select(Operation).where(
+            on_resource(target.resource_type, target.resource_id), Operation.status == IN_PROGRESS
+        )
+    )
 
 
 def ensure_idle(session: Session, compute: Compute) -> None:
-    running = session.scalar(
-        select(Operation).where(Operation.compute_id == compute.id, Operation.status == IN_PROGRESS)
-    )
+    running = in_progress(session, Target.of_compute(compute))
     if running is not None:
         raise conflict(
             "ComputeOperationInProgress",
@@ -41,15 +62,18 @@ def ensure_idle(session: Session, compute: Compute) -> None:
         )
 
 
-def start(session: Session, compute: Compute, kind: str, created_by: str) -> Operation:
+def start(session: Session, target: Compute | Target, kind: str, created_by: str) -> Operation:
+    """Record a KIND operation on TARGET at its plan's first step; the reconciler takes it up."""
+    resource = target if isinstance(target, Target) else Target.of_compute(target)
     op = Operation(
         id=str(uuid.uuid4()),
-        workspace_id=compute.workspace_id,
-        compute_id=compute.id,
-        compute_name=compute.name,
+        workspace_id=resource.workspace_id,
+        resource_type=resource.resource_type,
+        resource_id=resource.resource_id,
+        resource_name=resource.resource_name,
         kind=kind,
         status=IN_PROGRESS,
-        step=PLANS[kind][0],
+        step=first_step(resource.resource_type, kind),
         created_by=created_by,
         created_on=utcnow(),
         lease_expires_at=0.0,
@@ -58,18 +82,3 @@ def start(session: Session, compute: Compute, kind: str, created_by: str) -> Ope
     session.add(op)
     session.flush()
     return op
-
-
-def render(op: Operation, ref: WorkspaceRef) -> dict[str, Any]:
-    return {
-        "id": op.id,
-        "kind": op.kind,
-        "status": op.status,
-        "step": op.step,
-        "target": ref.compute_id(op.compute_name),
-        "target_name": op.compute_name,
-        "error": op.error,
-        "created_by": op.created_by,
-        "created_on": iso(op.created_on),
-        "ended_on": iso(op.ended_on),
-    }

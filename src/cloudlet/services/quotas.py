@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select, text
+from sqlalchemy import and_, func, select, text
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.bounds import MAX_QUOTA_CORES
@@ -22,9 +22,10 @@ from cloudlet.domain.quota import (
     node_headroom,
     usage_report,
 )
+from cloudlet.domain.resources import COMPUTES, JOBS
 from cloudlet.domain.sizes import Catalogue
 from cloudlet.services import audit
-from cloudlet.store.schema import Compute, Node, QuotaLimit, ResourceGroup, Workspace
+from cloudlet.store.schema import Compute, Job, Node, QuotaLimit, ResourceGroup, Workspace
 
 
 def limits(session: Session, subscription_id: str, location: str, catalogue: Catalogue) -> QuotaLimits:
@@ -109,9 +110,13 @@ def cluster_nodes_held(compute: Compute, machines: int | None = None) -> int:
 
 def _machines_by_compute(session: Session, compute_ids: list[int]) -> dict[int, int]:
     rows = session.execute(
-        select(Node.compute_id, func.count())
-        .where(Node.compute_id.in_(compute_ids), Node.state.in_([s.value for s in HOLDING]))
-        .group_by(Node.compute_id)
+        select(Node.owner_id, func.count())
+        .where(
+            Node.owner_type == COMPUTES,
+            Node.owner_id.in_(compute_ids),
+            Node.state.in_([s.value for s in HOLDING]),
+        )
+        .group_by(Node.owner_id)
     ).all()
     return {cid: count for cid, count in rows if cid is not None}
 
@@ -146,23 +151,21 @@ def holders(session: Session, subscription_id: str, location: str, catalogue: Ca
 def _serverless_holders(session: Session, subscription_id: str, location: str) -> list[CoreHolder]:
     """Nodes made for serverless jobs hold cores like cluster nodes do (local jobs hold none)."""
     rows = session.execute(
-        select(Node.serverless_job, Node.family, Node.tier, func.sum(Node.vcpus), Workspace.name)
+        select(Job.name, Node.family, Node.tier, func.sum(Node.vcpus), Workspace.name)
+        .join(Job, and_(Node.owner_type == JOBS, Job.id == Node.owner_id))
         .join(Workspace, Workspace.id == Node.workspace_id)
         .join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
         .where(
             ResourceGroup.subscription_id == subscription_id,
             Node.location == location,
-            Node.serverless_job.is_not(None),
-            Node.compute_name != "local",
+            Job.compute_name != "local",  # jobs.LOCAL_COMPUTE: local jobs hold no cores
             Node.state.in_([s.value for s in HOLDING]),
         )
-        .group_by(Node.serverless_job, Node.family, Node.tier, Workspace.name)
+        .group_by(Job.id, Job.name, Node.family, Node.tier, Workspace.name)
     ).all()
     return [
-        CoreHolder(
-            f"serverless job {str(key).split(':', 1)[-1]}", ws, family, Tier(tier), int(cores), "running"
-        )
-        for key, family, tier, cores, ws in rows
+        CoreHolder(f"serverless job {name}", ws, family, Tier(tier), int(cores), "running")
+        for name, family, tier, cores, ws in rows
     ]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
@@ -13,18 +12,12 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.bounds import MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.roles import Access
-from cloudlet.services import audit
+from cloudlet.services import audit, bootstrap
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Location, ResourceGroup, Subscription, Workspace
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class WorkspaceRow:
-    workspace: Workspace
-    ref: WorkspaceRef
 
 
 # Built once: statement construction costs more than the query itself on the hot read path.
@@ -151,7 +144,9 @@ def create_or_update(
                 "resourceGroup",
             )
         rg = ResourceGroup(
-            subscription_id=ref.subscription_id, name=ref.resource_group, location=location or "local"
+            subscription_id=ref.subscription_id,
+            name=ref.resource_group,
+            location=location or bootstrap.DEFAULT_LOCATION,
         )
         session.add(rg)
         session.flush()

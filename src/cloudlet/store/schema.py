@@ -106,7 +106,9 @@ class RoleAssignment(Base):
 class Location(Base):
     __tablename__ = "locations"
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    provider: Mapped[str] = mapped_column(String(32))
+    provider: Mapped[str] = mapped_column(String(32))  # a name in providers.registry.REGISTRY
+    # The provider's settings, validated against its configuration model (no secrets in the clear).
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     capacity: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
@@ -168,13 +170,20 @@ class Compute(Base):
 
 
 class Operation(Base):
-    """A long-running operation; the reconciler claims it with a lease and drives its steps."""
+    """A long-running operation on one resource; the reconciler claims it with a lease and drives
+    the steps that the resource type's step set (``control/steps.py``) gives its kind."""
 
     __tablename__ = "operations"
+    __table_args__ = (Index("ix_operations_resource", "resource_type", "resource_id"),)
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
-    compute_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    compute_name: Mapped[str] = mapped_column(String(64))
+    # The target, by type ("computes", as in the resource's ARM path) and row id. No foreign key:
+    # the type decides the table, and a delete operation outlives its target's row.
+    resource_type: Mapped[str] = mapped_column(String(32))
+    # None only on rows carried from stores older than 0008 that had no target id.
+    resource_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Kept with the operation: it is shown (and the target's id derived) after the target is gone.
+    resource_name: Mapped[str] = mapped_column(String(128))
     kind: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16), index=True)
     step: Mapped[str] = mapped_column(String(32))
@@ -204,16 +213,22 @@ class Node(Base):
     """A cluster (or serverless) node: desired by the autoscaler, made by a provider, run by an agent."""
 
     __tablename__ = "nodes"
+    __table_args__ = (Index("ix_nodes_owner", "owner_type", "owner_id"),)
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
-    compute_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
-    compute_name: Mapped[str] = mapped_column(String(64))
-    serverless_job: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # What the node is for: a compute (cluster or instance) or a job (serverless and local jobs),
+    # by type and row id; queries go through ``services/nodes.owned_by_*``. No foreign key: the
+    # type decides the table, and a node's record outlives a deleted compute. owner_id is None
+    # only on rows carried from stores older than 0008 whose owner was already gone.
+    owner_type: Mapped[str] = mapped_column(String(16))
+    owner_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # The operation that made it (compute instances): a retried step finds the node it made.
     operation_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     installation_id: Mapped[str] = mapped_column(String(36))
     location: Mapped[str] = mapped_column(String(64))
-    provider: Mapped[str] = mapped_column(String(32))
+    # The key of the provider that made it in ProviderSet: its location's name (older rows: the
+    # provider kind, which still resolves).
+    provider: Mapped[str] = mapped_column(String(64))
     provider_ref: Mapped[dict[str, Any]] = mapped_column(default=dict)
     size: Mapped[str] = mapped_column(String(64))
     family: Mapped[str] = mapped_column(String(64))
@@ -248,7 +263,11 @@ class Job(Base):
     name: Mapped[str] = mapped_column(String(128))
     compute_name: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     spec: Mapped[dict[str, Any]] = mapped_column()
-    status: Mapped[str] = mapped_column(String(16), index=True)
+    # domain.job_kind.JobKind: "command" (pipeline, sweep and batch_scoring are reserved).
+    kind: Mapped[str] = mapped_column(String(32), default="command", server_default="command")
+    # The job that made this one (a pipeline step, a sweep trial); None for a job submitted alone.
+    parent_job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), nullable=True, index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # domain.job_status.JobStatus
     status_message: Mapped[str | None] = mapped_column(Text, nullable=True)
     priority: Mapped[int] = mapped_column(Integer, default=2)
     instance_count: Mapped[int] = mapped_column(Integer, default=1)

@@ -1,7 +1,7 @@
 """nodes.state_since: when each node entered its state, for the stuck-state table (domain/nodes.py)
 
 Revision ID: 0011
-Revises: 0007
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0007"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,81 @@
+"""The native JSON view of a job (``/api/v1/…/jobs``): its Azure ML CLI v2 document as submitted,
+with what the server knows of it (status, attempts, times, output URIs, Studio link). The job's
+kind is on the wire as Azure's own ``type`` field, carried in the stored document."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from cloudlet.services.clock import iso
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.jobs import JobFields
+from cloudlet.store.schema import JobRun
+
+
+def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
+    attempts: dict[int, dict[str, Any]] = {}
+    for run in runs:
+        entry = attempts.setdefault(
+            run.attempt,
+            {
+                "attempt": run.attempt,
+                "nodes": [],
+                "exit_codes": [],
+                "reasons": [],
+                "started_on": None,
+                "ended_on": None,
+            },
+        )
+        entry["nodes"].append(run.node_id)
+        entry["exit_codes"].append(run.exit_code)
+        if run.reason:
+            entry["reasons"].append(run.reason)
+        entry["started_on"] = _min(entry["started_on"], run.started_at)
+        entry["ended_on"] = _max(entry["ended_on"], run.ended_at)
+    outputs = {
+        name: {
+            **(value or {}),
+            "uri": f"azureml://datastores/workspaceblobstore/paths/azureml/{job.name}/{name}/",
+        }
+        for name, value in (job.spec.get("outputs") or {}).items()
+    }
+    return {
+        **job.spec,
+        "name": job.name,
+        "id": f"{ref.arm_id}/jobs/{job.name}",
+        "compute": job.compute_name,
+        "outputs": outputs,
+        "status": job.status,
+        "status_message": job.status_message,
+        "attempt": job.attempt,
+        "attempts": [_iso_attempt(a) for a in attempts.values()],
+        "exit_code": job.exit_code,
+        "error": job.error,
+        "creation_context": {"created_by": job.created_by, "created_at": _iso_ts(job.submitted_at)},
+        "start_time": _iso_ts(job.started_at),
+        "end_time": _iso_ts(job.ended_at),
+        "services": {"Studio": {"endpoint": f"{base_url}/api/v1{_ws_path(ref)}/jobs/{job.name}"}},
+    }
+
+
+def _ws_path(ref: WorkspaceRef) -> str:
+    return (
+        f"/subscriptions/{ref.subscription_id}/resourceGroups/{ref.resource_group}/workspaces/{ref.workspace}"
+    )
+
+
+def _iso_ts(value: float | None) -> str | None:
+    return iso(datetime.fromtimestamp(value, UTC)) if value is not None else None
+
+
+def _iso_attempt(entry: dict[str, Any]) -> dict[str, Any]:
+    return {**entry, "started_on": _iso_ts(entry["started_on"]), "ended_on": _iso_ts(entry["ended_on"])}
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    return b if a is None else (a if b is None else min(a, b))
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    return b if a is None else (a if b is None else max(a, b))

@@ -1,0 +1,12 @@
+"""The resource types that operations target and that own nodes.
+
+Each name is the type's segment in its ARM path (``…/workspaces/{ws}/computes/{name}``), so a
+stored ``(resource_type, resource_id)`` reads as the resource it points at.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+COMPUTES: Final = "computes"
+JOBS: Final = "jobs"

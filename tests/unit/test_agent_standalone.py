@@ -1,0 +1,77 @@
+"""The agent ships to another host as one artifact: ``cloudlet.agent`` imports nothing of cloudlet
+outside itself, and nothing outside the standard library. Checked statically (every import of
+every module, lazy ones too) and by running a copy of the package alone, with no site-packages."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cloudlet
+import cloudlet.agent
+
+AGENT = Path(cloudlet.agent.__file__).resolve().parent
+PACKAGE = Path(cloudlet.__file__).resolve().parent
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in the file, at any depth (function-level ones too)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: inside the agent package by construction
+                continue
+            found.append((node.lineno, node.module or ""))
+    return found
+
+
+def test_every_agent_module_imports_only_the_agent_and_the_standard_library() -> None:
+    modules = sorted(AGENT.rglob("*.py"))
+    assert len(modules) > 10
+    offending = []
+    for path in modules:
+        for line, name in imported_modules(path):
+            top = name.split(".")[0]
+            inside_agent = name == "cloudlet.agent" or name.startswith("cloudlet.agent.")
+            if inside_agent or (top in sys.stdlib_module_names and top != "cloudlet"):
+                continue
+            offending.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}")
+    assert offending == []
+
+
+def test_a_copy_of_the_agent_alone_runs_without_site_packages(tmp_path: Path) -> None:
+    target = tmp_path / "cloudlet"
+    shutil.copytree(AGENT, target / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PACKAGE / "__init__.py", target / "__init__.py")
+    probe = (
+        "import importlib, pkgutil, runpy, sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import cloudlet.agent\n"
+        f"assert cloudlet.agent.__file__.startswith({str(tmp_path)!r}), cloudlet.agent.__file__\n"
+        "for module in pkgutil.iter_modules(cloudlet.agent.__path__):\n"
+        "    if module.name != '__main__':\n"
+        "        importlib.import_module('cloudlet.agent.' + module.name)\n"
+        "runpy.run_module('cloudlet.agent', run_name='__main__', alter_sys=True)\n"
+    )
+    # -I: no environment, no user site; -S: no site-packages, so only the standard library is there.
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "usage: python -m cloudlet.agent" in result.stdout and "CLOUDLET_NODE_ADDRESS" in result.stdout
+
+
+def test_the_agent_refuses_arguments_it_does_not_take() -> None:
+    from cloudlet.agent.main import main
+
+    assert main(["--frobnicate"]) == 2
+    assert main(["-h"]) == 0
