@@ -205,7 +205,6 @@ def _cluster_with_idle_node(sessions: Any, home: Path, installation: str) -> tup
             owner=compute,
             installation_id=installation,
             location=ws.location,
-            provider="local",
             size=size,
             tier="dedicated",
         )

@@ -76,7 +76,6 @@ class World:
             owner=owner,
             installation_id=self.installation_id,
             location="local",
-            provider="local",
             size=size,
             tier=str(columns.pop("tier", "dedicated")),
             now=self.clock.now(),

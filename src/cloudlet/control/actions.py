@@ -22,7 +22,7 @@ log = logging.getLogger("cloudlet.nodes")
 class Launch:
     node_id: str
     request: NodeRequest
-    provider: str
+    location: str  # whose provider makes it (ProviderSet is keyed by location)
 
 
 @dataclass
@@ -53,7 +53,7 @@ def release(node: Node, actions: Actions, now: float) -> None:
         if node.state == NodeState.IDLE.value:
             node_service.advance(node, NodeEvent.DRAIN, now)
         node_service.advance(node, NodeEvent.TERMINATE, now)
-    actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
+    actions.terminations.append((node.id, node.location, dict(node.provider_ref)))
     actions.wake.append(node.id)
 
 

@@ -133,7 +133,6 @@ def _advance(
             owner=job,
             installation_id=owner.installation_id,
             location=ws.location,
-            provider=ws.location,  # the workspace's location's provider (ProviderSet's key)
             size=size,
             tier=tier,
             now=now,

@@ -186,7 +186,6 @@ class InstanceDriver:
             owner=compute,
             installation_id=self.installation_id,
             location=compute.location,
-            provider=compute.location,  # its location's provider (ProviderSet's key)
             size=size,
             tier="dedicated",
             now=self.clock.now(),
@@ -209,7 +208,7 @@ class InstanceDriver:
     ) -> tuple[str, NodeRequest]:
         env = instance_service.node_env(compute, node.id, op_id, self.data, self.token_secret, apps)
         request = node_service.launch_request(node, token, self.installation_id, self.server_url(), env)
-        return node.provider, request
+        return node.location, request
 
     def _launch(self, target: tuple[str, NodeRequest]) -> None:
         provider, request = target
@@ -228,7 +227,7 @@ class InstanceDriver:
             # Jobs running on the instance end with it and wait for its next start (requeued).
             dispatch.fail_runs_on_node(session, node, "stopped", now)
             if node.state == NodeState.TERMINATING.value:
-                actions.terminations.append((node.id, node.provider, dict(node.provider_ref)))
+                actions.terminations.append((node.id, node.location, dict(node.provider_ref)))
             else:
                 release(node, actions, now)
         for node_id, provider, ref in actions.terminations:
@@ -261,7 +260,7 @@ class InstanceDriver:
         return error
 
     def _agent_log(self, node: Node) -> str:
-        provider = self.providers.get(node.provider)
+        provider = self.providers.get(node.location)
         if not node.provider_ref or not isinstance(provider, SupportsNodeLogs):
             return ""
         return provider.node_log(NodeHandle(node.id, dict(node.provider_ref)), LOG_TAIL_BYTES)

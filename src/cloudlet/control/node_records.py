@@ -27,18 +27,18 @@ class NodeRecorder:
         self._alive: dict[str, frozenset[str]] = {}
         self._listed_at: dict[str, float] = {}
 
-    def listed(self, provider: str, alive: set[str], at: float) -> None:
+    def listed(self, location: str, alive: set[str], at: float) -> None:
         """A provider's listing, begun at AT (from a sweep worker: one assignment each, so a pass
         reading them concurrently sees either the old listing or the new one)."""
-        self._alive[provider] = frozenset(alive)
-        self._listed_at[provider] = at
+        self._alive[location] = frozenset(alive)
+        self._listed_at[location] = at
 
     def vanished(self, node: Node) -> bool:
         """Known to the store, made by the provider before its last listing, absent from that listing."""
-        listed_at = self._listed_at.get(node.provider)
+        listed_at = self._listed_at.get(node.location)
         if not node.provider_ref or listed_at is None or node.created_at > listed_at - LISTING_SLACK_S:
             return False
-        return node.id not in self._alive.get(node.provider, frozenset())
+        return node.id not in self._alive.get(node.location, frozenset())
 
     def record(self, session: Session, nodes: list[Node], now: float) -> list[str]:
         """Mark lost and failed-setup nodes (their runs end, their jobs requeue); the node ids to wake."""

@@ -68,9 +68,9 @@ class ProviderWork:
 
     def launch(self, launch: Launch) -> None:
         self.submit(
-            launch.provider,
+            launch.location,
             ("launch", launch.node_id),
-            lambda: launch_node(self.providers, self.sessions, launch.provider, launch.request, self.clock),
+            lambda: launch_node(self.providers, self.sessions, launch.location, launch.request, self.clock),
         )
 
     def terminate(self, node_id: str, provider: str, ref: dict[str, object]) -> None:

@@ -157,7 +157,6 @@ class ClusterScaler:
         now: float,
     ) -> None:
         size = catalogue_service.current(session).get(compute.size or "")
-        provider = compute.location  # the node's provider is its location's (ProviderSet's key)
         for _ in range(decision.launch if size else 0):
             assert size is not None
             node, token = node_service.new_node(
@@ -165,13 +164,12 @@ class ClusterScaler:
                 owner=compute,
                 installation_id=self.installation_id,
                 location=compute.location,
-                provider=provider,
                 size=size,
                 tier=scaling.tier,
                 now=now,
             )
             request = node_service.launch_request(node, token, self.installation_id, self.server_url())
-            actions.launches.append(Launch(node.id, request, provider))
+            actions.launches.append(Launch(node.id, request, compute.location))
         by_id = {n.id: n for n in nodes}
         for node_id in decision.terminate:
             release(by_id[node_id], actions, now)

@@ -58,49 +58,49 @@ class ProviderSweep:
         if now - self._last < SWEEP_EVERY_S:
             return
         self._last = now
-        for kind in self.providers:
-            self.work.submit(kind, ("sweep", kind), partial(self.sweep, kind))
+        for location in self.providers:
+            self.work.submit(location, ("sweep", location), partial(self.sweep, location))
 
-    def sweep(self, kind: str) -> None:
-        provider = self.providers[kind]
+    def sweep(self, location: str) -> None:
+        provider = self.providers[location]
         listed_at = self.clock.now()
         try:
             handles = provider.list_nodes(self.installation_id)
         except Exception:
-            log.exception("listing %s nodes failed", kind)
+            log.exception("listing %s nodes failed", location)
             return
         alive = {h.node_id for h in handles}
-        self.recorder.listed(kind, alive, listed_at)
-        self._terminate_orphans(kind, provider, handles, alive)
-        self._retry_terminations(kind)
-        self.adopt_or_fail(kind, handles, self.clock.now())
+        self.recorder.listed(location, alive, listed_at)
+        self._terminate_orphans(location, provider, handles, alive)
+        self._retry_terminations(location)
+        self.adopt_or_fail(location, handles, self.clock.now())
 
     def _terminate_orphans(
-        self, kind: str, provider: NodeProvider, handles: list[NodeHandle], alive: set[str]
+        self, location: str, provider: NodeProvider, handles: list[NodeHandle], alive: set[str]
     ) -> None:
         with self.sessions() as session:
             known = dict(session.execute(select(Node.id, Node.state).where(Node.id.in_(alive))).all())
         for handle in handles:
             state = known.get(handle.node_id)
             if state is None or NodeState(state) not in HOLDING:
-                log.info("terminating orphan node %s (%s)", handle.node_id, kind)
+                log.info("terminating orphan node %s (%s)", handle.node_id, location)
                 try:
                     provider.terminate(handle)
                 except Exception:  # the next sweep tries again; the other orphans go now
                     log.exception("terminating orphan node %s failed", handle.node_id)
 
-    def _retry_terminations(self, kind: str) -> None:
+    def _retry_terminations(self, location: str) -> None:
         now = self.clock.now()
         with self.sessions.begin() as session:
             stuck = session.scalars(
-                select(Node).where(Node.provider == kind, Node.state == NodeState.TERMINATING.value)
+                select(Node).where(Node.location == location, Node.state == NodeState.TERMINATING.value)
             )
             for node in stuck:
                 if (node.error or {}).get("code") == TERMINATE_FAILED:
                     continue  # given up on: a person decides
                 action = stuck_action(NodeState.TERMINATING, node.state_since, now, now)
                 if action is StuckAction.RETRY_TERMINATE:
-                    self.work.terminate(node.id, node.provider, dict(node.provider_ref))
+                    self.work.terminate(node.id, node.location, dict(node.provider_ref))
                 elif action is StuckAction.GIVE_UP:
                     self._give_up(session, node, now)
 
@@ -112,7 +112,7 @@ class ProviderSweep:
         )
         log.error("node %s: %s; no more retries", node.id, message)
 
-    def adopt_or_fail(self, kind: str, handles: list[NodeHandle], now: float) -> None:
+    def adopt_or_fail(self, location: str, handles: list[NodeHandle], now: float) -> None:
         """A node recorded as requested whose launch never got recorded (a crash in between): adopt
         the machine if the provider made it; else it never existed, so it simply ends (a failed
         node would sit in list-nodes as unusable for the post-mortem time, for no machine at all).
@@ -120,7 +120,7 @@ class ProviderSweep:
         by_id = {h.node_id: h for h in handles}
         with self.sessions.begin() as session:
             pending = session.scalars(
-                select(Node).where(Node.provider == kind, Node.state == NodeState.REQUESTED.value)
+                select(Node).where(Node.location == location, Node.state == NodeState.REQUESTED.value)
             )
             for node in pending:
                 action = stuck_action(NodeState.REQUESTED, node.state_since, now, now)

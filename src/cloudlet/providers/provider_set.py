@@ -1,7 +1,7 @@
 """Each location's provider, built from the location's configuration.
 
 ``ProviderSet`` is the ``Mapping[str, NodeProvider]`` the control loops look providers up in,
-keyed by location name (a node records the location whose provider made it). An instance is built
+keyed by location name (a node's location says which provider made it). An instance is built
 once per location and configuration and rebuilt when the configuration changes; locations are
 read again at most every ``refresh_s`` seconds, so a change made through any replica is seen
 without a restart. Two locations with the same provider and configuration share one instance.
@@ -62,7 +62,7 @@ class ProviderSet(Mapping[str, NodeProvider]):
         if found is None:
             found = self._fresh().get(key)  # made a moment ago, perhaps through another replica
         if found is None and key in self.registry.kinds:
-            # Nodes recorded before locations had configurations name their provider kind.
+            # A provider kind's own name resolves too, to that kind with its default settings.
             found = LocationProvider(key, key)
         if found is None:
             raise KeyError(f"no location '{key}' to find its nodes' provider by")

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import BindParameter, ColumnElement, and_, bindparam, case, select
 from sqlalchemy.orm import Session, defer
 
+from cloudlet.domain.errors import not_found
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import (
     FINAL,
@@ -22,7 +23,7 @@ from cloudlet.domain.nodes import (
 from cloudlet.domain.resources import COMPUTES, JOBS
 from cloudlet.domain.sizes import VmSize
 from cloudlet.providers.base import NodeRequest
-from cloudlet.store.schema import Compute, Job, Node
+from cloudlet.store.schema import Compute, Job, Location, Node
 
 
 def hash_token(token: str) -> str:
@@ -61,13 +62,16 @@ def new_node(
     owner: Compute | Job,
     installation_id: str,
     location: str,
-    provider: str,
     size: VmSize,
     tier: str,
     now: float | None = None,
 ) -> tuple[Node, str]:
     """Record a node the autoscaler wants (state ``requested``) for OWNER, in its workspace; the
-    token goes to its agent only."""
+    token goes to its agent only. LOCATION's provider makes it: the node records that provider's
+    kind (for the record; the control loops find the provider by the node's location)."""
+    where = session.get(Location, location)
+    if where is None:
+        raise not_found("location", location)
     token = secrets.token_urlsafe(32)
     created = time.time() if now is None else now
     node = Node(
@@ -77,7 +81,7 @@ def new_node(
         owner_id=owner.id,
         installation_id=installation_id,
         location=location,
-        provider=provider,
+        provider=where.provider,
         provider_ref={},
         size=size.name,
         family=size.family,

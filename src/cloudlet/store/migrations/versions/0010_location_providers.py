@@ -21,8 +21,8 @@ def upgrade() -> None:
     # Existing locations get an empty configuration: their provider's defaults, as before.
     with op.batch_alter_table("locations", schema=None) as batch_op:
         batch_op.add_column(sa.Column("config", sa.JSON(), nullable=False, server_default=sa.text("'{}'")))
-    # A node's provider key is now its location's name (a location name is up to 64 characters);
-    # the provider kinds existing rows hold still resolve (providers/provider_set.py).
+    # A node records its provider's kind, whose name (like a location's) may be up to 64 characters;
+    # the control loops find a node's provider by its location (providers/provider_set.py).
     with op.batch_alter_table("nodes", schema=None) as batch_op:
         batch_op.alter_column(
             "provider",
