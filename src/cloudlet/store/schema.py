@@ -143,7 +143,8 @@ class ManagementLock(Base):
 
 class Compute(Base):
     __tablename__ = "computes"
-    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    # Nodes and operations name a compute by id: on SQLite a deleted compute's id must not come back.
+    __table_args__ = (UniqueConstraint("workspace_id", "name"), {"sqlite_autoincrement": True})
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
     name: Mapped[str] = mapped_column(String(64))
