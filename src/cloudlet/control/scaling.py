@@ -21,6 +21,7 @@ from cloudlet.domain.compute_spec import ClusterScaling, cluster_scaling
 from cloudlet.domain.locks import scaling_block
 from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeState
 from cloudlet.domain.quota import Tier
+from cloudlet.providers.capacity import free_nodes, location_capacity
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import job_status, quotas, workspaces
 from cloudlet.services import locks as lock_store
@@ -194,13 +195,13 @@ def workspace_of(session: Session, workspace_id: int) -> Workspace:
 
 
 def _capacity(session: Session, location: str, vcpus: int) -> tuple[int, str]:
-    row = session.get(Location, location)
-    capacity = row.capacity if row else {}
-    total = float(capacity.get("vcpus", 0)) * float(capacity.get("overcommit", 1.0))
+    """The location's stored capacity. (An engine that owns its capacity, ``CapacityOwner``, is to
+    be asked by the provider sweep on its workers and its answer passed here: a pass never calls a
+    provider.)"""
+    capacity = location_capacity(session.get(Location, location), None)
     used = sum(
         session.scalars(
             select(Node.vcpus).where(Node.location == location, Node.state.in_([s.value for s in HOLDING]))
         )
     )
-    free = int((total - used) // vcpus) if vcpus else 0
-    return max(0, free), f"location {location} capacity {used:g}/{total:g} vCPUs in use"
+    return free_nodes(capacity, used, vcpus, location)
