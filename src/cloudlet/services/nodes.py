@@ -56,6 +56,19 @@ def job_of(node: Node) -> int | None:
     return node.owner_id if node.owner_type == JOBS else None
 
 
+def _provider_kind(session: Session, location: str) -> str:
+    """LOCATION's provider kind, read once per session: the identity map holds the row only weakly,
+    so a launch pass making 10,000 nodes would otherwise load it (and autoflush) for each."""
+    kinds: dict[str, str] = session.info.setdefault("provider_kinds", {})
+    if location not in kinds:
+        with session.no_autoflush:
+            where = session.get(Location, location)
+        if where is None:
+            raise not_found("location", location)
+        kinds[location] = where.provider
+    return kinds[location]
+
+
 def new_node(
     session: Session,
     *,
@@ -69,9 +82,7 @@ def new_node(
     """Record a node the autoscaler wants (state ``requested``) for OWNER, in its workspace; the
     token goes to its agent only. LOCATION's provider makes it: the node records that provider's
     kind (for the record; the control loops find the provider by the node's location)."""
-    where = session.get(Location, location)
-    if where is None:
-        raise not_found("location", location)
+    kind = _provider_kind(session, location)
     token = secrets.token_urlsafe(32)
     created = time.time() if now is None else now
     node = Node(
@@ -81,7 +92,7 @@ def new_node(
         owner_id=owner.id,
         installation_id=installation_id,
         location=location,
-        provider=where.provider,
+        provider=kind,
         provider_ref={},
         size=size.name,
         family=size.family,
