@@ -14,7 +14,7 @@ from cloudlet.services import jobs as job_service
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store import db
 from cloudlet.store.schema import Job, Workspace
-from tests.integration.test_migrations import _differences, _upgrade
+from tests.integration.test_migrations import _add_workspace, _differences, _upgrade
 
 REF = WorkspaceRef("s", "rg", "ws")
 SPEC = '{"type": "command", "command": "echo hi", "compute": "cpu"}'
@@ -23,18 +23,7 @@ SPEC = '{"type": "command", "command": "echo hi", "compute": "cpu"}'
 def _jobs_survive_0009(engine: Engine) -> None:
     _upgrade(engine, "0007")
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO subscriptions (id, display_name) VALUES ('s', 's')"))
-        conn.execute(
-            text(
-                "INSERT INTO resource_groups (id, subscription_id, name, location) VALUES (1, 's', 'rg', 'l')"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO workspaces (id, resource_group_id, name, location, tags, created_on) "
-                "VALUES (1, 1, 'ws', 'l', '{}', CURRENT_TIMESTAMP)"
-            )
-        )
+        _add_workspace(conn)
         for job_id, name, status, submitted, ended in (
             (1, "done", "Completed", 10.0, 20.0),
             (2, "waiting", "Queued", 30.0, None),

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from cloudlet.store import db
-from tests.integration.test_migrations import _differences, _upgrade
+from tests.integration.test_migrations import _add_workspace, _differences, _upgrade
 
 # id, state, created_at, registered_at, idle_since, ended_at
 ROWS = (
@@ -27,18 +27,7 @@ ROWS = (
 def _state_since_backfilled(engine: Engine) -> None:
     _upgrade(engine, "0010")
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO subscriptions (id, display_name) VALUES ('s', 's')"))
-        conn.execute(
-            text(
-                "INSERT INTO resource_groups (id, subscription_id, name, location) VALUES (1, 's', 'rg', 'l')"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO workspaces (id, resource_group_id, name, location, tags, created_on) "
-                "VALUES (1, 1, 'ws', 'l', '{}', CURRENT_TIMESTAMP)"
-            )
-        )
+        _add_workspace(conn)
         for node_id, state, created, registered, idle, ended in ROWS:
             conn.execute(
                 text(

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from cloudlet.store import db
-from tests.integration.test_migrations import _differences, _upgrade
+from tests.integration.test_migrations import _add_workspace, _differences, _upgrade
 
 COMPUTE = (
     "INSERT INTO computes (workspace_id, name, type, location, size, spec, owner, created_by, "
@@ -26,22 +26,6 @@ NODE = (
 )
 
 
-def _workspace(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.execute(text("INSERT INTO subscriptions (id, display_name) VALUES ('s', 's')"))
-        conn.execute(
-            text(
-                "INSERT INTO resource_groups (id, subscription_id, name, location) VALUES (1, 's', 'rg', 'l')"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO workspaces (id, resource_group_id, name, location, tags, created_on) "
-                "VALUES (1, 1, 'ws', 'l', '{}', CURRENT_TIMESTAMP)"
-            )
-        )
-
-
 def _create_then_delete(engine: Engine, name: str) -> int:
     with engine.begin() as conn:
         made = conn.execute(text(COMPUTE), {"name": name}).scalar_one()
@@ -51,7 +35,8 @@ def _create_then_delete(engine: Engine, name: str) -> int:
 
 def _ids_are_not_reused(engine: Engine) -> None:
     _upgrade(engine, "0011")
-    _workspace(engine)
+    with engine.begin() as conn:
+        _add_workspace(conn)
     with engine.begin() as conn:
         conn.execute(text(COMPUTE), {"name": "keep"})
     gone = _create_then_delete(engine, "gone")  # the newest compute, deleted; its node remains

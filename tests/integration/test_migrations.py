@@ -10,7 +10,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 
 from cloudlet.store import db
 from cloudlet.store.schema import Base
@@ -29,21 +29,24 @@ def _upgrade(engine: Engine, revision: str) -> None:
         command.upgrade(config, revision)
 
 
+def _add_workspace(conn: Connection) -> None:
+    """Subscription 's', resource group 1 and workspace 1 ('ws', location 'l'): what most rows need."""
+    conn.execute(text("INSERT INTO subscriptions (id, display_name) VALUES ('s', 's')"))
+    conn.execute(
+        text("INSERT INTO resource_groups (id, subscription_id, name, location) VALUES (1, 's', 'rg', 'l')")
+    )
+    conn.execute(
+        text(
+            "INSERT INTO workspaces (id, resource_group_id, name, location, tags, created_on) "
+            "VALUES (1, 1, 'ws', 'l', '{}', CURRENT_TIMESTAMP)"
+        )
+    )
+
+
 def _node_row_survives_0003(engine: Engine) -> None:
     _upgrade(engine, "0002")
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO subscriptions (id, display_name) VALUES ('s', 's')"))
-        conn.execute(
-            text(
-                "INSERT INTO resource_groups (id, subscription_id, name, location) VALUES (1, 's', 'rg', 'l')"
-            )
-        )
-        conn.execute(
-            text(
-                "INSERT INTO workspaces (id, resource_group_id, name, location, tags, created_on) "
-                "VALUES (1, 1, 'ws', 'l', '{}', CURRENT_TIMESTAMP)"
-            )
-        )
+        _add_workspace(conn)
         conn.execute(
             text(
                 "INSERT INTO nodes (id, workspace_id, compute_name, installation_id, location, provider, "
