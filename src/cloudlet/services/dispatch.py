@@ -341,18 +341,33 @@ def _schedule_window(
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
     wake: list[str] = []
+    if placements and isinstance(idle[0], Node):
+        # The session holds the nodes (the reconciler's): load the placed jobs in one query and
+        # write once at commit; a get per placement would flush the previous one each time.
+        jobs = _jobs_by_id(session, [ids[p.job] for p in placements])
+        with session.no_autoflush:
+            for placement in placements:
+                nodes = [by_id[i] for i in placement.nodes]
+                wake += place(session, jobs[ids[placement.job]], nodes, data, server_url, compute)
+        return wake
     for placement in placements:
         nodes = [by_id[i] for i in placement.nodes]
-        placed = None
-        if not isinstance(nodes[0], Node):  # rows: plain SQL, unless the session holds the job
-            placed = _place_rows(session, ids[placement.job], nodes, data, server_url, compute)
-        if placed is None:
+        placed = _place_rows(session, ids[placement.job], nodes, data, server_url, compute)
+        if placed is None:  # the session holds the job or a node as an object
             job = session.get(Job, ids[placement.job])
             assert job is not None
-            objects = [n if isinstance(n, Node) else session.get(Node, n.id) for n in nodes]
+            objects = [session.get(Node, n.id) for n in nodes]
             placed = place(session, job, [n for n in objects if n is not None], data, server_url, compute)
         wake += placed
     return wake
+
+
+def _jobs_by_id(session: Session, job_ids: list[int]) -> dict[int, Job]:
+    jobs: dict[int, Job] = {}
+    for start in range(0, len(job_ids), 500):  # bound the IN list
+        chunk = job_ids[start : start + 500]
+        jobs.update((job.id, job) for job in session.scalars(select(Job).where(Job.id.in_(chunk))))
+    return jobs
 
 
 def _schedule_instance(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
