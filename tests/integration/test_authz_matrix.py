@@ -38,16 +38,29 @@ CALLERS = ("admin", "owner", "contributor", "reader", "norole", "other", "node",
 @dataclass(frozen=True)
 class Row:
     method: str
-    path: str  # under /api/v1 unless it starts with /agent or /instances; {ws} = the workspace path
-    needs: str  # read | write | manage | admin | user | pool | rg-read | agent | owner-app | others-keys
+    # Under /api/v1 unless it starts with /agent, /instances, /history or /discovery, or is an ARM
+    # path; {ws} = the workspace's native path, {arm} its ARM path.
+    path: str
+    # read | write | manage | admin | user | pool | rg-read | agent | owner-app | others-keys |
+    # public (anyone, credentials or not) | signed (anyone, but the URL's own signature decides)
+    needs: str
     kwargs: dict[str, Any] | None = None
     operation: str | None = None  # the OpenAPI path it exercises, when the path differs
 
     def url(self, ctx: Context) -> str:
         path = self.path.format(
-            ws=ctx.ws, sub=ctx.sub, rg=ctx.rg, node=ctx.node_id, op=ctx.op_id, wsid=ctx.ws_id
+            ws=ctx.ws, arm=ctx.arm, sub=ctx.sub, rg=ctx.rg, node=ctx.node_id, op=ctx.op_id, wsid=ctx.ws_id
         )
-        return path if path.startswith(("/agent", "/instances")) else "/api/v1" + path
+        return path if rooted(path) else "/api/v1" + path
+
+
+ROOTED = ("/agent", "/instances", "/history", "/discovery")
+ARM_PROVIDER = "/providers/Microsoft.MachineLearningServices/"
+
+
+def rooted(path: str) -> bool:
+    """A path served at the root (agents, instances, azure-ai-ml's ARM and run-history routes)."""
+    return path.startswith(ROOTED) or ARM_PROVIDER in path
 
 
 @dataclass
@@ -63,6 +76,10 @@ class Context:
     @property
     def ws(self) -> str:
         return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}/workspaces/default"
+
+    @property
+    def arm(self) -> str:
+        return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}{ARM_PROVIDER}workspaces/default"
 
 
 ALLOWED = {
@@ -150,6 +167,10 @@ ROWS: list[Row] = [
     Row("GET", "{ws}/jobs", "read"),
     Row("POST", "{ws}/jobs/mx-job/cancel", "write"),
     Row("GET", "{ws}/jobs/mx-job/logs", "read"),
+    # azure-ai-ml's run history
+    Row("GET", "/history/v1.0{arm}/runs/mx-job/details", "read"),
+    Row("GET", "/history/logs/not-a-signed-reference", "signed"),
+    Row("GET", "/discovery/workspaces/any", "public"),
     *(Row("GET", "{ws}/jobs/mx-job/logs?file=" + t, "read") for t in TRAVERSAL),
     Row("GET", "{ws}/jobs/mx-job/outputs/none", "read"),
     # data
@@ -236,6 +257,10 @@ def _hidden(response: httpx.Response, ctx: Context) -> bool:
 
 def expected(row: Row, caller: str) -> str:
     """allow | 401 | 403 | hidden."""
+    if row.needs == "public":
+        return "allow"
+    if row.needs == "signed":
+        return "403"  # the matrix's URLs carry no valid signature, whoever asks
     if caller == "anonymous":
         return "401"
     if row.needs == "agent":
@@ -278,7 +303,7 @@ def test_every_route_is_in_the_matrix(srv: RunningServer) -> None:
         (method, template)
         for template, item in doc["paths"].items()
         for method in item
-        if template.startswith(("/api/", "/agent/"))
+        if template.startswith(("/api/", "/agent/", "/history", "/discovery")) or ARM_PROVIDER in template
     }
     patterns = {
         (method, template): re.compile(
@@ -288,10 +313,16 @@ def test_every_route_is_in_the_matrix(srv: RunningServer) -> None:
     }
     covered = set()
     for row in ROWS:
-        path = row.path if row.path.startswith(("/agent", "/instances")) else "/api/v1" + row.path
-        path = path.split("?", 1)[0].format(
-            ws="/subscriptions/s/resourceGroups/r/workspaces/w", sub="s", rg="r", node="n", op="o", wsid=1
+        path = row.path.split("?", 1)[0].format(
+            ws="/subscriptions/s/resourceGroups/r/workspaces/w",
+            arm=f"/subscriptions/s/resourceGroups/r{ARM_PROVIDER}workspaces/w",
+            sub="s",
+            rg="r",
+            node="n",
+            op="o",
+            wsid=1,
         )
+        path = path if rooted(path) else "/api/v1" + path
         for key, pattern in patterns.items():
             if key[0] == row.method.lower() and pattern.match(path.replace("%2F", "_")):
                 covered.add(key)

@@ -24,6 +24,7 @@ from cloudlet.api import (
     routes_instances,
     routes_jobs,
 )
+from cloudlet.api.arm import history as arm_history
 from cloudlet.api.deps import AppState
 
 log = logging.getLogger("cloudlet.api")
@@ -78,6 +79,8 @@ def create_app(state: AppState) -> FastAPI:
         routes_agent_apps.router,
         routes_instance_setup.router,
         routes_instances.router,  # /instances/{name}/{app}/… and /signin
+        arm_history.router,  # /history/v1.0/… (azure-ai-ml's run history)
+        arm_history.public,  # its discovery document and signed log URLs
     ):
         _add_routes(app, router)
 
