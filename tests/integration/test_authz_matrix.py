@@ -104,6 +104,7 @@ HIDDEN_FROM = {"norole", "other"}
 TRAVERSAL = ("..%2F..%2F..%2Fcredentials", "%2Fetc%2Fshadow")
 SHA = "0" * 64
 JOB = {"command": "echo hi", "compute": f"azureml:{CLUSTER}"}
+ARM_JOB = {"properties": {"jobType": "Command", "command": "echo hi", "computeId": CLUSTER}}
 LOCK = {"json": {"level": "CanNotDelete", "notes": "the authorization matrix"}}
 TAR = {"content": b"not a tarball", "headers": {"Content-Type": "application/gzip"}}
 
@@ -167,7 +168,11 @@ ROWS: list[Row] = [
     Row("GET", "{ws}/jobs", "read"),
     Row("POST", "{ws}/jobs/mx-job/cancel", "write"),
     Row("GET", "{ws}/jobs/mx-job/logs", "read"),
-    # azure-ai-ml's run history
+    # azure-ai-ml's ARM facade and run history
+    Row("PUT", "{arm}/jobs/mx-arm-job", "write", {"json": ARM_JOB}),
+    Row("GET", "{arm}/jobs/mx-job", "read"),
+    Row("GET", "{arm}/jobs", "read"),
+    Row("POST", "{arm}/jobs/mx-job/cancel", "write"),
     Row("GET", "/history/v1.0{arm}/runs/mx-job/details", "read"),
     Row("GET", "/history/logs/not-a-signed-reference", "signed"),
     Row("GET", "/discovery/workspaces/any", "public"),
