@@ -137,3 +137,14 @@ def test_arm_job_errors_name_the_arm_field(srv: RunningServer) -> None:
         reader = new_user(admin, srv, "arm-reader", "Reader")
     with srv.client(reader["api_key"]) as api:
         assert api.put(f"{arm_jobs_path(srv)}/arm-r", json=arm_body("echo x")).status_code == 403
+
+
+def test_run_data_answers_for_jobs_download(srv: RunningServer, finished: str) -> None:
+    path = history_path(srv, finished).removesuffix(f"/runs/{finished}/details") + "/rundata"
+    with srv.client() as api:
+        got = api.post(path, json={"runId": finished, "selectRunMetadata": True})
+        assert got.status_code == 200, got.text
+        meta = got.json()["runMetadata"]
+        assert meta["runId"] == finished and meta["status"] == "Completed" and meta["outputs"] == {}
+        assert api.post(path, json={"runId": "nope"}).status_code == 404
+        assert api.post(path, json={"runId": "../x"}).status_code == 400

@@ -174,6 +174,7 @@ ROWS: list[Row] = [
     Row("GET", "{arm}/jobs", "read"),
     Row("POST", "{arm}/jobs/mx-job/cancel", "write"),
     Row("GET", "/history/v1.0{arm}/runs/mx-job/details", "read"),
+    Row("POST", "/history/v1.0{arm}/rundata", "read", {"json": {"runId": "mx-job"}}),
     Row("GET", "/history/logs/not-a-signed-reference", "signed"),
     Row("GET", "/discovery/workspaces/any", "public"),
     *(Row("GET", "{ws}/jobs/mx-job/logs?file=" + t, "read") for t in TRAVERSAL),

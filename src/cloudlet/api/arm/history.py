@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
 from fastapi import Path as PathParam
+from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import errors
@@ -76,6 +77,28 @@ def run_details(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depend
         for file in log_files(ctx.state.data, job, attempt)
     }
     return json_response(details_view(job, urls))
+
+
+class RunDataRequest(BaseModel):
+    """What ``jobs.download`` asks of a run (``GetRunDataRequest``); the selections are ignored:
+    the answer always carries the run's metadata."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str = Field(alias="runId", pattern=JOB_NAME_PATTERN.pattern, max_length=255)
+
+
+@router.post(HISTORY + "/rundata")
+def run_data(
+    sub: str, rg: str, ws: str, request: RunDataRequest, ctx: Context = Depends(context)
+) -> Response:
+    """A run's metadata for ``jobs.download``: its outputs are not typed asset references here, so
+    the SDK finds each output at its datastore path (``azureml/{job}/{output}/``) and the default
+    artifacts at ``ExperimentRun/dcid.{job}/`` of ``workspaceartifactstore``."""
+    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)
+    job = job_service.get(ctx.session, workspace, request.run_id)
+    metadata = {**details_view(job, {}), "outputs": {}}
+    metadata.pop("logFiles")
+    return json_response({"runMetadata": metadata, "runDefinition": None, "jobSpecification": None})
 
 
 @public.get("/history/logs/{reference}", responses={**TEXT, **errors(400, 403, 503)})
