@@ -96,7 +96,8 @@ def submit(
             "unique (omit the name to get a generated one)",
             "name",
         )
-    compute_name, compute = _target(session, ws, doc, memo if memo is not None else {})
+    warnings: list[str] = []
+    compute_name, compute = _target(session, ws, doc, memo if memo is not None else {}, warnings)
     _check_inputs(ws, doc, data)
     job = Job(
         workspace_id=ws.id,
@@ -110,6 +111,7 @@ def submit(
         instance_count=int(doc.get("resources", {}).get("instance_count", 1)),
         attempt=0,
         max_attempts=3,
+        warnings=warnings or None,
         created_by=caller.name,
         submitted_at=time.time(),
     )
@@ -130,17 +132,22 @@ def _waiting_message(compute: Compute | None) -> str:
 
 
 def _target(
-    session: Session, ws: Workspace, doc: dict[str, Any], memo: dict[Any, Any]
+    session: Session, ws: Workspace, doc: dict[str, Any], memo: dict[Any, Any], warnings: list[str]
 ) -> tuple[str, Compute | None]:
     """The compute the job runs on (its name, and its record for a cluster); refuse jobs that can
-    never run there (C14, T14)."""
+    never run there (C14, T14); add to WARNINGS what it runs despite."""
     compute_name = doc.get("compute")
     count = int(doc.get("resources", {}).get("instance_count", 1))
     if compute_name is None:
-        instance_type = doc.get("resources", {}).get("instance_type")
-        catalogue_service.current(session).require_size(
-            instance_type or "", "amlcompute", target="resources.instance_type"
+        # No compute: serverless, on the size asked for or the workspace's default (Azure ML's
+        # `az ml job create -f hello-world.yml`); the stored document says which it got.
+        resources = doc.setdefault("resources", {})
+        if not resources.get("instance_type"):
+            resources["instance_type"] = workspaces.default_instance_type(ws)
+        size = catalogue_service.current(session).require_size(
+            str(resources["instance_type"]), "amlcompute", target="resources.instance_type"
         )
+        _check_cuda(session, size.name, doc, warnings)
         return SERVERLESS, None
     if compute_name == LOCAL_COMPUTE:
         if count != 1:
@@ -186,20 +193,24 @@ def _target(
             f"{compute_name} --max-instances {count})",
             "resources.instance_count",
         )
-    _check_cuda(session, compute, doc)
+    _check_cuda(session, compute.size or "", doc, warnings)
     memo[key] = compute
     return compute_name, compute
 
 
-def _check_cuda(session: Session, compute: Compute, doc: dict[str, Any]) -> None:
+def _check_cuda(session: Session, size_name: str, doc: dict[str, Any], warnings: list[str]) -> None:
+    """T14: a CUDA environment on a GPU size whose GPUs cannot run it is refused; on a size
+    without GPUs the job runs on the CPU, with a warning."""
     needed = required_cuda(doc)
     if needed is None:
         return
     catalogue = catalogue_service.current(session)
-    size = catalogue.get(compute.size or "")
+    size = catalogue.get(size_name)
     if size is None:
         return
-    catalogue.check_cuda(size, needed)
+    warning = catalogue.job_cuda_warning(size, needed)
+    if warning is not None:
+        warnings.append(warning)
 
 
 def required_cuda(doc: dict[str, Any]) -> str | None:
@@ -260,6 +271,7 @@ class JobFields(Protocol):
     attempt: int
     exit_code: int | None
     error: Any
+    warnings: list[str] | None
     created_by: str
     submitted_at: float
     started_at: float | None
@@ -286,6 +298,7 @@ _LISTED = (
     Job.attempt,
     Job.exit_code,
     Job.error,
+    Job.warnings,
     Job.created_by,
     Job.submitted_at,
     Job.started_at,

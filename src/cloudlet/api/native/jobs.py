@@ -52,6 +52,7 @@ def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str)
         "attempts": [_iso_attempt(a) for a in attempts.values()],
         "exit_code": job.exit_code,
         "error": job.error,
+        "warnings": list(job.warnings or []),
         "creation_context": {"created_by": job.created_by, "created_at": _iso_ts(job.submitted_at)},
         "start_time": _iso_ts(job.started_at),
         "end_time": _iso_ts(job.ended_at),
