@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session, defer
@@ -29,7 +30,7 @@ from cloudlet.services import computes, workspaces
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.job_status import set_status
-from cloudlet.services.storage import DataRoot, read_beneath, relative_parts
+from cloudlet.services.storage import DataRoot, empty_tar, pack_beneath, read_beneath, relative_parts
 from cloudlet.store.schema import Compute, Job, JobRun, Workspace
 
 LOCAL_COMPUTE = "local"
@@ -223,11 +224,39 @@ def required_cuda(doc: dict[str, Any]) -> str | None:
     return match.group(1) if match else None
 
 
+# Schemes of other clouds' storage: a node cannot read them (no credentials, no client).
+CLOUD_SCHEMES = ("wasb", "wasbs", "abfs", "abfss", "adl", "s3", "s3a", "gs", "gcs", "hdfs", "dbfs")
+SUPPORTED_INPUTS = (
+    "azureml://datastores/<datastore>/paths/<path>, an http(s):// URL (downloaded by the node "
+    "before the job starts) or a local path (uploaded by the CLI/client)"
+)
+
+
+def is_http_url(path: str) -> bool:
+    parsed = urlsplit(path)
+    return parsed.scheme.lower() in ("http", "https") and bool(parsed.netloc)
+
+
 def _check_inputs(ws: Workspace, doc: dict[str, Any], data: DataRoot) -> None:
     for name, value in (doc.get("inputs") or {}).items():
         if not isinstance(value, dict) or value.get("type") not in ("uri_folder", "uri_file"):
             continue
         path = str(value.get("path", ""))
+        scheme = urlsplit(path).scheme.lower() if "://" in path else ""
+        if scheme in ("http", "https"):
+            if not is_http_url(path):
+                raise CloudletError(
+                    "InvalidInput", f"input '{name}': '{path}' names no host", f"inputs.{name}.path"
+                )
+            continue
+        if scheme and scheme != "azureml":
+            kind = "cloud storage" if scheme in CLOUD_SCHEMES else "a URI scheme"
+            raise CloudletError(
+                "UnsupportedInputScheme",
+                f"input '{name}': {scheme}:// is {kind} that cloudlet's nodes cannot read; use "
+                f"{SUPPORTED_INPUTS}",
+                f"inputs.{name}.path",
+            )
         parsed = parse_datastore_uri(path)
         if parsed is None:
             raise CloudletError(
@@ -394,7 +423,7 @@ def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: i
     parts = relative_parts(file, "file", "a log name such as user_logs/std_log.txt")
     if not parts:
         raise CloudletError("ValidationError", "file must name a log, such as user_logs/std_log.txt", "file")
-    chosen = attempt or max(job.attempt, 1)
+    chosen = chosen_attempt(job, attempt)
     base = data.job_dir(job.workspace_id, job.name, chosen)
     files = (
         {str(p.relative_to(base)): p.stat().st_size for p in sorted(base.rglob("*.txt")) if p.is_file()}
@@ -413,4 +442,31 @@ def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: i
         "next_offset": next_offset,
         "status": job.status,
         "attempt": chosen,
+        "attempts": job.attempt,
     }
+
+
+def chosen_attempt(job: Job, attempt: int | None) -> int:
+    """ATTEMPT (1 up to the job's attempts so far; 1 also before the first has started), or the
+    latest when None; a 400 naming the range otherwise."""
+    latest = max(job.attempt, 1)
+    if attempt is None:
+        return latest
+    if not 1 <= attempt <= latest:
+        so_far = f"{job.attempt} attempt{'s' if job.attempt != 1 else ''} so far"
+        raise CloudletError(
+            "ValidationError",
+            f"attempt {attempt} does not exist: job '{job.name}' has {so_far}; use an attempt from 1 to "
+            f"{latest} (job show lists them)",
+            "attempt",
+        )
+    return attempt
+
+
+def artifacts_archive(data: DataRoot, job: Job, attempt: int | None) -> bytes:
+    """A tar.gz of one attempt's default artifacts (``outputs/``, ``logs/``; the latest attempt's
+    when None), packed without following the links a job may have left in them."""
+    base = data.datastore(job.workspace_id)
+    folder = data.job_artifacts(job.workspace_id, job.name, chosen_attempt(job, attempt))
+    packed = pack_beneath(base, relative_parts(str(folder.relative_to(base)), "attempt"))
+    return packed or empty_tar()
