@@ -89,11 +89,17 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
 
 def run_example(srv: RunningServer, file: str) -> tuple[str, str]:
     """``cloudlet job create -f examples/azureml/FILE --stream`` as written: (job name, its log)."""
+    name, log, _ = run_example_noting(srv, file)
+    return name, log
+
+
+def run_example_noting(srv: RunningServer, file: str) -> tuple[str, str, str]:
+    """``run_example``, with what the CLI said on stderr."""
     streamed = ok(cli(srv, "job", "create", "-f", str(EXAMPLES / file), "--stream"))
     match = re.search(r"job (\S+) submitted", streamed.stderr)
     assert match is not None, streamed.stderr
     assert "Completed" in streamed.stdout.strip().splitlines()[-1], streamed.stdout
-    return match.group(1), streamed.stdout
+    return match.group(1), streamed.stdout, streamed.stderr
 
 
 def shown(srv: RunningServer, name: str) -> dict[str, Any]:
@@ -230,8 +236,9 @@ def test_other_clouds_storage_is_refused_naming_what_is_supported(
 # -- CUDA images -----------------------------------------------------------------------------------
 def test_a_cuda_image_on_a_cpu_size_warns_and_runs_on_the_cpu(srv: RunningServer, api: httpx.Client) -> None:
     assert CUDA_IMAGE in (EXAMPLES / "hello-world-cuda.yml").read_text()
-    name, log = run_example(srv, "hello-world-cuda.yml")
+    name, log, said = run_example_noting(srv, "hello-world-cuda.yml")
     assert re.search(r"hello from \d+ CPUs", log), log
+    assert "warning: the environment is built for CUDA 11.8" in said, said
     [warning] = shown(srv, name)["warnings"]
     assert "CUDA 11.8" in warning and "Standard_DS3_v2 has no GPU" in warning, warning
     assert "runs on the CPU" in warning, warning

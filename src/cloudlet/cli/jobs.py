@@ -95,6 +95,8 @@ def create(
         err_console.print(escape(_describe_upload(upload)), highlight=False)
     data = job._to_dict()
     job_name = str(data.get("name") or body.get("name"))
+    for warning in data.get("warnings") or []:  # accepted, but the user should know (e.g. CUDA on a CPU)
+        err_console.print(f"warning: {escape(str(warning))}", highlight=False)
     if stream:
         err_console.print(f"job {escape(job_name)} submitted; streaming its log", highlight=False)
         if job.studio_url:
