@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import environments, job_outcome, job_spec
+from cloudlet.domain import environments, job_inputs, job_outcome, job_spec
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
@@ -68,7 +68,7 @@ def _run_specs(
     pairs, one per instance."""
     doc, name = attempt.spec, attempt.name
     inputs, outputs = _resolve_io(attempt.workspace_id, name, doc, data)
-    downloads = _downloads(doc)
+    downloads = job_inputs.downloads(doc)
     inputs.update({d["input"]: d["placeholder"] for d in downloads})
     artifacts = data.job_artifacts(attempt.workspace_id, name, attempt.number)
     command = job_spec.render_command(doc["command"], inputs, outputs)
@@ -221,8 +221,8 @@ def _resolve_io(
 ) -> tuple[dict[str, str], dict[str, str]]:
     inputs: dict[str, str] = {}
     for name, value in (doc.get("inputs") or {}).items():
-        if _is_download(value):
-            continue  # the node downloads it: see _downloads
+        if job_inputs.is_download(value):
+            continue  # the node downloads it (job_inputs.downloads)
         if isinstance(value, dict) and value.get("type") in ("uri_folder", "uri_file"):
             parsed = job_service.parse_datastore_uri(str(value["path"]))
             assert parsed is not None  # checked at submission
@@ -239,30 +239,6 @@ def _resolve_io(
     return inputs, outputs
 
 
-def _is_download(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and value.get("type") in ("uri_folder", "uri_file")
-        and job_service.is_http_url(str(value.get("path", "")))
-    )
-
-
-def _downloads(doc: dict[str, Any]) -> list[dict[str, str]]:
-    """The http(s) inputs, which the node downloads (cached) before the process starts
-    (docs/agent-protocol.md, ``downloads``): the command and environment carry each one's
-    placeholder until the agent puts the downloaded path in its place."""
-    return [
-        {
-            "input": name,
-            "url": str(value["path"]),
-            "type": str(value["type"]),
-            "placeholder": f"@@cloudlet-download:{name}@@",
-        }
-        for name, value in (doc.get("inputs") or {}).items()
-        if _is_download(value)
-    ]
-
-
 def _mounts(
     doc: dict[str, Any], inputs: dict[str, str], outputs: dict[str, str], checkpoints: str
 ) -> list[dict[str, str]]:
@@ -273,7 +249,7 @@ def _mounts(
         if (
             isinstance(value, dict)
             and value.get("type") in ("uri_folder", "uri_file")
-            and not _is_download(value)
+            and not job_inputs.is_download(value)
         ):
             mounts.append({"path": inputs[name], "mode": "rw" if value.get("mode") == "rw_mount" else "ro"})
     mounts += [{"path": path, "mode": "rw"} for path in outputs.values()]

@@ -15,12 +15,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session, defer
 
-from cloudlet.domain import job_kind, job_spec, job_status
+from cloudlet.domain import job_inputs, job_kind, job_spec, job_status
 from cloudlet.domain.errors import CloudletError, conflict, not_found
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import ProvisioningState
@@ -224,39 +223,13 @@ def required_cuda(doc: dict[str, Any]) -> str | None:
     return match.group(1) if match else None
 
 
-# Schemes of other clouds' storage: a node cannot read them (no credentials, no client).
-CLOUD_SCHEMES = ("wasb", "wasbs", "abfs", "abfss", "adl", "s3", "s3a", "gs", "gcs", "hdfs", "dbfs")
-SUPPORTED_INPUTS = (
-    "azureml://datastores/<datastore>/paths/<path>, an http(s):// URL (downloaded by the node "
-    "before the job starts) or a local path (uploaded by the CLI/client)"
-)
-
-
-def is_http_url(path: str) -> bool:
-    parsed = urlsplit(path)
-    return parsed.scheme.lower() in ("http", "https") and bool(parsed.netloc)
-
-
 def _check_inputs(ws: Workspace, doc: dict[str, Any], data: DataRoot) -> None:
     for name, value in (doc.get("inputs") or {}).items():
         if not isinstance(value, dict) or value.get("type") not in ("uri_folder", "uri_file"):
             continue
         path = str(value.get("path", ""))
-        scheme = urlsplit(path).scheme.lower() if "://" in path else ""
-        if scheme in ("http", "https"):
-            if not is_http_url(path):
-                raise CloudletError(
-                    "InvalidInput", f"input '{name}': '{path}' names no host", f"inputs.{name}.path"
-                )
-            continue
-        if scheme and scheme != "azureml":
-            kind = "cloud storage" if scheme in CLOUD_SCHEMES else "a URI scheme"
-            raise CloudletError(
-                "UnsupportedInputScheme",
-                f"input '{name}': {scheme}:// is {kind} that cloudlet's nodes cannot read; use "
-                f"{SUPPORTED_INPUTS}",
-                f"inputs.{name}.path",
-            )
+        if job_inputs.check_scheme(name, path):
+            continue  # http(s): the node downloads it before the process starts
         parsed = parse_datastore_uri(path)
         if parsed is None:
             raise CloudletError(
