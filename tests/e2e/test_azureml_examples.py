@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cloudlet.client.artifacts import unpack
 from tests.conftest import RunningServer
 from tests.jobs_helpers import (
     create_compute,
@@ -168,8 +169,6 @@ def test_outputs_and_logs_are_folders_when_the_process_starts(
     assert log_text(api, srv, "artifact-dirs") == "logs:\n\noutputs:\n", log_text(api, srv, "artifact-dirs")
     response = api.get(f"{srv.ws_path}/jobs/artifact-dirs/artifacts", params={"attempt": 1})
     assert response.status_code == 200 and response.headers["content-type"] == "application/gzip"
-    from cloudlet.client.artifacts import unpack
-
     unpack(response.content, tmp_path)
     assert (tmp_path / "outputs" / "a.txt").read_text() == "kept\n"
     beyond = api.get(f"{srv.ws_path}/jobs/artifact-dirs/artifacts", params={"attempt": 2})
@@ -262,7 +261,9 @@ ATTEMPTS = (
 )
 
 
-def test_stream_and_show_reach_every_attempts_log(srv: RunningServer, api: httpx.Client) -> None:
+def test_stream_and_show_reach_every_attempts_log(
+    srv: RunningServer, api: httpx.Client, tmp_path: Path
+) -> None:
     cluster = {
         "type": "amlcompute",
         "size": "Standard_DS3_v2",
@@ -293,7 +294,12 @@ def test_stream_and_show_reach_every_attempts_log(srv: RunningServer, api: httpx
         response = api.get(entry["log"])
         assert response.status_code == 200, response.text
         assert response.json()["data"].startswith(f"attempt {entry['attempt']}\n"), response.json()
-        assert api.get(entry["artifacts"]).status_code == 200
+        # Each attempt keeps its own ./logs (and ./outputs).
+        archive = api.get(entry["artifacts"])
+        assert archive.status_code == 200, archive.text
+        folder = tmp_path / f"attempt-{entry['attempt']}"
+        unpack(archive.content, folder)
+        assert (folder / "logs" / "attempt.txt").read_text() == f"attempt {entry['attempt']}\n"
 
     beyond = cli(srv, "job", "stream", "-n", "retried", "--attempt", "3")
     assert beyond.returncode != 0 and "attempt 3 does not exist" in beyond.stderr, beyond.stderr
