@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from cloudlet.client.artifacts import unpack
 from tests.conftest import RunningServer
@@ -109,13 +110,22 @@ def shown(srv: RunningServer, name: str) -> dict[str, Any]:
 
 
 # -- no compute: serverless on the workspace's default size ---------------------------------------
-def test_hello_world_runs_serverless_on_the_default_instance_type(srv: RunningServer) -> None:
+def test_hello_world_runs_serverless_on_the_default_instance_type(
+    srv: RunningServer, api: httpx.Client
+) -> None:
     assert "compute" not in (EXAMPLES / "hello-world.yml").read_text()
     name, log = run_example(srv, "hello-world.yml")
     assert "hello world\n" in log, log
     job_view = shown(srv, name)
     assert job_view["status"] == "Completed" and job_view["compute"] == "serverless", job_view
     assert job_view["resources"]["instance_type"] == "Standard_DS3_v2", job_view["resources"]
+    # The same file as the REST body, $schema and all.
+    doc = yaml.safe_load((EXAMPLES / "hello-world.yml").read_text())
+    assert "$schema" in doc
+    submit(api, srv, "hello-rest", doc)
+    done = wait_job(api, srv, "hello-rest", timeout=120)
+    assert done["status"] == "Completed" and done["resources"]["instance_type"] == "Standard_DS3_v2", done
+    assert "hello world\n" in log_text(api, srv, "hello-rest")
 
 
 def test_an_administrator_sets_the_workspaces_default_instance_type(
