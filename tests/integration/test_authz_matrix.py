@@ -179,6 +179,7 @@ ROWS: list[Row] = [
     Row("GET", "/discovery/workspaces/any", "public"),
     *(Row("GET", "{ws}/jobs/mx-job/logs?file=" + t, "read") for t in TRAVERSAL),
     Row("GET", "{ws}/jobs/mx-job/outputs/none", "read"),
+    Row("GET", "{ws}/jobs/mx-job/artifacts", "read"),
     # data
     Row("GET", "{ws}/codes/" + SHA, "read"),
     Row("HEAD", "{ws}/codes/" + SHA, "read"),

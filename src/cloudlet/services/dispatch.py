@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import environments, job_outcome, job_spec
+from cloudlet.domain import environments, job_inputs, job_outcome, job_spec
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
@@ -32,6 +32,8 @@ from cloudlet.store.schema import Compute, Job, JobRun, Node
 ASSIGNED, SENT, RUN_RUNNING, EXITED = "assigned", "sent", "running", "exited"
 REQUEUE_REASONS = job_outcome.REQUEUE_REASONS
 SINGLE_LOG = job_outcome.SINGLE_LOG
+# Folders of a run's working directory kept as the attempt's default artifacts (as on Azure ML).
+DEFAULT_ARTIFACTS = ("outputs", "logs")
 
 
 DELIVERIES = "cloudlet_deliveries"
@@ -66,6 +68,9 @@ def _run_specs(
     pairs, one per instance."""
     doc, name = attempt.spec, attempt.name
     inputs, outputs = _resolve_io(attempt.workspace_id, name, doc, data)
+    downloads = job_inputs.downloads(doc)
+    inputs.update({d["input"]: d["placeholder"] for d in downloads})
+    artifacts = data.job_artifacts(attempt.workspace_id, name, attempt.number)
     command = job_spec.render_command(doc["command"], inputs, outputs)
     port = random.randint(20000, 29999)
     world = [address for _, address in nodes]
@@ -86,6 +91,7 @@ def _run_specs(
         **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
     }
     mounts = _mounts(doc, inputs, outputs, str(checkpoints))
+    mounts += [{"path": str(artifacts / folder), "mode": "rw"} for folder in DEFAULT_ARTIFACTS]
     environment = dataclasses.asdict(environments.resolve_environment(doc.get("environment")))
     base_env.update(_identity_env(session, attempt, server_url, compute))
     code = doc.get("code")
@@ -106,6 +112,8 @@ def _run_specs(
                 "log_name": SINGLE_LOG if total == 1 else f"user_logs/std_log_process_{process}.txt",
                 "environment": environment,
                 "mounts": mounts,
+                "downloads": downloads,
+                "default_artifacts": str(artifacts),
             }
             specs.append((node_id, run_spec))
     return specs
@@ -213,6 +221,8 @@ def _resolve_io(
 ) -> tuple[dict[str, str], dict[str, str]]:
     inputs: dict[str, str] = {}
     for name, value in (doc.get("inputs") or {}).items():
+        if job_inputs.is_download(value):
+            continue  # the node downloads it (job_inputs.downloads)
         if isinstance(value, dict) and value.get("type") in ("uri_folder", "uri_file"):
             parsed = job_service.parse_datastore_uri(str(value["path"]))
             assert parsed is not None  # checked at submission
@@ -236,7 +246,11 @@ def _mounts(
     inputs read-only (read-write for ``mode: rw_mount``), its outputs and checkpoints read-write."""
     mounts = []
     for name, value in (doc.get("inputs") or {}).items():
-        if isinstance(value, dict) and value.get("type") in ("uri_folder", "uri_file"):
+        if (
+            isinstance(value, dict)
+            and value.get("type") in ("uri_folder", "uri_file")
+            and not job_inputs.is_download(value)
+        ):
             mounts.append({"path": inputs[name], "mode": "rw" if value.get("mode") == "rw_mount" else "ro"})
     mounts += [{"path": path, "mode": "rw"} for path in outputs.values()]
     mounts.append({"path": checkpoints, "mode": "rw"})
