@@ -144,7 +144,7 @@ def details_view(job: Job, log_urls: dict[str, str]) -> dict[str, Any]:
         "startTimeUtc": _iso(job.started_at),
         "endTimeUtc": _iso(job.ended_at),
         "error": error,
-        "warnings": [],
+        "warnings": [{"source": "cloudlet", "message": text} for text in job.warnings or []],
         "tags": dict((job.spec or {}).get("tags") or {}),
         "properties": {},
         "logFiles": log_urls,
