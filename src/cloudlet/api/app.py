@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute, APIRouter
 
 from cloudlet import __version__
+from cloudlet.api import blob as blob_service
 from cloudlet.api import (
     errors,
     openapi,
@@ -24,6 +25,8 @@ from cloudlet.api import (
     routes_instances,
     routes_jobs,
 )
+from cloudlet.api.arm import codes as arm_codes
+from cloudlet.api.arm import datastores as arm_datastores
 from cloudlet.api.deps import AppState
 
 log = logging.getLogger("cloudlet.api")
@@ -78,6 +81,9 @@ def create_app(state: AppState) -> FastAPI:
         routes_agent_apps.router,
         routes_instance_setup.router,
         routes_instances.router,  # /instances/{name}/{app}/… and /signin
+        arm_codes.router,  # ARM codes and datastores (issue 12)
+        arm_datastores.router,
+        blob_service.router,  # /blob/{account}/{container}/… (SAS-signed only)
     ):
         _add_routes(app, router)
 
