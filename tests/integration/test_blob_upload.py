@@ -33,7 +33,7 @@ from cloudlet.services import blob_sas
 from cloudlet.store import db
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
-from tests.jobs_helpers import served
+from tests.jobs_helpers import log_text, served, submit, wait_job
 
 BIG = 5 * 1024 * 1024 + 3  # above the client's (lowered) single-put size: sent as blocks
 
@@ -179,6 +179,16 @@ def test_code_upload_through_sas_then_hash_lookup_and_snapshot(
         members = {m.name: archive.extractfile(m).read() for m in archive if m.isfile()}  # type: ignore[union-attr]
     assert members["Weights.bin"] == (project / "Weights.bin").read_bytes()
     assert members["main.py"] == (project / "main.py").read_bytes()
+    # ... and a job runs it: the agent fetches the snapshot and starts in the unpacked folder.
+    submit(
+        api,
+        srv,
+        "uploaded-code",
+        {"command": "cat main.py && ls pkg0", "compute": "local", "code": f"codes/{snapshot}"},
+    )
+    done = wait_job(api, srv, "uploaded-code")
+    assert done["status"] == "Completed", done
+    assert "hello from uploaded code" in log_text(api, srv, "uploaded-code")
 
     # What the SDK reads back: the completion marker, listings (flat and by folder), downloads.
     client = ContainerClient.from_container_url(sas_uri)
