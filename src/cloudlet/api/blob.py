@@ -37,7 +37,7 @@ from starlette.requests import ClientDisconnect
 from cloudlet.api.deps import AppState
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services import blob_sas
-from cloudlet.services.blob_store import BlobError, BlobInfo, BlobStore, Upload, read_range
+from cloudlet.services.blob_store import CHUNK, BlobError, BlobInfo, BlobStore, Upload, read_range
 from cloudlet.services.storage import relative_parts
 
 router = APIRouter(prefix="/blob", tags=["blob"], include_in_schema=False)
@@ -164,25 +164,41 @@ def _content_length(request: Request, limit: int) -> int | None:
     return int(declared)
 
 
-async def _receive(request: Request, store: BlobStore, limit: int) -> tuple[Upload, int | None]:
-    """The body, streamed into a staging file off the event loop; counted, hashed, bounded."""
-    declared = _content_length(request, limit)
-    upload = await run_in_threadpool(store.begin)
+async def _receive(request: Request, store: BlobStore, limit: int) -> tuple[Upload | None, bytes]:
+    """The body, counted and bounded: streamed into a staging file off the event loop once it
+    passes 1 MiB, else kept in memory (a small blob then costs one trip to the thread pool).
+    Returns the staging upload (if one was begun) and the bytes not yet written to it."""
+    upload: Upload | None = None
     buffer = bytearray()
     try:
         async for chunk in request.stream():
             buffer += chunk
-            if upload.size + len(buffer) > limit:
+            if (upload.size if upload else 0) + len(buffer) > limit:
                 raise BlobError("RequestBodyTooLarge", f"the body is larger than {limit >> 20} MiB", 413)
-            if len(buffer) >= 1 << 20:
+            if len(buffer) >= CHUNK:
+                if upload is None:
+                    upload = await run_in_threadpool(store.begin)
                 await run_in_threadpool(upload.write, bytes(buffer))
                 buffer.clear()
-        if buffer:
-            await run_in_threadpool(upload.write, bytes(buffer))
     except (BlobError, ClientDisconnect, OSError):
-        await run_in_threadpool(upload.discard)
+        if upload is not None:
+            await run_in_threadpool(upload.discard)
         raise
-    return upload, declared
+    return upload, bytes(buffer)
+
+
+def _finish(
+    store: BlobStore, upload: Upload | None, tail: bytes, declared: int | None, md5: str | None
+) -> tuple[Upload, str]:
+    """The staged upload, complete and checked against the declared size and MD5; its MD5."""
+    staged = upload or store.begin()
+    try:
+        if tail:
+            staged.write(tail)
+    except BaseException:
+        staged.discard()
+        raise
+    return staged, staged.finish(declared, md5)
 
 
 async def _thread(fn: Callable[..., T], *args: Any) -> T:
@@ -239,16 +255,18 @@ async def _put_blob(request: Request, target: _Target) -> Response:
     md5_header = _declared_md5(request, "content-md5")
     blob_md5 = _declared_md5(request, "x-ms-blob-content-md5")
     exclusive = request.headers.get("if-none-match") == "*"
-    upload, declared = await _receive(request, target.store, MAX_PUT_BLOB)
-    try:
-        md5 = await _thread(upload.finish, declared, md5_header)
+    declared = _content_length(request, MAX_PUT_BLOB)
+    content_type, metadata = request.headers.get("x-ms-blob-content-type"), _metadata(request)
+    upload, tail = await _receive(request, target.store, MAX_PUT_BLOB)
+
+    def store() -> tuple[BlobInfo, str]:
+        staged, md5 = _finish(target.store, upload, tail, declared, md5_header)
         if blob_md5 is not None and blob_md5 != md5:
+            staged.discard()
             raise BlobError("Md5Mismatch", "x-ms-blob-content-md5 does not match the body", 400)
-    except BlobError:
-        await _thread(upload.discard)
-        raise
-    content_type = request.headers.get("x-ms-blob-content-type")
-    info = await _thread(target.store.put, parts, upload, md5, content_type, _metadata(request), exclusive)
+        return target.store.put(parts, staged, md5, content_type, metadata, exclusive), md5
+
+    info, md5 = await _thread(store)
     return Response(
         status_code=201,
         headers=_headers({**_etag(info), "Content-MD5": md5, "x-ms-request-server-encrypted": "false"}),
@@ -271,9 +289,15 @@ async def _put_block(request: Request, target: _Target) -> Response:
     block_id = _block_id(target.query)
     _refuse_unchecked(request)
     md5_header = _declared_md5(request, "content-md5")
-    upload, declared = await _receive(request, target.store, MAX_BLOCK)
-    md5 = await _thread(upload.finish, declared, md5_header)
-    await _thread(target.store.stage_block, parts, block_id, upload)
+    declared = _content_length(request, MAX_BLOCK)
+    upload, tail = await _receive(request, target.store, MAX_BLOCK)
+
+    def stage() -> str:
+        staged, md5 = _finish(target.store, upload, tail, declared, md5_header)
+        target.store.stage_block(parts, block_id, staged)
+        return md5
+
+    md5 = await _thread(stage)
     return Response(
         status_code=201, headers=_headers({"Content-MD5": md5, "x-ms-request-server-encrypted": "false"})
     )
