@@ -83,7 +83,7 @@ def _find(session: Session, workspace: Workspace, name: str, version: str) -> Co
     )
 
 
-def datastore_path(workspace: Workspace, code_uri: str) -> tuple[str, tuple[str, ...]]:
+def datastore_path(workspace_id: int, code_uri: str) -> tuple[str, tuple[str, ...]]:
     """The (datastore, path) a code URI names in this workspace: a Blob service URL of cloudlet's
     (``…/blob/ws<id>/<datastore>/<path>``) or ``azureml://datastores/<datastore>/paths/<path>``."""
     found = _DATASTORE_URI.match(code_uri)
@@ -100,7 +100,7 @@ def datastore_path(workspace: Workspace, code_uri: str) -> tuple[str, tuple[str,
             "the URL startPendingUpload gives, or name azureml://datastores/<datastore>/paths/<path>",
             URI_FIELD,
         ) from None
-    if blob_sas.workspace_of(account) != workspace.id:
+    if blob_sas.workspace_of(account) != workspace_id:
         raise CloudletError(
             "ValidationError", f"codeUri '{code_uri}' is another workspace's storage", URI_FIELD
         )
@@ -127,39 +127,33 @@ def content_hash(archive: bytes) -> str:
     return digest.hexdigest()
 
 
-def register(
-    session: Session,
-    data: DataRoot,
-    workspace: Workspace,
-    caller: Caller,
-    name: str,
-    version: str,
-    spec: Registration,
-) -> tuple[CodeVersion, bool]:
-    """Create ``name:version`` from the uploaded folder (or return it unchanged when it already
-    names the same folder); True when created. Versions are immutable, as in Azure ML."""
-    existing = _find(session, workspace, name, version)
-    if existing is not None:
-        if existing.code_uri != spec.code_uri:
-            # The SDK recognises this exact message (ASSET_PATH_ERROR) and explains it.
-            raise CloudletError("UserError", "Asset paths cannot be updated.", URI_FIELD, 409)
-        return existing, False
+@dataclass(frozen=True)
+class Packed:
+    """An uploaded folder packed into a native snapshot's bytes, and its content hash."""
+
+    archive: bytes
+    content_hash: str
+
+
+def pack_upload(data: DataRoot, workspace: Workspace | int, spec: Registration) -> Packed:
+    """Pack the folder ``spec.code_uri`` names and check the SDK's hash of it. Reads no store: the
+    caller holds no transaction while a large folder is packed (a write would wait on it)."""
+    workspace_id = workspace if isinstance(workspace, int) else workspace.id
     if spec.hash_version not in (None, HASH_VERSION):
         raise CloudletError(
             "ValidationError",
             f"hash_version '{spec.hash_version}' is not known; send {HASH_VERSION} (azure-ai-ml's)",
             "properties.properties.hash_version",
         )
-    datastore, parts = datastore_path(workspace, spec.code_uri)
-    base = data.datastore(workspace.id, datastore)
-    if stat_beneath(base, parts) is None:
+    datastore, parts = datastore_path(workspace_id, spec.code_uri)
+    base = data.datastore(workspace_id, datastore)
+    archive = pack_beneath(base, parts) if stat_beneath(base, parts) is not None else None
+    if archive is None:
         raise CloudletError(
             "ValidationError",
             f"nothing was uploaded at codeUri '{spec.code_uri}'; upload the folder there first",
             URI_FIELD,
         )
-    archive = pack_beneath(base, parts)
-    assert archive is not None
     actual = content_hash(archive)
     if spec.hash_sha256 is not None and spec.hash_sha256 != actual:
         raise CloudletError(
@@ -168,15 +162,44 @@ def register(
             "or changed; upload it again",
             HASH_FIELD,
         )
-    snapshot = store_snapshot(session, data, workspace.id, archive)
+    return Packed(archive, actual)
+
+
+def existing(
+    session: Session, workspace: Workspace, name: str, version: str, spec: Registration
+) -> CodeVersion | None:
+    """The version, when it exists and names the same folder; refused when it names another
+    (versions are immutable, as in Azure ML)."""
+    row = _find(session, workspace, name, version)
+    if row is not None and row.code_uri != spec.code_uri:
+        # The SDK recognises this exact message (ASSET_PATH_ERROR) and explains it.
+        raise CloudletError("UserError", "Asset paths cannot be updated.", URI_FIELD, 409)
+    return row
+
+
+def register(
+    session: Session,
+    data: DataRoot,
+    workspace: Workspace,
+    caller: Caller,
+    name: str,
+    version: str,
+    spec: Registration,
+    packed: Packed,
+) -> tuple[CodeVersion, bool]:
+    """Create ``name:version`` from the packed folder (its snapshot stored once per content), or
+    return it unchanged when it already names the same folder; True when created."""
+    row = existing(session, workspace, name, version, spec)
+    if row is not None:
+        return row, False
     row = CodeVersion(
         workspace_id=workspace.id,
         name=name,
         version=version,
         code_uri=spec.code_uri,
-        hash_sha256=actual,
+        hash_sha256=packed.content_hash,
         hash_version=HASH_VERSION,
-        snapshot=snapshot,
+        snapshot=store_snapshot(session, data, workspace.id, packed.archive),
         is_anonymous=spec.is_anonymous,
         description=spec.description,
         tags=spec.tags,

@@ -173,7 +173,16 @@ def put_version(
         description=props.description,
         tags=dict(props.tags or {}),
     )
-    row, created = codes.register(ctx.session, ctx.state.data, workspace, ctx.caller, name, version, spec)
+    row = codes.existing(ctx.session, workspace, name, version, spec)
+    if row is not None:
+        return json_response(version_view(ref, row), 200)
+    workspace_id = workspace.id
+    ctx.session.rollback()  # no transaction (and no store write lock) while the folder is packed
+    packed = codes.pack_upload(ctx.state.data, workspace_id, spec)
+    _, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    row, created = codes.register(
+        ctx.session, ctx.state.data, workspace, ctx.caller, name, version, spec, packed
+    )
     ctx.commit()
     return json_response(version_view(ref, row), 201 if created else 200)
 
