@@ -250,6 +250,19 @@ def test_refusals(srv: RunningServer, api: httpx.Client, project: Path) -> None:
     assert status("GET", f"{base}/%2e%2e/%2e%2e/%2e%2e/cloudlet.db?{query}")[0] == 400
     ws_dir = srv.home / "data" / "workspaces" / str(ws_id)
     assert not list(ws_dir.rglob("escape.txt"))
+    # A link planted in the datastore (a job can make one) is never followed, to read or to write.
+    folder_on_disk = ws_dir / "datastores" / "workspaceblobstore" / folder
+    folder_on_disk.mkdir(parents=True, exist_ok=True)
+    outside = srv.home / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not yours")
+    (folder_on_disk / "link").symlink_to(outside)
+    (folder_on_disk / "file-link").symlink_to(outside / "secret.txt")
+    assert status("GET", f"{base}/link/secret.txt?{query}")[0] == 404
+    assert status("GET", f"{base}/file-link?{query}")[0] == 404
+    assert put(f"{base}/link/planted.txt?{query}")[0] == 409
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert "file-link" not in {b.name for b in client.list_blobs()}
 
     # A wrong MD5 stores nothing; a checksum cloudlet cannot verify is refused.
     wrong_md5 = base64.b64encode(hashlib.md5(b"other").digest()).decode()
@@ -327,6 +340,12 @@ def test_datastores_and_secrets(srv: RunningServer, api: httpx.Client) -> None:
     with pytest.raises(HttpResponseError) as refused:
         box.upload_blob("data/other.csv", b"x")
     assert refused.value.status_code == 403
+    # A user without a role on the workspace does not learn it exists.
+    stranger = new_user(api, srv, "blob-stranger", None)
+    with srv.client(stranger) as as_stranger:
+        assert as_stranger.post(f"{arm_ws(srv)}/datastores/workspaceblobstore/listSecrets").status_code == 404
+        pending = as_stranger.post(f"{arm_ws(srv)}/codes/x/versions/1/startPendingUpload", json={})
+        assert pending.status_code == 404
     # Nobody without a key reaches the ARM routes.
     anonymous = httpx.post(f"{srv.endpoint}{arm_ws(srv)}/datastores/workspaceblobstore/listSecrets")
     assert anonymous.status_code == 401
