@@ -1,16 +1,20 @@
-"""Blob SAS (services/blob_sas.py) and the code content hash (services/codes.content_hash)."""
+"""Blob SAS (services/blob_sas.py), the code content hash (services/codes.content_hash) and the
+sweep of abandoned uploads (services/blob_store.sweep_stale)."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import tarfile
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 import pytest
 
-from cloudlet.services import blob_sas
+from cloudlet.services import blob_sas, blob_store
 from cloudlet.services.codes import content_hash
 
 SECRET = "s" * 64
@@ -79,3 +83,24 @@ def test_content_hash_is_azure_ml_s() -> None:
             archive.addfile(member, io.BytesIO(data))
     expected = hashlib.sha256(b"3#a/Empty#0#a/x.txt#2#B.txt#3" + b"" + b"ex" + b"bee").hexdigest()
     assert content_hash(buffer.getvalue()) == expected
+
+
+def test_abandoned_uploads_and_uncommitted_blocks_are_swept(tmp_path: Path) -> None:
+    staging, blocks = tmp_path / "staging", tmp_path / "blocks"
+    (staging).mkdir()
+    (blocks / "old").mkdir(parents=True)
+    (blocks / "fresh").mkdir()
+    now = time.time()
+    for path, age in (
+        (staging / "a.part", blob_store.STALE_UPLOAD_S + 60),
+        (staging / "b.part", 60),
+        (blocks / "old" / "1", blob_store.STALE_BLOCKS_S + 60),
+        (blocks / "fresh" / "1", blob_store.STALE_BLOCKS_S + 60),
+        (blocks / "fresh" / "2", 60),  # one block of the blob still being staged: keep them all
+    ):
+        path.write_bytes(b"x")
+        os.utime(path, (now - age, now - age))
+    assert blob_store.sweep_stale(staging, blocks, now) == 2
+    assert sorted(p.name for p in staging.iterdir()) == ["b.part"]
+    assert sorted(p.name for p in blocks.iterdir()) == ["fresh"]
+    assert blob_store.sweep_stale(staging, blocks, now + 60) == 0  # at most once an hour

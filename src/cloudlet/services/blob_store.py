@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,10 @@ from cloudlet.services.storage import DataRoot, _descend, makedirs_beneath, open
 
 CHUNK = 1 << 20
 MAX_LISTED = 200_000  # a listing walks at most this many files
+STALE_UPLOAD_S = 24 * 3600  # a staging file untouched this long was abandoned (its client gone)
+STALE_BLOCKS_S = 7 * 24 * 3600  # Azure drops uncommitted blocks after a week
+SWEEP_EVERY_S = 3600
+_swept: dict[Path, float] = {}
 
 
 class BlobError(Exception):
@@ -127,6 +132,7 @@ class BlobStore:
 
     # -- writing ----------------------------------------------------------------------------
     def begin(self) -> Upload:
+        sweep_stale(self.staging, self.blocks)
         return Upload(self.staging)
 
     def put(
@@ -353,6 +359,34 @@ class BlobStore:
                 os.unlink(name, dir_fd=fd)
             finally:
                 os.close(fd)
+
+
+def sweep_stale(staging: Path, blocks: Path, now: float | None = None) -> int:
+    """Remove abandoned staging files and blocks never committed, at most once an hour per
+    folder per process (an upload begins it, in the thread pool); the count removed."""
+    now = time.time() if now is None else now
+    if now - _swept.get(staging, 0.0) < SWEEP_EVERY_S:
+        return 0
+    _swept[staging] = now
+    removed = 0
+    with contextlib.suppress(FileNotFoundError):
+        for item in staging.iterdir():
+            with contextlib.suppress(OSError):
+                if item.suffix == ".part" and now - item.lstat().st_mtime > STALE_UPLOAD_S:
+                    item.unlink()
+                    removed += 1
+    with contextlib.suppress(FileNotFoundError):
+        for folder in blocks.iterdir():
+            with contextlib.suppress(OSError):
+                if folder.is_symlink() or not folder.is_dir():
+                    continue
+                staged = list(folder.iterdir())
+                if all(now - b.lstat().st_mtime > STALE_BLOCKS_S for b in staged):
+                    for block in staged:
+                        block.unlink()
+                        removed += 1
+                    folder.rmdir()
+    return removed
 
 
 def read_range(fd: int, start: int, length: int) -> Iterator[bytes]:
