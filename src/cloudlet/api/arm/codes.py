@@ -195,13 +195,13 @@ def start_pending_upload(
     name: Name,
     version: Version,
     request: Request,
-    body: Annotated[PendingUploadBody | None, Body()] = None,
+    body: Annotated[PendingUploadBody, Body()] = PendingUploadBody(),
     ctx: Context = Depends(context),
 ) -> Response:
     """A folder of the workspace's blob store to upload the code to, and a signed URL for it
     (valid for an hour, for that folder only)."""
     _, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    pending = (body.pendingUploadId if body else None) or str(uuid.uuid4())
+    pending = body.pendingUploadId or str(uuid.uuid4())
     folder = f"{codes.PENDING_UPLOAD_FOLDER}/{pending}"
     account = blob_sas.account_name(workspace.id)
     blob_uri = f"{blob_base(request)}/{account}/{DEFAULT_DATASTORE}/{folder}"
@@ -214,6 +214,6 @@ def start_pending_upload(
                 "credential": {"credentialType": "SAS", "sasUri": f"{blob_uri}?{sas}"},
             },
             "pendingUploadId": pending,
-            "pendingUploadType": (body.pendingUploadType if body else None) or "TemporaryBlobReference",
+            "pendingUploadType": body.pendingUploadType,
         }
     )
