@@ -264,6 +264,19 @@ def test_refusals(srv: RunningServer, api: httpx.Client, project: Path) -> None:
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert "file-link" not in {b.name for b in client.list_blobs()}
 
+    # '..' is no datastore (it would be the workspace's own folder, its code snapshots), natively
+    # or as a container.
+    tarball = io.BytesIO()
+    with tarfile.open(fileobj=tarball, mode="w:gz") as archive:
+        member = tarfile.TarInfo("planted.txt")
+        member.size = 1
+        archive.addfile(member, io.BytesIO(b"x"))
+    dotdot = f"{srv.ws_path}/datastores/%2e%2e/paths/codes"
+    planted = api.put(dotdot, content=tarball.getvalue(), headers={"Content-Type": "application/gzip"})
+    assert planted.status_code == 400 and planted.json()["error"]["target"] == "datastore", planted.text
+    assert api.get(f"{srv.ws_path}/datastores/%2e%2e/paths/codes").status_code == 400
+    assert status("GET", f"{base.split('/workspaceblobstore/')[0]}/%2e%2e/codes?{query}")[0] in (400, 403)
+
     # A wrong MD5 stores nothing; a checksum cloudlet cannot verify is refused.
     wrong_md5 = base64.b64encode(hashlib.md5(b"other").digest()).decode()
     assert put(f"{base}/md5.txt?{query}", **{"Content-MD5": wrong_md5}) == (400, "Md5Mismatch")
