@@ -18,6 +18,7 @@ import io
 import os
 import tarfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,13 @@ def test_code_upload_through_sas_then_hash_lookup_and_snapshot(
     again = api.put(f"{arm_ws(srv)}/codes/c0ffee/versions/1", json=body)
     assert again.status_code == 200, again.text
 
+    def register_v2(_: int) -> int:
+        with srv.client() as client:
+            return client.put(f"{arm_ws(srv)}/codes/c0ffee/versions/2", json=body).status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sorted(pool.map(register_v2, range(4))) == [200, 200, 200, 201]
+
     # On disk, in the workspace's datastore, byte for byte.
     account = blob_uri.split("/blob/", 1)[1].split("/", 1)[0]
     ws_id = blob_sas.workspace_of(account)
@@ -165,7 +173,7 @@ def test_code_upload_through_sas_then_hash_lookup_and_snapshot(
 
     # The hash look-up finds it now, under any code name, and the version reads back.
     found = api.get(lookup).json()["value"]
-    assert [v["id"].rsplit("/codes/", 1)[1] for v in found] == ["c0ffee/versions/1"]
+    assert [v["id"].rsplit("/codes/", 1)[1] for v in found] == ["c0ffee/versions/1", "c0ffee/versions/2"]
     shown = api.get(f"{arm_ws(srv)}/codes/c0ffee/versions/1").json()
     assert shown["properties"]["codeUri"] == code_uri
     assert shown["properties"]["properties"]["hash_sha256"] == digest

@@ -75,7 +75,12 @@ def test_register_pack_lookup_and_resolve(session: Session, tmp_path: Path) -> N
     with pytest.raises(CloudletError, match="Asset paths cannot be updated"):
         codes.existing(session, ws, "anon", "1", moved)
 
-    assert [v.name for v in codes.by_hash(session, ws, digest)] == ["anon"]
+    # The same files under another name reuse the snapshot (a second packing has other bytes).
+    repacked = codes.Packed(b"other bytes of the same files", digest)
+    other, created = codes.register(session, data, ws, CALLER, "named", "1", spec, repacked)
+    assert created and other.snapshot == row.snapshot
+    session.commit()
+    assert [v.name for v in codes.by_hash(session, ws, digest)] == ["anon", "named"]
     code = codes.snapshot_for(
         session, ws, "/subscriptions/s/resourceGroups/rg/workspaces/ws/codes/anon/versions/1"
     )

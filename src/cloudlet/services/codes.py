@@ -192,6 +192,16 @@ def register(
     row = existing(session, workspace, name, version, spec)
     if row is not None:
         return row, False
+    # The same files (by content hash) reuse their snapshot: a packed tar.gz carries its packing
+    # time, so packing the same folder twice gives other bytes.
+    same = next(
+        (
+            r.snapshot
+            for r in by_hash(session, workspace, packed.content_hash)
+            if data.code(workspace.id, r.snapshot).exists()
+        ),
+        None,
+    )
     row = CodeVersion(
         workspace_id=workspace.id,
         name=name,
@@ -199,7 +209,7 @@ def register(
         code_uri=spec.code_uri,
         hash_sha256=packed.content_hash,
         hash_version=HASH_VERSION,
-        snapshot=store_snapshot(session, data, workspace.id, packed.archive),
+        snapshot=same or store_snapshot(session, data, workspace.id, packed.archive),
         is_anonymous=spec.is_anonymous,
         description=spec.description,
         tags=spec.tags,

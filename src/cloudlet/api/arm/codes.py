@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from sqlalchemy.exc import IntegrityError
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
@@ -183,7 +184,13 @@ def put_version(
     row, created = codes.register(
         ctx.session, ctx.state.data, workspace, ctx.caller, name, version, spec, packed
     )
-    ctx.commit()
+    try:
+        ctx.commit()
+    except IntegrityError:  # the same version registered meanwhile by another request (PostgreSQL)
+        ctx.session.rollback()
+        _, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+        row, created = codes.get(ctx.session, workspace, name, version), False
+        codes.existing(ctx.session, workspace, name, version, spec)  # refused if another folder
     return json_response(version_view(ref, row), 201 if created else 200)
 
 
