@@ -143,7 +143,7 @@ def test_code_upload_through_sas_then_hash_lookup_and_snapshot(
         "properties": {
             "codeUri": code_uri,
             "isAnonymous": True,
-            "properties": {"hash_sha256": digest, "hash_version": "202208"},
+            "properties": {"hash_sha256": digest, "hash_version": 202208},  # a number, as the SDK sends
         }
     }
     put = api.put(f"{arm_ws(srv)}/codes/c0ffee/versions/1", json=body)

@@ -241,8 +241,12 @@ def snapshot_for(session: Session, workspace: Workspace, code_id: str) -> str:
     """The job document's ``code`` (``codes/<digest>``) for an ARM ``codeId``
     (``…/codes/{name}/versions/{v}``): the bridge the ARM jobs routes use."""
     found = _CODE_ID.search(code_id)
-    if found is None:
+    row = _find(session, workspace, unquote(found.group(1)), unquote(found.group(2))) if found else None
+    if row is None:
         raise CloudletError(
-            "ValidationError", f"codeId '{code_id}' is not …/codes/<name>/versions/<version>", "codeId"
+            "ValidationError",
+            f"code {code_id!r} was not found in this workspace; register it first "
+            "(PUT …/codes/<name>/versions/<v>)",
+            "properties.codeId",
         )
-    return f"codes/{get(session, workspace, unquote(found.group(1)), unquote(found.group(2))).snapshot}"
+    return f"codes/{row.snapshot}"

@@ -17,7 +17,7 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from sqlalchemy.exc import IntegrityError
 
 from cloudlet.api.deps import Context, context, json_response
@@ -47,7 +47,10 @@ class _Loose(BaseModel):
 
 class HashProperties(_Loose):
     hash_sha256: Sha256 | None = None
-    hash_version: Annotated[str, Field(max_length=16)] | None = None
+    # azure-ai-ml sends the number (202208); its REST model says string.
+    hash_version: (
+        Annotated[str, Field(max_length=16)] | Annotated[StrictInt, Field(ge=0, le=99_999_999)] | None
+    ) = None
 
 
 class CodeVersionProperties(_Loose):
@@ -169,7 +172,7 @@ def put_version(
     spec = codes.Registration(
         code_uri=props.codeUri,
         hash_sha256=props.properties.hash_sha256,
-        hash_version=props.properties.hash_version,
+        hash_version=None if props.properties.hash_version is None else str(props.properties.hash_version),
         is_anonymous=props.isAnonymous,
         description=props.description,
         tags=dict(props.tags or {}),
