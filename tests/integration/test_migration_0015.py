@@ -1,4 +1,4 @@
-"""Migration 0014: the code_versions table, on a store populated at 0012 (its workspace and code
+"""Migration 0015: the code_versions table, on a store populated at 0012 (its workspace and code
 snapshot rows carry over), matching the models at head, and gone again on downgrade (SQLite and
 PostgreSQL)."""
 

@@ -3,9 +3,9 @@
 Each names the native snapshot (``code_assets.hash``) its uploaded folder was packed into, and
 the SDK's content hash it is found by (``GET codes/{any}/versions?hash=…``).
 
-Revision ID: 0014
-Revises: 0012 (issue 12 is built in parallel: 0013 is the assets branch's; when both land, this
-one revises 0013)
+Revision ID: 0015
+Revises: 0012 in this branch. Issue 12 is built in parallel: main has 0013 (serverless default)
+and the assets branch 0014; when they land, this one revises the newest of them.
 Create Date: 2026-12-01
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
+revision = "0015"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
