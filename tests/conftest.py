@@ -71,6 +71,8 @@ class RunningServer:
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
     installation: str = ""
+    https_url: str = ""  # the same API over TLS (the Azure ML facade's listener)
+    ca_file: str = ""  # the CA that signed its certificate
 
     @property
     def port(self) -> int:
@@ -154,6 +156,8 @@ def start_server(
                             log_path,
                             extra_env or {},
                             installation,
+                            cfg.get("https_endpoint", ""),
+                            cfg.get("ca_file", ""),
                         )
                 except httpx.HTTPError:
                     pass
