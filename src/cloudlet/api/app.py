@@ -24,6 +24,9 @@ from cloudlet.api import (
     routes_instances,
     routes_jobs,
 )
+from cloudlet.api.arm import computes as arm_computes
+from cloudlet.api.arm import metadata as arm_metadata
+from cloudlet.api.arm import workspaces as arm_workspaces
 from cloudlet.api.deps import AppState
 
 log = logging.getLogger("cloudlet.api")
@@ -78,6 +81,10 @@ def create_app(state: AppState) -> FastAPI:
         routes_agent_apps.router,
         routes_instance_setup.router,
         routes_instances.router,  # /instances/{name}/{app}/… and /signin
+        # The Azure ML (ARM) facade: paths outside /api/v1 (api/arm/).
+        arm_metadata.router,
+        arm_workspaces.router,
+        arm_computes.router,
     ):
         _add_routes(app, router)
 

@@ -218,13 +218,14 @@ def server_cmd(
 
 
 def _register() -> None:
-    from cloudlet.cli import admin, catalog, compute, compute_instance, jobs
+    from cloudlet.cli import admin, azureml, catalog, compute, compute_instance, jobs
 
     compute_instance.register(compute.app)  # show-setup-log, connect-ssh
     app.add_typer(compute.app, name="compute")
     app.add_typer(jobs.app, name="job")
     admin.register(app)
     catalog.register(app)
+    azureml.register(app)
 
 
 _register()

@@ -89,7 +89,8 @@ def from_arm(body: Any, name: str) -> dict[str, Any]:
     if not isinstance(arm_type, str) or arm_type.lower() not in NATIVE_TYPES:
         raise CloudletError(
             "InvalidComputeType",
-            f"properties.computeType {arm_type!r} is not supported; use one of: {', '.join(ARM_TYPES.values())}",
+            f"properties.computeType {arm_type!r} is not supported; "
+            f"use one of: {', '.join(ARM_TYPES.values())}",
             "properties.computeType",
         )
     kind = NATIVE_TYPES[arm_type.lower()]
@@ -185,6 +186,13 @@ def _instance_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
     }
     if settings:
         doc["ssh_settings"] = settings
+    _schedules_from_arm(inner, doc)
+    if inner.get("setupScripts"):
+        raise _invalid(
+            _INNER + "setupScripts",
+            "setup scripts sent through azure-ai-ml are not supported yet; give them in a compute file "
+            "(`cloudlet compute create --file instance.yml` with setup_scripts)",
+        )
     personal = _object(
         inner.get("personalComputeInstanceSettings"), _INNER + "personalComputeInstanceSettings"
     )
@@ -192,6 +200,42 @@ def _instance_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
     if user.get("objectId"):
         doc["create_on_behalf_of"] = {"user_object_id": user["objectId"]}
         _set(doc["create_on_behalf_of"], "user_tenant_id", user.get("tenantId"))
+
+
+def _schedules_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
+    """``schedules.computeStartStop[]`` (cron or recurrence triggers) in the native shape."""
+    target = _INNER + "schedules.computeStartStop"
+    items = _object(inner.get("schedules"), _INNER + "schedules").get("computeStartStop") or []
+    if not isinstance(items, list):
+        raise _invalid(target, f"'{target}' must be a list")
+    out = []
+    for i, item in enumerate(items):
+        item = _object(item, f"{target}[{i}]")
+        kind = str(item.get("triggerType") or ("Cron" if item.get("cron") else "Recurrence")).lower()
+        if kind == "cron":
+            cron = _object(item.get("cron"), f"{target}[{i}].cron")
+            trigger: dict[str, Any] = {"type": "cron", "expression": cron.get("expression")}
+            source = cron
+        else:
+            recurrence = _object(item.get("recurrence"), f"{target}[{i}].recurrence")
+            trigger = {"type": "recurrence", "interval": recurrence.get("interval")}
+            if recurrence.get("frequency"):
+                trigger["frequency"] = str(recurrence["frequency"]).lower()
+            pattern = _object(recurrence.get("schedule"), f"{target}[{i}].recurrence.schedule")
+            if pattern:
+                trigger["schedule"] = {
+                    {"weekDays": "week_days", "monthDays": "month_days"}.get(k, k): v
+                    for k, v in pattern.items()
+                }
+            source = recurrence
+        _set(trigger, "start_time", source.get("startTime"))
+        _set(trigger, "time_zone", source.get("timeZone"))
+        entry = {"action": str(item.get("action", "")).lower(), "trigger": trigger}
+        if item.get("status"):
+            entry["state"] = str(item["status"]).lower()
+        out.append(entry)
+    if out:
+        doc["schedules"] = {"compute_start_stop": out}
 
 
 # -- native view → ARM resource ----------------------------------------------------------------
@@ -289,9 +333,10 @@ def _instance_to_arm(view: dict[str, Any]) -> dict[str, Any]:
             if isinstance(app, dict)
         ],
     }
-    owner = view.get("owner")
-    if owner:
-        inner["personalComputeInstanceSettings"] = {"assignedUser": {"objectId": owner, "tenantId": None}}
+    on_behalf = view.get("create_on_behalf_of")
+    if isinstance(on_behalf, dict):
+        user = {"objectId": on_behalf.get("user_object_id"), "tenantId": on_behalf.get("user_tenant_id")}
+        inner["personalComputeInstanceSettings"] = {"assignedUser": user}
     return inner
 
 
