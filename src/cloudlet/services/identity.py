@@ -412,7 +412,6 @@ def verify_jwt(token: str, secret: str, audiences: frozenset[str]) -> TokenClaim
             algorithms=[JWT_ALGORITHM],
             audience=sorted(audiences) or ["-"],
             options={"require": ["exp", "aud", "cloudlet_pid"]},
-            leeway=5,
         )
         return TokenClaims(int(claims["cloudlet_pid"]), int(claims["exp"]), claims.get("cloudlet_kid"))
     except jwt.ExpiredSignatureError:
