@@ -16,6 +16,7 @@ from typing import Any
 from bench import (
     _results,
     api_latency,
+    arm_facade,
     dispatch,
     instances,
     mixed_load,
@@ -45,6 +46,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     instances.NAME: Benchmark(instances.NAME, instances.run, instances.markdown, instances.report),
     mixed_load.NAME: Benchmark(mixed_load.NAME, mixed_load.run, mixed_load.markdown, mixed_load.report),
+    arm_facade.NAME: Benchmark(arm_facade.NAME, arm_facade.run, arm_facade.markdown, arm_facade.report),
 }
 
 

@@ -34,6 +34,8 @@ class ServerProcess:
     log_path: Path
     api_key: str = ""
     subscription_id: str = ""
+    https_endpoint: str = ""  # the same API over TLS (the Azure ML facade's listener)
+    ca_file: str = ""
 
     @property
     def pid(self) -> int:
@@ -118,6 +120,8 @@ def start_cloudlet(home: Path, timeout: float = 60) -> ServerProcess:
                     server.endpoint = endpoint
                     server.api_key = key
                     server.subscription_id = cfg["subscription_id"]
+                    server.https_endpoint = cfg.get("https_endpoint", "")
+                    server.ca_file = cfg.get("ca_file", "")
                     return server
             time.sleep(0.1)
         raise RuntimeError(f"cloudlet server did not become ready:\n{log_path.read_text()}")

@@ -68,7 +68,7 @@ def iso_seconds(value: Any, target: str) -> int:
     return days * 86400 + hours * 3600 + minutes * 60 + int(float(match.group(4) or 0))
 
 
-def _object(value: Any, target: str) -> dict[str, Any]:
+def as_object(value: Any, target: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -83,8 +83,8 @@ def _set(doc: dict[str, Any], key: str, value: Any) -> None:
 
 def from_arm(body: Any, name: str) -> dict[str, Any]:
     """The native compute document for an ARM compute resource body."""
-    resource = _object(body, "$")
-    outer = _object(resource.get("properties"), "properties")
+    resource = as_object(body, "$")
+    outer = as_object(resource.get("properties"), "properties")
     arm_type = outer.get("computeType")
     if not isinstance(arm_type, str) or arm_type.lower() not in NATIVE_TYPES:
         raise CloudletError(
@@ -94,7 +94,7 @@ def from_arm(body: Any, name: str) -> dict[str, Any]:
             "properties.computeType",
         )
     kind = NATIVE_TYPES[arm_type.lower()]
-    inner = _object(outer.get("properties"), "properties.properties")
+    inner = as_object(outer.get("properties"), "properties.properties")
     doc: dict[str, Any] = {"name": name, "type": kind}
     _set(doc, "location", outer.get("computeLocation") or resource.get("location"))
     _set(doc, "description", outer.get("description"))
@@ -115,7 +115,7 @@ def from_arm(body: Any, name: str) -> dict[str, Any]:
 
 
 def _identity_from_arm(value: Any) -> dict[str, Any] | None:
-    identity = _object(value, "identity")
+    identity = as_object(value, "identity")
     kind = identity.get("type")
     if not isinstance(kind, str) or kind.lower() == "none":
         return None
@@ -127,7 +127,7 @@ def _identity_from_arm(value: Any) -> dict[str, Any] | None:
     }.get(folded)
     if native is None:
         raise _invalid("identity.type", f"identity.type {kind!r} is not SystemAssigned or UserAssigned")
-    users = _object(identity.get("userAssignedIdentities"), "identity.userAssignedIdentities")
+    users = as_object(identity.get("userAssignedIdentities"), "identity.userAssignedIdentities")
     out: dict[str, Any] = {"type": native}
     if users:
         out["user_assigned_identities"] = [{"resource_id": rid} for rid in users]
@@ -136,7 +136,7 @@ def _identity_from_arm(value: Any) -> dict[str, Any] | None:
 
 def _aml_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
     target = _INNER + "scaleSettings"
-    scale = _object(inner.get("scaleSettings"), target)
+    scale = as_object(inner.get("scaleSettings"), target)
     _set(doc, "size", inner.get("vmSize"))
     _set(doc, "tier", inner.get("vmPriority"))
     _set(doc, "min_instances", scale.get("minNodeCount"))
@@ -147,7 +147,7 @@ def _aml_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
     access = inner.get("remoteLoginPortPublicAccess")
     if access in ("Enabled", "Disabled"):
         doc["ssh_public_access_enabled"] = access == "Enabled"
-    credentials = _object(inner.get("userAccountCredentials"), _INNER + "userAccountCredentials")
+    credentials = as_object(inner.get("userAccountCredentials"), _INNER + "userAccountCredentials")
     if credentials:
         doc["ssh_settings"] = {
             k: v
@@ -172,7 +172,7 @@ def _instance_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
         ("releaseQuotaOnStop", "release_quota_on_stop"),
     ):
         _set(doc, native, inner.get(arm))
-    ssh = _object(inner.get("sshSettings"), _INNER + "sshSettings")
+    ssh = as_object(inner.get("sshSettings"), _INNER + "sshSettings")
     if ssh.get("sshPublicAccess") in ("Enabled", "Disabled"):
         doc["ssh_public_access_enabled"] = ssh["sshPublicAccess"] == "Enabled"
     settings = {
@@ -193,10 +193,10 @@ def _instance_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
             "setup scripts sent through azure-ai-ml are not supported yet; give them in a compute file "
             "(`cloudlet compute create --file instance.yml` with setup_scripts)",
         )
-    personal = _object(
+    personal = as_object(
         inner.get("personalComputeInstanceSettings"), _INNER + "personalComputeInstanceSettings"
     )
-    user = _object(personal.get("assignedUser"), _INNER + "personalComputeInstanceSettings.assignedUser")
+    user = as_object(personal.get("assignedUser"), _INNER + "personalComputeInstanceSettings.assignedUser")
     if user.get("objectId"):
         doc["create_on_behalf_of"] = {"user_object_id": user["objectId"]}
         _set(doc["create_on_behalf_of"], "user_tenant_id", user.get("tenantId"))
@@ -205,23 +205,23 @@ def _instance_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
 def _schedules_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
     """``schedules.computeStartStop[]`` (cron or recurrence triggers) in the native shape."""
     target = _INNER + "schedules.computeStartStop"
-    items = _object(inner.get("schedules"), _INNER + "schedules").get("computeStartStop") or []
+    items = as_object(inner.get("schedules"), _INNER + "schedules").get("computeStartStop") or []
     if not isinstance(items, list):
         raise _invalid(target, f"'{target}' must be a list")
     out = []
     for i, item in enumerate(items):
-        item = _object(item, f"{target}[{i}]")
+        item = as_object(item, f"{target}[{i}]")
         kind = str(item.get("triggerType") or ("Cron" if item.get("cron") else "Recurrence")).lower()
         if kind == "cron":
-            cron = _object(item.get("cron"), f"{target}[{i}].cron")
+            cron = as_object(item.get("cron"), f"{target}[{i}].cron")
             trigger: dict[str, Any] = {"type": "cron", "expression": cron.get("expression")}
             source = cron
         else:
-            recurrence = _object(item.get("recurrence"), f"{target}[{i}].recurrence")
+            recurrence = as_object(item.get("recurrence"), f"{target}[{i}].recurrence")
             trigger = {"type": "recurrence", "interval": recurrence.get("interval")}
             if recurrence.get("frequency"):
                 trigger["frequency"] = str(recurrence["frequency"]).lower()
-            pattern = _object(recurrence.get("schedule"), f"{target}[{i}].recurrence.schedule")
+            pattern = as_object(recurrence.get("schedule"), f"{target}[{i}].recurrence.schedule")
             if pattern:
                 trigger["schedule"] = {
                     {"weekDays": "week_days", "monthDays": "month_days"}.get(k, k): v

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Body, Depends, Query, Response
 
 from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.openapi import json_body, success
 from cloudlet.api.routes_admin import require_pool
 from cloudlet.api.routes_compute import render_compute
 from cloudlet.api.routing import UserRoute
@@ -27,6 +28,7 @@ from cloudlet.store.schema import Compute, Operation, Workspace
 router = APIRouter(tags=["azureml"], route_class=UserRoute)
 COMPUTE = arm.WS + "/computes/{name}"
 ARM_BODY = Body(include_in_schema=False)
+ARM_DOCUMENT = json_body({"type": "object", "description": "an ARM compute resource (azure-ai-ml's body)"})
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
@@ -54,7 +56,12 @@ def get_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(co
     return json_response(_view(ctx, ref, compute))
 
 
-@router.put(COMPUTE, status_code=200)
+@router.put(
+    COMPUTE,
+    status_code=200,
+    responses=success(201, "Created: the create operation runs; follow `Azure-AsyncOperation`"),
+    openapi_extra=ARM_DOCUMENT,
+)
 def put_compute(
     sub: str, rg: str, ws: str, name: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
 ) -> Response:
@@ -73,10 +80,12 @@ def put_compute(
 
 def _patch_doc(body: Any) -> dict[str, Any]:
     """ARM's ComputeUpdate: ``properties.scaleSettings`` (clusters) and ``tags``."""
-    resource = body if isinstance(body, dict) else {}
+    resource = arm_compute.as_object(body, "$")
     out: dict[str, Any] = {}
-    scale = (resource.get("properties") or {}).get("scaleSettings") or {}
     target = "properties.scaleSettings"
+    scale = arm_compute.as_object(
+        arm_compute.as_object(resource.get("properties"), "properties").get("scaleSettings"), target
+    )
     for arm_name, native in (("minNodeCount", "min_instances"), ("maxNodeCount", "max_instances")):
         if scale.get(arm_name) is not None:
             out[native] = scale[arm_name]
@@ -96,7 +105,7 @@ def _patch_doc(body: Any) -> dict[str, Any]:
     return out
 
 
-@router.patch(COMPUTE)
+@router.patch(COMPUTE, openapi_extra=ARM_DOCUMENT)
 def patch_compute(
     sub: str, rg: str, ws: str, name: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
 ) -> Response:

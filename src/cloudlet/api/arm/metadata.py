@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from cloudlet.api.arm import https_base
 from cloudlet.api.deps import AML_RESOURCE_ID, PORTAL, AppState, Context, app_state, context, json_response
+from cloudlet.api.openapi import errors
 from cloudlet.api.routing import PublicRoute
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services import identity
@@ -41,7 +42,7 @@ async def discovery(request: Request, state: AppState = Depends(app_state)) -> R
     return json_response({key: base for key in DISCOVERY_KEYS})
 
 
-@router.get("/msi/token")
+@router.get("/msi/token", responses=errors(400, 401, 503))
 def msi_token(
     resource: Annotated[str, Query(min_length=1, max_length=512, description="the audience wanted")],
     x_identity_header: Annotated[
