@@ -38,16 +38,26 @@ CALLERS = ("admin", "owner", "contributor", "reader", "norole", "other", "node",
 @dataclass(frozen=True)
 class Row:
     method: str
-    path: str  # under /api/v1 unless it starts with /agent or /instances; {ws} = the workspace path
+    # under /api/v1 unless it starts with /agent, /instances or is an ARM path ({arm}: the ARM
+    # workspace path; /subscriptions/{sub}/providers/…); {ws} = the native workspace path
+    path: str
     needs: str  # read | write | manage | admin | user | pool | rg-read | agent | owner-app | others-keys
     kwargs: dict[str, Any] | None = None
     operation: str | None = None  # the OpenAPI path it exercises, when the path differs
 
     def url(self, ctx: Context) -> str:
         path = self.path.format(
-            ws=ctx.ws, sub=ctx.sub, rg=ctx.rg, node=ctx.node_id, op=ctx.op_id, wsid=ctx.ws_id
+            ws=ctx.ws, arm=ctx.arm, sub=ctx.sub, rg=ctx.rg, node=ctx.node_id, op=ctx.op_id, wsid=ctx.ws_id
         )
-        return path if path.startswith(("/agent", "/instances")) else "/api/v1" + path
+        return path if unprefixed(self.path) else "/api/v1" + path
+
+
+ARM_PROVIDER = "/providers/Microsoft.MachineLearningServices"
+
+
+def unprefixed(template: str) -> bool:
+    """Served outside /api/v1: the agents', the instance proxy and the ARM facade's routes."""
+    return template.startswith(("/agent", "/instances", "{arm}")) or ARM_PROVIDER in template
 
 
 @dataclass
@@ -63,6 +73,10 @@ class Context:
     @property
     def ws(self) -> str:
         return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}/workspaces/default"
+
+    @property
+    def arm(self) -> str:
+        return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}{ARM_PROVIDER}/workspaces/default"
 
 
 ALLOWED = {
@@ -162,6 +176,32 @@ ROWS: list[Row] = [
     Row("PUT", "{ws}/datastores/workspaceblobstore/paths/mx/upload", "write", TAR),
     Row("GET", "{ws}/datastores/workspaceblobstore/download/none", "read"),
     *(Row("GET", "{ws}/datastores/workspaceblobstore/download/" + t, "read") for t in TRAVERSAL),
+    # the Azure ML (ARM) facade: the same rules through the SDK's paths (JWTs: test_arm_sdk.py)
+    Row("GET", "{arm}", "read"),
+    Row("GET", "/subscriptions/{sub}/resourceGroups/{rg}" + ARM_PROVIDER + "/workspaces", "user"),
+    Row("GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/workspaces", "user"),
+    Row("GET", "{arm}/computes", "read"),
+    Row("GET", "{arm}/computes/" + CLUSTER, "read"),
+    Row(
+        "PUT",
+        "{arm}/computes/mx-new",
+        "write",
+        {"json": {"properties": {"computeType": "AmlCompute", "properties": {"vmSize": "No_Such_Size"}}}},
+    ),
+    Row(
+        "PATCH",
+        "{arm}/computes/ghost",
+        "write",
+        {"json": {"properties": {"scaleSettings": {"maxNodeCount": 2}}}},
+    ),
+    Row("DELETE", "{arm}/computes/ghost", "write"),
+    Row("POST", "{arm}/computes/ghost/start", "write"),
+    Row("POST", "{arm}/computes/" + CLUSTER + "/listNodes", "read"),
+    Row("GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/locations/local/vmSizes", "user"),
+    Row("GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/locations/local/usages", "pool"),
+    Row(
+        "GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/locations/local/computeOperationsStatus/{op}", "read"
+    ),
     # the agents' protocol
     Row("POST", "/agent/v1/nodes/{node}/register", "agent", {"json": {}}),
     Row("POST", "/agent/v1/nodes/{node}/poll?timeout=0", "agent", {"json": {}}),
@@ -278,7 +318,7 @@ def test_every_route_is_in_the_matrix(srv: RunningServer) -> None:
         (method, template)
         for template, item in doc["paths"].items()
         for method in item
-        if template.startswith(("/api/", "/agent/"))
+        if template.startswith(("/api/", "/agent/", "/subscriptions/"))
     }
     patterns = {
         (method, template): re.compile(
@@ -288,9 +328,15 @@ def test_every_route_is_in_the_matrix(srv: RunningServer) -> None:
     }
     covered = set()
     for row in ROWS:
-        path = row.path if row.path.startswith(("/agent", "/instances")) else "/api/v1" + row.path
+        path = row.path if unprefixed(row.path) else "/api/v1" + row.path
         path = path.split("?", 1)[0].format(
-            ws="/subscriptions/s/resourceGroups/r/workspaces/w", sub="s", rg="r", node="n", op="o", wsid=1
+            ws="/subscriptions/s/resourceGroups/r/workspaces/w",
+            arm="/subscriptions/s/resourceGroups/r" + ARM_PROVIDER + "/workspaces/w",
+            sub="s",
+            rg="r",
+            node="n",
+            op="o",
+            wsid=1,
         )
         for key, pattern in patterns.items():
             if key[0] == row.method.lower() and pattern.match(path.replace("%2F", "_")):
