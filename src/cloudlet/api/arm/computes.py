@@ -28,7 +28,28 @@ from cloudlet.store.schema import Compute, Operation, Workspace
 router = APIRouter(tags=["azureml"], route_class=UserRoute)
 COMPUTE = arm.WS + "/computes/{name}"
 ARM_BODY = Body(include_in_schema=False)
-ARM_DOCUMENT = json_body({"type": "object", "description": "an ARM compute resource (azure-ai-ml's body)"})
+ARM_DOCUMENT = json_body(
+    {
+        "type": "object",
+        "description": "an ARM compute resource, as azure-ai-ml sends it (domain/arm_compute.py)",
+        "properties": {
+            "location": {"type": "string"},
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "identity": {"type": "object", "properties": {"type": {"type": "string"}}},
+            "properties": {
+                "type": "object",
+                "properties": {
+                    "computeType": {"type": "string", "enum": list(arm_compute.ARM_TYPES.values())},
+                    "computeLocation": {"type": "string"},
+                    "description": {"type": "string"},
+                    "resourceId": {"type": "string"},
+                    "properties": {"type": "object", "description": "vmSize, vmPriority, scaleSettings, …"},
+                    "scaleSettings": {"type": "object", "description": "PATCH: the new scale settings"},
+                },
+            },
+        },
+    }
+)
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
