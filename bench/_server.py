@@ -98,7 +98,7 @@ def start_cloudlet(home: Path, timeout: float = 60) -> ServerProcess:
     config = home / "config.json"
     credentials = home / "credentials"
     log_path = home / f"server-{time.time_ns()}.log"
-    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--home", str(home)]
+    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--tls-port", "0", "--home", str(home)]
     env = _env({"CLOUDLET_HOME": str(home)})
     env.pop("CLOUDLET_DB", None)  # embedded SQLite in HOME, whatever the caller's environment says
     with open(log_path, "wb") as log:

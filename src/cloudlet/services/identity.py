@@ -390,7 +390,7 @@ def mint_jwt(
         "iss": f"cloudlet:{tenant}",
         "aud": audience,
         "tid": tenant,
-        "oid": str(uuid.uuid5(uuid.UUID(tenant), str(caller.principal_id))),
+        "oid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"cloudlet:{tenant}:principal:{caller.principal_id}")),
         "sub": caller.name,
         "name": caller.name,
         "iat": now,

@@ -35,7 +35,7 @@ def render(ctx: Context, ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
         "properties": {
             "friendlyName": ws.name,
             "description": ws.description,
-            "workspaceId": str(uuid.uuid5(uuid.UUID(tenant), f"workspace:{ws.id}")),
+            "workspaceId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"cloudlet:{tenant}:workspace:{ws.id}")),
             "discoveryUrl": f"{base}/discovery",
             "provisioningState": "Succeeded",
             "creationTime": iso(ws.created_on),
