@@ -18,7 +18,8 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 3650
@@ -81,7 +82,7 @@ def _names(host: str) -> list[x509.GeneralName]:
     return names
 
 
-def _make_ca(files: TlsFiles, installation: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def _make_ca(files: TlsFiles, installation: str) -> tuple[x509.Certificate, CertificateIssuerPrivateKeyTypes]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"cloudlet CA {installation[:8]}")])
     now = dt.datetime.now(dt.UTC)
@@ -105,13 +106,14 @@ def _make_ca(files: TlsFiles, installation: str) -> tuple[x509.Certificate, ec.E
     return cert, key
 
 
-def _load_ca(files: TlsFiles) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
+def _load_ca(files: TlsFiles) -> tuple[x509.Certificate, CertificateIssuerPrivateKeyTypes] | None:
+    """The home's CA (an operator may put their own there: an EC or RSA key that signs)."""
     if not (files.ca.exists() and files.ca_key.exists()):
         return None
     cert = x509.load_pem_x509_certificate(files.ca.read_bytes())
     key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
-        return None
+    if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+        raise RuntimeError(f"{files.ca_key} holds a key that cannot sign certificates; use an EC or RSA key")
     return cert, key
 
 
@@ -126,7 +128,7 @@ def _server_cert_fits(files: TlsFiles, ca: x509.Certificate, host: str) -> bool:
 
 
 def _make_server_cert(
-    files: TlsFiles, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, host: str
+    files: TlsFiles, ca: x509.Certificate, ca_key: CertificateIssuerPrivateKeyTypes, host: str
 ) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
