@@ -85,6 +85,7 @@ def out(**kw):
 ml = MLClient.from_config(DefaultAzureCredential())
 ws = ml.workspaces.get(ml.workspace_name)
 out(step="workspace", name=ws.name, location=ws.location)
+out(step="workspaces", names=sorted(w.name for w in ml.workspaces.list()))
 
 cluster = ml.compute.begin_create_or_update(
     AmlCompute(name="cpu-cluster", size="Standard_DS3_v2", min_instances=0, max_instances=2,
@@ -179,6 +180,7 @@ def test_sdk_computes_end_to_end(api: httpx.Client, srv: RunningServer, tmp_path
     steps = {r["step"]: r for r in run_sdk(SDK_SCRIPT, tmp_path, env, timeout=280)}
 
     assert steps["workspace"] == {"step": "workspace", "name": "default", "location": "local"}
+    assert steps["workspaces"]["names"] == ["default"]  # wsb exists, but alice has no role there
     cluster = steps["cluster"]
     assert cluster["state"].endswith("SUCCEEDED") or cluster["state"] == "Succeeded"
     assert (cluster["size"], cluster["max"], cluster["idle"], cluster["tier"]) == (
