@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,15 +71,21 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _names(host: str) -> list[x509.GeneralName]:
+    """127.0.0.1, localhost and the bind host; on a wildcard bind, the machine's own names."""
     names: list[x509.GeneralName] = [
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.DNSName("localhost"),
     ]
-    if host and host not in ("127.0.0.1", "localhost", "0.0.0.0", "::"):
+    hosts = [socket.gethostname(), socket.getfqdn()] if host in ("0.0.0.0", "::", "") else [host]
+    for name in dict.fromkeys(hosts):
+        if not name or name in ("127.0.0.1", "localhost"):
+            continue
         try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+            general: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(name))
         except ValueError:
-            names.append(x509.DNSName(host))
+            general = x509.DNSName(name)
+        if general not in names:
+            names.append(general)
     return names
 
 
