@@ -1,6 +1,6 @@
-"""What points azure-ai-ml at cloudlet: the cloud metadata (``ARM_CLOUD_METADATA_URL``), the
-managed-identity token endpoint (``IDENTITY_ENDPOINT``, as App Service serves it) and the
-workspace discovery document (``properties.discoveryUrl``)."""
+"""What points azure-ai-ml at cloudlet: the cloud metadata (``ARM_CLOUD_METADATA_URL``) and the
+managed-identity token endpoint (``IDENTITY_ENDPOINT``, as App Service serves it). The workspace's
+discovery document (``properties.discoveryUrl``) is the run history's (``api/arm/history.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from cloudlet.services import identity
 router = APIRouter(tags=["azureml"], route_class=PublicRoute)
 # Where the SDK would upload blobs (https://{account}.blob.{suffix}); the blob service sets its own.
 STORAGE_SUFFIX = "core.windows.net"
-DISCOVERY_KEYS = ("api", "history", "experimentation", "pipelines", "modelmanagement", "catalog")
 
 
 @router.get("/metadata/endpoints")
@@ -34,12 +33,6 @@ async def cloud_metadata(request: Request, state: AppState = Depends(app_state))
         "suffixes": {"storage": STORAGE_SUFFIX},
     }
     return json_response([cloud])
-
-
-@router.get("/discovery")
-async def discovery(request: Request, state: AppState = Depends(app_state)) -> Response:
-    base = https_base(request, state)
-    return json_response({key: base for key in DISCOVERY_KEYS})
 
 
 @router.get("/msi/token", responses=errors(400, 401, 503))

@@ -23,6 +23,7 @@ WORKSPACE_TYPE = "Microsoft.MachineLearningServices/workspaces"
 def render(ctx: Context, ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
     base = arm.https_base(ctx.request, ctx.state)
     tenant = ctx.state.installation_id
+    workspace_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"cloudlet:{tenant}:workspace:{ws.id}"))
     return {
         "id": ref.arm_id,
         "name": ws.name,
@@ -35,8 +36,9 @@ def render(ctx: Context, ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
         "properties": {
             "friendlyName": ws.name,
             "description": ws.description,
-            "workspaceId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"cloudlet:{tenant}:workspace:{ws.id}")),
-            "discoveryUrl": f"{base}/discovery",
+            "workspaceId": workspace_id,
+            # The run-history service's discovery document (api/arm/history.py, with the jobs).
+            "discoveryUrl": f"{base}/discovery/workspaces/{workspace_id}",
             "provisioningState": "Succeeded",
             "creationTime": iso(ws.created_on),
             "publicNetworkAccess": "Enabled",
