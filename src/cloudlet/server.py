@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet import tls
 from cloudlet.api.app import create_app
-from cloudlet.api.deps import AppState, ServerURL
+from cloudlet.api.deps import AppState, HttpsEndpoint, ServerURL
 from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.dispatch_batcher import DispatchBatcher
@@ -132,7 +132,10 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
     data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
     url, notifier = ServerURL(), NodeNotifier()
     providers = provider_set(control, home, installation_id)
-    instances = InstanceDriver(control, providers, installation_id, data, url, secret)
+    https = HttpsEndpoint()  # set once the TLS socket is bound (run_server)
+    instances = InstanceDriver(
+        control, providers, installation_id, data, url, secret, https=lambda: (https.value, https.ca_file)
+    )
     reconciler = OperationReconciler(
         control, replica.id, StepRegistry(ComputeSteps(instances)), lease_ttl_s=lease_ttl
     )
@@ -165,6 +168,7 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
         instance_watch=instance_watch,
         batcher=batcher,
         agents=agents,
+        https=https,
     )
     return state, store
 
