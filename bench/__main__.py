@@ -16,6 +16,7 @@ from typing import Any
 from bench import (
     _results,
     api_latency,
+    arm_facade,
     blob_listener,
     dispatch,
     instances,
@@ -49,6 +50,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     blob_listener.NAME: Benchmark(
         blob_listener.NAME, blob_listener.run, blob_listener.markdown, blob_listener.report
     ),
+    arm_facade.NAME: Benchmark(arm_facade.NAME, arm_facade.run, arm_facade.markdown, arm_facade.report),
 }
 
 

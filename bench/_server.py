@@ -34,6 +34,8 @@ class ServerProcess:
     log_path: Path
     api_key: str = ""
     subscription_id: str = ""
+    https_endpoint: str = ""  # the same API over TLS (the Azure ML facade's listener)
+    ca_file: str = ""
 
     @property
     def pid(self) -> int:
@@ -96,7 +98,7 @@ def start_cloudlet(home: Path, timeout: float = 60) -> ServerProcess:
     config = home / "config.json"
     credentials = home / "credentials"
     log_path = home / f"server-{time.time_ns()}.log"
-    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--home", str(home)]
+    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--tls-port", "0", "--home", str(home)]
     env = _env({"CLOUDLET_HOME": str(home)})
     env.pop("CLOUDLET_DB", None)  # embedded SQLite in HOME, whatever the caller's environment says
     with open(log_path, "wb") as log:
@@ -118,6 +120,8 @@ def start_cloudlet(home: Path, timeout: float = 60) -> ServerProcess:
                     server.endpoint = endpoint
                     server.api_key = key
                     server.subscription_id = cfg["subscription_id"]
+                    server.https_endpoint = cfg.get("https_endpoint", "")
+                    server.ca_file = cfg.get("ca_file", "")
                     return server
             time.sleep(0.1)
         raise RuntimeError(f"cloudlet server did not become ready:\n{log_path.read_text()}")

@@ -11,6 +11,13 @@ if [ ! -x .venv/bin/uv ]; then
 fi
 # --inexact keeps packages installed beside the lock (torch below).
 .venv/bin/uv sync --frozen --inexact --extra server --quiet --python .venv/bin/python
+# The official azure-ai-ml SDK in a venv of its own, for the Azure ML facade's tests
+# (tests/azureml_helpers.py, which makes it the same way when missing).
+AZUREML_VENV=.cache/azure-ai-ml-1.35.2
+if ! "$AZUREML_VENV/bin/python" -c "import azure.ai.ml, azure.identity" 2>/dev/null; then
+  .venv/bin/uv venv --quiet --python .venv/bin/python "$AZUREML_VENV"
+  .venv/bin/uv pip install --quiet --python "$AZUREML_VENV/bin/python" "azure-ai-ml==1.35.2" azure-identity
+fi
 # PyTorch (CPU) for the distributed-training tests and examples: pip takes the CPU wheel these
 # machines keep on disk (uv would fetch a multi-GB CUDA build). Best effort: without it those
 # tests are skipped with a notice.

@@ -71,6 +71,8 @@ class RunningServer:
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
     installation: str = ""
+    https_url: str = ""  # the same API over TLS (the Azure ML facade's listener)
+    ca_file: str = ""  # the CA that signed its certificate
 
     @property
     def port(self) -> int:
@@ -124,7 +126,19 @@ def start_server(
     stale_endpoint = json.loads(config.read_text())["endpoint"] if config.exists() else None
     log_path = home / f"server-{time.time_ns()}.log"
     env = {**os.environ, "CLOUDLET_HOME": str(home), **(extra_env or {})}
-    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", str(port), "--home", str(home)]
+    # --tls-port 0: a free port (the default, --port + 1, may be taken when a test restarts on a port)
+    cmd = [
+        sys.executable,
+        "-m",
+        "cloudlet",
+        "server",
+        "--port",
+        str(port),
+        "--tls-port",
+        "0",
+        "--home",
+        str(home),
+    ]
     if db_url:
         cmd += ["--db", db_url]
     with open(log_path, "wb") as log:
@@ -154,6 +168,8 @@ def start_server(
                             log_path,
                             extra_env or {},
                             installation,
+                            cfg.get("https_endpoint", ""),
+                            cfg.get("ca_file", ""),
                         )
                 except httpx.HTTPError:
                     pass

@@ -1,12 +1,15 @@
-"""``cloudlet server``: open the store, migrate, bootstrap, start the reconciler, serve HTTP."""
+"""``cloudlet server``: open the store, migrate, bootstrap, start the reconciler, serve HTTP (and
+the same app over HTTPS on a second port, for the ARM facade: ``cloudlet/tls.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import gc
 import logging
 import os
 import socket
+import ssl
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +19,9 @@ import anyio.to_thread
 import uvicorn
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet import tls
 from cloudlet.api.app import create_app
-from cloudlet.api.deps import AppState, ServerURL
+from cloudlet.api.deps import AppState, HttpsEndpoint, ServerURL
 from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.dispatch_batcher import DispatchBatcher
@@ -128,7 +132,10 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
     data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
     url, notifier = ServerURL(), NodeNotifier()
     providers = provider_set(control, home, installation_id)
-    instances = InstanceDriver(control, providers, installation_id, data, url, secret)
+    https = HttpsEndpoint()  # set once the TLS socket is bound (run_server)
+    instances = InstanceDriver(
+        control, providers, installation_id, data, url, secret, https=lambda: (https.value, https.ca_file)
+    )
     reconciler = OperationReconciler(
         control, replica.id, StepRegistry(ComputeSteps(instances)), lease_ttl_s=lease_ttl
     )
@@ -161,21 +168,47 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
         instance_watch=instance_watch,
         batcher=batcher,
         agents=agents,
+        https=https,
     )
     return state, store
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server with the AnyIO thread limiter (which runs the sync endpoints) set to the
-    size the API's connection pool was made for, on the server's own event loop."""
+    size the API's connection pool was made for, on the server's own event loop; it also serves
+    the same app, with the same protocol, lifespan and shutdown, on a TLS socket."""
 
-    def __init__(self, config: uvicorn.Config, threads: int) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        threads: int,
+        tls_socket: socket.socket | None = None,
+        tls_context: ssl.SSLContext | None = None,
+    ) -> None:
         super().__init__(config)
         self.threads = threads
+        self.tls_socket, self.tls_context = tls_socket, tls_context
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         anyio.to_thread.current_default_thread_limiter().total_tokens = self.threads
         await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if not self.started or self.tls_socket is None:
+            return
+        config = self.config
+
+        def protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config, server_state=self.server_state, app_state=self.lifespan.state, _loop=_loop
+            )
+
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            protocol, sock=self.tls_socket, ssl=self.tls_context, backlog=config.backlog
+        )
+        self.servers.append(server)  # closed with the others on shutdown
 
 
 # The collector's full passes walk every object the process holds, and nearly all of them were
@@ -193,26 +226,48 @@ def settle_heap() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "") else host
+
+
 def run_server(
-    host: str = "127.0.0.1", port: int = 8571, home: str | None = None, db: str | None = None
+    host: str = "127.0.0.1",
+    port: int = 8571,
+    home: str | None = None,
+    db: str | None = None,
+    tls_port: int | None = None,
 ) -> None:
+    """TLS_PORT None: the port after PORT (8572 beside the default 8571), or ephemeral when PORT is
+    0; 0: ephemeral."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     home_path = resolve_home(home)
     replica = replica_identity(home_path)
     state, store = build_state(home_path, db, replica)
     app = create_app(state)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
     endpoint = f"http://{host}:{bound_port}"
     state.url.value = endpoint
+    files = tls.ensure(home_path, host, state.installation_id)
+    tls_sock = _bind(host, (port + 1 if port else 0) if tls_port is None else tls_port)
+    https_endpoint = f"https://{_url_host(host)}:{tls_sock.getsockname()[1]}"
+    state.https.set(https_endpoint, str(files.ca))
     with state.sessions() as session:
-        bootstrap.write_client_config(home_path, endpoint, bootstrap.default_scope(session))
+        extra = {"https_endpoint": https_endpoint, "ca_file": str(files.ca)}
+        bootstrap.write_client_config(home_path, endpoint, bootstrap.default_scope(session), extra)
     log.info(
-        "cloudlet %s serving on %s (home %s, replica %s)",
+        "cloudlet %s serving on %s and %s (CA %s; home %s, replica %s)",
         state.installation_id,
         endpoint,
+        https_endpoint,
+        files.ca,
         home_path,
         replica.id,
     )
@@ -226,4 +281,5 @@ def run_server(
         store.limits.pool_timeout_s,
         store.limits.control_pool,
     )
-    _Server(config, store.limits.api_threads).run(sockets=[sock])
+    tls_context = files.server_context()
+    _Server(config, store.limits.api_threads, tls_sock, tls_context).run(sockets=[sock])

@@ -82,6 +82,8 @@ EXAMPLE_FILES = [
     "cluster-location.yml",
     "instance.yml",
     "vm-attach.yml",
+    "cluster-minimal.yml",  # Azure ML's own minimal files: a name and a type (issue 12 item 6)
+    "instance-minimal.yml",
 ]
 
 
@@ -136,6 +138,10 @@ def test_every_example_is_accepted_as_is(api: httpx.Client, srv: RunningServer) 
         "start_time": "2026-01-01T00:00:00",
         "time_zone": "Pacific Standard Time",
     }
+
+    for minimal in ("cluster-minimal.yml", "instance-minimal.yml"):
+        assert shown[minimal]["size"] == "Standard_DS3_v2", shown[minimal]
+    assert shown["instance-minimal.yml"]["state"] == "Running"
 
     vm = shown["vm-attach.yml"]
     assert vm["type"] == "virtualmachine"

@@ -203,6 +203,32 @@ ROWS: list[Row] = [
     Row("PUT", "{ws}/datastores/workspaceblobstore/paths/mx/upload", "write", TAR),
     Row("GET", "{ws}/datastores/workspaceblobstore/download/none", "read"),
     *(Row("GET", "{ws}/datastores/workspaceblobstore/download/" + t, "read") for t in TRAVERSAL),
+    # the Azure ML (ARM) facade: the same rules through the SDK's paths (JWTs: test_arm_sdk.py)
+    Row("GET", "{arm}", "read"),
+    Row("GET", "/subscriptions/{sub}/resourceGroups/{rg}" + ARM_PROVIDER + "/workspaces", "user"),
+    Row("GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/workspaces", "user"),
+    Row("GET", "{arm}/computes", "read"),
+    Row("GET", "{arm}/computes/" + CLUSTER, "read"),
+    Row(
+        "PUT",
+        "{arm}/computes/mx-new",
+        "write",
+        {"json": {"properties": {"computeType": "AmlCompute", "properties": {"vmSize": "No_Such_Size"}}}},
+    ),
+    Row(
+        "PATCH",
+        "{arm}/computes/ghost",
+        "write",
+        {"json": {"properties": {"scaleSettings": {"maxNodeCount": 2}}}},
+    ),
+    Row("DELETE", "{arm}/computes/ghost", "write"),
+    Row("POST", "{arm}/computes/ghost/start", "write"),
+    Row("POST", "{arm}/computes/" + CLUSTER + "/listNodes", "read"),
+    Row("GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/locations/local/vmSizes", "user"),
+    Row("GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/locations/local/usages", "pool"),
+    Row(
+        "GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/locations/local/computeOperationsStatus/{op}", "read"
+    ),
     # the agents' protocol
     Row("POST", "/agent/v1/nodes/{node}/register", "agent", {"json": {}}),
     Row("POST", "/agent/v1/nodes/{node}/poll?timeout=0", "agent", {"json": {}}),

@@ -58,7 +58,18 @@ def restart_on_same_port(old: RunningServer, timeout: float = 60) -> RunningServ
     port = urlsplit(old.endpoint).port
     log_path = old.home / f"server-restart-{time.time_ns()}.log"
     env = {**os.environ, "CLOUDLET_HOME": str(old.home), **old.env}
-    cmd = [sys.executable, "-m", "cloudlet", "server", "--port", str(port), "--home", str(old.home)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "cloudlet",
+        "server",
+        "--port",
+        str(port),
+        "--tls-port",
+        "0",
+        "--home",
+        str(old.home),
+    ]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + timeout

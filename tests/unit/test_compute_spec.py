@@ -318,11 +318,17 @@ def test_out_of_range_counts(field: str, value: int) -> None:
 
 
 def test_missing_required_field() -> None:
-    doc = cluster()
-    del doc["size"]
-    error = refused(doc)
-    assert error.target == "size"
-    assert error.message == "'size' is required for type amlcompute"
+    error = refused(cluster(identity={}))
+    assert error.target == "identity.type"
+    assert "'identity.type' is required" in error.message
+
+
+@pytest.mark.parametrize("kind", ["amlcompute", "computeinstance"])
+def test_minimal_file_gets_the_default_size(kind: str) -> None:
+    """Issue 12 item 6: Azure ML's cluster-minimal.yml / instance-minimal.yml are a name and a type;
+    the size is Standard_DS3_v2 (azure-ai-ml's ComputeDefaults.VMSIZE)."""
+    spec = parse_compute({"name": "minimal", "type": kind})
+    assert spec.size == "Standard_DS3_v2"  # type: ignore[union-attr]
 
 
 def test_several_problems_are_all_reported() -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import signal
 import socket
@@ -48,7 +49,23 @@ LOG_TAIL_BYTES = 4096
 HOME_SETUP_TIMEOUT_S = 120.0
 # The instance's own variables its user's processes get (beside the allowlist of agent/sandbox.py);
 # never the node's token, nor the app token under its agent name (Jupyter gets it as JUPYTER_TOKEN).
-INSTANCE_ENV = ("CLOUDLET_OS_DISK", "CLOUDLET_SHARE", "CLOUDLET_SHARE_USER_DIR", "CLOUDLET_APP_BASE_URL")
+INSTANCE_ENV = (
+    "CLOUDLET_OS_DISK",
+    "CLOUDLET_SHARE",
+    "CLOUDLET_SHARE_USER_DIR",
+    "CLOUDLET_APP_BASE_URL",
+    "CLOUDLET_AZUREML_CA",
+    "CLOUDLET_AZUREML_CONFIG",
+)
+# What points azure-ai-ml at cloudlet as the instance's owner (``$CLOUDLET_AZUREML_ENV``, JSON, from
+# the control plane: the variables of `cloudlet azureml env`); REQUESTS_CA_BUNDLE is added here.
+AZUREML_ENV = (
+    "ARM_CLOUD_METADATA_URL",
+    "IDENTITY_ENDPOINT",
+    "IDENTITY_HEADER",
+    "AZUREML_RUN_POLLING_INTERVAL_MIN",
+    "AZUREML_RUN_POLLING_INTERVAL_MAX",
+)
 
 
 def free_port() -> int:
@@ -235,7 +252,7 @@ class AppSupervisor:
                     sandbox.hand_over(folder, create=True, recursive=migrate)
         if not sandbox.enabled:
             self.cwd.mkdir(parents=True, exist_ok=True)
-            return home.prepare(self.home, self.temp_disk, self.share)
+            return home.prepare(self.home, self.temp_disk, self.share, env=self.app_env(self.home / ".venv"))
         argv = [sys.executable, "-m", "cloudlet.agent.home", str(self.home), str(self.temp_disk)]
         argv += [str(self.share)] if self.share is not None else []
         done = subprocess.run(
@@ -256,6 +273,7 @@ class AppSupervisor:
         venv, and Jupyter's token (the server needs it; the app token's agent name is not passed)."""
         env = user_environment(self.env)
         env.update({k: self.env[k] for k in INSTANCE_ENV if self.env.get(k)})
+        env.update(self.azureml_env())
         user = self.sandbox.user_name()
         path = env.get("PATH") or os.defpath
         env.update(
@@ -271,6 +289,17 @@ class AppSupervisor:
             }
         )
         return env
+
+    def azureml_env(self) -> dict[str, str]:
+        try:
+            given = json.loads(self.env.get("CLOUDLET_AZUREML_ENV") or "{}")
+        except ValueError:
+            log("CLOUDLET_AZUREML_ENV is not JSON; azure-ai-ml is not set up on this instance")
+            return {}
+        out = {k: str(given[k]) for k in AZUREML_ENV if isinstance(given, dict) and given.get(k)}
+        if out and self.env.get("CLOUDLET_AZUREML_CA"):
+            out["REQUESTS_CA_BUNDLE"] = str(self.home / home.CA_FILE)
+        return out
 
     def _spawn(self, venv: Path) -> subprocess.Popen[bytes]:
         cmd = [

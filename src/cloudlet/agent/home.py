@@ -5,6 +5,9 @@
   in a terminal or ``%pip install`` in a notebook installs into it, so packages survive stop and
   start. The notebook kernel ``python3`` runs this environment's Python.
 - ``~/mnt`` → the temp disk; ``~/cloudfiles/code`` → the workspace file share (as on Azure).
+- azure-ai-ml, as on an Azure ML instance: ``~/.azureml/ca.pem`` (the server's CA,
+  ``$CLOUDLET_AZUREML_CA``) and a ``config.json`` in the owner's share folder (the Jupyter working
+  directory, where ``MLClient.from_config()`` looks), unless the user has one there.
 
 The home belongs to the instance's user, so this runs as that user, in the instance's sandbox
 (``python -m cloudlet.agent.home HOME TEMP_DISK [SHARE]``, started by ``agent/apps.py``): a link
@@ -18,6 +21,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -68,13 +72,34 @@ def link(path: Path, target: Path) -> None:
     path.symlink_to(target)
 
 
-def prepare(home: Path, temp_disk: Path, share: Path | None, python: str = sys.executable) -> Path:
+CA_FILE = ".azureml/ca.pem"
+
+
+def azureml_files(home: Path, env: Mapping[str, str]) -> None:
+    """The CA azure-ai-ml trusts (``REQUESTS_CA_BUNDLE``) and the workspace's ``config.json``."""
+    ca = env.get("CLOUDLET_AZUREML_CA")
+    if ca:
+        (home / ".azureml").mkdir(exist_ok=True)
+        (home / CA_FILE).write_text(ca)
+    config, folder = env.get("CLOUDLET_AZUREML_CONFIG"), env.get("CLOUDLET_SHARE_USER_DIR")
+    if config and folder and Path(folder).is_dir() and not (Path(folder) / "config.json").exists():
+        (Path(folder) / "config.json").write_text(json.dumps(json.loads(config), indent=2) + "\n")
+
+
+def prepare(
+    home: Path,
+    temp_disk: Path,
+    share: Path | None,
+    python: str = sys.executable,
+    env: Mapping[str, str] = os.environ,
+) -> Path:
     """Everything above; returns the user's venv."""
     venv = user_venv(home, python)
     kernelspec(home, venv)
     link(home / "mnt", temp_disk)
     if share is not None:
         link(home / "cloudfiles" / "code", share)
+    azureml_files(home, env)
     return venv
 
 

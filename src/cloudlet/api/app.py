@@ -26,9 +26,12 @@ from cloudlet.api import (
     routes_jobs,
 )
 from cloudlet.api.arm import codes as arm_codes
+from cloudlet.api.arm import computes as arm_computes
 from cloudlet.api.arm import datastores as arm_datastores
 from cloudlet.api.arm import history as arm_history
 from cloudlet.api.arm import jobs as arm_jobs
+from cloudlet.api.arm import metadata as arm_metadata
+from cloudlet.api.arm import workspaces as arm_workspaces
 from cloudlet.api.deps import AppState
 
 log = logging.getLogger("cloudlet.api")
@@ -89,6 +92,10 @@ def create_app(state: AppState) -> FastAPI:
         arm_codes.router,  # ARM codes and datastores (issue 12)
         arm_datastores.router,
         blob_service.router,  # /blob/{account}/{container}/… (SAS-signed only)
+        # The Azure ML (ARM) facade: paths outside /api/v1 (api/arm/).
+        arm_metadata.router,
+        arm_workspaces.router,
+        arm_computes.router,
     ):
         _add_routes(app, router)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,30 @@ class ServerURL:
         return self.value
 
 
+AML_RESOURCE_ID = "https://ml.azure.cloudlet"  # what azure-ai-ml derives from the portal below
+PORTAL = "https://portal.azure.cloudlet"
+
+
+class HttpsEndpoint:
+    """The TLS listener's URL and CA file (known once its socket is bound), and the audiences a
+    JWT from ``/msi/token`` may carry here: azure-ai-ml's ``aml_resource_id`` and this server's
+    resource-manager URL under each name its certificate carries."""
+
+    def __init__(self) -> None:
+        self.value = ""
+        self.ca_file = ""
+        self.audiences: frozenset[str] = frozenset({AML_RESOURCE_ID})
+
+    def set(self, url: str, ca_file: str) -> None:
+        self.value, self.ca_file = url.rstrip("/"), ca_file
+        port = self.value.rsplit(":", 1)[-1]
+        names = {self.value, f"https://127.0.0.1:{port}", f"https://localhost:{port}"}
+        self.audiences = frozenset({AML_RESOURCE_ID, *names})
+
+    def __call__(self) -> str:
+        return self.value
+
+
 @dataclass
 class AppState:
     """What the routes reach: built whole by ``server.build_state``; nothing in it is optional."""
@@ -50,6 +74,7 @@ class AppState:
     instance_watch: InstanceWatch
     batcher: DispatchBatcher  # job submissions and run reports (group commit)
     agents: AgentProtocol
+    https: HttpsEndpoint = field(default_factory=HttpsEndpoint)  # the ARM facade's listener
 
     @property
     def endpoint(self) -> str:

@@ -184,6 +184,9 @@ def _pool(ctx: Context, sub: str, location: str) -> None:
         raise not_found("Subscription", sub)
 
 
+require_pool = _pool  # the ARM facade's usages (api/arm/computes.py) ask the same
+
+
 @router.get("/subscriptions/{sub}/locations/{location}/usages")
 def list_usage(sub: str, location: str, ctx: Context = Depends(context)) -> dict[str, Any]:
     _pool(ctx, sub, location)

@@ -71,6 +71,9 @@ def _render(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]
     return body
 
 
+render_compute = _render  # the ARM facade renders the same view (api/arm/computes.py)
+
+
 def _operation_headers(ctx: Context, op: Operation) -> dict[str, str]:
     url = str(ctx.request.base_url).rstrip("/") + f"/api/v1/operations/{op.id}"
     return {"Operation-Location": url, "Azure-AsyncOperation": url, "Retry-After": "1"}

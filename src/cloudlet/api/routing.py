@@ -98,7 +98,7 @@ def bearer_token(request: Request, what: str = "an API key or access token") -> 
 def _caller_in_thread(request: Request, token: str) -> Caller:
     state = request.app.state.cloudlet
     with state.read_sessions() as session:
-        return identity.authenticate(session, token, state.token_secret)
+        return identity.authenticate(session, token, state.token_secret, state.https.audiences)
 
 
 async def authenticate_user(request: Request) -> Caller:

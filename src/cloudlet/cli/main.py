@@ -199,6 +199,12 @@ def server_cmd(
         str | None, typer.Option(help="State directory (default $CLOUDLET_HOME or ~/.cloudlet).")
     ] = None,
     db: Annotated[str | None, typer.Option(help="Database URL (default SQLite under --home).")] = None,
+    tls_port: Annotated[
+        int | None,
+        typer.Option(
+            help="HTTPS port for the Azure ML facade (default --port + 1, i.e. 8572; 0 = any free)."
+        ),
+    ] = None,
 ) -> None:
     """Run a cloudlet server (the API and the control loops) in the foreground."""
     try:
@@ -208,17 +214,18 @@ def server_cmd(
             f"the server needs the 'server' extra (missing {exc.name}): pip install 'cloudlet[server]'"
         )
         raise typer.Exit(code=1) from None
-    module.run_server(host=host, port=port, home=home, db=db)
+    module.run_server(host=host, port=port, home=home, db=db, tls_port=tls_port)
 
 
 def _register() -> None:
-    from cloudlet.cli import admin, catalog, compute, compute_instance, jobs
+    from cloudlet.cli import admin, azureml, catalog, compute, compute_instance, jobs
 
     compute_instance.register(compute.app)  # show-setup-log, connect-ssh
     app.add_typer(compute.app, name="compute")
     app.add_typer(jobs.app, name="job")
     admin.register(app)
     catalog.register(app)
+    azureml.register(app)
 
 
 _register()

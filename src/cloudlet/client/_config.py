@@ -64,6 +64,8 @@ class CloudletConfig:
     resource_group: str | None = "default"
     workspace: str | None = "default"
     location: str | None = "local"
+    https_endpoint: str | None = None  # the server's TLS listener (the Azure ML facade)
+    ca_file: str | None = None  # the CA that signed its certificate
 
     def with_overrides(self, **overrides: str | None) -> CloudletConfig:
         """A copy with every non-``None`` override applied."""
@@ -107,4 +109,7 @@ def load_config(home: str | Path | None = None, env: Mapping[str, str] | None = 
         resource_group=_str_or_none(cfg.get("resource_group")) or "default",
         workspace=_str_or_none(cfg.get("workspace")) or "default",
         location=_str_or_none(cfg.get("location")) or "local",
+        https_endpoint=_str_or_none(env.get("CLOUDLET_HTTPS_ENDPOINT"))
+        or _str_or_none(cfg.get("https_endpoint")),
+        ca_file=_str_or_none(env.get("CLOUDLET_CA_FILE")) or _str_or_none(cfg.get("ca_file")),
     )

@@ -62,6 +62,7 @@ class InstanceDriver:
         server_url: Callable[[], str],
         token_secret: str,
         clock: Clock = WALL_CLOCK,
+        https: Callable[[], tuple[str, str]] = lambda: ("", ""),
     ) -> None:
         self.sessions = sessions
         self.clock = clock
@@ -70,6 +71,7 @@ class InstanceDriver:
         self.data = data
         self.server_url = server_url
         self.token_secret = token_secret
+        self.https = https  # the TLS listener's URL and CA file (azure-ai-ml on the instance)
         # The agent must register within this long; then its apps must be ready within that long.
         self.start_timeout_s = _seconds("CLOUDLET_INSTANCE_START_TIMEOUT_S", 60)
         self.apps_timeout_s = _seconds("CLOUDLET_INSTANCE_APPS_TIMEOUT_S", 180)
@@ -193,7 +195,7 @@ class InstanceDriver:
         node.operation_id = op.id
         apps = instance_service.configured_apps()
         node.apps = {app: {"state": "starting"} for app in apps}
-        self._after.append(partial(self._launch, self._request(compute, node, token, op.id, apps)))
+        self._after.append(partial(self._launch, self._request(session, compute, node, token, op.id, apps)))
 
     def _relaunch(self, session: Session, op: Operation, compute: Compute, node: Node) -> None:
         """A node recorded by a try that crashed before calling the provider: its token was never
@@ -201,12 +203,13 @@ class InstanceDriver:
         token = secrets.token_urlsafe(32)
         node.token_hash = node_service.hash_token(token)
         apps = tuple(node.apps or {})
-        self._after.append(partial(self._launch, self._request(compute, node, token, op.id, apps)))
+        self._after.append(partial(self._launch, self._request(session, compute, node, token, op.id, apps)))
 
     def _request(
-        self, compute: Compute, node: Node, token: str, op_id: str, apps: tuple[str, ...]
+        self, session: Session, compute: Compute, node: Node, token: str, op_id: str, apps: tuple[str, ...]
     ) -> tuple[str, NodeRequest]:
-        env = instance_service.node_env(compute, node.id, op_id, self.data, self.token_secret, apps)
+        azureml = instance_service.azureml_env(session, compute, self.token_secret, *self.https())
+        env = instance_service.node_env(compute, node.id, op_id, self.data, self.token_secret, apps, azureml)
         request = node_service.launch_request(node, token, self.installation_id, self.server_url(), env)
         return node.location, request
 

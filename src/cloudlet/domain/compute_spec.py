@@ -24,6 +24,8 @@ INSTANCE_IDLE_MIN_MINUTES = 15
 INSTANCE_IDLE_MAX_MINUTES = 3 * 24 * 60
 DEFAULT_MAX_INSTANCES = 4
 DEFAULT_IDLE_SCALE_DOWN_S = 120
+# What azure-ai-ml (ComputeDefaults.VMSIZE) and `az ml compute create` use when a file names no size.
+DEFAULT_SIZE = "Standard_DS3_v2"
 COMPUTE_TYPES = ("amlcompute", "computeinstance", "virtualmachine", "kubernetes")
 
 
@@ -134,7 +136,7 @@ class _ComputeBase(_Strict):
 
 class AmlComputeSpec(_ComputeBase):
     type: Literal["amlcompute"]
-    size: str
+    size: str = DEFAULT_SIZE
     min_instances: int = Field(default=0, ge=0, le=MAX_CLUSTER_NODES)
     max_instances: int = Field(default=DEFAULT_MAX_INSTANCES, ge=1, le=MAX_CLUSTER_NODES)
     idle_time_before_scale_down: int = Field(default=DEFAULT_IDLE_SCALE_DOWN_S, ge=0, le=MAX_IDLE_SECONDS)
@@ -165,7 +167,7 @@ class AmlComputeSpec(_ComputeBase):
 
 class ComputeInstanceSpec(_ComputeBase):
     type: Literal["computeinstance"]
-    size: str
+    size: str = DEFAULT_SIZE
     idle_time_before_shutdown_minutes: int | None = None
     idle_time_before_shutdown: str | None = None
     schedules: Schedules | None = None

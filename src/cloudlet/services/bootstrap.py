@@ -72,8 +72,11 @@ def default_scope(session: Session) -> dict[str, str]:
     }
 
 
-def write_client_config(home: Path, endpoint: str, scope: dict[str, str]) -> None:
-    """``config.json`` tells the CLI and client on this machine where the server is."""
+def write_client_config(
+    home: Path, endpoint: str, scope: dict[str, str], extra: dict[str, str] | None = None
+) -> None:
+    """``config.json`` tells the CLI and client on this machine where the server is (EXTRA: the
+    HTTPS listener's URL and CA file, rewritten on each start like the endpoint)."""
     path = home / "config.json"
     current: dict[str, str] = {}
     if path.exists():
@@ -81,7 +84,12 @@ def write_client_config(home: Path, endpoint: str, scope: dict[str, str]) -> Non
             current = json.loads(path.read_text())
         except json.JSONDecodeError:
             current = {}
-    merged = {**scope, **{k: v for k, v in current.items() if k in scope}, "endpoint": endpoint}
+    merged = {
+        **scope,
+        **{k: v for k, v in current.items() if k in scope},
+        "endpoint": endpoint,
+        **(extra or {}),
+    }
     path.write_text(json.dumps(merged, indent=2) + "\n")
 
 

@@ -1,5 +1,8 @@
 """Principals, authentication and short-lived access tokens (API keys: ``services/api_keys.py``).
 
+``/msi/token`` (the Azure ML facade, ``api/arm/``) mints JWTs (HS256) for the same principal and
+key, with the audience the client asked for; ``authenticate`` accepts them like access tokens.
+
 API keys (``clk_…``) are random and stored as SHA-256 hashes (they carry enough entropy that a
 slow hash adds nothing but latency). Access tokens (``clt_…``) are HMAC-signed with the
 installation's secret and carry the id of the key they were minted from, so revoking the key ends
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import jwt
 from sqlalchemy import Engine, event, select, update
 from sqlalchemy.orm import Session
 
@@ -165,12 +169,15 @@ def cached_caller(bearer: str) -> Caller | None:
     return hit[1] if hit is not None and hit[0] > time.monotonic() else None
 
 
-def authenticate(session: Session, bearer: str, secret: str) -> Caller:
+def authenticate(
+    session: Session, bearer: str, secret: str, audiences: frozenset[str] = frozenset()
+) -> Caller:
+    """AUDIENCES: the ``aud`` values a JWT may carry here (none: JWTs are refused)."""
     now = time.monotonic()
     hit = _callers.get(bearer)
     if hit is not None and hit[0] > now:
         return hit[1]
-    caller, valid_until = _authenticate(session, bearer, secret)
+    caller, valid_until = _authenticate(session, bearer, secret, audiences)
     # A credential that expires within the cache period is cached only until it expires.
     ttl = CALLER_CACHE_TTL_S if valid_until is None else min(CALLER_CACHE_TTL_S, valid_until - time.time())
     if ttl > 0:
@@ -180,10 +187,15 @@ def authenticate(session: Session, bearer: str, secret: str) -> Caller:
     return caller
 
 
-def _authenticate(session: Session, bearer: str, secret: str) -> tuple[Caller, float | None]:
+def _authenticate(
+    session: Session, bearer: str, secret: str, audiences: frozenset[str]
+) -> tuple[Caller, float | None]:
     """The caller and the wall-clock time (epoch s) its credential stops being valid, if it does."""
-    if bearer.startswith(TOKEN_PREFIX):
-        claims = verify_token_claims(bearer, secret)
+    if bearer.startswith(TOKEN_PREFIX) or bearer.startswith(JWT_PREFIX):
+        if bearer.startswith(TOKEN_PREFIX):
+            claims = verify_token_claims(bearer, secret)
+        else:
+            claims = verify_jwt(bearer, secret, audiences)
         principal = session.get(Principal, claims.principal_id)
         if principal is None:
             raise unauthenticated("the access token's user no longer exists", "UnknownPrincipal")
@@ -214,7 +226,9 @@ def _authenticate(session: Session, bearer: str, secret: str) -> tuple[Caller, f
         _note_use(session, key)
         return caller, _earliest(None, key.expires_on)
     raise unauthenticated(
-        "the bearer token is neither a cloudlet API key (clk_…) nor an access token (clt_…)", "Malformed"
+        "the bearer token is neither a cloudlet API key (clk_…), an access token (clt_…) nor a JWT "
+        "from this server's /msi/token",
+        "Malformed",
     )
 
 
@@ -327,6 +341,90 @@ def verify_token_claims(token: str, secret: str) -> TokenClaims:
             "the access token has expired; get a new one with `cloudlet auth token`", "TokenExpired"
         )
     return parsed
+
+
+# -- JWTs for azure-ai-ml (``/msi/token``) ------------------------------------------------------
+JWT_PREFIX = "eyJ"  # base64url of '{"'
+JWT_ALGORITHM = "HS256"
+
+
+def _jwt_key(secret: str) -> bytes:
+    """A key of its own, derived from the installation's token secret (in the store, so every
+    replica verifies what any replica minted)."""
+    return hmac.new(secret.encode(), b"cloudlet-jwt-v1", hashlib.sha256).digest()
+
+
+def audience_of(resource: str) -> str:
+    """A requested resource or scope as an audience: ``https://ml.azure.cloudlet/.default`` and
+    ``https://ml.azure.cloudlet/`` are ``https://ml.azure.cloudlet``."""
+    value = resource.strip()
+    if value.endswith("/.default"):
+        value = value[: -len("/.default")]
+    return value.rstrip("/")
+
+
+def mint_jwt(
+    session: Session,
+    caller: Caller,
+    credential: str,
+    secret: str,
+    audience: str,
+    tenant: str,
+    lifetime_s: int = TOKEN_LIFETIME_S,
+) -> tuple[str, int]:
+    """A JWT for the caller behind CREDENTIAL (a key or a token), tied to its key and no longer-lived
+    than the credential: ``aud`` the audience, ``tid`` the installation, ``oid``/``sub`` the principal."""
+    import uuid
+
+    key = session.get(ApiKey, caller.key_id) if caller.key_id else None
+    expires = int(time.time()) + lifetime_s
+    cap = as_utc(key.expires_on) if key else None
+    if cap is not None:
+        expires = min(expires, int(cap.timestamp()))
+    if credential.startswith(TOKEN_PREFIX):
+        expires = min(expires, verify_token_claims(credential, secret).expires)
+    elif credential.startswith(JWT_PREFIX):
+        expires = min(expires, int(jwt.decode(credential, options={"verify_signature": False})["exp"]))
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        "iss": f"cloudlet:{tenant}",
+        "aud": audience,
+        "tid": tenant,
+        "oid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"cloudlet:{tenant}:principal:{caller.principal_id}")),
+        "sub": caller.name,
+        "name": caller.name,
+        "iat": now,
+        "nbf": now - 5,
+        "exp": expires,
+        "cloudlet_pid": caller.principal_id,
+    }
+    if caller.key_id is not None:
+        claims["cloudlet_kid"] = caller.key_id
+    return jwt.encode(claims, _jwt_key(secret), algorithm=JWT_ALGORITHM), expires
+
+
+def verify_jwt(token: str, secret: str, audiences: frozenset[str]) -> TokenClaims:
+    fix = "get a new one from /msi/token (the IDENTITY_ENDPOINT of `cloudlet azureml env`)"
+    try:
+        claims = jwt.decode(
+            token,
+            _jwt_key(secret),
+            algorithms=[JWT_ALGORITHM],
+            audience=sorted(audiences) or ["-"],
+            options={"require": ["exp", "aud", "cloudlet_pid"]},
+        )
+        return TokenClaims(int(claims["cloudlet_pid"]), int(claims["exp"]), claims.get("cloudlet_kid"))
+    except jwt.ExpiredSignatureError:
+        raise unauthenticated(f"the JWT has expired; {fix}", "TokenExpired") from None
+    except jwt.InvalidAudienceError:
+        raise unauthenticated(
+            f"the JWT's audience is not this server; ask for one of: {', '.join(sorted(audiences))}",
+            "InvalidAudience",
+        ) from None
+    except (jwt.InvalidTokenError, ValueError, TypeError):
+        raise unauthenticated(
+            f"the JWT is malformed or was not signed by this server; {fix}", "Malformed"
+        ) from None
 
 
 def verify_token(token: str, secret: str) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import os
 import re
@@ -31,9 +32,9 @@ from sqlalchemy.orm import Session
 
 from cloudlet.agent import disks
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import instance_reports
+from cloudlet.services import identity, instance_reports, workspaces
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.schema import Compute, Node
+from cloudlet.store.schema import Compute, Node, Workspace
 
 log = logging.getLogger("cloudlet.instances")
 
@@ -123,6 +124,48 @@ def app_token(secret: str, node_id: str) -> str:
     return hmac.new(secret.encode(), f"instance-app:{node_id}".encode(), hashlib.sha256).hexdigest()
 
 
+# The owner's credential an instance's azure-ai-ml code uses (IDENTITY_HEADER): made at each start.
+AZUREML_IDENTITY_LIFETIME_S = 7 * 86400
+
+
+def azureml_env(
+    session: Session, compute: Compute, secret: str, https_url: str, ca_file: str
+) -> dict[str, str]:
+    """What points azure-ai-ml at cloudlet from the instance, as its owner, as on an Azure ML
+    instance (the agent hands it to Jupyter: ``agent/apps.py``, ``agent/home.py``): the variables
+    of ``cloudlet azureml env`` with a token of the owner, the CA, and the workspace's config.json."""
+    owner = identity.find_principal(session, compute.owner or compute.created_by)
+    workspace = session.get(Workspace, compute.workspace_id)
+    if not https_url or owner is None or owner.disabled_on is not None or workspace is None:
+        return {}
+    try:
+        ca = Path(ca_file).read_text()
+    except OSError:
+        log.warning(
+            "instance %s: cannot read the CA %s; azure-ai-ml is not set up there", compute.name, ca_file
+        )
+        return {}
+    token, _ = identity.mint_token(owner.id, secret, AZUREML_IDENTITY_LIFETIME_S)
+    ref = workspaces.ref_of(session, workspace)
+    variables = {
+        "ARM_CLOUD_METADATA_URL": f"{https_url}/metadata/endpoints",
+        "IDENTITY_ENDPOINT": f"{https_url}/msi/token",
+        "IDENTITY_HEADER": token,
+        "AZUREML_RUN_POLLING_INTERVAL_MIN": "1",
+        "AZUREML_RUN_POLLING_INTERVAL_MAX": "2",
+    }
+    config = {
+        "subscription_id": ref.subscription_id,
+        "resource_group": ref.resource_group,
+        "workspace_name": ref.workspace,
+    }
+    return {
+        "CLOUDLET_AZUREML_ENV": json.dumps(variables),
+        "CLOUDLET_AZUREML_CA": ca,
+        "CLOUDLET_AZUREML_CONFIG": json.dumps(config),
+    }
+
+
 def node_env(
     compute: Compute,
     node_id: str,
@@ -130,8 +173,10 @@ def node_env(
     data: DataRoot,
     secret: str,
     apps: tuple[str, ...],
+    azureml: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The instance-specific part of its agent's environment (docs/agent-protocol.md)."""
+    """The instance-specific part of its agent's environment (docs/agent-protocol.md); AZUREML:
+    ``azureml_env``."""
     os_disk = prepare_os_disk(data, compute)
     owner = compute.owner or compute.created_by
     return {
@@ -146,6 +191,7 @@ def node_env(
         # enable_root_access: root inside the node's sandbox (a user namespace), never on the host
         "CLOUDLET_SANDBOX_ROOT": "1" if (compute.spec or {}).get("enable_root_access", True) else "0",
         **instance_reports.agent_env(compute),  # setup scripts, the owner's SSH key, report period
+        **(azureml or {}),
     }
 
 
