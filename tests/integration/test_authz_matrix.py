@@ -55,12 +55,12 @@ class Row:
 
 
 ROOTED = ("/agent", "/instances", "/history", "/discovery")
-ARM_PROVIDER = "/providers/Microsoft.MachineLearningServices/"
+ARM_PROVIDER = "/providers/Microsoft.MachineLearningServices"
 
 
 def rooted(path: str) -> bool:
     """A path served at the root (agents, instances, azure-ai-ml's ARM and run-history routes)."""
-    return path.startswith(ROOTED) or ARM_PROVIDER in path
+    return path.startswith(ROOTED) or ARM_PROVIDER + "/" in path
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Context:
 
     @property
     def arm(self) -> str:
-        return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}{ARM_PROVIDER}workspaces/default"
+        return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}{ARM_PROVIDER}/workspaces/default"
 
 
 ALLOWED = {
@@ -361,7 +361,7 @@ def test_every_route_is_in_the_matrix(srv: RunningServer) -> None:
     for row in ROWS:
         path = row.path.split("?", 1)[0].format(
             ws="/subscriptions/s/resourceGroups/r/workspaces/w",
-            arm=f"/subscriptions/s/resourceGroups/r{ARM_PROVIDER}workspaces/w",
+            arm=f"/subscriptions/s/resourceGroups/r{ARM_PROVIDER}/workspaces/w",
             sub="s",
             rg="r",
             node="n",
