@@ -42,7 +42,7 @@ def history_path(srv: RunningServer, job: str, workspace: str = "default") -> st
 
 def test_the_discovery_document_names_this_server_for_every_service(srv: RunningServer) -> None:
     body = httpx.get(f"{srv.endpoint}/discovery/workspaces/any").json()  # no credentials
-    assert body["history"] == srv.endpoint and body["api"] == srv.endpoint
+    assert body["history"] == srv.https_url and body["api"] == srv.https_url  # where the SDK goes
     assert set(body) >= {"history", "experimentation", "pipelines", "modelmanagement", "catalog"}
 
 
@@ -57,7 +57,7 @@ def test_details_list_the_logs_and_their_signed_urls_open_without_credentials(
     assert body["endTimeUtc"].endswith("Z") and body["warnings"] == []
     assert "user_logs/std_log.txt" in body["logFiles"]
     url = body["logFiles"]["user_logs/std_log.txt"]
-    log = httpx.get(url)  # the SDK sends no Authorization header here
+    log = httpx.get(url, verify=str(srv.ca_file))  # the SDK sends no Authorization header here
     assert log.status_code == 200 and "hello-from-history" in log.text
 
 
@@ -66,8 +66,8 @@ def test_a_tampered_or_foreign_log_reference_is_refused(srv: RunningServer, fini
         url = api.get(history_path(srv, finished)).json()["logFiles"]["user_logs/std_log.txt"]
     payload, signature = url.rsplit("/", 1)[1].split(".", 1)
     forged = url.rsplit("/", 1)[0] + f"/{payload}.{signature[:-2]}AA"
-    assert httpx.get(forged).status_code == 403
-    assert httpx.get(url.rsplit("/", 1)[0] + "/not-a-reference").status_code == 403
+    assert httpx.get(forged, verify=str(srv.ca_file)).status_code == 403
+    assert httpx.get(url.rsplit("/", 1)[0] + "/not-a-reference", verify=str(srv.ca_file)).status_code == 403
 
 
 def test_details_need_a_caller_who_may_read_the_workspace(srv: RunningServer, finished: str) -> None:
@@ -114,7 +114,8 @@ def test_a_job_put_in_the_arm_shape_runs_and_reads_back_in_it(srv: RunningServer
         names = {j["name"] for j in httpx.get(listed["nextLink"], headers=api.headers).json()["value"]}
         assert names  # the page after the newest
         details = api.get(history_path(srv, "arm-1")).json()
-        assert "arm-says-hi" in httpx.get(details["logFiles"]["user_logs/std_log.txt"]).text
+        log_url = details["logFiles"]["user_logs/std_log.txt"]
+        assert "arm-says-hi" in httpx.get(log_url, verify=str(srv.ca_file)).text
 
 
 def test_an_arm_cancel_answers_202_with_a_location_and_the_job_ends_canceled(srv: RunningServer) -> None:

@@ -2,10 +2,7 @@
 (api/blob.py): a code folder (hash look-up, startPendingUpload, blob upload, the version PUT
 checked against the folder's content hash; the second time the look-up finds it and nothing is
 uploaded), the default datastore, and a local data file and folder uploaded with listSecrets'
-SAS, as job inputs are. One SDK process; files checked byte for byte on disk.
-
-Needs the arm-core branch (HTTPS listener, /msi/token, ``tests/azureml_helpers``): until it is
-merged this module is skipped (a failure under CI=true)."""
+SAS, as job inputs are. One SDK process; files checked byte for byte on disk."""
 
 from __future__ import annotations
 
@@ -19,10 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.azureml_helpers import azureml_env, run_sdk, sdk_python
 from tests.conftest import RunningServer, _kill_with_its_nodes, start_server
-
-helpers = pytest.importorskip("tests.azureml_helpers", reason="needs the arm-core branch (HTTPS, /msi/token)")
-azureml_env, run_sdk, sdk_python = helpers.azureml_env, helpers.run_sdk, helpers.sdk_python
 
 SDK_SCRIPT = r"""
 import json

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_IDLE_SECONDS, MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.instance_schedule import parse_schedules
+from cloudlet.domain.sizes import DEFAULT_SIZE
 from cloudlet.domain.validation import FieldProblem, translate
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,31}$")
@@ -24,8 +25,6 @@ INSTANCE_IDLE_MIN_MINUTES = 15
 INSTANCE_IDLE_MAX_MINUTES = 3 * 24 * 60
 DEFAULT_MAX_INSTANCES = 4
 DEFAULT_IDLE_SCALE_DOWN_S = 120
-# What azure-ai-ml (ComputeDefaults.VMSIZE) and `az ml compute create` use when a file names no size.
-DEFAULT_SIZE = "Standard_DS3_v2"
 COMPUTE_TYPES = ("amlcompute", "computeinstance", "virtualmachine", "kubernetes")
 
 

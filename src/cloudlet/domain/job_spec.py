@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_JOB_TIMEOUT_S, MAX_PROCESSES_PER_NODE
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
+from cloudlet.domain.sizes import DEFAULT_SIZE
 from cloudlet.domain.validation import FieldProblem, translate
 
 JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$")
@@ -33,9 +34,8 @@ DEFAULT_PRIORITY = "medium"
 URI_TYPES = ("uri_file", "uri_folder")
 LITERAL_TYPES = ("string", "integer", "number", "boolean")
 DISTRIBUTION_TYPES = ("pytorch", "mpi", "tensorflow")
-# The size a job without ``compute`` runs serverless on unless its workspace sets another (as
-# Azure ML's serverless compute defaults to it).
-DEFAULT_INSTANCE_TYPE = "Standard_DS3_v2"
+# The size a job without ``compute`` runs serverless on unless its workspace sets another.
+DEFAULT_INSTANCE_TYPE = DEFAULT_SIZE
 
 Literal_ = str | int | float | bool
 InputType = Literal["uri_file", "uri_folder", "string", "integer", "number", "boolean"]

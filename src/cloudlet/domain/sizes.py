@@ -22,6 +22,11 @@ from cloudlet.domain.bounds import MAX_SIZE_GPUS, MAX_SIZE_MEMORY_GB, MAX_SIZE_V
 from cloudlet.domain.errors import CloudletError, conflict, validation_error
 from cloudlet.domain.validation import FieldProblem, translate
 
+# The size Azure ML uses when none is named: a compute file without ``size`` (azure-ai-ml's
+# ComputeDefaults.VMSIZE, `az ml compute create`) and serverless jobs (unless a workspace sets
+# another).
+DEFAULT_SIZE = "Standard_DS3_v2"
+
 COMPUTE_TYPES_WITH_SIZES = ("amlcompute", "computeinstance")
 CATEGORIES = (
     "general_purpose",

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
+from cloudlet.api.arm import WS, https_base
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import errors
 from cloudlet.api.routing import PublicRoute, UserRoute
@@ -27,10 +28,7 @@ from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.storage import DataRoot, read_beneath, relative_parts
 from cloudlet.store.schema import Job
 
-ARM_WS = (
-    "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces/{ws}"
-)
-HISTORY = "/history/v1.0" + ARM_WS
+HISTORY = "/history/v1.0" + WS
 LOG_PURPOSE = "run-log"
 LOG_URL_LIFETIME_S = 15 * 60
 MAX_LOG_BYTES = 64 << 20  # a log fetched whole (the SDK prints what is new since its last fetch)
@@ -158,4 +156,4 @@ def _iso(value: float | None) -> str | None:
 
 
 def _base_url(ctx: Context) -> str:
-    return str(ctx.request.base_url).rstrip("/")
+    return https_base(ctx.request, ctx.state)

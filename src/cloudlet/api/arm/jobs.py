@@ -12,6 +12,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from cloudlet.api.arm import WS, https_base
 from cloudlet.api.deps import AppState, Context, app_state, context, json_response
 from cloudlet.api.native import jobs as native_jobs
 from cloudlet.api.routing import UserRoute
@@ -24,9 +25,6 @@ from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Job, Workspace
 
-ARM_WS = (
-    "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces/{ws}"
-)
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN.pattern, max_length=255)]
 # The SDK's ARM body, validated by domain.arm_jobs and then as any job document.
 ARM_JOB = {
@@ -62,7 +60,7 @@ def _document(state: AppState, ref: WorkspaceRef, caller: Caller, body: Any, nam
         return arm_jobs.from_arm(body, name, arm_jobs.Refs(code=code))
 
 
-@router.put(ARM_WS + "/jobs/{name}", status_code=201, openapi_extra=ARM_JOB)
+@router.put(WS + "/jobs/{name}", status_code=201, openapi_extra=ARM_JOB)
 async def create_job(
     sub: str,
     rg: str,
@@ -77,11 +75,11 @@ async def create_job(
     doc = await run_in_threadpool(_document, state, ref, caller, body, name)
     prepared = job_service.prepare(doc, name)
     job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
-    view = native_jobs.render(job, ref, [], _base(request))
+    view = native_jobs.render(job, ref, [], https_base(request, state))
     return json_response(arm_jobs.to_arm(view, arm_workspace_id(ref), _code_id(body)), 201)
 
 
-@router.get(ARM_WS + "/jobs/{name}")
+@router.get(WS + "/jobs/{name}")
 def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref = WorkspaceRef(sub, rg, ws)
     _, job = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Job, name)
@@ -90,7 +88,7 @@ def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(c
     return json_response(_view(ctx, ref, job))
 
 
-@router.get(ARM_WS + "/jobs")
+@router.get(WS + "/jobs")
 def list_jobs(
     sub: str,
     rg: str,
@@ -104,7 +102,7 @@ def list_jobs(
     ref = WorkspaceRef(sub, rg, ws)
     workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ)
     page = job_service.list_jobs(ctx.session, workspace, None, None, top, skip_token)
-    arm_id, base = arm_workspace_id(ref), _base(ctx.request)
+    arm_id, base = arm_workspace_id(ref), https_base(ctx.request, ctx.state)
     body: dict[str, Any] = {
         "value": [arm_jobs.to_arm(native_jobs.render(j, ref, [], base), arm_id) for j in page.jobs]
     }
@@ -114,7 +112,7 @@ def list_jobs(
     return json_response(body)
 
 
-@router.post(ARM_WS + "/jobs/{name}/cancel", status_code=202)
+@router.post(WS + "/jobs/{name}/cancel", status_code=202)
 def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     """202 with ``Location`` (the job itself: the SDK polls it until it answers 200, then reads the
     job, whose status says when the cancel took)."""
@@ -123,12 +121,13 @@ def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends
     job = job_service.get(ctx.session, workspace, name)
     wake = dispatch.cancel_job(ctx.session, job)
     ctx.commit(wake, rescale=True)
-    location = f"{_base(ctx.request)}{arm_workspace_id(ref)}/jobs/{name}"
+    location = f"{https_base(ctx.request, ctx.state)}{arm_workspace_id(ref)}/jobs/{name}"
     return Response(status_code=202, headers={"Location": location, "Retry-After": "1"})
 
 
 def _view(ctx: Context, ref: WorkspaceRef, job: Job) -> dict[str, Any]:
-    view = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base(ctx.request))
+    base = https_base(ctx.request, ctx.state)
+    view = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), base)
     return arm_jobs.to_arm(view, arm_workspace_id(ref))
 
 
@@ -136,7 +135,3 @@ def _code_id(body: Any) -> str | None:
     props = body.get("properties") if isinstance(body, dict) else None
     code = props.get("codeId") if isinstance(props, dict) else None
     return str(code) if code else None
-
-
-def _base(request: Request) -> str:
-    return str(request.base_url).rstrip("/")
