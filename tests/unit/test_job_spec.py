@@ -408,7 +408,7 @@ def test_curated_reference_forms(reference: str) -> None:
 
 
 def test_curated_table_is_small_and_consistent() -> None:
-    assert 3 <= len(CURATED_ENVIRONMENTS) <= 6
+    assert 3 <= len(CURATED_ENVIRONMENTS) <= 20
     for name, env in CURATED_ENVIRONMENTS.items():
         assert curated_environment(env.registry_uri) is env
         assert curated_environment(f"azureml:{env.workspace_name}@latest") is env
