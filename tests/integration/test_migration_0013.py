@@ -48,10 +48,9 @@ def _assets_round_trip(engine: Engine) -> None:
             )
         ).all()
     assert [tuple(row) for row in uses] == [("queued", "1")]
-    with engine.begin() as conn:  # a version is unique per workspace, kind and name
-        with pytest.raises(Exception, match="(?i)unique"):
-            with conn.begin_nested():
-                conn.execute(text(ASSET))
+    # A version is unique per workspace, kind and name.
+    with engine.begin() as conn, pytest.raises(Exception, match=r"(?i)unique"), conn.begin_nested():
+        conn.execute(text(ASSET))
     _downgrade(engine, "0012")
     tables = set(inspect(engine).get_table_names())
     assert "assets" not in tables and "asset_uses" not in tables

@@ -212,13 +212,14 @@ def server_cmd(
 
 
 def _register() -> None:
-    from cloudlet.cli import admin, catalog, compute, compute_instance, jobs
+    from cloudlet.cli import admin, assets, catalog, compute, compute_instance, jobs
 
     compute_instance.register(compute.app)  # show-setup-log, connect-ssh
     app.add_typer(compute.app, name="compute")
     app.add_typer(jobs.app, name="job")
     admin.register(app)
     catalog.register(app)
+    assets.register(app)  # data, model, environment
 
 
 _register()

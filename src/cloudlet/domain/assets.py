@@ -171,7 +171,8 @@ def parse_asset(kind: AssetKind, doc: Any, name: str | None = None, version: str
         given = doc.get("version")
         if given is not None and str(given) != version:
             raise validation_error(
-                "version", f"the body says version '{given}' but the request is for '{version}'; make them match"
+                "version",
+                f"the body says version '{given}' but the request is for '{version}'; make them match",
             )
         doc["version"] = version
     model = SPEC_MODELS[kind]
@@ -239,7 +240,9 @@ class AssetRef:
         return f"azureml:{self.name}:{self.version}" if self.version else f"azureml:{self.name}@latest"
 
 
-_SHORT = re.compile(r"^azureml:(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(?::(?P<version>[^:/@]+)|@(?P<label>[^:/@]+))$")
+_SHORT = re.compile(
+    r"^azureml:(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(?::(?P<version>[^:/@]+)|@(?P<label>[^:/@]+))$"
+)
 _LONG = re.compile(
     r"^(?:azureml:)?(?:azureml:/)?/(?:subscriptions|locations)/.+?/workspaces/[^/]+/"
     r"(?P<collection>data|models|environments)/(?P<name>[^/]+)"

@@ -54,7 +54,9 @@ def load_curated(doc: Any) -> dict[str, CuratedEnvironment]:
             raise ValueError(f"{CURATED_FILE}: {name}: 'pip' must be a non-empty list of requirements")
         if entry.get("mlflow") and not any(p.lower().startswith("mlflow") for p in pip):
             raise ValueError(f"{CURATED_FILE}: {name}: says mlflow but its pip set has none")
-        table[str(name).lower()] = CuratedEnvironment(str(name), tuple(pip), str(entry.get("description", "")))
+        table[str(name).lower()] = CuratedEnvironment(
+            str(name), tuple(pip), str(entry.get("description", ""))
+        )
     return table
 
 

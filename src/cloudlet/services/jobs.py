@@ -24,6 +24,7 @@ from cloudlet.domain.errors import CloudletError, conflict, not_found
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.roles import Access
+from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, workspaces
 from cloudlet.services.batch import Answer, Round, Work
@@ -97,6 +98,8 @@ def submit(
             "name",
         )
     compute_name, compute = _target(session, ws, doc, memo if memo is not None else {})
+    resolved = asset_service.resolve_job(session, ws, doc)  # azureml:name:1 / @latest → its path
+    doc = resolved.doc
     _check_inputs(ws, doc, data)
     job = Job(
         workspace_id=ws.id,
@@ -115,6 +118,7 @@ def submit(
     )
     session.add(job)
     session.flush()
+    asset_service.record_uses(session, job, resolved.uses)
     return job, compute
 
 
@@ -214,7 +218,7 @@ def required_cuda(doc: dict[str, Any]) -> str | None:
 
 def _check_inputs(ws: Workspace, doc: dict[str, Any], data: DataRoot) -> None:
     for name, value in (doc.get("inputs") or {}).items():
-        if not isinstance(value, dict) or value.get("type") not in ("uri_folder", "uri_file"):
+        if not isinstance(value, dict) or value.get("type") not in job_spec.PATH_TYPES:
             continue
         path = str(value.get("path", ""))
         parsed = parse_datastore_uri(path)
