@@ -187,14 +187,15 @@ def test_model_input_and_output_registered_on_completion(
     assert (created["version"], created["type"]) == ("1", "mlflow_model"), created
     body = {
         "command": "cat ${{inputs.base}}/MLmodel && cp -r ${{inputs.base}}/. ${{outputs.trained}}/ "
-        "&& echo tuned > ${{outputs.trained}}/note.txt",
+        "&& echo tuned > ${{outputs.trained}}/note.txt && "
+        "if echo x >> ${{inputs.base}}/MLmodel 2>/dev/null; then echo WROTE; else echo refused-write; fi",
         "compute": f"azureml:{cluster}",
         "inputs": {"base": {"type": "mlflow_model", "path": "azureml:base-model:1"}},
         "outputs": {"trained": {"type": "mlflow_model", "name": "tuned-model"}},
     }
     done, log = run_job(api, srv, "tune-1", body)
     assert done["status"] == "Completed", (done, log)
-    assert "python_function" in log, log
+    assert "python_function" in log and "refused-write" in log, log  # mounted read-only
     registered = ok_json(cli(srv, "model", "show", "-n", "tuned-model"))
     assert (registered["version"], registered["type"], registered["job_name"]) == (
         "1",

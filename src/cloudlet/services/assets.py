@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import assets as rules
@@ -137,7 +138,7 @@ def create_or_update(
     existing = next((v for v in versions if v.version == wanted), None)
     now = time.time()
     if existing is not None:
-        if spec.version is None:  # a race on the next number: the caller retries
+        if spec.version is None:  # cannot happen under the writer lock; say so if it does
             raise conflict("AssetVersionExists", f"{kind} {name}:{wanted} was just created; try again")
         existing.spec = rules.updated_doc(kind, existing.spec, spec.doc)
         existing.modified_at = now
@@ -157,7 +158,12 @@ def create_or_update(
     )
     session.add(row)
     audit.record(session, caller.name, f"{kind}.create", _target(ref, kind, name, wanted), spec.doc)
-    session.flush()
+    try:
+        session.flush()
+    except IntegrityError:  # another replica made the same version meanwhile (PostgreSQL)
+        raise conflict(
+            "AssetVersionExists", f"{kind} {name}:{wanted} was created meanwhile; try again", "version"
+        ) from None
     return Created(row, True)
 
 
