@@ -146,6 +146,8 @@ def test_job_reads_data_at_latest_resolved_at_submission(
     assert done["status"] == "Completed", done
     assert log_text(api, srv, "rows-latest").endswith("first version\n")
     assert done["inputs"]["rows"]["path"] == one.path, done["inputs"]
+    used = {"field": "inputs.rows", "role": "input", "kind": "data", "name": "rows", "version": "1"}
+    assert done["assets"] == [used], done["assets"]
     # Explicit versions, ARM-id references and a missing version.
     done, log = run_job(api, srv, "rows-v2", {**body, "inputs": {"rows": {"path": "azureml:rows:2"}}})
     assert done["status"] == "Completed" and log.endswith("second version\n"), (done, log)
@@ -203,6 +205,11 @@ def test_model_input_and_output_registered_on_completion(
         "tune-1",
     )
     assert registered["path"] == "azureml://datastores/workspaceblobstore/paths/azureml/tune-1/trained"
+    shown = api.get(f"{srv.ws_path}/jobs/tune-1").json()["assets"]
+    assert [(u["role"], u["name"], u["version"]) for u in shown] == [
+        ("input", "base-model", "1"),
+        ("output", "tuned-model", "1"),
+    ], shown
     # The registered model is an input of the next job; a second run registers version 2.
     follow = {
         "command": "cat ${{inputs.m}}/note.txt",

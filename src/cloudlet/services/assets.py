@@ -423,5 +423,12 @@ def register_outputs(session: Session, job_id: int, data: DataRoot | None = None
         audit.record(session, audit.system("jobs"), f"{kind}.create", f"job:{job.name}/{use.field}", spec)
 
 
-def uses_of(session: Session, job_id: int) -> list[AssetUse]:
-    return list(session.scalars(select(AssetUse).where(AssetUse.job_id == job_id).order_by(AssetUse.id)))
+_USES_OF = select(AssetUse).where(AssetUse.job_id == bindparam("job")).order_by(AssetUse.id)
+
+
+def uses_view(session: Session, job_id: int) -> list[dict[str, Any]]:
+    """The asset versions a job uses (resolved at submission) and the ones it registers."""
+    return [
+        {"field": u.field, "role": u.role, "kind": u.kind, "name": u.name, "version": u.version}
+        for u in session.scalars(_USES_OF, {"job": job_id})
+    ]
