@@ -34,8 +34,9 @@ from cloudlet.store.schema import Asset, AssetUse, Job, Workspace
 KIND_TITLE = {"data": "Data asset", "model": "Model", "environment": "Environment"}
 
 
-def _versions(session: Session, ws: Workspace, kind: AssetKind, name: str) -> list[Asset]:
-    query = select(Asset).where(Asset.workspace_id == ws.id, Asset.kind == kind, Asset.name == name)
+def _versions(session: Session, ws: Workspace | int, kind: AssetKind, name: str) -> list[Asset]:
+    ws_id = ws if isinstance(ws, int) else ws.id
+    query = select(Asset).where(Asset.workspace_id == ws_id, Asset.kind == kind, Asset.name == name)
     return list(session.scalars(query.order_by(Asset.id)))
 
 
@@ -367,29 +368,27 @@ def record_uses(session: Session, job: Job, uses: list[AssetUse]) -> None:
         session.add(use)
 
 
+_JOB_COLUMNS = select(Job.name, Job.workspace_id, Job.spec, Job.created_by).where(Job.id == bindparam("job"))
 _PENDING = select(AssetUse).where(
     AssetUse.job_id == bindparam("job"), AssetUse.role == "output", AssetUse.asset_id.is_(None)
 )
 
 
-def register_outputs(session: Session, job_id: int, data: DataRoot | None = None) -> None:
+def register_outputs(session: Session, job_id: int) -> None:
     """The job completed: each named output becomes a version of its model or data asset, whose
     path is the output's folder (``azureml://datastores/workspaceblobstore/paths/azureml/<job>/<output>``).
     A version taken meanwhile is skipped (the job's outcome does not depend on it)."""
     pending = list(session.scalars(_PENDING, {"job": job_id}))
     if not pending:
         return
-    job = session.get(Job, job_id)
-    if job is None:
-        return
-    ws = session.get(Workspace, job.workspace_id)
-    assert ws is not None
+    # The job's columns, not its object: the plain-SQL exit path must not come to hold the row.
+    job = session.execute(_JOB_COLUMNS, {"job": job_id}).one()
     now = time.time()
     for use in pending:
         output = use.field.split(".", 1)[1]
         declared = (job.spec.get("outputs") or {}).get(output) or {}
         kind: AssetKind = "model" if use.kind == "model" else "data"
-        versions = _versions(session, ws, kind, use.name)
+        versions = _versions(session, job.workspace_id, kind, use.name)
         version = use.version or rules.next_version(v.version for v in versions)
         if any(v.version == version for v in versions):
             continue
@@ -407,7 +406,7 @@ def register_outputs(session: Session, job_id: int, data: DataRoot | None = None
         if kind == "model":
             spec["job_name"] = job.name
         asset = Asset(
-            workspace_id=ws.id,
+            workspace_id=job.workspace_id,
             kind=kind,
             name=use.name,
             version=version,
