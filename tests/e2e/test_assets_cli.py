@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from cloudlet.client import Data, MLClient, Model
+from cloudlet.client import AssetTypes, Data, Input, MLClient, Model, Output, command
 from tests.conftest import RunningServer
 from tests.jobs_helpers import log_text, served, submit, wait_job, wait_until
 
@@ -229,9 +229,21 @@ def test_model_input_and_output_registered_on_completion(
     failing = {**body, "command": "exit 3", "outputs": {"trained": {"type": "custom_model", "name": "never"}}}
     assert run_job(api, srv, "tune-fails", failing)[0]["status"] == "Failed"
     assert api.get(f"{srv.ws_path}/models/never").status_code == 404
+    # The client, as azure.ai.ml code writes it: a model input and a named model output.
     with MLClient(home=srv.home) as client:
         model = client.models.get("tuned-model", version="1")
         assert isinstance(model, Model) and model.job_name == "tune-1"
+        job = command(
+            command="cp ${{inputs.m}}/note.txt ${{outputs.o}}/",
+            inputs={"m": Input(type=AssetTypes.MLFLOW_MODEL, path="azureml:tuned-model:1")},
+            outputs={"o": Output(type=AssetTypes.CUSTOM_MODEL, name="client-model", version="7")},
+            compute=cluster,
+        )
+        submitted = client.jobs.create_or_update(job)
+        assert wait_job(api, srv, submitted.name, timeout=120)["status"] == "Completed"
+        made = client.models.get("client-model", label="latest")
+        assert (made.version, made.type, made.job_name) == ("7", "custom_model", submitted.name)
+        assert [m.name for m in client.models.list()] == ["base-model", "client-model", "tuned-model"]
 
 
 def test_environment_asset_used_by_jobs_is_built_once(

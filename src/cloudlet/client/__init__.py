@@ -35,6 +35,7 @@ from cloudlet.client._rest import (
 )
 from cloudlet.client.access import AuditOperations, PrincipalOperations
 from cloudlet.client.assets import (
+    AssetTypes,
     AssetValidationError,
     BuildContext,
     Data,
@@ -235,6 +236,7 @@ __all__ = [
     "AmlCompute",
     "AmlComputeSshSettings",
     "ApiKeyCredential",
+    "AssetTypes",
     "AssetValidationError",
     "AuditOperations",
     "BuildContext",

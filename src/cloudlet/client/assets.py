@@ -27,6 +27,17 @@ from cloudlet.domain.job_spec import is_remote_path
 CONDA_NAMES = ("conda.yaml", "conda.yml", "conda_dependencies.yaml", "environment.yml", "environment.yaml")
 
 
+class AssetTypes:
+    """The asset and input types, as ``azure.ai.ml.constants.AssetTypes``."""
+
+    URI_FILE = "uri_file"
+    URI_FOLDER = "uri_folder"
+    MLTABLE = "mltable"
+    CUSTOM_MODEL = "custom_model"
+    MLFLOW_MODEL = "mlflow_model"
+    TRITON_MODEL = "triton_model"
+
+
 class AssetValidationError(CloudletClientError):
     """The asset definition is invalid (checked locally before anything is uploaded)."""
 
@@ -338,6 +349,7 @@ class EnvironmentOperations(_AssetOperations):
 
 
 __all__ = [
+    "AssetTypes",
     "BuildContext",
     "Data",
     "DataOperations",
