@@ -151,6 +151,17 @@ def test_job_reads_data_at_latest_resolved_at_submission(
     # Explicit versions, ARM-id references and a missing version.
     done, log = run_job(api, srv, "rows-v2", {**body, "inputs": {"rows": {"path": "azureml:rows:2"}}})
     assert done["status"] == "Completed" and log.endswith("second version\n"), (done, log)
+    # An mltable asset is a folder with its MLTable file, mounted like a uri_folder.
+    table = tmp_path / "table"
+    table.mkdir()
+    (table / "MLTable").write_text("paths:\n  - file: ./part.csv\n", encoding="utf-8")
+    with MLClient(home=srv.home) as client:
+        client.data.create_or_update(Data(name="tbl", path=str(table), type=AssetTypes.MLTABLE))
+    tbl = {"t": {"type": "mltable", "path": "azureml:tbl@latest"}}
+    done, log = run_job(
+        api, srv, "reads-mltable", {**body, "command": "cat ${{inputs.t}}/MLTable", "inputs": tbl}
+    )
+    assert done["status"] == "Completed" and "file: ./part.csv" in log, (done, log)
     bad = api.put(
         f"{srv.ws_path}/jobs/rows-bad", json={**body, "inputs": {"rows": {"path": "azureml:rows:9"}}}
     )
