@@ -22,6 +22,7 @@ from tests.conftest import RunningServer
 from tests.jobs_helpers import log_text, served, submit, wait_job, wait_until
 
 CLUSTER = "assets-cluster"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -319,3 +320,20 @@ def test_api_refuses_bad_asset_documents(srv: RunningServer, api: httpx.Client) 
     assert invalid.status_code == 400 and invalid.json()["error"]["target"] == "path", invalid.text
     local = api.post(f"{srv.ws_path}/models/m/versions", json={"name": "m", "path": "./model"})
     assert local.status_code == 400 and "uploads it once" in local.json()["error"]["message"], local.text
+
+
+def test_example_asset_files_run_as_written(srv: RunningServer, api: httpx.Client) -> None:
+    assets = EXAMPLES / "assets"
+    ok_json(cli(srv, "compute", "create", "--file", str(EXAMPLES / "compute" / "cluster.yml")))
+    data = ok_json(cli(srv, "data", "create", "--file", str(assets / "data-iris.yml")))
+    assert (data["name"], data["type"]) == ("iris", "uri_folder") and data["path"].endswith("/data"), data
+    env = ok_json(cli(srv, "environment", "create", "--file", str(assets / "environment.yml")))
+    assert env["name"] == "train-env" and env["conda_file"]["name"] == "train-env", env
+    trained = cli(srv, "job", "create", "--file", str(assets / "train-job.yml"), "--stream")
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "read iris-sample.csv: 30 rows so far" in trained.stdout, trained.stdout
+    assert "Completed" in trained.stdout.strip().splitlines()[-1], trained.stdout
+    model = ok_json(cli(srv, "model", "show", "-n", "iris-softmax"))
+    assert (model["version"], model["type"]) == ("1", "custom_model"), model
+    scored = cli(srv, "job", "create", "--file", str(assets / "score-job.yml"), "--stream")
+    assert scored.returncode == 0 and "model softmax_regression accuracy" in scored.stdout, scored.stdout
