@@ -77,6 +77,15 @@ def test_bad_documents_name_the_field(kind: Any, doc: dict[str, Any], target: st
     assert words in error.message, error.message
 
 
+def test_the_sdks_long_datastore_uri_is_stored_short() -> None:
+    long = (
+        "azureml://subscriptions/s/resourcegroups/r/workspaces/w/datastores/workspaceblobstore/paths/"
+        "LocalUpload/abc/iris.csv"
+    )
+    assert parse_asset("data", {"name": "x", "path": long}).doc["path"] == DS
+    assert assets.short_datastore_uri("https://example.com/x") == "https://example.com/x"
+
+
 def test_url_name_and_version_must_agree_with_the_body() -> None:
     assert error_of("data", {"name": "a", "path": DS}, "b").target == "name"
     assert error_of("data", {"name": "a", "path": DS, "version": "2"}, "a", "3").target == "version"

@@ -74,8 +74,22 @@ class _AssetBase(_Strict):
         return value
 
 
+# The long form azure-ai-ml writes for what it uploaded: the workspace's datastore, spelled out.
+_LONG_DATASTORE = re.compile(
+    r"^azureml://subscriptions/[^/]+/resource[gG]roups/[^/]+/(?:providers/Microsoft\.MachineLearningServices/)?"
+    r"workspaces/[^/]+/datastores/(?P<datastore>[^/]+)/paths/(?P<path>.*)$"
+)
+
+
+def short_datastore_uri(path: str) -> str:
+    """``azureml://subscriptions/…/workspaces/W/datastores/D/paths/P`` → ``azureml://datastores/D/paths/P``
+    (other text unchanged). Which workspace it names is the caller's to check."""
+    match = _LONG_DATASTORE.fullmatch(path.strip())
+    return f"azureml://datastores/{match['datastore']}/paths/{match['path']}" if match else path
+
+
 def _check_path(path: str, what: str) -> str:
-    text = path.strip()
+    text = short_datastore_uri(path.strip())
     if text.startswith("azureml://datastores/"):
         if "/paths/" not in text:
             raise FieldProblem("path", f"{text!r} must be azureml://datastores/<datastore>/paths/<path>")
