@@ -337,3 +337,17 @@ def test_example_asset_files_run_as_written(srv: RunningServer, api: httpx.Clien
     assert (model["version"], model["type"]) == ("1", "custom_model"), model
     scored = cli(srv, "job", "create", "--file", str(assets / "score-job.yml"), "--stream")
     assert scored.returncode == 0 and "model softmax_regression accuracy" in scored.stdout, scored.stdout
+
+
+def test_a_model_kept_at_a_url_is_refused_as_a_job_input(srv: RunningServer, api: httpx.Client) -> None:
+    body = {"name": "web-model", "type": "mlflow_model", "path": "https://example.com/model"}
+    assert api.put(f"{srv.ws_path}/models/web-model/versions/1", json=body).status_code == 201
+    job = {
+        "command": "ls ${{inputs.m}}",
+        "compute": "local",
+        "inputs": {"m": {"type": "mlflow_model", "path": "azureml:web-model:1"}},
+    }
+    refused = api.put(f"{srv.ws_path}/jobs/web-model-job", json=job)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["target"] == "inputs.m.path" and "uri_file or uri_folder only" in error["message"], error

@@ -38,16 +38,29 @@ CALLERS = ("admin", "owner", "contributor", "reader", "norole", "other", "node",
 @dataclass(frozen=True)
 class Row:
     method: str
-    path: str  # under /api/v1 unless it starts with /agent or /instances; {ws} = the workspace path
-    needs: str  # read | write | manage | admin | user | pool | rg-read | agent | owner-app | others-keys
+    # Under /api/v1 unless it starts with /agent, /instances, /history or /discovery, or is an ARM
+    # path; {ws} = the workspace's native path, {arm} its ARM path.
+    path: str
+    # read | write | manage | admin | user | pool | rg-read | agent | owner-app | others-keys |
+    # public (anyone, credentials or not) | signed (anyone, but the URL's own signature decides)
+    needs: str
     kwargs: dict[str, Any] | None = None
     operation: str | None = None  # the OpenAPI path it exercises, when the path differs
 
     def url(self, ctx: Context) -> str:
         path = self.path.format(
-            ws=ctx.ws, sub=ctx.sub, rg=ctx.rg, node=ctx.node_id, op=ctx.op_id, wsid=ctx.ws_id
+            ws=ctx.ws, arm=ctx.arm, sub=ctx.sub, rg=ctx.rg, node=ctx.node_id, op=ctx.op_id, wsid=ctx.ws_id
         )
-        return path if path.startswith(("/agent", "/instances")) else "/api/v1" + path
+        return path if rooted(path) else "/api/v1" + path
+
+
+ROOTED = ("/agent", "/instances", "/history", "/discovery")
+ARM_PROVIDER = "/providers/Microsoft.MachineLearningServices/"
+
+
+def rooted(path: str) -> bool:
+    """A path served at the root (agents, instances, azure-ai-ml's ARM and run-history routes)."""
+    return path.startswith(ROOTED) or ARM_PROVIDER in path
 
 
 @dataclass
@@ -63,6 +76,10 @@ class Context:
     @property
     def ws(self) -> str:
         return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}/workspaces/default"
+
+    @property
+    def arm(self) -> str:
+        return f"/subscriptions/{self.sub}/resourceGroups/{self.rg}{ARM_PROVIDER}workspaces/default"
 
 
 ALLOWED = {
@@ -87,6 +104,7 @@ HIDDEN_FROM = {"norole", "other"}
 TRAVERSAL = ("..%2F..%2F..%2Fcredentials", "%2Fetc%2Fshadow")
 SHA = "0" * 64
 JOB = {"command": "echo hi", "compute": f"azureml:{CLUSTER}"}
+ARM_JOB = {"properties": {"jobType": "Command", "command": "echo hi", "computeId": CLUSTER}}
 LOCK = {"json": {"level": "CanNotDelete", "notes": "the authorization matrix"}}
 TAR = {"content": b"not a tarball", "headers": {"Content-Type": "application/gzip"}}
 
@@ -150,8 +168,18 @@ ROWS: list[Row] = [
     Row("GET", "{ws}/jobs", "read"),
     Row("POST", "{ws}/jobs/mx-job/cancel", "write"),
     Row("GET", "{ws}/jobs/mx-job/logs", "read"),
+    # azure-ai-ml's ARM facade and run history
+    Row("PUT", "{arm}/jobs/mx-arm-job", "write", {"json": ARM_JOB}),
+    Row("GET", "{arm}/jobs/mx-job", "read"),
+    Row("GET", "{arm}/jobs", "read"),
+    Row("POST", "{arm}/jobs/mx-job/cancel", "write"),
+    Row("GET", "/history/v1.0{arm}/runs/mx-job/details", "read"),
+    Row("POST", "/history/v1.0{arm}/rundata", "read", {"json": {"runId": "mx-job"}}),
+    Row("GET", "/history/logs/not-a-signed-reference", "signed"),
+    Row("GET", "/discovery/workspaces/any", "public"),
     *(Row("GET", "{ws}/jobs/mx-job/logs?file=" + t, "read") for t in TRAVERSAL),
     Row("GET", "{ws}/jobs/mx-job/outputs/none", "read"),
+    Row("GET", "{ws}/jobs/mx-job/artifacts", "read"),
     # data
     Row("GET", "{ws}/codes/" + SHA, "read"),
     Row("HEAD", "{ws}/codes/" + SHA, "read"),
@@ -252,6 +280,10 @@ def _hidden(response: httpx.Response, ctx: Context) -> bool:
 
 def expected(row: Row, caller: str) -> str:
     """allow | 401 | 403 | hidden."""
+    if row.needs == "public":
+        return "allow"
+    if row.needs == "signed":
+        return "403"  # the matrix's URLs carry no valid signature, whoever asks
     if caller == "anonymous":
         return "401"
     if row.needs == "agent":
@@ -294,7 +326,7 @@ def test_every_route_is_in_the_matrix(srv: RunningServer) -> None:
         (method, template)
         for template, item in doc["paths"].items()
         for method in item
-        if template.startswith(("/api/", "/agent/"))
+        if template.startswith(("/api/", "/agent/", "/history", "/discovery")) or ARM_PROVIDER in template
     }
     patterns = {
         (method, template): re.compile(
@@ -304,10 +336,16 @@ def test_every_route_is_in_the_matrix(srv: RunningServer) -> None:
     }
     covered = set()
     for row in ROWS:
-        path = row.path if row.path.startswith(("/agent", "/instances")) else "/api/v1" + row.path
-        path = path.split("?", 1)[0].format(
-            ws="/subscriptions/s/resourceGroups/r/workspaces/w", sub="s", rg="r", node="n", op="o", wsid=1
+        path = row.path.split("?", 1)[0].format(
+            ws="/subscriptions/s/resourceGroups/r/workspaces/w",
+            arm=f"/subscriptions/s/resourceGroups/r{ARM_PROVIDER}workspaces/w",
+            sub="s",
+            rg="r",
+            node="n",
+            op="o",
+            wsid=1,
         )
+        path = path if rooted(path) else "/api/v1" + path
         for key, pattern in patterns.items():
             if key[0] == row.method.lower() and pattern.match(path.replace("%2F", "_")):
                 covered.add(key)

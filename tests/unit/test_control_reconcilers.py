@@ -26,7 +26,7 @@ from cloudlet.domain.nodes import (
     NodeEvent,
     NodeState,
 )
-from cloudlet.providers.base import NodeHandle, NodeProvider
+from cloudlet.providers.base import Capacity, NodeHandle, NodeProvider, ProviderError
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.notify import NodeNotifier
@@ -146,6 +146,38 @@ def test_a_queued_launch_is_not_taken_for_an_interrupted_one(tmp_path: Path) -> 
         assert world.node(node.id).state == NodeState.STARTING.value
     finally:
         gate.set()
+        world.reconciler.stop()
+
+
+class EngineProvider(FakeProvider):
+    """A fake engine that owns its capacity (as Slurm or a Kubernetes quota would): OFFER vCPUs,
+    or it cannot say (None)."""
+
+    def __init__(self, offer: float | None) -> None:
+        super().__init__()
+        self.offer = offer
+
+    def capacity(self) -> Capacity:
+        if self.offer is None:
+            raise ProviderError("sinfo timed out")
+        return Capacity(vcpus=self.offer, memory_gb=1024)
+
+
+def test_an_engine_that_owns_its_capacity_bounds_the_cluster(tmp_path: Path) -> None:
+    engine = EngineProvider(offer=2)  # the location stores 64 vCPUs; the engine gives 2
+    world = World(tmp_path, {"local": FakeProvider(), "slowland": engine})
+    try:
+        add_cluster(world.sessions, "hpc", location="slowland", max_instances=6, queued_jobs=6)
+        world.reconciler.sweep.sweep("slowland")  # what the sweep's worker does every couple of s
+        world.reconciler.run_once(world.clock.now())
+        assert len(world.nodes("hpc")) == 2  # Standard_DS1_v2: 1 vCPU each
+        engine.offer = None  # the engine cannot say: the stored capacity stands in, with a note
+        assert world.reconciler.work.wait_idle(5)
+        world.reconciler.sweep.sweep("slowland")
+        world.clock.advance(1)
+        world.reconciler.run_once(world.clock.now())
+        assert len(world.nodes("hpc")) == 6
+    finally:
         world.reconciler.stop()
 
 

@@ -52,3 +52,12 @@ def test_a_lost_node_requeues_until_the_attempts_run_out() -> None:
 def test_a_cancel_request_wins_over_how_the_runs_ended() -> None:
     outcome = settle([RunEnd(0, 0, "exited"), RunEnd(1, None, "preempted")], 1, 3, True, NOW)
     assert outcome == {"ended_at": NOW, "status": "Canceled", "status_message": "canceled"}
+
+
+def test_a_failed_download_fails_the_job_saying_so() -> None:
+    runs = [RunEnd(0, 1, "download_failed", "user_logs/std_log.txt")]
+    outcome = settle(runs, 1, 3, False, NOW)
+    assert outcome["status"] == FAILED and outcome["exit_code"] == 1, outcome
+    assert outcome["error"]["code"] == "InputDownloadFailed", outcome
+    assert "http(s) input" in outcome["error"]["message"], outcome
+    assert "user_logs/std_log.txt" in outcome["error"]["message"], outcome

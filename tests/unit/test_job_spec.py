@@ -128,12 +128,13 @@ def test_compute_is_normalised(value: str, expected: str) -> None:
     assert parse_job({"command": "true", "compute": value}).compute == expected
 
 
-def test_serverless_needs_instance_type() -> None:
-    err = error_of({"command": "true"})
-    assert err.target == "resources.instance_type"
-    assert "serverless" in err.message and "compute" in err.message
+def test_a_job_without_compute_or_instance_type_is_valid() -> None:
+    """Azure ML's hello-world.yml (command + environment only) runs serverless on the workspace's
+    default instance type, which submission fills in (services.jobs._target)."""
+    spec = parse_job({"command": "true"})
+    assert spec.compute is None and spec.resources.instance_type is None
     spec = parse_job({"command": "true", "resources": {"instance_type": "Standard_DS3_v2"}})
-    assert spec.compute is None
+    assert spec.compute is None and spec.resources.instance_type == "Standard_DS3_v2"
 
 
 def test_name_from_url_wins_and_must_match() -> None:

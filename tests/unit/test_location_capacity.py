@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cloudlet.providers.base import Capacity, CapacityOwner, NodeHandle, NodeRequest, ProviderError
-from cloudlet.providers.capacity import LocationCapacity, free_nodes, location_capacity
+from cloudlet.providers.capacity import (
+    READING_STALE_S,
+    LocationCapacity,
+    ask_capacity,
+    free_nodes,
+    location_capacity,
+)
 
 
 @dataclass
@@ -44,7 +50,8 @@ STORED = Row({"vcpus": 64, "memory_gb": 256, "gpus": 2, "overcommit": 8.0})
 
 
 def test_stored_capacity_is_scaled_by_its_overcommit() -> None:
-    got = location_capacity(STORED, PlainProvider())
+    assert ask_capacity(PlainProvider(), 0.0) is None  # it does not own its capacity: not asked
+    got = location_capacity(STORED, None)
     assert got == LocationCapacity(512.0, 2048.0, 2.0, "location")
     assert not isinstance(PlainProvider(), CapacityOwner)
 
@@ -57,11 +64,18 @@ def test_no_overcommit_means_one_and_no_location_means_nothing() -> None:
 def test_an_engine_that_owns_its_capacity_is_asked_instead() -> None:
     engine = Engine(Capacity(vcpus=96, memory_gb=384, gpus=4))
     assert isinstance(engine, CapacityOwner)
-    assert location_capacity(STORED, engine) == LocationCapacity(96, 384, 4, "provider")
+    reading = ask_capacity(engine, 100.0)
+    assert location_capacity(STORED, reading, 100.0) == LocationCapacity(96, 384, 4, "provider")
+
+
+def test_an_engine_that_stopped_answering_is_not_trusted() -> None:
+    reading = ask_capacity(Engine(Capacity(vcpus=96, memory_gb=384)), 100.0)
+    got = location_capacity(STORED, reading, 100.0 + READING_STALE_S + 1)
+    assert got.source == "location" and got.vcpus == 512.0 and "has not said" in got.note
 
 
 def test_an_engine_that_cannot_say_falls_back_to_the_stored_capacity_and_says_why() -> None:
-    got = location_capacity(STORED, Engine(None))
+    got = location_capacity(STORED, ask_capacity(Engine(None), 5.0), 5.0)
     assert got.source == "location" and got.vcpus == 512.0 and "sinfo timed out" in got.note
     _, reason = free_nodes(got, 0, 4, "lab")
     assert "sinfo timed out" in reason

@@ -168,6 +168,17 @@ def test_cuda_compatibility(cat: Catalogue) -> None:
     _raises("ValidationError", cat.check_cuda, t4, "eleven")
 
 
+def test_a_jobs_cuda_on_a_cpu_size_is_a_warning_and_on_a_gpu_size_checked(cat: Catalogue) -> None:
+    t4, cpu = cat.get("Standard_NC4as_T4_v3"), cat.get("Standard_DS3_v2")
+    assert t4 is not None and cpu is not None
+    warning = cat.job_cuda_warning(cpu, "11.8")
+    assert warning is not None and "CUDA 11.8" in warning and "runs on the CPU" in warning, warning
+    assert cat.job_cuda_warning(t4, "11.8") is None
+    err = _raises("CudaIncompatible", cat.job_cuda_warning, t4, "9.0")
+    assert "10.0" in err.message
+    _raises("ValidationError", cat.job_cuda_warning, cpu, "eleven")
+
+
 def test_cuda_table_matches_seed(cat: Catalogue) -> None:
     table = {row["architecture"]: row["min_cuda"] for row in cat.cuda}
     assert table == {

@@ -31,6 +31,15 @@ LEFTOVER_GRACE_S = 2.0
 FETCH_DEADLINE_S = 60.0
 DONE_MEMORY = 1024
 REPORT_RUNNING_AFTER_S = 0.05
+DEFAULT_ARTIFACTS = ("outputs", "logs")  # folders of a run's working directory kept after it
+DOWNLOAD_FAILED = "download_failed"  # the exit reason of a run whose http(s) input failed
+
+
+def _put_paths(text: str, paths: dict[str, str]) -> str:
+    """TEXT with each placeholder of ``paths`` (http(s) inputs) replaced by its downloaded path."""
+    for placeholder, path in paths.items():
+        text = text.replace(placeholder, path)
+    return text
 
 
 class RunManager:
@@ -163,8 +172,13 @@ class RunManager:
             self._fetch_code(run, str(spec["cwd_code"]))
         sandbox = self.sandbox
         sandbox.hand_over(run.cwd, recursive=bool(spec.get("cwd_code")))  # its code, as extracted
-        env = self._environment(run)
-        binds = [Bind(str(run.cwd), writable=True)]
+        downloaded = self._download_inputs(run)
+        if downloaded is None:
+            return
+        paths, binds = downloaded
+        env = {k: _put_paths(v, paths) for k, v in self._environment(run).items()}
+        command = _put_paths(spec["command"], paths)
+        binds.append(Bind(str(run.cwd), writable=True))
         environment = spec.get("environment")
         kind = environment.get("kind", "python") if isinstance(environment, dict) else "python"
         if kind != "python" and not self._prepare_environment(run, env):
@@ -176,10 +190,11 @@ class RunManager:
             return
         mounts = self._mounts(run, env)
         binds += mounts
+        self._default_artifacts(run)
         fds = tuple(b.fd for b in mounts if b.fd is not None)
         try:
             proc = subprocess.Popen(
-                sandbox.wrap(["bash", "-c", spec["command"]], cwd=run.cwd, binds=binds),
+                sandbox.wrap(["bash", "-c", command], cwd=run.cwd, binds=binds),
                 cwd=run.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -243,6 +258,56 @@ class RunManager:
         env.update({"HOME": str(run.cwd), "USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
         env["CLOUDLET_RUN_ID"] = run.run_id
         return env
+
+    def _download_inputs(self, run: Run) -> tuple[dict[str, str], list[Bind]] | None:
+        """Download (or find in the node's cache) the spec's http(s) inputs (``downloads``):
+        their placeholders → the paths the command sees, and read-only binds of their cache
+        folders. None when the run has ended (a download failed or the run was stopped)."""
+        items = [d for d in run.spec.get("downloads") or [] if isinstance(d, dict) and d.get("url")]
+        if not items:
+            return {}, []
+        from cloudlet.agent import downloads  # imported on first use: the idle agent stays small
+
+        root = downloads.cache_root(self.work_dir.parent)
+        paths: dict[str, str] = {}
+        binds: list[Bind] = []
+        for item in items:
+            url, name = str(item["url"]), str(item.get("input") or "?")
+            try:
+                path = downloads.fetch(
+                    url, root, note=lambda text: self._note(run, text.encode()), stop=run.stop_requested
+                )
+            except downloads.DownloadFailed as exc:
+                if run.stop_requested.is_set():
+                    self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
+                    return None
+                self._note(run, f"cloudlet-agent: input '{name}': cannot download {url}: {exc}\n".encode())
+                self._finish(run, 1, DOWNLOAD_FAILED)
+                return None
+            folder = path.parent
+            paths[str(item.get("placeholder") or "")] = str(
+                path if item.get("type") == "uri_file" else folder
+            )
+            binds.append(Bind(str(folder)))  # the agent's cache (never the user's to write): a path bind
+        return {k: v for k, v in paths.items() if k}, binds
+
+    def _default_artifacts(self, run: Run) -> None:
+        """``./outputs`` and ``./logs`` in the working directory, as on Azure ML: links to the
+        attempt's default artifacts folders (``default_artifacts``, among the rw ``mounts``, so
+        they are kept when the run ends); plain folders when an older control plane named none."""
+        base = run.spec.get("default_artifacts")
+        for folder in DEFAULT_ARTIFACTS:
+            link = run.cwd / folder
+            if os.path.lexists(link):
+                self._note(
+                    run,
+                    f"cloudlet-agent: warning: ./{folder} came with the code snapshot: it is used as it "
+                    f"is and not kept as the job's {folder}\n".encode(),
+                )
+            elif isinstance(base, str) and base:
+                os.symlink(os.path.join(base, folder), link)
+            else:
+                self.sandbox.hand_over(link, create=True)
 
     def _mounts(self, run: Run, env: dict[str, str]) -> list[Bind]:
         """The datastore paths the spec names (``mounts``; the checkpoint dir also when an older

@@ -25,6 +25,8 @@ from cloudlet.api import (
     routes_instances,
     routes_jobs,
 )
+from cloudlet.api.arm import history as arm_history
+from cloudlet.api.arm import jobs as arm_jobs
 from cloudlet.api.deps import AppState
 
 log = logging.getLogger("cloudlet.api")
@@ -80,6 +82,9 @@ def create_app(state: AppState) -> FastAPI:
         routes_agent_apps.router,
         routes_instance_setup.router,
         routes_instances.router,  # /instances/{name}/{app}/… and /signin
+        arm_jobs.router,  # the ARM facade's jobs (azure-ai-ml)
+        arm_history.router,  # /history/v1.0/… (azure-ai-ml's run history)
+        arm_history.public,  # its discovery document and signed log URLs
     ):
         _add_routes(app, router)
 

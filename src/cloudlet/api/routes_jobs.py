@@ -142,6 +142,23 @@ def job_output(
     return Response(packed or empty_tar(), media_type="application/gzip")
 
 
+@router.get(WS + "/jobs/{name}/artifacts", responses=GZIP)
+def job_artifacts(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: JobName,
+    attempt: Annotated[int | None, Query(ge=1, le=MAX_ATTEMPT, description="default: the latest")] = None,
+    ctx: Context = Depends(context),
+) -> Response:
+    """An attempt's default artifacts (what it left in ``./outputs`` and ``./logs``) as a tar.gz."""
+    _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    job = job_service.get(ctx.session, workspace, name)
+    return Response(
+        job_service.artifacts_archive(ctx.state.data, job, attempt), media_type="application/gzip"
+    )
+
+
 # -- nodes ------------------------------------------------------------------------------------
 @router.get(WS + "/computes/{name}/nodes")
 def list_nodes(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:

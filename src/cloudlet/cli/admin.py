@@ -150,6 +150,13 @@ def workspace_create(
             help="Policy: may compute instances in this workspace enable public SSH access?",
         ),
     ] = None,
+    default_instance_type: Annotated[
+        str | None,
+        typer.Option(
+            "--default-instance-type",
+            help="Size that jobs without `compute` run serverless on (default Standard_DS3_v2; '' resets).",
+        ),
+    ] = None,
 ) -> None:
     """Create or update a workspace (admin); the resource group is created if missing."""
     st = state(ctx)
@@ -158,6 +165,8 @@ def workspace_create(
         body["description"] = description
     if allow_ssh is not None:
         body["allow_ssh_public_access"] = allow_ssh
+    if default_instance_type is not None:
+        body["default_instance_type"] = default_instance_type or None
     tags = parse_tags(tag)
     if tags is not None:
         body["tags"] = tags

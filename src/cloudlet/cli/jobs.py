@@ -59,9 +59,9 @@ def _describe_upload(upload: Upload) -> str:
     return f"{what} {upload.local_path}: uploaded {size} → {upload.uri}"
 
 
-def _stream(ctx: typer.Context, ops: JobOperations, name: str) -> None:
+def _stream(ctx: typer.Context, ops: JobOperations, name: str, attempt: int | None = None) -> None:
     try:
-        job = ops.stream(name)
+        job = ops.stream(name, attempt=attempt)
     except KeyboardInterrupt:
         err_console.print(f"interrupted; job {escape(name)} continues on the server", highlight=False)
         raise typer.Exit(code=130) from None
@@ -95,6 +95,8 @@ def create(
         err_console.print(escape(_describe_upload(upload)), highlight=False)
     data = job._to_dict()
     job_name = str(data.get("name") or body.get("name"))
+    for warning in data.get("warnings") or []:  # accepted, but the user should know (e.g. CUDA on a CPU)
+        err_console.print(f"warning: {escape(str(warning))}", highlight=False)
     if stream:
         err_console.print(f"job {escape(job_name)} submitted; streaming its log", highlight=False)
         if job.studio_url:
@@ -129,10 +131,16 @@ def list_(
     st.emit([j._to_dict() for j in jobs], "job")
 
 
+AttemptOpt = Annotated[
+    int | None, typer.Option("--attempt", min=1, help="This attempt (1, 2, …; default: the latest).")
+]
+
+
 @app.command("stream")
-def stream_(ctx: typer.Context, name: NameOpt) -> None:
-    """Print the job's log as it runs, then a summary line (exit 1 if it failed or was canceled)."""
-    _stream(ctx, operations(ctx), name)
+def stream_(ctx: typer.Context, name: NameOpt, attempt: AttemptOpt = None) -> None:
+    """Print the job's log as it runs, then a summary line (exit 1 if it failed or was canceled).
+    With --attempt N: that attempt's log, until that attempt ended."""
+    _stream(ctx, operations(ctx), name, attempt)
 
 
 @app.command("cancel")
@@ -152,8 +160,16 @@ def download(
     download_path: Annotated[
         str, typer.Option("-p", "--download-path", help="Folder to download into.")
     ] = ".",
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Every named output and the default artifacts (the default without --output-name)."
+        ),
+    ] = False,
+    attempt: AttemptOpt = None,
 ) -> None:
-    """Download outputs to DOWNLOAD_PATH/named-outputs/<output> (and the log to artifacts/)."""
+    """Download outputs to DOWNLOAD_PATH/named-outputs/<output>, and the attempt's ./outputs,
+    ./logs and log to DOWNLOAD_PATH/artifacts/ (like `az ml job download --all`)."""
     st = state(ctx)
-    written = operations(ctx).download(name, download_path, output_name)
+    written = operations(ctx).download(name, download_path, output_name, all=all_, attempt=attempt)
     st.emit([{"name": path.name, "path": str(path)} for path in written])

@@ -462,19 +462,21 @@ class JobOperations(_Operations):
         *,
         file: str | None = None,
         timeout: float | None = None,
+        attempt: int | None = None,
     ) -> Job:
         """Print the job's log as it grows until the job ends, then a summary line; return the job.
 
         A new attempt (retry after preemption or node loss) restarts from the top of its log.
+        With ``attempt``, that attempt's log only, until that attempt has ended.
         """
         stream = out if out is not None else sys.stdout
         deadline = None if timeout is None else time.monotonic() + timeout
         offset = 0
-        attempt: Any = None
+        fixed = attempt
         while True:
-            page = self.logs(name, offset, file)
+            page = self.logs(name, offset, file, fixed)
             page_attempt = page.get("attempt")
-            if attempt is not None and page_attempt is not None and page_attempt != attempt:
+            if fixed is None and attempt is not None and page_attempt is not None and page_attempt != attempt:
                 attempt, offset = page_attempt, 0
                 stream.write(f"\n--- attempt {page_attempt} ---\n")
                 stream.flush()
@@ -487,7 +489,8 @@ class JobOperations(_Operations):
             next_offset = page.get("next_offset")
             offset = int(next_offset) if next_offset is not None else offset + len(data.encode())
             if not data:
-                if page.get("status") in FINAL:
+                later = fixed is not None and int(page.get("attempts") or 0) > fixed
+                if page.get("status") in FINAL or later:  # the job, or the attempt asked for, ended
                     break
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"job {name} still {page.get('status')} after {timeout}s")
@@ -498,10 +501,21 @@ class JobOperations(_Operations):
         return job
 
     def download(
-        self, name: str, download_path: str | Path = ".", output_name: str | None = None
+        self,
+        name: str,
+        download_path: str | Path = ".",
+        output_name: str | None = None,
+        *,
+        all: bool = False,  # azure-ai-ml's name (jobs.download(all=True))
+        attempt: int | None = None,
     ) -> builtins.list[Path]:
-        """Download outputs to ``<download_path>/named-outputs/<output>`` (all of them when
-        ``output_name`` is None, plus the log as ``artifacts/user_logs/std_log.txt``)."""
+        """Download outputs to ``<download_path>/named-outputs/<output>``. Without ``output_name``
+        (or with ``all``, as ``az ml job download --all``): every named output, plus the default
+        artifacts of the latest attempt (or ``attempt``): its ``./outputs`` and ``./logs`` as
+        ``artifacts/outputs`` and ``artifacts/logs``, and its log as
+        ``artifacts/user_logs/std_log.txt``."""
+        if all:
+            output_name = None
         root = Path(download_path)
         job = self.get(name)
         names = [output_name] if output_name else list((job._to_dict().get("outputs") or {}).keys())
@@ -512,9 +526,16 @@ class JobOperations(_Operations):
             unpack(data, dest)
             written.append(dest)
         if output_name is None:
+            archive = download_bytes(
+                self._rest,
+                f"{self._path(name)}/artifacts",
+                {"attempt": str(attempt)} if attempt is not None else None,
+            )
+            unpack(archive, root / "artifacts")
+            written += [root / "artifacts" / folder for folder in ("outputs", "logs")]
             text, offset = [], 0
             while True:
-                page = self.logs(name, offset)
+                page = self.logs(name, offset, attempt=attempt)
                 chunk = str(page.get("data") or "")
                 if not chunk:
                     break

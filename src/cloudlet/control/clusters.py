@@ -35,6 +35,7 @@ from cloudlet.control.sweep import ProviderSweep
 from cloudlet.domain import autoscale
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.providers.base import NodeProvider
+from cloudlet.providers.capacity import CapacityReadings
 from cloudlet.services import audit, dispatch, job_status, workspaces
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import WALL_CLOCK, Clock
@@ -74,8 +75,11 @@ class ClusterReconciler(ReconcileLoop):
         self.leases = LeaseCache(sessions, replica_id, lease_ttl_s)
         self.recorder = NodeRecorder(started=clock.now())
         self.work = ProviderWork(providers, sessions, notifier, workers_per_provider, clock)
-        self.sweep = ProviderSweep(providers, sessions, installation_id, self.recorder, self.work, clock)
-        self.scaler = ClusterScaler(installation_id, server_url)
+        readings = CapacityReadings()
+        self.sweep = ProviderSweep(
+            providers, sessions, installation_id, self.recorder, self.work, clock, readings
+        )
+        self.scaler = ClusterScaler(installation_id, server_url, readings)
         self.context = PassContext(
             sessions, replica_id, installation_id, data, server_url, self.leases, self.recorder
         )

@@ -21,7 +21,7 @@ from cloudlet.domain.compute_spec import ClusterScaling, cluster_scaling
 from cloudlet.domain.locks import scaling_block
 from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeState
 from cloudlet.domain.quota import Tier
-from cloudlet.providers.capacity import free_nodes, location_capacity
+from cloudlet.providers.capacity import CapacityReading, CapacityReadings, free_nodes, location_capacity
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import job_status, quotas, workspaces
 from cloudlet.services import locks as lock_store
@@ -39,9 +39,16 @@ class Scaled:
 
 
 class ClusterScaler:
-    def __init__(self, installation_id: str, server_url: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        installation_id: str,
+        server_url: Callable[[], str],
+        readings: CapacityReadings | None = None,
+    ) -> None:
         self.installation_id = installation_id
         self.server_url = server_url
+        # What engines that own their capacity last said (the sweep asks them on their workers).
+        self.readings = readings or CapacityReadings()
 
     def scale(
         self,
@@ -62,7 +69,7 @@ class ClusterScaler:
         serving_now = len([n for n in nodes if n.state in SERVING])
         wanted = autoscale.cluster_target(cluster, demand)
         # Quota and capacity only matter when the cluster must grow: skip that work otherwise.
-        limits = self._limits(session, compute, scaling, nodes, need_headroom=wanted > serving_now)
+        limits = self._limits(session, compute, scaling, nodes, now, need_headroom=wanted > serving_now)
         # Failed nodes whose machine is already released are records only.
         views = [
             autoscale.NodeView(n.id, NodeState(n.state), n.idle_since)
@@ -113,6 +120,7 @@ class ClusterScaler:
         compute: Compute,
         scaling: ClusterScaling,
         nodes: list[Node],
+        now: float,
         need_headroom: bool = True,
     ) -> autoscale.Limits:
         ref = workspaces.ref_of(session, workspace_of(session, compute.workspace_id))
@@ -138,7 +146,8 @@ class ClusterScaler:
             Tier(scaling.tier),
             live,
         )
-        capacity_nodes, capacity_reason = _capacity(session, compute.location, size.vcpus)
+        reading = self.readings.get(compute.location)
+        capacity_nodes, capacity_reason = _capacity(session, compute.location, size.vcpus, reading, now)
         return autoscale.Limits(
             quota_nodes,
             quota_reason,
@@ -194,11 +203,12 @@ def workspace_of(session: Session, workspace_id: int) -> Workspace:
     return ws
 
 
-def _capacity(session: Session, location: str, vcpus: int) -> tuple[int, str]:
-    """The location's stored capacity. (An engine that owns its capacity, ``CapacityOwner``, is to
-    be asked by the provider sweep on its workers and its answer passed here: a pass never calls a
-    provider.)"""
-    capacity = location_capacity(session.get(Location, location), None)
+def _capacity(
+    session: Session, location: str, vcpus: int, reading: CapacityReading | None, now: float
+) -> tuple[int, str]:
+    """Nodes of ``vcpus`` that still fit in the location: its engine's latest offer when it owns
+    its capacity, else the stored capacity (``providers.capacity``)."""
+    capacity = location_capacity(session.get(Location, location), reading, now)
     used = sum(
         session.scalars(
             select(Node.vcpus).where(Node.location == location, Node.state.in_([s.value for s in HOLDING]))

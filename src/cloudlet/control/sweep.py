@@ -7,7 +7,9 @@ pass), and then:
   ``TERMINATE_RETRY_S``, until the table says to give up: then the node keeps its state with a
   ``TerminateFailed`` error and an audit entry, for a person, instead of being retried forever;
 - a node ``requested`` whose launch was never recorded (the control plane stopped in between) is
-  adopted if the provider made its machine, else it simply ends.
+  adopted if the provider made its machine, else it simply ends;
+- an engine that owns its capacity (``CapacityOwner``) is asked for its offer, which the passes
+  then read (``providers.capacity.CapacityReadings``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from cloudlet.control.node_records import NodeRecorder
 from cloudlet.control.provider_work import ProviderWork
 from cloudlet.domain.nodes import HOLDING, NodeEvent, NodeState, StuckAction, stuck_action
 from cloudlet.providers.base import NodeHandle, NodeProvider
+from cloudlet.providers.capacity import CapacityReadings, ask_capacity
 from cloudlet.services import audit
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import Clock
@@ -43,6 +46,7 @@ class ProviderSweep:
         recorder: NodeRecorder,
         work: ProviderWork,
         clock: Clock,
+        readings: CapacityReadings | None = None,
     ) -> None:
         self.providers = providers
         self.sessions = sessions
@@ -50,6 +54,7 @@ class ProviderSweep:
         self.recorder = recorder
         self.work = work
         self.clock = clock
+        self.readings = readings or CapacityReadings()
         self._last = float("-inf")
 
     def due(self, now: float) -> None:
@@ -74,6 +79,8 @@ class ProviderSweep:
         self._terminate_orphans(location, provider, handles, alive)
         self._retry_terminations(location)
         self.adopt_or_fail(location, handles, self.clock.now())
+        # An engine that owns its capacity is asked here, on its workers, for the passes to read.
+        self.readings.record(location, ask_capacity(provider, self.clock.now()))
 
     def _terminate_orphans(
         self, location: str, provider: NodeProvider, handles: list[NodeHandle], alive: set[str]

@@ -13,13 +13,14 @@ from cloudlet.domain.job_status import JobStatus
 
 REQUEUE_REASONS = ("preempted", "lost", "stopped")  # the node went away, not the job
 SINGLE_LOG = "user_logs/std_log.txt"  # the log of an attempt's only process
+DOWNLOAD_FAILED = "download_failed"  # the node could not download an http(s) input
 
 
 @dataclass(frozen=True)
 class RunEnd:
     rank: int
     exit_code: int | None
-    reason: str  # exited, canceled, timeout, or one of REQUEUE_REASONS
+    reason: str  # exited, canceled, timeout, download_failed, or one of REQUEUE_REASONS
     log_name: str = SINGLE_LOG
 
 
@@ -58,6 +59,18 @@ def settle(
             "status": JobStatus.FAILED,
             "exit_code": next((r.exit_code for r in ranked if r.exit_code), None),
             "error": {"code": "JobTimeout", "message": "the job ran past limits.timeout and was stopped"},
+        }
+    download = next((r for r in ranked if r.reason == DOWNLOAD_FAILED), None)
+    if download is not None:
+        return {
+            "ended_at": now,
+            "status": JobStatus.FAILED,
+            "exit_code": download.exit_code,
+            "error": {
+                "code": "InputDownloadFailed",
+                "message": f"an http(s) input could not be downloaded before process {download.rank} "
+                f"started (the job's command did not run); {download.log_name} says which and why",
+            },
         }
     if all(r.exit_code == 0 for r in ranked):
         return {"ended_at": now, "status": JobStatus.COMPLETED, "exit_code": 0, "status_message": None}

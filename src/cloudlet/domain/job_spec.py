@@ -36,6 +36,9 @@ MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
 PATH_TYPES = (*URI_TYPES, "mltable", *MODEL_TYPES)
 LITERAL_TYPES = ("string", "integer", "number", "boolean")
 DISTRIBUTION_TYPES = ("pytorch", "mpi", "tensorflow")
+# The size a job without ``compute`` runs serverless on unless its workspace sets another (as
+# Azure ML's serverless compute defaults to it).
+DEFAULT_INSTANCE_TYPE = "Standard_DS3_v2"
 
 Literal_ = str | int | float | bool
 InputType = Literal[
@@ -259,12 +262,6 @@ class CommandJobSpec(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> CommandJobSpec:
-        if self.compute is None and not self.resources.instance_type:
-            raise FieldProblem(
-                "resources.instance_type",
-                "a job without 'compute' runs serverless and needs resources.instance_type "
-                "(e.g. Standard_DS3_v2); or set compute: azureml:<cluster name> (or local)",
-            )
         check_command(self.command, list(self.inputs), list(self.outputs))
         return self
 

@@ -227,6 +227,19 @@ class Catalogue:
             return None
         return self.series_of(size).min_cuda or self._arch_min_cuda(size.gpu_architecture)
 
+    def job_cuda_warning(self, size: VmSize, required_cuda: str) -> str | None:
+        """What a job whose environment is built for ``required_cuda`` meets on ``size``: on a
+        size without GPUs a warning (CUDA images carry a CPU runtime too: Azure ML runs them on
+        CPU nodes, and so does cloudlet); on a GPU size an incompatible CUDA is an error (T14)."""
+        parse_cuda(required_cuda, "environment")
+        if not size.gpus:
+            return (
+                f"the environment is built for CUDA {required_cuda} but {size.name} has no GPU: the job "
+                "runs on the CPU; choose a GPU size such as Standard_NC4as_T4_v3 to use CUDA"
+            )
+        self.check_cuda(size, required_cuda)
+        return None
+
     def check_cuda(self, size: VmSize, required_cuda: str) -> None:
         wanted = parse_cuda(required_cuda)
         if not size.gpus:

@@ -42,6 +42,9 @@ PASS_ENV = (
     *("CLOUDLET_UV", "CLOUDLET_ENV_CACHE"),  # job environments: uv to build them with, their cache
     "CLOUDLET_BOOT_DELAY_S",  # a simulated boot time (see agent/main.py)
     "CLOUDLET_AGENT_ORPHAN_GRACE_S",  # how long an agent waits for an unreachable control plane
+    # http(s) inputs: the host's proxy (the agent's control-plane client does not use it), limits
+    *("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"),
+    *("CLOUDLET_MAX_DOWNLOAD_BYTES", "CLOUDLET_DOWNLOAD_TIMEOUT_S"),
 )
 PASS_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "SSL_CERT_", "UV_", "PIP_")  # UV_/PIP_: index, cache
 CONTROLLERS = ("cpu", "memory")
@@ -240,6 +243,8 @@ class LocalProvider:
             raise ProviderError(f"cannot make node directory {node_dir}: {exc}") from exc
         env.setdefault("CLOUDLET_ENV_CACHE", str(self.env_cache))
         env.setdefault("CLOUDLET_BUILD_CACHE", str(self.env_cache.parent / "build-cache"))
+        # http(s) inputs, cached by URL for every node on this host (written by agents only).
+        env.setdefault("CLOUDLET_DOWNLOAD_CACHE", str(self.env_cache.parent / "downloads"))
         dirs, note = self._setup_cgroups(req)
         try:
             with open(node_dir / AGENT_LOG, "ab") as log_file:

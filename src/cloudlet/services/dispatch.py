@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import environments, job_outcome, job_spec
+from cloudlet.domain import environments, job_inputs, job_outcome, job_spec
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
@@ -33,6 +33,8 @@ from cloudlet.store.schema import Compute, Job, JobRun, Node
 ASSIGNED, SENT, RUN_RUNNING, EXITED = "assigned", "sent", "running", "exited"
 REQUEUE_REASONS = job_outcome.REQUEUE_REASONS
 SINGLE_LOG = job_outcome.SINGLE_LOG
+# Folders of a run's working directory kept as the attempt's default artifacts (as on Azure ML).
+DEFAULT_ARTIFACTS = ("outputs", "logs")
 
 
 DELIVERIES = "cloudlet_deliveries"
@@ -67,6 +69,9 @@ def _run_specs(
     pairs, one per instance."""
     doc, name = attempt.spec, attempt.name
     inputs, outputs = _resolve_io(attempt.workspace_id, name, doc, data)
+    downloads = job_inputs.downloads(doc)
+    inputs.update({d["input"]: d["placeholder"] for d in downloads})
+    artifacts = data.job_artifacts(attempt.workspace_id, name, attempt.number)
     command = job_spec.render_command(doc["command"], inputs, outputs)
     port = random.randint(20000, 29999)
     world = [address for _, address in nodes]
@@ -87,6 +92,7 @@ def _run_specs(
         **{f"AZURE_ML_INPUT_{k}": v for k, v in inputs.items()},
     }
     mounts = _mounts(doc, inputs, outputs, str(checkpoints))
+    mounts += [{"path": str(artifacts / folder), "mode": "rw"} for folder in DEFAULT_ARTIFACTS]
     environment = dataclasses.asdict(environments.resolve_environment(doc.get("environment")))
     base_env.update(_identity_env(session, attempt, server_url, compute))
     code = doc.get("code")
@@ -107,6 +113,8 @@ def _run_specs(
                 "log_name": SINGLE_LOG if total == 1 else f"user_logs/std_log_process_{process}.txt",
                 "environment": environment,
                 "mounts": mounts,
+                "downloads": downloads,
+                "default_artifacts": str(artifacts),
             }
             specs.append((node_id, run_spec))
     return specs
@@ -214,6 +222,8 @@ def _resolve_io(
 ) -> tuple[dict[str, str], dict[str, str]]:
     inputs: dict[str, str] = {}
     for name, value in (doc.get("inputs") or {}).items():
+        if job_inputs.is_download(value):
+            continue  # the node downloads it (job_inputs.downloads)
         if isinstance(value, dict) and value.get("type") in job_spec.PATH_TYPES:
             parsed = job_service.parse_datastore_uri(str(value["path"]))
             assert parsed is not None  # checked at submission
@@ -237,7 +247,11 @@ def _mounts(
     inputs read-only (read-write for ``mode: rw_mount``), its outputs and checkpoints read-write."""
     mounts = []
     for name, value in (doc.get("inputs") or {}).items():
-        if isinstance(value, dict) and value.get("type") in job_spec.PATH_TYPES:
+        if (
+            isinstance(value, dict)
+            and value.get("type") in job_spec.PATH_TYPES
+            and not job_inputs.is_download(value)
+        ):
             mounts.append({"path": inputs[name], "mode": "rw" if value.get("mode") == "rw_mount" else "ro"})
     mounts += [{"path": path, "mode": "rw"} for path in outputs.values()]
     mounts.append({"path": checkpoints, "mode": "rw"})
@@ -342,18 +356,33 @@ def _schedule_window(
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
     wake: list[str] = []
+    if placements and isinstance(idle[0], Node):
+        # The session holds the nodes (the reconciler's): load the placed jobs in one query and
+        # write once at commit; a get per placement would flush the previous one each time.
+        jobs = _jobs_by_id(session, [ids[p.job] for p in placements])
+        with session.no_autoflush:
+            for placement in placements:
+                nodes = [by_id[i] for i in placement.nodes]
+                wake += place(session, jobs[ids[placement.job]], nodes, data, server_url, compute)
+        return wake
     for placement in placements:
         nodes = [by_id[i] for i in placement.nodes]
-        placed = None
-        if not isinstance(nodes[0], Node):  # rows: plain SQL, unless the session holds the job
-            placed = _place_rows(session, ids[placement.job], nodes, data, server_url, compute)
-        if placed is None:
+        placed = _place_rows(session, ids[placement.job], nodes, data, server_url, compute)
+        if placed is None:  # the session holds the job or a node as an object
             job = session.get(Job, ids[placement.job])
             assert job is not None
-            objects = [n if isinstance(n, Node) else session.get(Node, n.id) for n in nodes]
+            objects = [session.get(Node, n.id) for n in nodes]
             placed = place(session, job, [n for n in objects if n is not None], data, server_url, compute)
         wake += placed
     return wake
+
+
+def _jobs_by_id(session: Session, job_ids: list[int]) -> dict[int, Job]:
+    jobs: dict[int, Job] = {}
+    for start in range(0, len(job_ids), 500):  # bound the IN list
+        chunk = job_ids[start : start + 500]
+        jobs.update((job.id, job) for job in session.scalars(select(Job).where(Job.id.in_(chunk))))
+    return jobs
 
 
 def _schedule_instance(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:

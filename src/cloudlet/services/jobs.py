@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session, defer
 
-from cloudlet.domain import job_kind, job_spec, job_status
+from cloudlet.domain import job_inputs, job_kind, job_spec, job_status
 from cloudlet.domain.errors import CloudletError, conflict, not_found
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import ProvisioningState
@@ -30,7 +30,7 @@ from cloudlet.services import computes, workspaces
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.job_status import set_status
-from cloudlet.services.storage import DataRoot, read_beneath, relative_parts
+from cloudlet.services.storage import DataRoot, empty_tar, pack_beneath, read_beneath, relative_parts
 from cloudlet.store.schema import Compute, Job, JobRun, Workspace
 
 LOCAL_COMPUTE = "local"
@@ -97,9 +97,10 @@ def submit(
             "unique (omit the name to get a generated one)",
             "name",
         )
-    compute_name, compute = _target(session, ws, doc, memo if memo is not None else {})
     resolved = asset_service.resolve_job(session, ws, doc)  # azureml:name:1 / @latest → its path
-    doc = resolved.doc
+    doc = resolved.doc  # resolved first: the CUDA check reads an environment asset's image
+    warnings: list[str] = []
+    compute_name, compute = _target(session, ws, doc, memo if memo is not None else {}, warnings)
     _check_inputs(ws, doc, data)
     job = Job(
         workspace_id=ws.id,
@@ -113,6 +114,7 @@ def submit(
         instance_count=int(doc.get("resources", {}).get("instance_count", 1)),
         attempt=0,
         max_attempts=3,
+        warnings=warnings or None,
         created_by=caller.name,
         submitted_at=time.time(),
     )
@@ -134,17 +136,22 @@ def _waiting_message(compute: Compute | None) -> str:
 
 
 def _target(
-    session: Session, ws: Workspace, doc: dict[str, Any], memo: dict[Any, Any]
+    session: Session, ws: Workspace, doc: dict[str, Any], memo: dict[Any, Any], warnings: list[str]
 ) -> tuple[str, Compute | None]:
     """The compute the job runs on (its name, and its record for a cluster); refuse jobs that can
-    never run there (C14, T14)."""
+    never run there (C14, T14); add to WARNINGS what it runs despite."""
     compute_name = doc.get("compute")
     count = int(doc.get("resources", {}).get("instance_count", 1))
     if compute_name is None:
-        instance_type = doc.get("resources", {}).get("instance_type")
-        catalogue_service.current(session).require_size(
-            instance_type or "", "amlcompute", target="resources.instance_type"
+        # No compute: serverless, on the size asked for or the workspace's default (Azure ML's
+        # `az ml job create -f hello-world.yml`); the stored document says which it got.
+        resources = doc.setdefault("resources", {})
+        if not resources.get("instance_type"):
+            resources["instance_type"] = workspaces.default_instance_type(ws)
+        size = catalogue_service.current(session).require_size(
+            str(resources["instance_type"]), "amlcompute", target="resources.instance_type"
         )
+        _check_cuda(session, size.name, doc, warnings)
         return SERVERLESS, None
     if compute_name == LOCAL_COMPUTE:
         if count != 1:
@@ -190,20 +197,24 @@ def _target(
             f"{compute_name} --max-instances {count})",
             "resources.instance_count",
         )
-    _check_cuda(session, compute, doc)
+    _check_cuda(session, compute.size or "", doc, warnings)
     memo[key] = compute
     return compute_name, compute
 
 
-def _check_cuda(session: Session, compute: Compute, doc: dict[str, Any]) -> None:
+def _check_cuda(session: Session, size_name: str, doc: dict[str, Any], warnings: list[str]) -> None:
+    """T14: a CUDA environment on a GPU size whose GPUs cannot run it is refused; on a size
+    without GPUs the job runs on the CPU, with a warning."""
     needed = required_cuda(doc)
     if needed is None:
         return
     catalogue = catalogue_service.current(session)
-    size = catalogue.get(compute.size or "")
+    size = catalogue.get(size_name)
     if size is None:
         return
-    catalogue.check_cuda(size, needed)
+    warning = catalogue.job_cuda_warning(size, needed)
+    if warning is not None:
+        warnings.append(warning)
 
 
 def required_cuda(doc: dict[str, Any]) -> str | None:
@@ -221,6 +232,15 @@ def _check_inputs(ws: Workspace, doc: dict[str, Any], data: DataRoot) -> None:
         if not isinstance(value, dict) or value.get("type") not in job_spec.PATH_TYPES:
             continue
         path = str(value.get("path", ""))
+        if job_inputs.check_scheme(name, path):
+            if value.get("type") not in job_inputs.URI_TYPES:  # e.g. a model asset kept at a URL
+                raise CloudletError(
+                    "UnsupportedInput",
+                    f"input '{name}': nodes download http(s) inputs of type uri_file or uri_folder only, "
+                    f"not {value.get('type')}; register it from a local copy or a datastore path",
+                    f"inputs.{name}.path",
+                )
+            continue  # http(s): the node downloads it before the process starts
         parsed = parse_datastore_uri(path)
         if parsed is None:
             raise CloudletError(
@@ -264,6 +284,7 @@ class JobFields(Protocol):
     attempt: int
     exit_code: int | None
     error: Any
+    warnings: list[str] | None
     created_by: str
     submitted_at: float
     started_at: float | None
@@ -290,6 +311,7 @@ _LISTED = (
     Job.attempt,
     Job.exit_code,
     Job.error,
+    Job.warnings,
     Job.created_by,
     Job.submitted_at,
     Job.started_at,
@@ -385,7 +407,7 @@ def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: i
     parts = relative_parts(file, "file", "a log name such as user_logs/std_log.txt")
     if not parts:
         raise CloudletError("ValidationError", "file must name a log, such as user_logs/std_log.txt", "file")
-    chosen = attempt or max(job.attempt, 1)
+    chosen = chosen_attempt(job, attempt)
     base = data.job_dir(job.workspace_id, job.name, chosen)
     files = (
         {str(p.relative_to(base)): p.stat().st_size for p in sorted(base.rglob("*.txt")) if p.is_file()}
@@ -404,4 +426,31 @@ def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: i
         "next_offset": next_offset,
         "status": job.status,
         "attempt": chosen,
+        "attempts": job.attempt,
     }
+
+
+def chosen_attempt(job: Job, attempt: int | None) -> int:
+    """ATTEMPT (1 up to the job's attempts so far; 1 also before the first has started), or the
+    latest when None; a 400 naming the range otherwise."""
+    latest = max(job.attempt, 1)
+    if attempt is None:
+        return latest
+    if not 1 <= attempt <= latest:
+        so_far = f"{job.attempt} attempt{'s' if job.attempt != 1 else ''} so far"
+        raise CloudletError(
+            "ValidationError",
+            f"attempt {attempt} does not exist: job '{job.name}' has {so_far}; use an attempt from 1 to "
+            f"{latest} (job show lists them)",
+            "attempt",
+        )
+    return attempt
+
+
+def artifacts_archive(data: DataRoot, job: Job, attempt: int | None) -> bytes:
+    """A tar.gz of one attempt's default artifacts (``outputs/``, ``logs/``; the latest attempt's
+    when None), packed without following the links a job may have left in them."""
+    base = data.datastore(job.workspace_id)
+    folder = data.job_artifacts(job.workspace_id, job.name, chosen_attempt(job, attempt))
+    packed = pack_beneath(base, relative_parts(str(folder.relative_to(base)), "attempt"))
+    return packed or empty_tar()

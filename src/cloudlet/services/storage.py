@@ -102,6 +102,11 @@ class DataRoot:
     def job_output(self, ws_id: int, job: str, output: str) -> Path:
         return self.datastore(ws_id) / "azureml" / job / output
 
+    def job_artifacts(self, ws_id: int, job: str, attempt: int) -> Path:
+        """An attempt's default artifacts: what its processes left in ``./outputs`` and ``./logs``
+        (Azure ML keeps them under ``ExperimentRun/dcid.<run>``)."""
+        return self.datastore(ws_id) / "ExperimentRun" / f"dcid.{job}" / f"attempt-{attempt}"
+
     def checkpoints(self, ws_id: int, job: str) -> Path:
         return self.datastore(ws_id) / "checkpoints" / job
 

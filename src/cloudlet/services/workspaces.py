@@ -11,8 +11,10 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.bounds import MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
+from cloudlet.domain.job_spec import DEFAULT_INSTANCE_TYPE
 from cloudlet.domain.roles import Access
 from cloudlet.services import audit, bootstrap
+from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Location, ResourceGroup, Subscription, Workspace
@@ -110,6 +112,11 @@ class WorkspaceUpdate(BaseModel):
     allow_ssh_public_access: StrictBool | None = Field(
         default=None, description="false forbids SSH on the workspace's compute instances (I3)"
     )
+    default_instance_type: str | None = Field(
+        default=None,
+        max_length=64,
+        description=f"the size a job without 'compute' runs serverless on (null: {DEFAULT_INSTANCE_TYPE})",
+    )
 
 
 def create_or_update(
@@ -180,6 +187,8 @@ def create_or_update(
         ws.tags = dict(update.tags or {})
     if "allow_ssh_public_access" in given:
         ws.allow_ssh_public_access = update.allow_ssh_public_access
+    if "default_instance_type" in given:
+        ws.default_instance_type = _instance_type(session, update.default_instance_type)
     changed = audit.changes(before, _audited(ws))
     if changed:
         action = "workspace.create" if created else "workspace.update"
@@ -188,12 +197,27 @@ def create_or_update(
     return ws, created
 
 
+def _instance_type(session: Session, name: str | None) -> str | None:
+    """A serverless default must be a current cluster size of the catalogue (its own spelling);
+    None (or empty) goes back to the built-in default."""
+    if not name:
+        return None
+    catalogue = catalogue_service.current(session, fresh=True)
+    return catalogue.require_size(name, "amlcompute", target="default_instance_type").name
+
+
+def default_instance_type(ws: Workspace) -> str:
+    """The size a job without ``compute`` runs serverless on in this workspace."""
+    return ws.default_instance_type or DEFAULT_INSTANCE_TYPE
+
+
 def _audited(ws: Workspace) -> dict[str, Any]:
     return {
         "location": ws.location,
         "description": ws.description,
         "tags": dict(ws.tags or {}),
         "allow_ssh_public_access": ws.allow_ssh_public_access,
+        "default_instance_type": ws.default_instance_type,
     }
 
 
@@ -218,5 +242,6 @@ def render(ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
         "description": ws.description,
         "tags": ws.tags or {},
         "allow_ssh_public_access": ws.allow_ssh_public_access is not False,
+        "default_instance_type": default_instance_type(ws),
         "created_on": iso(ws.created_on),
     }

@@ -91,6 +91,9 @@ class Workspace(Base):
     tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
     # Administrator policy (I3): None or True allows compute instances with public SSH access.
     allow_ssh_public_access: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # Administrator setting: the size a job without ``compute`` runs serverless on (None: the
+    # built-in default, services.jobs.DEFAULT_INSTANCE_TYPE).
+    default_instance_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
@@ -276,6 +279,8 @@ class Job(Base):
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # What submission noticed but did not refuse (e.g. a CUDA image on a CPU size), in words.
+    warnings: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     created_by: Mapped[str] = mapped_column(String(128))
     submitted_at: Mapped[float] = mapped_column(Float)

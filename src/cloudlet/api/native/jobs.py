@@ -49,9 +49,12 @@ def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str)
         "status": job.status,
         "status_message": job.status_message,
         "attempt": job.attempt,
-        "attempts": [_iso_attempt(a) for a in attempts.values()],
+        "attempts": [
+            _iso_attempt(a, f"{base_url}/api/v1{_ws_path(ref)}/jobs/{job.name}") for a in attempts.values()
+        ],
         "exit_code": job.exit_code,
         "error": job.error,
+        "warnings": list(job.warnings or []),
         "creation_context": {"created_by": job.created_by, "created_at": _iso_ts(job.submitted_at)},
         "start_time": _iso_ts(job.started_at),
         "end_time": _iso_ts(job.ended_at),
@@ -69,8 +72,17 @@ def _iso_ts(value: float | None) -> str | None:
     return iso(datetime.fromtimestamp(value, UTC)) if value is not None else None
 
 
-def _iso_attempt(entry: dict[str, Any]) -> dict[str, Any]:
-    return {**entry, "started_on": _iso_ts(entry["started_on"]), "ended_on": _iso_ts(entry["ended_on"])}
+def _iso_attempt(entry: dict[str, Any], job_url: str) -> dict[str, Any]:
+    """One attempt, with where its log and its default artifacts are read (every attempt's, not
+    only the latest's: ``job stream --attempt N``)."""
+    number = entry["attempt"]
+    return {
+        **entry,
+        "started_on": _iso_ts(entry["started_on"]),
+        "ended_on": _iso_ts(entry["ended_on"]),
+        "log": f"{job_url}/logs?attempt={number}",
+        "artifacts": f"{job_url}/artifacts?attempt={number}",
+    }
 
 
 def _min(a: float | None, b: float | None) -> float | None:

@@ -1,0 +1,161 @@
+"""The run-history routes azure-ai-ml reads to follow a job (``jobs.stream``): the discovery
+document that names the run-history service, a run's details with its log files, and the log
+files themselves behind URLs that carry their own signature (the SDK fetches them without
+credentials, as it fetches Azure's SAS log URLs).
+
+Paths are ARM's: ``/history/v1.0/subscriptions/{sub}/resourceGroups/{rg}/providers/
+Microsoft.MachineLearningServices/workspaces/{ws}/runs/{run}/details``; the run is the job."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Response
+from fastapi import Path as PathParam
+from pydantic import BaseModel, ConfigDict, Field
+
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.openapi import errors
+from cloudlet.api.routing import PublicRoute, UserRoute
+from cloudlet.domain.job_spec import JOB_NAME_PATTERN
+from cloudlet.domain.roles import Access
+from cloudlet.services import jobs as job_service
+from cloudlet.services import signed_urls, workspaces
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.storage import DataRoot, read_beneath, relative_parts
+from cloudlet.store.schema import Job
+
+ARM_WS = (
+    "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces/{ws}"
+)
+HISTORY = "/history/v1.0" + ARM_WS
+LOG_PURPOSE = "run-log"
+LOG_URL_LIFETIME_S = 15 * 60
+MAX_LOG_BYTES = 64 << 20  # a log fetched whole (the SDK prints what is new since its last fetch)
+# The services the SDK may look up in the discovery document: all of them are this server.
+DISCOVERY_KEYS = (
+    "api",
+    "catalog",
+    "experimentation",
+    "gallery",
+    "history",
+    "hyperdrive",
+    "labeling",
+    "modelmanagement",
+    "pipelines",
+    "studiofrontend",
+)
+
+TEXT: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/plain": {}}, "description": "The log's text"}
+}
+JobName = Annotated[str, PathParam(pattern=JOB_NAME_PATTERN.pattern, max_length=255)]
+
+router = APIRouter(tags=["arm-run-history"], route_class=UserRoute)
+public = APIRouter(tags=["arm-run-history"], route_class=PublicRoute)
+
+
+def discovery_document(base_url: str) -> dict[str, str]:
+    return {key: base_url for key in DISCOVERY_KEYS}
+
+
+@public.get("/discovery/workspaces/{ws_id}")
+async def discovery(ws_id: str, ctx: Context = Depends(context)) -> Response:
+    """What ``properties.discoveryUrl`` of a workspace points at (no credentials, as on Azure)."""
+    return json_response(discovery_document(_base_url(ctx)))
+
+
+@router.get(HISTORY + "/runs/{name}/details")
+def run_details(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
+    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)
+    job = job_service.get(ctx.session, workspace, name)
+    attempt = max(job.attempt, 1)
+    urls = {
+        file: log_url(_base_url(ctx), ctx.state.token_secret, job, attempt, file)
+        for file in log_files(ctx.state.data, job, attempt)
+    }
+    return json_response(details_view(job, urls))
+
+
+class RunDataRequest(BaseModel):
+    """What ``jobs.download`` asks of a run (``GetRunDataRequest``); the selections are ignored:
+    the answer always carries the run's metadata."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str = Field(alias="runId", pattern=JOB_NAME_PATTERN.pattern, max_length=255)
+
+
+@router.post(HISTORY + "/rundata")
+def run_data(
+    sub: str, rg: str, ws: str, request: RunDataRequest, ctx: Context = Depends(context)
+) -> Response:
+    """A run's metadata for ``jobs.download``: its outputs are not typed asset references here, so
+    the SDK finds each output at its datastore path (``azureml/{job}/{output}/``) and the default
+    artifacts at ``ExperimentRun/dcid.{job}/`` of ``workspaceartifactstore``."""
+    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)
+    job = job_service.get(ctx.session, workspace, request.run_id)
+    metadata = {**details_view(job, {}), "outputs": {}}
+    metadata.pop("logFiles")
+    return json_response({"runMetadata": metadata, "runDefinition": None, "jobSpecification": None})
+
+
+@public.get("/history/logs/{reference}", responses={**TEXT, **errors(400, 403, 503)})
+def run_log(reference: str, ctx: Context = Depends(context)) -> Response:
+    """A log file named by a signed reference (``log_url``): no credentials, a short lifetime."""
+    claims = signed_urls.verify(ctx.state.token_secret, LOG_PURPOSE, reference)
+    base = ctx.state.data.job_dir(int(claims["w"]), str(claims["j"]), int(claims["a"]))
+    parts = relative_parts(str(claims["f"]), "file")
+    chunk = read_beneath(base, parts, 0, MAX_LOG_BYTES) if base.is_dir() else None
+    return Response(chunk or b"", media_type="text/plain; charset=utf-8")
+
+
+def log_files(data: DataRoot, job: Job, attempt: int) -> list[str]:
+    """The attempt's log files, named relative to its log folder (``user_logs/std_log.txt``)."""
+    base = data.job_dir(job.workspace_id, job.name, attempt)
+    if not base.is_dir():
+        return []
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*.txt") if _regular(p))
+
+
+def _regular(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def log_url(base_url: str, secret: str, job: Job, attempt: int, file: str) -> str:
+    claims = {"w": job.workspace_id, "j": job.name, "a": attempt, "f": file}
+    return f"{base_url}/history/logs/{signed_urls.sign(secret, LOG_PURPOSE, claims, LOG_URL_LIFETIME_S)}"
+
+
+def details_view(job: Job, log_urls: dict[str, str]) -> dict[str, Any]:
+    """A run's details in the run-history shape (``RunDetails``) for a job."""
+    error = None
+    if job.error:
+        error = {
+            "error": {"code": job.error.get("code", "JobFailed"), "message": job.error.get("message", "")}
+        }
+    return {
+        "runId": job.name,
+        "runUuid": None,
+        "target": job.compute_name,
+        "status": job.status,
+        "createdTimeUtc": _iso(job.submitted_at),
+        "startTimeUtc": _iso(job.started_at),
+        "endTimeUtc": _iso(job.ended_at),
+        "error": error,
+        "warnings": [{"source": "cloudlet", "message": text} for text in job.warnings or []],
+        "tags": dict((job.spec or {}).get("tags") or {}),
+        "properties": {},
+        "logFiles": log_urls,
+    }
+
+
+def _iso(value: float | None) -> str | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(value, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _base_url(ctx: Context) -> str:
+    return str(ctx.request.base_url).rstrip("/")

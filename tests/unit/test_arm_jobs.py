@@ -1,0 +1,157 @@
+"""Command jobs between the ARM shape azure-ai-ml sends (bodies recorded from the SDK in
+tests/data/arm_jobs/) and cloudlet's job document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cloudlet.domain.arm_jobs import Refs, arm_name, from_arm, iso_seconds, seconds_iso, to_arm
+from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.job_spec import parse_job
+
+DATA = Path(__file__).parents[1] / "data" / "arm_jobs"
+WS = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"
+
+
+def recorded(name: str) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads((DATA / f"{name}.json").read_text())
+    return body
+
+
+def code_ref(arm_id: str) -> str:
+    named = arm_name(arm_id, "codes")
+    assert named is not None
+    return f"codes/{'0' * 63}{named[1]}"
+
+
+REFS = Refs(code=code_ref)
+
+
+def test_the_sdks_command_job_becomes_a_job_document() -> None:
+    doc = from_arm(recorded("command_full"), "job-1", REFS)
+    assert doc["command"].startswith("python train.py --data ${{inputs.data}}")
+    assert doc["code"] == "codes/" + "0" * 63 + "1"
+    assert doc["environment"] == "azureml:env:1"
+    assert doc["compute"] == "cpu-cluster"
+    assert doc["display_name"] == "train" and doc["experiment_name"] == "exp"
+    assert doc["inputs"]["data"] == {
+        "type": "uri_folder",
+        "path": "azureml://datastores/workspaceblobstore/paths/LocalUpload/abc/data/",
+    }
+    assert doc["inputs"]["lr"] == "0.01" and doc["inputs"]["flag"] == "True"
+    assert doc["inputs"]["m"] == {"type": "mlflow_model", "path": "azureml:mymodel:1"}
+    assert doc["inputs"]["f"]["mode"] == "download"
+    assert doc["outputs"]["reg"] == {"type": "mlflow_model", "name": "my-model"}
+    assert doc["distribution"] == {"type": "pytorch", "process_count_per_instance": 2}
+    assert doc["resources"] == {"instance_count": 2, "shm_size": "2g"}
+    assert doc["limits"] == {"timeout": 600}
+    assert doc["environment_variables"] == {"K": "V"} and doc["tags"] == {"a": "b"}
+
+
+def test_a_serverless_job_keeps_its_instance_type_and_registry_environment() -> None:
+    doc = from_arm(recorded("serverless"), "hello", REFS)
+    assert "compute" not in doc
+    assert doc["resources"] == {"instance_count": 1, "instance_type": "Standard_DS3_v2"}
+    assert doc["environment"] == "azureml://registries/azureml/environments/sklearn-1.5/labels/latest"
+    spec = parse_job(doc)  # a document the native path takes as it is
+    assert spec.command == "echo hi" and spec.resources.instance_type == "Standard_DS3_v2"
+
+
+def test_a_full_arm_compute_id_and_data_inputs_parse_as_a_document() -> None:
+    body = recorded("command_full")
+    props = body["properties"]
+    props["computeId"] = f"{WS}/computes/cpu-cluster"
+    props.pop("environmentId")  # environment assets resolve in the store, not here
+    for key in ("m",):
+        props["inputs"].pop(key)
+    props["outputs"].pop("reg")
+    spec = parse_job(from_arm(body, "job-1", REFS))
+    assert spec.compute == "cpu-cluster" and spec.resources.instance_count == 2
+    assert spec.limits is not None and spec.limits.timeout == 600
+
+
+@pytest.mark.parametrize(
+    ("change", "target"),
+    [
+        ({"jobType": "Pipeline"}, "properties.jobType"),
+        ({"inputs": {"x": {"jobInputType": "tabular", "uri": "a"}}}, "properties.inputs.x.jobInputType"),
+        (
+            {"inputs": {"x": {"jobInputType": "uri_file", "uri": "a", "mode": "Teleport"}}},
+            "properties.inputs.x.mode",
+        ),
+        ({"distribution": {"distributionType": "Ray"}}, "properties.distribution.distributionType"),
+        ({"limits": {"timeout": "ten minutes"}}, "properties.limits.timeout"),
+        ({"environmentId": "conda-please"}, "properties.environmentId"),
+        ({"inputs": [1]}, "properties.inputs"),
+    ],
+)
+def test_bad_bodies_name_the_arm_field(change: dict[str, Any], target: str) -> None:
+    body = recorded("serverless")
+    body["properties"].update(change)
+    with pytest.raises(CloudletError) as caught:
+        from_arm(body, "j", REFS)
+    assert caught.value.status == 400 and caught.value.target == target
+
+
+def test_no_properties_is_a_400_naming_them() -> None:
+    with pytest.raises(CloudletError) as caught:
+        from_arm({"name": "x"}, "x", REFS)
+    assert caught.value.target == "properties"
+
+
+def test_durations() -> None:
+    assert iso_seconds("PT10M", "t") == 600
+    assert iso_seconds("P1DT1H", "t") == 90000
+    assert iso_seconds("PT1.5S", "t") == 1
+    assert iso_seconds("42", "t") == 42
+    assert seconds_iso(600) == "PT10M" and seconds_iso(0) == "PT0S" and seconds_iso(3661) == "PT1H1M1S"
+
+
+def test_arm_ids_name_their_resource() -> None:
+    assert arm_name(f"azureml:{WS}/codes/c1/versions/1", "codes") == ("c1", "1")
+    assert arm_name(f"{WS}/computes/gpu", "computes") == ("gpu", None)
+    assert arm_name(f"{WS}/computes/gpu", "codes") is None
+    assert arm_name("cpu-cluster", "computes") is None
+
+
+def test_a_job_view_reads_back_in_the_arm_shape() -> None:
+    view = {
+        "name": "job-1",
+        "command": "python train.py",
+        "display_name": "train",
+        "environment": "azureml:env:1",
+        "compute": "cpu-cluster",
+        "inputs": {"data": {"type": "uri_folder", "path": "azureml://datastores/d/paths/x/"}, "lr": "0.01"},
+        "outputs": {
+            "model": {
+                "type": "uri_folder",
+                "uri": "azureml://datastores/workspaceblobstore/paths/azureml/job-1/model/",
+            }
+        },
+        "resources": {"instance_count": 2},
+        "distribution": {"type": "pytorch", "process_count_per_instance": 2},
+        "limits": {"timeout": 600},
+        "status": "Running",
+        "services": {"Studio": {"endpoint": "https://h/s"}},
+        "creation_context": {"created_by": "alice", "created_at": "2026-12-01T00:00:00Z"},
+    }
+    arm = to_arm(view, WS, code_id=f"{WS}/codes/c1/versions/1")
+    props = arm["properties"]
+    assert arm["id"] == f"{WS}/jobs/job-1" and arm["name"] == "job-1"
+    assert props["jobType"] == "Command" and props["status"] == "Running"
+    assert props["computeId"] == f"{WS}/computes/cpu-cluster"
+    assert props["environmentId"] == f"{WS}/environments/env/versions/1"
+    assert props["inputs"]["lr"] == {"jobInputType": "literal", "value": "0.01"}
+    assert props["inputs"]["data"]["jobInputType"] == "uri_folder"
+    assert props["outputs"]["model"]["uri"].endswith("/job-1/model/")
+    assert props["distribution"] == {"distributionType": "PyTorch", "processCountPerInstance": 2}
+    assert props["limits"] == {"jobLimitsType": "Command", "timeout": "PT10M"}
+    assert props["services"]["Studio"]["endpoint"] == "https://h/s"
+    # and what went out comes back as the same document
+    again = from_arm(arm, "job-1", REFS)
+    assert again["compute"] == "azureml:cpu-cluster" and again["environment"] == "azureml:env:1"
+    assert again["limits"] == {"timeout": 600} and again["inputs"]["lr"] == "0.01"
