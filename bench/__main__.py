@@ -16,6 +16,7 @@ from typing import Any
 from bench import (
     _results,
     api_latency,
+    blob_listener,
     dispatch,
     instances,
     mixed_load,
@@ -45,6 +46,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     instances.NAME: Benchmark(instances.NAME, instances.run, instances.markdown, instances.report),
     mixed_load.NAME: Benchmark(mixed_load.NAME, mixed_load.run, mixed_load.markdown, mixed_load.report),
+    blob_listener.NAME: Benchmark(
+        blob_listener.NAME, blob_listener.run, blob_listener.markdown, blob_listener.report
+    ),
 }
 
 

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute, APIRouter
 
 from cloudlet import __version__
+from cloudlet.api import blob as blob_service
 from cloudlet.api import (
     errors,
     openapi,
@@ -25,6 +26,8 @@ from cloudlet.api import (
     routes_instances,
     routes_jobs,
 )
+from cloudlet.api.arm import codes as arm_codes
+from cloudlet.api.arm import datastores as arm_datastores
 from cloudlet.api.arm import history as arm_history
 from cloudlet.api.arm import jobs as arm_jobs
 from cloudlet.api.deps import AppState
@@ -85,6 +88,9 @@ def create_app(state: AppState) -> FastAPI:
         arm_jobs.router,  # the ARM facade's jobs (azure-ai-ml)
         arm_history.router,  # /history/v1.0/… (azure-ai-ml's run history)
         arm_history.public,  # its discovery document and signed log URLs
+        arm_codes.router,  # ARM codes and datastores (issue 12)
+        arm_datastores.router,
+        blob_service.router,  # /blob/{account}/{container}/… (SAS-signed only)
     ):
         _add_routes(app, router)
 

@@ -83,7 +83,7 @@ class DataRoot:
         return self.workspace(ws_id) / "codes" / f"{digest}.tar.gz"
 
     def datastore(self, ws_id: int, name: str = DEFAULT_DATASTORE) -> Path:
-        if not _SAFE_SEGMENT.match(name):
+        if not _SAFE_SEGMENT.match(name) or name in (".", ".."):  # '..' would be the workspace's folder
             raise CloudletError("ValidationError", f"'{name}' is not a datastore name", "datastore")
         return self.workspace(ws_id) / "datastores" / name
 

@@ -368,6 +368,31 @@ class AssetUse(Base):
     )
 
 
+class CodeVersion(Base):
+    """A named, versioned code asset as Azure ML has them (``codes/{name}/versions/{v}``): where
+    the SDK uploaded it, the content hash it is looked up by, and the native snapshot
+    (``code_assets.hash``) a job's ``codeId`` runs."""
+
+    __tablename__ = "code_versions"
+    __table_args__ = (
+        UniqueConstraint("workspace_id", "name", "version"),
+        Index("ix_code_versions_hash", "workspace_id", "hash_sha256"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    name: Mapped[str] = mapped_column(String(255))
+    version: Mapped[str] = mapped_column(String(64))
+    code_uri: Mapped[str] = mapped_column(String(2048))
+    hash_sha256: Mapped[str | None] = mapped_column(String(64))
+    hash_version: Mapped[str | None] = mapped_column(String(16))
+    snapshot: Mapped[str] = mapped_column(String(64))
+    is_anonymous: Mapped[bool] = mapped_column(Boolean, default=False)
+    description: Mapped[str | None] = mapped_column(Text)
+    tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class AuditEntry(Base):
     """Who changed what: written in the same transaction as the change (``services/audit.py``)."""
 

@@ -16,10 +16,10 @@ from cloudlet.api.deps import AppState, Context, app_state, context, json_respon
 from cloudlet.api.native import jobs as native_jobs
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_jobs
-from cloudlet.domain.errors import not_found, validation_error
+from cloudlet.domain.errors import not_found
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.roles import Access
-from cloudlet.services import dispatch, workspaces
+from cloudlet.services import codes, dispatch, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Job, Workspace
@@ -48,7 +48,7 @@ def arm_workspace_id(ref: WorkspaceRef) -> str:
 
 def code_reference(session: Session, workspace: Workspace, code_id: str) -> str:
     """The document's ``code`` (``codes/<sha256>``) for an ARM code version id."""
-    raise validation_error("properties.codeId", f"code {code_id!r} was not found in this workspace")
+    return codes.snapshot_for(session, workspace, code_id)
 
 
 def _document(state: AppState, ref: WorkspaceRef, caller: Caller, body: Any, name: str) -> dict[str, Any]:

@@ -28,7 +28,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_column("warnings")
-    with op.batch_alter_table("workspaces", schema=None) as batch_op:
-        batch_op.drop_column("default_instance_type")
+    # ALTER TABLE … DROP COLUMN (SQLite ≥ 3.35, PostgreSQL), not a batch copy: copying a table
+    # that other rows reference (job runs, code assets) drops the referenced table under
+    # SQLite's foreign keys, which fails once such rows exist.
+    op.drop_column("jobs", "warnings")
+    op.drop_column("workspaces", "default_instance_type")
