@@ -229,6 +229,22 @@ ROWS: list[Row] = [
     Row(
         "GET", "/subscriptions/{sub}" + ARM_PROVIDER + "/locations/local/computeOperationsStatus/{op}", "read"
     ),
+    # data, model and environment assets (a caller let through gets 404 or 400: nothing exists)
+    *(
+        row
+        for collection in ("data", "models", "environments")
+        for row in (
+            Row("GET", "{ws}/" + collection, "read"),
+            Row("GET", "{ws}/" + collection + "/ghost", "read"),
+            Row("GET", "{ws}/" + collection + "/ghost/versions", "read"),
+            Row("GET", "{ws}/" + collection + "/ghost/versions/1", "read"),
+            Row("POST", "{ws}/" + collection + "/ghost/versions", "write", {"json": {}}),
+            Row("PUT", "{ws}/" + collection + "/ghost/versions/1", "write", {"json": {}}),
+            Row("DELETE", "{ws}/" + collection + "/ghost/versions/1", "write"),
+            Row("POST", "{ws}/" + collection + "/ghost/archive", "write"),
+            Row("POST", "{ws}/" + collection + "/ghost/versions/1/restore", "write"),
+        )
+    ),
     # the agents' protocol
     Row("POST", "/agent/v1/nodes/{node}/register", "agent", {"json": {}}),
     Row("POST", "/agent/v1/nodes/{node}/poll?timeout=0", "agent", {"json": {}}),

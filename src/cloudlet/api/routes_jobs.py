@@ -20,6 +20,7 @@ from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
+from cloudlet.services import assets as asset_service
 from cloudlet.services import computes, dispatch, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
@@ -73,7 +74,9 @@ def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(c
     _, job = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Job, name)
     if job is None:
         raise not_found("Job", name)
-    return json_response(native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx)))
+    body = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
+    body["assets"] = asset_service.uses_view(ctx.session, job.id)  # the versions resolved at submission
+    return json_response(body)
 
 
 @router.get(WS + "/jobs")

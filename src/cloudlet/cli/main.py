@@ -218,7 +218,7 @@ def server_cmd(
 
 
 def _register() -> None:
-    from cloudlet.cli import admin, azureml, catalog, compute, compute_instance, jobs
+    from cloudlet.cli import admin, assets, azureml, catalog, compute, compute_instance, jobs
 
     compute_instance.register(compute.app)  # show-setup-log, connect-ssh
     app.add_typer(compute.app, name="compute")
@@ -226,6 +226,7 @@ def _register() -> None:
     admin.register(app)
     catalog.register(app)
     azureml.register(app)
+    assets.register(app)  # data, model, environment
 
 
 _register()

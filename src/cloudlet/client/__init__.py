@@ -34,6 +34,20 @@ from cloudlet.client._rest import (
     ws_path,
 )
 from cloudlet.client.access import AuditOperations, PrincipalOperations
+from cloudlet.client.assets import (
+    AssetTypes,
+    AssetValidationError,
+    BuildContext,
+    Data,
+    DataOperations,
+    Environment,
+    EnvironmentOperations,
+    Model,
+    ModelOperations,
+    load_data,
+    load_environment,
+    load_model,
+)
 from cloudlet.client.entities import (
     AmlCompute,
     AmlComputeSshSettings,
@@ -152,6 +166,9 @@ class MLClient:
         self.principals = PrincipalOperations(self._rest, scope)
         self.audit = AuditOperations(self._rest, scope)
         self.jobs = JobOperations(self._rest, scope)
+        self.data = DataOperations(self._rest, scope)
+        self.models = ModelOperations(self._rest, scope)
+        self.environments = EnvironmentOperations(self._rest, scope)
 
     @classmethod
     def from_config(cls, credential: Any = None, path: str | Path | None = None, **kwargs: Any) -> MLClient:
@@ -182,8 +199,15 @@ class MLClient:
             return self.workspaces.begin_create(entity)
         raise TypeError(f"cannot create or update a {type(entity).__name__}")
 
-    def create_or_update(self, entity: CommandJob | dict[str, Any]) -> Job:
-        """Submit a command job (``ml_client.create_or_update(job)``, as in ``azure.ai.ml``)."""
+    def create_or_update(self, entity: CommandJob | Data | Model | Environment | dict[str, Any]) -> Any:
+        """Submit a command job or create an asset version (``ml_client.create_or_update(x)``, as
+        in ``azure.ai.ml``)."""
+        if isinstance(entity, Data):
+            return self.data.create_or_update(entity)
+        if isinstance(entity, Model):
+            return self.models.create_or_update(entity)
+        if isinstance(entity, Environment):
+            return self.environments.create_or_update(entity)
         return self.jobs.create_or_update(entity)
 
     def get_access_token(self) -> dict[str, Any]:
@@ -212,7 +236,10 @@ __all__ = [
     "AmlCompute",
     "AmlComputeSshSettings",
     "ApiKeyCredential",
+    "AssetTypes",
+    "AssetValidationError",
     "AuditOperations",
+    "BuildContext",
     "ClientAuthenticationError",
     "CloudletClientError",
     "CloudletConfig",
@@ -222,6 +249,10 @@ __all__ = [
     "ComputeInstanceSshSettings",
     "ComputeOperations",
     "ConfigurationError",
+    "Data",
+    "DataOperations",
+    "Environment",
+    "EnvironmentOperations",
     "HttpResponseError",
     "IdentityConfiguration",
     "Input",
@@ -234,6 +265,8 @@ __all__ = [
     "Lock",
     "LockOperations",
     "MLClient",
+    "Model",
+    "ModelOperations",
     "MpiDistribution",
     "ODataV4Error",
     "Operation",
@@ -257,6 +290,9 @@ __all__ = [
     "cloudlet_home",
     "command",
     "load_config",
+    "load_data",
+    "load_environment",
     "load_job",
+    "load_model",
     "ws_path",
 ]

@@ -30,7 +30,7 @@ from cloudlet.client.artifacts import Upload, download_bytes, unpack, upload_cod
 from cloudlet.client.entities import RestObject, _prune, _to_rest_value
 from cloudlet.client.operations import LROPoller, _Operations
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import URI_TYPES, is_remote_path, parse_job
+from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path, parse_job
 from cloudlet.domain.job_status import FINAL, JobStatus
 
 # fmt: off
@@ -111,7 +111,9 @@ class Input(_Value):
 
 
 class Output(_Value):
-    """A job output: ``Output(type="uri_folder")``; ``mode``: rw_mount (default) or upload."""
+    """A job output: ``Output(type="uri_folder")``; ``mode``: rw_mount (default) or upload. With
+    ``name`` (and optional ``version``) it registers a model (``type="mlflow_model"`` etc.) or data
+    asset version when the job completes."""
 
     def __init__(
         self,
@@ -120,8 +122,10 @@ class Output(_Value):
         path: str | None = None,
         mode: str | None = None,
         description: str | None = None,
+        name: str | None = None,
+        version: str | None = None,
     ) -> None:
-        super().__init__(type=type, path=path, mode=mode, description=description)
+        super().__init__(type=type, path=path, mode=mode, description=description, name=name, version=version)
 
 
 class PyTorchDistribution(_Value):
@@ -400,7 +404,7 @@ class JobOperations(_Operations):
         for key, item in (body.get("inputs") or {}).items():
             if not isinstance(item, dict) or not isinstance(item.get("path"), str):
                 continue
-            if item.get("type", "uri_folder") not in URI_TYPES or is_remote_path(item["path"]):
+            if item.get("type", "uri_folder") not in PATH_TYPES or is_remote_path(item["path"]):
                 continue
             local = _local(base, item["path"], f"inputs.{key}.path")
             if item.get("type", "uri_folder") == "uri_folder" and not local.is_dir():

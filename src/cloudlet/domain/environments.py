@@ -1,19 +1,23 @@
 """A job's ``environment`` resolved to what a node must prepare (pure).
 
 Curated names (``azureml://registries/azureml/environments/<name>/labels/latest`` or
-``azureml:AzureML-<name>@latest``) map to built-in pip specs; an inline ``pip`` list or a
+``azureml:AzureML-<name>@latest``) map to the pip sets of a reviewed data file
+(``data/curated_environments.yaml``); an inline ``pip`` list or a
 ``conda_file``'s pip dependencies become a venv; ``image`` is kept (nodes without a container
 runtime warn and use their Python). Equal specs hash alike, so they share one cached venv.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Literal
 
+import yaml
 from pydantic import ValidationError
 
 from cloudlet.domain.errors import validation_error
@@ -35,31 +39,34 @@ class CuratedEnvironment:
         return f"AzureML-{self.name}"
 
 
-CURATED_ENVIRONMENTS: dict[str, CuratedEnvironment] = {
-    env.name: env
-    for env in (
-        CuratedEnvironment(
-            "sklearn-1.5",
-            ("scikit-learn~=1.5.0", "pandas~=2.2", "numpy<2.1", "scipy", "joblib"),
-            "scikit-learn 1.5 with pandas and numpy (Azure: Ubuntu 22.04, Python 3.9, CPU)",
-        ),
-        CuratedEnvironment(
-            "lightgbm-3.3",
-            ("lightgbm~=3.3.0", "scikit-learn", "pandas", "numpy<2"),
-            "LightGBM 3.3 with scikit-learn and pandas (CPU)",
-        ),
-        CuratedEnvironment(
-            "acpt-pytorch-2.2-cuda12.1",
-            ("torch~=2.2.0", "torchvision~=0.17.0", "numpy<2"),
-            "PyTorch 2.2 (Azure Container for PyTorch, CUDA 12.1)",
-        ),
-        CuratedEnvironment(
-            "tensorflow-2.16-cuda12",
-            ("tensorflow~=2.16.0",),
-            "TensorFlow 2.16 (CUDA 12)",
-        ),
-    )
-}
+CURATED_FILE = "data/curated_environments.yaml"
+
+
+def load_curated(doc: Any) -> dict[str, CuratedEnvironment]:
+    """The curated table from its reviewed data file's document (``data/curated_environments.yaml``)."""
+    entries = doc.get("environments") if isinstance(doc, dict) else None
+    if not isinstance(entries, dict) or not entries:
+        raise ValueError(f"{CURATED_FILE}: 'environments' must map names to package sets")
+    table: dict[str, CuratedEnvironment] = {}
+    for name, entry in entries.items():
+        pip = entry.get("pip") if isinstance(entry, dict) else None
+        if not isinstance(pip, list) or not pip or not all(isinstance(p, str) and p for p in pip):
+            raise ValueError(f"{CURATED_FILE}: {name}: 'pip' must be a non-empty list of requirements")
+        if entry.get("mlflow") and not any(p.lower().startswith("mlflow") for p in pip):
+            raise ValueError(f"{CURATED_FILE}: {name}: says mlflow but its pip set has none")
+        table[str(name).lower()] = CuratedEnvironment(
+            str(name), tuple(pip), str(entry.get("description", ""))
+        )
+    return table
+
+
+@functools.cache
+def _curated() -> dict[str, CuratedEnvironment]:
+    text = resources.files("cloudlet.domain").joinpath(CURATED_FILE).read_text(encoding="utf-8")
+    return load_curated(yaml.safe_load(text))
+
+
+CURATED_ENVIRONMENTS: dict[str, CuratedEnvironment] = _curated()
 
 _CONDA_ONLY = frozenset({"python", "pip", "setuptools", "wheel", "cudatoolkit", "cudnn", "nccl"})
 

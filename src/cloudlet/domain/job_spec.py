@@ -32,13 +32,28 @@ OPTIONAL_PART = re.compile(r"\$\[\[(.*?)\]\]", re.DOTALL)
 PRIORITIES = {"low": 1, "medium": 2, "high": 3}
 DEFAULT_PRIORITY = "medium"
 URI_TYPES = ("uri_file", "uri_folder")
+MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
+# Inputs whose value is a path (mounted read-only like a uri_folder unless rw_mount): data and models.
+PATH_TYPES = (*URI_TYPES, "mltable", *MODEL_TYPES)
 LITERAL_TYPES = ("string", "integer", "number", "boolean")
 DISTRIBUTION_TYPES = ("pytorch", "mpi", "tensorflow")
 # The size a job without ``compute`` runs serverless on unless its workspace sets another.
 DEFAULT_INSTANCE_TYPE = DEFAULT_SIZE
 
 Literal_ = str | int | float | bool
-InputType = Literal["uri_file", "uri_folder", "string", "integer", "number", "boolean"]
+InputType = Literal[
+    "uri_file",
+    "uri_folder",
+    "mltable",
+    "custom_model",
+    "mlflow_model",
+    "triton_model",
+    "string",
+    "integer",
+    "number",
+    "boolean",
+]
+OutputType = Literal["uri_folder", "uri_file", "mltable", "custom_model", "mlflow_model", "triton_model"]
 
 
 class _Strict(BaseModel):
@@ -71,7 +86,7 @@ class InputSpec(_Strict):
                     "an input needs 'path' (data) or 'value' (a literal), e.g. "
                     "{type: uri_folder, path: ./data} or {type: number, value: 0.01}"
                 )
-        if self.type in URI_TYPES:
+        if self.type in PATH_TYPES:
             if not self.path:
                 raise FieldProblem(
                     "path", f"a {self.type} input needs 'path' (a local path or azureml:// URI)"
@@ -97,10 +112,26 @@ class InputSpec(_Strict):
 
 
 class OutputSpec(_Strict):
-    type: Literal["uri_folder", "uri_file"] = "uri_folder"
+    """A job output; with a ``name`` (and optional ``version``) it is registered as a model (model
+    types) or data asset version when the job completes, as in Azure ML."""
+
+    type: OutputType = "uri_folder"
     path: str | None = None
     mode: Literal["rw_mount", "upload"] = "rw_mount"
     description: str | None = None
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+    version: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _named(self) -> OutputSpec:
+        if self.version is not None and self.name is None:
+            raise FieldProblem("version", "an output's 'version' needs its 'name' (the asset to register)")
+        return self
 
 
 class InlineEnvironment(_Strict):
@@ -367,7 +398,7 @@ def literal_inputs(spec: CommandJobSpec) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, item in spec.inputs.items():
         if isinstance(item, InputSpec):
-            if item.type not in URI_TYPES and item.literal is not None:
+            if item.type not in PATH_TYPES and item.literal is not None:
                 out[name] = literal_string(item.literal)
         else:
             out[name] = literal_string(item)
@@ -375,8 +406,8 @@ def literal_inputs(spec: CommandJobSpec) -> dict[str, str]:
 
 
 def data_inputs(spec: CommandJobSpec) -> dict[str, InputSpec]:
-    """The ``uri_file``/``uri_folder`` inputs."""
-    return {n: i for n, i in spec.inputs.items() if isinstance(i, InputSpec) and i.type in URI_TYPES}
+    """The inputs that are paths: data (``uri_file``/``uri_folder``/``mltable``) and models."""
+    return {n: i for n, i in spec.inputs.items() if isinstance(i, InputSpec) and i.type in PATH_TYPES}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -469,9 +500,11 @@ def parse_job(doc: Any, name: str | None = None) -> CommandJobSpec:
     except ValidationError as exc:
         raise translate_error(exc, CommandJobSpec, "", "a command job") from None
     if isinstance(spec.environment, str):
-        from cloudlet.domain.environments import resolve_environment  # it builds on this module
+        from cloudlet.domain.assets import parse_reference  # they build on this module
+        from cloudlet.domain.environments import curated_environment, resolve_environment
 
-        resolve_environment(spec.environment)  # unknown names can never run
+        if curated_environment(spec.environment) is None and parse_reference(spec.environment) is None:
+            resolve_environment(spec.environment)  # unknown names can never run: this says so
     return spec
 
 

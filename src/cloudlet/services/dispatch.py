@@ -22,6 +22,7 @@ from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
+from cloudlet.services import assets as asset_service
 from cloudlet.services import identity, job_status
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
@@ -223,7 +224,7 @@ def _resolve_io(
     for name, value in (doc.get("inputs") or {}).items():
         if job_inputs.is_download(value):
             continue  # the node downloads it (job_inputs.downloads)
-        if isinstance(value, dict) and value.get("type") in ("uri_folder", "uri_file"):
+        if isinstance(value, dict) and value.get("type") in job_spec.PATH_TYPES:
             parsed = job_service.parse_datastore_uri(str(value["path"]))
             assert parsed is not None  # checked at submission
             inputs[name] = str(data.datastore_path(workspace_id, *parsed))
@@ -248,7 +249,7 @@ def _mounts(
     for name, value in (doc.get("inputs") or {}).items():
         if (
             isinstance(value, dict)
-            and value.get("type") in ("uri_folder", "uri_file")
+            and value.get("type") in job_spec.PATH_TYPES
             and not job_inputs.is_download(value)
         ):
             mounts.append({"path": inputs[name], "mode": "rw" if value.get("mode") == "rw_mount" else "ro"})
@@ -505,7 +506,7 @@ def record_exit(
     # A job that ended meanwhile keeps how it ended: its compute's deletion cancels it while runs
     # on nodes already going away have yet to report.
     if not still_running and run.attempt == job.attempt and job.status not in job_status.FINAL_VALUES:
-        _settle(job, attempt_runs, now)
+        _settle(session, job, attempt_runs, now)
     return wake
 
 
@@ -524,13 +525,15 @@ def _release_node_if_done(
     return []
 
 
-def _settle(job: Job, runs: list[JobRun], now: float) -> None:
+def _settle(session: Session, job: Job, runs: list[JobRun], now: float) -> None:
     ended = [
         job_outcome.RunEnd(r.rank, r.exit_code, r.reason or "", str(r.spec.get("log_name") or SINGLE_LOG))
         for r in runs
     ]
     outcome = job_outcome.settle(ended, job.attempt, job.max_attempts, job.cancel_requested, now)
     job_status.settle(job, outcome, now)
+    if job.status == JobStatus.COMPLETED:
+        asset_service.register_outputs(session, job.id)  # named outputs become asset versions
 
 
 def cancel_runs(runs: list[JobRun]) -> list[str]:

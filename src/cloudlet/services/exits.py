@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, aliased
 from cloudlet.domain import job_outcome
 from cloudlet.domain.job_status import JobStatus, can_move
 from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.services import assets as asset_service
 from cloudlet.services import job_status
 from cloudlet.services import nodes as node_service
 from cloudlet.services.dispatch import ASSIGNED, EXITED, RUN_RUNNING, SENT
@@ -102,6 +103,8 @@ def record_simple_exit(
     job_status.update_status(
         session, row.job_id, to, now, {"started_at": row.job_started_at or started, **outcome}
     )
+    if to is JobStatus.COMPLETED:
+        asset_service.register_outputs(session, int(row.job_id))  # named outputs become versions
     released = node_service.transition(row.node_id, row.node_state, NodeEvent.RELEASE, now)
     update_row(session, Node, row.node_id, released)
     return str(row.node_id), int(row.compute_id)

@@ -24,6 +24,7 @@ from cloudlet.domain.errors import CloudletError, conflict, not_found
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.roles import Access
+from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, workspaces
 from cloudlet.services.batch import Answer, Round, Work
@@ -96,6 +97,8 @@ def submit(
             "unique (omit the name to get a generated one)",
             "name",
         )
+    resolved = asset_service.resolve_job(session, ws, doc)  # azureml:name:1 / @latest → its path
+    doc = resolved.doc  # resolved first: the CUDA check reads an environment asset's image
     warnings: list[str] = []
     compute_name, compute = _target(session, ws, doc, memo if memo is not None else {}, warnings)
     _check_inputs(ws, doc, data)
@@ -117,6 +120,7 @@ def submit(
     )
     session.add(job)
     session.flush()
+    asset_service.record_uses(session, job, resolved.uses)
     return job, compute
 
 
@@ -225,10 +229,17 @@ def required_cuda(doc: dict[str, Any]) -> str | None:
 
 def _check_inputs(ws: Workspace, doc: dict[str, Any], data: DataRoot) -> None:
     for name, value in (doc.get("inputs") or {}).items():
-        if not isinstance(value, dict) or value.get("type") not in ("uri_folder", "uri_file"):
+        if not isinstance(value, dict) or value.get("type") not in job_spec.PATH_TYPES:
             continue
         path = str(value.get("path", ""))
         if job_inputs.check_scheme(name, path):
+            if value.get("type") not in job_inputs.URI_TYPES:  # e.g. a model asset kept at a URL
+                raise CloudletError(
+                    "UnsupportedInput",
+                    f"input '{name}': nodes download http(s) inputs of type uri_file or uri_folder only, "
+                    f"not {value.get('type')}; register it from a local copy or a datastore path",
+                    f"inputs.{name}.path",
+                )
             continue  # http(s): the node downloads it before the process starts
         parsed = parse_datastore_uri(path)
         if parsed is None:

@@ -330,6 +330,44 @@ class CodeAsset(Base):
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class Asset(Base):
+    """One version of a data, model or environment asset (``domain/assets.py``). ``spec`` is the
+    validated document (its path an ``azureml://datastores/…`` URI or https); ``archived``
+    versions are hidden from lists and ``@latest`` but still resolve by explicit version."""
+
+    __tablename__ = "assets"
+    __table_args__ = (UniqueConstraint("workspace_id", "kind", "name", "version"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    kind: Mapped[str] = mapped_column(String(16))  # data | model | environment
+    name: Mapped[str] = mapped_column(String(255))
+    version: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column()
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    modified_at: Mapped[float] = mapped_column(Float)
+
+
+class AssetUse(Base):
+    """A job's use of an asset version, recorded at submission: an input or its environment
+    (resolved then, so a later version does not change a queued job; a version in use by a job
+    that has not ended cannot be deleted), or an output to register as a version when the job
+    completes (``asset_id`` set once registered)."""
+
+    __tablename__ = "asset_uses"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(16))  # input | environment | output
+    field: Mapped[str] = mapped_column(String(300))  # inputs.x, environment, outputs.y
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(255))
+    version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    asset_id: Mapped[int | None] = mapped_column(
+        ForeignKey("assets.id", ondelete="SET NULL"), nullable=True, index=True
+    )
+
+
 class CodeVersion(Base):
     """A named, versioned code asset as Azure ML has them (``codes/{name}/versions/{v}``): where
     the SDK uploaded it, the content hash it is looked up by, and the native snapshot

@@ -4,8 +4,8 @@ Each names the native snapshot (``code_assets.hash``) its uploaded folder was pa
 the SDK's content hash it is found by (``GET codes/{any}/versions?hash=…``).
 
 Revision ID: 0015
-Revises: 0012 in this branch. Issue 12 is built in parallel: main has 0013 (serverless default)
-and the assets branch 0014; when they land, this one revises the newest of them.
+Revises: 0014 (assets). Issue 12 was built in parallel: 0013 (serverless default), 0014 (assets),
+then this one.
 Create Date: 2026-12-01
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
