@@ -124,7 +124,11 @@ def test_an_arm_cancel_answers_202_with_a_location_and_the_job_ends_canceled(srv
         wait_job(api, srv, "arm-sleep", ("Running",))
         cancel = api.post(f"{arm_jobs_path(srv)}/arm-sleep/cancel")
         assert cancel.status_code == 202 and cancel.headers["Location"].endswith("/jobs/arm-sleep")
+        status_url = cancel.headers["Azure-AsyncOperation"]
         assert wait_job(api, srv, "arm-sleep")["status"] == "Canceled"
+        with httpx.Client(headers=api.headers, verify=str(srv.ca_file)) as tls:
+            done = tls.get(status_url)
+        assert done.json() == {"status": "Succeeded"} and done.headers["Retry-After"] == "1"
 
 
 def test_arm_job_errors_name_the_arm_field(srv: RunningServer) -> None:

@@ -173,6 +173,7 @@ ROWS: list[Row] = [
     Row("GET", "{arm}/jobs/mx-job", "read"),
     Row("GET", "{arm}/jobs", "read"),
     Row("POST", "{arm}/jobs/mx-job/cancel", "write"),
+    Row("GET", "{arm}/jobs/mx-job/cancelStatus", "read"),
     Row("GET", "{arm}/codes/mx-code/versions?hash=" + SHA + "&hashVersion=202208", "read"),
     Row("GET", "{arm}/codes/mx-code", "read"),
     Row("GET", "{arm}/codes/mx-code/versions/1", "read"),

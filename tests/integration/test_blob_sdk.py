@@ -79,7 +79,7 @@ def test_sdk_uploads_code_and_data(srv: RunningServer, tmp_path: Path) -> None:
         found = api.get(f"{arm}/codes/any/versions", params={"hash": hashed, "hashVersion": "202208"})
         assert [v["id"] for v in found.json()["value"]] == [code["id"]]
 
-    assert steps[("datastore", None)]["names"] == ["workspaceblobstore"]
+    assert steps[("datastore", None)]["names"] == ["workspaceartifactstore", "workspaceblobstore"]
     for name, inner in (("local.csv", "local.csv"), ("data", "data/part/0.csv")):
         uri = steps[("upload", name)]["uri"]
         assert uri.startswith("azureml://datastores/workspaceblobstore/paths/LocalUpload/"), uri

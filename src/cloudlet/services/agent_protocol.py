@@ -24,7 +24,7 @@ from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.services import dispatch, exits
 from cloudlet.services import nodes as node_service
 from cloudlet.services.batch import Answer, Round, Work
-from cloudlet.services.storage import DataRoot, append_at
+from cloudlet.services.storage import DataRoot, append_at, link_once
 from cloudlet.store.schema import Job, JobRun, Node
 
 HEARTBEAT_S = 5
@@ -281,7 +281,11 @@ class AgentProtocol:
             job = session.get(Job, run.job_id)
             assert job is not None
             path = self.data.job_dir(job.workspace_id, job.name, run.attempt) / log_name
-        return append_at(path, chunk.offset, chunk.data.encode())
+            artifacts = self.data.job_artifacts(job.workspace_id, job.name, run.attempt)
+        size = append_at(path, chunk.offset, chunk.data.encode())
+        if chunk.offset == 0:  # the log is also one of the attempt's artifacts, as on Azure ML
+            link_once(path, artifacts / log_name)
+        return size
 
     def code_snapshot(self, node_workspace: int, workspace_id: int, digest: str) -> Any:
         """The path of a code snapshot a node may fetch: its own workspace's only."""

@@ -20,6 +20,9 @@ from pathlib import Path, PurePosixPath
 from cloudlet.domain.errors import CloudletError
 
 DEFAULT_DATASTORE = "workspaceblobstore"
+# Where Azure ML keeps runs' artifacts (ExperimentRun/dcid.<run>/, which jobs.download reads): the
+# same folder as the default datastore here, so a job's artifacts are one tree under either name.
+ARTIFACT_DATASTORE = "workspaceartifactstore"
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
 MAX_PATH_CHARS = 1024
 
@@ -85,6 +88,8 @@ class DataRoot:
     def datastore(self, ws_id: int, name: str = DEFAULT_DATASTORE) -> Path:
         if not _SAFE_SEGMENT.match(name) or name in (".", ".."):  # '..' would be the workspace's folder
             raise CloudletError("ValidationError", f"'{name}' is not a datastore name", "datastore")
+        if name == ARTIFACT_DATASTORE:  # Azure ML's run artifacts: here the default's ExperimentRun/
+            name = DEFAULT_DATASTORE
         return self.workspace(ws_id) / "datastores" / name
 
     def datastore_path(self, ws_id: int, name: str, relative: str) -> Path:
@@ -285,6 +290,15 @@ def _pack_entry(archive: tarfile.TarFile, dir_fd: int, name: str, arcname: str) 
         member.size = opened.st_size
         archive.addfile(member, handle)
     return False
+
+
+def link_once(source: Path, link: Path) -> None:
+    """A hard link at LINK to SOURCE (the same file under a second name: a run's log among its
+    artifacts, growing with it) unless LINK exists. Hard, not symbolic: readers of the datastore
+    never follow symbolic links."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.link(source, link)
 
 
 def append_at(path: Path, offset: int, data: bytes) -> int:

@@ -22,7 +22,7 @@ from cloudlet.domain.errors import not_found
 from cloudlet.domain.roles import Access
 from cloudlet.services import blob_sas, workspaces
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import DEFAULT_DATASTORE, DataRoot
+from cloudlet.services.storage import ARTIFACT_DATASTORE, DEFAULT_DATASTORE, DataRoot
 from cloudlet.store.schema import Workspace
 
 router = APIRouter(tags=["arm"], route_class=UserRoute)
@@ -34,7 +34,7 @@ def _names(data: DataRoot, workspace_id: int) -> list[str]:
     found = (
         {p.name for p in folder.iterdir() if p.is_dir() and not p.is_symlink()} if folder.is_dir() else set()
     )
-    return sorted(found | {DEFAULT_DATASTORE})
+    return sorted(found | {DEFAULT_DATASTORE, ARTIFACT_DATASTORE})
 
 
 def _view(request: Request, ref: WorkspaceRef, workspace: Workspace, name: str) -> dict[str, Any]:

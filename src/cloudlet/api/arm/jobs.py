@@ -19,6 +19,7 @@ from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_jobs
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
+from cloudlet.domain.job_status import FINAL, JobStatus
 from cloudlet.domain.roles import Access
 from cloudlet.services import codes, dispatch, workspaces
 from cloudlet.services import jobs as job_service
@@ -114,15 +115,27 @@ def list_jobs(
 
 @router.post(WS + "/jobs/{name}/cancel", status_code=202)
 def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
-    """202 with ``Location`` (the job itself: the SDK polls it until it answers 200, then reads the
-    job, whose status says when the cancel took)."""
+    """202 with ``Azure-AsyncOperation`` (``cancelStatus``: in progress until the job has ended)
+    and ``Location`` (the job, which the SDK reads when the operation succeeded)."""
     ref = WorkspaceRef(sub, rg, ws)
     workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.WRITE)
     job = job_service.get(ctx.session, workspace, name)
     wake = dispatch.cancel_job(ctx.session, job)
     ctx.commit(wake, rescale=True)
-    location = f"{https_base(ctx.request, ctx.state)}{arm_workspace_id(ref)}/jobs/{name}"
-    return Response(status_code=202, headers={"Location": location, "Retry-After": "1"})
+    url = f"{https_base(ctx.request, ctx.state)}{arm_workspace_id(ref)}/jobs/{name}"
+    headers = {"Azure-AsyncOperation": f"{url}/cancelStatus", "Location": url, "Retry-After": "1"}
+    return Response(status_code=202, headers=headers)
+
+
+@router.get(WS + "/jobs/{name}/cancelStatus")
+def cancel_status(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
+    """The cancel's long-running operation: InProgress until the job has ended (its processes are
+    gone), then Succeeded."""
+    ref = WorkspaceRef(sub, rg, ws)
+    workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ)
+    job = job_service.get(ctx.session, workspace, name)
+    status = "Succeeded" if JobStatus(job.status) in FINAL else "InProgress"
+    return json_response({"status": status}, headers={"Retry-After": "1"})
 
 
 def _view(ctx: Context, ref: WorkspaceRef, job: Job) -> dict[str, Any]:

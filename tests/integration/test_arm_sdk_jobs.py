@@ -1,0 +1,123 @@
+"""Command jobs through the official azure-ai-ml SDK, unmodified, over HTTPS, pointed at cloudlet
+only by ``cloudlet azureml env`` and ``config.json``: a job with local code, a local data input
+and an output on a cluster → ``jobs.stream`` prints its log → Completed → ``jobs.download``
+returns the output and the default artifacts; a serverless job (no compute: the workspace's
+default instance type); ``begin_cancel``. One SDK process, as a user's notebook would run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.azureml_helpers import azureml_env, run_sdk, sdk_python
+from tests.conftest import RunningServer
+from tests.jobs_helpers import served
+
+SDK_SCRIPT = r"""
+import contextlib, io, json
+from pathlib import Path
+from azure.ai.ml import Input, MLClient, Output, command
+from azure.ai.ml.entities import AmlCompute
+from azure.identity import DefaultAzureCredential
+
+def out(step, **kw):
+    print("RESULT " + json.dumps({"step": step, **kw}), flush=True)
+
+def streamed(name):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        ml.jobs.stream(name)
+    return buf.getvalue()
+
+ENV = "azureml://registries/azureml/environments/sklearn-1.5/labels/latest"
+ml = MLClient.from_config(DefaultAzureCredential())
+ml.compute.begin_create_or_update(
+    AmlCompute(name="sdk-cpu", size="Standard_DS3_v2", min_instances=0, max_instances=1,
+               idle_time_before_scale_down=300)
+).result()
+
+job = command(
+    code="./src",
+    command="python main.py --data ${{inputs.data}} --out ${{outputs.result}}",
+    inputs={"data": Input(type="uri_folder", path="./data")},
+    outputs={"result": Output(type="uri_folder")},
+    environment=ENV,
+    compute="sdk-cpu",
+    display_name="sdk-train",
+    experiment_name="sdk-tests",
+)
+created = ml.jobs.create_or_update(job)
+out("created", name=created.name, status=str(created.status), studio=created.studio_url)
+out("stream", text=streamed(created.name))
+done = ml.jobs.get(created.name)
+out("done", status=str(done.status), display=done.display_name, compute=done.compute)
+ml.jobs.download(created.name, download_path="./dl", output_name="result")
+ml.jobs.download(created.name, download_path="./dl-all", all=True)
+files = lambda root: sorted(str(p.relative_to(root)) for p in Path(root).rglob("*") if p.is_file())
+out("download", result=files("dl"), all=files("dl-all"),
+    text=Path("dl/named-outputs/result/result.txt").read_text())
+listed = [j.name for j in ml.jobs.list()]
+out("list", names=listed)
+
+serverless = ml.jobs.create_or_update(command(command="echo serverless-ok", environment=ENV))
+out("serverless", text=streamed(serverless.name), status=str(ml.jobs.get(serverless.name).status),
+    compute=serverless.compute)
+
+sleeper = ml.jobs.create_or_update(command(command="sleep 300", environment=ENV, compute="sdk-cpu"))
+ml.jobs.begin_cancel(sleeper.name).result()
+out("cancel", status=str(ml.jobs.get(sleeper.name).status))
+"""
+
+MAIN_PY = """
+import argparse, pathlib
+parser = argparse.ArgumentParser()
+parser.add_argument("--data")
+parser.add_argument("--out")
+args = parser.parse_args()
+rows = (pathlib.Path(args.data) / "rows.csv").read_text().splitlines()
+print(f"read {len(rows)} rows from the data input")
+pathlib.Path(args.out, "result.txt").write_text(f"rows={len(rows)}\\n")
+pathlib.Path("outputs", "note.txt").write_text("kept as a default artifact\\n")
+print("training done")
+"""
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    yield from served(tmp_path_factory, "arm-sdk-jobs")
+
+
+def test_sdk_runs_streams_downloads_serverless_and_cancels(srv: RunningServer, tmp_path: Path) -> None:
+    sdk_python()  # made here when missing (fails under CI when it cannot be)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "main.py").write_text(MAIN_PY)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rows.csv").write_text("a,b\n1,2\n3,4\n")
+    subprocess.run(
+        [sys.executable, "-m", "cloudlet", "azureml", "config", "--path", str(tmp_path / "config.json")],
+        env=srv.cli_env(),
+        check=True,
+        capture_output=True,
+    )
+    steps = {r["step"]: r for r in run_sdk(SDK_SCRIPT, tmp_path, azureml_env(srv.cli_env()), timeout=400)}
+
+    created = steps["created"]
+    assert created["status"] in ("Queued", "JobStatus.QUEUED", "Preparing", "Starting"), created
+    assert created["studio"]
+    log = steps["stream"]["text"]
+    assert f"RunId: {created['name']}" in log
+    assert "read 3 rows from the data input" in log and "training done" in log
+    assert steps["done"]["status"].endswith("COMPLETED") or steps["done"]["status"] == "Completed"
+    assert steps["done"]["display"] == "sdk-train" and steps["done"]["compute"].endswith("sdk-cpu")
+    download = steps["download"]
+    assert download["result"] == ["named-outputs/result/result.txt"] and download["text"] == "rows=3\n"
+    assert any(p.endswith("outputs/note.txt") for p in download["all"]), download["all"]
+    assert any(p.endswith("std_log.txt") for p in download["all"]), download["all"]
+    assert created["name"] in steps["list"]["names"]
+    serverless = steps["serverless"]
+    assert "serverless-ok" in serverless["text"] and serverless["status"].upper().endswith("COMPLETED")
+    assert steps["cancel"]["status"].upper().endswith("CANCELED")
