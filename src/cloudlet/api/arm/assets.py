@@ -135,8 +135,8 @@ def _routes(kind: AssetKind) -> None:
         body: Any = Body(include_in_schema=False),
         ctx: Context = Depends(context),
     ) -> Response:
-        archived = _archived_flag(body)
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+        archived = _archived_flag(body)
         asset_service.set_archived(ctx.session, ref, workspace, kind, name, None, archived, ctx.caller)
         [found] = asset_service.containers(ctx.session, workspace, kind, "all", name)
         rendered = arm_assets.container_view(kind, ref.arm_id, _container(found))
@@ -156,8 +156,8 @@ def _routes(kind: AssetKind) -> None:
         stage: Informational = None,
         ctx: Context = Depends(context),
     ) -> Response:
-        newest_first = _newest_first(order_by)
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+        newest_first = _newest_first(order_by)
         rows = asset_service.list_versions(ctx.session, workspace, kind, name, arm_assets.list_view(view))
         if not newest_first:
             rows.reverse()
