@@ -84,6 +84,14 @@ out("model", name=model.name, version=model.version, path=model.path, type=model
 got = ml.models.get("m", version="1")
 out("model-get", version=got.version, type=got.type)
 out("model-list", names=sorted(m.name for m in ml.models.list()))
+ml.models.archive("m", version="1")
+ml.environments.archive("py", version="1")
+out("archived-model-env", models=[m.name for m in ml.models.list()],
+    envs=[e.version for e in ml.environments.list(name="py")])
+ml.models.restore("m", version="1")
+ml.environments.restore("py", version="1")
+out("restored-model-env", models=[m.name for m in ml.models.list()],
+    envs=[e.version for e in ml.environments.list(name="py")])
 
 job = command(
     command="cat ${{inputs.d}}/a.txt && cat ${{inputs.m}}/MLmodel && echo done > ${{outputs.out}}/x",
@@ -168,6 +176,9 @@ def test_sdk_assets_and_a_job_that_uses_them(srv: RunningServer, tmp_path: Path)
     assert (model["version"], model["type"]) == ("1", "mlflow_model")
     assert model["path"].startswith("azureml://datastores/workspaceblobstore/paths/LocalUpload/"), model
     assert steps["model-get"]["type"] == "mlflow_model" and steps["model-list"]["names"] == ["m"]
+    # the SDK archives by re-PUTting what it read: the same version, isArchived changed
+    assert steps["archived-model-env"] == {"step": "archived-model-env", "models": [], "envs": ["2"]}
+    assert steps["restored-model-env"] == {"step": "restored-model-env", "models": ["m"], "envs": ["2", "1"]}
     # the job: py@latest, both inputs read (its streamed log), the versions recorded at submission
     assert steps["job"]["env"] == "py:2"
     done = steps["job-done"]

@@ -34,7 +34,13 @@ _FIELDS: dict[AssetKind, dict[str, str]] = {
         "jobName": "job_name",
         "stage": "stage",
     },
-    "environment": {"image": "image", "condaFile": "conda_file", "osType": "os_type", "build": "build"},
+    "environment": {
+        "image": "image",
+        "condaFile": "conda_file",
+        "osType": "os_type",
+        "build": "build",
+        "inferenceConfig": "inference_config",
+    },
 }
 _COMMON = {"description": "description", "tags": "tags", "properties": "properties"}
 _LONG_WORKSPACE = re.compile(
@@ -58,7 +64,7 @@ def from_arm(kind: AssetKind, body: Any, workspace: str) -> ArmVersion:
     doc: dict[str, Any] = {}
     for arm, key in fields.items():
         value = props.get(arm)
-        if value is None or (arm == "stage" and kind != "model"):
+        if value is None:
             continue
         doc[key] = value
     if isinstance(doc.get("type"), str):
@@ -76,9 +82,9 @@ def from_arm(kind: AssetKind, body: Any, workspace: str) -> ArmVersion:
     conda = doc.get("conda_file")
     if isinstance(conda, str):
         doc["conda_file"] = _conda(conda)
-    if kind == "environment" and isinstance(doc.get("os_type"), str):
-        doc["os_type"] = doc["os_type"].lower()
-    for key in ("tags", "properties"):
+    if isinstance(doc.get("os_type"), str) and doc["os_type"].lower() == "linux":
+        del doc["os_type"]  # the only one (what a version reads back as): not stored
+    for key in ("tags", "properties", "flavors"):  # empty: as if not given (a re-PUT of a GET)
         if not doc.get(key):
             doc.pop(key, None)
     archived = props.get("isArchived")
@@ -164,10 +170,6 @@ def version_view(kind: AssetKind, workspace_id: str, row: VersionRow) -> dict[st
     else:
         if isinstance(props.get("condaFile"), Mapping):
             props["condaFile"] = yaml.safe_dump(dict(props["condaFile"]), sort_keys=False)
-        if spec.get("pip") and "condaFile" not in props:
-            # pip requirements alone: the conda file they stand for (as the CLI reads build.path)
-            conda = {"dependencies": ["python=3.11", "pip", {"pip": list(spec["pip"])}]}
-            props["condaFile"] = yaml.safe_dump(conda, sort_keys=False)
         props["osType"] = "Linux"
         props["environmentType"] = "UserCreated"
         props["autoRebuild"] = "Disabled"
