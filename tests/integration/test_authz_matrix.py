@@ -246,6 +246,20 @@ ROWS: list[Row] = [
             Row("POST", "{ws}/" + collection + "/ghost/versions/1/restore", "write"),
         )
     ),
+    # the same assets through the ARM facade (azure-ai-ml's environments, data, models)
+    *(
+        row
+        for collection in ("data", "models", "environments")
+        for row in (
+            Row("GET", "{arm}/" + collection, "read"),
+            Row("GET", "{arm}/" + collection + "/ghost", "read"),
+            Row("PUT", "{arm}/" + collection + "/ghost", "write", {"json": {}}),
+            Row("GET", "{arm}/" + collection + "/ghost/versions?$orderBy=createdtime%20desc&$top=1", "read"),
+            Row("GET", "{arm}/" + collection + "/ghost/versions/1", "read"),
+            Row("PUT", "{arm}/" + collection + "/ghost/versions/1", "write", {"json": {}}),
+            Row("DELETE", "{arm}/" + collection + "/ghost/versions/1", "write"),
+        )
+    ),
     # the agents' protocol
     Row("POST", "/agent/v1/nodes/{node}/register", "agent", {"json": {}}),
     Row("POST", "/agent/v1/nodes/{node}/poll?timeout=0", "agent", {"json": {}}),

@@ -155,3 +155,15 @@ def test_a_job_view_reads_back_in_the_arm_shape() -> None:
     again = from_arm(arm, "job-1", REFS)
     assert again["compute"] == "azureml:cpu-cluster" and again["environment"] == "azureml:env:1"
     assert again["limits"] == {"timeout": 600} and again["inputs"]["lr"] == "0.01"
+
+
+def test_a_workspace_environment_inlined_at_submission_reads_back_as_its_version_id() -> None:
+    view = {
+        "name": "job-2",
+        "command": "true",
+        "environment": {"name": "py", "version": "3", "image": "python"},
+    }
+    props = to_arm(view, WS)["properties"]
+    assert props["environmentId"] == f"{WS}/environments/py/versions/3"
+    # an inline environment without a version (not from the workspace) names none
+    assert "environmentId" not in to_arm({**view, "environment": {"image": "python"}}, WS)["properties"]

@@ -26,6 +26,7 @@ from cloudlet.api import (
     routes_instances,
     routes_jobs,
 )
+from cloudlet.api.arm import assets as arm_assets
 from cloudlet.api.arm import codes as arm_codes
 from cloudlet.api.arm import computes as arm_computes
 from cloudlet.api.arm import datastores as arm_datastores
@@ -93,6 +94,7 @@ def create_app(state: AppState) -> FastAPI:
         arm_history.public,  # its discovery document and signed log URLs
         arm_codes.router,  # ARM codes and datastores (issue 12)
         arm_datastores.router,
+        arm_assets.router,  # ARM environments, data and models
         blob_service.router,  # /blob/{account}/{container}/… (SAS-signed only)
         # The Azure ML (ARM) facade: paths outside /api/v1 (api/arm/).
         arm_metadata.router,

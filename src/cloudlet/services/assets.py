@@ -431,3 +431,39 @@ def uses_view(session: Session, job_id: int) -> list[dict[str, Any]]:
         {"field": u.field, "role": u.role, "kind": u.kind, "name": u.name, "version": u.version}
         for u in session.scalars(_USES_OF, {"job": job_id})
     ]
+
+
+@dataclass
+class Container:
+    """A name's versions in summary (ARM's asset container): ``latest`` is the newest version not
+    archived (the newest when every one is), ``archived`` whether every one is."""
+
+    name: str
+    latest: Asset
+    next_version: str
+    archived: bool
+
+
+def containers(
+    session: Session, ws: Workspace, kind: AssetKind, view: str = "active_only", name: str | None = None
+) -> list[Container]:
+    """Each name's container (``view``: active_only, archived_only or all), or NAME's alone (404
+    when it has no version)."""
+    query = select(Asset).where(Asset.workspace_id == ws.id, Asset.kind == kind)
+    if name is not None:
+        query = query.where(Asset.name == name)
+    by_name: dict[str, list[Asset]] = {}
+    for row in session.scalars(query.order_by(Asset.name, Asset.id)):
+        by_name.setdefault(row.name, []).append(row)
+    if name is not None and not by_name:
+        raise _missing(kind, name)
+    out: list[Container] = []
+    for each, versions in by_name.items():
+        latest = _latest(versions)
+        archived = latest is None
+        hidden = {"active_only": archived, "archived_only": not archived}.get(view, False)
+        if name is None and hidden:
+            continue
+        next_version = rules.next_version(v.version for v in versions)
+        out.append(Container(each, latest or versions[-1], next_version, archived))
+    return out

@@ -1,0 +1,212 @@
+"""Environments, data and models through the ARM facade (azure-ai-ml's ``ml.environments``,
+``ml.data``, ``ml.models``): a thin translation (``domain.arm_assets``) over the native asset use
+cases (``services.assets``), so every rule — versions immutable, ``@latest``, in-use deletes
+refused, roles — is the native one. For each collection ``{c}`` (environments, data, models):
+
+- ``GET {c}`` containers (paged; ``listViewType``); ``GET {c}/{name}`` one (``latestVersion``,
+  ``nextVersion``: how the SDK picks ``@latest`` and the next version); ``PUT {c}/{name}`` with
+  ``properties.isArchived``: archive or restore every version (``ml.data.archive(name)``);
+- ``GET {c}/{name}/versions`` (paged; ``$orderBy=createdtime desc|asc``, ``$top``,
+  ``listViewType``; ``tags`` and ``stage`` are accepted and not filtered on);
+- ``GET/PUT/DELETE {c}/{name}/versions/{v}``: a PUT creates or updates the version, and archives
+  or restores it when ``isArchived`` changes (``ml.data.archive(name, version)`` re-PUTs it).
+
+Inline job environments arrive as ``PUT environments/CliV2AnonymousEnvironment/versions/<hash>``;
+the job then names that version in ``environmentId``, which submission resolves as any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
+
+from cloudlet.api.arm import WS, arm_errors, page
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.routing import UserRoute
+from cloudlet.domain import arm_assets
+from cloudlet.domain import assets as rules
+from cloudlet.domain.assets import AssetKind
+from cloudlet.domain.errors import validation_error
+from cloudlet.domain.roles import Access
+from cloudlet.services import assets as asset_service
+from cloudlet.services import workspaces
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import Asset, Workspace
+
+router = APIRouter(tags=["arm-assets"], route_class=UserRoute)
+Name = Annotated[str, Path(pattern=rules.NAME_PATTERN.pattern, max_length=255, description=rules.NAME_RULE)]
+Version = Annotated[
+    str, Path(pattern=rules.VERSION_PATTERN.pattern, max_length=64, description=rules.VERSION_RULE)
+]
+ListView = Annotated[str | None, Query(alias="listViewType", max_length=32)]
+OrderBy = Annotated[str | None, Query(alias="$orderBy", max_length=64)]
+Informational = Annotated[str | None, Query(max_length=1024)]
+ARM_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object", "required": ["properties"]}}},
+    }
+}
+
+
+def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
+    ref = WorkspaceRef(sub, rg, ws)
+    return ref, workspaces.resolve(ctx.session, ref, ctx.caller, needed)
+
+
+def _row(asset: Asset) -> arm_assets.VersionRow:
+    return arm_assets.VersionRow(
+        asset.name,
+        asset.version,
+        asset.spec,
+        asset.archived,
+        asset.created_by,
+        asset.created_at,
+        asset.modified_at,
+    )
+
+
+def _container(container: asset_service.Container) -> arm_assets.ContainerRow:
+    return arm_assets.ContainerRow(
+        container.name, _row(container.latest), container.next_version, container.archived
+    )
+
+
+def _archived_flag(body: Any) -> bool:
+    props = body.get("properties") if isinstance(body, dict) else None
+    flag = props.get("isArchived") if isinstance(props, dict) else None
+    if not isinstance(flag, bool):
+        raise validation_error(
+            "properties.isArchived",
+            "a container PUT archives or restores its versions: send properties.isArchived true or false",
+        )
+    return flag
+
+
+def _newest_first(order_by: str | None) -> bool:
+    if order_by is None:
+        return True
+    words = order_by.lower().split()
+    if len(words) in (1, 2) and words[0] == "createdtime" and words[1:] in ([], ["desc"], ["asc"]):
+        return words[1:] != ["asc"]
+    raise validation_error("$orderBy", f"$orderBy {order_by!r}: only 'createdtime desc' or 'createdtime asc'")
+
+
+def _routes(kind: AssetKind) -> None:
+    """Register one collection's routes (functions named per kind: their OpenAPI ids differ)."""
+    collection = rules.COLLECTIONS[kind]
+    base = f"{WS}/{collection}"
+
+    def add(method: str, path: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+        return router.api_route(base + path, methods=[method], name=f"arm_{name}_{kind}", **kwargs)
+
+    def rename(target: str | None) -> str | None:
+        return arm_assets.arm_target(kind, target)
+
+    @add("GET", "", "list_containers")
+    def list_containers(
+        sub: str,
+        rg: str,
+        ws: str,
+        request: Request,
+        view: ListView = None,
+        ctx: Context = Depends(context),
+    ) -> Response:
+        ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+        rows = asset_service.containers(ctx.session, workspace, kind, arm_assets.list_view(view))
+        return json_response(
+            page(request, rows, lambda c: arm_assets.container_view(kind, ref.arm_id, _container(c)))
+        )
+
+    @add("GET", "/{name}", "show_container")
+    def show_container(sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)) -> Response:
+        ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+        [found] = asset_service.containers(ctx.session, workspace, kind, "all", name)
+        return json_response(arm_assets.container_view(kind, ref.arm_id, _container(found)))
+
+    @add("PUT", "/{name}", "archive_container", openapi_extra=ARM_BODY)
+    def archive_container(
+        sub: str,
+        rg: str,
+        ws: str,
+        name: Name,
+        body: Any = Body(include_in_schema=False),
+        ctx: Context = Depends(context),
+    ) -> Response:
+        ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+        archived = _archived_flag(body)
+        asset_service.set_archived(ctx.session, ref, workspace, kind, name, None, archived, ctx.caller)
+        [found] = asset_service.containers(ctx.session, workspace, kind, "all", name)
+        rendered = arm_assets.container_view(kind, ref.arm_id, _container(found))
+        ctx.commit()
+        return json_response(rendered)
+
+    @add("GET", "/{name}/versions", "list_versions")
+    def list_versions(
+        sub: str,
+        rg: str,
+        ws: str,
+        name: Name,
+        request: Request,
+        view: ListView = None,
+        order_by: OrderBy = None,
+        tags: Informational = None,
+        stage: Informational = None,
+        ctx: Context = Depends(context),
+    ) -> Response:
+        ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+        newest_first = _newest_first(order_by)
+        rows = asset_service.list_versions(ctx.session, workspace, kind, name, arm_assets.list_view(view))
+        if not newest_first:
+            rows.reverse()
+        return json_response(
+            page(request, rows, lambda a: arm_assets.version_view(kind, ref.arm_id, _row(a)))
+        )
+
+    @add("GET", "/{name}/versions/{version}", "show_version")
+    def show_version(
+        sub: str, rg: str, ws: str, name: Name, version: Version, ctx: Context = Depends(context)
+    ) -> Response:
+        ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+        asset = asset_service.get_version(ctx.session, workspace, kind, name, version)
+        return json_response(arm_assets.version_view(kind, ref.arm_id, _row(asset)))
+
+    @add("PUT", "/{name}/versions/{version}", "put_version", openapi_extra=ARM_BODY)
+    def put_version(
+        sub: str,
+        rg: str,
+        ws: str,
+        name: Name,
+        version: Version,
+        body: Any = Body(include_in_schema=False),
+        ctx: Context = Depends(context),
+    ) -> Response:
+        ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+        arm = arm_assets.from_arm(kind, body, ref.workspace)  # its errors name ARM properties
+        with arm_errors(rename):
+            result = asset_service.create_or_update(
+                ctx.session, ref, workspace, kind, name, version, arm.doc, ctx.caller, ctx.state.data
+            )
+        asset = result.asset
+        if arm.archived is not None and arm.archived != asset.archived:
+            asset_service.set_archived(
+                ctx.session, ref, workspace, kind, name, version, arm.archived, ctx.caller
+            )
+        rendered = arm_assets.version_view(kind, ref.arm_id, _row(asset))
+        ctx.commit()
+        return json_response(rendered, 201 if result.created else 200)
+
+    @add("DELETE", "/{name}/versions/{version}", "delete_version")
+    def delete_version(
+        sub: str, rg: str, ws: str, name: Name, version: Version, ctx: Context = Depends(context)
+    ) -> Response:
+        ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+        asset_service.delete_version(ctx.session, ref, workspace, kind, name, version, ctx.caller)
+        ctx.commit()
+        return Response(status_code=200)
+
+
+for _kind in rules.KINDS:
+    _routes(_kind)
