@@ -17,6 +17,7 @@ from bench import (
     _results,
     api_latency,
     arm_facade,
+    arm_jobs,
     blob_listener,
     dispatch,
     instances,
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         blob_listener.NAME, blob_listener.run, blob_listener.markdown, blob_listener.report
     ),
     arm_facade.NAME: Benchmark(arm_facade.NAME, arm_facade.run, arm_facade.markdown, arm_facade.report),
+    arm_jobs.NAME: Benchmark(arm_jobs.NAME, arm_jobs.run, arm_jobs.markdown, arm_jobs.report),
 }
 
 

@@ -75,6 +75,11 @@ def _setup(server: ServerProcess) -> str:
             if time.monotonic() > deadline:
                 raise RuntimeError("the cluster's create operation did not finish")
             time.sleep(0.1)
+    return arm_token(server)
+
+
+def arm_token(server: ServerProcess) -> str:
+    """A JWT for the server's ARM audience from ``/msi/token``, as the SDK's credential gets one."""
     minted = httpx.get(
         server.https_endpoint + "/msi/token",
         params={"resource": server.https_endpoint, "api-version": "2019-08-01"},
@@ -137,18 +142,10 @@ def _sdk(server: ServerProcess, calls: int, home: Path) -> list[int] | None:
     }
     (workdir / "config.json").write_text(json.dumps(config))
     (workdir / "bench_sdk.py").write_text(SDK_SCRIPT.replace("{cluster}", CLUSTER))
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(workdir),
-        "ARM_CLOUD_METADATA_URL": server.https_endpoint + "/metadata/endpoints",
-        "REQUESTS_CA_BUNDLE": server.ca_file,
-        "IDENTITY_ENDPOINT": server.https_endpoint + "/msi/token",
-        "IDENTITY_HEADER": server.api_key,
-    }
     proc = subprocess.run(
         [str(SDK_PYTHON), "bench_sdk.py", str(calls)],
         cwd=workdir,
-        env=env,
+        env=sdk_env(server, workdir),
         capture_output=True,
         text=True,
         timeout=600,
@@ -157,6 +154,18 @@ def _sdk(server: ServerProcess, calls: int, home: Path) -> list[int] | None:
         if line.startswith("RESULT "):
             return [int(v) for v in json.loads(line[7:])]
     raise RuntimeError(f"the SDK script failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
+def sdk_env(server: ServerProcess, workdir: Path) -> dict[str, str]:
+    """Only what ``cloudlet azureml env`` sets (plus PATH and HOME): the SDK finds this server."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workdir),
+        "ARM_CLOUD_METADATA_URL": server.https_endpoint + "/metadata/endpoints",
+        "REQUESTS_CA_BUNDLE": server.ca_file,
+        "IDENTITY_ENDPOINT": server.https_endpoint + "/msi/token",
+        "IDENTITY_HEADER": server.api_key,
+    }
 
 
 def run(quick: bool = False) -> dict[str, Any]:

@@ -144,6 +144,17 @@ def test_arm_job_errors_name_the_arm_field(srv: RunningServer) -> None:
         assert api.put(f"{arm_jobs_path(srv)}/arm-r", json=arm_body("echo x")).status_code == 403
 
 
+def test_an_unknown_code_id_is_looked_up_and_refused_naming_the_field(srv: RunningServer) -> None:
+    """A body with a codeId takes the store lookup (the others are translated without one)."""
+    body = arm_body("echo x")
+    body["properties"]["codeId"] = f"{arm_jobs_path(srv).removesuffix('/jobs')}/codes/nope/versions/1"  # type: ignore[index]
+    with srv.client() as api:
+        bad = api.put(f"{arm_jobs_path(srv)}/arm-code", json=body)
+        assert bad.status_code == 400 and bad.json()["error"]["target"] == "properties.codeId", bad.text
+        assert "register it first" in bad.json()["error"]["message"]
+        assert api.get(f"{arm_jobs_path(srv)}/arm-code").status_code == 404  # nothing half-made
+
+
 def test_run_data_answers_for_jobs_download(srv: RunningServer, finished: str) -> None:
     path = history_path(srv, finished).removesuffix(f"/runs/{finished}/details") + "/rundata"
     with srv.client() as api:

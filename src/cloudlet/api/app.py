@@ -78,8 +78,12 @@ def create_app(state: AppState) -> FastAPI:
     # frequent requests (none of these paths overlaps another router's). routes_jobs before
     # routes_compute: its POST {ws}/computes/{name}/evict would otherwise be shadowed by
     # routes_compute's catch-all POST {ws}/computes/{name}/{action}.
+    # The ARM facade's jobs next (azure-ai-ml's job create and get): a route ~100 places down
+    # costs ~0.3 ms of matching a request; its /subscriptions/…/providers/… paths overlap none
+    # of the native /api/v1 routes, which it puts 4 routes (~10 µs) further down.
     for router in (
         routes_agent.router,
+        arm_jobs.router,
         routes_jobs.router,
         routes_data.router,
         routes_assets.router,
@@ -89,7 +93,6 @@ def create_app(state: AppState) -> FastAPI:
         routes_agent_apps.router,
         routes_instance_setup.router,
         routes_instances.router,  # /instances/{name}/{app}/… and /signin
-        arm_jobs.router,  # the ARM facade's jobs (azure-ai-ml)
         arm_history.router,  # /history/v1.0/… (azure-ai-ml's run history)
         arm_history.public,  # its discovery document and signed log URLs
         arm_codes.router,  # ARM codes and datastores (issue 12)

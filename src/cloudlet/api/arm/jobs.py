@@ -73,7 +73,10 @@ async def create_job(
 ) -> Response:
     caller: Caller = request.state.caller  # authenticated before the body was read
     ref = WorkspaceRef(sub, rg, ws)
-    doc = await run_in_threadpool(_document, state, ref, caller, body, name)
+    if _code_id(body) is None:  # nothing to look up: pure, on the event loop (no thread-pool hop)
+        doc = arm_jobs.from_arm(body, name, arm_jobs.Refs(code=_no_store))
+    else:
+        doc = await run_in_threadpool(_document, state, ref, caller, body, name)
     prepared = job_service.prepare(doc, name)
     job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
     view = native_jobs.render(job, ref, [], https_base(request, state))
@@ -142,6 +145,10 @@ def _view(ctx: Context, ref: WorkspaceRef, job: Job) -> dict[str, Any]:
     base = https_base(ctx.request, ctx.state)
     view = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), base)
     return arm_jobs.to_arm(view, arm_workspace_id(ref))
+
+
+def _no_store(code_id: str) -> str:
+    raise AssertionError(f"a body without a codeId asked for code {code_id!r}")  # from_arm reads codeId only
 
 
 def _code_id(body: Any) -> str | None:
