@@ -24,6 +24,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
 from cloudlet.api.arm import WS, arm_errors, page
 from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.openapi import json_body
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_assets
 from cloudlet.domain import assets as rules
@@ -43,12 +44,31 @@ Version = Annotated[
 ListView = Annotated[str | None, Query(alias="listViewType", max_length=32)]
 OrderBy = Annotated[str | None, Query(alias="$orderBy", max_length=64)]
 Informational = Annotated[str | None, Query(max_length=1024)]
-ARM_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {"type": "object", "required": ["properties"]}}},
+ARM_BODY = json_body(
+    {
+        "type": "object",
+        "description": "an ARM asset container or version, as azure-ai-ml sends it (domain/arm_assets.py)",
+        "required": ["properties"],
+        "properties": {
+            "properties": {
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string"},
+                    "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "properties": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "isArchived": {"type": "boolean"},
+                    "isAnonymous": {"type": "boolean"},
+                    "dataType": {"type": "string"},
+                    "dataUri": {"type": "string"},
+                    "modelType": {"type": "string"},
+                    "modelUri": {"type": "string"},
+                    "image": {"type": "string"},
+                    "condaFile": {"type": "string"},
+                },
+            }
+        },
     }
-}
+)
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:

@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from cloudlet.api.arm import WS, https_base
 from cloudlet.api.deps import AppState, Context, app_state, context, json_response
 from cloudlet.api.native import jobs as native_jobs
+from cloudlet.api.openapi import json_body
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_jobs
 from cloudlet.domain.errors import not_found
@@ -28,12 +29,36 @@ from cloudlet.store.schema import Job, Workspace
 
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN.pattern, max_length=255)]
 # The SDK's ARM body, validated by domain.arm_jobs and then as any job document.
-ARM_JOB = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {"type": "object", "required": ["properties"]}}},
+ARM_JOB = json_body(
+    {
+        "type": "object",
+        "description": "a command job as azure-ai-ml sends it (domain/arm_jobs.py)",
+        "required": ["properties"],
+        "properties": {
+            "properties": {
+                "type": "object",
+                "required": ["jobType", "command"],
+                "properties": {
+                    "jobType": {"type": "string", "enum": [arm_jobs.JOB_TYPE]},
+                    "command": {"type": "string"},
+                    "codeId": {"type": "string"},
+                    "computeId": {"type": "string"},
+                    "environmentId": {"type": "string"},
+                    "displayName": {"type": "string"},
+                    "experimentName": {"type": "string"},
+                    "description": {"type": "string"},
+                    "inputs": {"type": "object"},
+                    "outputs": {"type": "object"},
+                    "environmentVariables": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "resources": {"type": "object"},
+                    "distribution": {"type": "object"},
+                    "limits": {"type": "object"},
+                },
+            }
+        },
     }
-}
+)
 
 router = APIRouter(tags=["arm-jobs"], route_class=UserRoute)
 
