@@ -133,6 +133,14 @@ def _measure(plan: dict[str, int], server: ServerProcess, token: str) -> dict[st
 def _sdk(server: ServerProcess, calls: int, home: Path) -> list[int] | None:
     if not SDK_PYTHON.exists():
         return None
+    rows = run_sdk_script(server, home, SDK_SCRIPT.replace("{cluster}", CLUSTER), str(calls))
+    return [int(v) for v in rows]
+
+
+def run_sdk_script(server: ServerProcess, home: Path, script: str, *args: str) -> Any:
+    """Run SCRIPT with the SDK's interpreter in ``home/sdk`` (a config.json for this server's
+    default workspace, only ``cloudlet azureml env``'s variables); what it prints last as
+    ``RESULT <json>``."""
     workdir = home / "sdk"
     workdir.mkdir()
     config = {
@@ -141,19 +149,22 @@ def _sdk(server: ServerProcess, calls: int, home: Path) -> list[int] | None:
         "workspace_name": "default",
     }
     (workdir / "config.json").write_text(json.dumps(config))
-    (workdir / "bench_sdk.py").write_text(SDK_SCRIPT.replace("{cluster}", CLUSTER))
+    (workdir / "bench_sdk.py").write_text(script)
     proc = subprocess.run(
-        [str(SDK_PYTHON), "bench_sdk.py", str(calls)],
+        [str(SDK_PYTHON), "bench_sdk.py", *args],
         cwd=workdir,
         env=sdk_env(server, workdir),
         capture_output=True,
         text=True,
         timeout=600,
     )
+    found = None
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            return [int(v) for v in json.loads(line[7:])]
-    raise RuntimeError(f"the SDK script failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+            found = json.loads(line[7:])
+    if found is None:
+        raise RuntimeError(f"the SDK script failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return found
 
 
 def sdk_env(server: ServerProcess, workdir: Path) -> dict[str, str]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import shutil
 import ssl
-import subprocess
 import tempfile
 import threading
 import time
@@ -41,7 +40,7 @@ from bench import _results
 from bench._dispatch_client import Api, Db
 from bench._server import REPO_ROOT, ServerProcess, kill_node_processes, start_cloudlet
 from bench._stats import ratio, summarize_ns
-from bench.arm_facade import SDK_PYTHON, arm_token, sdk_env
+from bench.arm_facade import SDK_PYTHON, arm_token, run_sdk_script
 from cloudlet.domain import arm_jobs
 
 NAME = "arm_jobs"
@@ -250,30 +249,8 @@ def _phase(out: Samples, db: Db, prefix: str, wall_s: float | None = None) -> di
 def _sdk(server: ServerProcess, db: Db, calls: int, tmp: Path) -> dict[str, Any] | None:
     if not SDK_PYTHON.exists():
         return None
-    workdir = tmp / "sdk"
-    workdir.mkdir()
-    config = {
-        "subscription_id": server.subscription_id,
-        "resource_group": "default",
-        "workspace_name": "default",
-    }
-    (workdir / "config.json").write_text(json.dumps(config))
-    (workdir / "bench_sdk.py").write_text(SDK_SCRIPT)
     env_ref = f"azureml:{ENV[0]}:{ENV[1]}"
-    proc = subprocess.run(
-        [str(SDK_PYTHON), "bench_sdk.py", str(calls), CLUSTER, env_ref],
-        cwd=workdir,
-        env=sdk_env(server, workdir),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    rows: list[list[Any]] | None = None
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            rows = json.loads(line[7:])
-    if rows is None:
-        raise RuntimeError(f"the SDK script failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    rows: list[list[Any]] = run_sdk_script(server, tmp, SDK_SCRIPT, str(calls), CLUSTER, env_ref)
     for name, _, _ in rows:
         db.wait_ended(name, 60)
     ended = db.job_times("sdk-")

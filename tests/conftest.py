@@ -110,6 +110,13 @@ class RunningServer:
             time.sleep(0.05)
 
 
+def server_argv(home: Path, port: int) -> list[str]:
+    """``cloudlet server`` on PORT (0: any) for HOME. ``--tls-port 0``: a free port (the default,
+    ``--port`` + 1, may be taken when a test restarts a server on its port)."""
+    cloudlet = [sys.executable, "-m", "cloudlet", "server"]
+    return [*cloudlet, "--port", str(port), "--tls-port", "0", "--home", str(home)]
+
+
 def start_server(
     home: Path,
     db_url: str | None = None,
@@ -126,19 +133,7 @@ def start_server(
     stale_endpoint = json.loads(config.read_text())["endpoint"] if config.exists() else None
     log_path = home / f"server-{time.time_ns()}.log"
     env = {**os.environ, "CLOUDLET_HOME": str(home), **(extra_env or {})}
-    # --tls-port 0: a free port (the default, --port + 1, may be taken when a test restarts on a port)
-    cmd = [
-        sys.executable,
-        "-m",
-        "cloudlet",
-        "server",
-        "--port",
-        str(port),
-        "--tls-port",
-        "0",
-        "--home",
-        str(home),
-    ]
+    cmd = server_argv(home, port)
     if db_url:
         cmd += ["--db", db_url]
     with open(log_path, "wb") as log:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
@@ -21,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.conftest import RunningServer
+from tests.conftest import RunningServer, server_argv
 from tests.jobs_helpers import (
     Recorder,
     agent_nodes,
@@ -56,20 +55,10 @@ def restart_on_same_port(old: RunningServer, timeout: float = 60) -> RunningServ
     know only that URL. ``conftest.start_server`` binds a fresh port, so it cannot do this."""
     assert old.process.poll() is not None, "kill the old server first"
     port = urlsplit(old.endpoint).port
+    assert port is not None
     log_path = old.home / f"server-restart-{time.time_ns()}.log"
     env = {**os.environ, "CLOUDLET_HOME": str(old.home), **old.env}
-    cmd = [
-        sys.executable,
-        "-m",
-        "cloudlet",
-        "server",
-        "--port",
-        str(port),
-        "--tls-port",
-        "0",
-        "--home",
-        str(old.home),
-    ]
+    cmd = server_argv(old.home, port)
     with open(log_path, "wb") as log:
         process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + timeout
