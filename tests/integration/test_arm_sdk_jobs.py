@@ -1,8 +1,9 @@
 """Command jobs through the official azure-ai-ml SDK, unmodified, over HTTPS, pointed at cloudlet
-only by ``cloudlet azureml env`` and ``config.json``: a job with local code, a local data input
-and an output on a cluster → ``jobs.stream`` prints its log → Completed → ``jobs.download``
-returns the output and the default artifacts; a serverless job (no compute: the workspace's
-default instance type); ``begin_cancel``. One SDK process, as a user's notebook would run."""
+only by ``cloudlet azureml env`` and ``config.json``: a job with local code, a local data input,
+a model input (a model the SDK registered) and an output on a cluster → ``jobs.stream`` prints
+its log → Completed → ``jobs.download`` returns the output and the default artifacts; a
+serverless job (no compute: the workspace's default instance type); ``begin_cancel``. One SDK
+process, as a user's notebook would run."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ SDK_SCRIPT = r"""
 import contextlib, io, json
 from pathlib import Path
 from azure.ai.ml import Input, MLClient, Output, command
-from azure.ai.ml.entities import AmlCompute
+from azure.ai.ml.entities import AmlCompute, Model
 from azure.identity import DefaultAzureCredential
 
 def out(step, **kw):
@@ -40,10 +41,14 @@ ml.compute.begin_create_or_update(
                idle_time_before_scale_down=300)
 ).result()
 
+model = ml.models.create_or_update(Model(name="sdk-model", path="./model", type="mlflow_model"))
+out("model", name=model.name, version=model.version)
+
 job = command(
     code="./src",
-    command="python main.py --data ${{inputs.data}} --out ${{outputs.result}}",
-    inputs={"data": Input(type="uri_folder", path="./data")},
+    command="python main.py --data ${{inputs.data}} --model ${{inputs.model}} --out ${{outputs.result}}",
+    inputs={"data": Input(type="uri_folder", path="./data"),
+            "model": Input(type="mlflow_model", path="azureml:sdk-model:1")},
     outputs={"result": Output(type="uri_folder")},
     environment=ENV,
     compute="sdk-cpu",
@@ -76,10 +81,12 @@ MAIN_PY = """
 import argparse, pathlib
 parser = argparse.ArgumentParser()
 parser.add_argument("--data")
+parser.add_argument("--model")
 parser.add_argument("--out")
 args = parser.parse_args()
 rows = (pathlib.Path(args.data) / "rows.csv").read_text().splitlines()
 print(f"read {len(rows)} rows from the data input")
+print("model flavor:", (pathlib.Path(args.model) / "MLmodel").read_text().strip())
 pathlib.Path(args.out, "result.txt").write_text(f"rows={len(rows)}\\n")
 pathlib.Path("outputs", "note.txt").write_text("kept as a default artifact\\n")
 print("training done")
@@ -97,6 +104,8 @@ def test_sdk_runs_streams_downloads_serverless_and_cancels(srv: RunningServer, t
     (tmp_path / "src" / "main.py").write_text(MAIN_PY)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "rows.csv").write_text("a,b\n1,2\n3,4\n")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "MLmodel").write_text("flavors: sklearn\n")
     subprocess.run(
         [sys.executable, "-m", "cloudlet", "azureml", "config", "--path", str(tmp_path / "config.json")],
         env=srv.cli_env(),
@@ -111,6 +120,8 @@ def test_sdk_runs_streams_downloads_serverless_and_cancels(srv: RunningServer, t
     log = steps["stream"]["text"]
     assert f"RunId: {created['name']}" in log
     assert "read 3 rows from the data input" in log and "training done" in log
+    assert "model flavor: flavors: sklearn" in log  # the registered model, mounted as the input
+    assert steps["model"] == {"step": "model", "name": "sdk-model", "version": "1"}
     assert steps["done"]["status"].endswith("COMPLETED") or steps["done"]["status"] == "Completed"
     assert steps["done"]["display"] == "sdk-train" and steps["done"]["compute"].endswith("sdk-cpu")
     download = steps["download"]
