@@ -14,7 +14,7 @@ the ``Refs`` the caller passes, so this module needs no store. Errors name the A
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,13 +174,9 @@ def _input(key: str, value: Any) -> Any:
             + ", ".join(_DATA_TYPES),
         )
     out: dict[str, Any] = {"type": kind, "path": item.get("uri")}
-    mode = str(item.get("mode") or "").lower()
+    mode = _mode(item, field, _INPUT_MODES, _ARM_INPUT_MODE.values())
     if mode:
-        if mode not in _INPUT_MODES:
-            raise validation_error(
-                f"{field}.mode", f"input mode {item.get('mode')!r} is not one of {_ARM_INPUT_MODE}"
-            )
-        out["mode"] = _INPUT_MODES[mode]
+        out["mode"] = mode
     if item.get("description"):
         out["description"] = item["description"]
     return out
@@ -195,13 +191,9 @@ def _output(key: str, value: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"type": kind}
     if item.get("uri"):
         out["path"] = item["uri"]
-    mode = str(item.get("mode") or "").lower()
+    mode = _mode(item, field, _OUTPUT_MODES, _ARM_OUTPUT_MODE.values())
     if mode:
-        if mode not in _OUTPUT_MODES:
-            raise validation_error(
-                f"{field}.mode", f"output mode {item.get('mode')!r} is not ReadWriteMount or Upload"
-            )
-        out["mode"] = _OUTPUT_MODES[mode]
+        out["mode"] = mode
     if item.get("assetName"):
         out["name"] = item["assetName"]
     if item.get("assetVersion"):
@@ -209,6 +201,16 @@ def _output(key: str, value: Any) -> dict[str, Any]:
     if item.get("description"):
         out["description"] = item["description"]
     return out
+
+
+def _mode(item: Mapping[str, Any], field: str, modes: Mapping[str, str], names: Iterable[str]) -> str | None:
+    """The document's mode for an ARM ``mode`` (any case), None when there is none."""
+    given = str(item.get("mode") or "")
+    if not given:
+        return None
+    if given.lower() not in modes:
+        raise validation_error(f"{field}.mode", f"mode {given!r} is not one of {', '.join(names)}")
+    return modes[given.lower()]
 
 
 def _resources(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -401,6 +401,16 @@ def runs_of(session: Session, job: Job) -> list[JobRun]:
 LOG_PAGE_BYTES = 1 << 20
 
 
+def log_files(data: DataRoot, job: Job, attempt: int) -> dict[str, int]:
+    """An attempt's log files (named relative to its log folder, ``user_logs/std_log.txt``) and
+    their sizes; links are not logs."""
+    base = data.job_dir(job.workspace_id, job.name, attempt)
+    if not base.is_dir():
+        return {}
+    found = sorted(p for p in base.rglob("*.txt") if p.is_file() and not p.is_symlink())
+    return {str(p.relative_to(base)): p.stat().st_size for p in found}
+
+
 def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: int) -> dict[str, Any]:
     """One page of one of the job's log files. ``file`` names a file beneath the attempt's log
     folder; it is opened there without following links (``storage.read_beneath``)."""
@@ -409,11 +419,7 @@ def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: i
         raise CloudletError("ValidationError", "file must name a log, such as user_logs/std_log.txt", "file")
     chosen = chosen_attempt(job, attempt)
     base = data.job_dir(job.workspace_id, job.name, chosen)
-    files = (
-        {str(p.relative_to(base)): p.stat().st_size for p in sorted(base.rglob("*.txt")) if p.is_file()}
-        if base.is_dir()
-        else {}
-    )
+    files = log_files(data, job, chosen)
     chunk = read_beneath(base, parts, offset, LOG_PAGE_BYTES) if base.is_dir() else None
     text, next_offset = "", offset
     if chunk:

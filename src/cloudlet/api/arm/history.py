@@ -9,7 +9,6 @@ Microsoft.MachineLearningServices/workspaces/{ws}/runs/{run}/details``; the run 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
@@ -25,7 +24,7 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import jobs as job_service
 from cloudlet.services import signed_urls, workspaces
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import DataRoot, read_beneath, relative_parts
+from cloudlet.services.storage import read_beneath, relative_parts
 from cloudlet.store.schema import Job
 
 HISTORY = "/history/v1.0" + WS
@@ -72,7 +71,7 @@ def run_details(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depend
     attempt = max(job.attempt, 1)
     urls = {
         file: log_url(_base_url(ctx), ctx.state.token_secret, job, attempt, file)
-        for file in log_files(ctx.state.data, job, attempt)
+        for file in job_service.log_files(ctx.state.data, job, attempt)
     }
     return json_response(details_view(job, urls))
 
@@ -107,18 +106,6 @@ def run_log(reference: str, ctx: Context = Depends(context)) -> Response:
     parts = relative_parts(str(claims["f"]), "file")
     chunk = read_beneath(base, parts, 0, MAX_LOG_BYTES) if base.is_dir() else None
     return Response(chunk or b"", media_type="text/plain; charset=utf-8")
-
-
-def log_files(data: DataRoot, job: Job, attempt: int) -> list[str]:
-    """The attempt's log files, named relative to its log folder (``user_logs/std_log.txt``)."""
-    base = data.job_dir(job.workspace_id, job.name, attempt)
-    if not base.is_dir():
-        return []
-    return sorted(str(p.relative_to(base)) for p in base.rglob("*.txt") if _regular(p))
-
-
-def _regular(path: Path) -> bool:
-    return path.is_file() and not path.is_symlink()
 
 
 def log_url(base_url: str, secret: str, job: Job, attempt: int, file: str) -> str:

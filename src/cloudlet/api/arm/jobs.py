@@ -63,13 +63,6 @@ ARM_JOB = json_body(
 router = APIRouter(tags=["arm-jobs"], route_class=UserRoute)
 
 
-def arm_workspace_id(ref: WorkspaceRef) -> str:
-    return (
-        f"/subscriptions/{ref.subscription_id}/resourceGroups/{ref.resource_group}"
-        f"/providers/Microsoft.MachineLearningServices/workspaces/{ref.workspace}"
-    )
-
-
 def code_reference(session: Session, workspace: Workspace, code_id: str) -> str:
     """The document's ``code`` (``codes/<sha256>``) for an ARM code version id."""
     return codes.snapshot_for(session, workspace, code_id)
@@ -105,7 +98,7 @@ async def create_job(
     prepared = job_service.prepare(doc, name)
     job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
     view = native_jobs.render(job, ref, [], https_base(request, state))
-    return json_response(arm_jobs.to_arm(view, arm_workspace_id(ref), _code_id(body)), 201)
+    return json_response(arm_jobs.to_arm(view, ref.arm_id, _code_id(body)), 201)
 
 
 @router.get(WS + "/jobs/{name}")
@@ -131,7 +124,7 @@ def list_jobs(
     ref = WorkspaceRef(sub, rg, ws)
     workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ)
     page = job_service.list_jobs(ctx.session, workspace, None, None, top, skip_token)
-    arm_id, base = arm_workspace_id(ref), https_base(ctx.request, ctx.state)
+    arm_id, base = ref.arm_id, https_base(ctx.request, ctx.state)
     body: dict[str, Any] = {
         "value": [arm_jobs.to_arm(native_jobs.render(j, ref, [], base), arm_id) for j in page.jobs]
     }
@@ -150,7 +143,7 @@ def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends
     job = job_service.get(ctx.session, workspace, name)
     wake = dispatch.cancel_job(ctx.session, job)
     ctx.commit(wake, rescale=True)
-    url = f"{https_base(ctx.request, ctx.state)}{arm_workspace_id(ref)}/jobs/{name}"
+    url = f"{https_base(ctx.request, ctx.state)}{ref.arm_id}/jobs/{name}"
     headers = {"Azure-AsyncOperation": f"{url}/cancelStatus", "Location": url, "Retry-After": "1"}
     return Response(status_code=202, headers=headers)
 
@@ -169,7 +162,7 @@ def cancel_status(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depe
 def _view(ctx: Context, ref: WorkspaceRef, job: Job) -> dict[str, Any]:
     base = https_base(ctx.request, ctx.state)
     view = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), base)
-    return arm_jobs.to_arm(view, arm_workspace_id(ref))
+    return arm_jobs.to_arm(view, ref.arm_id)
 
 
 def _no_store(code_id: str) -> str:
