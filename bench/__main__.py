@@ -22,9 +22,15 @@ from bench import (
     dispatch,
     instances,
     mixed_load,
+    online_gateway,
+    pipeline_handoff,
     reconcile_store,
     simulator,
+    slurm_node,
+    ssh_join,
+    sweep_trials,
     trace_validation,
+    tracking,
 )
 
 
@@ -53,6 +59,18 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     arm_facade.NAME: Benchmark(arm_facade.NAME, arm_facade.run, arm_facade.markdown, arm_facade.report),
     arm_jobs.NAME: Benchmark(arm_jobs.NAME, arm_jobs.run, arm_jobs.markdown, arm_jobs.report),
+    pipeline_handoff.NAME: Benchmark(
+        pipeline_handoff.NAME, pipeline_handoff.run, pipeline_handoff.markdown, pipeline_handoff.report
+    ),
+    sweep_trials.NAME: Benchmark(
+        sweep_trials.NAME, sweep_trials.run, sweep_trials.markdown, sweep_trials.report
+    ),
+    tracking.NAME: Benchmark(tracking.NAME, tracking.run, tracking.markdown, tracking.report),
+    ssh_join.NAME: Benchmark(ssh_join.NAME, ssh_join.run, ssh_join.markdown, ssh_join.report),
+    online_gateway.NAME: Benchmark(
+        online_gateway.NAME, online_gateway.run, online_gateway.markdown, online_gateway.report
+    ),
+    slurm_node.NAME: Benchmark(slurm_node.NAME, slurm_node.run, slurm_node.markdown, slurm_node.report),
 }
 
 

@@ -92,13 +92,15 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_cloudlet(home: Path, timeout: float = 60) -> ServerProcess:
-    """Start ``python -m cloudlet server --port 0 --home HOME`` and wait until it answers /healthz."""
+def start_cloudlet(home: Path, timeout: float = 60, host: str | None = None) -> ServerProcess:
+    """Start ``python -m cloudlet server --port 0 --home HOME`` and wait until it answers /healthz
+    (on HOST instead of loopback when given: agents in other network namespaces dial it)."""
     home.mkdir(parents=True, exist_ok=True)
     config = home / "config.json"
     credentials = home / "credentials"
     log_path = home / f"server-{time.time_ns()}.log"
     cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--tls-port", "0", "--home", str(home)]
+    cmd += ["--host", host] if host else []
     env = _env({"CLOUDLET_HOME": str(home)})
     env.pop("CLOUDLET_DB", None)  # embedded SQLite in HOME, whatever the caller's environment says
     with open(log_path, "wb") as log:

@@ -19,6 +19,7 @@ the reconcilers and the dispatch path kept placing jobs under the load.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -127,11 +128,22 @@ def _drain(db: Db, prefix: str, accepted: int, timeout: float) -> dict[str, Any]
 
 
 def _cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) of PID and of its direct children: a server's workers under
+    ``--workers N`` (their own children, the node agents, are not counted)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks of 10 ms
+        children = []
+    total = 0.0
+    for each in (pid, *map(int, children)):
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            if each == pid:
+                return None
+            continue
+        total += (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks of 10 ms
+    return total
 
 
 def _window(server: ServerProcess, routes: dict[str, Route], window_s: float) -> tuple[MixedResult, float]:
@@ -162,6 +174,13 @@ def _summary(results: dict[str, RunResult]) -> dict[str, Any]:
     return out
 
 
+def worker_counts() -> tuple[int, ...]:
+    """``cloudlet server --workers`` for each side of the run (``CLOUDLET_BENCH_WORKERS``, e.g.
+    ``1,2``; default both), each against the peer in the same run."""
+    raw = os.environ.get("CLOUDLET_BENCH_WORKERS", "1,2")
+    return tuple(int(part) for part in raw.split(",") if part.strip())
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     plan = Plan.make(quick)
     data = _results.envelope(NAME, REPO_ROOT)
@@ -172,11 +191,28 @@ def run(quick: bool = False) -> dict[str, Any]:
         "submit_interval_s": SUBMIT_INTERVAL_S,
         "probe_interval_s": PROBE_INTERVAL_S,
         "seed_jobs": SEED_JOBS,
+        "workers": list(worker_counts()),
     }
+    data["runs"] = [_run_workers(plan, workers) for workers in worker_counts()]
+    data["loadavg_end"] = _results.loadavg()
+    return data
+
+
+def _run_workers(plan: Plan, workers: int) -> dict[str, Any]:
+    """One cloudlet server with WORKERS processes, in a fresh home, against the peer."""
+    data: dict[str, Any] = {"workers": workers, "loadavg_start": _results.loadavg()}
     tmp = Path(tempfile.mkdtemp(prefix="cloudlet-bench-"))
     servers: list[ServerProcess] = []
+    saved = os.environ.get("CLOUDLET_WORKERS")
     try:
-        cloudlet = start_cloudlet(tmp / "home")
+        os.environ["CLOUDLET_WORKERS"] = str(workers)  # the server's environment is a copy of ours
+        try:
+            cloudlet = start_cloudlet(tmp / "home")
+        finally:
+            if saved is None:
+                os.environ.pop("CLOUDLET_WORKERS", None)
+            else:
+                os.environ["CLOUDLET_WORKERS"] = saved
         servers.append(cloudlet)
         api, db = Api(cloudlet), Db(tmp / "home" / "cloudlet.db")
         data["setup"] = _setup(api, db)
@@ -265,7 +301,7 @@ LABELS = {
 
 def markdown(data: dict[str, Any]) -> str:
     f = _results.fmt
-    machine, plan, goal, git = data["machine"], data["plan"], data["goal"], data.get("git", {})
+    machine, plan, git = data["machine"], data["plan"], data.get("git", {})
     lines = [
         f"## mixed_load — {data['timestamp']}",
         "",
@@ -277,7 +313,22 @@ def markdown(data: dict[str, Any]) -> str:
         f"{plan['readers']} closed-loop readers (compute show → job list of {plan['seed_jobs']} → job show), "
         f"{plan['submitters']} submitters (one `true` job each every {plan['submit_interval_s']} s), "
         f"a `/healthz` probe every {plan['probe_interval_s']} s; {plan['rounds']} × {plan['window_s']:g} s "
-        "per side, cloudlet and peer alternating.",
+        "per side, cloudlet and peer alternating; one cloudlet server per worker count "
+        f"({', '.join(str(w) for w in plan.get('workers', [1]))}), each in a fresh home.",
+    ]
+    for one in data["runs"]:
+        lines += ["", *_markdown_run(one, plan, f)]
+    return "\n".join(lines)
+
+
+def _markdown_run(data: dict[str, Any], plan: dict[str, Any], f: Any) -> list[str]:
+    goal = data["goal"]
+    lines = [
+        f"`--workers {data['workers']}` (load average {data.get('loadavg_start')} → "
+        f"{data.get('loadavg_end')}; "
+        "server CPU share per cloudlet window: "
+        + ", ".join(f(w["server_cpu_share"], 2) for w in data["windows"] if w["side"] == "cloudlet")
+        + "):",
         "",
         "| route | cloudlet p50 ms | p99 ms | req/s | errors | peer p50 ms | p99 ms | req/s | errors "
         "| p50 ratio | p99 ratio | req/s ratio |",
@@ -305,25 +356,29 @@ def markdown(data: dict[str, Any]) -> str:
         f"job completed): {f(goal['compute_show_p99_ms'], 1)} ms, {goal['errors']} errors — "
         f"{'holds' if goal['holds'] else 'does NOT hold'}.",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 def report(data: dict[str, Any]) -> str:
     f = _results.fmt
-    head = f"{'route':<16} {'p50':>8} {'p99':>8} {'req/s':>7} {'err':>5} | "
-    rows = [head + f"{'peer p50':>8} {'p99':>8} {'req/s':>7}"]
-    for key in ROUTES:
-        c, p = data["cloudlet"][key], data["peer"][key]
+    rows: list[str] = []
+    for one in data["runs"]:
+        rows.append(f"--workers {one['workers']}")
+        head = f"{'route':<16} {'p50':>8} {'p99':>8} {'req/s':>7} {'err':>5} | "
+        rows.append(head + f"{'peer p50':>8} {'p99':>8} {'req/s':>7}")
+        for key in ROUTES:
+            c, p = one["cloudlet"][key], one["peer"][key]
+            rows.append(
+                f"{key:<16} {f(c['p50_ms'], 1):>8} {f(c['p99_ms'], 1):>8} {f(c['throughput_rps'], 0):>7} "
+                f"{c['errors']:>5} | {f(p['p50_ms'], 1):>8} {f(p['p99_ms'], 1):>8} "
+                f"{f(p['throughput_rps'], 0):>7}"
+            )
+        for window in one["windows"]:
+            rows.append(f"window {window}")
+        goal = one["goal"]
         rows.append(
-            f"{key:<16} {f(c['p50_ms'], 1):>8} {f(c['p99_ms'], 1):>8} {f(c['throughput_rps'], 0):>7} "
-            f"{c['errors']:>5} | {f(p['p50_ms'], 1):>8} {f(p['p99_ms'], 1):>8} {f(p['throughput_rps'], 0):>7}"
+            f"goal compute show p99 <= {goal['limit_ms']:g} ms, 0 errors, jobs done: "
+            f"{f(goal['compute_show_p99_ms'], 1)} ms, {goal['errors']} errors -> "
+            f"{'holds' if goal['holds'] else 'does NOT hold'}"
         )
-    for window in data["windows"]:
-        rows.append(f"window {window}")
-    goal = data["goal"]
-    rows.append(
-        f"goal compute show p99 <= {goal['limit_ms']:g} ms, 0 errors, jobs done: "
-        f"{f(goal['compute_show_p99_ms'], 1)} ms, {goal['errors']} errors -> "
-        f"{'holds' if goal['holds'] else 'does NOT hold'}"
-    )
     return "\n".join(rows)

@@ -6,4 +6,6 @@ cd "$(dirname "$0")/.."
 echo "== ruff"; .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 echo "== mypy"; .venv/bin/mypy
-echo "== pytest"; .venv/bin/pytest -q -rs -p no:cacheprovider "$@"  # -rs: every skip says why
+# -rs: every skip says why. Test files run CLOUDLET_TEST_WORKERS at a time (default 2), each file's
+# tests in one worker (--dist loadfile: a module's server fixture is made once).
+echo "== pytest"; .venv/bin/pytest -q -rs -p no:cacheprovider -n "${CLOUDLET_TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"

@@ -110,11 +110,13 @@ class RunningServer:
             time.sleep(0.05)
 
 
-def server_argv(home: Path, port: int) -> list[str]:
+def server_argv(home: Path, port: int, host: str | None = None) -> list[str]:
     """``cloudlet server`` on PORT (0: any) for HOME. ``--tls-port 0``: a free port (the default,
-    ``--port`` + 1, may be taken when a test restarts a server on its port)."""
+    ``--port`` + 1, may be taken when a test restarts a server on its port). HOST: listen there
+    instead of loopback (agents in other network namespaces dial it)."""
     cloudlet = [sys.executable, "-m", "cloudlet", "server"]
-    return [*cloudlet, "--port", str(port), "--tls-port", "0", "--home", str(home)]
+    argv = [*cloudlet, "--port", str(port), "--tls-port", "0", "--home", str(home)]
+    return [*argv, "--host", host] if host else argv
 
 
 def start_server(
@@ -124,6 +126,7 @@ def start_server(
     timeout: float = 60,
     api_key: str | None = None,
     port: int = 0,
+    host: str | None = None,
 ) -> RunningServer:
     """Start ``cloudlet server`` and wait until it answers. A replica joining a store that another
     server bootstrapped writes no credentials: pass that server's ``api_key``. A restarted server
@@ -133,7 +136,7 @@ def start_server(
     stale_endpoint = json.loads(config.read_text())["endpoint"] if config.exists() else None
     log_path = home / f"server-{time.time_ns()}.log"
     env = {**os.environ, "CLOUDLET_HOME": str(home), **(extra_env or {})}
-    cmd = server_argv(home, port)
+    cmd = server_argv(home, port, host)
     if db_url:
         cmd += ["--db", db_url]
     with open(log_path, "wb") as log:

@@ -256,11 +256,15 @@ def reaped(srv: RunningServer) -> Iterator[str]:
 
 
 def served(
-    tmp_path_factory: pytest.TempPathFactory, name: str, extra_env: dict[str, str] | None = None
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    extra_env: dict[str, str] | None = None,
+    host: str | None = None,
 ) -> Iterator[RunningServer]:
     """A test module's server (``yield from`` it in a module-scoped ``srv`` fixture): started in a
-    fresh home, reaped with its agents and OS disk mounts at the end."""
-    server = start_server(Path(tmp_path_factory.mktemp(name)), extra_env=extra_env)
+    fresh home (listening on HOST, loopback by default), reaped with its agents and OS disk
+    mounts at the end."""
+    server = start_server(Path(tmp_path_factory.mktemp(name)), extra_env=extra_env, host=host)
     with reaped(server):
         yield server
 

@@ -4,13 +4,16 @@ the same app over HTTPS on a second port, for the ARM facade: ``cloudlet/tls.py`
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import gc
 import logging
 import os
 import socket
 import ssl
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -22,16 +25,20 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet import tls
 from cloudlet.api.app import create_app
 from cloudlet.api.deps import AppState, HttpsEndpoint, ServerURL
+from cloudlet.control import online_shared
+from cloudlet.control.attached_vms import VmDriver
 from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
+from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
+from cloudlet.control.replica_hosts import NodeMaker
 from cloudlet.control.steps import StepRegistry
 from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
-from cloudlet.services import bootstrap, locations
+from cloudlet.services import bootstrap, instance_activity, job_events, locations, tracking, wake
 from cloudlet.services.agent_protocol import AgentProtocol
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
@@ -95,8 +102,12 @@ class Store:
     limits: db.StoreLimits
 
 
-def open_store(home: Path, db_url: str | None, limits: db.StoreLimits | None = None) -> Store:
-    engines = db.open_engines(db_url or os.environ.get("CLOUDLET_DB") or db.sqlite_url(home), limits)
+def open_store(
+    home: Path, db_url: str | None, limits: db.StoreLimits | None = None, processes: bool = False
+) -> Store:
+    """PROCESSES: a worker of ``--workers N`` (its writers queue with the other workers')."""
+    url = db_url or os.environ.get("CLOUDLET_DB") or db.sqlite_url(home)
+    engines = db.open_engines(url, limits, processes=processes)
     db.migrate(engines.control)
     control = db.session_factory(engines.control)
     with control.begin() as session:
@@ -124,24 +135,62 @@ def provider_set(sessions: sessionmaker[Session], home: Path, installation_id: s
     return ProviderSet(REGISTRY, ProviderContext(home, installation_id), load)
 
 
-def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tuple[AppState, Store]:
-    store = open_store(home, db_url)
+def build_state(
+    home: Path,
+    db_url: str | None,
+    replica: ReplicaIdentity,
+    bus: wake.WakeBus | None = None,
+    online_owner: bool = True,
+) -> tuple[AppState, Store]:
+    """BUS: the wake-ups to and from the other workers of this server (none when it runs alone);
+    ONLINE_OWNER: this worker runs the online deployments' replicas (control/online_shared.py)."""
+    bus = bus or wake.WakeBus()
+    store = open_store(home, db_url, processes=bus.shared)
     # The control loops use their own pool: API load cannot take the connections they need.
     control, installation_id, secret = store.control, store.installation_id, store.token_secret
     lease_ttl = float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
     data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
-    url, notifier = ServerURL(), NodeNotifier()
+    url = ServerURL()
+    notifier = NodeNotifier(peers=wake.NodePeers(bus) if bus.shared else None)
     providers = provider_set(control, home, installation_id)
     https = HttpsEndpoint()  # set once the TLS socket is bound (run_server)
     instances = InstanceDriver(
         control, providers, installation_id, data, url, secret, https=lambda: (https.value, https.ca_file)
     )
+    vms = VmDriver(control, providers, installation_id, url)
     reconciler = OperationReconciler(
-        control, replica.id, StepRegistry(ComputeSteps(instances)), lease_ttl_s=lease_ttl
+        control,
+        replica.id,
+        StepRegistry(ComputeSteps(instances, vms)),
+        lease_ttl_s=lease_ttl,
     )
     clusters = ClusterReconciler(
         control, replica.id, installation_id, providers, notifier, data, url, lease_ttl_s=lease_ttl
     )
+    parents = ParentJobLoop(
+        control,
+        replica.id,
+        data,
+        notifier,
+        url,
+        clusters.wake.set,
+        metric_history=tracking.metric_history,  # a sweep's primary metric, per trial
+        lease_ttl_s=lease_ttl,
+    )
+    online, online_wakeups = online_shared.runtime(
+        bus,
+        online_owner,
+        store.sessions,
+        data,
+        home,
+        installation=installation_id,
+        # managed replicas' nodes; with --workers they are processes here (control/online_placement)
+        nodes=None if bus.shared else NodeMaker(control, providers, installation_id, url),
+    )
+    if bus.shared:
+        _share_wakeups(bus, notifier, reconciler, clusters, parents, online_wakeups)
+    for made in (store.sessions, store.dispatch, control):  # every session that moves jobs
+        job_events.listen(made, parents.wake.set)
     batcher = DispatchBatcher(
         store.dispatch, data, url, notifier, clusters.wake.set, queue_timeout_s=store.limits.write_timeout_s
     )
@@ -149,11 +198,11 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
         control, replica.id, data, lease_ttl_s=lease_ttl, on_operation=reconciler.wake.set
     )
 
-    def wake(nodes: list[str]) -> None:
+    def wake_nodes(nodes: list[str]) -> None:
         for node_id in set(nodes):
             notifier.notify(node_id)
 
-    agents = AgentProtocol(store.sessions, store.read_sessions, data, url, notifier, wake)
+    agents = AgentProtocol(store.sessions, store.read_sessions, data, url, notifier, wake_nodes)
     state = AppState(
         sessions=store.sessions,
         read_sessions=store.read_sessions,
@@ -166,11 +215,56 @@ def build_state(home: Path, db_url: str | None, replica: ReplicaIdentity) -> tup
         reconciler=reconciler,
         clusters=clusters,
         instance_watch=instance_watch,
+        parents=parents,
         batcher=batcher,
         agents=agents,
+        online=online,
         https=https,
+        replica_id=replica.id,
     )
     return state, store
+
+
+def _share_wakeups(
+    bus: wake.WakeBus,
+    notifier: NodeNotifier,
+    reconciler: OperationReconciler,
+    clusters: ClusterReconciler,
+    parents: ParentJobLoop,
+    online: dict[bytes, Callable[[str], None]],
+) -> None:
+    """What wakes a loop or a poll in this worker wakes it in the others too (``services/wake.py``);
+    set before anything holds the loops' ``wake.set``."""
+    operations = reconciler.wake = wake.SharedEvent(bus, wake.OPERATIONS)
+    cluster_loop = clusters.wake = wake.SharedEvent(bus, wake.CLUSTERS)
+    parent_loop = parents.wake = wake.SharedEvent(bus, wake.PARENTS)
+    instance_activity.share(lambda name, at: bus.send(wake.ACTIVITY, f"{name} {at!r}"))
+
+    def leading(_payload: str) -> None:
+        # A worker that holds no cluster's lease would only try the leases (a write) and wait
+        # again: it passes at its interval, which is what takes over a lapsed lease.
+        if clusters.leases.holds_any(clusters.clock.now()):
+            cluster_loop.set_here()
+
+    def parents_leading(_payload: str) -> None:  # as for clusters: only the lease holder passes
+        if parents.leases.holds_any(parents.clock.now()):
+            parent_loop.set_here()
+
+    def activity(payload: str) -> None:
+        name, _, at = payload.rpartition(" ")
+        instance_activity.remember(name, float(at))
+
+    bus.listen(
+        {
+            wake.NODE: lambda node_id: notifier.notify_here(node_id, seen_only=True),
+            wake.MAIL: lambda payload: notifier.receive(*wake.parse_mail(payload)),
+            wake.OPERATIONS: operations.set_here,
+            wake.CLUSTERS: leading,
+            wake.PARENTS: parents_leading,
+            wake.ACTIVITY: activity,
+            **online,  # the online gateway's view and what followers ask of its owner
+        }
+    )
 
 
 class _Server(uvicorn.Server):
@@ -226,50 +320,86 @@ def settle_heap() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind_socket(host: str, port: int, reuse_port: bool = False, first: bool = False) -> socket.socket:
+    """REUSE_PORT: one of several sockets on the port (``--workers``): the kernel spreads new
+    connections across those listening. FIRST: the port must be free (another server of this
+    user on it with ``SO_REUSEPORT`` would otherwise share its connections with this one)."""
+    if reuse_port and first and port:
+        _wait_free(host, port)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     return sock
+
+
+PORT_FREE_WAIT_S = 5.0  # the workers of a supervisor just killed take a moment to die with it
+
+
+def _wait_free(host: str, port: int) -> None:
+    """Until nothing is bound on PORT (EADDRINUSE after PORT_FREE_WAIT_S)."""
+    deadline = time.monotonic() + PORT_FREE_WAIT_S
+    while True:
+        try:
+            bind_socket(host, port).close()
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _url_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "") else host
 
 
-def run_server(
-    host: str = "127.0.0.1",
-    port: int = 8571,
-    home: str | None = None,
-    db: str | None = None,
-    tls_port: int | None = None,
-) -> None:
-    """TLS_PORT None: the port after PORT (8572 beside the default 8571), or ephemeral when PORT is
-    0; 0: ephemeral."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    home_path = resolve_home(home)
-    replica = replica_identity(home_path)
-    state, store = build_state(home_path, db, replica)
-    app = create_app(state)
-    sock = _bind(host, port)
-    bound_port = sock.getsockname()[1]
-    endpoint = f"http://{host}:{bound_port}"
-    state.url.value = endpoint
-    files = tls.ensure(home_path, host, state.installation_id)
-    tls_sock = _bind(host, (port + 1 if port else 0) if tls_port is None else tls_port)
+@dataclass
+class Listeners:
+    """The bound sockets (HTTP, and HTTPS for the ARM facade) and the URLs clients reach them at."""
+
+    http_socket: socket.socket
+    tls_socket: socket.socket
+    endpoint: str
+    https_endpoint: str
+    files: tls.TlsFiles
+
+
+def bind_listeners(
+    home: Path,
+    host: str,
+    port: int,
+    tls_port: int | None,
+    installation_id: str,
+    sessions: sessionmaker[Session],
+    reuse_port: bool = False,
+) -> Listeners:
+    """Bind both ports and write the client configuration (``config.json``) that names them."""
+    sock = bind_socket(host, port, reuse_port, first=True)
+    endpoint = f"http://{host}:{sock.getsockname()[1]}"
+    files = tls.ensure(home, host, installation_id)
+    tls_port = (port + 1 if port else 0) if tls_port is None else tls_port
+    tls_sock = bind_socket(host, tls_port, reuse_port, first=True)
     https_endpoint = f"https://{_url_host(host)}:{tls_sock.getsockname()[1]}"
-    state.https.set(https_endpoint, str(files.ca))
-    with state.sessions() as session:
+    with sessions() as session:
         extra = {"https_endpoint": https_endpoint, "ca_file": str(files.ca)}
-        bootstrap.write_client_config(home_path, endpoint, bootstrap.default_scope(session), extra)
+        bootstrap.write_client_config(home, endpoint, bootstrap.default_scope(session), extra)
+    return Listeners(sock, tls_sock, endpoint, https_endpoint, files)
+
+
+def serve(state: AppState, store: Store, listeners: Listeners) -> None:
+    """Serve the API on LISTENERS until told to stop (SIGTERM, SIGINT)."""
+    app = create_app(state)
+    state.url.value = listeners.endpoint
+    state.https.set(listeners.https_endpoint, str(listeners.files.ca))
     log.info(
         "cloudlet %s serving on %s and %s (CA %s; home %s, replica %s)",
         state.installation_id,
-        endpoint,
-        https_endpoint,
-        files.ca,
-        home_path,
-        replica.id,
+        listeners.endpoint,
+        listeners.https_endpoint,
+        listeners.files.ca,
+        state.home,
+        state.replica_id,
     )
     settle_heap()
     access_log = bool(os.environ.get("CLOUDLET_ACCESS_LOG"))  # one line per request, for diagnosis
@@ -281,5 +411,33 @@ def run_server(
         store.limits.pool_timeout_s,
         store.limits.control_pool,
     )
-    tls_context = files.server_context()
-    _Server(config, store.limits.api_threads, tls_sock, tls_context).run(sockets=[sock])
+    tls_context = listeners.files.server_context()
+    _Server(config, store.limits.api_threads, listeners.tls_socket, tls_context).run(
+        sockets=[listeners.http_socket]
+    )
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def run_server(
+    host: str = "127.0.0.1",
+    port: int = 8571,
+    home: str | None = None,
+    db: str | None = None,
+    tls_port: int | None = None,
+    workers: int = 1,
+) -> None:
+    """TLS_PORT None: the port after PORT (8572 beside the default 8571), or ephemeral when PORT is
+    0; 0: ephemeral. WORKERS > 1: that many server processes under a supervisor (``serving.py``)."""
+    if workers > 1:
+        from cloudlet import serving
+
+        serving.supervise(host, port, home, db, tls_port, workers)
+        return
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    home_path = resolve_home(home)
+    replica = replica_identity(home_path)
+    state, store = build_state(home_path, db, replica)
+    listeners = bind_listeners(home_path, host, port, tls_port, state.installation_id, state.sessions)
+    serve(state, store, listeners)

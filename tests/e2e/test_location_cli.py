@@ -51,7 +51,7 @@ def test_location_lifecycle_through_the_cli(srv: RunningServer, tmp_path: Path) 
 
 
 def test_the_cli_shows_the_field_a_refusal_names(srv: RunningServer, tmp_path: Path) -> None:
-    unknown = cli(srv, "location", "create", "-n", "hpc", "--provider", "slurm")
+    unknown = cli(srv, "location", "create", "-n", "hpc", "--provider", "nosuch")
     assert unknown.returncode != 0 and "provider" in unknown.stderr and "local" in unknown.stderr
     settings = tmp_path / "bad.yaml"
     settings.write_text("nodes_directory: /srv\n")

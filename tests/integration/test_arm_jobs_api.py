@@ -133,7 +133,7 @@ def test_an_arm_cancel_answers_202_with_a_location_and_the_job_ends_canceled(srv
 
 def test_arm_job_errors_name_the_arm_field(srv: RunningServer) -> None:
     body = arm_body("echo x")
-    body["properties"]["jobType"] = "Pipeline"  # type: ignore[index]
+    body["properties"]["jobType"] = "Spark"  # type: ignore[index]
     with srv.client() as api:
         bad = api.put(f"{arm_jobs_path(srv)}/arm-bad", json=body)
         assert bad.status_code == 400 and bad.json()["error"]["target"] == "properties.jobType"

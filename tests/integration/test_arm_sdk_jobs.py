@@ -127,6 +127,7 @@ def test_sdk_runs_streams_downloads_serverless_and_cancels(srv: RunningServer, t
     download = steps["download"]
     assert download["result"] == ["named-outputs/result/result.txt"] and download["text"] == "rows=3\n"
     assert any(p.endswith("outputs/note.txt") for p in download["all"]), download["all"]
+    assert "named-outputs/result/result.txt" in download["all"], download["all"]  # all=True: outputs too
     assert any(p.endswith("std_log.txt") for p in download["all"]), download["all"]
     assert created["name"] in steps["list"]["names"]
     serverless = steps["serverless"]

@@ -189,6 +189,17 @@ ROWS: list[Row] = [
     Row("POST", "{arm}/datastores/workspaceblobstore/listSecrets", "read"),
     Row("GET", "/history/v1.0{arm}/runs/mx-job/details", "read"),
     Row("POST", "/history/v1.0{arm}/rundata", "read", {"json": {"runId": "mx-job"}}),
+    Row("GET", "/history/v1.0{arm}/runs/mx-job/children", "read"),
+    Row(
+        "POST",
+        "/data/v1.0{arm}/dataversion/batchGetResolvedUris",
+        "read",
+        {
+            "json": {
+                "values": ["azureml://locations/l/workspaces/w/data/azureml_mx-job_output_data_o/versions/1"]
+            }
+        },
+    ),
     Row("GET", "/history/logs/not-a-signed-reference", "signed"),
     Row("GET", "/discovery/workspaces/any", "public"),
     *(Row("GET", "{ws}/jobs/mx-job/logs?file=" + t, "read") for t in TRAVERSAL),
@@ -233,7 +244,7 @@ ROWS: list[Row] = [
     # data, model and environment assets (a caller let through gets 404 or 400: nothing exists)
     *(
         row
-        for collection in ("data", "models", "environments")
+        for collection in ("data", "models", "environments", "components")
         for row in (
             Row("GET", "{ws}/" + collection, "read"),
             Row("GET", "{ws}/" + collection + "/ghost", "read"),
@@ -249,7 +260,7 @@ ROWS: list[Row] = [
     # the same assets through the ARM facade (azure-ai-ml's environments, data, models)
     *(
         row
-        for collection in ("data", "models", "environments")
+        for collection in ("data", "models", "environments", "components")
         for row in (
             Row("GET", "{arm}/" + collection, "read"),
             Row("GET", "{arm}/" + collection + "/ghost", "read"),
@@ -264,12 +275,135 @@ ROWS: list[Row] = [
     Row("POST", "/agent/v1/nodes/{node}/register", "agent", {"json": {}}),
     Row("POST", "/agent/v1/nodes/{node}/poll?timeout=0", "agent", {"json": {}}),
     Row("POST", "/agent/v1/nodes/{node}/apps", "agent", {"json": {"apps": {}}}),
+    Row("POST", "/agent/v1/nodes/{node}/replicas", "agent", {"json": {"replicas": {}}}),
+    Row("GET", "/agent/v1/nodes/{node}/replicas/r-000000000000/code", "agent"),
     Row("POST", "/agent/v1/runs/r-ghost/logs", "agent", {"json": {"offset": 0, "data": "x"}}),
     Row("POST", "/agent/v1/runs/r-ghost/running", "agent", {"json": {}}),
     Row("POST", "/agent/v1/runs/r-ghost/exit", "agent", {"json": {}}),
     Row("GET", "/agent/v1/codes/{wsid}/" + SHA, "agent"),
     # the instance proxy (not in the OpenAPI document: an app's own API lives behind it)
     Row("GET", "/instances/ghost/jupyterlab/api/status", "owner-app"),
+]
+# MLflow's tracking API (api/mlflow/; a job's own token: test_mlflow_tracking.py). Writes name a
+# run or experiment that does not exist, so an allowed caller gets the route's own 404 (or 400).
+MLFLOW = "/mlflow/v1.0{arm}/api/2.0/mlflow"
+MLFLOW_ARTIFACTS = "/mlflow/v1.0{arm}/api/2.0/mlflow-artifacts/artifacts"
+GHOST_RUN = {"run_id": "ghost-run"}
+ROWS += [
+    Row("POST", MLFLOW + "/experiments/create", "write", {"json": {"name": "mx-experiment"}}),
+    Row("GET", MLFLOW + "/experiments/get?experiment_id=0", "read"),
+    Row("GET", MLFLOW + "/experiments/get-by-name?experiment_name=Default", "read"),
+    Row("POST", MLFLOW + "/experiments/search", "read", {"json": {}}),
+    Row("GET", MLFLOW + "/experiments/search", "read"),
+    Row(
+        "POST", MLFLOW + "/experiments/update", "write", {"json": {"experiment_id": "99999", "new_name": "x"}}
+    ),
+    Row("POST", MLFLOW + "/experiments/delete", "write", {"json": {"experiment_id": "99999"}}),
+    Row("POST", MLFLOW + "/experiments/restore", "write", {"json": {"experiment_id": "99999"}}),
+    Row(
+        "POST",
+        MLFLOW + "/experiments/set-experiment-tag",
+        "write",
+        {"json": {"experiment_id": "99999", "key": "k", "value": "v"}},
+    ),
+    Row("POST", MLFLOW + "/runs/create", "write", {"json": {"experiment_id": "99999"}}),
+    Row("GET", MLFLOW + "/runs/get?run_id=mx-job", "read"),
+    Row("POST", MLFLOW + "/runs/update", "write", {"json": {**GHOST_RUN, "status": "FINISHED"}}),
+    Row("POST", MLFLOW + "/runs/delete", "write", {"json": GHOST_RUN}),
+    Row("POST", MLFLOW + "/runs/restore", "write", {"json": GHOST_RUN}),
+    Row("POST", MLFLOW + "/runs/search", "read", {"json": {"experiment_ids": ["0"]}}),
+    Row(
+        "POST",
+        MLFLOW + "/runs/log-metric",
+        "write",
+        {"json": {**GHOST_RUN, "key": "k", "value": 1, "timestamp": 1}},
+    ),
+    Row("POST", MLFLOW + "/runs/log-parameter", "write", {"json": {**GHOST_RUN, "key": "k", "value": "v"}}),
+    Row("POST", MLFLOW + "/runs/set-tag", "write", {"json": {**GHOST_RUN, "key": "k", "value": "v"}}),
+    Row("POST", MLFLOW + "/runs/delete-tag", "write", {"json": {**GHOST_RUN, "key": "k"}}),
+    Row("POST", MLFLOW + "/runs/log-batch", "write", {"json": GHOST_RUN}),
+    Row("POST", MLFLOW + "/runs/log-inputs", "write", {"json": GHOST_RUN}),
+    Row("GET", MLFLOW + "/metrics/get-history?run_id=mx-job&metric_key=loss", "read"),
+    Row("POST", MLFLOW + "/logged-models/search", "read", {"json": {}}),
+    Row("POST", MLFLOW + "/logged-models", "write", {"json": {"source_run_id": "ghost-run"}}),
+    Row("GET", MLFLOW + "/logged-models/m-ghost", "read"),
+    Row("PATCH", MLFLOW + "/logged-models/m-ghost", "write", {"json": {"status": "LOGGED_MODEL_READY"}}),
+    Row("DELETE", MLFLOW + "/logged-models/m-ghost", "write"),
+    Row("PATCH", MLFLOW + "/logged-models/m-ghost/tags", "write", {"json": {"tags": []}}),
+    Row("DELETE", MLFLOW + "/logged-models/m-ghost/tags/k", "write"),
+    Row("POST", MLFLOW + "/logged-models/m-ghost/params", "write", {"json": {"params": []}}),
+    Row("POST", MLFLOW + "/runs/outputs", "write", {"json": {**GHOST_RUN, "models": []}}),
+    Row("GET", MLFLOW_ARTIFACTS + "?path=mx-job", "read"),
+    Row("GET", MLFLOW_ARTIFACTS + "/mx-job/none.txt", "read"),
+    *(Row("GET", MLFLOW_ARTIFACTS + "/mx-job/" + t, "read") for t in TRAVERSAL),
+    Row("PUT", MLFLOW_ARTIFACTS + "/ghost-run/x.txt", "write", {"content": b"x"}),
+    *(Row("PUT", MLFLOW_ARTIFACTS + "/ghost-run/" + t, "write", {"content": b"x"}) for t in TRAVERSAL),
+]
+
+# online endpoints and deployments (issue 14); their scoring path is the gateway's (endpoint keys,
+# not user credentials: tests/integration/test_online_endpoints.py)
+OE = "{ws}/onlineEndpoints"
+ROWS += [
+    Row("GET", OE, "read"),
+    Row("PUT", OE + "/mx-ep", "write", {"json": {"auth_mode": "aad_token"}}),
+    Row("GET", OE + "/mx-ep", "read"),
+    Row("DELETE", OE + "/mx-ep", "write"),
+    Row("POST", OE + "/mx-ep/listKeys", "write"),
+    Row("POST", OE + "/mx-ep/token", "write"),
+    Row("POST", OE + "/mx-ep/regenerateKeys", "write", {"json": {"keyType": "Primary"}}),
+    Row("GET", OE + "/mx-ep/deployments", "read"),
+    Row("PUT", OE + "/mx-ep/deployments/mx-d", "write", {"json": {"instance_type": "Standard_DS3_v2"}}),
+    Row("GET", OE + "/mx-ep/deployments/mx-d", "read"),
+    Row("DELETE", OE + "/mx-ep/deployments/mx-d", "write"),
+    Row("POST", OE + "/mx-ep/deployments/mx-d/getLogs", "read", {"json": {"tail": 10}}),
+]
+# batch endpoints (issue 14 item 4): writes name an endpoint that does not exist, or are invalid
+BATCH = "{ws}/batchEndpoints"
+ROWS += [
+    Row("GET", BATCH, "read"),
+    Row("GET", BATCH + "/ghost", "read"),
+    Row("PUT", BATCH + "/ghost", "write", {"json": {"auth_mode": "key"}}),
+    Row("DELETE", BATCH + "/ghost", "write"),
+    Row("GET", BATCH + "/ghost/deployments", "read"),
+    Row("GET", BATCH + "/ghost/deployments/blue", "read"),
+    Row("PUT", BATCH + "/ghost/deployments/blue", "write", {"json": {}}),
+    Row("DELETE", BATCH + "/ghost/deployments/blue", "write"),
+    Row("POST", BATCH + "/ghost/invoke", "write", {"json": {"input": "azureml:rows:1"}}),
+    Row("GET", BATCH + "/ghost/jobs", "read"),
+    # and through the ARM facade (azure-ai-ml's batch_endpoints, batch_deployments, invoke)
+    Row("GET", "{arm}/batchEndpoints", "read"),
+    Row("GET", "{arm}/batchEndpoints/ghost", "read"),
+    Row(
+        "PUT",
+        "{arm}/batchEndpoints/ghost",
+        "write",
+        {"json": {"properties": {"defaults": {"deploymentName": "x"}}}},
+    ),
+    Row("DELETE", "{arm}/batchEndpoints/ghost", "write"),
+    Row("GET", "{arm}/batchEndpoints/ghost/deployments", "read"),
+    Row("GET", "{arm}/batchEndpoints/ghost/deployments/blue", "read"),
+    Row("PUT", "{arm}/batchEndpoints/ghost/deployments/blue", "write", {"json": {"properties": {}}}),
+    Row("DELETE", "{arm}/batchEndpoints/ghost/deployments/blue", "write"),
+    Row("POST", "{arm}/batchEndpoints/ghost/invoke", "write", {"json": {"properties": {}}}),
+    Row("GET", "/mferp/managementfrontend{arm}/batchEndpoints/ghost/jobs", "read"),
+]
+
+# their ARM facade (api/arm/online_endpoints.py): bodies that fail validation or name no endpoint
+AOE = "{arm}/onlineEndpoints"
+ROWS += [
+    Row("GET", AOE, "read"),
+    Row("PUT", AOE + "/mx-ep", "write", {"json": {"properties": {"authMode": "AADToken"}}}),
+    Row("GET", AOE + "/mx-ep", "read"),
+    Row("PATCH", AOE + "/mx-ep", "write", {"json": {"tags": {"a": "b"}}}),
+    Row("DELETE", AOE + "/mx-ep", "write"),
+    Row("POST", AOE + "/mx-ep/listKeys", "write"),
+    Row("POST", AOE + "/mx-ep/token", "write"),
+    Row("POST", AOE + "/mx-ep/regenerateKeys", "write", {"json": {"keyType": "Primary"}}),
+    Row("GET", AOE + "/mx-ep/deployments", "read"),
+    Row("PUT", AOE + "/mx-ep/deployments/mx-d", "write", {"json": {"properties": {}}}),
+    Row("GET", AOE + "/mx-ep/deployments/mx-d", "read"),
+    Row("DELETE", AOE + "/mx-ep/deployments/mx-d", "write"),
+    Row("POST", AOE + "/mx-ep/deployments/mx-d/getLogs", "read", {"json": {"tail": 10}}),
 ]
 
 

@@ -121,7 +121,17 @@ def test_mixed_load_answers_every_request_and_the_control_plane_keeps_working(
         assert report.health_worst_s < 2.0, f"/healthz took {report.health_worst_s:.2f} s under the load"
         assert late_ready < report.ended, "the late cluster's node should have come up during the load"
         accepted = set(report.accepted)
-        assert len(accepted) >= LOAD_S * 10, f"only {len(accepted)} submissions in {LOAD_S:g} s"
+        # Writers are not starved by the readers: a submitter (paced, at most one request in
+        # flight) gets at least half the answers a closed-loop reader gets, up to its pace. The
+        # bar is a share, not a rate, so a slower machine (CI's two cores are shared with the
+        # other test worker) lowers both sides alike; the rate is bench/mixed_load's to measure.
+        per_reader = sum(report.answered[route] for route, _ in load.reads) / load.readers
+        paced_cap = LOAD_S / load.submit_every_s
+        fair_share = min(paced_cap, per_reader / 2) * load.submitters
+        assert len(accepted) >= fair_share, (
+            f"writers starved: {len(accepted)} submissions in {LOAD_S:g} s by {load.submitters} "
+            f"submitters, while each reader got {per_reader:.1f} answers"
+        )
         # Placement kept going through the load: jobs completed between its middle and its end.
         # (How many it places per second under load is bench/mixed_load's to measure: on two
         # shared cores with PostgreSQL it ranges from under to over half of the submissions.)

@@ -58,7 +58,7 @@ def test_a_location_keeps_its_provider_and_configuration(api: httpx.Client, tmp_
 
 
 def test_a_bad_provider_or_configuration_is_a_400_naming_the_field(api: httpx.Client) -> None:
-    error = refused(api.put(f"{LOCATIONS}/cfg-bad", json={"provider": "slurm"}))
+    error = refused(api.put(f"{LOCATIONS}/cfg-bad", json={"provider": "nosuch"}))
     assert error["target"] == "provider" and "local" in error["message"]
     error = refused(api.put(f"{LOCATIONS}/cfg-bad", json={"config": {"nodes_directory": "/x"}}))
     assert error["target"] == "config.nodes_directory" and "nodes_dir" in error["message"]

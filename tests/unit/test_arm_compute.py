@@ -216,3 +216,44 @@ def test_paging_follows_next_link_to_the_end() -> None:
     with pytest.raises(CloudletError) as info:
         arm.page(_request("$skipToken=abc"), items, lambda i: i)
     assert info.value.target == "$skipToken"
+
+
+def test_an_attached_vm_maps_azures_virtualmachine_properties_both_ways() -> None:
+    body = {
+        "properties": {
+            "computeType": "VirtualMachine",
+            "properties": {
+                "address": "10.0.0.4",
+                "sshPort": 2222,
+                "administratorAccount": {"username": "azureuser", "sshPrivateKeyFile": "/keys/vm"},
+            },
+        }
+    }
+    doc = arm_compute.from_arm(body, "vm1")
+    assert doc["address"] == "10.0.0.4"
+    assert doc["ssh_settings"] == {
+        "admin_username": "azureuser",
+        "ssh_private_key_file": "/keys/vm",
+        "ssh_port": 2222,
+    }
+    parse_compute(doc)  # a valid native document
+    view = {**doc, "id": "/x/computes/vm1", "provisioning_state": "Succeeded", "state": "Idle"}
+    inner = arm_compute.to_arm(view)["properties"]["properties"]
+    assert inner == {
+        "address": "10.0.0.4",
+        "sshPort": 2222,
+        "administratorAccount": {"username": "azureuser"},  # never the key's path or a password
+        "state": "Idle",
+    }
+    keyed = {
+        "properties": {
+            "computeType": "VirtualMachine",
+            "properties": {
+                "address": "h",
+                "administratorAccount": {"username": "u", "privateKeyData": "-----BEGIN"},
+            },
+        }
+    }
+    with pytest.raises(CloudletError) as caught:
+        arm_compute.from_arm(keyed, "vm2")
+    assert caught.value.target == "properties.properties.administratorAccount.privateKeyData"

@@ -81,8 +81,8 @@ def test_local_settings_reach_the_provider() -> None:
 
 
 def test_unknown_provider_names_the_field_and_the_registered_ones() -> None:
-    error = refusal(lambda: REGISTRY.validate("slurm", {}))
-    assert error.target == "provider" and "'slurm'" in error.message and "local" in error.message
+    error = refusal(lambda: REGISTRY.validate("nosuch", {}))
+    assert error.target == "provider" and "'nosuch'" in error.message and "local" in error.message
 
 
 def test_unknown_setting_names_its_path_and_the_settings_there_are() -> None:

@@ -1,7 +1,8 @@
 """A compute instance's apps (I2): one Jupyter server for JupyterLab, Jupyter and terminals.
 
 Started by the agent when ``$CLOUDLET_APPS`` names ``jupyterlab`` (docs/agent-protocol.md). The
-server listens on 127.0.0.1 on a free port, under the base URL the control plane's proxy serves
+server listens on the node's address (``$CLOUDLET_NODE_ADDRESS``: 127.0.0.1 for a local node, the
+host's address on an SSH host) on a free port, under the base URL the control plane's proxy serves
 (``$CLOUDLET_APP_BASE_URL``), and accepts only ``$CLOUDLET_APP_TOKEN``, which the proxy injects;
 its working directory is the owner's folder of the workspace file share. Its state goes to
 ``POST /agent/v1/nodes/{node}/apps`` whenever it changes, with the rest of the instance's report
@@ -68,9 +69,9 @@ AZUREML_ENV = (
 )
 
 
-def free_port() -> int:
+def free_port(address: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((address, 0))
         return int(sock.getsockname()[1])
 
 
@@ -101,6 +102,8 @@ class AppSupervisor:
         self.env = dict(env)
         self.stop = stop
         self.token = env.get("CLOUDLET_APP_TOKEN", "")
+        # Where the control plane's proxy reaches the app: the node's address.
+        self.listen = env.get("CLOUDLET_NODE_ADDRESS", "").strip() or "127.0.0.1"
         self.base_url = env.get("CLOUDLET_APP_BASE_URL", "/")
         self.home = Path(env.get("CLOUDLET_OS_DISK") or node_dir / "os")
         self.share = Path(env["CLOUDLET_SHARE"]) if env.get("CLOUDLET_SHARE") else None
@@ -193,7 +196,7 @@ class AppSupervisor:
 
     def _run_once(self, venv: Path) -> str:
         """Start the server, report it once it answers, wait until it exits; return why it ended."""
-        self.port = free_port()
+        self.port = free_port(self.listen)
         self.proc = self._spawn(venv)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self._answers():
@@ -202,12 +205,12 @@ class AppSupervisor:
             if time.monotonic() > deadline or self.stop.wait(0.2):
                 self.close()
                 return f"the server did not answer within {READY_TIMEOUT_S:g} s"
-        log(f"{JUPYTER} ready on 127.0.0.1:{self.port}{self.base_url} (pid {self.proc.pid})")
-        self.reporter.watch(jupyter_url=f"http://127.0.0.1:{self.port}{self.base_url}", token=self.token)
+        log(f"{JUPYTER} ready on {self.listen}:{self.port}{self.base_url} (pid {self.proc.pid})")
+        self.reporter.watch(jupyter_url=f"http://{self.listen}:{self.port}{self.base_url}", token=self.token)
         self._report(
             {
                 "state": "ready",
-                "address": "127.0.0.1",
+                "address": self.listen,
                 "port": self.port,
                 "base_url": self.base_url,
                 "pid": self.proc.pid,
@@ -307,7 +310,7 @@ class AppSupervisor:
             "-m",
             "jupyterlab",
             "--no-browser",
-            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.ip={self.listen}",
             f"--ServerApp.port={self.port}",
             "--ServerApp.port_retries=0",
             f"--ServerApp.base_url={self.base_url}",
@@ -331,7 +334,7 @@ class AppSupervisor:
             )
 
     def _answers(self) -> bool:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+        conn = http.client.HTTPConnection(self.listen, self.port, timeout=2)
         try:
             conn.request(
                 "GET", self.base_url + "api/status", headers={"Authorization": f"token {self.token}"}

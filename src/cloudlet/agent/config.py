@@ -43,6 +43,10 @@ class AgentConfig:
     # Where other nodes and the control plane's proxy reach this node (the provider knows; None:
     # the local address of the agent's connection to the control plane).
     node_address: str | None = None
+    # What a stop by SIGTERM means for the runs it ends (``CLOUDLET_SIGNAL_MEANS``): "preempted"
+    # on a batch engine's allocation (Slurm signals a placeholder it preempts), so its jobs are
+    # requeued from their checkpoints instead of failing; None: the runs are canceled.
+    signal_means: str | None = None
 
     @property
     def work_dir(self) -> Path:
@@ -79,7 +83,20 @@ class AgentConfig:
             shutdown_s=1.8 if shutdown is None else shutdown,
             orphan_grace_s=DEFAULT_ORPHAN_GRACE_S if grace is None else grace,
             node_address=env.get("CLOUDLET_NODE_ADDRESS", "").strip() or None,
+            signal_means=_signal_means(env.get("CLOUDLET_SIGNAL_MEANS", "")),
         )
+
+
+SIGNAL_MEANINGS = ("preempted",)
+
+
+def _signal_means(raw: str) -> str | None:
+    value = raw.strip().lower()
+    if not value:
+        return None
+    if value not in SIGNAL_MEANINGS:
+        raise ConfigError(f"CLOUDLET_SIGNAL_MEANS must be one of {', '.join(SIGNAL_MEANINGS)}, got {raw!r}")
+    return value
 
 
 def log(message: str) -> None:

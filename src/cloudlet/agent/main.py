@@ -14,6 +14,7 @@ from typing import Any
 from cloudlet.agent.apps import AppSupervisor
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import AGENT_VERSION, AgentConfig, ConfigError, log
+from cloudlet.agent.replicas import ReplicaSupervisor
 from cloudlet.agent.runner import KILL_AFTER_S, RunManager
 from cloudlet.agent.sandbox import Sandbox, SandboxError
 from cloudlet.agent.usage import UsageSampler, resources
@@ -26,12 +27,29 @@ class Agent:
         self.wake = threading.Event()
         # Every user process of the node runs in it (docs/isolation.md); built once, here.
         self.sandbox = Sandbox.from_env(config.node_dir, config.node_id)
-        self.runs = RunManager(self.client, config.work_dir, on_change=self.wake.set, sandbox=self.sandbox)
+        self.runs = RunManager(
+            self.client,
+            config.work_dir,
+            on_change=self.wake.set,
+            sandbox=self.sandbox,
+            signal_means=config.signal_means,
+        )
         self.usage = UsageSampler(config.node_dir, config.vcpus)
         self.stop = threading.Event()
         self.apps = AppSupervisor.from_env(
             self.client, config.node_id, config.node_dir, self.stop, self.sandbox
         )
+        # Online-deployment replicas (nodes made for a deployment, compute instances).
+        self.replicas: ReplicaSupervisor | None = None
+        if ReplicaSupervisor.wanted(os.environ):
+            self.replicas = ReplicaSupervisor(
+                self.client,
+                config.node_id,
+                config.node_dir,
+                config.node_address or "",
+                self.sandbox,
+                self.stop,
+            )
         self.stop_reason = ""
         self.heartbeat_s = 5.0
         self.poll_timeout_s = 20.0
@@ -139,6 +157,8 @@ class Agent:
     # -- process lifetime ----------------------------------------------------------------------
     def run(self) -> int:
         def on_signal(signum: int, frame: FrameType | None) -> None:
+            if signum == signal.SIGTERM:
+                self.runs.signalled()  # before the runs stop: they end as the signal means
             self.halt("signal")
 
         signal.signal(signal.SIGTERM, on_signal)
@@ -147,6 +167,8 @@ class Agent:
         threading.Thread(target=self.loop, name="poll", daemon=True).start()
         if self.apps is not None:  # a compute instance's node: JupyterLab and friends
             self.apps.start()
+        if self.replicas is not None:
+            self.replicas.start()
         while not self.stop.wait(0.5):
             if self.runs.revoked.is_set():
                 self.halt("revoked")
@@ -157,6 +179,8 @@ class Agent:
         log(f"shutting down ({self.stop_reason})")
         if self.apps is not None:
             self.apps.close()
+        if self.replicas is not None:
+            self.replicas.close()
         self.runs.stop_all("canceled", wait_s=min(KILL_AFTER_S + 0.5, self.config.shutdown_s))
         if self.stop_reason == "orphaned" and self.apps is not None:
             self.apps.release_os_disk()  # nobody else is left to unmount it

@@ -33,6 +33,7 @@ DONE_MEMORY = 1024
 REPORT_RUNNING_AFTER_S = 0.05
 DEFAULT_ARTIFACTS = ("outputs", "logs")  # folders of a run's working directory kept after it
 DOWNLOAD_FAILED = "download_failed"  # the exit reason of a run whose http(s) input failed
+SIGNAL_RACE_S = 1.0  # how long a run killed by SIGTERM waits to learn whether the node got it too
 
 
 def _put_paths(text: str, paths: dict[str, str]) -> str:
@@ -49,8 +50,13 @@ class RunManager:
         work_dir: Path,
         on_change: Callable[[], None] = lambda: None,
         sandbox: Sandbox | None = None,
+        signal_means: str | None = None,
     ) -> None:
         self.client = client
+        # A SIGTERM to the node (an engine preempting its allocation signals every process of it,
+        # the runs' too) ends runs with this reason instead of "canceled"/their exit (config.py).
+        self.signal_means = signal_means
+        self._signalled = threading.Event()
         self.work_dir = work_dir
         self.on_change = on_change
         self.sandbox = sandbox or Sandbox(Policy(), hostname="", state_dir=work_dir)
@@ -160,7 +166,10 @@ class RunManager:
 
         try:
             with tarfile.open(archive, "r:*") as tar:
-                tar.extractall(run.cwd, filter="data")
+                if hasattr(tarfile, "data_filter"):
+                    tar.extractall(run.cwd, filter="data")
+                else:  # Python < 3.11.4 (a host's system Python): the same rules, checked here
+                    tar.extractall(run.cwd, members=_data_members(tar))
         finally:
             archive.unlink(missing_ok=True)
 
@@ -253,6 +262,7 @@ class RunManager:
         """An allowlist of the agent's environment (never its token), the spec's variables, and a
         HOME the job can write: its working directory."""
         env = user_environment(os.environ)
+        env.update(collective_interface(os.environ.get("CLOUDLET_NODE_ADDRESS", "")))
         env.update({str(k): str(v) for k, v in (run.spec.get("env") or {}).items()})
         user = self.sandbox.user_name()
         env.update({"HOME": str(run.cwd), "USER": user, "LOGNAME": user, "SHELL": "/bin/bash"})
@@ -364,7 +374,25 @@ class RunManager:
             return False
         return True
 
+    def signalled(self) -> None:
+        """The agent got SIGTERM (from its signal handler: only sets a flag)."""
+        self._signalled.set()
+
+    def _meant_by_signal(self, exit_code: int, reason: str) -> str:
+        """REASON, or ``signal_means`` for a run the node's SIGTERM ended: stopped by the agent
+        after the signal, or killed by the same signal (which may reach the run first: wait for
+        the agent's handler a moment)."""
+        if self.signal_means is None or reason not in ("exited", "canceled"):
+            return reason
+        if reason == "canceled" and self._signalled.is_set():
+            return self.signal_means
+        by_signal = exit_code in (128 + signal.SIGTERM, 128 + signal.SIGKILL)
+        if by_signal and self._signalled.wait(SIGNAL_RACE_S):
+            return self.signal_means
+        return reason
+
     def _finish(self, run: Run, exit_code: int, reason: str) -> None:
+        reason = self._meant_by_signal(exit_code, reason)
         with self._cond:
             run.ended_at = time.time()
             run.reason = reason
@@ -463,3 +491,56 @@ class RunManager:
             if isinstance(spec, dict):
                 self.start(spec)
         self.on_change()
+
+
+def _data_members(tar: Any) -> list[Any]:
+    """The members of a code snapshot that the "data" extraction filter would let through (plain
+    files, folders and links that stay inside); anything else refuses the whole snapshot."""
+    members = []
+    for member in tar.getmembers():
+        name = member.name
+        parts = name.replace("\\", "/").split("/")
+        if name.startswith("/") or ".." in parts:
+            raise RuntimeError(f"the code snapshot holds a path outside its folder: {name!r}")
+        if member.issym() or member.islnk():
+            target = member.linkname
+            if target.startswith("/") or ".." in target.split("/"):
+                raise RuntimeError(f"the code snapshot holds a link out of its folder: {name!r}")
+        elif not (member.isfile() or member.isdir()):
+            raise RuntimeError(f"the code snapshot holds a special file: {name!r}")
+        member.mode = (member.mode | 0o600) & 0o755  # no set-id bits, always owner-writable
+        member.uid = member.gid = 0
+        member.uname = member.gname = ""
+        members.append(member)
+    return members
+
+
+def interface_of(address: str) -> str | None:
+    """The name of this host's network interface that holds the IPv4 ``address`` (Linux), or None."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifaddr = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            try:
+                raw = fcntl.ioctl(sock.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue
+            if socket.inet_ntoa(raw[20:24]) == address:
+                return name
+    return None
+
+
+def collective_interface(node_address: str) -> dict[str, str]:
+    """``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` naming the interface of the node's address, so
+    torch.distributed's ranks find each other there (not at whatever the host name resolves to,
+    often 127.0.x.1); nothing for a loopback or unknown address (a job's own values win)."""
+    if not node_address or node_address.startswith("127.") or node_address == "localhost":
+        return {}
+    try:
+        name = interface_of(node_address)
+    except OSError:
+        return {}
+    return {"GLOO_SOCKET_IFNAME": name, "NCCL_SOCKET_IFNAME": name} if name else {}

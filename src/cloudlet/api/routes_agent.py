@@ -3,6 +3,7 @@ Authenticated by per-node tokens (``NodeRoute``) before any body is read."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path as FilePath
 from typing import Annotated
@@ -17,7 +18,10 @@ from cloudlet.services import agent_protocol as protocol
 from cloudlet.services.agent_protocol import ExitReport, LogChunk, PollReport, Registration, RunningReport
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
-POLL_RECHECK_S = 1.0  # another replica may have assigned work: look at the store this often
+# Another server replica may have assigned work: look at the store this often. (The other worker
+# processes of this server wake the poll at once: ``services/wake.py``.) Settable for the tests
+# that show a poll woken across workers without waiting for a recheck.
+POLL_RECHECK_S = float(os.environ.get("CLOUDLET_POLL_RECHECK_S", "1.0"))
 RunId = Annotated[str, Path(max_length=40)]
 NodeId = Annotated[str, Path(max_length=32)]
 
@@ -45,8 +49,9 @@ async def poll(
     ] = protocol.POLL_TIMEOUT_S,
     state: AppState = Depends(app_state),
 ) -> Response:
-    """A long poll: answered as soon as the node has work (placed in this process: at once; by
-    another replica: at the next look at the store), else when the timeout is up."""
+    """A long poll: answered as soon as the node has work (placed in this process or another
+    worker of this server: at once; by another server replica: at the next look at the store),
+    else when the timeout is up."""
     token, deadline = _node(request).token, time.monotonic() + timeout
     while True:
         answer = await run_in_threadpool(state.agents.poll_once, node_id, token, body)

@@ -13,6 +13,7 @@ from cloudlet.api.native import computes as compute_view
 from cloudlet.api.native import operations as operation_view
 from cloudlet.api.openapi import json_body, schema_of, success
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.compute_spec import (
     AmlComputeSpec,
     ComputeInstanceSpec,
@@ -31,6 +32,7 @@ from cloudlet.services import (
     workspaces,
 )
 from cloudlet.services import locks as lock_store
+from cloudlet.services import nodes as node_service
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Compute, Operation, Workspace
 
@@ -68,6 +70,9 @@ def _render(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]
     body = compute_view.render(compute, ref, locks, catalogue, ctx.state.endpoint, status)
     if compute.type == "computeinstance":
         body.update(instance_reports.view(ctx.session, compute))  # ssh_settings: user, port, command
+    if compute.type == "virtualmachine":  # its state from its node's row, its facts from attach
+        states = [n.state for n in node_service.live_nodes(ctx.session, compute.id)]
+        body.update(vm_rules.view(compute.spec, compute.provisioning_state, states))
     return body
 
 

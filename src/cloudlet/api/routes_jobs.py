@@ -16,16 +16,20 @@ from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
 from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
-from cloudlet.services import computes, dispatch, workspaces
+from cloudlet.services import computes, dispatch, tracking, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
+from cloudlet.services import parent_jobs as parent_service
+from cloudlet.services import pipelines as pipeline_service
+from cloudlet.services import sweeps as sweep_service
 from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.storage import empty_tar, pack_beneath, relative_parts
+from cloudlet.services.storage import DEFAULT_DATASTORE, empty_tar, pack_beneath, relative_parts
 from cloudlet.store.schema import Job, Node, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
@@ -76,6 +80,16 @@ def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(c
         raise not_found("Job", name)
     body = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
     body["assets"] = asset_service.uses_view(ctx.session, job.id)  # the versions resolved at submission
+    body.update(tracking.job_view(ctx.session, job.id))  # MLflow: latest metric values and params
+    if job.kind != JobKind.COMMAND.value:
+        kids = parent_service.children(ctx.session, job)
+        body["children"] = native_jobs.render_children(kids)
+        if job.kind == JobKind.PIPELINE.value:
+            body["dag"] = pipeline_service.dag(job, kids)
+            for output, path in pipeline_service.outputs(job, kids).items():
+                body["outputs"].setdefault(output, {})["uri"] = path
+        if job.kind == JobKind.SWEEP.value:  # the best trial; each trial's values and metric
+            body["sweep"] = sweep_service.view(ctx.session, job, kids, tracking.metric_history)
     return json_response(body)
 
 
@@ -88,14 +102,23 @@ def list_jobs(
     compute: Annotated[str | None, Query(max_length=64)] = None,
     top: Annotated[int, Query(alias="$top", ge=1, le=job_service.MAX_PAGE)] = job_service.DEFAULT_PAGE,
     skip_token: Annotated[str | None, Query(alias="$skipToken", max_length=512)] = None,
+    parent: Annotated[
+        str | None, Query(pattern=JOB_NAME_PATTERN.pattern, description="only this job's child jobs")
+    ] = None,
     ctx: Context = Depends(context),
 ) -> Response:
     """Jobs newest first, ``$top`` at a time; ``nextLink`` (absent on the last page) fetches the next."""
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    page = job_service.list_jobs(ctx.session, workspace, status, compute, top, skip_token)
+    page = job_service.list_jobs(ctx.session, workspace, status, compute, top, skip_token, parent)
     body: dict[str, Any] = {"value": [native_jobs.render(j, ref, [], _base_url(ctx)) for j in page.jobs]}
     if page.next_token is not None:
-        query = {"status": status, "compute": compute, "$top": top, "$skipToken": page.next_token}
+        query = {
+            "status": status,
+            "compute": compute,
+            "parent": parent,
+            "$top": top,
+            "$skipToken": page.next_token,
+        }
         kept = {k: v for k, v in query.items() if v is not None}
         body["nextLink"] = f"{str(ctx.request.url).split('?', 1)[0]}?{urlencode(kept)}"
     return json_response(body)
@@ -136,9 +159,15 @@ def job_output(
     if output not in (job.spec.get("outputs") or {}):
         raise not_found("Output", output)
     # The output folder is the job's to write (links included): pack it without following any.
+    # An output with a datastore path (a pipeline step's, a reused step's) is read there.
     data = ctx.state.data
-    relative = data.job_output(workspace.id, job.name, output).relative_to(data.datastore(workspace.id))
-    packed = pack_beneath(data.datastore(workspace.id), relative_parts(str(relative), "output"))
+    declared = job.spec["outputs"][output]
+    given = declared.get("path") if isinstance(declared, dict) else None
+    at = job_service.parse_datastore_uri(given) if isinstance(given, str) else None
+    if at is None:
+        default = data.job_output(workspace.id, job.name, output)
+        at = (DEFAULT_DATASTORE, str(default.relative_to(data.datastore(workspace.id))))
+    packed = pack_beneath(data.datastore(workspace.id, at[0]), relative_parts(at[1], "output"))
     return Response(packed or empty_tar(), media_type="application/gzip")
 
 

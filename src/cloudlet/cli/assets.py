@@ -18,6 +18,7 @@ from cloudlet.client.assets import (
     ModelOperations,
     _AssetOperations,
 )
+from cloudlet.client.components import ComponentOperations
 from cloudlet.client.operations import _Scope
 from cloudlet.domain.job_spec import is_remote_path
 
@@ -25,11 +26,13 @@ OPERATIONS: dict[str, type[_AssetOperations]] = {
     "data": DataOperations,
     "model": ModelOperations,
     "environment": EnvironmentOperations,
+    "component": ComponentOperations,
 }
 HELP = {
     "data": "Data assets: uri_file, uri_folder, mltable (like `az ml data`).",
     "model": "Models: custom_model, mlflow_model, triton_model (like `az ml model`).",
     "environment": "Environments: conda file, pip requirements, image (like `az ml environment`).",
+    "component": "Command components: a command with typed inputs and outputs (like `az ml component`).",
 }
 
 
@@ -46,6 +49,18 @@ def _what(doc: dict[str, Any]) -> Any:
     return doc.get("path")
 
 
+COLUMNS.setdefault(
+    "component",
+    [
+        ("NAME", lambda d: d.get("name")),
+        ("VERSION", lambda d: d.get("version")),
+        ("DISPLAY NAME", lambda d: d.get("display_name")),
+        ("ARCHIVED", lambda d: d.get("is_archived")),
+        ("INPUTS", lambda d: ", ".join(d.get("inputs") or {})),
+        ("OUTPUTS", lambda d: ", ".join(d.get("outputs") or {})),
+        ("CREATED", _created),
+    ],
+)
 for _kind in OPERATIONS:
     COLUMNS.setdefault(
         _kind,

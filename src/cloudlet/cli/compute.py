@@ -308,6 +308,30 @@ def delete(
     _action(ctx, name, "DELETE", "", "delete", no_wait)
 
 
+@app.command("attach")
+def attach(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Option("-f", "--file", help="The VM's YAML (type: virtualmachine).")],
+    name: Annotated[str | None, typer.Option("-n", "--name", help="Name (overrides the file).")] = None,
+    no_wait: NoWaitOpt = False,
+) -> None:
+    """Attach a machine reached over SSH (checks it, installs the agent; jobs then run there)."""
+    create(ctx, file=file, name=name, no_wait=no_wait)
+
+
+@app.command("detach")
+def detach(
+    ctx: typer.Context,
+    name: NameOpt,
+    yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
+    no_wait: NoWaitOpt = False,
+) -> None:
+    """Detach an attached VM: its agent and the agent's folder go; the machine stays as it was."""
+    if not yes:
+        typer.confirm(f"Detach compute '{name}'?", abort=True, err=True)
+    _action(ctx, name, "DELETE", "", "detach", no_wait)
+
+
 @app.command("start")
 def start(ctx: typer.Context, name: NameOpt, no_wait: NoWaitOpt = False) -> None:
     """Start a stopped compute instance."""

@@ -108,9 +108,15 @@ def create(
 
 @app.command("show")
 def show(ctx: typer.Context, name: NameOpt) -> None:
-    """Show one job with its status, attempts and outputs."""
+    """Show one job with its status, attempts and outputs (a pipeline: its steps as a DAG)."""
     st = state(ctx)
-    st.emit(operations(ctx).get(name)._to_dict(), "job")
+    data = operations(ctx).get(name)._to_dict()
+    if data.get("dag") and st.output == "table":  # each step, its status, upstream, reuse
+        dag = data.pop("dag")
+        st.emit(data, "job")
+        typer.echo(f"\nsteps:\n{dag}")
+        return
+    st.emit(data, "job")
 
 
 @app.command("list")
@@ -123,11 +129,19 @@ def list_(
     max_results: Annotated[
         int | None, typer.Option("--max-results", "-r", min=1, help="At most this many (newest first).")
     ] = None,
+    parent: Annotated[
+        str | None,
+        typer.Option(
+            "--parent", "--parent-job-name", "-p", help="Only the child jobs of this pipeline or sweep."
+        ),
+    ] = None,
 ) -> None:
     """List the workspace's jobs, newest first."""
     st = state(ctx)
     compute_name = compute.removeprefix("azureml:") if compute else None
-    jobs = operations(ctx).list(compute=compute_name, status=status, max_results=max_results)
+    jobs = operations(ctx).list(
+        compute=compute_name, status=status, max_results=max_results, parent_job_name=parent
+    )
     st.emit([j._to_dict() for j in jobs], "job")
 
 

@@ -205,6 +205,14 @@ def server_cmd(
             help="HTTPS port for the Azure ML facade (default --port + 1, i.e. 8572; 0 = any free)."
         ),
     ] = None,
+    workers: Annotated[
+        str,
+        typer.Option(
+            envvar="CLOUDLET_WORKERS",
+            help="Server processes sharing the ports (reads scale across cores): a number, or "
+            "'auto' for this host's CPUs (at most 8).",
+        ),
+    ] = "1",
 ) -> None:
     """Run a cloudlet server (the API and the control loops) in the foreground."""
     try:
@@ -214,11 +222,16 @@ def server_cmd(
             f"the server needs the 'server' extra (missing {exc.name}): pip install 'cloudlet[server]'"
         )
         raise typer.Exit(code=1) from None
-    module.run_server(host=host, port=port, home=home, db=db, tls_port=tls_port)
+    try:
+        count = importlib.import_module("cloudlet.serving").parse_workers(workers)
+    except ValueError as exc:
+        print_error(f"--workers: {exc}")
+        raise typer.Exit(code=2) from None
+    module.run_server(host=host, port=port, home=home, db=db, tls_port=tls_port, workers=count)
 
 
 def _register() -> None:
-    from cloudlet.cli import admin, assets, azureml, catalog, compute, compute_instance, jobs
+    from cloudlet.cli import admin, assets, azureml, batch_endpoints, catalog, compute, compute_instance, jobs
 
     compute_instance.register(compute.app)  # show-setup-log, connect-ssh
     app.add_typer(compute.app, name="compute")
@@ -227,6 +240,10 @@ def _register() -> None:
     catalog.register(app)
     azureml.register(app)
     assets.register(app)  # data, model, environment
+    from cloudlet.cli import online
+
+    online.register(app)  # online-endpoint, online-deployment (issue 14)
+    batch_endpoints.register(app)  # batch-endpoint, batch-deployment
 
 
 _register()

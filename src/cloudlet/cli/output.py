@@ -134,7 +134,7 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("LIFECYCLE", _key("state")),
         ("TIER", _key("tier")),
         ("RUN_ID", _key("runId")),
-        ("ERROR", lambda d: (d.get("error") or {}).get("message")),
+        ("ERROR", lambda d: (d.get("error") or {}).get("message") or d.get("status_message")),
     ],
     "lock": [
         ("NAME", _key("name")),

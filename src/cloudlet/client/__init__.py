@@ -48,6 +48,8 @@ from cloudlet.client.assets import (
     load_environment,
     load_model,
 )
+from cloudlet.client.batch_endpoints import BatchDeploymentOperations, BatchEndpointOperations
+from cloudlet.client.components import Component, ComponentOperations, load_component
 from cloudlet.client.entities import (
     AmlCompute,
     AmlComputeSshSettings,
@@ -80,6 +82,7 @@ from cloudlet.client.jobs import (
     load_job,
 )
 from cloudlet.client.locations import LocationOperations
+from cloudlet.client.online_endpoints import OnlineDeploymentOperations, OnlineEndpointOperations
 from cloudlet.client.operations import (
     ComputeOperations,
     LockOperations,
@@ -169,6 +172,11 @@ class MLClient:
         self.data = DataOperations(self._rest, scope)
         self.models = ModelOperations(self._rest, scope)
         self.environments = EnvironmentOperations(self._rest, scope)
+        self.components = ComponentOperations(self._rest, scope)
+        self.online_endpoints = OnlineEndpointOperations(self._rest, scope)
+        self.online_deployments = OnlineDeploymentOperations(self._rest, scope)
+        self.batch_endpoints = BatchEndpointOperations(self._rest, scope)
+        self.batch_deployments = BatchDeploymentOperations(self._rest, scope)
 
     @classmethod
     def from_config(cls, credential: Any = None, path: str | Path | None = None, **kwargs: Any) -> MLClient:
@@ -199,7 +207,9 @@ class MLClient:
             return self.workspaces.begin_create(entity)
         raise TypeError(f"cannot create or update a {type(entity).__name__}")
 
-    def create_or_update(self, entity: CommandJob | Data | Model | Environment | dict[str, Any]) -> Any:
+    def create_or_update(
+        self, entity: CommandJob | Data | Model | Environment | Component | dict[str, Any]
+    ) -> Any:
         """Submit a command job or create an asset version (``ml_client.create_or_update(x)``, as
         in ``azure.ai.ml``)."""
         if isinstance(entity, Data):
@@ -208,6 +218,8 @@ class MLClient:
             return self.models.create_or_update(entity)
         if isinstance(entity, Environment):
             return self.environments.create_or_update(entity)
+        if isinstance(entity, Component):
+            return self.components.create_or_update(entity)
         return self.jobs.create_or_update(entity)
 
     def get_access_token(self) -> dict[str, Any]:
@@ -244,6 +256,8 @@ __all__ = [
     "CloudletClientError",
     "CloudletConfig",
     "CommandJob",
+    "Component",
+    "ComponentOperations",
     "Compute",
     "ComputeInstance",
     "ComputeInstanceSshSettings",
@@ -289,6 +303,7 @@ __all__ = [
     "WorkspaceOperations",
     "cloudlet_home",
     "command",
+    "load_component",
     "load_config",
     "load_data",
     "load_environment",

@@ -10,6 +10,8 @@ Local ``code`` and local ``uri_file``/``uri_folder`` input paths are uploaded be
 submitted (``HEAD`` first, so an unchanged folder is not sent again) and replaced by
 ``codes/<sha256>`` / ``azureml://datastores/workspaceblobstore/paths/LocalUpload/<hash>/<name>``.
 Relative paths resolve against the job YAML's folder (``load_job``) or the working directory.
+A sweep job's document (``type: sweep``) is submitted the same way: its trial's local code and its
+local inputs are uploaded.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import builtins
 import copy
 import datetime as _dt
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -25,305 +26,26 @@ from typing import Any, TextIO
 
 import yaml
 
-from cloudlet.client._rest import HttpResponseError, ODataV4Error, quote_segment
+from cloudlet.client._rest import quote_segment
 from cloudlet.client.artifacts import Upload, download_bytes, unpack, upload_code, upload_data
-from cloudlet.client.entities import RestObject, _prune, _to_rest_value
+from cloudlet.client.job_entities import (
+    CommandJob,
+    Input,
+    Job,
+    JobValidationError,
+    MpiDistribution,
+    Output,
+    PyTorchDistribution,
+    TensorFlowDistribution,
+    command,
+    generate_job_name,
+    load_job,
+)
 from cloudlet.client.operations import LROPoller, _Operations
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path, parse_job
 from cloudlet.domain.job_status import FINAL, JobStatus
-
-# fmt: off
-_ADJECTIVES = (
-    "affable", "amiable", "bold", "brave", "busy", "calm", "clever", "cool", "crisp", "eager",
-    "frosty", "gentle", "happy", "honest", "jolly", "keen", "kind", "lively", "lucid", "mellow",
-    "modest", "nifty", "polite", "quiet", "shy", "sleepy", "stoic", "sunny", "tidy", "witty",
-)
-_NOUNS = (
-    "apple", "basket", "boot", "camel", "carrot", "cup", "engine", "feather", "garden", "guitar",
-    "island", "kettle", "lemon", "lion", "market", "night", "onion", "owl", "pencil", "pin", "plum",
-    "river", "rocket", "sail", "spoon", "stick", "tomato", "tray", "whale", "yak",
-)
-# fmt: on
-
-
-def generate_job_name() -> str:
-    """An Azure-like job name: ``<adjective>_<noun>_<8 hex>``, e.g. ``frosty_kettle_3b9f0c1d``."""
-    return f"{secrets.choice(_ADJECTIVES)}_{secrets.choice(_NOUNS)}_{secrets.token_hex(4)}"
-
-
-class JobValidationError(HttpResponseError):
-    """The job definition is invalid (checked locally before anything is uploaded or submitted)."""
-
-    @classmethod
-    def from_error(cls, exc: CloudletError) -> JobValidationError:
-        error = ODataV4Error(code=exc.code, message=exc.message, target=exc.target, details=exc.details)
-        return cls(str(error), status_code=None, error=error)
-
-    @classmethod
-    def at(cls, target: str, message: str) -> JobValidationError:
-        return cls.from_error(CloudletError(code="ValidationError", message=message, target=target))
-
-
-# ----------------------------------------------------------------------------------------------
-# Entities.
-
-
-class _Value:
-    _kind: str = ""
-
-    def __init__(self, **fields: Any) -> None:
-        self._fields = fields
-        for key, value in fields.items():
-            setattr(self, key, value)
-
-    def _to_rest(self) -> dict[str, Any]:
-        data = {k: _to_rest_value(getattr(self, k)) for k in self._fields}
-        if self._kind:
-            data = {"type": self._kind, **data}
-        return _prune(data)
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._to_rest() == other._to_rest()
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self._to_rest().items())
-        return f"{type(self).__name__}({args})"
-
-
-class Input(_Value):
-    """A job input: ``Input(type="uri_folder", path="./data")`` or a typed literal
-    ``Input(type="number", default=0.01)``. ``mode``: ro_mount, download, rw_mount, direct."""
-
-    def __init__(
-        self,
-        *,
-        type: str = "uri_folder",
-        path: str | None = None,
-        mode: str | None = None,
-        default: Any = None,
-        value: Any = None,
-        description: str | None = None,
-    ) -> None:
-        super().__init__(
-            type=type, path=path, mode=mode, default=default, value=value, description=description
-        )
-
-
-class Output(_Value):
-    """A job output: ``Output(type="uri_folder")``; ``mode``: rw_mount (default) or upload. With
-    ``name`` (and optional ``version``) it registers a model (``type="mlflow_model"`` etc.) or data
-    asset version when the job completes."""
-
-    def __init__(
-        self,
-        *,
-        type: str = "uri_folder",
-        path: str | None = None,
-        mode: str | None = None,
-        description: str | None = None,
-        name: str | None = None,
-        version: str | None = None,
-    ) -> None:
-        super().__init__(type=type, path=path, mode=mode, description=description, name=name, version=version)
-
-
-class PyTorchDistribution(_Value):
-    _kind = "pytorch"
-
-    def __init__(self, *, process_count_per_instance: int | None = None) -> None:
-        super().__init__(process_count_per_instance=process_count_per_instance)
-
-
-class MpiDistribution(_Value):
-    _kind = "mpi"
-
-    def __init__(self, *, process_count_per_instance: int | None = None) -> None:
-        super().__init__(process_count_per_instance=process_count_per_instance)
-
-
-class TensorFlowDistribution(_Value):
-    _kind = "tensorflow"
-
-    def __init__(self, *, worker_count: int | None = None, parameter_server_count: int | None = None) -> None:
-        super().__init__(worker_count=worker_count, parameter_server_count=parameter_server_count)
-
-
-_JOB_FIELDS = (
-    "name",
-    "display_name",
-    "experiment_name",
-    "description",
-    "tags",
-    "command",
-    "code",
-    "environment",
-    "inputs",
-    "outputs",
-    "environment_variables",
-    "compute",
-    "resources",
-    "distribution",
-    "limits",
-    "queue_settings",
-    "identity",
-    "services",
-)
-
-
-class CommandJob:
-    """A command job to submit (``type: command``); attributes use the YAML field names.
-
-    ``base_path`` is where relative local paths (``code``, input paths, ``conda_file``) resolve.
-    """
-
-    def __init__(
-        self,
-        *,
-        command: str | None = None,
-        name: str | None = None,
-        display_name: str | None = None,
-        experiment_name: str | None = None,
-        description: str | None = None,
-        tags: dict[str, str] | None = None,
-        code: str | Path | None = None,
-        environment: Any = None,
-        inputs: dict[str, Any] | None = None,
-        outputs: dict[str, Any] | None = None,
-        environment_variables: dict[str, str] | None = None,
-        compute: str | None = None,
-        resources: dict[str, Any] | None = None,
-        distribution: Any = None,
-        limits: dict[str, Any] | None = None,
-        queue_settings: dict[str, Any] | None = None,
-        identity: dict[str, Any] | None = None,
-        services: dict[str, Any] | None = None,
-        base_path: str | Path | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.type = "command"
-        self.command = command
-        self.name = name
-        self.display_name = display_name
-        self.experiment_name = experiment_name
-        self.description = description
-        self.tags = tags
-        self.code = str(code) if isinstance(code, Path) else code
-        self.environment = environment
-        self.inputs = inputs
-        self.outputs = outputs
-        self.environment_variables = environment_variables
-        self.compute = compute
-        self.resources = resources
-        self.distribution = distribution
-        self.limits = limits
-        self.queue_settings = queue_settings
-        self.identity = identity
-        self.services = services
-        self.base_path = Path(base_path) if base_path is not None else None
-        kwargs.pop("type", None)
-        kwargs.pop("$schema", None)
-        self._extra = kwargs  # forwarded as-is (the server rejects unknown fields with a reason)
-
-    def _to_rest(self) -> dict[str, Any]:
-        """The JSON body of ``PUT {ws}/jobs/{name}`` (``None`` fields omitted), before uploads."""
-        body: dict[str, Any] = {"type": "command"}
-        for key in _JOB_FIELDS:
-            body[key] = _to_rest_value(getattr(self, key))
-        body.update({k: _to_rest_value(v) for k, v in self._extra.items()})
-        return _prune(body)
-
-    @classmethod
-    def _from_dict(cls, doc: dict[str, Any], base_path: str | Path | None = None) -> CommandJob:
-        kwargs = {k: v for k, v in doc.items() if k not in ("type", "$schema")}
-        return cls(**kwargs, base_path=base_path)
-
-    def __repr__(self) -> str:
-        return f"CommandJob(name={self.name!r}, compute={self.compute!r}, command={self.command!r})"
-
-
-class Job(RestObject):
-    """A submitted job as the server reports it: ``name``, ``status``, ``attempt``, ``outputs`` …"""
-
-    @property
-    def studio_url(self) -> str | None:
-        studio = (self._data.get("services") or {}).get("Studio") or {}
-        return studio.get("endpoint") if isinstance(studio, dict) else None
-
-    def __repr__(self) -> str:
-        return f"Job(name={self._data.get('name')!r}, status={self._data.get('status')!r})"
-
-
-def command(
-    *,
-    command: str,
-    code: str | Path | None = None,
-    environment: Any = None,
-    inputs: dict[str, Any] | None = None,
-    outputs: dict[str, Any] | None = None,
-    compute: str | None = None,
-    instance_count: int | None = None,
-    instance_type: str | None = None,
-    shm_size: str | None = None,
-    distribution: Any = None,
-    name: str | None = None,
-    display_name: str | None = None,
-    experiment_name: str | None = None,
-    description: str | None = None,
-    tags: dict[str, str] | None = None,
-    environment_variables: dict[str, str] | None = None,
-    timeout: int | None = None,
-    job_tier: str | None = None,
-    priority: str | None = None,
-    identity: dict[str, Any] | None = None,
-    services: dict[str, Any] | None = None,
-    base_path: str | Path | None = None,
-) -> CommandJob:
-    """Build a :class:`CommandJob` the way ``azure.ai.ml.command(...)`` does."""
-    resources = _prune(
-        {"instance_count": instance_count, "instance_type": instance_type, "shm_size": shm_size}
-    )
-    queue = _prune({"job_tier": job_tier, "priority": priority})
-    return CommandJob(
-        command=command,
-        code=code,
-        environment=environment,
-        inputs=inputs,
-        outputs=outputs,
-        compute=compute,
-        resources=resources or None,
-        distribution=distribution,
-        name=name,
-        display_name=display_name,
-        experiment_name=experiment_name,
-        description=description,
-        tags=tags,
-        environment_variables=environment_variables,
-        limits={"timeout": timeout} if timeout is not None else None,
-        queue_settings=queue or None,
-        identity=identity,
-        services=services,
-        base_path=base_path,
-    )
-
-
-def load_job(source: str | Path, params_override: list[dict[str, Any]] | None = None) -> CommandJob:
-    """Load a command job YAML file; relative paths in it resolve against the file's folder.
-
-    ``params_override``: ``[{"inputs.learning_rate": 0.1}, {"compute": "local"}]`` (dotted keys).
-    """
-    path = Path(source)
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(doc, dict):
-        raise JobValidationError.at("$", f"{path} must hold a YAML mapping of job fields")
-    for override in params_override or []:
-        for key, value in override.items():
-            node = doc
-            parts = key.split(".")
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-            node[parts[-1]] = value
-    return CommandJob._from_dict(doc, base_path=path.resolve().parent)
+from cloudlet.domain.sweep_jobs import parse_sweep
 
 
 def job_summary(job: dict[str, Any]) -> str:
@@ -386,21 +108,38 @@ class JobOperations(_Operations):
             base = Path(base_path or Path.cwd())
         else:
             raise TypeError(f"cannot submit a {type(job).__name__}; pass a CommandJob or a dict")
-        _inline_conda_file(body, base)
+        if str(body.get("type", "")).lower() == "pipeline":  # its steps' local files: client.pipelines
+            from cloudlet.client.pipelines import prepare_pipeline
+
+            self.last_uploads = []
+            return prepare_pipeline(self._rest, self._scope.ws_path(), body, base, self.last_uploads)
+        sweep = str(body.get("type", "")).lower() == "sweep"
+        trial = body.get("trial") if sweep else body  # a sweep's code and environment are its trial's
+        if isinstance(trial, dict):
+            _inline_conda_file(trial, base, "trial." if sweep else "")
         try:
-            parse_job(body)
+            if sweep:
+                parse_sweep(body)
+            else:
+                parse_job(body)
         except CloudletError as exc:
             raise JobValidationError.from_error(exc) from None
-        ws = self._scope.ws_path()
         self.last_uploads = []
         self.last_upload_skipped = None
-        code = body.get("code")
+        assert isinstance(trial, dict)  # validated
+        self._upload_local(body, trial, base, "trial." if sweep else "")
+        return body
+
+    def _upload_local(self, body: dict[str, Any], holder: dict[str, Any], base: Path, prefix: str) -> None:
+        """Upload HOLDER's local ``code`` (the job, or a sweep's trial) and BODY's local inputs."""
+        ws = self._scope.ws_path()
+        code = holder.get("code")
         if isinstance(code, str) and not is_remote_path(code):
-            local = _local(base, code, "code")
+            local = _local(base, code, f"{prefix}code")
             upload = upload_code(self._rest, ws, local)
             self.last_uploads.append(upload)
             self.last_upload_skipped = upload.skipped
-            body["code"] = upload.uri
+            holder["code"] = upload.uri
         for key, item in (body.get("inputs") or {}).items():
             if not isinstance(item, dict) or not isinstance(item.get("path"), str):
                 continue
@@ -414,7 +153,6 @@ class JobOperations(_Operations):
             upload = upload_data(self._rest, ws, local)
             self.last_uploads.append(upload)
             body["inputs"][key] = {**item, "type": item.get("type", "uri_folder"), "path": upload.uri}
-        return body
 
     def create_or_update(
         self, job: CommandJob | dict[str, Any], *, base_path: str | Path | None = None
@@ -432,11 +170,17 @@ class JobOperations(_Operations):
         return Job(self._rest.get(self._path(name)))
 
     def list(
-        self, *, compute: str | None = None, status: str | None = None, max_results: int | None = None
+        self,
+        *,
+        compute: str | None = None,
+        status: str | None = None,
+        max_results: int | None = None,
+        parent_job_name: str | None = None,
     ) -> builtins.list[Job]:
-        """Jobs newest first, optionally of one compute and/or status (every page, or the first
-        ``max_results`` jobs)."""
-        params = {"compute": compute, "status": status}
+        """Jobs newest first, optionally of one compute and/or status, or the child jobs of
+        ``parent_job_name`` (a pipeline's steps, a sweep's trials), as azure-ai-ml's
+        ``jobs.list(parent_job_name=…)`` (every page, or the first ``max_results`` jobs)."""
+        params = {"compute": compute, "status": status, "parent": parent_job_name}
         path = f"{self._scope.ws_path()}/jobs"
         return [Job(j) for j in self._rest.list_values(path, params=params, limit=max_results)]
 
@@ -470,6 +214,10 @@ class JobOperations(_Operations):
         With ``attempt``, that attempt's log only, until that attempt has ended.
         """
         stream = out if out is not None else sys.stdout
+        if attempt is None and file is None and self.get(name)._to_dict().get("type") == "pipeline":
+            from cloudlet.client.pipelines import stream_pipeline  # its steps' logs, in turn
+
+            return stream_pipeline(self, name, stream, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         offset = 0
         fixed = attempt
@@ -556,21 +304,20 @@ def _local(base: Path, value: str, target: str) -> Path:
     return resolved.resolve()
 
 
-def _inline_conda_file(body: dict[str, Any], base: Path) -> None:
+def _inline_conda_file(body: dict[str, Any], base: Path, prefix: str = "") -> None:
     env = body.get("environment")
     if not isinstance(env, dict) or not isinstance(env.get("conda_file"), str):
         return
+    target = f"{prefix}environment.conda_file"
     if is_remote_path(env["conda_file"]):
-        raise JobValidationError.at(
-            "environment.conda_file", "conda_file must be a local file or an inline mapping"
-        )
-    path = _local(base, env["conda_file"], "environment.conda_file")
+        raise JobValidationError.at(target, "conda_file must be a local file or an inline mapping")
+    path = _local(base, env["conda_file"], target)
     try:
         conda = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise JobValidationError.at("environment.conda_file", f"cannot read {path}: {exc}") from None
+        raise JobValidationError.at(target, f"cannot read {path}: {exc}") from None
     if not isinstance(conda, dict):
-        raise JobValidationError.at("environment.conda_file", f"{path} must hold a conda YAML mapping")
+        raise JobValidationError.at(target, f"{path} must hold a conda YAML mapping")
     body["environment"] = {**env, "conda_file": conda}
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control import ephemeral
+from cloudlet.control import attached_vms, ephemeral
 from cloudlet.control.actions import Actions, release
 from cloudlet.control.context import PassContext
 from cloudlet.control.loop import LeaseCache, ReconcileLoop
@@ -97,7 +97,10 @@ class ClusterReconciler(ReconcileLoop):
         """One pass over every cluster and the ephemeral nodes; provider calls are queued, not made."""
         self.sweep.due(now)
         with self.sessions() as session:
-            ids = list(session.scalars(select(Compute.id).where(Compute.type == "amlcompute")))
+            # Attached VMs too: their node is recorded (lost when its agent goes quiet), fed and,
+            # once lost, made again (``attached_vms.keep_node``); they never scale.
+            kinds = ("amlcompute", "virtualmachine")
+            ids = list(session.scalars(select(Compute.id).where(Compute.type.in_(kinds))))
             demands = _demands(session) if ids else {}
         for compute_id in ids:
             token = self.leases.token(f"compute:{compute_id}", now)
@@ -147,6 +150,11 @@ class ClusterReconciler(ReconcileLoop):
                     release(node, actions, now)
                 return actions
             actions.wake += dispatch.schedule_compute(session, compute, self.data, self.server_url())
+            if compute.type == "virtualmachine":
+                attached_vms.keep_node(
+                    session, compute, nodes, self.installation_id, self.server_url(), now, actions
+                )
+                return actions
             demand = demands.get((compute.workspace_id, compute.name), autoscale.Demand())
             scaled = self.scaler.scale(session, compute, nodes, demand, now, actions)
         if scaled.next_due is not None:

@@ -16,8 +16,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudlet.control.attached_vms import VmDriver
 from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.steps import Pending, StepOutcome
+from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.job_status import ACTIVE as JOB_ACTIVE
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
@@ -105,8 +107,9 @@ class ComputeSteps:
     resource_type = COMPUTES
     plans: Mapping[str, Plan] = COMPUTE_PLANS
 
-    def __init__(self, instances: InstanceDriver | None = None) -> None:
+    def __init__(self, instances: InstanceDriver | None = None, vms: VmDriver | None = None) -> None:
         self.instances = instances
+        self.vms = vms  # attached VMs' nodes (``control/attached_vms.py``)
 
     def load(self, session: Session, op: Operation) -> Compute | None:
         return session.get(Compute, op.resource_id) if op.resource_id is not None else None
@@ -115,6 +118,13 @@ class ComputeSteps:
         return {"code": "ComputeGone", "message": f"compute '{op.resource_name}' no longer exists"}
 
     def apply(self, session: Session, op: Operation, step: str, compute: Compute) -> StepOutcome:
+        vms = self.vms
+        if vms is not None and vm_rules.is_attached(compute.spec) and step in vms.STEPS:
+            outcome = vms.step(session, op, step, compute)
+            if outcome is not None or step != "remove":
+                if not isinstance(outcome, Pending):
+                    compute.last_modified_on = utcnow()
+                return outcome
         instances = self.instances
         if instances is not None and compute.type == "computeinstance" and step in instances.STEPS:
             outcome = instances.step(session, op, step, compute)
@@ -127,8 +137,11 @@ class ComputeSteps:
         return None
 
     def take_after_commit(self) -> list[Callable[[], None]]:
-        return self.instances.take_after_commit() if self.instances is not None else []
+        work = self.instances.take_after_commit() if self.instances is not None else []
+        return work + (self.vms.take_after_commit() if self.vms is not None else [])
 
     def discard(self) -> None:
         if self.instances is not None:
             self.instances.discard()
+        if self.vms is not None:
+            self.vms.discard()

@@ -123,6 +123,11 @@ class LeaseCache:
             self._held[name] = (token, now + self.ttl_s)
         return token
 
+    def holds_any(self, now: float) -> bool:
+        """Whether this replica holds a lease now, by its own reckoning (``cloudlet/serving.py``:
+        another worker's wake-up of a loop concerns only the worker doing its work)."""
+        return any(expires > now for _, expires in self._held.values())
+
     def still_held(self, session: Session, name: str, token: int) -> bool:
         """Re-assert inside a writing transaction; a lost lease is forgotten here."""
         if leases.still_held(session, name, self.replica_id, token):

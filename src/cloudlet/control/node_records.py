@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from cloudlet.control.engine_status import engine_pending
 from cloudlet.domain.nodes import NodeEvent, NodeState, StuckAction, stuck_action
 from cloudlet.services import dispatch
 from cloudlet.services import nodes as node_service
@@ -34,9 +35,15 @@ class NodeRecorder:
         self._listed_at[location] = at
 
     def vanished(self, node: Node) -> bool:
-        """Known to the store, made by the provider before its last listing, absent from that listing."""
+        """Known to the store, made by the provider before its last listing, absent from that listing.
+
+        The machine is known to exist from when its agent registered, or (not yet registered) from
+        when its launch was recorded (``state_since`` of an allocated or starting node), not from
+        when the node was asked for: a provider whose create takes seconds (an API server's pod)
+        may be listed in between, before its machine existed."""
         listed_at = self._listed_at.get(node.location)
-        if not node.provider_ref or listed_at is None or node.created_at > listed_at - LISTING_SLACK_S:
+        known_since = max(node.created_at, node.registered_at or node.state_since)
+        if not node.provider_ref or listed_at is None or known_since > listed_at - LISTING_SLACK_S:
             return False
         return node.id not in self._alive.get(node.location, frozenset())
 
@@ -50,6 +57,9 @@ class NodeRecorder:
             gone = self.vanished(node)
             last_report = max(node.last_heartbeat or node.registered_at or now, self.started)
             action = stuck_action(state, node.state_since, last_report, now)
+            timed_out = action is StuckAction.SETUP_FAIL
+            if state is NodeState.STARTING and timed_out and not gone and engine_pending(node):
+                continue  # the engine has not run its machine yet: no boot to time out
             if state is NodeState.STARTING and (gone or action is StuckAction.SETUP_FAIL):
                 node.error = {
                     "code": "NodeSetupFailed",

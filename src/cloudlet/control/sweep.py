@@ -8,6 +8,8 @@ pass), and then:
   ``TerminateFailed`` error and an audit entry, for a person, instead of being retried forever;
 - a node ``requested`` whose launch was never recorded (the control plane stopped in between) is
   adopted if the provider made its machine, else it simply ends;
+- a batch engine's word on each machine (``SupportsNodeStatus``: pending with its reason, or
+  preempted) is recorded, and a preempted node evicted (``control/engine_status.py``);
 - an engine that owns its capacity (``CapacityOwner``) is asked for its offer, which the passes
   then read (``providers.capacity.CapacityReadings``).
 """
@@ -21,10 +23,11 @@ from functools import partial
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control.engine_status import apply_statuses
 from cloudlet.control.node_records import NodeRecorder
 from cloudlet.control.provider_work import ProviderWork
 from cloudlet.domain.nodes import HOLDING, NodeEvent, NodeState, StuckAction, stuck_action
-from cloudlet.providers.base import NodeHandle, NodeProvider
+from cloudlet.providers.base import NodeHandle, NodeProvider, SupportsNodeStatus
 from cloudlet.providers.capacity import CapacityReadings, ask_capacity
 from cloudlet.services import audit
 from cloudlet.services import nodes as node_service
@@ -79,6 +82,9 @@ class ProviderSweep:
         self._terminate_orphans(location, provider, handles, alive)
         self._retry_terminations(location)
         self.adopt_or_fail(location, handles, self.clock.now())
+        if isinstance(provider, SupportsNodeStatus):  # a batch engine: pending, preempted
+            statuses = {h.node_id: s for h in handles if (s := provider.node_status(h)) is not None}
+            self.work.carry_out(apply_statuses(self.sessions, location, statuses, self.clock.now()))
         # An engine that owns its capacity is asked here, on its workers, for the passes to read.
         self.readings.record(location, ask_capacity(provider, self.clock.now()))
 

@@ -42,6 +42,8 @@ _FIELDS: dict[AssetKind, dict[str, str]] = {
         "inferenceConfig": "inference_config",
     },
 }
+# The kinds translated here (components have their own: domain/arm_components.py).
+KINDS: tuple[AssetKind, ...] = tuple(_FIELDS)
 _COMMON = {"description": "description", "tags": "tags", "properties": "properties"}
 _LONG_WORKSPACE = re.compile(
     r"^azureml://subscriptions/[^/]+/resource[gG]roups/[^/]+/(?:providers/[^/]+/)?workspaces/([^/]+)/"

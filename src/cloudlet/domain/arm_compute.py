@@ -109,9 +109,38 @@ def from_arm(body: Any, name: str) -> dict[str, Any]:
         _set(doc, "resource_id", outer.get("resourceId"))
         if kind == "virtualmachine":
             _set(doc, "address", inner.get("address"))
+            _vm_ssh_from_arm(inner, doc)
         else:
             _set(doc, "namespace", inner.get("namespace"))
     return doc
+
+
+def _vm_ssh_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
+    """Azure's VirtualMachine ``sshPort`` and ``administratorAccount`` as ``ssh_settings``; a key
+    is cloudlet's ``sshPrivateKeyFile`` (a path on the server: key material is not taken)."""
+    account = as_object(inner.get("administratorAccount"), _INNER + "administratorAccount")
+    ssh: dict[str, Any] = {}
+    _set(ssh, "admin_username", account.get("username"))
+    _set(ssh, "admin_password", account.get("password"))
+    _set(ssh, "ssh_private_key_file", account.get("sshPrivateKeyFile"))
+    _set(ssh, "ssh_port", inner.get("sshPort"))
+    if account.get("privateKeyData"):
+        raise _invalid(
+            _INNER + "administratorAccount.privateKeyData",
+            "cloudlet does not take key material over the API: put the key on the server and name it "
+            "in administratorAccount.sshPrivateKeyFile (ssh_settings.ssh_private_key_file in YAML)",
+        )
+    _set(doc, "ssh_settings", ssh or None)
+
+
+def _vm_to_arm(view: dict[str, Any]) -> dict[str, Any]:
+    ssh = view.get("ssh_settings") or {}
+    inner: dict[str, Any] = {"address": view.get("address"), "sshPort": ssh.get("ssh_port")}
+    if ssh.get("admin_username"):
+        inner["administratorAccount"] = {"username": ssh["admin_username"]}
+    if "state" in view:
+        inner["state"] = view["state"]
+    return inner
 
 
 def _identity_from_arm(value: Any) -> dict[str, Any] | None:
@@ -264,7 +293,7 @@ def to_arm(view: dict[str, Any]) -> dict[str, Any]:
     elif kind == "computeinstance":
         outer["properties"] = _instance_to_arm(view)
     else:
-        inner = {"address": view.get("address")} if kind == "virtualmachine" else {}
+        inner = _vm_to_arm(view) if kind == "virtualmachine" else {}
         if kind == "kubernetes":
             inner["namespace"] = view.get("namespace")
         outer["properties"] = inner

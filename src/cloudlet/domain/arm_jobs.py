@@ -305,6 +305,11 @@ def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = Non
     limits = view.get("limits")
     if isinstance(limits, Mapping) and limits.get("timeout"):
         props["limits"] = {"jobLimitsType": "Command", "timeout": seconds_iso(int(limits["timeout"]))}
+    return job_resource(view, workspace_id, props)
+
+
+def job_resource(view: Mapping[str, Any], workspace_id: str, props: dict[str, Any]) -> dict[str, Any]:
+    """The ARM job resource around PROPS (any job type): id, name, the error, systemData."""
     error = view.get("error")
     if error:
         props["error"] = {"code": error.get("code", "JobFailed"), "message": error.get("message", "")}

@@ -17,13 +17,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cloudlet.domain.components import ComponentSpec, component_to_doc, parse_component
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.validation import FieldProblem, translate
 
-AssetKind = Literal["data", "model", "environment"]
-KINDS: tuple[AssetKind, ...] = ("data", "model", "environment")
+AssetKind = Literal["data", "model", "environment", "component"]
+KINDS: tuple[AssetKind, ...] = ("data", "model", "environment", "component")
 # The REST collection of each kind (Azure ML's: .../workspaces/W/data|models|environments/...).
-COLLECTIONS: dict[AssetKind, str] = {"data": "data", "model": "models", "environment": "environments"}
+COLLECTIONS: dict[AssetKind, str] = {
+    "data": "data",
+    "model": "models",
+    "environment": "environments",
+    "component": "components",  # command components (domain/components.py)
+}
 KIND_OF_COLLECTION: dict[str, AssetKind] = {v: k for k, v in COLLECTIONS.items()}
 DATA_TYPES = ("uri_file", "uri_folder", "mltable")
 MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
@@ -162,12 +168,18 @@ class EnvironmentAssetSpec(_AssetBase):
         return self
 
 
-SPEC_MODELS: dict[AssetKind, type[_AssetBase]] = {
+SPEC_MODELS: dict[AssetKind, type[BaseModel]] = {
     "data": DataAssetSpec,
     "model": ModelAssetSpec,
     "environment": EnvironmentAssetSpec,
+    "component": ComponentSpec,
 }
-WHAT = {"data": "a data asset", "model": "a model", "environment": "an environment"}
+WHAT = {
+    "data": "a data asset",
+    "model": "a model",
+    "environment": "an environment",
+    "component": "a component",
+}
 
 
 @dataclass(frozen=True)
@@ -180,6 +192,14 @@ class AssetSpec:
 
 def parse_asset(kind: AssetKind, doc: Any, name: str | None = None, version: str | None = None) -> AssetSpec:
     """Validate an asset document; NAME and VERSION (from the URL) must agree with the body's."""
+    if kind == "component":  # its own rules (inputs, command); stored the same way
+        component = parse_component(doc, name, version)
+        if component.name is None:
+            raise validation_error(
+                "name", "a component needs a name to be registered, e.g. name: train_model"
+            )
+        stored = component_to_doc(component)
+        return AssetSpec(kind, str(component.name), component.version, _without(stored, "name", "version"))
     doc = document_for(doc, name, WHAT[kind].split(" ", 1)[1])
     if version is not None:
         given = doc.get("version")
@@ -194,8 +214,13 @@ def parse_asset(kind: AssetKind, doc: Any, name: str | None = None, version: str
         spec = model.model_validate(doc)
     except ValidationError as exc:
         raise translate(exc, model, WHAT[kind]) from None
+    assert isinstance(spec, _AssetBase)
     stored = spec.model_dump(mode="json", exclude={"schema_", "name", "version"}, exclude_none=True)
     return AssetSpec(kind, spec.name, spec.version, stored)
+
+
+def _without(doc: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in keys}
 
 
 def updated_doc(kind: AssetKind, current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +284,7 @@ _SHORT = re.compile(
 )
 _LONG = re.compile(
     r"^(?:azureml:)?(?:azureml:/)?/(?:subscriptions|locations)/.+?/workspaces/[^/]+/"
-    r"(?P<collection>data|models|environments)/(?P<name>[^/]+)"
+    r"(?P<collection>data|models|environments|components)/(?P<name>[^/]+)"
     r"(?:/versions/(?P<version>[^/]+)|/labels/(?P<label>[^/]+))?$",
     flags=re.IGNORECASE,
 )

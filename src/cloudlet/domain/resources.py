@@ -10,3 +10,5 @@ from typing import Final
 
 COMPUTES: Final = "computes"
 JOBS: Final = "jobs"
+# Nodes made for an online deployment's replicas (issue 14) name it as their owner.
+ONLINE_DEPLOYMENTS: Final = "deployments"

@@ -96,3 +96,24 @@ class CapacityOwner(Protocol):
     def capacity(self) -> Capacity:
         """The engine's offer now; raises ProviderError when it cannot say."""
         ...
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What an engine says of a node's machine beyond "it exists" (``SupportsNodeStatus``):
+    ``pending`` (the engine has not given it resources yet; ``message`` says why, in the engine's
+    words), ``running``, or ``preempted`` (the engine took it back: cloudlet evicts the node and
+    requeues its jobs, as for its own low-priority eviction)."""
+
+    phase: str  # "pending" | "running" | "preempted"
+    message: str = ""
+    reason: str = ""  # the engine's own reason code (Slurm: Resources, Priority, QOS...)
+
+
+@runtime_checkable
+class SupportsNodeStatus(Protocol):
+    """The provider's listing says more than presence (a batch engine queues, preempts)."""
+
+    def node_status(self, handle: NodeHandle) -> NodeStatus | None:
+        """The status of a node from a handle its ``list_nodes`` returned (pure: no call)."""
+        ...

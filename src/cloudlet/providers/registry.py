@@ -18,13 +18,16 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cloudlet.domain.errors import validation_error
 from cloudlet.providers.base import NodeProvider
+from cloudlet.providers.kube_config import KubernetesConfig, kubernetes_provider
 from cloudlet.providers.local import LocalProvider
+from cloudlet.providers.slurm import SlurmConfig, SlurmProvider
+from cloudlet.providers.ssh_config import SshConfig
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 DEFAULT_PROVIDER = "local"  # what a location without a named provider (and bootstrap's) uses
@@ -76,12 +79,15 @@ class ProviderRegistry:
         try:
             return kind.config_model.model_validate(dict(config or {}))
         except ValidationError as exc:
-            first = exc.errors()[0]
+            # An unknown setting first: a misspelt one also makes the right one "missing".
+            errors = exc.errors()
+            first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
             where = ".".join(str(part) for part in first["loc"])
             target = f"config.{where}" if where else "config"
             message = first["msg"]
             if first["type"] == "extra_forbidden":
-                fields = ", ".join(kind.config_model.model_fields) or "no fields"
+                model = _model_at(kind.config_model, first["loc"][:-1])
+                fields = ", ".join(model.model_fields) or "no fields"
                 message = f"provider '{name}' has no setting '{where}'; it takes {fields}"
             raise validation_error(target, f"{target}: {message}") from None
 
@@ -99,6 +105,24 @@ class ProviderRegistry:
         kind = self.kinds.get(name)
         secret = kind.secret_fields if kind is not None else frozenset()
         return {k: (MASK if k in secret and v is not None else v) for k, v in config.items()}
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel]:
+    """The (nested) model that the error location ``loc`` points into, e.g. ``hosts.0`` of a
+    list of host models: the one whose fields an unknown setting there is told apart from."""
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field_info = model.model_fields.get(str(part))
+        if field_info is None:
+            return model
+        candidates = [field_info.annotation, *get_args(field_info.annotation)]
+        candidates += [a for c in list(candidates) for a in get_args(c)]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return model
+        model = nested[0]
+    return model
 
 
 # -- the local provider -----------------------------------------------------------------------
@@ -131,10 +155,35 @@ def _local(config: LocalConfig, context: ProviderContext) -> NodeProvider:
     )
 
 
+def _slurm(config: SlurmConfig, context: ProviderContext) -> NodeProvider:
+    return SlurmProvider(config, context.home, python=sys.executable)
+
+
+# -- SSH hosts -------------------------------------------------------------------------------------
+def _ssh(config: SshConfig, context: ProviderContext) -> NodeProvider:
+    from cloudlet.providers.ssh import SshProvider  # asyncssh is loaded only when a location uses it
+
+    return SshProvider(config, context.home, context.installation_id)
+
+
 def default_registry() -> ProviderRegistry:
     registry = ProviderRegistry()
     registry.register(
         ProviderKind("local", LocalConfig, _local, description="agent processes on the server's host")
+    )
+    registry.register(
+        ProviderKind("slurm", SlurmConfig, _slurm, description="each node a placeholder Slurm allocation")
+    )
+    registry.register(
+        ProviderKind(
+            "kubernetes",
+            KubernetesConfig,
+            kubernetes_provider,
+            description="pods running the node agent on a Kubernetes cluster",
+        )
+    )
+    registry.register(
+        ProviderKind("ssh", SshConfig, _ssh, description="agents on hosts reached over SSH (asyncssh)")
     )
     return registry
 

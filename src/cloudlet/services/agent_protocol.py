@@ -21,7 +21,7 @@ from cloudlet.domain.bounds import MAX_OFFSET
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.node_address import reported_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
-from cloudlet.services import dispatch, exits
+from cloudlet.services import dispatch, exits, preemption
 from cloudlet.services import nodes as node_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.storage import DataRoot, append_at, link_once
@@ -171,6 +171,11 @@ def exit_report(run_id: str, token: str, report: ExitReport) -> Work:
             run = run_of(session, run_id, token, round_.memo)
             node_id = run.node_id
             round_.freed += dispatch.record_exit(session, run, exit_code, reason, ended_at, started_at)
+            if reason == preemption.PREEMPTED:  # the node's engine took it back: no new work on it
+                node = session.get(Node, node_id)
+                if node is not None:
+                    message = "its engine preempted the node (the agent's runs were signalled)"
+                    round_.freed += preemption.engine_preempted(session, node, message, ended_at)
         return lambda placed: {"ok": True, "start": placed.pop(node_id, [])}
 
     return work

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
@@ -31,7 +31,7 @@ from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE, DataRoot
 from cloudlet.store.schema import Asset, AssetUse, Job, Workspace
 
-KIND_TITLE = {"data": "Data asset", "model": "Model", "environment": "Environment"}
+KIND_TITLE = {"data": "Data asset", "model": "Model", "environment": "Environment", "component": "Component"}
 
 
 def _versions(session: Session, ws: Workspace | int, kind: AssetKind, name: str) -> list[Asset]:
@@ -134,6 +134,10 @@ def create_or_update(
     description, tags, properties and stage (anything else of a version is immutable: 409)."""
     spec = rules.parse_asset(kind, body, name, version)
     _check_path_exists(ws, kind, spec.doc, data)
+    if kind == "component":  # its code: the uploaded snapshot it runs
+        from cloudlet.services.components import checked_code  # it builds on this module
+
+        spec = replace(spec, doc=checked_code(session, ws, spec.doc))
     versions = _versions(session, ws, kind, name)
     wanted = spec.version or rules.next_version(v.version for v in versions)
     existing = next((v for v in versions if v.version == wanted), None)
@@ -374,6 +378,12 @@ _PENDING = select(AssetUse).where(
 )
 
 
+def _output_path(declared: dict[str, Any]) -> str | None:
+    """An output's own datastore path (a pipeline step's outputs have one), else None."""
+    path = declared.get("path")
+    return path if isinstance(path, str) and path.startswith("azureml://datastores/") else None
+
+
 def register_outputs(session: Session, job_id: int) -> None:
     """The job completed: each named output becomes a version of its model or data asset, whose
     path is the output's folder (``azureml://datastores/workspaceblobstore/paths/azureml/<job>/<output>``).
@@ -397,7 +407,8 @@ def register_outputs(session: Session, job_id: int) -> None:
             output_type = "custom_model"
         spec: dict[str, Any] = {
             "type": output_type,
-            "path": f"azureml://datastores/{DEFAULT_DATASTORE}/paths/azureml/{job.name}/{output}",
+            "path": _output_path(declared)
+            or f"azureml://datastores/{DEFAULT_DATASTORE}/paths/azureml/{job.name}/{output}",
             "tags": {},
             "properties": {},
         }

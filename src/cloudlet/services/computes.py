@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain import locks as lock_rules
 from cloudlet.domain.compute_spec import ComputeSpec, parse_compute, spec_to_doc
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
@@ -28,7 +29,7 @@ from cloudlet.services.clock import utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Compute, Location, Operation, Principal, Workspace
 
-IMMUTABLE_FIELDS = ("type", "size", "location", "tier")
+IMMUTABLE_FIELDS = ("type", "size", "location", "tier", "address")
 PATCHABLE_FIELDS = {
     "min_instances",
     "max_instances",
@@ -80,10 +81,14 @@ def create_or_update(
     size_name = _check_size(spec, catalogue)
     existing = session.scalar(select(Compute).where(Compute.workspace_id == ws.id, Compute.name == name))
     _check_ssh(spec, ws)
+    if spec.type == "virtualmachine" and spec.address:
+        vm_rules.host_config(spec.model_dump(mode="json"))  # a 400 naming the field before any SSH
     doc = spec_to_doc(spec)
     doc["location"] = location
     if size_name:
         doc["size"] = size_name
+    if vm_rules.is_attached(doc) and existing is not None and existing.spec.get("facts"):
+        doc["facts"] = existing.spec["facts"]  # attached already: an update changes the record
     if existing is None:
         return _create(session, ref, ws, spec, doc, location, caller, catalogue)
     return _update(session, ref, existing, doc, caller, catalogue)
@@ -103,7 +108,7 @@ def patch(
                 f"'{field}' cannot be updated ({hint}); updatable: {', '.join(sorted(PATCHABLE_FIELDS))}",
                 field,
             )
-    merged = {**compute.spec, **body}
+    merged = {k: v for k, v in {**compute.spec, **body}.items() if k != "facts"}
     return create_or_update(session, ref, ws, name, merged, caller)
 
 
@@ -184,6 +189,12 @@ def _create(
         last_modified_on=utcnow(),
     )
     _check_quota(session, ref, compute, catalogue)
+    if vm_rules.is_attached(doc) and "facts" not in doc:
+        # Last, once everything else is known to be fine: log in, probe, install the agent.
+        from cloudlet.services import attached_vms  # asyncssh only when a VM is attached
+
+        doc["facts"] = attached_vms.attach_check(doc)
+        compute.spec = doc
     session.add(compute)
     session.flush()
     op = operations.start(session, compute, "create", caller.name)

@@ -12,6 +12,7 @@ import random
 import secrets
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select
@@ -23,7 +24,7 @@ from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.services import assets as asset_service
-from cloudlet.services import identity, job_status
+from cloudlet.services import identity, job_status, tracking
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
@@ -95,8 +96,13 @@ def _run_specs(
     mounts += [{"path": str(artifacts / folder), "mode": "rw"} for folder in DEFAULT_ARTIFACTS]
     environment = dataclasses.asdict(environments.resolve_environment(doc.get("environment")))
     base_env.update(_identity_env(session, attempt, server_url, compute))
+    # MLflow attaches to the job's own run, unless the job names a tracking server of its own.
+    for key, value in tracking.job_environment(session, attempt.workspace_id, name, doc, server_url).items():
+        base_env.setdefault(key, value)
     code = doc.get("code")
-    code_url = f"{server_url}/agent/v1/codes/{attempt.workspace_id}/{code.split('/', 1)[1]}" if code else None
+    # A path: the agent fetches it from the endpoint it dials (HTTPS for a node on another host),
+    # with its node token; an absolute URL to another origin would go without it.
+    code_url = f"/agent/v1/codes/{attempt.workspace_id}/{code.split('/', 1)[1]}" if code else None
     specs: list[tuple[str, dict[str, Any]]] = []
     for (node_id, _), envs in zip(nodes, per_node, strict=True):
         for env in envs:
@@ -233,11 +239,25 @@ def _resolve_io(
         else:
             inputs[name] = str(value)
     outputs = {}
-    for name in doc.get("outputs") or {}:
-        path = data.job_output(workspace_id, job_name, name)
-        path.mkdir(parents=True, exist_ok=True)
+    for name, value in (doc.get("outputs") or {}).items():
+        path = _output_path(workspace_id, job_name, name, value, data)
+        (path.parent if _is_file(value) else path).mkdir(parents=True, exist_ok=True)
         outputs[name] = str(path)
     return inputs, outputs
+
+
+def _output_path(workspace_id: int, job_name: str, name: str, value: Any, data: DataRoot) -> Path:
+    """Where an output is written: its ``path`` when that is a datastore URI (a pipeline step's
+    outputs always have one), else ``<default datastore>/azureml/<job>/<output>``."""
+    given = value.get("path") if isinstance(value, dict) else None
+    parsed = job_service.parse_datastore_uri(given) if isinstance(given, str) else None
+    if parsed is None:
+        return data.job_output(workspace_id, job_name, name)
+    return data.datastore_path(workspace_id, *parsed)
+
+
+def _is_file(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "uri_file"
 
 
 def _mounts(
@@ -253,7 +273,11 @@ def _mounts(
             and not job_inputs.is_download(value)
         ):
             mounts.append({"path": inputs[name], "mode": "rw" if value.get("mode") == "rw_mount" else "ro"})
-    mounts += [{"path": path, "mode": "rw"} for path in outputs.values()]
+    declared = doc.get("outputs") or {}
+    for name, path in outputs.items():  # a uri_file output: the folder it is written in
+        mounts.append(
+            {"path": str(Path(path).parent) if _is_file(declared.get(name)) else path, "mode": "rw"}
+        )
     mounts.append({"path": checkpoints, "mode": "rw"})
     return mounts
 
@@ -314,7 +338,7 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     """Place the compute's queued jobs on its idle nodes now (priority, FIFO, backfill,
     all-or-nothing). Called when a job arrives, when a node frees up, and by the reconciler, so a
     job starts the moment a node can take it rather than at the next reconcile pass."""
-    if compute.type == "computeinstance":
+    if compute.type in ("computeinstance", "virtualmachine"):  # one node, jobs side by side
         return _schedule_instance(session, compute, data, server_url)
     idle: list[Any] = list(session.execute(_IDLE_NODE_ROWS, {"compute": compute.id}))
     if not idle:

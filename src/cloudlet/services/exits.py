@@ -43,6 +43,7 @@ _EXIT_VIEW = (
         Job.max_attempts,
         Job.cancel_requested,
         Job.started_at.label("job_started_at"),
+        Job.parent_job_id,
         select(func.count())
         .where(_ATTEMPT_MATES.job_id == JobRun.job_id, _ATTEMPT_MATES.attempt == JobRun.attempt)
         .scalar_subquery()
@@ -101,7 +102,12 @@ def record_simple_exit(
     update_row(session, JobRun, run_id, ended)
     outcome.pop("ended_at", None)  # stamped by the status table, as the same time
     job_status.update_status(
-        session, row.job_id, to, now, {"started_at": row.job_started_at or started, **outcome}
+        session,
+        row.job_id,
+        to,
+        now,
+        {"started_at": row.job_started_at or started, **outcome},
+        child=row.parent_job_id is not None,
     )
     if to is JobStatus.COMPLETED:
         asset_service.register_outputs(session, int(row.job_id))  # named outputs become versions

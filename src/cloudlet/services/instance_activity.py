@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from sqlalchemy import bindparam, select
@@ -31,14 +32,30 @@ from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Compute, Job, Node, Operation
 
 _last_request: dict[str, float] = {}  # instance name → time.time() of the last deliberate request
+# The server's other worker processes hear of each noted request (``server._share_wakeups``): the
+# idle watch runs in one of them, whichever proxied the request.
+_shared: Callable[[str, float], None] | None = None
 WORKING_JOB_STATES = job_status.WORKING_VALUES
 
 
 def note_request(name: str, method: str = "GET", accept: str = "", websocket: bool = False) -> None:
     if websocket or method not in ("GET", "HEAD", "OPTIONS") or "text/html" in accept:
-        if len(_last_request) > 100_000:
-            _last_request.clear()
-        _last_request[name] = time.time()
+        at = time.time()
+        remember(name, at)
+        if _shared is not None:
+            _shared(name, at)
+
+
+def remember(name: str, at: float) -> None:
+    if len(_last_request) > 100_000:
+        _last_request.clear()
+    if at > _last_request.get(name, 0.0):
+        _last_request[name] = at
+
+
+def share(send: Callable[[str, float], None]) -> None:
+    global _shared
+    _shared = send
 
 
 def last_request(name: str) -> datetime | None:

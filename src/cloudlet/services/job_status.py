@@ -20,10 +20,11 @@ import functools
 from typing import Any, Final, cast
 
 from sqlalchemy import Table, Update, bindparam, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from cloudlet.domain import job_status
 from cloudlet.domain.job_status import JobStatus
+from cloudlet.services import job_events
 from cloudlet.store.schema import Job
 
 
@@ -62,6 +63,8 @@ def set_status(
         job.exit_code = exit_code
     if not isinstance(error, _Unchanged):
         job.error = error
+    if job.parent_job_id is not None:
+        job_events.parent_work(object_session(job))
 
 
 def settle(job: Job, outcome: dict[str, Any], now: float) -> None:
@@ -99,13 +102,21 @@ def status_update(to: JobStatus, now: float, columns: dict[str, Any]) -> tuple[U
 
 
 def update_status(
-    session: Session, job_id: int, to: JobStatus, now: float, columns: dict[str, Any] | None = None
+    session: Session,
+    job_id: int,
+    to: JobStatus,
+    now: float,
+    columns: dict[str, Any] | None = None,
+    child: bool = False,
 ) -> None:
     """Move the job row JOB_ID (not held by SESSION as an object) to TO in plain SQL, with COLUMNS
-    beside it; raises ``IllegalJobTransition`` when its status may not become TO."""
+    beside it; raises ``IllegalJobTransition`` when its status may not become TO. CHILD: the job
+    has a parent (told of the move once it commits)."""
     statement, params = status_update(to, now, columns or {})
     result = session.connection().execute(statement, {"row_id": job_id, **params})
     if result.rowcount != 1:
         current = session.connection().execute(select(Job.status).where(Job.id == job_id)).scalar()
         job_status.transition(str(current), to, f"#{job_id}")  # raises: the row did not match
         raise AssertionError(f"job #{job_id} moved to {to.value} but no row changed")
+    if child:
+        job_events.parent_work(session)

@@ -1,4 +1,4 @@
-"""Command jobs: submission (refuse what can never run), reading, cancelling, logs.
+"""Jobs: submission (refuse what can never run), reading, cancelling, logs.
 
 Placement, dispatch and completion are in ``services.dispatch``; the cluster reconciler calls them.
 """
@@ -17,16 +17,18 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import Select, and_, bindparam, or_, select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session, defer, object_session
 
-from cloudlet.domain import job_inputs, job_kind, job_spec, job_status
-from cloudlet.domain.errors import CloudletError, conflict, not_found
+from cloudlet.domain import job_inputs, job_kind, job_spec, job_status, parent_kinds
+from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
+from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import ProvisioningState
+from cloudlet.domain.parent_jobs import ParentKind
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, workspaces
+from cloudlet.services import computes, job_events, workspaces
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.job_status import set_status
@@ -40,19 +42,42 @@ SERVERLESS = "serverless"
 _JOB_ID = select(Job.id).where(Job.workspace_id == bindparam("ws"), Job.name == bindparam("name"))
 
 
-def prepare(body: Any, name: str) -> tuple[job_spec.CommandJobSpec, dict[str, Any]]:
+Prepared = tuple[job_spec.CommandJobSpec | None, dict[str, Any]]  # no spec: a parent job
+PARENT_TYPES = frozenset(kind.value for kind in (JobKind.PIPELINE, JobKind.SWEEP, JobKind.BATCH_SCORING))
+
+
+def prepare(body: Any, name: str) -> Prepared:
     """Validate a job document (pure: done before the request touches the store, so the store's
-    single writer is not held while pydantic works). Returns the spec and its stored form."""
+    single writer is not held while pydantic works). Returns the spec and its stored form; a
+    parent job's kind validates its own document (``domain.parent_kinds``) and it has no spec."""
+    parent = parent_kind(body)
+    if parent is not None:
+        return None, parent.parse(body, name)
     spec = job_spec.parse_job(body, name)
     doc = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     doc.pop("$schema", None)
     return spec, doc
 
 
+def parent_kind(doc: Any) -> ParentKind | None:
+    """The kind of parent job a submitted document's ``type`` names; None for other types
+    (command jobs, and types ``job_spec`` refuses with its own message). A parent type cloudlet
+    cannot run yet is refused, naming it."""
+    wanted = doc.get("type") if isinstance(doc, dict) else None
+    if not isinstance(wanted, str) or wanted.lower() not in PARENT_TYPES:
+        return None
+    handler = parent_kinds.KINDS.get(JobKind(wanted.lower()))
+    if handler is None:
+        raise validation_error(
+            "type", f"job type '{wanted}' is not supported yet; submit 'command' jobs", code="InvalidJobType"
+        )
+    return handler
+
+
 def submission(
     ref: WorkspaceRef,
     name: str,
-    prepared: tuple[job_spec.CommandJobSpec, dict[str, Any]],
+    prepared: Prepared,
     caller: Caller,
     data: DataRoot,
 ) -> Work:
@@ -80,7 +105,7 @@ def submit(
     session: Session,
     ws: Workspace,
     name: str,
-    prepared: tuple[job_spec.CommandJobSpec, dict[str, Any]],
+    prepared: Prepared,
     caller: Caller,
     data: DataRoot,
     memo: dict[Any, Any] | None = None,
@@ -97,6 +122,8 @@ def submit(
             "unique (omit the name to get a generated one)",
             "name",
         )
+    if spec is None:
+        return _submit_parent(session, ws, name, doc, caller), None
     resolved = asset_service.resolve_job(session, ws, doc)  # azureml:name:1 / @latest → its path
     doc = resolved.doc  # resolved first: the CUDA check reads an environment asset's image
     warnings: list[str] = []
@@ -122,6 +149,34 @@ def submit(
     session.flush()
     asset_service.record_uses(session, job, resolved.uses)
     return job, compute
+
+
+def _submit_parent(session: Session, ws: Workspace, name: str, doc: dict[str, Any], caller: Caller) -> Job:
+    """Record a queued parent job (its kind validated DOC): it takes no node, so no compute
+    (dispatch and the autoscaler never see it); the parent-job loop starts its children."""
+    if doc.get("type") == JobKind.PIPELINE.value:  # registered components: the store knows them
+        from cloudlet.services import pipelines
+
+        doc = pipelines.resolve(session, ws, doc)
+    job = Job(
+        workspace_id=ws.id,
+        name=name,
+        compute_name=None,
+        spec=doc,
+        kind=job_kind.kind_of(doc).value,
+        status=job_status.INITIAL.value,
+        status_message="waiting to start its first children",
+        priority=job_spec.PRIORITIES[job_spec.DEFAULT_PRIORITY],
+        instance_count=0,
+        attempt=0,
+        max_attempts=1,
+        created_by=caller.name,
+        submitted_at=time.time(),
+    )
+    session.add(job)
+    session.flush()
+    job_events.parent_work(session)
+    return job
 
 
 def _waiting_message(compute: Compute | None) -> str:
@@ -170,7 +225,14 @@ def _target(
             "compute",
             400,
         )
-    if compute.type not in ("amlcompute", "computeinstance"):
+    if compute.type == "virtualmachine" and not compute.spec.get("address"):
+        raise CloudletError(
+            "UnsupportedComputeForJob",
+            f"'{compute_name}' is attached by its Azure resource_id only, which cloudlet cannot reach; "
+            "attach the VM by 'address' (with ssh_settings) to run jobs on it",
+            "compute",
+        )
+    if compute.type not in ("amlcompute", "computeinstance", "virtualmachine"):
         raise CloudletError(
             "UnsupportedComputeForJob",
             f"'{compute_name}' is {compute.type}; jobs run on compute clusters (amlcompute), compute "
@@ -182,10 +244,11 @@ def _target(
             "ComputeNotUsable", f"compute '{compute_name}' is {compute.provisioning_state}", "compute", 409
         )
     max_nodes = int(compute.spec.get("max_instances", 1)) if compute.type == "amlcompute" else 1
-    if compute.type == "computeinstance" and count > 1:
+    if compute.type in ("computeinstance", "virtualmachine") and count > 1:
+        what = "a compute instance" if compute.type == "computeinstance" else "an attached VM"
         raise CloudletError(
             "JobCanNeverRun",
-            f"'{compute_name}' is a compute instance: one machine. Use resources.instance_count 1 (with "
+            f"'{compute_name}' is {what}: one machine. Use resources.instance_count 1 (with "
             "distribution.process_count_per_instance for several processes) or a compute cluster",
             "resources.instance_count",
         )
@@ -320,12 +383,16 @@ _LISTED = (
 
 
 @functools.cache
-def _page_query(by_status: bool, by_compute: bool, after: bool) -> Select[Any]:
+def _page_query(by_status: bool, by_compute: bool, after: bool, by_parent: bool = False) -> Select[Any]:
     query = select(*_LISTED).where(Job.workspace_id == bindparam("ws"))
     if by_status:
         query = query.where(Job.status == bindparam("status"))
     if by_compute:
         query = query.where(Job.compute_name == bindparam("compute"))
+    if by_parent:
+        query = query.where(Job.parent_job_id == bindparam("parent"))
+    else:  # as on Azure ML: a pipeline's steps and a sweep's trials are listed under their parent
+        query = query.where(Job.parent_job_id.is_(None))
     if after:
         query = query.where(
             or_(
@@ -343,14 +410,18 @@ def list_jobs(
     compute: str | None = None,
     top: int = DEFAULT_PAGE,
     after: str | None = None,
+    parent: str | None = None,
 ) -> JobPage:
     """Jobs newest first, a page at a time: ``after`` is the previous page's ``next_token``
     (keyset paging: a page costs the same however deep it is, and no job is skipped or repeated
-    when jobs are added meanwhile)."""
+    when jobs are added meanwhile). Top-level jobs only; with PARENT, that pipeline's steps or
+    sweep's trials."""
     params: dict[str, Any] = {"ws": ws.id, "status": status, "compute": compute, "limit": top + 1}
+    if parent is not None:
+        params["parent"] = get(session, ws, parent).id
     if after is not None:
         params["submitted"], params["job"] = _decode_page_token(after)
-    query = _page_query(bool(status), bool(compute), after is not None)
+    query = _page_query(bool(status), bool(compute), after is not None, parent is not None)
     rows: list[Any] = list(session.execute(query, params).all())
     if len(rows) <= top:
         return JobPage(rows, None)
@@ -382,6 +453,8 @@ def request_cancel(job: Job) -> None:
     if job.status in job_status.FINAL:
         raise conflict("JobAlreadyEnded", f"job '{job.name}' already ended ({job.status})", job.name)
     job.cancel_requested = True
+    if job.kind != JobKind.COMMAND.value:
+        job_events.parent_work(object_session(job))  # the parent-job loop cancels its children
     if job.status == JobStatus.QUEUED:
         set_status(job, JobStatus.CANCELED, time.time(), message="canceled before it started")
 

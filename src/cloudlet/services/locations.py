@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
+from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.errors import CloudletError, not_found, validation_error
 from cloudlet.providers.provider_set import LocationProvider
 from cloudlet.providers.registry import DEFAULT_PROVIDER, REGISTRY, ProviderRegistry
@@ -127,7 +128,19 @@ def list_all(session: Session) -> list[Location]:
 def provider_settings(session: Session) -> list[LocationProvider]:
     """Every location's provider and configuration (what ``ProviderSet`` builds providers from)."""
     rows = session.execute(select(Location.name, Location.provider, Location.config)).all()
-    return [LocationProvider(name, provider, dict(config or {})) for name, provider, config in rows]
+    found = [LocationProvider(name, provider, dict(config or {})) for name, provider, config in rows]
+    return found + attached_vm_providers(session)
+
+
+def attached_vm_providers(session: Session) -> list[LocationProvider]:
+    """Each attached VM's own SSH provider (``domain/attached_vms``: keyed by the compute's id)."""
+    vms = session.execute(select(Compute.id, Compute.spec).where(Compute.type == "virtualmachine")).all()
+    found = []
+    for compute_id, spec in vms:
+        if vm_rules.is_attached(spec) and spec.get("facts"):
+            config = vm_rules.provider_config(spec)
+            found.append(LocationProvider(vm_rules.provider_key(compute_id), "ssh", config))
+    return found
 
 
 def render(row: Location, registry: ProviderRegistry = REGISTRY) -> dict[str, Any]:

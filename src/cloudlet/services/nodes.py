@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import BindParameter, ColumnElement, and_, bindparam, case, select
@@ -56,6 +57,15 @@ def job_of(node: Node) -> int | None:
     return node.owner_id if node.owner_type == JOBS else None
 
 
+@dataclass(frozen=True)
+class Owner:
+    """A node's owner that is neither a compute nor a job (an online deployment's replicas)."""
+
+    type: str
+    id: int
+    workspace_id: int
+
+
 def _provider_kind(session: Session, location: str) -> str:
     """LOCATION's provider kind, read once per session: the identity map holds the row only weakly,
     so a launch pass making 10,000 nodes would otherwise load it (and autoflush) for each."""
@@ -72,23 +82,28 @@ def _provider_kind(session: Session, location: str) -> str:
 def new_node(
     session: Session,
     *,
-    owner: Compute | Job,
+    owner: Compute | Job | Owner,
     installation_id: str,
     location: str,
     size: VmSize,
     tier: str,
     now: float | None = None,
+    provider_kind: str | None = None,
 ) -> tuple[Node, str]:
     """Record a node the autoscaler wants (state ``requested``) for OWNER, in its workspace; the
     token goes to its agent only. LOCATION's provider makes it: the node records that provider's
     kind (for the record; the control loops find the provider by the node's location)."""
-    kind = _provider_kind(session, location)
+    kind = provider_kind or _provider_kind(session, location)  # given: not a location's (attached VMs)
     token = secrets.token_urlsafe(32)
     created = time.time() if now is None else now
     node = Node(
         id=f"n-{secrets.token_hex(5)}",
         workspace_id=owner.workspace_id,
-        owner_type=COMPUTES if isinstance(owner, Compute) else JOBS,
+        owner_type=owner.type
+        if isinstance(owner, Owner)
+        else COMPUTES
+        if isinstance(owner, Compute)
+        else JOBS,
         owner_id=owner.id,
         installation_id=installation_id,
         location=location,
@@ -171,7 +186,18 @@ def render(node: Node) -> dict[str, Any]:
         "last_heartbeat": node.last_heartbeat,
         "usage": node.usage,
         "error": node.error,
+        "status_message": status_message(node),
     }
+
+
+def status_message(node: Node) -> str | None:
+    """What the node's engine says while it keeps the machine pending (Slurm's reason), else None."""
+    if NodeState(node.state) not in (NodeState.REQUESTED, NodeState.ALLOCATED, NodeState.STARTING):
+        return None
+    status = (node.report or {}).get("provider_status")
+    if isinstance(status, dict) and status.get("phase") == "pending":
+        return str(status.get("message") or "") or None
+    return None
 
 
 def launch_request(

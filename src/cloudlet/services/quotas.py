@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import and_, func, select, text
 from sqlalchemy.orm import Session
 
+from cloudlet.domain import online_autoscale
 from cloudlet.domain.bounds import MAX_QUOTA_CORES
 from cloudlet.domain.compute_spec import cluster_scaling
 from cloudlet.domain.errors import CloudletError
@@ -25,7 +26,16 @@ from cloudlet.domain.quota import (
 from cloudlet.domain.resources import COMPUTES, JOBS
 from cloudlet.domain.sizes import Catalogue
 from cloudlet.services import audit
-from cloudlet.store.schema import Compute, Job, Node, QuotaLimit, ResourceGroup, Workspace
+from cloudlet.store.schema import (
+    Compute,
+    Job,
+    Node,
+    OnlineDeployment,
+    OnlineEndpoint,
+    QuotaLimit,
+    ResourceGroup,
+    Workspace,
+)
 
 
 def limits(session: Session, subscription_id: str, location: str, catalogue: Catalogue) -> QuotaLimits:
@@ -145,7 +155,39 @@ def holders(session: Session, subscription_id: str, location: str, catalogue: Ca
             nodes = cluster_nodes_held(compute, machines.get(compute.id, 0))
             state, tier = f"{nodes} nodes", Tier(compute.spec.get("tier", "dedicated"))
         out.append(CoreHolder(compute.name, workspace, size.family, tier, nodes * size.vcpus, state))
-    return out + _serverless_holders(session, subscription_id, location)
+    return (
+        out
+        + _serverless_holders(session, subscription_id, location)
+        + _online_holders(session, subscription_id, location, catalogue)
+    )
+
+
+def _online_holders(
+    session: Session, subscription_id: str, location: str, catalogue: Catalogue
+) -> list[CoreHolder]:
+    """Online deployments hold instance_count × their size's cores (local ones hold none); an
+    autoscaled one holds max_instances × them."""
+    rows = session.execute(
+        select(OnlineDeployment, OnlineEndpoint.name, Workspace.name)
+        .join(OnlineEndpoint, OnlineEndpoint.id == OnlineDeployment.endpoint_id)
+        .join(Workspace, Workspace.id == OnlineEndpoint.workspace_id)
+        .join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
+        .where(
+            ResourceGroup.subscription_id == subscription_id,
+            Workspace.location == location,
+            OnlineDeployment.local.is_(False),
+        )
+    ).all()
+    out = []
+    for row, endpoint, ws in rows:
+        size = catalogue.get(str(row.spec.get("instance_type") or ""))
+        if size is not None:
+            count = online_autoscale.reserved(row.spec)
+            name = f"online deployment {endpoint}/{row.name}"
+            out.append(
+                CoreHolder(name, ws, size.family, Tier.DEDICATED, count * size.vcpus, row.provisioning_state)
+            )
+    return out
 
 
 def _serverless_holders(session: Session, subscription_id: str, location: str) -> list[CoreHolder]:

@@ -11,16 +11,20 @@ instead of queueing for half a minute.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
+import json
 import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, exc, text
@@ -32,6 +36,15 @@ MIGRATION_LOCK_KEY = 0x636C6F75  # "clou"
 CONTROL_TIMEOUT_S = 30.0  # the control loops retry on their next pass; they may wait longer
 PG_LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout expired
 SQLITE_BUSY = 5  # the file's lock stayed held past busy_timeout ("database is locked")
+
+
+def load_json(text: str | bytes) -> Any:
+    """A stored JSON column's value: orjson (the specs of a job list's page are decoded on every
+    read), or the standard library for what orjson refuses (an integer beyond 64 bits, NaN)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 class StoreBusy(exc.TimeoutError):
@@ -89,13 +102,19 @@ def sqlite_url(home: Path) -> str:
     return f"sqlite:///{home / 'cloudlet.db'}"
 
 
+def sqlite_path(url: str) -> Path | None:
+    """The file of an SQLite URL (None: not SQLite, or in memory)."""
+    if not url.startswith("sqlite:///") or url in ("sqlite://", "sqlite:///:memory:"):
+        return None
+    path = Path(url[len("sqlite:///") :].split("?", 1)[0])
+    return None if not path.name or path.name == ":memory:" else path
+
+
 def make_private_sqlite(url: str) -> None:
     """An SQLite store's file, and its -wal and -shm beside it, readable by the server's user
     alone (SQLite gives -wal and -shm the database file's mode)."""
-    if not url.startswith("sqlite:///") or url in ("sqlite://", "sqlite:///:memory:"):
-        return
-    path = Path(url[len("sqlite:///") :].split("?", 1)[0])
-    if not path.name or path.name == ":memory:":
+    path = sqlite_path(url)
+    if path is None:
         return
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     for suffix in ("", "-wal", "-shm", "-journal"):
@@ -103,11 +122,15 @@ def make_private_sqlite(url: str) -> None:
             os.chmod(f"{path}{suffix}", 0o600)
 
 
-def open_engines(url: str, limits: StoreLimits | None = None) -> Engines:
+def open_engines(url: str, limits: StoreLimits | None = None, processes: bool = False) -> Engines:
     """The API's engine and the control plane's, on the same store. On SQLite they share one
-    write gate: the file has one writer, whichever pool its connection came from."""
+    write gate: the file has one writer, whichever pool its connection came from. PROCESSES: the
+    server's other worker processes write the same file; the gate orders their writers too."""
     limits = limits or StoreLimits.from_env()
-    gate = _WriterGate() if normalise_url(url).startswith("sqlite") else None
+    gate = None
+    if normalise_url(url).startswith("sqlite"):
+        path = sqlite_path(normalise_url(url))
+        gate = _WriterGate(_FileGate(Path(f"{path}.writer")) if processes and path else None)
     api = make_engine(url, limits.api_pool, limits.pool_timeout_s, limits.write_timeout_s, gate)
     control = make_engine(url, limits.control_pool, CONTROL_TIMEOUT_S, None, gate)
     return Engines(api, control, limits)
@@ -131,6 +154,7 @@ def make_engine(
         busy_s = CONTROL_TIMEOUT_S if write_timeout_s is None else write_timeout_s
         engine = create_engine(
             url,
+            json_deserializer=load_json,
             connect_args={"check_same_thread": False, "timeout": busy_s},
             pool_size=pool_size,
             max_overflow=0,
@@ -150,6 +174,7 @@ def make_engine(
         connect_args["options"] = f"-c lock_timeout={int(write_timeout_s * 1000)}"
     engine = create_engine(
         url,
+        json_deserializer=load_json,
         connect_args=connect_args,
         pool_size=pool_size,
         max_overflow=0,
@@ -188,23 +213,33 @@ class _WriterGate:
     that reads and then writes can fail at once with "database is locked" when another writer got
     in between), and queue for it here first: SQLite's own busy handler sleeps in steps of
     milliseconds, which would put whole milliseconds on every contended write. Read-only
-    sessions (see ``read_session_factory``) stay deferred and never wait on writers.
+    sessions (see ``read_session_factory``) start no transaction at all: in WAL mode a SELECT
+    never waits on a writer, and each one reads the latest committed state.
 
     The wait is bounded per engine: an API writer that cannot get the gate within its write
     timeout raises ``StoreBusy`` (503 + Retry-After: a client waiting 30 s here is a hang too);
     the control plane's writers wait longer and retry on their next pass."""
 
-    def __init__(self) -> None:
+    def __init__(self, processes: _FileGate | None = None) -> None:
         self._lock = threading.Lock()
+        self._processes = processes
 
     def begin(self, conn: Any, timeout_s: float = CONTROL_TIMEOUT_S) -> None:
         if conn.get_execution_options().get("cloudlet_read_only", False):
-            conn.exec_driver_sql("BEGIN")
+            # No BEGIN: each SELECT is its own implicit read transaction (autocommit). A request
+            # that only reads saves the BEGIN and the ROLLBACK at its end (two statements, ~80 µs
+            # of CPU, and two of the GIL releases where a thread can lose the GIL for a whole
+            # switch interval under load), and holds no snapshot between its statements, so
+            # the WAL can be checkpointed back to its start while readers keep coming.
             return
         # A session may bound its own wait (the dispatch batcher answers API requests).
         timeout_s = float(conn.get_execution_options().get("cloudlet_write_timeout_s", timeout_s))
+        deadline = time.monotonic() + timeout_s
         if not self._lock.acquire(timeout=timeout_s):
             raise StoreBusy(f"waited {timeout_s:g} s for the store's write lock")
+        if self._processes is not None and not self._processes.acquire(deadline):
+            self._lock.release()
+            raise StoreBusy(f"waited {timeout_s:g} s for the store's write lock (other workers)")
         conn.info["cloudlet_writer"] = True
         try:
             busy_ms = int(timeout_s * 1000)
@@ -218,7 +253,35 @@ class _WriterGate:
 
     def end(self, conn: Any) -> None:
         if conn.info.pop("cloudlet_writer", False):
+            if self._processes is not None:
+                self._processes.release()
             self._lock.release()
+
+
+class _FileGate:
+    """The write gate between the worker processes of one server (``cloudlet server --workers``):
+    an exclusive ``flock`` on a file beside the database, taken after the process's own gate.
+    Without it a writer meeting another process's write lock waits in SQLite's busy handler,
+    which sleeps 1, 2, 5, 10… ms between tries; here it tries again every 0.1-1 ms. The kernel
+    releases the lock of a process that dies."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def acquire(self, deadline: float) -> bool:
+        delay = 0.0001
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.001)
+
+    def release(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
 
 
 class SessionEnder:
@@ -260,7 +323,9 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
 
 
 def read_session_factory(engine: Engine) -> sessionmaker[Session]:
-    """Sessions for requests that only read (GET)."""
+    """Sessions for requests that only read (GET): no transaction is begun (``_WriterGate``), so
+    each statement sees the latest commit; a write made through one is not rolled back at its end,
+    so nothing that writes may use them."""
     return sessionmaker(engine.execution_options(cloudlet_read_only=True), expire_on_commit=False)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -271,6 +272,12 @@ class Job(Base):
     kind: Mapped[str] = mapped_column(String(32), default="command", server_default="command")
     # The job that made this one (a pipeline step, a sweep trial); None for a job submitted alone.
     parent_job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), nullable=True, index=True)
+    # A child's name within its parent (a step's name, a trial's number): unique per parent.
+    child_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # What determines a pipeline step's outputs, hashed (domain.parent_jobs: step reuse), and the
+    # earlier job whose outputs a reused step took.
+    reuse_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    reused_from: Mapped[str | None] = mapped_column(String(128), nullable=True)
     status: Mapped[str] = mapped_column(String(16), index=True)  # domain.job_status.JobStatus
     status_message: Mapped[str | None] = mapped_column(Text, nullable=True)
     priority: Mapped[int] = mapped_column(Integer, default=2)
@@ -288,6 +295,10 @@ class Job(Base):
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+Index("ix_jobs_parent_child_key", Job.parent_job_id, Job.child_key, unique=True)
+Index("ix_jobs_reuse_key", Job.workspace_id, Job.reuse_key)
+# The parent-job loop's question on every pass: which parents are still active.
+Index("ix_jobs_kind_status", Job.kind, Job.status)
 # A compute's queue in scheduling order (priority high first, then FIFO): the head is read on every
 # submission and exit, and with the index in that order it is read without a sort.
 Index(
@@ -417,3 +428,175 @@ class Lease(Base):
     owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
     expires_at: Mapped[float] = mapped_column(Float, default=0.0)
     token: Mapped[int] = mapped_column(Integer, default=0)
+
+
+# -- experiment tracking (MLflow's tracking API, api/mlflow/; services/tracking.py) -------------
+class TrackingExperiment(Base):
+    """An MLflow experiment of a workspace. Times are MLflow's: milliseconds since the epoch."""
+
+    __tablename__ = "tracking_experiments"
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    name: Mapped[str] = mapped_column(String(256))
+    lifecycle_stage: Mapped[str] = mapped_column(String(16), default="active")  # active | deleted
+    tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[int] = mapped_column(BigInteger)
+
+
+class TrackingRun(Base):
+    """An MLflow run. A job's run has the job's name as its id and ``job_id`` set: its status and
+    times are read from the job (they follow it); any other run keeps its own."""
+
+    __tablename__ = "tracking_runs"
+    __table_args__ = (UniqueConstraint("workspace_id", "run_uuid"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("tracking_experiments.id"), index=True)
+    run_uuid: Mapped[str] = mapped_column(String(128))
+    job_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), nullable=True, unique=True
+    )
+    name: Mapped[str] = mapped_column(String(256))
+    user_id: Mapped[str] = mapped_column(String(256))
+    status: Mapped[str] = mapped_column(String(16))  # MLflow's RunStatus (not read for a job's run)
+    start_time: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    end_time: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    lifecycle_stage: Mapped[str] = mapped_column(String(16), default="active")
+    inputs: Mapped[list[Any]] = mapped_column(default=list)  # log-inputs' dataset inputs
+    outputs: Mapped[list[Any]] = mapped_column(default=list)  # log-outputs' models ({model_id, step})
+
+
+class TrackingMetric(Base):
+    """Every value logged for a metric (its history). NaN is kept as ``is_nan`` with value 0: SQLite
+    stores a NaN REAL as NULL."""
+
+    __tablename__ = "tracking_metrics"
+    __table_args__ = (Index("ix_tracking_metrics_history", "run_id", "key", "step", "timestamp"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("tracking_runs.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(250))
+    value: Mapped[float] = mapped_column(Float)
+    is_nan: Mapped[bool] = mapped_column(Boolean, default=False)
+    timestamp: Mapped[int] = mapped_column(BigInteger)
+    step: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TrackingLatestMetric(Base):
+    """A metric's latest value per run (highest step, then timestamp, then value, as MLflow
+    orders them), kept on write so that job show and sweeps read one row per metric."""
+
+    __tablename__ = "tracking_latest_metrics"
+    run_id: Mapped[int] = mapped_column(ForeignKey("tracking_runs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+    is_nan: Mapped[bool] = mapped_column(Boolean, default=False)
+    timestamp: Mapped[int] = mapped_column(BigInteger)
+    step: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TrackingParam(Base):
+    """A run's parameter: written once (MLflow refuses a different value for a logged key)."""
+
+    __tablename__ = "tracking_params"
+    run_id: Mapped[int] = mapped_column(ForeignKey("tracking_runs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class TrackingTag(Base):
+    __tablename__ = "tracking_tags"
+    run_id: Mapped[int] = mapped_column(ForeignKey("tracking_runs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class TrackingLoggedModel(Base):
+    """An MLflow 3 logged model (``mlflow.<flavor>.log_model``): its artifacts are its run's, under
+    ``models/<model id>/``."""
+
+    __tablename__ = "tracking_logged_models"
+    __table_args__ = (UniqueConstraint("workspace_id", "model_id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    model_id: Mapped[str] = mapped_column(String(64))
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("tracking_experiments.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("tracking_runs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(256))
+    model_type: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    status: Mapped[str] = mapped_column(String(32))  # LOGGED_MODEL_PENDING | _READY | _UPLOAD_FAILED
+    status_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    creator: Mapped[str] = mapped_column(String(256))
+    tags: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    lifecycle_stage: Mapped[str] = mapped_column(String(16), default="active")
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[int] = mapped_column(BigInteger)
+
+
+class OnlineEndpoint(Base):
+    """A managed online endpoint (``domain/online_endpoints.py``): its validated spec (auth mode,
+    traffic, mirror traffic) and its two keys; the gateway (``services/online_gateway.py``) holds a
+    copy in memory, refreshed after each change."""
+
+    __tablename__ = "online_endpoints"
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    name: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    primary_key: Mapped[str] = mapped_column(String(64))
+    secondary_key: Mapped[str] = mapped_column(String(64))
+    provisioning_state: Mapped[str] = mapped_column(String(32))
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class OnlineDeployment(Base):
+    """A deployment of an online endpoint: its spec, its state, the stage it is at and why it failed.
+    ``generation`` grows with each update, so replicas of an older spec are told apart."""
+
+    __tablename__ = "online_deployments"
+    __table_args__ = (UniqueConstraint("endpoint_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("online_endpoints.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    provisioning_state: Mapped[str] = mapped_column(String(32))
+    stage: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    local: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class BatchEndpoint(Base):
+    """A batch endpoint (``domain/batch_endpoints.py``): its validated document (name, default
+    deployment). Invoking it makes a ``batch_scoring`` job; it owns no nodes."""
+
+    __tablename__ = "batch_endpoints"
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"))
+    name: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column()
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    modified_at: Mapped[float] = mapped_column(Float)
+
+
+class BatchDeployment(Base):
+    """A batch endpoint's deployment: its validated document (model, code, environment, cluster,
+    mini-batch settings); deleted with its endpoint."""
+
+    __tablename__ = "batch_deployments"
+    __table_args__ = (UniqueConstraint("endpoint_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("batch_endpoints.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column()
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    modified_at: Mapped[float] = mapped_column(Float)

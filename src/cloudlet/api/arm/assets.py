@@ -24,7 +24,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
 from cloudlet.api.arm import WS, arm_errors, page
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.openapi import json_body
+from cloudlet.api.openapi import json_body, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_assets
 from cloudlet.domain import assets as rules
@@ -193,7 +193,13 @@ def _routes(kind: AssetKind) -> None:
         asset = asset_service.get_version(ctx.session, workspace, kind, name, version)
         return json_response(arm_assets.version_view(kind, ref.arm_id, _row(asset)))
 
-    @add("PUT", "/{name}/versions/{version}", "put_version", openapi_extra=ARM_BODY)
+    @add(
+        "PUT",
+        "/{name}/versions/{version}",
+        "put_version",
+        openapi_extra=ARM_BODY,
+        responses=success(201, "Created: a new version"),
+    )
     def put_version(
         sub: str,
         rg: str,
@@ -228,5 +234,5 @@ def _routes(kind: AssetKind) -> None:
         return Response(status_code=200)
 
 
-for _kind in rules.KINDS:
+for _kind in arm_assets.KINDS:  # components: api/arm/components.py
     _routes(_kind)

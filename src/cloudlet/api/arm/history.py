@@ -1,6 +1,8 @@
 """The run-history routes azure-ai-ml reads to follow a job (``jobs.stream``): the discovery
-document that names the run-history service, a run's details with its log files, and the log
-files themselves behind URLs that carry their own signature (the SDK fetches them without
+document that names the run-history service, a run's details with its log files (a pipeline's
+or sweep's: one execution log made from its children), a parent's children
+(``jobs.list(parent_job_name=…)``), and the log files themselves behind URLs that carry their own
+signature (the SDK fetches them without
 credentials, as it fetches Azure's SAS log URLs).
 
 Paths are ARM's: ``/history/v1.0/subscriptions/{sub}/resourceGroups/{rg}/providers/
@@ -11,18 +13,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
 
 from cloudlet.api.arm import WS, https_base
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import errors
 from cloudlet.api.routing import PublicRoute, UserRoute
+from cloudlet.domain import arm_outputs, arm_pipeline_jobs
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.roles import Access
+from cloudlet.services import job_outputs, parent_jobs, signed_urls, workspaces
 from cloudlet.services import jobs as job_service
-from cloudlet.services import signed_urls, workspaces
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.storage import read_beneath, relative_parts
 from cloudlet.store.schema import Job
@@ -45,6 +49,12 @@ DISCOVERY_KEYS = (
     "studiofrontend",
 )
 
+# The log a parent job (by kind) shows: what the SDK's jobs.stream looks for (JobLogPattern).
+PARENT_LOGS = {
+    "pipeline": arm_pipeline_jobs.EXECUTION_LOG,
+    "batch_scoring": arm_pipeline_jobs.EXECUTION_LOG,  # a batch job is pipeline-shaped (domain.arm_batch)
+    "sweep": arm_pipeline_jobs.SWEEP_LOG,
+}
 TEXT: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/plain": {}}, "description": "The log's text"}
 }
@@ -69,11 +79,33 @@ def run_details(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depend
     workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)
     job = job_service.get(ctx.session, workspace, name)
     attempt = max(job.attempt, 1)
-    urls = {
-        file: log_url(_base_url(ctx), ctx.state.token_secret, job, attempt, file)
-        for file in job_service.log_files(ctx.state.data, job, attempt)
-    }
+    parent_log = PARENT_LOGS.get(job.kind)
+    if parent_log is not None:  # a pipeline's execution log, a sweep's: made from its children
+        urls = {parent_log: log_url(_base_url(ctx), ctx.state.token_secret, job, 0, parent_log)}
+    else:
+        urls = {
+            file: log_url(_base_url(ctx), ctx.state.token_secret, job, attempt, file)
+            for file in job_service.log_files(ctx.state.data, job, attempt)
+        }
     return json_response(details_view(job, urls))
+
+
+@router.get(HISTORY + "/runs/{name}/children")
+def run_children(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: JobName,
+    top: Annotated[int | None, Query(alias="$top", ge=1, le=job_service.MAX_PAGE)] = None,
+    ctx: Context = Depends(context),
+) -> Response:
+    """A pipeline's steps / a sweep's trials as runs (``jobs.list(parent_job_name=…)``), in the
+    order they were started; ``$top`` at most. One page: a parent's children are bounded."""
+    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)
+    parent = job_service.get(ctx.session, workspace, name)
+    kids = parent_jobs.children(ctx.session, parent)[:top]
+    value = [arm_pipeline_jobs.run_view(_child_fields(kid, parent)) for kid in kids]
+    return json_response({"value": value, "continuationToken": None, "nextLink": None})
 
 
 class RunDataRequest(BaseModel):
@@ -88,12 +120,15 @@ class RunDataRequest(BaseModel):
 def run_data(
     sub: str, rg: str, ws: str, request: RunDataRequest, ctx: Context = Depends(context)
 ) -> Response:
-    """A run's metadata for ``jobs.download``: its outputs are not typed asset references here, so
-    the SDK finds each output at its datastore path (``azureml/{job}/{output}/``) and the default
-    artifacts at ``ExperimentRun/dcid.{job}/`` of ``workspaceartifactstore``."""
+    """A run's metadata for ``jobs.download``: its data outputs as typed asset references, which
+    the SDK resolves to datastore URIs with the data plane's ``batchGetResolvedUris``
+    (``api/arm/data_plane.py``); the default artifacts are at ``ExperimentRun/dcid.{job}/`` of
+    ``workspaceartifactstore``."""
     workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)
     job = job_service.get(ctx.session, workspace, request.run_id)
-    metadata = {**details_view(job, {}), "outputs": {}}
+    found = job_outputs.outputs(ctx.session, job)
+    outputs = arm_outputs.run_outputs(found, workspace.location, workspace.name, job.name)
+    metadata = {**details_view(job, {}), "outputs": outputs}
     metadata.pop("logFiles")
     return json_response({"runMetadata": metadata, "runDefinition": None, "jobSpecification": None})
 
@@ -102,10 +137,42 @@ def run_data(
 def run_log(reference: str, ctx: Context = Depends(context)) -> Response:
     """A log file named by a signed reference (``log_url``): no credentials, a short lifetime."""
     claims = signed_urls.verify(ctx.state.token_secret, LOG_PURPOSE, reference)
+    if int(claims["a"]) == 0 and str(claims["f"]) in PARENT_LOGS.values():
+        return Response(_parent_log(ctx, int(claims["w"]), str(claims["j"])), media_type="text/plain")
     base = ctx.state.data.job_dir(int(claims["w"]), str(claims["j"]), int(claims["a"]))
     parts = relative_parts(str(claims["f"]), "file")
     chunk = read_beneath(base, parts, 0, MAX_LOG_BYTES) if base.is_dir() else None
     return Response(chunk or b"", media_type="text/plain; charset=utf-8")
+
+
+def _parent_log(ctx: Context, workspace_id: int, name: str) -> str:
+    parent = ctx.session.scalar(select(Job).where(Job.workspace_id == workspace_id, Job.name == name))
+    if parent is None:
+        return ""
+    steps = [
+        {**_child_fields(kid, parent), "key": kid.child_key or kid.name}
+        for kid in parent_jobs.children(ctx.session, parent)
+    ]
+    noun = "trial" if parent.kind == "sweep" else "step"
+    return arm_pipeline_jobs.execution_log(parent.name, steps, parent.status, noun)
+
+
+def _child_fields(kid: Job, parent: Job) -> dict[str, Any]:
+    spec = kid.spec or {}
+    return {
+        "name": kid.name,
+        "parent": parent.name,
+        "display_name": spec.get("display_name"),
+        "description": spec.get("description"),
+        "experiment_name": spec.get("experiment_name") or (parent.spec or {}).get("experiment_name"),
+        "status": kid.status,
+        "tags": spec.get("tags"),
+        "properties": spec.get("properties"),
+        "created": _iso(kid.submitted_at),
+        "started": _iso(kid.started_at),
+        "ended": _iso(kid.ended_at),
+        "compute": kid.compute_name,
+    }
 
 
 def log_url(base_url: str, secret: str, job: Job, attempt: int, file: str) -> str:

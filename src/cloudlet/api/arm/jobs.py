@@ -1,10 +1,13 @@
 """Jobs through the ARM facade (azure-ai-ml's ``jobs.create_or_update``, ``get``, ``list``,
-``begin_cancel``): a thin translation (``domain.arm_jobs``) over the same services as the native
-job routes (``services.jobs``: prepare, submission through the dispatch batcher, list pages,
-cancel), so every rule — quota, placement, roles, names — is the native one."""
+``begin_cancel``): a thin translation (``domain.arm_jobs`` for command jobs,
+``domain.arm_pipeline_jobs`` for pipelines and sweeps, by ``jobType``) over the same services as
+the native job routes (``services.jobs``: prepare, submission through the dispatch batcher, list
+pages, cancel), so every rule — quota, placement, roles, names — is the native one. A pipeline's
+``x-azureml-token`` is checked (``check_azureml_token``); a sweep's view names its best trial."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -13,16 +16,16 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from cloudlet.api.arm import WS, https_base
-from cloudlet.api.deps import AppState, Context, app_state, context, json_response
+from cloudlet.api.deps import AML_RESOURCE_ID, AppState, Context, app_state, context, json_response
 from cloudlet.api.native import jobs as native_jobs
 from cloudlet.api.openapi import json_body
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import arm_jobs
-from cloudlet.domain.errors import not_found
+from cloudlet.domain import arm_batch, arm_jobs, arm_pipeline_jobs
+from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import FINAL, JobStatus
 from cloudlet.domain.roles import Access
-from cloudlet.services import codes, dispatch, workspaces
+from cloudlet.services import codes, dispatch, identity, parent_jobs, sweeps, tracking, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Job, Workspace
@@ -32,14 +35,17 @@ JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN.pattern, max_length=255)]
 ARM_JOB = json_body(
     {
         "type": "object",
-        "description": "a command job as azure-ai-ml sends it (domain/arm_jobs.py)",
+        "description": "a command, pipeline or sweep job as azure-ai-ml sends it (domain/arm_*jobs.py)",
         "required": ["properties"],
         "properties": {
             "properties": {
                 "type": "object",
-                "required": ["jobType", "command"],
+                "required": ["jobType"],
                 "properties": {
-                    "jobType": {"type": "string", "enum": [arm_jobs.JOB_TYPE]},
+                    "jobType": {
+                        "type": "string",
+                        "enum": [arm_jobs.JOB_TYPE, arm_pipeline_jobs.PIPELINE, arm_pipeline_jobs.SWEEP],
+                    },
                     "command": {"type": "string"},
                     "codeId": {"type": "string"},
                     "computeId": {"type": "string"},
@@ -54,6 +60,13 @@ ARM_JOB = json_body(
                     "resources": {"type": "object"},
                     "distribution": {"type": "object"},
                     "limits": {"type": "object"},
+                    "jobs": {"type": "object", "description": "a pipeline's steps (jobType Pipeline)"},
+                    "settings": {"type": "object"},
+                    "trial": {"type": "object", "description": "a sweep's trial (jobType Sweep)"},
+                    "searchSpace": {"type": "object"},
+                    "samplingAlgorithm": {"type": "object"},
+                    "objective": {"type": "object"},
+                    "earlyTermination": {"type": "object"},
                 },
             }
         },
@@ -76,7 +89,39 @@ def _document(state: AppState, ref: WorkspaceRef, caller: Caller, body: Any, nam
             workspace = workspaces.resolve(session, ref, caller, Access.WRITE)
             return code_reference(session, workspace, code_id)
 
-        return arm_jobs.from_arm(body, name, arm_jobs.Refs(code=code))
+        return _from_arm(body, name, arm_jobs.Refs(code=code))
+
+
+def _from_arm(body: Any, name: str, refs: arm_jobs.Refs) -> dict[str, Any]:
+    """The document for a command, pipeline or sweep body (``jobType``)."""
+    kind = arm_pipeline_jobs.job_type(body)
+    if kind == arm_pipeline_jobs.PIPELINE:
+        return arm_pipeline_jobs.pipeline_from_arm(body, name)
+    if kind == arm_pipeline_jobs.SWEEP:
+        return arm_pipeline_jobs.sweep_from_arm(body, name, refs)
+    return arm_jobs.from_arm(body, name, refs)
+
+
+def check_azureml_token(token: str | None, caller: Caller, secret: str) -> None:
+    """The ``x-azureml-token`` the SDK sends with a pipeline (a JWT for ``aml_resource_id``, which
+    it decoded itself before sending): when present it must be this server's, for the Azure ML
+    audience, and the caller's own (Azure runs the steps on the submitter's behalf with it)."""
+    if token is None:
+        return
+    try:
+        claims = identity.verify_jwt(token, secret, frozenset({AML_RESOURCE_ID}))
+    except CloudletError as exc:
+        raise dataclasses.replace(
+            exc, message=f"x-azureml-token: {exc.message}", target="x-azureml-token"
+        ) from None
+    if claims.principal_id != caller.principal_id:
+        raise CloudletError(
+            "InvalidAzureMLToken",
+            "the x-azureml-token header belongs to another principal than the request's credential; "
+            "send a token from the same credential (the SDK does so by itself)",
+            "x-azureml-token",
+            401,
+        )
 
 
 @router.put(WS + "/jobs/{name}", status_code=201, openapi_extra=ARM_JOB)
@@ -91,14 +136,16 @@ async def create_job(
 ) -> Response:
     caller: Caller = request.state.caller  # authenticated before the body was read
     ref = WorkspaceRef(sub, rg, ws)
+    if arm_pipeline_jobs.job_type(body) == arm_pipeline_jobs.PIPELINE:
+        check_azureml_token(request.headers.get("x-azureml-token"), caller, state.token_secret)
     if _code_id(body) is None:  # nothing to look up: pure, on the event loop (no thread-pool hop)
-        doc = arm_jobs.from_arm(body, name, arm_jobs.Refs(code=_no_store))
+        doc = _from_arm(body, name, arm_jobs.Refs(code=_no_store))
     else:
         doc = await run_in_threadpool(_document, state, ref, caller, body, name)
     prepared = job_service.prepare(doc, name)
     job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
     view = native_jobs.render(job, ref, [], https_base(request, state))
-    return json_response(arm_jobs.to_arm(view, ref.arm_id, _code_id(body)), 201)
+    return json_response(to_arm(view, ref.arm_id, _code_id(body)), 201)
 
 
 @router.get(WS + "/jobs/{name}")
@@ -126,7 +173,7 @@ def list_jobs(
     page = job_service.list_jobs(ctx.session, workspace, None, None, top, skip_token)
     arm_id, base = ref.arm_id, https_base(ctx.request, ctx.state)
     body: dict[str, Any] = {
-        "value": [arm_jobs.to_arm(native_jobs.render(j, ref, [], base), arm_id) for j in page.jobs]
+        "value": [to_arm(native_jobs.render(j, ref, [], base), arm_id) for j in page.jobs]
     }
     if page.next_token is not None:
         query = {"$top": top, "$skipToken": page.next_token}
@@ -162,7 +209,26 @@ def cancel_status(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depe
 def _view(ctx: Context, ref: WorkspaceRef, job: Job) -> dict[str, Any]:
     base = https_base(ctx.request, ctx.state)
     view = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), base)
-    return arm_jobs.to_arm(view, ref.arm_id)
+    arm = to_arm(view, ref.arm_id)
+    if job.kind == "sweep":  # the best trial, as Azure's sweep properties name it (jobs.download reads it)
+        kids = parent_jobs.children(ctx.session, job)
+        best = sweeps.view(ctx.session, job, kids, tracking.metric_history)["best_trial"]
+        if best is not None:
+            arm["properties"]["properties"].update(
+                {"best_child_run_id": best["name"], "score": str(best["metric"])}
+            )
+    return arm
+
+
+def to_arm(view: dict[str, Any], workspace_id: str, code_id: str | None = None) -> dict[str, Any]:
+    """The ARM resource for a job's native view, by its type."""
+    if view.get("type") == "pipeline":
+        return arm_pipeline_jobs.pipeline_to_arm(view, workspace_id)
+    if view.get("type") == "sweep":
+        return arm_pipeline_jobs.sweep_to_arm(view, workspace_id)
+    if view.get("type") == "batch_scoring":
+        return arm_batch.scoring_job_to_arm(view, workspace_id)
+    return arm_jobs.to_arm(view, workspace_id, code_id)
 
 
 def _no_store(code_id: str) -> str:
@@ -172,4 +238,7 @@ def _no_store(code_id: str) -> str:
 def _code_id(body: Any) -> str | None:
     props = body.get("properties") if isinstance(body, dict) else None
     code = props.get("codeId") if isinstance(props, dict) else None
+    trial = props.get("trial") if isinstance(props, dict) else None
+    if not code and isinstance(trial, dict):
+        code = trial.get("codeId")  # a sweep's trial
     return str(code) if code else None

@@ -11,7 +11,7 @@ from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.roles import Access
-from cloudlet.services import workspaces
+from cloudlet.services import tracking, workspaces
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Workspace
@@ -39,6 +39,9 @@ def render(ctx: Context, ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
             "workspaceId": workspace_id,
             # The run-history service's discovery document (api/arm/history.py, with the jobs).
             "discoveryUrl": f"{base}/discovery/workspaces/{workspace_id}",
+            # MLflow's tracking API for this workspace (api/mlflow/), on this TLS listener: plain
+            # MLflow takes it as written (MLFLOW_TRACKING_TOKEN and REQUESTS_CA_BUNDLE set).
+            "mlFlowTrackingUri": tracking.tracking_uri(base, ref),
             "provisioningState": "Succeeded",
             "creationTime": iso(ws.created_on),
             "publicNetworkAccess": "Enabled",

@@ -1,0 +1,280 @@
+"""The ARM facade's online endpoints (azure-ai-ml's ``online_endpoints`` and ``online_deployments``):
+translate with ``domain/arm_online.py``, call ``services/online_endpoints`` (the same rules as the
+native routes in ``api/routes_online.py``), tell the replica runtime after each commit.
+
+Long-running operations use ARM's body polling: a PUT answers 200/201 with the resource and no
+``Azure-AsyncOperation``, so the SDK's poller re-GETs the resource until ``provisioningState`` is
+terminal. An endpoint is Succeeded at once; a deployment is Creating/Updating until its replicas
+are ready (Succeeded) or gave up (Failed, which the SDK raises). DELETE finishes in its request
+(200; 204 when there is nothing to delete). ``scoringUri`` is the gateway's path-style route on
+this TLS listener (``/online/{sub}/{rg}/{ws}/{e}/score``), which ``online_endpoints.invoke``
+posts to with a key or an ``aml_token``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Response
+
+from cloudlet.api import arm
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.openapi import json_body, success
+from cloudlet.api.routes_online import KEYS_SCHEMA, LOGS_SCHEMA
+from cloudlet.api.routing import UserRoute
+from cloudlet.domain import arm_online
+from cloudlet.domain.roles import Access
+from cloudlet.services import codes, workspaces
+from cloudlet.services import online_endpoints as service
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
+
+router = APIRouter(tags=["azureml"], route_class=UserRoute)
+EP = arm.WS + "/onlineEndpoints/{endpoint}"
+DEP = EP + "/deployments/{deployment}"
+ARM_BODY = Body(include_in_schema=False)
+_OBJ = {"type": "object"}
+ENDPOINT_DOCUMENT = json_body(
+    {
+        "type": "object",
+        "description": "an ARM online endpoint, as azure-ai-ml sends it (domain/arm_online.py)",
+        "properties": {
+            "location": {"type": "string"},
+            "kind": {"type": "string"},
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "identity": _OBJ,
+            "properties": {
+                "type": "object",
+                "properties": {
+                    "authMode": {"type": "string", "enum": ["Key", "AMLToken", "AADToken"]},
+                    "description": {"type": "string"},
+                    "traffic": _OBJ,
+                    "mirrorTraffic": _OBJ,
+                },
+            },
+        },
+    }
+)
+DEPLOYMENT_DOCUMENT = json_body(
+    {
+        "type": "object",
+        "description": "an ARM online deployment, as azure-ai-ml sends it (domain/arm_online.py)",
+        "properties": {
+            "location": {"type": "string"},
+            "kind": {"type": "string"},
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "sku": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "capacity": {"type": "integer"}},
+            },
+            "properties": {
+                "type": "object",
+                "properties": {
+                    "endpointComputeType": {"type": "string"},
+                    "model": {"type": "string"},
+                    "codeConfiguration": {
+                        "type": "object",
+                        "properties": {"codeId": {"type": "string"}, "scoringScript": {"type": "string"}},
+                    },
+                    "environmentId": {"type": "string"},
+                    "instanceType": {"type": "string"},
+                    "requestSettings": _OBJ,
+                    "livenessProbe": _OBJ,
+                    "readinessProbe": _OBJ,
+                },
+            },
+        },
+    }
+)
+
+
+def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
+    ref = arm.ref(sub, rg, ws)
+    return ref, workspaces.resolve(ctx.session, ref, ctx.caller, needed)
+
+
+def _endpoint_row(
+    ctx: Context, sub: str, rg: str, ws: str, endpoint: str, needed: Access
+) -> tuple[WorkspaceRef, Workspace, OnlineEndpoint]:
+    ref, workspace = _workspace(ctx, sub, rg, ws, needed)
+    return ref, workspace, service.get_endpoint(ctx.session, workspace, endpoint)
+
+
+def _endpoint(ctx: Context, row: OnlineEndpoint, ref: WorkspaceRef, ws: Workspace) -> dict[str, Any]:
+    scoring = service.scoring_uri(arm.https_base(ctx.request, ctx.state), ref, row.name)
+    return arm_online.endpoint_to_arm(row.spec, ref.arm_id, scoring, ws.location, row.provisioning_state)
+
+
+def _deployment(
+    ctx: Context, row: OnlineDeployment, endpoint: str, ref: WorkspaceRef, ws: Workspace
+) -> dict[str, Any]:
+    view = service.render_deployment(row, ref, endpoint, {})
+    return arm_online.deployment_to_arm(view, ref.arm_id, endpoint, None, ws.location)
+
+
+@router.get(arm.WS + "/onlineEndpoints")
+def arm_list_online_endpoints(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    rows = service.list_endpoints(ctx.session, workspace)
+    return json_response(arm.page(ctx.request, rows, lambda r: _endpoint(ctx, r, ref, workspace)))
+
+
+@router.get(EP)
+def arm_get_online_endpoint(
+    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    return json_response(_endpoint(ctx, row, ref, workspace))
+
+
+@router.put(EP, status_code=200, responses=success(201, "Created"), openapi_extra=ENDPOINT_DOCUMENT)
+def arm_put_online_endpoint(
+    sub: str, rg: str, ws: str, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
+) -> Response:
+    """Create or update (begin_create_or_update; also how the SDK sets ``endpoint.traffic``)."""
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    with arm.arm_errors(arm_online.arm_target):
+        doc = arm_online.endpoint_from_arm(body, endpoint)
+        existing = service.list_endpoints(ctx.session, workspace)
+        current = next((r for r in existing if r.name == endpoint), None)
+        if current is not None and "auth_mode" not in doc:
+            doc["auth_mode"] = current.spec.get("auth_mode")
+        written = service.put_endpoint(ctx.session, ref, workspace, endpoint, doc, ctx.caller.name)
+    rendered = _endpoint(ctx, written.row, ref, workspace)
+    ctx.commit()
+    ctx.state.online.sync_endpoint(written.row, ref)
+    return json_response(rendered, 201 if written.created else 200)
+
+
+@router.patch(EP, openapi_extra=ENDPOINT_DOCUMENT)
+def arm_patch_online_endpoint(
+    sub: str, rg: str, ws: str, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
+) -> Response:
+    """Tags, traffic and mirror traffic of an existing endpoint (the rest stays)."""
+    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    with arm.arm_errors(arm_online.arm_target):
+        doc = arm_online.endpoint_patch(body, row.spec)
+        written = service.put_endpoint(ctx.session, ref, workspace, endpoint, doc, ctx.caller.name)
+    rendered = _endpoint(ctx, written.row, ref, workspace)
+    ctx.commit()
+    ctx.state.online.sync_endpoint(written.row, ref)
+    return json_response(rendered)
+
+
+@router.delete(EP, status_code=200, responses=success(204, "No such endpoint"))
+def arm_delete_online_endpoint(
+    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    row = next((r for r in service.list_endpoints(ctx.session, workspace) if r.name == endpoint), None)
+    if row is None:
+        return Response(status_code=204)
+    service.delete_endpoint(ctx.session, ref, row, ctx.caller.name)
+    ctx.commit()
+    ctx.state.online.drop_endpoint(workspace.id, endpoint)
+    return Response(status_code=200)
+
+
+@router.post(EP + "/listKeys")
+def arm_list_online_endpoint_keys(
+    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
+) -> Response:
+    _, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    return json_response(service.keys(row))
+
+
+@router.post(EP + "/token")
+def arm_online_endpoint_token(
+    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
+) -> Response:
+    _, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    return json_response(service.token(ctx.state.token_secret, row))
+
+
+@router.post(EP + "/regenerateKeys", status_code=200, openapi_extra=json_body(KEYS_SCHEMA))
+def arm_regenerate_online_endpoint_keys(
+    sub: str, rg: str, ws: str, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
+) -> Response:
+    """begin_regenerate_keys: finishes in its request (200, no polling headers)."""
+    ref, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    key_type = body.get("keyType") if isinstance(body, dict) else None
+    service.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
+    ctx.commit()
+    ctx.state.online.sync_endpoint(row, ref)
+    return Response(status_code=200)
+
+
+@router.get(EP + "/deployments")
+def arm_list_online_deployments(
+    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    rows = service.deployments_of(ctx.session, row)
+    return json_response(arm.page(ctx.request, rows, lambda d: _deployment(ctx, d, endpoint, ref, workspace)))
+
+
+@router.get(DEP)
+def arm_get_online_deployment(
+    sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    found = service.get_deployment(ctx.session, row, deployment)
+    return json_response(_deployment(ctx, found, endpoint, ref, workspace))
+
+
+@router.put(DEP, status_code=200, responses=success(201, "Created"), openapi_extra=DEPLOYMENT_DOCUMENT)
+def arm_put_online_deployment(
+    sub: str,
+    rg: str,
+    ws: str,
+    endpoint: str,
+    deployment: str,
+    body: Any = ARM_BODY,
+    ctx: Context = Depends(context),
+) -> Response:
+    """Create or update; the SDK polls the GET until ``provisioningState`` is Succeeded or Failed."""
+    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    props = body.get("properties") if isinstance(body, dict) else None
+    config = props.get("codeConfiguration") if isinstance(props, dict) else None
+    code_id = config.get("codeId") if isinstance(config, dict) else None
+    code = codes.snapshot_for(ctx.session, workspace, str(code_id)) if code_id else None
+    with arm.arm_errors(arm_online.arm_target):
+        doc = arm_online.deployment_from_arm(body, endpoint, deployment, code)
+        written = service.put_deployment(ctx.session, ref, workspace, row, deployment, doc, ctx.caller.name)
+    rendered = _deployment(ctx, written.row, endpoint, ref, workspace)
+    ctx.commit()
+    ctx.state.online.deploy(row, written.row, ref)
+    return json_response(rendered, 201 if written.created else 200)
+
+
+@router.delete(DEP, status_code=200, responses=success(204, "No such deployment"))
+def arm_delete_online_deployment(
+    sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    found = next((d for d in service.deployments_of(ctx.session, row) if d.name == deployment), None)
+    if found is None:
+        return Response(status_code=204)
+    with arm.arm_errors(arm_online.arm_target):
+        service.delete_deployment(ctx.session, ref, row, found, ctx.caller.name)
+    ctx.commit()
+    ctx.state.online.sync_endpoint(row, ref)
+    ctx.state.online.drop_deployment(workspace.id, endpoint, deployment)
+    return Response(status_code=200)
+
+
+@router.post(DEP + "/getLogs", openapi_extra=json_body(LOGS_SCHEMA, required=False))
+def arm_online_deployment_logs(
+    sub: str,
+    rg: str,
+    ws: str,
+    endpoint: str,
+    deployment: str,
+    body: Any = Body(default=None, include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
+    _, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    service.get_deployment(ctx.session, row, deployment)
+    lines = body.get("tail") if isinstance(body, dict) else None
+    count = lines if isinstance(lines, int) and not isinstance(lines, bool) and 0 < lines <= 10000 else 200
+    return json_response({"content": ctx.state.online.logs(workspace.id, endpoint, deployment, count)})

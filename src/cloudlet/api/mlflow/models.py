@@ -1,0 +1,195 @@
+"""MLflow 3's logged models (``mlflow.<flavor>.log_model``, ``autolog``'s model logging) and a
+run's outputs: create, get, finalize, tags, params, search, delete; ``runs/outputs``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Response
+from fastapi import Path as PathParam
+from pydantic import BaseModel, ConfigDict, Field
+
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.mlflow import API, MlflowRoute, job_scope, run_writer, workspace
+from cloudlet.api.mlflow.experiments import KeyValue
+from cloudlet.domain.roles import Access
+from cloudlet.domain.tracking import invalid
+from cloudlet.services import tracking
+from cloudlet.services import tracking_models as models
+from cloudlet.services.tracking_experiments import DELETED, experiment_external_id
+from cloudlet.store.schema import TrackingExperiment, TrackingLoggedModel
+
+router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
+ModelId = Annotated[str, PathParam(min_length=1, max_length=64)]
+RunId = Annotated[str, Field(min_length=1, max_length=128)]
+Pairs = Annotated[list[KeyValue], Field(max_length=100)]
+
+
+class CreateModel(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    experiment_id: Annotated[str, Field(max_length=64)] = "0"
+    name: Annotated[str, Field(max_length=256)] = ""
+    model_type: Annotated[str, Field(max_length=256)] | None = None
+    source_run_id: RunId | None = None
+    params: Pairs = []
+    tags: Pairs = []
+
+
+class Finalize(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    status: Annotated[str, Field(max_length=32)]
+
+
+class ModelTags(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    tags: Pairs = []
+
+
+class ModelParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    params: Pairs = []
+
+
+class SearchModels(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    experiment_ids: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=100)] = []
+    filter: Annotated[str, Field(max_length=4000)] | None = None
+    max_results: Annotated[int, Field(ge=1, le=50_000)] | None = None
+    page_token: Annotated[str, Field(max_length=200)] | None = None
+
+
+class ModelOutput(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model_id: Annotated[str, Field(max_length=64)]
+    step: int = 0
+
+
+class LogOutputs(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    run_id: RunId
+    models: Annotated[list[ModelOutput], Field(max_length=100)] = []
+
+
+def _view(ctx: Context, model: TrackingLoggedModel, run_uuid: str) -> dict[str, Any]:
+    experiment = ctx.session.get(TrackingExperiment, model.experiment_id)
+    assert experiment is not None
+    return models.view(model, run_uuid, experiment_external_id(experiment))
+
+
+def _writable(ctx: Context, sub: str, rg: str, ws: str, model_id: str) -> tuple[TrackingLoggedModel, str]:
+    """A model to change: the caller may write its run (a Contributor, or that run's job's token)."""
+    scope = job_scope(ctx)
+    found = workspace(ctx, sub, rg, ws, Access.READ if scope is not None else Access.WRITE)
+    model, run_uuid = models.find(ctx.session, found, model_id)
+    if scope is not None:
+        run_writer(ctx, sub, rg, ws, run_uuid)
+    return model, run_uuid
+
+
+@router.post(API + "/logged-models")
+def create_model(sub: str, rg: str, ws: str, body: CreateModel, ctx: Context = Depends(context)) -> Response:
+    if not body.source_run_id:
+        raise invalid(
+            "log a model inside a run here (source_run_id): its artifacts are the run's", "source_run_id"
+        )
+    found = run_writer(ctx, sub, rg, ws, body.source_run_id)
+    run = tracking.run_for_write(ctx.session, found, body.source_run_id)
+    model = models.create(
+        ctx.session,
+        found,
+        run,
+        body.name,
+        body.model_type,
+        {p.key: p.value for p in body.params},
+        {t.key: t.value for t in body.tags},
+        ctx.caller.name,
+    )
+    answer = _view(ctx, model, run.run_uuid)
+    ctx.commit()
+    return json_response({"model": answer})
+
+
+@router.get(API + "/logged-models/{model_id}")
+def get_model(sub: str, rg: str, ws: str, model_id: ModelId, ctx: Context = Depends(context)) -> Response:
+    found = workspace(ctx, sub, rg, ws, Access.READ)
+    return json_response({"model": _view(ctx, *models.find(ctx.session, found, model_id))})
+
+
+@router.patch(API + "/logged-models/{model_id}")
+def finalize_model(
+    sub: str, rg: str, ws: str, model_id: ModelId, body: Finalize, ctx: Context = Depends(context)
+) -> Response:
+    model, run_uuid = _writable(ctx, sub, rg, ws, model_id)
+    models.finalize(model, body.status)
+    answer = _view(ctx, model, run_uuid)
+    ctx.commit()
+    return json_response({"model": answer})
+
+
+@router.delete(API + "/logged-models/{model_id}")
+def delete_model(sub: str, rg: str, ws: str, model_id: ModelId, ctx: Context = Depends(context)) -> Response:
+    model, _ = _writable(ctx, sub, rg, ws, model_id)
+    model.lifecycle_stage = DELETED
+    ctx.commit()
+    return json_response({})
+
+
+@router.patch(API + "/logged-models/{model_id}/tags")
+def set_model_tags(
+    sub: str, rg: str, ws: str, model_id: ModelId, body: ModelTags, ctx: Context = Depends(context)
+) -> Response:
+    model, run_uuid = _writable(ctx, sub, rg, ws, model_id)
+    models.set_tags(model, {t.key: t.value for t in body.tags})
+    answer = _view(ctx, model, run_uuid)
+    ctx.commit()
+    return json_response({"model": answer})
+
+
+@router.delete(API + "/logged-models/{model_id}/tags/{tag_key}")
+def delete_model_tag(
+    sub: str,
+    rg: str,
+    ws: str,
+    model_id: ModelId,
+    tag_key: Annotated[str, PathParam(max_length=250)],
+    ctx: Context = Depends(context),
+) -> Response:
+    model, _ = _writable(ctx, sub, rg, ws, model_id)
+    models.delete_tag(model, tag_key)
+    ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/logged-models/{model_id}/params")
+def log_model_params(
+    sub: str, rg: str, ws: str, model_id: ModelId, body: ModelParams, ctx: Context = Depends(context)
+) -> Response:
+    model, _ = _writable(ctx, sub, rg, ws, model_id)
+    models.log_params(model, {p.key: p.value for p in body.params})
+    ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/logged-models/search")
+def search_models(
+    sub: str, rg: str, ws: str, body: SearchModels, ctx: Context = Depends(context)
+) -> Response:
+    found = workspace(ctx, sub, rg, ws, Access.READ)
+    page, token = models.search(
+        ctx.session, found, body.experiment_ids, body.filter, body.max_results, body.page_token
+    )
+    answer: dict[str, Any] = {"models": [_view(ctx, model, run_uuid) for model, run_uuid in page]}
+    if token:
+        answer["next_page_token"] = token
+    return json_response(answer)
+
+
+@router.post(API + "/runs/outputs")
+def log_outputs(sub: str, rg: str, ws: str, body: LogOutputs, ctx: Context = Depends(context)) -> Response:
+    found = run_writer(ctx, sub, rg, ws, body.run_id)
+    run = tracking.run_for_write(ctx.session, found, body.run_id)
+    for output in body.models:
+        models.find(ctx.session, found, output.model_id)
+    models.log_outputs(run, [o.model_dump() for o in body.models])
+    ctx.commit()
+    return json_response({})

@@ -1,0 +1,337 @@
+"""MLflow runs: create, get, update, delete, restore, search; log-metric, log-parameter, log-batch,
+log-inputs, set-tag, delete-tag; a metric's history. A job's run is named by the job's name."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.mlflow import API, MlflowRoute, run_writer, workspace
+from cloudlet.api.mlflow.experiments import KeyValue
+from cloudlet.domain import tracking as rules
+from cloudlet.domain.roles import Access
+from cloudlet.services import tracking, tracking_reads
+from cloudlet.services.tracking import MetricIn, RunView
+from cloudlet.services.tracking_experiments import ACTIVE, DEFAULT_EXPERIMENT_ID, DELETED
+from cloudlet.services.tracking_reads import RunData
+from cloudlet.store.schema import Workspace
+
+router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
+RunId = Annotated[str, Field(min_length=1, max_length=128)]
+Key = Annotated[str, Field(max_length=250)]
+Millis = Annotated[int, Field(ge=0, le=2**63 - 1)]
+Step = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+MetricValue = float | int | Annotated[str, Field(max_length=40)]
+ARTIFACT_ROOT = "mlflow-artifacts:/"
+
+
+class RunRef(BaseModel):
+    """``run_id`` (MLflow ≥ 1) or the older ``run_uuid``: either names the run."""
+
+    model_config = ConfigDict(extra="ignore")
+    run_id: RunId | None = None
+    run_uuid: RunId | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> RunRef:
+        if not (self.run_id or self.run_uuid):
+            raise ValueError("name the run with run_id")
+        return self
+
+    @property
+    def run(self) -> str:
+        return str(self.run_id or self.run_uuid)
+
+
+class Metric(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    key: Key
+    value: MetricValue
+    timestamp: Millis
+    step: Step = 0
+
+    def to_in(self) -> MetricIn:
+        return MetricIn(self.key, rules.metric_value(self.value), self.timestamp, self.step)
+
+
+class LogMetric(RunRef, Metric):
+    pass
+
+
+class LogParam(RunRef):
+    key: Key
+    value: Annotated[str, Field(max_length=6000)] = ""
+
+
+class SetTag(RunRef):
+    key: Key
+    value: Annotated[str, Field(max_length=8000)] = ""
+
+
+class DeleteTag(RunRef):
+    key: Key
+
+
+class LogBatch(RunRef):
+    metrics: Annotated[list[Metric], Field(max_length=1000)] = []
+    params: Annotated[list[KeyValue], Field(max_length=100)] = []
+    tags: Annotated[list[KeyValue], Field(max_length=100)] = []
+
+
+class LogInputs(RunRef):
+    datasets: Annotated[list[dict[str, Any]], Field(max_length=100)] = []
+
+
+class CreateRun(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    experiment_id: Annotated[str, Field(max_length=64)] = DEFAULT_EXPERIMENT_ID
+    user_id: Annotated[str, Field(max_length=256)] = ""
+    run_name: Annotated[str, Field(max_length=256)] | None = None
+    start_time: Millis | None = None
+    tags: Annotated[list[KeyValue], Field(max_length=100)] = []
+
+
+class UpdateRun(RunRef):
+    status: Annotated[str, Field(max_length=16)] | None = None
+    end_time: Millis | None = None
+    run_name: Annotated[str, Field(max_length=256)] | None = None
+
+
+class SearchRuns(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    experiment_ids: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=100)] = []
+    filter: Annotated[str, Field(max_length=4000)] | None = None
+    run_view_type: Annotated[str, Field(max_length=16)] | None = None
+    max_results: Annotated[int, Field(ge=1, le=50_000)] | None = None
+    order_by: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=20)] = []
+    page_token: Annotated[str, Field(max_length=200)] | None = None
+
+
+# -- views ---------------------------------------------------------------------------------
+def artifact_uri(run_uuid: str) -> str:
+    """Where a run's artifacts are (``mlflow-artifacts:``, resolved by the client against the
+    tracking URI: api/mlflow/artifacts.py)."""
+    return f"{ARTIFACT_ROOT}{run_uuid}"
+
+
+def info_view(v: RunView) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "run_id": v.run_uuid,
+        "run_uuid": v.run_uuid,
+        "run_name": v.name,
+        "experiment_id": v.experiment_id,
+        "user_id": v.user_id,
+        "status": v.status,
+        "artifact_uri": artifact_uri(v.run_uuid),
+        "lifecycle_stage": v.lifecycle_stage,
+    }
+    if v.start_time is not None:
+        info["start_time"] = v.start_time
+    if v.end_time is not None:
+        info["end_time"] = v.end_time
+    return info
+
+
+def run_view(v: RunView, data: RunData) -> dict[str, Any]:
+    return {
+        "info": info_view(v),
+        "data": {
+            "metrics": [
+                {
+                    "key": m.key,
+                    "value": rules.wire_value(m.value, m.is_nan),
+                    "timestamp": m.timestamp,
+                    "step": m.step,
+                }
+                for m in data.metrics
+            ],
+            "params": [{"key": k, "value": val} for k, val in sorted(data.params.items())],
+            "tags": [{"key": k, "value": val} for k, val in sorted(data.tags.items())],
+        },
+        "inputs": {"dataset_inputs": list(v.row.inputs or []) if v.row is not None else []},
+        "outputs": {"model_outputs": list(v.row.outputs or []) if v.row is not None else []},
+    }
+
+
+def _named(run_id: str | None, run_uuid: str | None) -> str:
+    if not (run_id or run_uuid):
+        raise rules.invalid("name the run with the query parameter run_id", "run_id")
+    return str(run_id or run_uuid)
+
+
+def _one(ctx: Context, v: RunView) -> dict[str, Any]:
+    return run_view(v, tracking_reads.run_data(ctx.session, [v])[v.run_uuid])
+
+
+def _writable(ctx: Context, sub: str, rg: str, ws: str, run: str) -> tuple[Workspace, RunView]:
+    found = run_writer(ctx, sub, rg, ws, run)
+    return found, tracking.run_for_write(ctx.session, found, run)
+
+
+# -- routes --------------------------------------------------------------------------------
+@router.post(API + "/runs/create")
+def create_run(sub: str, rg: str, ws: str, body: CreateRun, ctx: Context = Depends(context)) -> Response:
+    found = workspace(ctx, sub, rg, ws, Access.WRITE)
+    tags = {t.key: t.value for t in body.tags}
+    user = body.user_id or tags.get("mlflow.user") or ctx.caller.name
+    v = tracking.create_run(
+        ctx.session, found, body.experiment_id, user, body.start_time, body.run_name, tags
+    )
+    answer = _one(ctx, v)
+    ctx.commit()
+    return json_response({"run": answer})
+
+
+@router.get(API + "/runs/get")
+def get_run(
+    sub: str,
+    rg: str,
+    ws: str,
+    ctx: Context = Depends(context),
+    run_id: Annotated[str | None, Query(max_length=128)] = None,
+    run_uuid: Annotated[str | None, Query(max_length=128)] = None,
+) -> Response:
+    found = workspace(ctx, sub, rg, ws, Access.READ)
+    run = _named(run_id, run_uuid)
+    return json_response({"run": _one(ctx, tracking.find_run(ctx.session, found, run))})
+
+
+@router.post(API + "/runs/update")
+def update_run(sub: str, rg: str, ws: str, body: UpdateRun, ctx: Context = Depends(context)) -> Response:
+    _, v = _writable(ctx, sub, rg, ws, body.run)
+    tracking.update_run(v, body.status, body.end_time, body.run_name)
+    ctx.session.flush()
+    answer = info_view(v)
+    ctx.commit()
+    return json_response({"run_info": answer})
+
+
+@router.post(API + "/runs/delete")
+def delete_run(sub: str, rg: str, ws: str, body: RunRef, ctx: Context = Depends(context)) -> Response:
+    found = workspace(ctx, sub, rg, ws, Access.WRITE)
+    v = tracking.find_run(ctx.session, found, body.run)
+    if v.row is None:
+        v = tracking.run_for_write(ctx.session, found, body.run)
+    tracking.set_run_lifecycle(v, DELETED)
+    ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/runs/restore")
+def restore_run(sub: str, rg: str, ws: str, body: RunRef, ctx: Context = Depends(context)) -> Response:
+    found = workspace(ctx, sub, rg, ws, Access.WRITE)
+    v = tracking.find_run(ctx.session, found, body.run)
+    if v.row is not None:
+        tracking.set_run_lifecycle(v, ACTIVE)
+        ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/runs/search")
+def search_runs(sub: str, rg: str, ws: str, body: SearchRuns, ctx: Context = Depends(context)) -> Response:
+    found = workspace(ctx, sub, rg, ws, Access.READ)
+    page, data, token = tracking_reads.search_runs(
+        ctx.session,
+        found,
+        body.experiment_ids,
+        body.filter,
+        body.run_view_type,
+        body.max_results,
+        body.order_by,
+        body.page_token,
+    )
+    answer: dict[str, Any] = {"runs": [run_view(v, data[v.run_uuid]) for v in page]}
+    if token:
+        answer["next_page_token"] = token
+    return json_response(answer)
+
+
+@router.post(API + "/runs/log-metric")
+def log_metric(sub: str, rg: str, ws: str, body: LogMetric, ctx: Context = Depends(context)) -> Response:
+    metric = body.to_in()
+    _, v = _writable(ctx, sub, rg, ws, body.run)
+    tracking.log(ctx.session, v, [metric])
+    ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/runs/log-parameter")
+def log_param(sub: str, rg: str, ws: str, body: LogParam, ctx: Context = Depends(context)) -> Response:
+    _, v = _writable(ctx, sub, rg, ws, body.run)
+    tracking.log(ctx.session, v, params_in=[(body.key, body.value)])
+    ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/runs/set-tag")
+def set_tag(sub: str, rg: str, ws: str, body: SetTag, ctx: Context = Depends(context)) -> Response:
+    _, v = _writable(ctx, sub, rg, ws, body.run)
+    tracking.log(ctx.session, v, tags=[(body.key, body.value)])
+    ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/runs/delete-tag")
+def delete_tag(sub: str, rg: str, ws: str, body: DeleteTag, ctx: Context = Depends(context)) -> Response:
+    _, v = _writable(ctx, sub, rg, ws, body.run)
+    tracking.delete_tag(ctx.session, v, body.key)
+    ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/runs/log-batch")
+def log_batch(sub: str, rg: str, ws: str, body: LogBatch, ctx: Context = Depends(context)) -> Response:
+    rules.check_batch(len(body.metrics), len(body.params), len(body.tags))
+    metrics = [m.to_in() for m in body.metrics]
+    _, v = _writable(ctx, sub, rg, ws, body.run)
+    tracking.log(
+        ctx.session,
+        v,
+        metrics,
+        [(p.key, p.value) for p in body.params],
+        [(t.key, t.value) for t in body.tags],
+    )
+    ctx.commit()
+    return json_response({})
+
+
+@router.post(API + "/runs/log-inputs")
+def log_inputs(sub: str, rg: str, ws: str, body: LogInputs, ctx: Context = Depends(context)) -> Response:
+    _, v = _writable(ctx, sub, rg, ws, body.run)
+    tracking.log_inputs(v, body.datasets)
+    ctx.commit()
+    return json_response({})
+
+
+@router.get(API + "/metrics/get-history")
+def metric_history(
+    sub: str,
+    rg: str,
+    ws: str,
+    metric_key: Annotated[str, Query(max_length=250)],
+    ctx: Context = Depends(context),
+    run_id: Annotated[str | None, Query(max_length=128)] = None,
+    run_uuid: Annotated[str | None, Query(max_length=128)] = None,
+    max_results: Annotated[int | None, Query(ge=1, le=50_000)] = None,
+    page_token: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    found = workspace(ctx, sub, rg, ws, Access.READ)
+    v = tracking.find_run(ctx.session, found, _named(run_id, run_uuid))
+    rows, token = tracking_reads.history(ctx.session, v, metric_key, max_results, page_token)
+    answer: dict[str, Any] = {
+        "metrics": [
+            {
+                "key": m.key,
+                "value": rules.wire_value(m.value, m.is_nan),
+                "timestamp": m.timestamp,
+                "step": m.step,
+            }
+            for m in rows
+        ]
+    }
+    if token:
+        answer["next_page_token"] = token
+    return json_response(answer)

@@ -1,0 +1,199 @@
+"""Native REST routes for batch endpoints and deployments: thin wrappers over
+``services/batch_endpoints``.
+
+- ``GET {ws}/batchEndpoints``; ``PUT|GET|DELETE {ws}/batchEndpoints/{e}``;
+- ``GET {ws}/batchEndpoints/{e}/deployments``; ``PUT|GET|DELETE …/deployments/{d}``
+  (``PUT …?set_default=true`` makes it the endpoint's default);
+- ``POST {ws}/batchEndpoints/{e}/invoke`` submits a ``batch_scoring`` job (201, the job);
+- ``GET {ws}/batchEndpoints/{e}/jobs`` the endpoint's invocations, newest first.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Response
+
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.native import jobs as native_jobs
+from cloudlet.api.openapi import json_body, schema_of, success
+from cloudlet.api.routing import UserRoute
+from cloudlet.domain import batch_endpoints as rules
+from cloudlet.domain.roles import Access
+from cloudlet.services import batch_endpoints as service
+from cloudlet.services import workspaces
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Workspace
+
+WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
+EP = WS + "/batchEndpoints/{endpoint}"
+router = APIRouter(prefix="/api/v1", tags=["batch endpoints"], route_class=UserRoute)
+Name = Annotated[str, Path(pattern=rules.NAME_PATTERN.pattern, max_length=32, description=rules.NAME_RULE)]
+ENDPOINT_DOCUMENT = json_body(schema_of(rules.BatchEndpointSpec))
+DEPLOYMENT_DOCUMENT = json_body(schema_of(rules.BatchDeploymentSpec))
+INVOKE_DOCUMENT = json_body(schema_of(rules.InvokeRequest))
+
+
+def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
+    ref = WorkspaceRef(sub, rg, ws)
+    return ref, workspaces.resolve(ctx.session, ref, ctx.caller, needed)
+
+
+def _when(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).isoformat()
+
+
+def render_endpoint(row: BatchEndpoint, ref: WorkspaceRef, base_url: str) -> dict[str, Any]:
+    path = f"{ref.arm_id}/batchEndpoints/{row.name}"
+    return {
+        **row.spec,
+        "id": path,
+        "name": row.name,
+        "scoring_uri": f"{base_url}/api/v1{path}/invoke",
+        "provisioning_state": "Succeeded",
+        "creation_context": {"created_by": row.created_by, "created_at": _when(row.created_at)},
+    }
+
+
+def render_deployment(row: BatchDeployment, endpoint: BatchEndpoint, ref: WorkspaceRef) -> dict[str, Any]:
+    return {
+        **row.spec,
+        "id": f"{ref.arm_id}/batchEndpoints/{endpoint.name}/deployments/{row.name}",
+        "name": row.name,
+        "endpoint_name": endpoint.name,
+        "provisioning_state": "Succeeded",
+        "creation_context": {"created_by": row.created_by, "created_at": _when(row.created_at)},
+    }
+
+
+def _base(ctx: Context) -> str:
+    return str(ctx.request.base_url).rstrip("/")
+
+
+# -- endpoints -------------------------------------------------------------------------------
+@router.get(WS + "/batchEndpoints")
+def list_batch_endpoints(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    rows = service.list_endpoints(ctx.session, workspace)
+    return json_response({"value": [render_endpoint(r, ref, _base(ctx)) for r in rows]})
+
+
+@router.get(EP)
+def show_batch_endpoint(
+    sub: str, rg: str, ws: str, endpoint: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    return json_response(
+        render_endpoint(service.get_endpoint(ctx.session, workspace, endpoint), ref, _base(ctx))
+    )
+
+
+@router.put(EP, status_code=200, responses=success(201, "Created"), openapi_extra=ENDPOINT_DOCUMENT)
+def put_batch_endpoint(
+    sub: str,
+    rg: str,
+    ws: str,
+    endpoint: Name,
+    body: dict[str, Any] = Body(include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    row, created = service.create_or_update_endpoint(ctx.session, ref, workspace, endpoint, body, ctx.caller)
+    rendered = render_endpoint(row, ref, _base(ctx))
+    ctx.commit()
+    return json_response(rendered, 201 if created else 200)
+
+
+@router.delete(EP, status_code=204)
+def delete_batch_endpoint(
+    sub: str, rg: str, ws: str, endpoint: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    service.delete_endpoint(ctx.session, ref, workspace, endpoint, ctx.caller)
+    ctx.commit()
+    return Response(status_code=204)
+
+
+# -- deployments -----------------------------------------------------------------------------
+@router.get(EP + "/deployments")
+def list_batch_deployments(
+    sub: str, rg: str, ws: str, endpoint: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    row = service.get_endpoint(ctx.session, workspace, endpoint)
+    return json_response(
+        {"value": [render_deployment(d, row, ref) for d in service.deployments(ctx.session, row)]}
+    )
+
+
+@router.get(EP + "/deployments/{deployment}")
+def show_batch_deployment(
+    sub: str, rg: str, ws: str, endpoint: Name, deployment: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    row = service.get_endpoint(ctx.session, workspace, endpoint)
+    return json_response(render_deployment(service.get_deployment(ctx.session, row, deployment), row, ref))
+
+
+@router.put(
+    EP + "/deployments/{deployment}",
+    status_code=200,
+    responses=success(201, "Created"),
+    openapi_extra=DEPLOYMENT_DOCUMENT,
+)
+def put_batch_deployment(
+    sub: str,
+    rg: str,
+    ws: str,
+    endpoint: Name,
+    deployment: Name,
+    set_default: Annotated[bool, Query(description="make it the endpoint's default deployment")] = False,
+    body: dict[str, Any] = Body(include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    row, created = service.create_or_update_deployment(
+        ctx.session, ref, workspace, endpoint, deployment, body, ctx.caller, ctx.state.data, set_default
+    )
+    parent = service.get_endpoint(ctx.session, workspace, endpoint)
+    rendered = render_deployment(row, parent, ref)
+    ctx.commit()
+    return json_response(rendered, 201 if created else 200)
+
+
+@router.delete(EP + "/deployments/{deployment}", status_code=204)
+def delete_batch_deployment(
+    sub: str, rg: str, ws: str, endpoint: Name, deployment: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    service.delete_deployment(ctx.session, ref, workspace, endpoint, deployment, ctx.caller)
+    ctx.commit()
+    return Response(status_code=204)
+
+
+# -- invocations -----------------------------------------------------------------------------
+@router.post(EP + "/invoke", status_code=201, openapi_extra=INVOKE_DOCUMENT)
+def invoke_batch_endpoint(
+    sub: str,
+    rg: str,
+    ws: str,
+    endpoint: Name,
+    body: dict[str, Any] = Body(include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
+    request = rules.parse_invoke(body)
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    job = service.invoke(ctx.session, workspace, endpoint, request, ctx.caller, ctx.state.data)
+    rendered = native_jobs.render(job, ref, [], _base(ctx))
+    ctx.commit()
+    return json_response(rendered, 201)
+
+
+@router.get(EP + "/jobs")
+def list_batch_endpoint_jobs(
+    sub: str, rg: str, ws: str, endpoint: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    jobs = service.invocations(ctx.session, workspace, endpoint)
+    return json_response({"value": [native_jobs.render(job, ref, [], _base(ctx)) for job in jobs]})

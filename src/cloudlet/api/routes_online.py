@@ -1,0 +1,273 @@
+"""Native REST routes for online endpoints and deployments: thin wrappers over
+``services/online_endpoints``; the replicas are the runtime's (``control/online_replicas``), told
+after each commit. The scoring path itself is the gateway's (``api/online_gateway.py``).
+
+Under ``{ws}/onlineEndpoints``: ``GET`` (list), ``PUT|GET|DELETE /{e}``, ``POST /{e}/listKeys``,
+``POST /{e}/token``, ``POST /{e}/regenerateKeys``; ``GET /{e}/deployments``,
+``PUT|GET|DELETE /{e}/deployments/{d}`` (``?local=true``: a local deployment for debugging),
+``POST /{e}/deployments/{d}/getLogs``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Response
+
+from cloudlet.api.deps import Context, context, json_response
+from cloudlet.api.openapi import json_body, success
+from cloudlet.api.routing import UserRoute
+from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.roles import Access
+from cloudlet.services import online_endpoints as service
+from cloudlet.services import workspaces
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import OnlineEndpoint, Workspace
+
+WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
+BASE = WS + "/onlineEndpoints"
+router = APIRouter(prefix="/api/v1", tags=["online endpoints"], route_class=UserRoute)
+Name = Annotated[
+    str, Path(pattern=rules.ENDPOINT_NAME.pattern, max_length=32, description=rules.ENDPOINT_NAME_RULE)
+]
+
+_WEIGHTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 100}}
+_TAGS = {"type": "object", "additionalProperties": {"type": "string"}}
+ENDPOINT_SCHEMA = {
+    "type": "object",
+    "description": "a managedOnlineEndpoint document (CLI v2 YAML as JSON)",
+    "properties": {
+        "name": {"type": "string"},
+        "auth_mode": {"type": "string", "enum": list(rules.AUTH_MODES)},
+        "description": {"type": "string"},
+        "tags": _TAGS,
+        "traffic": _WEIGHTS,
+        "mirror_traffic": _WEIGHTS,
+    },
+    "additionalProperties": False,
+}
+_INT = {"type": "integer", "minimum": 0}
+_PROBE = {
+    "type": "object",
+    "properties": {k: _INT for k in rules.PROBE_DEFAULTS},
+    "additionalProperties": False,
+}
+DEPLOYMENT_SCHEMA = {
+    "type": "object",
+    "description": "a managedOnlineDeployment document (CLI v2 YAML as JSON, local paths uploaded)",
+    "properties": {
+        "name": {"type": "string"},
+        "endpoint_name": {"type": "string"},
+        "model": {"type": "string", "description": "azureml:<name>:<version> or codes/<sha256>"},
+        "code_configuration": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}, "scoring_script": {"type": "string"}},
+            "required": ["code", "scoring_script"],
+        },
+        "environment": {
+            "description": "a name, or inline: {image, conda_file, pip} (built on the replica's node)",
+            "anyOf": [{"type": "string"}, {"type": "object"}],
+        },
+        "environment_variables": _TAGS,
+        "compute": {"type": "string", "description": "azureml:<compute instance>: run the replicas there"},
+        "instance_type": {"type": "string"},
+        "instance_count": {"type": "integer", "minimum": 1, "maximum": rules.MAX_INSTANCES},
+        "request_settings": {
+            "type": "object",
+            "properties": {k: _INT for k in rules.REQUEST_DEFAULTS},
+            "additionalProperties": False,
+        },
+        "liveness_probe": _PROBE,
+        "readiness_probe": _PROBE,
+        "description": {"type": "string"},
+        "tags": _TAGS,
+    },
+    "required": ["model", "code_configuration", "instance_type"],
+}
+KEYS_SCHEMA = {
+    "type": "object",
+    "properties": {"keyType": {"type": "string", "enum": ["Primary", "Secondary"]}},
+    "required": ["keyType"],
+}
+LOGS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "containerType": {"type": "string", "enum": ["InferenceServer", "StorageInitializer"]},
+        "tail": {"type": "integer", "minimum": 1, "maximum": 10000},
+    },
+}
+
+
+def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
+    ref = WorkspaceRef(sub, rg, ws)
+    return ref, workspaces.resolve(ctx.session, ref, ctx.caller, needed)
+
+
+def _endpoint(
+    ctx: Context, sub: str, rg: str, ws: str, name: str, needed: Access
+) -> tuple[WorkspaceRef, Workspace, OnlineEndpoint]:
+    ref, workspace = _workspace(ctx, sub, rg, ws, needed)
+    return ref, workspace, service.get_endpoint(ctx.session, workspace, name)
+
+
+def _render(ctx: Context, row: OnlineEndpoint, ref: WorkspaceRef) -> dict[str, Any]:
+    return service.render_endpoint(row, ref, ctx.state.endpoint)
+
+
+@router.get(BASE)
+def list_online_endpoints(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    rows = service.list_endpoints(ctx.session, workspace)
+    return json_response({"value": [_render(ctx, r, ref) for r in rows]})
+
+
+@router.put(BASE + "/{name}", responses=success(201, "Created"), openapi_extra=json_body(ENDPOINT_SCHEMA))
+def put_online_endpoint(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: Name,
+    body: Any = Body(include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    written = service.put_endpoint(ctx.session, ref, workspace, name, body, ctx.caller.name)
+    rendered = _render(ctx, written.row, ref)
+    ctx.commit()
+    ctx.state.online.sync_endpoint(written.row, ref)
+    return json_response(rendered, 201 if written.created else 200)
+
+
+@router.get(BASE + "/{name}")
+def show_online_endpoint(sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)) -> Response:
+    ref, _, row = _endpoint(ctx, sub, rg, ws, name, Access.READ)
+    return json_response(_render(ctx, row, ref))
+
+
+@router.delete(BASE + "/{name}", status_code=204)
+def delete_online_endpoint(
+    sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
+    service.delete_endpoint(ctx.session, ref, row, ctx.caller.name)
+    ctx.commit()
+    ctx.state.online.drop_endpoint(workspace.id, name)
+    return Response(status_code=204)
+
+
+@router.post(BASE + "/{name}/listKeys")
+def list_online_endpoint_keys(
+    sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)
+) -> Response:
+    _, _, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
+    return json_response(service.keys(row))
+
+
+@router.post(BASE + "/{name}/token")
+def online_endpoint_token(
+    sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)
+) -> Response:
+    _, _, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
+    return json_response(service.token(ctx.state.token_secret, row))
+
+
+@router.post(BASE + "/{name}/regenerateKeys", status_code=200, openapi_extra=json_body(KEYS_SCHEMA))
+def regenerate_online_endpoint_keys(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: Name,
+    body: Any = Body(include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
+    ref, _, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
+    key_type = body.get("keyType") if isinstance(body, dict) else None
+    service.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
+    ctx.commit()
+    ctx.state.online.sync_endpoint(row, ref)
+    return json_response({"keyType": str(key_type).capitalize()})
+
+
+@router.get(BASE + "/{name}/deployments")
+def list_online_deployments(
+    sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.READ)
+    runtime = ctx.state.online
+    value = [
+        service.render_deployment(d, ref, name, runtime.live(workspace.id, name, d.name))
+        for d in service.deployments_of(ctx.session, row)
+    ]
+    return json_response({"value": value})
+
+
+@router.put(
+    BASE + "/{name}/deployments/{deployment}",
+    responses=success(201, "Created"),
+    openapi_extra=json_body(DEPLOYMENT_SCHEMA),
+)
+def put_online_deployment(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: Name,
+    deployment: Name,
+    local: Annotated[bool, Query(description="run the replicas on this machine, for debugging")] = False,
+    body: Any = Body(include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
+    ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
+    written = service.put_deployment(
+        ctx.session, ref, workspace, row, deployment, body, ctx.caller.name, local
+    )
+    rendered = service.render_deployment(
+        written.row, ref, name, ctx.state.online.live(workspace.id, name, deployment)
+    )
+    ctx.commit()
+    ctx.state.online.deploy(row, written.row, ref)
+    return json_response(rendered, 201 if written.created else 200)
+
+
+@router.get(BASE + "/{name}/deployments/{deployment}")
+def show_online_deployment(
+    sub: str, rg: str, ws: str, name: Name, deployment: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.READ)
+    found = service.get_deployment(ctx.session, row, deployment)
+    live = {
+        **ctx.state.online.live(workspace.id, name, deployment),
+        "nodes": service.nodes_of(ctx.session, found),
+    }
+    return json_response(service.render_deployment(found, ref, name, live))
+
+
+@router.delete(BASE + "/{name}/deployments/{deployment}", status_code=204)
+def delete_online_deployment(
+    sub: str, rg: str, ws: str, name: Name, deployment: Name, ctx: Context = Depends(context)
+) -> Response:
+    ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
+    found = service.get_deployment(ctx.session, row, deployment)
+    service.delete_deployment(ctx.session, ref, row, found, ctx.caller.name)
+    ctx.commit()
+    ctx.state.online.sync_endpoint(row, ref)
+    ctx.state.online.drop_deployment(workspace.id, name, deployment)
+    return Response(status_code=204)
+
+
+@router.post(
+    BASE + "/{name}/deployments/{deployment}/getLogs", openapi_extra=json_body(LOGS_SCHEMA, required=False)
+)
+def online_deployment_logs(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: Name,
+    deployment: Name,
+    body: Any = Body(default=None, include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
+    _, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.READ)
+    service.get_deployment(ctx.session, row, deployment)
+    lines = body.get("tail") if isinstance(body, dict) else None
+    count = lines if isinstance(lines, int) and not isinstance(lines, bool) and 0 < lines <= 10000 else 200
+    return json_response({"content": ctx.state.online.logs(workspace.id, name, deployment, count)})

@@ -1,0 +1,156 @@
+"""Pipeline jobs from the client: what is local in a ``type: pipeline`` YAML is sent with it.
+
+``prepare_pipeline`` (``JobOperations.prepare`` calls it for ``type: pipeline``) makes the body the
+server takes: each step's ``component: ./train.yml`` (or ``file:./train.yml``) is read, relative
+to the pipeline's folder, and inlined; a step's or component's local ``code`` is uploaded (a
+component's relative to the component file's folder) and becomes ``codes/<sha256>``; local
+``conda_file`` files are inlined; local ``uri_file``/``uri_folder`` inputs (the pipeline's and each
+step's) are uploaded to ``LocalUpload/<hash>/<name>``. Registered components (``azureml:train:1``,
+``azureml:train@latest``, ``train:1``) are left for the server to resolve.
+
+``stream_pipeline`` (``JobOperations.stream`` of a pipeline) follows its steps' logs.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import yaml
+
+from cloudlet.client._rest import RestClient
+from cloudlet.client.artifacts import Upload, upload_code, upload_data
+from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path
+from cloudlet.domain.job_status import FINAL
+from cloudlet.domain.pipeline_bindings import binding_of
+from cloudlet.domain.pipeline_dag import is_reference
+
+if TYPE_CHECKING:
+    from cloudlet.client.jobs import Job, JobOperations
+
+
+def prepare_pipeline(
+    rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: list[Upload]
+) -> dict[str, Any]:
+    """BODY with its local files inlined or uploaded (UPLOADS gets each upload), checked locally
+    when every component is inline (``domain.pipeline_jobs``)."""
+    from cloudlet.client.jobs import JobValidationError, _inline_conda_file, _local
+
+    body = copy.deepcopy(body)
+    jobs = body.get("jobs")
+    if not isinstance(jobs, dict):
+        raise JobValidationError.at("jobs", "a pipeline needs 'jobs': a mapping of step names to steps")
+    for key, step in jobs.items():
+        if not isinstance(step, dict):
+            continue
+        where = f"jobs.{key}"
+        component = step.get("component")
+        if isinstance(component, str) and not is_reference(component):  # a local file
+            path = _local(base, component, f"{where}.component")
+            try:
+                loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError) as exc:
+                raise JobValidationError.at(f"{where}.component", f"cannot read {path}: {exc}") from None
+            if not isinstance(loaded, dict):
+                raise JobValidationError.at(f"{where}.component", f"{path} must hold a component mapping")
+            loaded.pop("$schema", None)
+            step["component"] = _local_parts(rest, ws, loaded, path.parent, f"{where}.component", uploads)
+        elif isinstance(component, dict):
+            step["component"] = _local_parts(rest, ws, component, base, f"{where}.component", uploads)
+        _inline_conda_file(step, base)
+        _upload_code(rest, ws, step, base, where, uploads)
+        _upload_inputs(rest, ws, step, base, where, uploads)
+    _upload_inputs(rest, ws, body, base, "", uploads)
+    if all(not isinstance(s, dict) or not isinstance(s.get("component"), str) for s in jobs.values()):
+        from cloudlet.domain.pipeline_jobs import PIPELINE
+
+        try:
+            PIPELINE.parse(body, str(body.get("name") or "pipeline"))
+        except CloudletError as exc:
+            raise JobValidationError.from_error(exc) from None
+    return body
+
+
+def _local_parts(
+    rest: RestClient, ws: str, doc: dict[str, Any], base: Path, where: str, uploads: list[Upload]
+) -> dict[str, Any]:
+    from cloudlet.client.jobs import _inline_conda_file
+
+    doc = dict(doc)
+    _inline_conda_file(doc, base)
+    _upload_code(rest, ws, doc, base, where, uploads)
+    return doc
+
+
+def _upload_code(
+    rest: RestClient, ws: str, doc: dict[str, Any], base: Path, where: str, uploads: list[Upload]
+) -> None:
+    from cloudlet.client.jobs import _local
+
+    code = doc.get("code")
+    if isinstance(code, str) and not is_remote_path(code):
+        upload = upload_code(rest, ws, _local(base, code, f"{where}.code".lstrip(".")))
+        uploads.append(upload)
+        doc["code"] = upload.uri
+
+
+def _upload_inputs(
+    rest: RestClient, ws: str, doc: dict[str, Any], base: Path, where: str, uploads: list[Upload]
+) -> None:
+    from cloudlet.client.jobs import JobValidationError, _local
+
+    inputs = doc.get("inputs")
+    if not isinstance(inputs, dict):
+        return
+    for name, item in inputs.items():
+        target = f"{where}.inputs.{name}.path".lstrip(".")
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+            continue
+        path = item["path"]
+        if item.get("type", "uri_folder") not in PATH_TYPES or is_remote_path(path):
+            continue
+        try:
+            if binding_of(path, target) is not None:
+                continue
+        except CloudletError as exc:
+            raise JobValidationError.from_error(exc) from None
+        local = _local(base, path, target)
+        upload = upload_data(rest, ws, local)
+        uploads.append(upload)
+        inputs[name] = {**item, "type": item.get("type", "uri_folder"), "path": upload.uri}
+
+
+def stream_pipeline(ops: JobOperations, name: str, out: TextIO, timeout: float | None) -> Job:
+    """Follow a pipeline: each step's log in the order the steps started (``--- step a (job
+    p-a) ---``, then its log and summary line; a reused step says which job it reused), until
+    the pipeline has ended; then the pipeline's summary line."""
+    from cloudlet.client.jobs import job_summary
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    followed: set[str] = set()
+    while True:
+        parent = ops.get(name)._to_dict()
+        pending = [c for c in parent.get("children") or [] if c.get("name") not in followed]
+        if not pending:
+            if parent.get("status") in FINAL:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"pipeline {name} still {parent.get('status')} after {timeout}s")
+            time.sleep(ops.stream_poll_interval)
+            continue
+        step = pending[0]
+        followed.add(str(step["name"]))
+        out.write(f"--- step {step.get('key')} (job {step['name']}) ---\n")
+        if step.get("reused_from"):
+            out.write(f"reused the outputs of job {step['reused_from']}\n")
+            out.flush()
+            continue
+        left = None if deadline is None else max(1.0, deadline - time.monotonic())
+        ops.stream(str(step["name"]), out, timeout=left)
+    job = ops.get(name)
+    out.write(job_summary(job._to_dict()) + "\n")
+    out.flush()
+    return job

@@ -1,0 +1,69 @@
+"""What a batch engine says of its nodes' machines, applied to the store (from the sweep).
+
+A provider that ``SupportsNodeStatus`` (Slurm) tells, per listed machine, whether the engine keeps
+it ``pending`` (with the engine's reason), runs it, or ``preempted`` it. Here:
+
+- pending: the node's ``report["provider_status"]`` says so (``list-nodes`` shows the message);
+  a starting node's boot clock does not run meanwhile (``NodeRecorder`` skips its start timeout,
+  and the clock restarts when the engine runs it);
+- running: the pending note is replaced; the start timeout counts from now;
+- preempted: the node is evicted like a low-priority node cloudlet preempts itself (its jobs are
+  requeued and resume from their checkpoints) and its machine released (``scancel``).
+Only changes are written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudlet.control.actions import Actions, release
+from cloudlet.domain.nodes import NodeState
+from cloudlet.providers.base import NodeStatus
+from cloudlet.services import preemption
+from cloudlet.store.schema import Node
+
+STATUS_KEY = "provider_status"
+
+
+def provider_status(node: Node) -> dict[str, Any]:
+    status = (node.report or {}).get(STATUS_KEY)
+    return status if isinstance(status, dict) else {}
+
+
+def engine_pending(node: Node) -> bool:
+    return provider_status(node).get("phase") == "pending"
+
+
+def apply_statuses(
+    sessions: sessionmaker[Session], location: str, statuses: Mapping[str, NodeStatus], now: float
+) -> Actions:
+    """Record STATUSES (node id -> the engine's word) on LOCATION's nodes; what to carry out after."""
+    actions = Actions()
+    if not statuses:
+        return actions
+    with sessions.begin() as session:
+        rows = session.scalars(select(Node).where(Node.location == location, Node.id.in_(list(statuses))))
+        for node in rows:
+            _apply(session, node, statuses[node.id], actions, now)
+    return actions
+
+
+def _apply(session: Session, node: Node, status: NodeStatus, actions: Actions, now: float) -> None:
+    state = NodeState(node.state)
+    if status.phase == "preempted":
+        if state in preemption.PREEMPTIBLE:
+            actions.wake += preemption.engine_preempted(session, node, status.message, now)
+        if NodeState(node.state) is NodeState.PREEMPTED:
+            release(node, actions, now)  # no-op once its machine is released
+        return
+    before = provider_status(node)
+    after = {"phase": status.phase, "reason": status.reason, "message": status.message}
+    if before == after or (status.phase == "running" and not before):
+        return
+    node.report = {**(node.report or {}), STATUS_KEY: after}
+    if status.phase == "running" and before.get("phase") == "pending" and state is NodeState.STARTING:
+        node.state_since = now  # the boot clock starts when the engine runs the machine

@@ -1,0 +1,601 @@
+"""The replicas of online deployments, and what the gateway knows of each endpoint (issue 14).
+
+Each deployment instance is a replica: the real ``azureml-inference-server-http`` (``azmlinfsrv``)
+with ``AML_APP_ROOT`` (the unpacked code), ``AZUREML_ENTRY_SCRIPT`` and ``AZUREML_MODEL_DIR``, on
+127.0.0.1 on a port of its own, so a score.py written for Azure ML runs as is. A deployment's
+generation goes through its stages — ``provisioning`` (its folder), ``model_download`` (code and
+model unpacked), ``server_start`` (processes started, readiness probe until ready) — in a thread of
+its own, never on the event loop; the stage and, when one fails, the reason (the server log's
+tail: a failing ``init()`` shows there) are written to the store. Updates surge then drain: the new
+generation's replicas must all be ready before they take the place of the old ones, so a failed
+update leaves the previous generation serving.
+
+The server's interpreter does not run replicas: they run with ``$CLOUDLET_INFERENCE_PYTHON``'s
+environment (``scripts/setup.sh`` makes ``.cache/inference-server-1.5.1``), whose packages
+(Flask, gunicorn, inference-schema, scikit-learn) would clash with the control plane's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tarfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudlet.agent.sandbox import Bind, Policy, Sandbox
+from cloudlet.control.online_autoscaler import Autoscaler
+from cloudlet.control.online_placement import AgentHosts, Placement
+from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard, ReplicaProcess
+from cloudlet.domain import online_endpoints as rules
+from cloudlet.providers.local import sandbox_env
+from cloudlet.services import online_endpoints as service
+from cloudlet.services import workspaces
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
+
+log = logging.getLogger("cloudlet.online")
+READY_CAP_S = 120.0  # the readiness wait is Azure's probe budget, bounded by this
+LOG_TAIL = 3000
+WATCH_S = 0.5  # how often the liveness watcher looks
+DRAIN_S = 10.0  # the longest a retired replica's requests are waited for
+LOG_FRESH_S = 3.0  # get-logs waits this long at most for a node's next report
+
+
+def default_python() -> str:
+    given = os.environ.get("CLOUDLET_INFERENCE_PYTHON")
+    if given:
+        return given
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / ".cache" / "inference-server-1.5.1" / "bin" / "python"
+        if candidate.exists():
+            return str(candidate)
+    return "python3"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tail(path: Path, size: int = LOG_TAIL) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - size))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+_RAISED = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?(?P<kind>[A-Za-z_]\w*(?:Error|Exception|Exit))(?::\s*(?P<what>.*))?$"
+)
+
+
+def log_failure(text: str) -> str:
+    """A replica's log tail led by the last exception it shows that is not the inference server's
+    own wrapper (``RuntimeError: init failed on purpose``), so the reason's start says what failed
+    (clients cut long messages: azure-core keeps 2,048 characters)."""
+    raised = [m.group(0) for line in text.splitlines() if (m := _RAISED.match(line.strip()))]
+    own = [r for r in raised if "azureml_inference_server_http" not in r] or raised
+    return f"{own[-1]}. Log tail: {text}" if own else text
+
+
+@dataclass
+class Replica:
+    port: int
+    proc: ReplicaProcess  # a local process, or one a node's agent runs (control/replica_hosts.py)
+    log_path: Path
+    host: str = "127.0.0.1"
+    ready: bool = False
+    code_dir: Path | None = None  # what a restart needs
+    model_dir: Path | None = None
+    retired: bool = False
+    started: float = field(default_factory=time.monotonic)
+    next_probe: float = 0.0
+    failures: int = 0  # liveness probes failed in a row
+    in_flight: int = 0  # requests the gateway has sent it and not had answered
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+@dataclass
+class DeploymentState:
+    """One deployment as the gateway sees it: its serving replicas and its counters."""
+
+    id: int
+    name: str
+    spec: rules.DeploymentSpec
+    placement: Placement | None = None  # where its replicas run
+    generation: int = 0
+    replicas: list[Replica] = field(default_factory=list)
+    in_flight: int = 0
+    requests: int = 0
+    failures: int = 0
+    latency_ms: float = 0.0
+    reason: str | None = None  # why none is ready, when none is
+    log_path: Path | None = None
+    next: int = 0  # round robin
+    restarts: int = 0
+    # what autoscale (control/online_autoscaler.py) needs to start and judge replicas
+    code_dir: Path | None = None
+    model_dir: Path | None = None
+    started: int = 0  # replicas ever started in this generation (names their logs)
+    waiting: int = 0  # requests the gateway holds until a replica is ready (scale from zero)
+    samples: list[Any] = field(default_factory=list)
+    next_sample: float = 0.0
+
+    def ready(self) -> list[Replica]:
+        return [r for r in self.replicas if r.ready and r.proc.poll() is None]
+
+    def pick(self) -> Replica | None:
+        ready = self.ready()
+        if not ready:
+            return None
+        self.next = (self.next + 1) % len(ready)
+        return ready[self.next]
+
+    def live(self) -> dict[str, Any]:
+        return {
+            "replicas": [
+                {
+                    "host": r.host,
+                    "port": r.port,
+                    "node": getattr(r.proc, "node_id", None),
+                    "ready": r.ready,
+                    "alive": r.proc.poll() is None,
+                }
+                for r in self.replicas
+            ],
+            "ready_replicas": len(self.ready()),
+            "serving_generation": self.generation,
+            "restarts": self.restarts,
+            "waiting": self.waiting,
+            "metrics": {
+                "requests": self.requests,
+                "failures": self.failures,
+                "in_flight": self.in_flight,
+                "mean_latency_ms": round(self.latency_ms / self.requests, 3) if self.requests else None,
+            },
+        }
+
+
+@dataclass
+class EndpointState:
+    id: int
+    ws_id: int
+    name: str
+    auth_mode: str
+    primary: str
+    secondary: str
+    traffic: dict[str, int]
+    mirror: dict[str, int]
+    deployments: dict[str, DeploymentState] = field(default_factory=dict)
+
+
+class OnlineRuntime:
+    """Runs the replicas and holds the gateway's view of every endpoint (refreshed after commits)."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        data: DataRoot,
+        home: Path,
+        python: str | None = None,
+        installation: str = "",
+        nodes: NodeMaker | None = None,
+    ) -> None:
+        # Every replica carries the installation id (as node agents do), so what outlives a killed
+        # server is found by it (the sandbox's --die-with-parent does not always take it along).
+        self.installation = installation
+        self.sessions = sessions
+        self.data = data
+        self.root = home / "online"
+        self.python = python or default_python()
+        self.endpoints: dict[tuple[int, str], EndpointState] = {}
+        # The scoring URI's (subscription, resource group, workspace, endpoint) → the key above.
+        self.paths: dict[tuple[str, str, str, str], tuple[int, str]] = {}
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+        self.stopping = threading.Event()
+        self.spawner = ThreadPoolExecutor(1, thread_name_prefix="online-spawner")
+        self.autoscaler = Autoscaler(self)
+        # Replicas on nodes' agents: instances', and nodes made for managed deployments.
+        self.hosts = AgentHosts(sessions, ReplicaBoard(), nodes, self.python, self.stopping)
+
+    # --- the store's view -------------------------------------------------------------------
+
+    def start_watching(self) -> None:
+        thread = threading.Thread(target=self._watch, name="online-liveness", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+        scaler = threading.Thread(target=self.autoscaler.run, name="online-autoscale", daemon=True)
+        self.threads.append(scaler)
+        scaler.start()
+
+    def _watch(self) -> None:
+        """Liveness: a replica whose process ended, or that failed ``failure_threshold`` liveness
+        probes in a row (after ``initial_delay``, every ``period``), is replaced by a new process
+        on the same code and model; it takes traffic again once its readiness probe answers."""
+        while not self.stopping.wait(WATCH_S):
+            with self.lock:
+                deployments = [d for e in self.endpoints.values() for d in e.deployments.values()]
+            for deployment in deployments:
+                for replica in list(deployment.replicas):
+                    if not replica.retired:
+                        self._check(deployment, replica)
+
+    def _check(self, deployment: DeploymentState, replica: Replica) -> None:
+        probe, now = deployment.spec.liveness_probe, time.monotonic()
+        alive = replica.proc.poll() is None
+        if alive and not replica.ready:  # a restarted one: ready once its readiness probe answers
+            replica.ready = _probe(
+                replica.host, replica.port, float(deployment.spec.readiness_probe["timeout"])
+            )
+            return
+        if alive and now >= max(replica.next_probe, replica.started + probe["initial_delay"]):
+            replica.next_probe = now + probe["period"]
+            live = _probe(replica.host, replica.port, float(probe["timeout"]))
+            replica.failures = 0 if live else replica.failures + 1
+        if alive and replica.failures < probe["failure_threshold"]:
+            return
+        log.warning(
+            "replica of %s on port %d is dead or not live: restarting it", deployment.name, replica.port
+        )
+        self._retire([replica])
+        if replica.code_dir is None or replica.model_dir is None or self.stopping.is_set():
+            return
+        try:
+            fresh = self._start(
+                deployment.spec, replica.code_dir, replica.model_dir, replica.log_path, deployment.placement
+            )
+        except Exception as exc:  # e.g. no node could be made: the next look tries again
+            log.warning("restarting a replica of %s failed: %s", deployment.name, exc)
+            return
+        with self.lock:
+            kept = any(r is replica for r in deployment.replicas)  # not scaled in meanwhile
+            deployment.replicas = [fresh if r is replica else r for r in deployment.replicas]
+            deployment.restarts += 1
+        if not kept:
+            fresh.stop()
+
+    def load(self) -> None:
+        """At start: every endpoint's state, and each deployment's replicas started again (those a
+        killed predecessor left behind are ended first)."""
+        for pid in leftover_replicas(self.installation):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        self.hosts.release_leftovers()
+        with self.sessions() as session:
+            for row in session.scalars(select(OnlineEndpoint)).all():
+                ws = session.get(Workspace, row.workspace_id)
+                assert ws is not None
+                ref = workspaces.ref_of(session, ws)
+                for deployment in service.deployments_of(session, row):
+                    self.deploy(row, deployment, ref)
+                self.sync_endpoint(row, ref)
+
+    def sync_endpoint(self, row: OnlineEndpoint, ref: WorkspaceRef | None = None) -> None:
+        with self.lock:
+            key = (row.workspace_id, row.name)
+            if ref is not None:
+                self.paths[(ref.subscription_id, ref.resource_group, ref.workspace, row.name)] = key
+            state = self.endpoints.get(key)
+            spec = service.spec_of(row)
+            if state is None or state.id != row.id:
+                state = EndpointState(row.id, row.workspace_id, row.name, spec.auth_mode, "", "", {}, {})
+                self.endpoints[key] = state
+            state.primary, state.secondary = row.primary_key, row.secondary_key
+            state.traffic, state.mirror = dict(spec.traffic), dict(spec.mirror_traffic)
+
+    def endpoint(self, ws_id: int, name: str) -> EndpointState | None:
+        return self.endpoints.get((ws_id, name))
+
+    def by_path(self, sub: str, rg: str, ws: str, name: str) -> EndpointState | None:
+        key = self.paths.get((sub, rg, ws, name))
+        return None if key is None else self.endpoints.get(key)
+
+    def live(self, ws_id: int, endpoint: str, deployment: str) -> dict[str, Any]:
+        state = self.endpoints.get((ws_id, endpoint))
+        found = state.deployments.get(deployment) if state else None
+        return found.live() if found else {"replicas": [], "ready_replicas": 0}
+
+    def drop_endpoint(self, ws_id: int, name: str) -> None:
+        with self.lock:
+            state = self.endpoints.pop((ws_id, name), None)
+            self.paths = {path: key for path, key in self.paths.items() if key != (ws_id, name)}
+        for deployment in state.deployments.values() if state else ():
+            self._retire(deployment.replicas)
+
+    def drop_deployment(self, ws_id: int, endpoint: str, name: str) -> None:
+        with self.lock:
+            state = self.endpoints.get((ws_id, endpoint))
+            gone = state.deployments.pop(name, None) if state else None
+        if gone is not None:
+            self._retire(gone.replicas)
+
+    # --- deploying ----------------------------------------------------------------------------
+
+    def deploy(self, endpoint: OnlineEndpoint, row: OnlineDeployment, ref: WorkspaceRef) -> None:
+        """Start ROW's generation in a thread: ready replicas replace the serving ones."""
+        spec = rules.parse_deployment(row.spec, endpoint.name, row.name)
+        self.sync_endpoint(endpoint, ref)
+        makes_nodes = self.hosts.nodes is not None
+        placement = Placement.of(spec, endpoint.workspace_id, row.id, row.local, makes_nodes)
+        args = (endpoint.workspace_id, endpoint.name, row.id, row.generation, spec, placement)
+        thread = threading.Thread(target=self._roll_out, args=args, name=f"online-{row.name}", daemon=True)
+        self.threads = [t for t in self.threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _stored_generation(self, deployment_id: int) -> int | None:
+        with self.sessions() as session:
+            row = session.get(OnlineDeployment, deployment_id)
+            return None if row is None else row.generation
+
+    def _report(
+        self, deployment_id: int, generation: int, stage: str, state: str, reason: str | None
+    ) -> None:
+        with self.sessions() as session:
+            service.record_stage(session, deployment_id, generation, stage, state, reason)
+            session.commit()
+
+    def _roll_out(
+        self,
+        ws_id: int,
+        endpoint: str,
+        deployment_id: int,
+        generation: int,
+        spec: rules.DeploymentSpec,
+        placement: Placement,
+    ) -> None:
+        folder = self.root / str(ws_id) / endpoint / spec.name / str(generation)
+        replicas: list[Replica] = []
+        stage = "provisioning"
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            (folder / "logs").mkdir(parents=True)
+            stage = "model_download"
+            self._report(deployment_id, generation, stage, "Updating", None)
+            code_dir, model_dir = self._materialize(ws_id, spec, folder)
+            stage = "server_start"
+            self._report(deployment_id, generation, stage, "Updating", None)
+            for index in range(spec.instance_count):
+                log_path = folder / "logs" / f"replica-{index}.log"
+                replicas.append(self._start(spec, code_dir, model_dir, log_path, placement))
+            self._wait_ready(spec, replicas)
+        except Exception as exc:  # the reason goes to the store; the serving generation stays
+            reason = f"{stage} failed: {exc}"
+            log.warning("deployment %s/%s generation %d: %s", endpoint, spec.name, generation, reason)
+            self._retire(replicas)
+            self._report(deployment_id, generation, stage, "Failed", reason)
+            with self.lock:
+                state = self.endpoints.get((ws_id, endpoint))
+                current = state.deployments.get(spec.name) if state else None
+                if current is not None and not current.ready():
+                    current.reason = reason
+                elif state is not None and current is None:
+                    state.deployments[spec.name] = DeploymentState(
+                        deployment_id, spec.name, spec, placement, reason=reason
+                    )
+            return
+        current_generation = self._stored_generation(deployment_id)
+        with self.lock:
+            state = self.endpoints.get((ws_id, endpoint))
+            if state is None or self.stopping.is_set() or current_generation != generation:
+                # deleted meanwhile, or a newer generation was asked for: these never serve
+                old: list[Replica] = replicas
+            else:
+                current = state.deployments.get(spec.name)
+                if current is None or current.id != deployment_id:
+                    current = DeploymentState(deployment_id, spec.name, spec)
+                    state.deployments[spec.name] = current
+                old = current.replicas
+                current.spec, current.generation, current.replicas = spec, generation, replicas
+                current.placement = placement
+                current.code_dir, current.model_dir, current.started = code_dir, model_dir, len(replicas)
+                current.samples = []
+                current.reason, current.log_path = None, replicas[0].log_path if replicas else None
+        self._report(deployment_id, generation, "ready", "Succeeded", None)
+        self._retire(old)  # drain: the gateway no longer picks them
+
+    def _materialize(self, ws_id: int, spec: rules.DeploymentSpec, folder: Path) -> tuple[Path, Path]:
+        code_dir, model_dir = folder / "code", folder / "model"
+        with self.sessions() as session:
+            ws = session.get(Workspace, ws_id)
+            assert ws is not None
+            source = service.model_source(session, ws, spec.model)
+        _unpack(self.data.code(ws_id, spec.code.removeprefix("codes/")), code_dir)
+        kind, where = service.model_path(self.data, ws_id, source)
+        if kind == "code":
+            _unpack(Path(where), model_dir)
+        else:
+            model_dir.mkdir()
+            target = Path(where)
+            (model_dir / target.name).symlink_to(target, target_is_directory=target.is_dir())
+        if not (code_dir / spec.scoring_script).is_file():
+            raise FileNotFoundError(f"the code has no scoring script '{spec.scoring_script}'")
+        return code_dir, model_dir
+
+    def _sandbox(self, folder: Path) -> Sandbox:
+        """The node sandbox of jobs (agent/sandbox.py), with the settings the local provider gives
+        its agents (``CLOUDLET_SANDBOX``: bwrap unless ``none``)."""
+        settings = sandbox_env()
+        policy = Policy.from_env({**os.environ, **settings})
+        return Sandbox(policy, hostname="online-replica", state_dir=folder / "sandbox", python=self.python)
+
+    def _start(
+        self,
+        spec: rules.DeploymentSpec,
+        code_dir: Path,
+        model_dir: Path,
+        log_path: Path,
+        placement: Placement | None = None,
+    ) -> Replica:
+        """One replica where PLACEMENT says: a node's agent (an instance's, or a node made for it),
+        else a sandboxed process here."""
+        if placement is not None and placement.kind != "process":
+            host, port, hosted = self.hosts.start(
+                placement, spec, code_dir, model_dir, log_path, self.stopping
+            )
+            return Replica(port, hosted, log_path, host, code_dir=code_dir, model_dir=model_dir)
+        port, health = free_port(), free_port()
+        folder = code_dir.parent
+        sandbox = self._sandbox(folder)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": "/tmp" if sandbox.enabled else str(folder),
+            "LANG": "C.UTF-8",
+            **spec.environment_variables,
+            "AML_APP_ROOT": str(code_dir),
+            "AZUREML_ENTRY_SCRIPT": spec.scoring_script,
+            "AZUREML_MODEL_DIR": str(model_dir),
+            "SERVER_PORT": str(port),
+            "WORKER_COUNT": "1",
+            "CLOUDLET_INSTALLATION": self.installation,
+        }
+        argv = [
+            self.python, "-m", "azureml_inference_server_http",
+            "--entry_script", str(code_dir / spec.scoring_script), "--model_dir", str(model_dir),
+            "--port", str(port), "--health_port", str(health),
+        ]  # fmt: skip
+        # It sees the system folders, its interpreter's environment, its code and model (read-only)
+        # and nothing else of the host; the network is the host's (the gateway dials 127.0.0.1).
+        venv = Path(self.python).parent.parent
+        binds = [Bind(str(venv)), Bind(str(code_dir)), Bind(str(model_dir))]
+        binds += [Bind(str(p.resolve())) for p in model_dir.iterdir() if p.is_symlink()]
+        if sandbox.enabled:
+            sandbox.hand_over(code_dir, recursive=True)
+            sandbox.hand_over(model_dir, recursive=True)
+        wrapped = sandbox.wrap(argv, cwd=code_dir, binds=binds)
+        with log_path.open("ab") as out:
+            # Started from the runtime's one long-lived thread: the sandbox's --die-with-parent
+            # is the death of the *thread* that forked it, and a roll-out's thread ends.
+            proc = self.spawner.submit(
+                subprocess.Popen,
+                wrapped,
+                cwd=code_dir,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            ).result()
+        return Replica(port, LocalProcess(proc), log_path, code_dir=code_dir, model_dir=model_dir)
+
+    def _wait_ready(self, spec: rules.DeploymentSpec, replicas: list[Replica]) -> None:
+        probe = spec.readiness_probe
+        budget = min(READY_CAP_S, probe["initial_delay"] + probe["period"] * probe["failure_threshold"])
+        deadline = time.monotonic() + budget
+        for replica in replicas:
+            while not replica.ready:
+                if replica.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"the inference server exited ({replica.proc.returncode}): "
+                        f"{log_failure(tail(replica.log_path))}"
+                    )
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"not ready within {budget:.0f} s: {log_failure(tail(replica.log_path))}"
+                    )
+                replica.ready = _probe(replica.host, replica.port, float(probe["timeout"]))
+                if not replica.ready:
+                    self.stopping.wait(0.1)
+                if self.stopping.is_set():
+                    raise RuntimeError("the server is stopping")
+
+    def _retire(self, replicas: list[Replica], drain_s: float = DRAIN_S) -> None:
+        """Take REPLICAS out of the gateway's choice, let the requests they hold finish (bounded
+        by DRAIN_S), then stop them."""
+        for replica in replicas:
+            replica.ready, replica.retired = False, True
+        deadline = time.monotonic() + drain_s
+        while (
+            any(r.in_flight > 0 and r.proc.poll() is None for r in replicas) and time.monotonic() < deadline
+        ):
+            if self.stopping.wait(0.02):
+                break
+        for replica in replicas:
+            replica.stop()
+
+    def logs(self, ws_id: int, endpoint: str, name: str, lines: int) -> str:
+        folder = self.root / str(ws_id) / endpoint / name
+        generations = sorted((p for p in folder.glob("*") if p.name.isdigit()), key=lambda p: int(p.name))
+        if not generations:
+            return ""
+        with self.lock:  # a node's replica: its log as of the agent's next report
+            state = self.endpoints.get((ws_id, endpoint))
+            found = state.deployments.get(name) if state else None
+            nodes = {getattr(r.proc, "node_id", None) for r in (found.replicas if found else [])}
+        self.hosts.board.await_report({n for n in nodes if n}, LOG_FRESH_S, self.stopping)
+        text = tail(generations[-1] / "logs" / "replica-0.log", 1 << 20)
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(10)
+        with self.lock:
+            states = list(self.endpoints.values())
+            self.endpoints.clear()
+        for state in states:
+            for deployment in state.deployments.values():
+                self._retire(deployment.replicas)
+        self.spawner.shutdown(wait=False)
+
+
+def leftover_replicas(installation: str) -> list[int]:
+    """Replica processes carrying INSTALLATION (read from /proc; none where it is not readable)."""
+    if not installation:
+        return []
+    tag = f"CLOUDLET_INSTALLATION={installation}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes()
+            if b"azureml_inference_server_http" in argv and tag in (entry / "environ").read_bytes().split(
+                b"\0"
+            ):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _probe(host: str, port: int, timeout: float) -> bool:
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        connection.request("GET", "/")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+def _unpack(archive: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "r:gz") as tar:
+        tar.extractall(target, filter="data")

@@ -1,0 +1,351 @@
+"""The online endpoints under ``cloudlet server --workers N``: one worker runs the replicas, every
+worker's gateway serves invoke (issue 14).
+
+Worker 0 is the **owner**: the ``OnlineRuntime`` of ``control/online_replicas.py`` (it starts,
+probes, autoscales and retires the replicas) plus a publisher thread that writes the gateway's view
+(each endpoint's path, keys, traffic, mirror; each deployment's spec, generation, reason and
+replicas with their addresses and readiness) to ``$CLOUDLET_HOME/online/view.json`` whenever it
+changes (looked at every ``PUBLISH_S``), atomically, and wakes the other workers
+(``services/wake.py``, kind ``VIEW``).
+
+Every other worker is a **follower**: its gateway reads the same in-memory shapes
+(``EndpointState``/``DeploymentState``), loaded from that file on the wake-up (and every
+``REFRESH_S`` when a wake-up was dropped); a deployment's state object is kept across reloads, so
+its in-flight count (the 429 rule) and its metrics carry on. What a follower's routes ask of the
+runtime after a commit (deploy, a changed endpoint, a deletion) goes to the owner as a wake-up
+(kind ``ASK``) naming the rows; the owner reads them from the store and acts, as if asked itself.
+A follower applies an endpoint's new keys and traffic to its own view at once too.
+
+Limits (docs/online-endpoints.md): the in-flight limit (429) and the request metrics in ``show``
+are per worker; the autoscaler's in-flight target sees the owner's requests (a follower's request
+held for a replica does ask the owner for one); an ``ASK`` lost in a full inbox is not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime, Replica
+from cloudlet.domain import online_endpoints as rules
+from cloudlet.services import workspaces
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.wake import WakeBus
+from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
+
+log = logging.getLogger("cloudlet.online.shared")
+VIEW = b"v"  # owner → followers: the view file changed
+ASK = b"V"  # follower → owner: JSON {"op": ..., ...}
+PUBLISH_S = 0.05
+REFRESH_S = 1.0
+
+
+def view_path(home: Path) -> Path:
+    return home / "online" / "view.json"
+
+
+def snapshot(runtime: OnlineRuntime) -> dict[str, Any]:
+    """The gateway's view of RUNTIME as JSON-ready data."""
+    with runtime.lock:
+        endpoints = []
+        for key, state in runtime.endpoints.items():
+            endpoints.append(
+                {
+                    "id": state.id,
+                    "ws_id": state.ws_id,
+                    "name": state.name,
+                    "auth_mode": state.auth_mode,
+                    "primary": state.primary,
+                    "secondary": state.secondary,
+                    "traffic": state.traffic,
+                    "mirror": state.mirror,
+                    "paths": sorted(list(path) for path, at in runtime.paths.items() if at == key),
+                    "deployments": [
+                        {
+                            "id": d.id,
+                            "name": d.name,
+                            "spec": d.spec.to_doc(),
+                            "generation": d.generation,
+                            "reason": d.reason,
+                            "restarts": d.restarts,
+                            "replicas": [
+                                {"host": r.host, "port": r.port, "ready": r.ready and r.proc.poll() is None}
+                                for r in d.replicas
+                                if not r.retired
+                            ],
+                        }
+                        for d in state.deployments.values()
+                    ],
+                }
+            )
+    return {"endpoints": sorted(endpoints, key=lambda e: (e["ws_id"], e["name"]))}
+
+
+class _Elsewhere:
+    """The process handle of a replica that the owner worker runs: alive while the owner lists it."""
+
+    pid = -1
+    returncode = None
+
+    def poll(self) -> int | None:
+        return None
+
+
+def _replica(host: str, port: int, ready: bool) -> Replica:
+    return Replica(port, _Elsewhere(), Path(os.devnull), host=host, ready=ready)  # type: ignore[arg-type]
+
+
+class OwnerRuntime(OnlineRuntime):
+    """Worker 0's runtime: the replicas, and the view published for the other workers."""
+
+    def __init__(self, bus: WakeBus, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bus = bus
+        self.view = view_path(self.root.parent)
+        self.publishing = threading.Lock()
+        self.published = ""
+
+    def start_watching(self) -> None:
+        super().start_watching()
+        thread = threading.Thread(target=self._publish, name="online-view", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _publish(self) -> None:
+        while not self.stopping.is_set():
+            self.publish()
+            self.stopping.wait(PUBLISH_S)
+
+    def publish(self) -> None:
+        """The view to the file and a wake-up to the followers, when it changed."""
+        text = json.dumps(snapshot(self), sort_keys=True)
+        with self.publishing:
+            if text == self.published:
+                return
+            self.view.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.view.with_name(f"view.{threading.get_ident()}.tmp")
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds keys
+            with os.fdopen(fd, "w") as out:
+                out.write(text)
+            os.replace(partial, self.view)
+            self.published = text
+        self.bus.send(VIEW)
+
+    def _report(
+        self, deployment_id: int, generation: int, stage: str, state: str, reason: str | None
+    ) -> None:
+        if state == "Succeeded":  # the new replicas are in the view before the store says ready
+            self.publish()
+        super()._report(deployment_id, generation, stage, state, reason)
+
+    def asked(self, payload: str) -> None:
+        """A follower's request, from the wake bus's thread: acted on in a thread of its own (a
+        deletion drains for seconds; the bus carries the nodes' wake-ups too)."""
+        threading.Thread(target=self._act, args=(payload,), name="online-asked", daemon=True).start()
+
+    def _act(self, payload: str) -> None:
+        ask = json.loads(payload)
+        op = ask["op"]
+        if op == "hold":
+            self._held(int(ask["ws_id"]), str(ask["endpoint"]), str(ask["deployment"]), float(ask["for_s"]))
+            return
+        if op == "drop_endpoint":
+            self.drop_endpoint(int(ask["ws_id"]), str(ask["endpoint"]))
+            return
+        if op == "drop_deployment":
+            self.drop_deployment(int(ask["ws_id"]), str(ask["endpoint"]), str(ask["deployment"]))
+        with self.sessions() as session:
+            row = session.get(OnlineEndpoint, int(ask["endpoint_id"]))
+            if row is None:
+                return
+            ws = session.get(Workspace, row.workspace_id)
+            assert ws is not None
+            ref = workspaces.ref_of(session, ws)
+            if op == "deploy":
+                deployment = session.get(OnlineDeployment, int(ask["deployment_id"]))
+                if deployment is not None:
+                    self.deploy(row, deployment, ref)
+            else:  # "sync" (and after a deployment's deletion)
+                self.sync_endpoint(row, ref)
+
+    def _held(self, ws_id: int, endpoint: str, name: str, for_s: float) -> None:
+        """A request a follower holds for a replica counts as held here for FOR_S (its bound)."""
+        state = self.endpoints.get((ws_id, endpoint))
+        deployment = state.deployments.get(name) if state else None
+        if deployment is None:
+            return
+        deployment.waiting += 1
+        self.autoscaler.wake.set()
+
+        def release() -> None:
+            deployment.waiting -= 1
+
+        timer = threading.Timer(for_s, release)
+        timer.daemon = True
+        timer.start()
+
+
+class _AskForReplica:
+    """A follower's ``autoscaler.wake``: the gateway sets it when it holds a request of an
+    autoscaled deployment with no ready replica; the owner is asked to count it."""
+
+    def __init__(self, follower: FollowerRuntime) -> None:
+        self.follower = follower
+
+    def set(self) -> None:
+        with self.follower.lock:
+            held = [
+                (state.ws_id, state.name, d.name, d.spec.request_settings["request_timeout_ms"] / 1000)
+                for state in self.follower.endpoints.values()
+                for d in state.deployments.values()
+                if d.waiting > 0
+            ]
+        for ws_id, endpoint, name, for_s in held:
+            self.follower.ask(
+                {"op": "hold", "ws_id": ws_id, "endpoint": endpoint, "deployment": name, "for_s": for_s}
+            )
+
+
+class FollowerRuntime(OnlineRuntime):
+    """Another worker's runtime: runs no replica; its gateway's view is the owner's, read from the
+    view file; what its routes ask is sent to the owner."""
+
+    def __init__(self, bus: WakeBus, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bus = bus
+        self.view = view_path(self.root.parent)
+        self.seen: tuple[int, int] | None = None  # the view file's (mtime_ns, size) last read
+        self.changed = threading.Event()
+        self.autoscaler.wake = _AskForReplica(self)  # type: ignore[assignment]
+
+    def ask(self, message: dict[str, Any]) -> None:
+        self.bus.send(ASK, json.dumps(message))
+
+    # what the app's lifespan calls
+    def load(self) -> None:
+        self.refresh()
+
+    def start_watching(self) -> None:
+        thread = threading.Thread(target=self._watch_view, name="online-view", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.changed.set()
+        for thread in self.threads:
+            thread.join(10)
+
+    def _watch_view(self) -> None:
+        while not self.stopping.is_set():
+            self.changed.wait(REFRESH_S)
+            self.changed.clear()
+            try:
+                self.refresh()
+            except Exception:  # a torn or unreadable view: the next one is read
+                log.exception("reading the online view failed")
+
+    def refresh(self) -> None:
+        try:
+            stat = self.view.stat()
+        except FileNotFoundError:
+            return
+        if self.seen == (stat.st_mtime_ns, stat.st_size):
+            return
+        self.seen = (stat.st_mtime_ns, stat.st_size)
+        self.apply(json.loads(self.view.read_text()))
+
+    def apply(self, view: dict[str, Any]) -> None:
+        """The owner's VIEW in place of this worker's, keeping each deployment's state object."""
+        endpoints: dict[tuple[int, str], EndpointState] = {}
+        paths: dict[tuple[str, str, str, str], tuple[int, str]] = {}
+        with self.lock:
+            for e in view["endpoints"]:
+                key = (int(e["ws_id"]), str(e["name"]))
+                old = self.endpoints.get(key)
+                state = EndpointState(
+                    e["id"],
+                    key[0],
+                    key[1],
+                    e["auth_mode"],
+                    e["primary"],
+                    e["secondary"],
+                    e["traffic"],
+                    e["mirror"],
+                )
+                for d in e["deployments"]:
+                    spec = rules.parse_deployment(d["spec"], key[1], d["name"])
+                    kept = old.deployments.get(d["name"]) if old is not None and old.id == state.id else None
+                    deployment = (
+                        kept
+                        if kept is not None and kept.id == d["id"]
+                        else DeploymentState(d["id"], d["name"], spec)
+                    )
+                    by_address = {(r.host, r.port): r for r in deployment.replicas}
+                    replicas = []
+                    for r in d["replicas"]:
+                        address = (r["host"], r["port"])  # a node's replica: its host's address
+                        replica = by_address.get(address) or _replica(*address, r["ready"])
+                        replica.ready = r["ready"]
+                        replicas.append(replica)
+                    deployment.spec, deployment.generation, deployment.replicas = (
+                        spec,
+                        d["generation"],
+                        replicas,
+                    )
+                    deployment.reason, deployment.restarts = d["reason"], d["restarts"]
+                    state.deployments[d["name"]] = deployment
+                endpoints[key] = state
+                for path in e["paths"]:
+                    paths[(path[0], path[1], path[2], path[3])] = key
+            self.endpoints, self.paths = endpoints, paths
+
+    def on_view(self, _payload: str) -> None:
+        self.changed.set()
+
+    # what the routes call after a commit: the owner acts
+    def sync_endpoint(self, row: OnlineEndpoint, ref: WorkspaceRef | None = None) -> None:
+        super().sync_endpoint(row, ref)  # this worker's view at once (keys, traffic)
+        self.ask({"op": "sync", "endpoint_id": row.id})
+
+    def deploy(self, endpoint: OnlineEndpoint, row: OnlineDeployment, ref: WorkspaceRef) -> None:
+        super().sync_endpoint(endpoint, ref)
+        self.ask({"op": "deploy", "endpoint_id": endpoint.id, "deployment_id": row.id})
+
+    def drop_endpoint(self, ws_id: int, name: str) -> None:
+        with self.lock:
+            self.endpoints.pop((ws_id, name), None)
+            self.paths = {path: key for path, key in self.paths.items() if key != (ws_id, name)}
+        self.ask({"op": "drop_endpoint", "ws_id": ws_id, "endpoint": name})
+
+    def drop_deployment(self, ws_id: int, endpoint: str, name: str) -> None:
+        with self.lock:
+            state = self.endpoints.get((ws_id, endpoint))
+            if state is not None:
+                state.deployments.pop(name, None)
+            endpoint_id = state.id if state is not None else 0
+        self.ask(
+            {
+                "op": "drop_deployment",
+                "ws_id": ws_id,
+                "endpoint": endpoint,
+                "deployment": name,
+                "endpoint_id": endpoint_id,
+            }
+        )
+
+
+def runtime(bus: WakeBus, owner: bool, *args: Any, **kwargs: Any) -> tuple[OnlineRuntime, dict[bytes, Any]]:
+    """The worker's runtime and the wake-up handlers it needs. A server alone (no peers) gets the
+    plain ``OnlineRuntime``."""
+    if not bus.shared:
+        return OnlineRuntime(*args, **kwargs), {}
+    if owner:
+        made = OwnerRuntime(bus, *args, **kwargs)
+        return made, {ASK: made.asked}
+    follower = FollowerRuntime(bus, *args, **kwargs)
+    return follower, {VIEW: follower.on_view}

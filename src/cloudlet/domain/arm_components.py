@@ -1,0 +1,128 @@
+"""Component versions between the ARM shape azure-ai-ml sends and parses
+(``{"properties": {"componentSpec": {...}, "isAnonymous", "isArchived", "properties", …}}``) and
+cloudlet's component documents (the CLI v2 ``commandComponent`` shape ``domain/components.py``
+validates). Pure: the rules stay in ``domain/components.py``. Recorded bodies:
+``tests/data/arm_components/``.
+
+- ``from_arm(body, name, version)``: the document to validate and ``isArchived`` when the body says
+  it. An anonymous component (``azureml_anonymous``, what the SDK registers for each step of a
+  pipeline) carries version "1" in its spec and its content hash in the URL: the URL's version wins;
+- ``version_view``: the ARM resource, its ``componentSpec`` as the SDK reads it back (literal
+  defaults, min and max as strings, the code as a code version's ARM id);
+- ``arm_target``: a native error's field target as the ARM body names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cloudlet.domain.arm_assets import PROVIDER_TYPE, VersionRow, _system
+from cloudlet.domain.components import ANONYMOUS_NAME
+from cloudlet.domain.errors import validation_error
+from cloudlet.domain.job_spec import LITERAL_TYPES, literal_string
+
+COLLECTION = "components"
+# The version azure-ai-ml asks for by ``components.get(name)``: the component's default (latest).
+DEFAULT_VERSION = "azureml_default"
+SPEC = "properties.componentSpec"
+# What the SDK adds to a spec that is not the component's (its loader's bookkeeping).
+_DROPPED = ("_source", "$schema", "id", "creation_context", "is_anonymous")
+_LITERAL_KEYS = ("default", "min", "max")
+
+
+@dataclass(frozen=True)
+class ArmComponent:
+    doc: dict[str, Any]  # the component document (YAML field names), not yet validated
+    archived: bool | None  # isArchived, when the body says it
+    anonymous: bool
+
+
+def from_arm(body: Any, name: str, version: str) -> ArmComponent:
+    """The document for an SDK ``PUT {ws}/components/{name}/versions/{version}`` body."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("properties"), Mapping):
+        raise validation_error("properties", "the body must be an object with 'properties' (an object)")
+    props: Mapping[str, Any] = body["properties"]
+    spec = props.get("componentSpec")
+    if not isinstance(spec, Mapping):
+        raise validation_error(
+            SPEC, "properties.componentSpec must be the component (an object with type, command, inputs …)"
+        )
+    anonymous = props.get("isAnonymous") is True or name == ANONYMOUS_NAME
+    doc = {k: v for k, v in spec.items() if k not in _DROPPED}
+    given = doc.get("version")
+    if anonymous or given is None:
+        doc["version"] = version  # the SDK's anonymous spec says "1"; its version is the URL's hash
+    elif str(given) != version:
+        raise validation_error(
+            f"{SPEC}.version",
+            f"componentSpec.version '{given}' differs from the URL's version '{version}'; make them match",
+        )
+    for field in ("description", "tags", "properties"):
+        value = props.get(field)
+        if value:  # the resource's own value (the SDK writes both, the same)
+            doc[field] = value
+        elif not doc.get(field):
+            doc.pop(field, None)
+    for section in ("inputs", "outputs"):
+        items = doc.get(section)
+        if isinstance(items, Mapping):
+            doc[section] = {k: _folded(v) for k, v in items.items()}
+    archived = props.get("isArchived")
+    if archived is not None and not isinstance(archived, bool):
+        raise validation_error("properties.isArchived", "isArchived must be true or false")
+    return ArmComponent(doc, archived, anonymous)
+
+
+def _folded(item: Any) -> Any:
+    """An input or output with its type as the YAML writes it (the REST API says ``String``)."""
+    if isinstance(item, Mapping) and isinstance(item.get("type"), str):
+        return {**item, "type": item["type"].lower()}
+    return item
+
+
+def arm_target(target: str | None) -> str | None:
+    """A native document field (``inputs.x.default``, ``command``) as the ARM body's property."""
+    if target is None:
+        return None
+    if target == "$":
+        return SPEC
+    if target.startswith(("properties", SPEC)):
+        return target
+    return f"{SPEC}.{target}"
+
+
+def version_view(workspace_id: str, row: VersionRow, code_id: str | None) -> dict[str, Any]:
+    """A component version as ARM answers it (``workspace_id``: the workspace's ARM id; CODE_ID:
+    the code version's ARM id for the stored ``codes/<sha256>``, when one has it)."""
+    doc = dict(row.spec)
+    spec: dict[str, Any] = {"name": row.name, "version": row.version, **doc}
+    spec.setdefault("type", "command")
+    if code_id is not None:
+        spec["code"] = f"azureml:{code_id}"
+    spec["inputs"] = {k: _literal_strings(v) for k, v in (doc.get("inputs") or {}).items()}
+    spec["outputs"] = dict(doc.get("outputs") or {})
+    props: dict[str, Any] = {
+        "componentSpec": spec,
+        "description": doc.get("description"),
+        "tags": dict(doc.get("tags") or {}),
+        "properties": dict(doc.get("properties") or {}),
+        "isArchived": row.archived,
+        "isAnonymous": row.name == ANONYMOUS_NAME,
+        "provisioningState": "Succeeded",
+    }
+    return {
+        "id": f"{workspace_id}/{COLLECTION}/{row.name}/versions/{row.version}",
+        "name": row.version,
+        "type": f"{PROVIDER_TYPE}/{COLLECTION}/versions",
+        "properties": props,
+        "systemData": _system(row.created_by, row.created_at, row.modified_at),
+    }
+
+
+def _literal_strings(item: Any) -> Any:
+    """Literal defaults, min and max as the strings the REST API carries (``"0.01"``, ``"True"``)."""
+    if not isinstance(item, Mapping) or item.get("type") not in LITERAL_TYPES:
+        return item
+    return {k: literal_string(v) if k in _LITERAL_KEYS and v is not None else v for k, v in item.items()}

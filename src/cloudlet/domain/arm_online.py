@@ -1,0 +1,280 @@
+"""Online endpoints and deployments in the ARM wire shapes the azure-ai-ml SDK sends (pure).
+
+``PUT {ws}/onlineEndpoints/{e}`` ``{location, identity, tags, properties: {authMode: Key|AMLToken,
+description, traffic, mirrorTraffic}}`` and ``PUT …/deployments/{d}`` ``{sku: {capacity}, properties:
+{endpointComputeType: Managed, model: <model version id>, codeConfiguration: {codeId, scoringScript},
+environmentId, environmentVariables, instanceType, requestSettings: {requestTimeout, maxQueueWait,
+maxConcurrentRequestsPerInstance}, livenessProbe/readinessProbe: {initialDelay, period, timeout,
+successThreshold, failureThreshold}}}`` ↔ the CLI v2 documents of ``domain.online_endpoints``
+(validated there). Durations are ISO 8601 on the wire, seconds (probes) or milliseconds (requests)
+in cloudlet. A deployment's ``codeId`` is resolved to its snapshot by the caller
+(``services.codes.snapshot_for``) and passed in as ``code``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cloudlet.domain.arm_jobs import _environment, _object, iso_seconds, seconds_iso
+from cloudlet.domain.errors import validation_error
+
+_MODEL_ID = re.compile(r"/models/([^/]+)/versions/([^/]+)$")
+ENDPOINT_TYPE = "Microsoft.MachineLearningServices/workspaces/onlineEndpoints"
+DEPLOYMENT_TYPE = "Microsoft.MachineLearningServices/workspaces/onlineEndpoints/deployments"
+AUTH_FROM_ARM = {"key": "key", "amltoken": "aml_token"}
+AUTH_TO_ARM = {"key": "Key", "aml_token": "AMLToken"}
+PROBE_FIELDS = {
+    "initialDelay": "initial_delay",
+    "period": "period",
+    "timeout": "timeout",
+    "successThreshold": "success_threshold",
+    "failureThreshold": "failure_threshold",
+}
+_PROBE_DURATIONS = ("initialDelay", "period", "timeout")
+_REQUEST_DURATIONS = {"requestTimeout": "request_timeout_ms", "maxQueueWait": "max_queue_wait_ms"}
+
+
+def _props(body: Any) -> Mapping[str, Any]:
+    return _object(_object(body, "$").get("properties") or {}, "properties")
+
+
+def _tags(body: Any) -> dict[str, str] | None:
+    tags = _object(body, "$").get("tags")
+    return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, Mapping) else None
+
+
+def arm_target(target: str | None) -> str | None:
+    """A native field target as the ARM body names it (``traffic.blue`` → ``properties.traffic.blue``)."""
+    if target is None:
+        return None
+    head, dot, rest = target.partition(".")
+    renamed = {
+        "auth_mode": "properties.authMode",
+        "traffic": "properties.traffic",
+        "mirror_traffic": "properties.mirrorTraffic",
+        "instance_type": "properties.instanceType",
+        "instance_count": "sku.capacity",
+        "model": "properties.model",
+        "code_configuration": "properties.codeConfiguration",
+        "request_settings": "properties.requestSettings",
+        "liveness_probe": "properties.livenessProbe",
+        "readiness_probe": "properties.readinessProbe",
+    }.get(head)
+    return target if renamed is None else renamed + dot + rest
+
+
+# -- endpoints ---------------------------------------------------------------------------------
+def endpoint_from_arm(body: Any, name: str) -> dict[str, Any]:
+    """The native endpoint document for an SDK PUT body (validated by ``parse_endpoint``)."""
+    props = _props(body)
+    doc: dict[str, Any] = {"name": name}
+    mode = props.get("authMode")
+    if mode is not None:
+        native = AUTH_FROM_ARM.get(str(mode).lower())
+        if native is None:
+            raise validation_error(
+                "properties.authMode",
+                f"authMode '{mode}' is not supported by cloudlet: use Key or AMLToken "
+                "(auth_mode='key' or 'aml_token')",
+            )
+        doc["auth_mode"] = native
+    if props.get("description") is not None:
+        doc["description"] = str(props["description"])
+    tags = _tags(body)
+    if tags is not None:
+        doc["tags"] = tags
+    if props.get("traffic") is not None:
+        doc["traffic"] = props["traffic"]
+    if props.get("mirrorTraffic") is not None:
+        doc["mirror_traffic"] = props["mirrorTraffic"]
+    return doc
+
+
+def endpoint_patch(body: Any, current: Mapping[str, Any]) -> dict[str, Any]:
+    """A PATCH (``PartialMinimalTrackedResourceWithIdentity``: tags; or traffic in properties)
+    applied to the CURRENT native document."""
+    props = _props(body)
+    doc = dict(current)
+    tags = _tags(body)
+    if tags is not None:
+        doc["tags"] = tags
+    if props.get("traffic") is not None:
+        doc["traffic"] = props["traffic"]
+    if props.get("mirrorTraffic") is not None:
+        doc["mirror_traffic"] = props["mirrorTraffic"]
+    return doc
+
+
+def endpoint_to_arm(
+    view: Mapping[str, Any], ws_id: str, scoring_uri: str, location: str, state: str
+) -> dict[str, Any]:
+    return {
+        "id": f"{ws_id}/onlineEndpoints/{view['name']}",
+        "name": view["name"],
+        "type": ENDPOINT_TYPE,
+        "kind": "Managed",
+        "location": location,
+        "tags": view.get("tags") or {},
+        "identity": {"type": "None"},
+        "properties": {
+            "authMode": AUTH_TO_ARM.get(str(view.get("auth_mode")), "Key"),
+            "description": view.get("description"),
+            "properties": {},
+            "traffic": dict(view.get("traffic") or {}),
+            "mirrorTraffic": dict(view.get("mirror_traffic") or {}),
+            "scoringUri": scoring_uri,
+            "swaggerUri": scoring_uri.removesuffix("/score") + "/swagger.json",
+            "provisioningState": state,
+            "publicNetworkAccess": "Enabled",
+        },
+    }
+
+
+# -- deployments -------------------------------------------------------------------------------
+def _probe(value: Any, target: str) -> dict[str, int]:
+    probe = _object(value, target)
+    out: dict[str, int] = {}
+    for arm_key, key in PROBE_FIELDS.items():
+        item = probe.get(arm_key)
+        if item is None:
+            continue
+        if arm_key in _PROBE_DURATIONS:
+            out[key] = iso_seconds(str(item), f"{target}.{arm_key}")
+        else:
+            out[key] = item
+    return out
+
+
+def _requests(value: Any) -> dict[str, int]:
+    target = "properties.requestSettings"
+    settings = _object(value, target)
+    out: dict[str, int] = {}
+    for arm_key, key in _REQUEST_DURATIONS.items():
+        if settings.get(arm_key) is not None:
+            out[key] = iso_seconds(str(settings[arm_key]), f"{target}.{arm_key}") * 1000
+    if settings.get("maxConcurrentRequestsPerInstance") is not None:
+        out["max_concurrent_requests_per_instance"] = settings["maxConcurrentRequestsPerInstance"]
+    return out
+
+
+def model_ref(model_id: str) -> str:
+    """``…/models/{name}/versions/{v}`` (or ``azureml:name:v``) → ``azureml:name:v``."""
+    found = _MODEL_ID.search(model_id)
+    if found:
+        return f"azureml:{found.group(1)}:{found.group(2)}"
+    if model_id.startswith("azureml:") and model_id.count(":") == 2:
+        return model_id
+    raise validation_error(
+        "properties.model",
+        f"model {model_id!r} is not a model version's id (…/models/{{name}}/versions/{{version}}); "
+        "register the model (Model(path=…) does) and name it",
+    )
+
+
+def deployment_from_arm(body: Any, endpoint: str, name: str, code: str | None) -> dict[str, Any]:
+    """The native deployment document for an SDK PUT body (validated by ``parse_deployment``)."""
+    resource = _object(body, "$")
+    props = _props(body)
+    kind = str(props.get("endpointComputeType") or "Managed")
+    if kind.lower() != "managed":
+        raise validation_error(
+            "properties.endpointComputeType",
+            f"endpointComputeType '{kind}' is not supported: use ManagedOnlineDeployment",
+        )
+    doc: dict[str, Any] = {"name": name, "endpoint_name": endpoint}
+    model = props.get("model")
+    if not model:
+        raise validation_error("properties.model", "an online deployment needs a model (model=Model(path=…))")
+    doc["model"] = model_ref(str(model))
+    if code is None:
+        raise validation_error(
+            "properties.codeConfiguration.codeId",
+            "an online deployment needs its scoring code (code_configuration=CodeConfiguration(code=…))",
+        )
+    config = _object(props.get("codeConfiguration") or {}, "properties.codeConfiguration")
+    doc["code_configuration"] = {"code": code, "scoring_script": config.get("scoringScript")}
+    if props.get("environmentId"):
+        doc["environment"] = _environment(str(props["environmentId"]))
+    if isinstance(props.get("environmentVariables"), Mapping):
+        doc["environment_variables"] = {str(k): str(v) for k, v in props["environmentVariables"].items()}
+    if props.get("instanceType") is not None:
+        doc["instance_type"] = props["instanceType"]
+    sku = resource.get("sku")
+    if isinstance(sku, Mapping) and sku.get("capacity") is not None:
+        doc["instance_count"] = sku["capacity"]
+    if props.get("requestSettings") is not None:
+        doc["request_settings"] = _requests(props["requestSettings"])
+    for arm_key, key in (("livenessProbe", "liveness_probe"), ("readinessProbe", "readiness_probe")):
+        if props.get(arm_key) is not None:
+            doc[key] = _probe(props[arm_key], f"properties.{arm_key}")
+    if props.get("description") is not None:
+        doc["description"] = str(props["description"])
+    tags = _tags(body)
+    if tags is not None:
+        doc["tags"] = tags
+    return doc
+
+
+def _probe_to_arm(probe: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for arm_key, key in PROBE_FIELDS.items():
+        if key in probe:
+            out[arm_key] = seconds_iso(probe[key]) if arm_key in _PROBE_DURATIONS else probe[key]
+    return out
+
+
+def _ms_iso(ms: int) -> str:
+    return seconds_iso(ms // 1000) if ms % 1000 == 0 else f"PT{ms / 1000:g}S"
+
+
+def deployment_to_arm(
+    view: Mapping[str, Any], ws_id: str, endpoint: str, code_id: str | None, location: str
+) -> dict[str, Any]:
+    requests = view.get("request_settings") or {}
+    props: dict[str, Any] = {
+        "endpointComputeType": "Managed",
+        "description": view.get("description"),
+        "properties": {"cloudlet.stage": str(view.get("stage") or "")}
+        | ({"cloudlet.reason": str(view["reason"])} if view.get("reason") else {}),
+        "codeConfiguration": {
+            "codeId": code_id,
+            "scoringScript": (view.get("code_configuration") or {}).get("scoring_script"),
+        },
+        "environmentVariables": view.get("environment_variables") or {},
+        "instanceType": view.get("instance_type"),
+        "scaleSettings": {"scaleType": "Default"},
+        "requestSettings": {
+            "requestTimeout": _ms_iso(int(requests.get("request_timeout_ms", 5000))),
+            "maxQueueWait": _ms_iso(int(requests.get("max_queue_wait_ms", 500))),
+            "maxConcurrentRequestsPerInstance": requests.get("max_concurrent_requests_per_instance", 1),
+        },
+        "livenessProbe": _probe_to_arm(view.get("liveness_probe") or {}),
+        "readinessProbe": _probe_to_arm(view.get("readiness_probe") or {}),
+        "appInsightsEnabled": False,
+        "egressPublicNetworkAccess": "Enabled",
+        "provisioningState": view.get("provisioning_state") or "Succeeded",
+    }
+    model = view.get("model")
+    if isinstance(model, str) and model.startswith("azureml:") and model.count(":") == 2:
+        _, name, version = model.split(":")
+        props["model"] = f"{ws_id}/models/{name}/versions/{version}"
+    elif isinstance(model, str):
+        props["model"] = model
+    env = view.get("environment")
+    if isinstance(env, str) and env.startswith("azureml:") and env.count(":") == 2:
+        _, name, version = env.split(":")
+        props["environmentId"] = f"{ws_id}/environments/{name}/versions/{version}"
+    elif isinstance(env, str):
+        props["environmentId"] = env
+    return {
+        "id": f"{ws_id}/onlineEndpoints/{endpoint}/deployments/{view['name']}",
+        "name": view["name"],
+        "type": DEPLOYMENT_TYPE,
+        "kind": "Managed",
+        "location": location,
+        "tags": view.get("tags") or {},
+        "sku": {"name": "Default", "tier": "Standard", "capacity": view.get("instance_count", 1)},
+        "properties": props,
+    }

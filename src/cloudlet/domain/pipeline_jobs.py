@@ -1,0 +1,401 @@
+"""Pipeline jobs (``type: pipeline``, Azure ML's CLI v2 ``pipelineJob`` YAML), pure.
+
+``PIPELINE.parse`` validates a pipeline document into its stored form; ``PIPELINE.advance`` decides,
+from the stored form and the steps' child jobs (``domain.parent_jobs``), which steps start now,
+which are cancelled, and when the pipeline is over. A step is a command job: an inline command
+(``command:``, ``code:``, ``environment:`` …) or a component (``component:`` an inline component:
+the client inlines ``./train.yml`` and the service resolves ``azureml:train:1`` before ``parse``).
+
+The steps form a DAG from their bindings (``domain.pipeline_bindings``): a step starts when every
+step it reads from has completed; its compute is its own ``compute``, else the pipeline's
+``settings.default_compute`` (``serverless`` and ``local`` as for command jobs). A failed step fails
+the pipeline (the running steps are cancelled) unless ``settings.continue_on_step_failure``: then
+what depends on it never starts, the rest runs, and the pipeline fails once all is done.
+
+A step's ``reuse_key`` hashes what decides its outputs; the loop reuses a Completed job of the
+workspace with the same key unless ``settings.force_rerun`` (docs/pipelines.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from cloudlet.domain import components
+from cloudlet.domain.errors import CloudletError, document_for, validation_error
+from cloudlet.domain.job_spec import (
+    IO_NAME_PATTERN,
+    InputSpec,
+    OutputSpec,
+    normalise_compute,
+    parse_job,
+    translate_error,
+)
+from cloudlet.domain.job_status import ACTIVE, JobStatus
+from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
+from cloudlet.domain.pipeline_bindings import OUTPUT_MODES, child_job_name, output_binding, retarget
+from cloudlet.domain.pipeline_dag import (
+    FAILED,
+    checkable,
+    child_doc,
+    downstream_of,
+    fake_upstream,
+    is_reference,
+    order,
+    progress,
+    reuse_key,
+    upstream_of,
+)
+
+TOP_LEVEL = frozenset(
+    {
+        "$schema",
+        "type",
+        "name",
+        "display_name",
+        "description",
+        "experiment_name",
+        "tags",
+        "properties",
+        "inputs",
+        "outputs",
+        "settings",
+        "jobs",
+        "compute",
+    }
+)
+SETTINGS = ("default_compute", "default_datastore", "continue_on_step_failure", "force_rerun")
+# What an inline command step may hold (a command job's fields, less what the pipeline owns).
+COMMAND_STEP = frozenset(
+    {
+        "type",
+        "name",
+        "display_name",
+        "description",
+        "tags",
+        "command",
+        "code",
+        "environment",
+        "inputs",
+        "outputs",
+        "environment_variables",
+        "compute",
+        "resources",
+        "distribution",
+        "limits",
+        "queue_settings",
+        "identity",
+        "services",
+    }
+)
+COMPONENT_STEP = frozenset({"type", "component", "inputs", "outputs", *components.OVERRIDABLE})
+_OTHER_STEP_TYPES = ("sweep", "pipeline", "parallel", "spark", "automl", "data_transfer", "import")
+
+
+# ----------------------------------------------------------------------------------------------
+# Parsing.
+
+
+def parse_pipeline(doc: Any, name: str) -> dict[str, Any]:
+    """Validate a pipeline job document; its stored form (settings normalised, each step checked
+    as the command job it becomes, the DAG checked for unknown steps, ports and cycles)."""
+    doc = document_for(doc, name, "pipeline job")
+    kind = doc.get("type")
+    if not isinstance(kind, str) or kind.lower() != "pipeline":
+        raise validation_error("type", f"a pipeline job has type: pipeline, not {kind!r}")
+    for key in doc:
+        if key not in TOP_LEVEL:
+            raise validation_error(
+                str(key),
+                f"unknown field '{key}' in a pipeline job; remove it "
+                f"(fields: {', '.join(sorted(TOP_LEVEL))})",
+            )
+    out: dict[str, Any] = {"type": "pipeline", "name": name}
+    for key in ("display_name", "description", "experiment_name"):
+        if doc.get(key) is not None:
+            if not isinstance(doc[key], str):
+                raise validation_error(key, f"'{key}' must be a string")
+            out[key] = doc[key]
+    for key in ("tags", "properties"):
+        if doc.get(key) is not None:
+            if not isinstance(doc[key], dict):
+                raise validation_error(key, f"'{key}' must be a mapping of names to strings")
+            out[key] = {str(k): str(v) for k, v in doc[key].items()}
+    out["inputs"] = _parent_inputs(doc.get("inputs"))
+    out["outputs"] = _parent_outputs(doc.get("outputs"))
+    out["settings"] = _settings(doc.get("settings"), doc.get("compute"))
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, dict) or not jobs:
+        raise validation_error(
+            "jobs", "a pipeline needs 'jobs': a mapping of step names to steps (e.g. a command step)"
+        )
+    steps: dict[str, Any] = {}
+    for key, step in jobs.items():
+        if not isinstance(key, str) or not IO_NAME_PATTERN.fullmatch(key):
+            raise validation_error(f"jobs.{key}", f"step name {key!r} must be letters, digits and '_'")
+        steps[key] = _step(step, f"jobs.{key}")
+    out["jobs"] = steps
+    order(out)  # unknown steps and ports, cycles
+    for key in steps:
+        if not checkable(out, key):
+            continue  # a registered component is checked once the server has resolved it
+        trial = child_doc(out, key, fake_upstream(out, key))  # its errors name jobs.<key>.…
+        try:
+            parse_job(trial, child_job_name(name, key))
+        except CloudletError as exc:
+            raise retarget(exc, f"jobs.{key}") from None
+    return out
+
+
+def _parent_inputs(inputs: Any) -> dict[str, Any]:
+    if inputs is None:
+        return {}
+    if not isinstance(inputs, dict):
+        raise validation_error("inputs", "'inputs' must map names to literals or {type, path} mappings")
+    out: dict[str, Any] = {}
+    for key, item in inputs.items():
+        target = f"inputs.{key}"
+        if not isinstance(key, str) or not IO_NAME_PATTERN.fullmatch(key):
+            raise validation_error(target, f"input name {key!r} must be letters, digits and '_'")
+        if isinstance(item, dict):
+            try:
+                spec = InputSpec.model_validate(item)
+            except ValidationError as exc:
+                raise translate_error(exc, InputSpec, target, "an input") from None
+            out[key] = spec.model_dump(mode="json", exclude_none=True)
+        elif isinstance(item, str | int | float | bool):
+            out[key] = item
+        else:
+            raise validation_error(target, f"input '{key}' must be a literal or a {{type, path}} mapping")
+    return out
+
+
+def _parent_outputs(outputs: Any) -> dict[str, Any]:
+    if outputs is None:
+        return {}
+    if not isinstance(outputs, dict):
+        raise validation_error("outputs", "'outputs' must map names to {type, path, mode} mappings")
+    out: dict[str, Any] = {}
+    for key, item in outputs.items():
+        target = f"outputs.{key}"
+        if not isinstance(key, str) or not IO_NAME_PATTERN.fullmatch(key):
+            raise validation_error(target, f"output name {key!r} must be letters, digits and '_'")
+        out[key] = _output_decl(item, target)
+    return out
+
+
+def _output_decl(item: Any, target: str) -> dict[str, Any]:
+    """An output's declaration checked (type, path, mode; ``direct`` allowed), kept as written."""
+    if item is None:
+        return {}
+    if not isinstance(item, dict):
+        raise validation_error(target, "an output must be a mapping such as {type: uri_folder, mode: upload}")
+    mode = item.get("mode")
+    if mode is not None and (not isinstance(mode, str) or mode not in OUTPUT_MODES):
+        raise validation_error(
+            f"{target}.mode",
+            f"output mode {mode!r} is not one of: {', '.join(OUTPUT_MODES)} (ro_mount and download are "
+            "input modes)",
+        )
+    checked = {**item, "mode": OUTPUT_MODES[mode]} if mode is not None else dict(item)
+    path = checked.get("path")
+    if path is not None and not isinstance(path, str):
+        raise validation_error(f"{target}.path", "an output's path must be an azureml://datastores/… URI")
+    if isinstance(path, str) and not path.startswith("azureml://datastores/") and "${{" not in path:
+        raise validation_error(
+            f"{target}.path",
+            f"output path {path!r} must be azureml://datastores/<datastore>/paths/<path> "
+            "(it may use ${{name}} and ${{output_name}})",
+        )
+    try:
+        OutputSpec.model_validate({**checked, "path": None})
+    except ValidationError as exc:
+        raise translate_error(exc, OutputSpec, target, "an output") from None
+    return dict(item)
+
+
+def _settings(settings: Any, compute: Any) -> dict[str, Any]:
+    if settings is None:
+        settings = {}
+    if not isinstance(settings, dict):
+        raise validation_error("settings", "'settings' must be a mapping (default_compute, force_rerun, …)")
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        target = f"settings.{key}"
+        if key not in SETTINGS:
+            raise validation_error(target, f"unknown setting '{key}'; settings are: {', '.join(SETTINGS)}")
+        if key in ("continue_on_step_failure", "force_rerun"):
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                value = value.lower() == "true"
+            if not isinstance(value, bool):
+                raise validation_error(target, f"'{key}' must be true or false")
+            out[key] = value
+        elif value is not None:
+            if not isinstance(value, str) or not value.strip():
+                raise validation_error(target, f"'{key}' must name a {key.removeprefix('default_')}")
+            out[key] = _compute(value, target) if key == "default_compute" else _datastore(value)
+    if compute is not None and "default_compute" not in out:
+        if not isinstance(compute, str):
+            raise validation_error("compute", "'compute' must name a compute, e.g. azureml:cpu-cluster")
+        out["default_compute"] = _compute(compute, "compute")
+    return out
+
+
+def _compute(value: str, target: str) -> str:
+    try:
+        return normalise_compute(value)
+    except ValueError as exc:
+        raise validation_error(target, str(exc)) from None
+
+
+def _datastore(value: str) -> str:
+    text = value.strip()
+    return text[len("azureml:") :] if text.lower().startswith("azureml:") else text
+
+
+def _step(step: Any, where: str) -> dict[str, Any]:
+    if not isinstance(step, dict):
+        raise validation_error(where, "a step must be a mapping: a command step or {component: …}")
+    kind = str(step.get("type", "command")).lower()
+    if kind != "command":
+        what = "are not supported in pipelines yet" if kind in _OTHER_STEP_TYPES else "are unknown"
+        raise validation_error(f"{where}.type", f"steps of type {kind!r} {what}; use type: command")
+    if "component" in step:
+        allowed = COMPONENT_STEP
+        component = step["component"]
+        if is_reference(component):  # azureml:name:1, @latest: the server resolves it, then parses again
+            pass
+        elif not isinstance(component, dict):
+            raise validation_error(
+                f"{where}.component",
+                f"component {component!r} was not resolved: a local file is inlined by `cloudlet job "
+                "create`, an azureml:name:version reference by the server; send the component itself",
+            )
+        else:
+            try:
+                spec = components.parse_component(component)
+            except CloudletError as exc:
+                raise retarget(exc, f"{where}.component") from None
+            step = {**step, "component": components.component_to_doc(spec)}
+    elif "command" in step:
+        allowed = COMMAND_STEP
+    else:
+        raise validation_error(where, "a step needs 'command' (an inline command) or 'component'")
+    for key in step:
+        if key not in allowed:
+            raise validation_error(
+                f"{where}.{key}", f"'{key}' cannot be set on this step; allowed: {', '.join(sorted(allowed))}"
+            )
+    if step.get("compute") is not None:
+        if not isinstance(step["compute"], str):
+            raise validation_error(
+                f"{where}.compute", "'compute' must name a compute, e.g. azureml:cpu-cluster"
+            )
+        step = {**step, "compute": _compute(step["compute"], f"{where}.compute")}
+    for field in ("inputs", "outputs"):
+        if step.get(field) is not None and not isinstance(step[field], dict):
+            raise validation_error(f"{where}.{field}", f"'{field}' must be a mapping of names")
+    for key, value in (step.get("outputs") or {}).items():
+        if output_binding(value, f"{where}.outputs.{key}") is None:
+            _output_decl(value, f"{where}.outputs.{key}")
+        elif isinstance(value, dict):
+            _output_decl({k: v for k, v in value.items() if k != "path"}, f"{where}.outputs.{key}")
+    out = {k: v for k, v in step.items() if v is not None or k == "outputs"}
+    out["type"] = "command"
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Advancing.
+
+
+def advance(doc: Mapping[str, Any], children: Sequence[ChildView], context: ParentContext) -> ParentStep:
+    """One pass of a pipeline: start the ready steps, stop on a failure, settle when all is done."""
+    by_key = {child.key: child for child in children}
+    active = tuple(k for k, c in by_key.items() if c.status in ACTIVE)
+    if context.cancel_requested:
+        return ParentStep(
+            cancel=active,
+            cancel_reason="the pipeline was canceled",
+            outcome=JobStatus.CANCELED,
+            message="canceled",
+        )
+    steps = order(doc)
+    # Failed before canceled: a step the pipeline cancelled after another failed is not the cause.
+    ended = [k for k in steps if k in by_key and by_key[k].status in FAILED]
+    failed = sorted(ended, key=lambda k: by_key[k].status is not JobStatus.FAILED)
+    settings = doc["settings"]
+    if failed and not settings.get("continue_on_step_failure"):
+        first = failed[0]
+        message = f"step {first} failed: {_why(by_key[first])}"
+        return ParentStep(
+            cancel=active,
+            cancel_reason=f"the pipeline failed: {message}",
+            outcome=JobStatus.FAILED,
+            message=message,
+            progress=progress(doc, children),
+        )
+    blocked = downstream_of(doc, steps, set(failed))
+    submit: list[NewChild] = []
+    for key in steps:
+        if key in by_key or key in blocked:
+            continue
+        ups = upstream_of(doc, key)
+        if not all(up in by_key and by_key[up].status is JobStatus.COMPLETED for up in ups):
+            continue
+        upstream = {up: dict(by_key[up].outputs) for up in ups}
+        try:
+            job_doc = child_doc(doc, key, upstream)
+        except CloudletError as exc:
+            message = f"step {key} could not start: {exc.message}"
+            return ParentStep(
+                cancel=active,
+                cancel_reason=f"the pipeline failed: {message}",
+                outcome=JobStatus.FAILED,
+                message=message,
+            )
+        submit.append(NewChild(key=key, doc=job_doc, reuse_key=reuse_key(doc, key, job_doc)))
+    if submit or active:
+        return ParentStep(submit=tuple(submit), progress=progress(doc, children))
+    waiting = [k for k in steps if k not in by_key and k not in blocked]
+    if waiting:  # nothing runs, nothing can start: an upstream step ended without completing
+        message = f"steps {', '.join(waiting)} cannot start"
+        return ParentStep(outcome=JobStatus.FAILED, message=message, progress=progress(doc, children))
+    if failed:
+        parts = [f"step {k} failed: {_why(by_key[k])}" for k in failed]
+        if blocked:
+            parts.append(
+                f"not run (they depend on a failed step): {', '.join(k for k in steps if k in blocked)}"
+            )
+        return ParentStep(
+            outcome=JobStatus.FAILED, message="; ".join(parts), progress=progress(doc, children)
+        )
+    return ParentStep(
+        outcome=JobStatus.COMPLETED, message=progress(doc, children), progress=progress(doc, children)
+    )
+
+
+def _why(child: ChildView) -> str:
+    if child.status is JobStatus.CANCELED:
+        return child.error or "it was canceled"
+    return child.error or "no error was recorded"
+
+
+class PipelineKind:
+    """``ParentKind`` for ``type: pipeline``."""
+
+    def parse(self, doc: Any, name: str) -> dict[str, Any]:
+        return parse_pipeline(doc, name)
+
+    def metric_keys(self, doc: Mapping[str, Any]) -> Sequence[str]:
+        return ()
+
+    def advance(
+        self, doc: Mapping[str, Any], children: Sequence[ChildView], context: ParentContext
+    ) -> ParentStep:
+        return advance(doc, children, context)
+
+
+PIPELINE = PipelineKind()

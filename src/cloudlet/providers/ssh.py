@@ -1,0 +1,397 @@
+"""SSH hosts as a location: nodes are agents on machines cloudlet reaches over SSH (asyncssh).
+
+The location's configuration (``SshConfig``) lists the hosts; the provider connects to each (through
+``proxy_jump`` when given), checks it and installs the agent from this server
+(``providers/ssh_hosts.py``), and keeps one connection per host open, so a node's start is one
+SFTP write and one command. The provider interface is synchronous and called from the control
+loops' threads: every SSH call runs on the provider's own event loop, on a thread of its own.
+
+Nodes are slices of a host (the size's cores and memory) or whole hosts (``domain/host_placement``).
+The provider owns its capacity (``CapacityOwner``): the hosts' cores, memory and GPUs, so the
+autoscaler places nodes by what the hosts have. ``list_nodes`` asks each host for the nodes of this
+installation (orphans after a crash included); a host that cannot be reached keeps its last listing,
+so its nodes go lost through the usual path (their agents stop reporting) and their jobs requeue;
+a host that comes back is connected to again and its leftovers are terminated as orphans.
+
+Agents dial the control plane over TLS (the server's HTTPS listener, its CA copied to the host) at
+the address the server listens on; a server that listens on loopback cannot be reached from other
+hosts, which ``create`` says (``server_address`` names the address hosts reach the server at).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import urllib.parse
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncssh
+
+from cloudlet.domain.host_placement import HostRoom, Slice, place
+from cloudlet.domain.sizes import ISOLATED_SIZES
+from cloudlet.providers import ssh_hosts
+from cloudlet.providers.base import Capacity, NodeHandle, NodeRequest, ProviderError
+from cloudlet.providers.ssh_config import SshConfig, SshHostConfig
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+CALL_TIMEOUT_S = 120.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "")
+RETRY_CONNECT_S = 5.0  # an unreachable host is tried again after this long
+
+
+@dataclass
+class _Host:
+    config: SshHostConfig
+    conn: asyncssh.SSHClientConnection | None = None
+    facts: ssh_hosts.HostFacts | None = None
+    pythonpath: str = ""  # the installed agent version's folder
+    agent_dir: str = ""
+    error: str = ""
+    failed_at: float = float("-inf")
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id -> its provider ref
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def key(self) -> str:
+        return f"{self.config.user}@{self.config.address}:{self.config.port}"
+
+
+class SshProvider:
+    kind = "ssh"
+
+    def __init__(self, config: SshConfig, home: Path, installation_id: str = "") -> None:
+        self.config = config
+        self.home = Path(home)
+        self.installation_id = installation_id
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="ssh-provider", daemon=True)
+        self._thread.start()
+        self._hosts = [_Host(h) for h in config.hosts]
+        self._jump: asyncssh.SSHClientConnection | None = None
+        self._place_lock = threading.Lock()
+
+    # -- the private loop -------------------------------------------------------------------------
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT_S) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def close(self) -> None:
+        async def _close() -> None:
+            for host in self._hosts:
+                if host.conn is not None:
+                    host.conn.close()
+            if self._jump is not None:
+                self._jump.close()
+
+        with contextlib.suppress(Exception):
+            self._call(_close(), timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    # -- connections ------------------------------------------------------------------------------
+    async def _connect_to(
+        self, cfg: SshHostConfig, tunnel: asyncssh.SSHClientConnection | None
+    ) -> asyncssh.SSHClientConnection:
+        return await asyncio.wait_for(
+            asyncssh.connect(
+                cfg.address,
+                port=cfg.port,
+                username=cfg.user,
+                client_keys=[cfg.identity_file],
+                known_hosts=self.config.known_hosts or None,
+                tunnel=tunnel,
+                agent_path=None,
+                keepalive_interval=5,
+                keepalive_count_max=3,
+            ),
+            self.config.connect_timeout_s,
+        )
+
+    async def _ready(self, host: _Host) -> None:
+        """Connected, checked and with the agent installed; raises ProviderError naming the host."""
+        async with host.lock:
+            if host.conn is not None and not host.conn.is_closed() and host.pythonpath:
+                return
+            now = self._loop.time()
+            if host.error and now - host.failed_at < RETRY_CONNECT_S:
+                raise ProviderError(f"SSH host {host.key}: {host.error}")
+            try:
+                tunnel = None
+                if self.config.proxy_jump is not None:
+                    if self._jump is None or self._jump.is_closed():
+                        self._jump = await self._connect_to(self.config.proxy_jump, None)
+                    tunnel = self._jump
+                host.conn = await self._connect_to(host.config, tunnel)
+                host.facts = await ssh_hosts.probe(host.conn, self.config.python)
+                agent_dir = self.config.agent_dir
+                host.agent_dir = agent_dir if agent_dir.startswith("/") else f"{host.facts.home}/{agent_dir}"
+                host.pythonpath = await ssh_hosts.install_agent(host.conn, host.agent_dir, self.config.python)
+                host.error = ""
+            except (OSError, asyncssh.Error, TimeoutError, ssh_hosts.HostError) as exc:
+                if host.conn is not None:
+                    host.conn.close()
+                host.conn, host.pythonpath = None, ""
+                host.error, host.failed_at = _describe(exc), self._loop.time()
+                raise ProviderError(f"SSH host {host.key}: {host.error}") from exc
+
+    def _by_key(self, key: str) -> _Host | None:
+        return next((h for h in self._hosts if h.key == key), None)
+
+    # -- the agent's environment --------------------------------------------------------------------
+    def _server(self, req: NodeRequest) -> tuple[str, str | None]:
+        """The URL the host's agent dials and the CA that signs it (None: plain HTTP)."""
+        url = req.server_url
+        ca_pem: str | None = None
+        if self.config.tls:
+            try:
+                cfg = json.loads((self.home / "config.json").read_text())
+                url = str(cfg["https_endpoint"])
+                ca_pem = Path(str(cfg["ca_file"])).read_text()
+            except (OSError, KeyError, ValueError) as exc:
+                raise ProviderError(f"the server's HTTPS endpoint and CA are not known yet: {exc}") from exc
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        if self.config.server_address:
+            url = urllib.parse.urlunsplit(parts._replace(netloc=f"{self.config.server_address}:{parts.port}"))
+        elif host in LOOPBACK:
+            raise ProviderError(
+                f"the server listens on {host or 'all addresses'} ({url}), which other hosts cannot "
+                "reach: start it with --host <an address the SSH hosts reach>, or set "
+                "server_address in the location's config"
+            )
+        return url, ca_pem
+
+    def _env(self, req: NodeRequest, host: _Host, node_dir: str, server: str, whole: bool) -> dict[str, str]:
+        python = host.facts.python if host.facts else self.config.python
+        python_bin = python.rsplit("/", 1)[0] if "/" in python else ""
+        env = {
+            # Jobs' `python` is the agent's interpreter (as on a local node).
+            "PATH": ":".join(p for p in (python_bin, "/usr/local/bin:/usr/bin:/bin") if p),
+            "HOME": host.facts.home if host.facts else "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": host.pythonpath,
+            "CLOUDLET_PYTHON": python,
+            **req.env,
+            "CLOUDLET_SERVER": server,
+            "CLOUDLET_NODE_ID": req.node_id,
+            "CLOUDLET_NODE_TOKEN": req.token,
+            "CLOUDLET_NODE_DIR": node_dir,
+            "CLOUDLET_INSTALLATION": req.installation_id,
+            "CLOUDLET_NODE_VCPUS": f"{req.vcpus:g}",
+            "CLOUDLET_NODE_MEMORY_GB": f"{req.memory_gb:g}",
+            "CLOUDLET_NODE_GPUS": str(req.gpus),
+            "CLOUDLET_NODE_SIZE": req.size,
+            "CLOUDLET_NODE_TIER": req.tier,
+            "CLOUDLET_NODE_ADDRESS": host.config.address,
+            "CLOUDLET_SANDBOX": self.config.sandbox,
+            "CLOUDLET_ENV_CACHE": f"{host.agent_dir}/envs",
+            "CLOUDLET_BUILD_CACHE": f"{host.agent_dir}/build-cache",
+            "CLOUDLET_DOWNLOAD_CACHE": f"{host.agent_dir}/downloads",
+            "CLOUDLET_WHOLE_HOST": "1" if whole else "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+        if server.startswith("https://"):
+            env["CLOUDLET_CA_FILE"] = f"{host.agent_dir}/ca.pem"
+        return env
+
+    # -- the provider protocol ---------------------------------------------------------------------
+    def create(self, req: NodeRequest) -> NodeHandle:
+        server, ca_pem = self._server(req)
+        return self._call(self._create(req, server, ca_pem))
+
+    async def _create(self, req: NodeRequest, server: str, ca_pem: str | None) -> NodeHandle:
+        for known in self._hosts:
+            if req.node_id in known.nodes:
+                return NodeHandle(req.node_id, dict(known.nodes[req.node_id]))  # a retried create
+        await asyncio.gather(*(self._try_ready(h) for h in self._hosts))
+        placement = place(
+            [self._room(h) for h in self._hosts],
+            req.vcpus,
+            req.memory_gb,
+            req.gpus,
+            isolated=req.size in ISOLATED_SIZES,
+        )
+        if placement.host is None:
+            raise ProviderError(placement.reason)
+        host = self._by_key(placement.host)
+        assert host is not None and host.conn is not None
+        node_dir = f"{host.agent_dir}/nodes/{req.node_id}"
+        ref = {
+            "host": host.key,
+            "address": host.config.address,
+            "node_dir": node_dir,
+            "installation_id": req.installation_id,
+            "vcpus": req.vcpus,
+            "memory_gb": req.memory_gb,
+            "gpus": req.gpus,
+            "whole_host": placement.whole_host,
+        }
+        host.nodes[req.node_id] = ref  # held while it starts: a concurrent create sees it
+        try:
+            if ca_pem is not None:
+                async with (
+                    host.conn.start_sftp_client() as sftp,
+                    sftp.open(f"{host.agent_dir}/ca.pem", "w") as f,
+                ):
+                    await f.write(ca_pem)
+            env = self._env(req, host, node_dir, server, placement.whole_host)
+            python = env["CLOUDLET_PYTHON"]
+            started = await ssh_hosts.start_agent(host.conn, python, host.pythonpath, node_dir, env)
+        except (OSError, asyncssh.Error, ssh_hosts.HostError) as exc:
+            host.nodes.pop(req.node_id, None)
+            raise ProviderError(f"SSH host {host.key}: cannot start the node: {_describe(exc)}") from exc
+        ref.update({"supervisor": started.get("supervisor"), "pid": started.get("pid")})
+        return NodeHandle(req.node_id, dict(ref))
+
+    async def _try_ready(self, host: _Host) -> None:
+        with contextlib.suppress(ProviderError):
+            await self._ready(host)
+
+    def _room(self, host: _Host) -> HostRoom:
+        facts = host.facts
+        usable = host.conn is not None and not host.conn.is_closed() and bool(host.pythonpath)
+        slices = tuple(
+            Slice(
+                node_id,
+                float(ref.get("vcpus") or 0),
+                float(ref.get("memory_gb") or 0),
+                int(ref.get("gpus") or 0),
+                bool(ref.get("whole_host")),
+            )
+            for node_id, ref in sorted(host.nodes.items())
+        )
+        over = self.config.overcommit
+        return HostRoom(
+            host.key,
+            float(facts.cores) * over if facts else 0.0,
+            facts.memory_gb * over if facts else 0.0,
+            len(facts.gpus) if facts else 0,
+            slices,
+            usable=usable and facts is not None,
+            why_not=host.error or "not connected",
+        )
+
+    def terminate(self, handle: NodeHandle) -> None:
+        self._call(self._terminate(handle))
+
+    async def _terminate(self, handle: NodeHandle) -> None:
+        ref = handle.provider_ref
+        host = self._by_key(str(ref.get("host", "")))
+        if host is None:
+            return  # a host no longer in the configuration: nothing cloudlet can reach
+        node_dir = str(ref.get("node_dir") or f"{host.agent_dir}/nodes/{handle.node_id}")
+        try:
+            await self._ready(host)
+            assert host.conn is not None and host.facts is not None
+            await ssh_hosts.stop_agent(host.conn, host.facts.python, host.pythonpath, node_dir)
+        except (ProviderError, OSError, asyncssh.Error, ssh_hosts.HostError) as exc:
+            # An unreachable host's node is gone for the control plane; when the host comes
+            # back its agent is found by the listing and stopped as an orphan.
+            log.warning("node %s: could not stop it on %s: %s", handle.node_id, host.key, exc)
+        host.nodes.pop(handle.node_id, None)
+
+    def list_nodes(self, installation_id: str) -> list[NodeHandle]:
+        return self._call(self._list(installation_id))
+
+    async def _list(self, installation_id: str) -> list[NodeHandle]:
+        listed = await asyncio.gather(*(self._list_host(h, installation_id) for h in self._hosts))
+        return sorted((h for part in listed for h in part), key=lambda h: h.node_id)
+
+    async def _list_host(self, host: _Host, installation_id: str) -> list[NodeHandle]:
+        try:
+            await self._ready(host)
+            assert host.conn is not None and host.facts is not None
+            found = await ssh_hosts.list_agents(
+                host.conn, host.facts.python, host.pythonpath, host.agent_dir, installation_id
+            )
+        except (ProviderError, OSError, asyncssh.Error, ssh_hosts.HostError) as exc:
+            log.info("listing %s: %s (its nodes keep their last listing)", host.key, exc)
+            return [NodeHandle(n, dict(ref)) for n, ref in host.nodes.items()]
+        fresh: dict[str, dict[str, Any]] = {}
+        for item in found:
+            node_id = str(item["node_id"])
+            ref = dict(host.nodes.get(node_id) or {})
+            ref.update(
+                {
+                    "host": host.key,
+                    "address": host.config.address,
+                    "node_dir": item["node_dir"],
+                    "installation_id": installation_id,
+                    "vcpus": item.get("vcpus", 0),
+                    "memory_gb": item.get("memory_gb", 0),
+                    "gpus": item.get("gpus", 0),
+                    "whole_host": bool(item.get("whole_host")),
+                    "pid": item.get("watchdog_pid"),
+                }
+            )
+            fresh[node_id] = ref
+        # A node being started right now is not listed yet: keep it.
+        starting = {n: r for n, r in host.nodes.items() if n not in fresh and "supervisor" not in r}
+        host.nodes = {**starting, **fresh}
+        return [NodeHandle(n, dict(ref)) for n, ref in fresh.items()]
+
+    # -- optional abilities ------------------------------------------------------------------------
+    def capacity(self) -> Capacity:
+        """The reachable hosts' cores, memory and GPUs; ProviderError when none is reachable."""
+        return self._call(self._capacity())
+
+    async def _capacity(self) -> Capacity:
+        await asyncio.gather(*(self._try_ready(h) for h in self._hosts))
+        up = [h.facts for h in self._hosts if h.facts is not None and h.pythonpath]
+        if not up:
+            errors = "; ".join(f"{h.key}: {h.error or 'not connected'}" for h in self._hosts)
+            raise ProviderError(f"no SSH host is reachable ({errors})")
+        over = self.config.overcommit
+        return Capacity(
+            float(sum(f.cores for f in up)) * over,
+            float(sum(f.memory_gb for f in up)) * over,
+            float(sum(len(f.gpus) for f in up)),
+        )
+
+    def hosts(self) -> list[dict[str, Any]]:
+        """Each host's state and facts (for status pages and tests)."""
+        return [
+            {
+                "host": h.key,
+                "reachable": bool(h.pythonpath) and h.conn is not None and not h.conn.is_closed(),
+                "error": h.error,
+                "facts": h.facts.to_json() if h.facts else None,
+                "nodes": sorted(h.nodes),
+            }
+            for h in self._hosts
+        ]
+
+    def node_log(self, handle: NodeHandle, tail_bytes: int = 65536) -> str:
+        host = self._by_key(str(handle.provider_ref.get("host", "")))
+        node_dir = str(handle.provider_ref.get("node_dir") or "")
+        if host is None or not node_dir:
+            return ""
+
+        async def _log() -> str:
+            await self._ready(host)
+            assert host.conn is not None and host.facts is not None
+            return await ssh_hosts.agent_log(
+                host.conn, host.facts.python, host.pythonpath, node_dir, tail_bytes
+            )
+
+        try:
+            return self._call(_log(), timeout=30)
+        except (ProviderError, OSError, asyncssh.Error, ssh_hosts.HostError, TimeoutError):
+            return ""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "the connection timed out (is the host up and its SSH port open?)"
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return f"SSH login refused ({exc.reason}): check user and identity_file"
+    if isinstance(exc, asyncssh.Error):
+        return f"SSH error: {exc.reason}"
+    if isinstance(exc, OSError):
+        return f"cannot connect: {exc.strerror or exc}"
+    return str(exc)

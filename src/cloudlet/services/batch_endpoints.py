@@ -1,0 +1,242 @@
+"""Batch endpoints and deployments: create, read, update, delete, and invoke (a scoring job).
+
+The documents are validated by ``domain.batch_endpoints``; an invocation becomes a ``batch_scoring``
+parent job submitted through the jobs service (``services.jobs.submit``), which the parent-job
+loop runs: its one child runs cloudlet's driver (``agent/batch_driver.py``) beside the
+deployment's scoring script, on the deployment's cluster, like any job there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import secrets
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.agent import batch_driver
+from cloudlet.domain import batch_endpoints as rules
+from cloudlet.domain.errors import conflict, not_found, validation_error
+from cloudlet.domain.job_kind import JobKind
+from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
+from cloudlet.services import audit, codes, computes
+from cloudlet.services import jobs as job_service
+from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Job, Workspace
+
+DRIVER_SOURCE = Path(batch_driver.__file__)
+
+
+# -- endpoints -------------------------------------------------------------------------------
+def find_endpoint(session: Session, ws: Workspace, name: str) -> BatchEndpoint | None:
+    query = select(BatchEndpoint).where(BatchEndpoint.workspace_id == ws.id, BatchEndpoint.name == name)
+    return session.scalar(query)
+
+
+def get_endpoint(session: Session, ws: Workspace, name: str) -> BatchEndpoint:
+    row = find_endpoint(session, ws, name)
+    if row is None:
+        raise not_found("batch endpoint", name)
+    return row
+
+
+def list_endpoints(session: Session, ws: Workspace) -> list[BatchEndpoint]:
+    query = select(BatchEndpoint).where(BatchEndpoint.workspace_id == ws.id).order_by(BatchEndpoint.name)
+    return list(session.scalars(query))
+
+
+def create_or_update_endpoint(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller
+) -> tuple[BatchEndpoint, bool]:
+    """Create or replace an endpoint's document; a default deployment must be one of its own."""
+    spec = rules.parse_endpoint(body, name)
+    row = find_endpoint(session, ws, name)
+    default = (spec.get("defaults") or {}).get("deployment_name")
+    if default and (row is None or default not in [d.name for d in deployments(session, row)]):
+        raise validation_error(
+            "defaults.deployment_name",
+            f"batch endpoint '{name}' has no deployment '{default}'; create it first "
+            "(cloudlet batch-deployment create --set-default)",
+        )
+    now = time.time()
+    created = row is None
+    if row is None:
+        row = BatchEndpoint(
+            workspace_id=ws.id, name=name, spec=spec, created_by=caller.name, created_at=now, modified_at=now
+        )
+        session.add(row)
+    else:
+        row.spec, row.modified_at = spec, now
+    session.flush()
+    audit.record(session, caller.name, "batchEndpoint.write", f"{ref.arm_id}/batchEndpoints/{name}")
+    return row, created
+
+
+def delete_endpoint(session: Session, ref: WorkspaceRef, ws: Workspace, name: str, caller: Caller) -> None:
+    row = get_endpoint(session, ws, name)
+    for deployment in deployments(session, row):
+        session.delete(deployment)
+    session.delete(row)
+    audit.record(session, caller.name, "batchEndpoint.delete", f"{ref.arm_id}/batchEndpoints/{name}")
+
+
+# -- deployments -----------------------------------------------------------------------------
+def deployments(session: Session, endpoint: BatchEndpoint) -> list[BatchDeployment]:
+    query = (
+        select(BatchDeployment)
+        .where(BatchDeployment.endpoint_id == endpoint.id)
+        .order_by(BatchDeployment.name)
+    )
+    return list(session.scalars(query))
+
+
+def get_deployment(session: Session, endpoint: BatchEndpoint, name: str) -> BatchDeployment:
+    for row in deployments(session, endpoint):
+        if row.name == name:
+            return row
+    raise not_found(f"deployment of batch endpoint '{endpoint.name}'", name)
+
+
+def create_or_update_deployment(
+    session: Session,
+    ref: WorkspaceRef,
+    ws: Workspace,
+    endpoint_name: str,
+    name: str,
+    body: Any,
+    caller: Caller,
+    data: DataRoot,
+    set_default: bool = False,
+) -> tuple[BatchDeployment, bool]:
+    """Create or replace a deployment; the endpoint's first deployment (or SET_DEFAULT) becomes
+    its default. The cluster must exist and the code must be an uploaded snapshot."""
+    endpoint = get_endpoint(session, ws, endpoint_name)
+    spec = rules.parse_deployment(body, endpoint_name, name)
+    compute = computes.find(session, ws, spec["compute"])
+    if compute is None or compute.type != "amlcompute":
+        raise validation_error(
+            "compute",
+            f"batch deployments run on a cluster; '{spec['compute']}' is not a cluster in this workspace "
+            "(cloudlet compute create --type amlcompute)",
+        )
+    _snapshot(ws, data, spec["code_configuration"]["code"])
+    existing = {d.name: d for d in deployments(session, endpoint)}
+    now = time.time()
+    row = existing.get(name)
+    created = row is None
+    if row is None:
+        row = BatchDeployment(
+            endpoint_id=endpoint.id,
+            name=name,
+            spec=spec,
+            created_by=caller.name,
+            created_at=now,
+            modified_at=now,
+        )
+        session.add(row)
+    else:
+        row.spec, row.modified_at = spec, now
+    if set_default or not (endpoint.spec.get("defaults") or {}).get("deployment_name"):
+        endpoint.spec = {**endpoint.spec, "defaults": {"deployment_name": name}}
+        endpoint.modified_at = now
+    session.flush()
+    target = f"{ref.arm_id}/batchEndpoints/{endpoint_name}/deployments/{name}"
+    audit.record(session, caller.name, "batchDeployment.write", target)
+    return row, created
+
+
+def delete_deployment(
+    session: Session, ref: WorkspaceRef, ws: Workspace, endpoint_name: str, name: str, caller: Caller
+) -> None:
+    endpoint = get_endpoint(session, ws, endpoint_name)
+    row = get_deployment(session, endpoint, name)
+    if (endpoint.spec.get("defaults") or {}).get("deployment_name") == name:
+        raise conflict(
+            "DefaultDeployment",
+            f"'{name}' is the default deployment of batch endpoint '{endpoint_name}'; make another the "
+            "default first (cloudlet batch-deployment update --set-default) or delete the endpoint",
+            "name",
+        )
+    session.delete(row)
+    target = f"{ref.arm_id}/batchEndpoints/{endpoint_name}/deployments/{name}"
+    audit.record(session, caller.name, "batchDeployment.delete", target)
+
+
+def _snapshot(ws: Workspace, data: DataRoot, code: str) -> Path:
+    if not CODE_SNAPSHOT_PATTERN.fullmatch(code):
+        raise validation_error(
+            "code_configuration.code",
+            f"code {code!r} is not an uploaded snapshot (codes/<sha256>); the CLI and client upload a "
+            "local folder for you",
+        )
+    path = data.code(ws.id, code.removeprefix("codes/"))
+    if not path.is_file():
+        raise validation_error(
+            "code_configuration.code", f"code snapshot {code!r} was not uploaded to this workspace"
+        )
+    return path
+
+
+# -- invoke ----------------------------------------------------------------------------------
+def invoke(
+    session: Session,
+    ws: Workspace,
+    endpoint_name: str,
+    request: rules.InvokeRequest,
+    caller: Caller,
+    data: DataRoot,
+) -> Job:
+    """Submit the ``batch_scoring`` job of one invocation (the parent-job loop starts its child)."""
+    job_name = request.job_name or f"batchjob-{secrets.token_hex(6)}"
+    if not JOB_NAME_PATTERN.fullmatch(job_name):
+        raise validation_error("job_name", "job_name: letters, digits, '_' and '-', a letter or digit first")
+    endpoint = get_endpoint(session, ws, endpoint_name)
+    rows = {d.name: d for d in deployments(session, endpoint)}
+    chosen = rows[rules.deployment_for(endpoint.spec, request.deployment_name, sorted(rows))]
+    data_input = rules.input_of(request)
+    archive = _snapshot(ws, data, chosen.spec["code_configuration"]["code"]).read_bytes()
+    digest = codes.store_snapshot(session, data, ws.id, with_driver(archive))
+    doc = rules.scoring_job(endpoint_name, chosen.spec, data_input, f"codes/{digest}", job_name)
+    prepared = job_service.prepare(doc, job_name)
+    job, _ = job_service.submit(session, ws, job_name, prepared, caller, data)
+    return job
+
+
+def with_driver(archive: bytes) -> bytes:
+    """A code snapshot with cloudlet's batch driver added at its top (deterministic bytes, so
+    the same code gives the same snapshot)."""
+    out = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w") as tar,
+        tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as source,
+    ):
+        for member in source.getmembers():
+            if member.name.lstrip("./") == rules.DRIVER_FILE:
+                continue
+            tar.addfile(member, source.extractfile(member) if member.isfile() else None)
+        driver = DRIVER_SOURCE.read_bytes()
+        info = tarfile.TarInfo(rules.DRIVER_FILE)
+        info.size, info.mode = len(driver), 0o644
+        tar.addfile(info, io.BytesIO(driver))
+    return out.getvalue()
+
+
+def invocations(session: Session, ws: Workspace, endpoint_name: str) -> list[Job]:
+    """The endpoint's batch jobs, newest first (the last 1,000 of the workspace)."""
+    get_endpoint(session, ws, endpoint_name)
+    query = (
+        select(Job)
+        .where(
+            Job.workspace_id == ws.id, Job.kind == JobKind.BATCH_SCORING.value, Job.parent_job_id.is_(None)
+        )
+        .order_by(Job.submitted_at.desc())
+        .limit(1000)
+    )
+    return [job for job in session.scalars(query) if job.spec.get("endpoint") == endpoint_name]

@@ -1,0 +1,209 @@
+"""Command components: registered (a kind of asset, ``services/assets.py``) and resolved for the
+jobs and pipeline steps that run them.
+
+- ``resolve(session, workspace, ref, base_dir)``: the :class:`ComponentSpec` a step's ``component:``
+  names — ``azureml:name:1``, ``azureml:name@latest``, ``name:1``, ``name@latest``, an ARM id
+  (``azureml:/subscriptions/…/components/name/versions/1``), a local YAML file relative to
+  BASE_DIR, or an inline mapping (an anonymous component);
+- ``checked_code``: what a stored component's ``code`` becomes (``codes/<sha256>``, the snapshot
+  agents download): the code is uploaded before a component is registered, as for jobs;
+- ``register_anonymous``: an inline component recorded as ``azureml_anonymous:<content hash>``
+  (the same content is the same version, so a rerun registers nothing new).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain import assets as rules
+from cloudlet.domain.assets import AssetKind
+from cloudlet.domain.components import (
+    ANONYMOUS_NAME,
+    ComponentSpec,
+    component_hash,
+    component_to_doc,
+    parse_component,
+)
+from cloudlet.domain.errors import CloudletError, validation_error
+from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, InlineEnvironment, is_remote_path
+from cloudlet.services import assets as asset_service
+from cloudlet.services import codes as code_service
+from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import Asset, CodeAsset, CodeVersion, Workspace
+
+KIND: AssetKind = "component"
+# The target of resolve's own errors: the reference as a whole (a pipeline puts it under its step,
+# ``jobs.<step>.component``; the component's own fields follow it: ``….component.inputs.x``).
+REF = "$"
+# ``name:1`` / ``name@latest`` without the ``azureml:`` prefix (as a pipeline step may write them).
+_BARE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(?::(?P<version>[^:/@]+)|@(?P<label>[^:/@]+))$")
+# ``azureml:name:version`` of a code asset (``code: azureml:my-code:1``).
+_CODE_REF = re.compile(r"^azureml:(?P<name>[^:/@]+):(?P<version>[^:/@]+)$")
+_FILE_SUFFIXES = (".yml", ".yaml")
+
+
+def spec_of(asset: Asset) -> ComponentSpec:
+    """A stored component version as its spec (named and versioned as stored)."""
+    return parse_component({**asset.spec, "name": asset.name, "version": asset.version})
+
+
+def resolve(
+    session: Session, workspace: Workspace, ref: str | dict[str, Any], base_dir: Path | None
+) -> ComponentSpec:
+    """The component ``ref`` names (see the module's docstring). A file's relative ``code`` and
+    ``conda_file`` become absolute paths (under the file's folder): the caller uploads them.
+    Errors of the reference itself target ``$``; the component's own, its fields."""
+    if isinstance(ref, dict):
+        return parse_component(ref)
+    text = ref.strip()
+    reference = _reference(text)
+    if reference is not None:
+        if reference.kind not in (None, KIND):
+            raise validation_error(REF, f"'{text}' names a {reference.kind}, not a component")
+        try:
+            asset = asset_service.get_version(session, workspace, KIND, reference.name, reference.version)
+        except CloudletError as exc:
+            if exc.status != 404:
+                raise
+            raise CloudletError(
+                "ComponentNotFound",
+                f"{exc.message.rstrip('.')}: create it first (cloudlet component create --file F) or fix "
+                "the name or version",
+                REF,
+                400,
+            ) from None
+        return spec_of(asset)
+    return load_file(text, base_dir)
+
+
+def _reference(text: str) -> rules.AssetRef | None:
+    found = rules.parse_reference(text)
+    if found is not None:
+        return found
+    if text.startswith("/subscriptions/"):
+        return rules.parse_reference("azureml:" + text)
+    bare = _BARE.fullmatch(text)
+    if bare is None or text.lower().endswith(_FILE_SUFFIXES):
+        return None
+    return rules.parse_reference("azureml:" + text)
+
+
+def load_file(text: str, base_dir: Path | None) -> ComponentSpec:
+    """A component YAML file (TEXT relative to BASE_DIR), its local paths made absolute."""
+    if base_dir is None:
+        raise validation_error(
+            REF,
+            f"'{text}' is a local file; name a registered component (azureml:<name>:<version> or "
+            "azureml:<name>@latest), or submit with the cloudlet CLI or client, which reads the file",
+        )
+    path = Path(text.removeprefix("file:")).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise validation_error(
+            REF, f"cannot read component file '{text}' (looked at {path}): {exc.strerror or exc}"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise validation_error(REF, f"component file '{text}' is not valid YAML: {exc}") from None
+    spec = parse_component(doc)
+    return with_local_paths(spec, path.parent)
+
+
+def with_local_paths(spec: ComponentSpec, folder: Path) -> ComponentSpec:
+    """SPEC with a relative local ``code`` and inline ``conda_file`` made absolute under FOLDER."""
+    update: dict[str, Any] = {}
+    if spec.code is not None and not is_remote_path(spec.code):
+        update["code"] = str((folder / spec.code.removeprefix("file:")).resolve())
+    env = spec.environment
+    if isinstance(env, InlineEnvironment) and isinstance(env.conda_file, str):
+        conda = str((folder / env.conda_file).resolve())
+        update["environment"] = env.model_copy(update={"conda_file": conda})
+    return spec.model_copy(update=update) if update else spec
+
+
+def checked_code(session: Session, workspace: Workspace, doc: dict[str, Any]) -> dict[str, Any]:
+    """DOC (a component to register) with its ``code`` as the snapshot it runs (``codes/<sha256>``):
+    an uploaded snapshot, a code version (its ARM id or ``azureml:name:version``). A local folder
+    is refused: the CLI and client upload it first."""
+    code = doc.get("code")
+    if code is None:
+        return doc
+    if not isinstance(code, str) or not code.strip():
+        raise validation_error("code", "code must name the component's code folder")
+    text = code.strip()
+    if CODE_SNAPSHOT_PATTERN.fullmatch(text):
+        digest = text.split("/", 1)[1]
+        query = select(CodeAsset.id).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
+        if session.scalar(query) is None:
+            raise validation_error(
+                "code",
+                f"code snapshot {text} is not in this workspace; upload it first (PUT …/codes/{digest})",
+            )
+        return doc
+    if "/codes/" in text and "/versions/" in text:
+        try:
+            return {**doc, "code": code_service.snapshot_for(session, workspace, text)}
+        except CloudletError as exc:
+            raise validation_error("code", exc.message) from None
+    found = _CODE_REF.fullmatch(text)
+    if found is not None:
+        try:
+            row = code_service.get(session, workspace, found["name"], found["version"])
+        except CloudletError as exc:
+            raise validation_error(
+                "code", f"{exc.message.rstrip('.')}: fix the code's name or version"
+            ) from None
+        return {**doc, "code": f"codes/{row.snapshot}"}
+    if is_remote_path(text):
+        raise validation_error(
+            "code",
+            f"code {text!r}: a component's code is an uploaded snapshot (codes/<sha256>) or a code "
+            "version (azureml:<name>:<version>); git and URL sources are not fetched here",
+        )
+    raise validation_error(
+        "code",
+        f"code {text!r} is a local folder; create the component with the cloudlet CLI or client "
+        "(cloudlet component create --file F), which uploads it once (content-hashed)",
+    )
+
+
+def code_version_id(session: Session, workspace: Workspace, ref: WorkspaceRef, code: str) -> str | None:
+    """The ARM id of a code version whose snapshot is CODE (``codes/<sha256>``), for the SDK (which
+    reads a component's code as an ARM id); None when no code version has that snapshot."""
+    if not CODE_SNAPSHOT_PATTERN.fullmatch(code):
+        return None
+    digest = code.split("/", 1)[1]
+    row = session.scalar(
+        select(CodeVersion)
+        .where(CodeVersion.workspace_id == workspace.id, CodeVersion.snapshot == digest)
+        .order_by(CodeVersion.id)
+        .limit(1)
+    )
+    return None if row is None else f"{ref.arm_id}/codes/{row.name}/versions/{row.version}"
+
+
+def register_anonymous(
+    session: Session,
+    ref: WorkspaceRef,
+    workspace: Workspace,
+    spec: ComponentSpec,
+    caller: Caller,
+    data: DataRoot,
+) -> Asset:
+    """SPEC (its code already uploaded) as ``azureml_anonymous:<content hash>``: registering the
+    same content again returns the same version."""
+    doc = checked_code(session, workspace, component_to_doc(spec))
+    checked = parse_component(doc)
+    version = component_hash(checked, checked.code)
+    body = {k: v for k, v in doc.items() if k not in ("name", "version")}
+    return asset_service.create_or_update(
+        session, ref, workspace, KIND, ANONYMOUS_NAME, version, body, caller, data
+    ).asset

@@ -1,0 +1,50 @@
+"""Where a job's outputs are (for run history's ``rundata`` and the data plane's
+``batchGetResolvedUris``, which azure-ai-ml's ``jobs.download`` reads): each declared output's path,
+or cloudlet's default ``azureml/{job}/{output}/`` of ``workspaceblobstore``; a pipeline's output is
+where the step output bound to it wrote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain import arm_outputs
+from cloudlet.domain.job_kind import JobKind
+from cloudlet.domain.pipeline_bindings import DEFAULT_DATASTORE, default_output_path
+from cloudlet.services import parent_jobs, pipelines
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.store.schema import Job, Workspace
+
+
+def outputs(session: Session, job: Job) -> dict[str, dict[str, Any]]:
+    """The job's outputs: name → ``{type, path, …}`` (the path filled in)."""
+    declared = (job.spec or {}).get("outputs") or {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in declared.items():
+        item = dict(value) if isinstance(value, dict) else {}
+        item.setdefault("type", "uri_folder")
+        item["path"] = item.get("path") or default_output_path(DEFAULT_DATASTORE, job.name, name)
+        out[name] = item
+    if job.kind == JobKind.PIPELINE.value:
+        for name, path in pipelines.outputs(job, parent_jobs.children(session, job)).items():
+            out.setdefault(name, {"type": "uri_folder"})["path"] = path
+    return out
+
+
+def resolve(session: Session, ws: Workspace, ref: WorkspaceRef, ids: list[str]) -> dict[str, dict[str, str]]:
+    """``batchGetResolvedUris``: each output id → its long datastore URI. An id of a job or an
+    output that is not (or no longer) there is left out, as a lookup that found nothing."""
+    answer: dict[str, dict[str, str]] = {}
+    for index, value in enumerate(ids):
+        for job_name, output in arm_outputs.candidates(value, f"values[{index}]"):
+            job = session.scalar(select(Job).where(Job.workspace_id == ws.id, Job.name == job_name))
+            found = outputs(session, job).get(output) if job is not None else None
+            if found is not None:
+                uri = arm_outputs.long_uri(
+                    str(found["path"]), ref.subscription_id, ref.resource_group, ref.workspace
+                )
+                answer[value] = arm_outputs.resolved(uri, str(found["type"]))
+                break
+    return answer

@@ -1,0 +1,454 @@
+"""Online endpoints and deployments: the use cases behind the native REST routes (issue 14).
+
+Each call is one unit of work on the store: validate the whole document (``domain/online_endpoints``)
+and what it names (the code snapshot, the model, the size), then write. The replicas themselves
+are run by ``control/online_replicas.OnlineRuntime``, which the routes tell after each commit.
+
+Keys are two random secrets per endpoint; an ``aml_token`` is ``<expiry>.<HMAC>`` signed with the
+server's token secret over the endpoint and its primary key, so regenerating the primary key also
+ends every token minted from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudlet.domain import environments
+from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.errors import CloudletError, not_found, validation_error
+from cloudlet.domain.nodes import NodeState
+from cloudlet.domain.quota import CoreRequest, Tier, check_request
+from cloudlet.domain.resources import ONLINE_DEPLOYMENTS
+from cloudlet.services import audit, quotas
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import nodes as node_service
+from cloudlet.services.clock import iso, utcnow
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.storage import DataRoot
+from cloudlet.store.schema import (
+    Asset,
+    CodeAsset,
+    Compute,
+    Node,
+    OnlineDeployment,
+    OnlineEndpoint,
+    Workspace,
+)
+
+TOKEN_TTL_S = 3600
+KEY_TYPES = ("Primary", "Secondary")
+
+
+def new_key() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def _target(ref: WorkspaceRef, endpoint: str, deployment: str | None = None) -> str:
+    base = f"{ref.arm_id}/onlineEndpoints/{endpoint}"
+    return base if deployment is None else f"{base}/deployments/{deployment}"
+
+
+def get_endpoint(session: Session, ws: Workspace, name: str) -> OnlineEndpoint:
+    row = session.scalar(
+        select(OnlineEndpoint).where(OnlineEndpoint.workspace_id == ws.id, OnlineEndpoint.name == name)
+    )
+    if row is None:
+        raise not_found("Online endpoint", name)
+    return row
+
+
+def list_endpoints(session: Session, ws: Workspace) -> list[OnlineEndpoint]:
+    return list(
+        session.scalars(
+            select(OnlineEndpoint).where(OnlineEndpoint.workspace_id == ws.id).order_by(OnlineEndpoint.name)
+        )
+    )
+
+
+def deployments_of(session: Session, endpoint: OnlineEndpoint) -> list[OnlineDeployment]:
+    return list(
+        session.scalars(
+            select(OnlineDeployment)
+            .where(OnlineDeployment.endpoint_id == endpoint.id)
+            .order_by(OnlineDeployment.name)
+        )
+    )
+
+
+def get_deployment(session: Session, endpoint: OnlineEndpoint, name: str) -> OnlineDeployment:
+    row = session.scalar(
+        select(OnlineDeployment).where(
+            OnlineDeployment.endpoint_id == endpoint.id, OnlineDeployment.name == name
+        )
+    )
+    if row is None:
+        raise not_found("Online deployment", name)
+    return row
+
+
+def spec_of(row: OnlineEndpoint) -> rules.EndpointSpec:
+    return rules.parse_endpoint(row.spec, row.name)
+
+
+@dataclass
+class Written:
+    row: Any
+    created: bool
+
+
+def put_endpoint(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, doc: Any, actor: str
+) -> Written:
+    spec = rules.parse_endpoint(doc, name)
+    row = session.scalar(
+        select(OnlineEndpoint).where(OnlineEndpoint.workspace_id == ws.id, OnlineEndpoint.name == name)
+    )
+    created = row is None
+    if row is None:
+        row = OnlineEndpoint(
+            workspace_id=ws.id,
+            name=name,
+            spec=spec.to_doc(),
+            primary_key=new_key(),
+            secondary_key=new_key(),
+            provisioning_state="Succeeded",
+            created_by=actor,
+            created_on=utcnow(),
+        )
+        session.add(row)
+        session.flush()
+    else:
+        if spec.auth_mode != row.spec.get("auth_mode"):
+            raise validation_error(
+                "auth_mode", "an endpoint's auth_mode cannot change; delete and re-create it"
+            )
+        row.spec = spec.to_doc()
+    _check_traffic_names(session, row, spec)
+    audit.record(
+        session,
+        actor,
+        "onlineendpoint.create" if created else "onlineendpoint.update",
+        _target(ref, name),
+        spec.to_doc(),
+    )
+    return Written(row, created)
+
+
+def _check_traffic_names(session: Session, row: OnlineEndpoint, spec: rules.EndpointSpec) -> None:
+    known = {d.name for d in deployments_of(session, row)}
+    for field_name, weights in (("traffic", spec.traffic), ("mirror_traffic", spec.mirror_traffic)):
+        for name, weight in weights.items():
+            if weight > 0 and name not in known:
+                raise validation_error(
+                    f"{field_name}.{name}",
+                    f"endpoint '{row.name}' has no deployment '{name}'; "
+                    f"deployments: {', '.join(sorted(known)) or 'none'}",
+                )
+
+
+def update_traffic(
+    session: Session,
+    ref: WorkspaceRef,
+    row: OnlineEndpoint,
+    actor: str,
+    traffic: dict[str, int] | None = None,
+    mirror: dict[str, int] | None = None,
+) -> OnlineEndpoint:
+    doc = dict(row.spec)
+    if traffic is not None:
+        doc["traffic"] = traffic
+    if mirror is not None:
+        doc["mirror_traffic"] = mirror
+    ws = session.get(Workspace, row.workspace_id)
+    assert ws is not None
+    return put_endpoint(session, ref, ws, row.name, doc, actor).row
+
+
+def delete_endpoint(session: Session, ref: WorkspaceRef, row: OnlineEndpoint, actor: str) -> None:
+    for deployment in deployments_of(session, row):
+        session.delete(deployment)
+    session.delete(row)
+    audit.record(session, actor, "onlineendpoint.delete", _target(ref, row.name))
+
+
+def keys(row: OnlineEndpoint) -> dict[str, str]:
+    if row.spec.get("auth_mode") != "key":
+        raise CloudletError(
+            "WrongAuthMode",
+            f"endpoint '{row.name}' uses aml_token: ask for a token (get-credentials)",
+            "auth_mode",
+        )
+    return {"primaryKey": row.primary_key, "secondaryKey": row.secondary_key}
+
+
+def regenerate(session: Session, ref: WorkspaceRef, row: OnlineEndpoint, key_type: str, actor: str) -> None:
+    kind = key_type.capitalize()
+    if kind not in KEY_TYPES:
+        raise validation_error("keyType", f"keyType '{key_type}' is not Primary or Secondary")
+    if kind == "Primary":
+        row.primary_key = new_key()
+    else:
+        row.secondary_key = new_key()
+    audit.record(session, actor, "onlineendpoint.regeneratekeys", _target(ref, row.name), {"keyType": kind})
+
+
+def _signature(secret: str, endpoint_id: int, primary_key: str, expiry: int) -> str:
+    message = f"{endpoint_id}|{expiry}|{primary_key}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def token(secret: str, row: OnlineEndpoint, now: float | None = None) -> dict[str, Any]:
+    if row.spec.get("auth_mode") != "aml_token":
+        raise CloudletError(
+            "WrongAuthMode", f"endpoint '{row.name}' uses keys: list its keys (get-credentials)", "auth_mode"
+        )
+    issued = int(now if now is not None else time.time())
+    expiry = issued + TOKEN_TTL_S
+    return {
+        "accessToken": f"{expiry}.{_signature(secret, row.id, row.primary_key, expiry)}",
+        "expiryTimeUtc": expiry,
+        "refreshAfterTimeUtc": issued + TOKEN_TTL_S // 2,
+        "tokenType": "Bearer",
+    }
+
+
+def token_valid(secret: str, endpoint_id: int, primary_key: str, value: str, now: float) -> bool:
+    expiry_text, _, signature = value.partition(".")
+    if not expiry_text.isdigit() or int(expiry_text) < now:
+        return False
+    want = _signature(secret, endpoint_id, primary_key, int(expiry_text))
+    return hmac.compare_digest(want, signature)
+
+
+def _check_code(session: Session, ws: Workspace, uri: str, target: str) -> None:
+    digest = uri.removeprefix("codes/")
+    if not session.scalar(
+        select(CodeAsset.id).where(CodeAsset.workspace_id == ws.id, CodeAsset.hash == digest)
+    ):
+        raise validation_error(target, f"no uploaded code '{uri}' in this workspace; upload the folder first")
+
+
+def model_source(session: Session, ws: Workspace, model: str) -> str:
+    """What the replica unpacks or links as its model: ``codes/<sha>`` or a model asset's path."""
+    if model.startswith("codes/"):
+        _check_code(session, ws, model, "model")
+        return model
+    parts = model.removeprefix("azureml:").split(":")
+    if len(parts) != 2:
+        raise validation_error("model", f"model '{model}' is not azureml:<name>:<version>")
+    asset = session.scalar(
+        select(Asset).where(
+            Asset.workspace_id == ws.id,
+            Asset.kind == "model",
+            Asset.name == parts[0],
+            Asset.version == parts[1],
+        )
+    )
+    if asset is None:
+        raise validation_error("model", f"no model '{parts[0]}' version {parts[1]} in this workspace")
+    return str(asset.spec.get("path") or "")
+
+
+def _check_size_and_quota(
+    session: Session,
+    ref: WorkspaceRef,
+    ws: Workspace,
+    endpoint: OnlineEndpoint,
+    spec: rules.DeploymentSpec,
+    local: bool,
+) -> None:
+    """A managed deployment's replicas hold instance_count × the size's cores of the workspace's
+    location, against the same family and total quotas as clusters and instances (an update's
+    own cores are not counted twice; a local deployment holds none)."""
+    catalogue = catalogue_service.current(session)
+    size = catalogue.get(spec.instance_type)
+    if size is None:
+        raise validation_error(
+            "instance_type",
+            f"'{spec.instance_type}' is not a size of this installation; see `cloudlet compute list-sizes`",
+        )
+    if local or spec.compute:
+        return  # a compute instance holds its own cores already
+    holder = f"online deployment {endpoint.name}/{spec.name}"
+    request = CoreRequest(
+        holder,
+        size.family,
+        Tier.DEDICATED,
+        size.vcpus,
+        spec.scale_settings.max_instances if spec.scale_settings else spec.instance_count,
+        "scale_settings.max_instances" if spec.scale_settings else "instance_count",
+    )
+    current = quotas.limits(session, ref.subscription_id, ws.location, catalogue)
+    others = [
+        h
+        for h in quotas.holders(session, ref.subscription_id, ws.location, catalogue)
+        if not (h.compute == holder and h.workspace == ws.name)
+    ]
+    check_request(current, others, request)
+
+
+def _check_placement(session: Session, ws: Workspace, spec: rules.DeploymentSpec, local: bool) -> None:
+    """``compute`` names a compute instance of the workspace; an inline environment resolves."""
+    if spec.environment_doc is not None:
+        environments.resolve_environment(spec.environment_doc)  # errors name environment.*
+    if spec.compute is None:
+        return
+    if local:
+        raise validation_error(
+            "compute", "a --local deployment runs on this machine: drop 'compute' or drop --local"
+        )
+    compute = session.scalar(
+        select(Compute).where(Compute.workspace_id == ws.id, Compute.name == spec.compute)
+    )
+    if compute is None or compute.type.lower() != "computeinstance":
+        what = (
+            f"no compute '{spec.compute}'"
+            if compute is None
+            else f"'{spec.compute}' is a {compute.type}, not a compute instance,"
+        )
+        raise validation_error(
+            "compute",
+            f"{what} in this workspace; name a compute instance (cloudlet compute list), "
+            "or omit 'compute' for nodes made for the deployment",
+        )
+
+
+def put_deployment(
+    session: Session,
+    ref: WorkspaceRef,
+    ws: Workspace,
+    endpoint: OnlineEndpoint,
+    name: str,
+    doc: Any,
+    actor: str,
+    local: bool = False,
+) -> Written:
+    spec = rules.parse_deployment(doc, endpoint.name, name)
+    _check_code(session, ws, spec.code, "code_configuration.code")
+    model_source(session, ws, spec.model)
+    row = session.scalar(
+        select(OnlineDeployment).where(
+            OnlineDeployment.endpoint_id == endpoint.id, OnlineDeployment.name == name
+        )
+    )
+    _check_placement(session, ws, spec, local)
+    _check_size_and_quota(session, ref, ws, endpoint, spec, local)
+    created = row is None
+    if row is None:
+        row = OnlineDeployment(
+            endpoint_id=endpoint.id,
+            name=name,
+            spec=spec.to_doc(),
+            provisioning_state="Creating",
+            stage="provisioning",
+            reason=None,
+            generation=1,
+            local=local,
+            created_by=actor,
+            created_on=utcnow(),
+        )
+        session.add(row)
+    else:
+        row.spec = spec.to_doc()
+        row.generation += 1
+        row.provisioning_state = "Updating"
+        row.stage = "provisioning"
+        row.local = local
+    session.flush()
+    audit.record(
+        session,
+        actor,
+        "onlinedeployment.create" if created else "onlinedeployment.update",
+        _target(ref, endpoint.name, name),
+        spec.to_doc(),
+    )
+    return Written(row, created)
+
+
+def delete_deployment(
+    session: Session, ref: WorkspaceRef, endpoint: OnlineEndpoint, row: OnlineDeployment, actor: str
+) -> None:
+    rules.check_deletable(spec_of(endpoint), row.name)
+    mirror = dict(endpoint.spec.get("mirror_traffic") or {})
+    if row.name in mirror:
+        mirror.pop(row.name)
+        endpoint.spec = {**endpoint.spec, "mirror_traffic": mirror}
+    session.delete(row)
+    audit.record(session, actor, "onlinedeployment.delete", _target(ref, endpoint.name, row.name))
+
+
+def nodes_of(session: Session, row: OnlineDeployment) -> list[dict[str, Any]]:
+    """The live nodes made for ROW's replicas (list-nodes' shape)."""
+    nodes = session.scalars(
+        select(Node)
+        .where(
+            Node.owner_type == ONLINE_DEPLOYMENTS,
+            Node.owner_id == row.id,
+            Node.state != NodeState.TERMINATED.value,
+        )
+        .order_by(Node.created_at)
+    )
+    return [node_service.render(n) for n in nodes]
+
+
+def record_stage(
+    session: Session, deployment_id: int, generation: int, stage: str, state: str, reason: str | None
+) -> None:
+    """The runtime's report of a generation's progress; a stale generation's report is dropped."""
+    row = session.get(OnlineDeployment, deployment_id)
+    if row is None or row.generation != generation:
+        return
+    row.stage, row.provisioning_state, row.reason = stage, state, reason
+
+
+def scoring_uri(base: str, ref: WorkspaceRef, endpoint: str) -> str:
+    return f"{base}/online/{ref.subscription_id}/{ref.resource_group}/{ref.workspace}/{endpoint}/score"
+
+
+def render_endpoint(row: OnlineEndpoint, ref: WorkspaceRef, base: str) -> dict[str, Any]:
+    uri = scoring_uri(base, ref, row.name)
+    return {
+        "id": _target(ref, row.name),
+        **row.spec,
+        "scoring_uri": uri,
+        "swagger_uri": uri.removesuffix("/score") + "/swagger.json",
+        "provisioning_state": row.provisioning_state,
+        "created_by": row.created_by,
+        "created_on": iso(row.created_on),
+    }
+
+
+def render_deployment(
+    row: OnlineDeployment, ref: WorkspaceRef, endpoint: str, live: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "id": _target(ref, endpoint, row.name),
+        **row.spec,
+        "provisioning_state": row.provisioning_state,
+        "stage": row.stage,
+        "reason": row.reason,
+        "generation": row.generation,
+        "local": row.local,
+        **live,
+        "created_by": row.created_by,
+        "created_on": iso(row.created_on),
+    }
+
+
+def model_path(data: DataRoot, ws_id: int, source: str) -> tuple[str, str]:
+    """(kind, where) of a model source: ``("code", <tar.gz>)`` or ``("path", <folder or file>)``."""
+    if source.startswith("codes/"):
+        return "code", str(data.code(ws_id, source.removeprefix("codes/")))
+    prefix = "azureml://datastores/"
+    if source.startswith(prefix):
+        store, _, rest = source.removeprefix(prefix).partition("/paths/")
+        return "path", str(data.datastore_path(ws_id, store, rest))
+    raise validation_error("model", f"the model's path '{source}' is not in a datastore of this workspace")

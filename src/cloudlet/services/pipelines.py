@@ -1,0 +1,60 @@
+"""Pipeline jobs, the service side: what a pipeline needs from the store before and after it runs.
+
+- ``resolve``: a submitted pipeline's registered components (``component: azureml:train:1``,
+  ``azureml:train@latest``) replaced by the components themselves (``services.components``), and
+  each component's ``code`` by the snapshot it runs, then the whole document checked again
+  (``domain.pipeline_jobs``) against the components its steps now run;
+- ``dag``: the text DAG of ``job show`` (each step, its status, its upstream, reuse);
+- ``outputs``: where the pipeline's outputs are (the step outputs bound to them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from cloudlet.domain import components
+from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.pipeline_bindings import retarget
+from cloudlet.domain.pipeline_dag import dag_text, is_reference, parent_outputs
+from cloudlet.domain.pipeline_jobs import PIPELINE
+from cloudlet.services import components as component_service
+from cloudlet.services.parent_jobs import view_of
+from cloudlet.store.schema import Job, Workspace
+
+
+def resolve(session: Session, ws: Workspace, doc: dict[str, Any]) -> dict[str, Any]:
+    """DOC (a parsed pipeline) with its registered components resolved and code snapshots
+    checked; parsed again, so a step is checked against the component it now runs."""
+    jobs = doc.get("jobs") or {}
+    changed: dict[str, Any] = {}
+    for key, step in jobs.items():
+        component = step.get("component")
+        if component is None:
+            continue
+        try:
+            if is_reference(component):
+                component = components.component_to_doc(
+                    component_service.resolve(session, ws, component, None)
+                )
+            component = component_service.checked_code(session, ws, component)
+        except CloudletError as exc:
+            raise retarget(exc, f"jobs.{key}.component") from None
+        if component != step["component"]:
+            changed[key] = {**step, "component": component}
+    if not changed:
+        return doc
+    resolved = {**doc, "jobs": {key: changed.get(key, step) for key, step in jobs.items()}}
+    return PIPELINE.parse(resolved, str(doc["name"]))
+
+
+def dag(parent: Job, kids: Sequence[Job]) -> str:
+    """The pipeline's steps as text for ``job show`` (``pipeline_dag.dag_text``)."""
+    return dag_text(parent.spec, [view_of(kid) for kid in kids])
+
+
+def outputs(parent: Job, kids: Sequence[Job]) -> dict[str, str]:
+    """Where each of the pipeline's outputs is: the path of the step output bound to it."""
+    return parent_outputs(parent.spec, [view_of(kid) for kid in kids])

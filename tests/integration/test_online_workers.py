@@ -1,0 +1,175 @@
+"""Online endpoints under ``cloudlet server --workers 2`` (``control/online_shared.py``), with real
+replicas of the real ``azureml-inference-server-http`` and real HTTP to each worker:
+
+- worker 0 runs the replicas, once (not one set per worker); the other worker's gateway serves
+  invoke from the view worker 0 publishes;
+- what is asked through the other worker (create, deploy, traffic, regenerate keys, delete) is
+  carried out by worker 0, and every worker's gateway follows: the right deployment answers, the
+  old key is refused, a deleted endpoint is 404 and its replicas are gone.
+
+Connections are spread by the kernel (SO_REUSEPORT); a client is pinned to a worker by opening
+connections until one reaches it (``/healthz`` names the replica that answered).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from cloudlet.client import MLClient
+from cloudlet.control.online_replicas import default_python, leftover_replicas
+from tests.conftest import RunningServer
+from tests.jobs_helpers import wait_until
+
+pytestmark = pytest.mark.timeout(400)
+SCORE = """
+import json, os
+def init():
+    pass
+def run(raw):
+    return {"who": os.environ.get("WHO"), "got": json.loads(raw)}
+"""
+BODY = {"data": [1, 2]}
+
+
+def _replica_ports(installation: str) -> set[str]:
+    """The ports of the inference servers running for INSTALLATION: one per replica (each is a few
+    processes: the sandbox, gunicorn's arbiter and its worker)."""
+    ports = set()
+    for pid in leftover_replicas(installation):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ports |= {v.decode().partition("=")[2] for v in environ if v.startswith(b"SERVER_PORT=")}
+    return ports
+
+
+def _replica_of(http: httpx.Client) -> str:
+    return str(http.get("/healthz").json()["replica"])
+
+
+def _client_on(srv: RunningServer, replica: str) -> httpx.Client:
+    """A keep-alive client whose connection is held by REPLICA's worker."""
+    for _ in range(300):
+        client = httpx.Client(base_url=srv.endpoint, timeout=30, trust_env=False)
+        if _replica_of(client) == replica:
+            return client
+        client.close()
+    raise AssertionError(f"no connection reached {replica}")
+
+
+def _ml_on(srv: RunningServer, replica: str) -> MLClient:
+    for _ in range(300):
+        ml = MLClient(home=srv.home)
+        if _replica_of(ml._rest._http) == replica:
+            return ml
+        ml.close()
+    raise AssertionError(f"no client connection reached {replica}")
+
+
+def _each_worker_answers(
+    srv: RunningServer,
+    replicas: list[str],
+    uri: str,
+    key: str,
+    check: Callable[[httpx.Response], bool],
+    what: str,
+) -> None:
+    """Every worker's gateway answers a request to URI with KEY as CHECK wants (within a deadline:
+    a worker's view follows the owner's within a wake-up)."""
+    path = urlsplit(uri).path
+    for replica in replicas:
+        http = _client_on(srv, replica)
+        try:
+
+            def answered(http: httpx.Client = http, replica: str = replica) -> httpx.Response | None:
+                assert _replica_of(http) == replica  # still the same worker's connection
+                response = http.post(path, json=BODY, headers={"Authorization": f"Bearer {key}"})
+                return response if check(response) else None
+
+            wait_until(answered, 30, f"{what} through {replica}", interval=0.1)
+        finally:
+            http.close()
+
+
+def test_every_worker_serves_invoke_of_replicas_run_once(
+    server_factory: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    python = default_python()
+    probe = subprocess.run([python, "-c", "import azureml_inference_server_http"], check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"the inference environment ({python}) is missing: run ./scripts/setup.sh")
+    srv = server_factory(extra_env={"CLOUDLET_WORKERS": "2"}, timeout=240)  # a busy machine
+    seen: set[str] = set()
+
+    def both() -> bool:
+        with httpx.Client(base_url=srv.endpoint, timeout=10, trust_env=False) as http:
+            seen.add(_replica_of(http))
+        return len(seen) == 2
+
+    wait_until(both, 60, "both workers answering")
+    owner, follower = sorted(seen)  # <replica>-0 runs the replicas
+    assert owner.endswith("-0") and follower.endswith("-1"), seen
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "score.py").write_text(textwrap.dedent(SCORE))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "none.txt").write_text("-")
+
+    def doc(name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "endpoint_name": "ep-w",
+            "model": {"path": "model"},
+            "code_configuration": {"code": "src", "scoring_script": "score.py"},
+            "instance_type": "Standard_DS3_v2",
+            "instance_count": 1,
+            "environment_variables": {"WHO": name},
+            "readiness_probe": {"initial_delay": 1, "period": 1, "failure_threshold": 60},
+        }
+
+    def who(name: str) -> Callable[[httpx.Response], bool]:
+        return lambda r: r.status_code == 200 and r.json() == {"who": name, "got": BODY}
+
+    # Created, deployed and given traffic through the follower: the owner runs the replica.
+    with _ml_on(srv, follower) as ml:
+        ml.online_endpoints.create_or_update({"name": "ep-w", "auth_mode": "key"})
+        created = ml.online_deployments.create_or_update(doc("blue"), base_path=tmp_path)
+        shown = ml.online_deployments.wait("ep-w", "blue", generation=created["generation"])
+        assert shown["provisioning_state"] == "Succeeded", shown
+        endpoint = ml.online_endpoints.update_traffic("ep-w", {"blue": 100})
+        keys = ml.online_endpoints.get_keys("ep-w")
+    uri, old_key = endpoint["scoring_uri"], keys["primaryKey"]
+    _each_worker_answers(srv, [owner, follower], uri, old_key, who("blue"), "blue")
+    assert len(_replica_ports(srv.installation)) == 1, "one replica, not one per worker"
+
+    # Green through the owner, the traffic moved through the follower: both gateways follow.
+    with _ml_on(srv, owner) as ml:
+        created = ml.online_deployments.create_or_update(doc("green"), base_path=tmp_path)
+        shown = ml.online_deployments.wait("ep-w", "green", generation=created["generation"])
+        assert shown["provisioning_state"] == "Succeeded", shown
+    with _ml_on(srv, follower) as ml:
+        ml.online_endpoints.update_traffic("ep-w", {"blue": 0, "green": 100})
+        ml.online_endpoints.regenerate_keys("ep-w", key_type="Primary")
+        new_key = ml.online_endpoints.get_keys("ep-w")["primaryKey"]
+    assert new_key != old_key
+    _each_worker_answers(srv, [owner, follower], uri, new_key, who("green"), "green with the new key")
+    _each_worker_answers(
+        srv, [owner, follower], uri, old_key, lambda r: r.status_code == 401, "the old key refused"
+    )
+    assert len(_replica_ports(srv.installation)) == 2
+
+    # Deleted through the follower: 404 from every worker, and the owner's replicas are gone.
+    with _ml_on(srv, follower) as ml:
+        ml.online_endpoints.delete("ep-w")
+    _each_worker_answers(
+        srv, [owner, follower], uri, new_key, lambda r: r.status_code == 404, "404 once deleted"
+    )
+    wait_until(lambda: not leftover_replicas(srv.installation), 60, "the replicas stopped")

@@ -1,0 +1,130 @@
+"""domain/arm_online.py: the bodies azure-ai-ml 1.35.2 really sent (tests/data/arm_online/, recorded
+by tests/integration/test_arm_online_sdk.py's request hook) ↔ cloudlet's online documents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cloudlet.domain import arm_online
+from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.errors import CloudletError
+
+DATA = Path(__file__).parent.parent / "data" / "arm_online"
+WS = (
+    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/default"
+    "/providers/Microsoft.MachineLearningServices/workspaces/default"
+)
+
+
+def recorded(name: str) -> Any:
+    return json.loads((DATA / name).read_text())
+
+
+def test_endpoint_bodies_become_valid_documents() -> None:
+    doc = arm_online.endpoint_from_arm(recorded("endpoint_put.json"), "sdk-ep")
+    assert doc == {
+        "name": "sdk-ep",
+        "auth_mode": "key",
+        "description": "from the SDK",
+        "tags": {"t": "1"},
+        "traffic": {},
+        "mirror_traffic": {},
+    }
+    assert rules.parse_endpoint(doc, "sdk-ep").auth_mode == "key"
+    traffic = arm_online.endpoint_from_arm(recorded("traffic_put.json"), "sdk-ep")
+    assert traffic["traffic"] == {"blue": 100}
+    token = arm_online.endpoint_from_arm(recorded("token_endpoint_put.json"), "tok-ep")
+    assert rules.parse_endpoint(token, "tok-ep").auth_mode == "aml_token"
+
+
+def test_endpoint_answer_has_what_the_sdk_reads() -> None:
+    spec = rules.parse_endpoint({"auth_mode": "aml_token", "traffic": {}}, "ep1").to_doc()
+    uri = "https://h:1/online/s/rg/ws/ep1/score"
+    body = arm_online.endpoint_to_arm(spec, WS, uri, "local", "Succeeded")
+    props = body["properties"]
+    assert body["id"] == f"{WS}/onlineEndpoints/ep1" and body["kind"] == "Managed"
+    assert (props["authMode"], props["scoringUri"], props["provisioningState"]) == (
+        "AMLToken",
+        uri,
+        "Succeeded",
+    )
+    assert props["swaggerUri"] == "https://h:1/online/s/rg/ws/ep1/swagger.json" and props["properties"] == {}
+
+
+def test_aad_token_is_refused_naming_the_field() -> None:
+    with pytest.raises(CloudletError) as caught:
+        arm_online.endpoint_from_arm({"properties": {"authMode": "AADToken"}}, "ep1")
+    assert caught.value.target == "properties.authMode" and "Key or AMLToken" in caught.value.message
+
+
+def test_patch_keeps_the_rest() -> None:
+    current = {"name": "ep", "auth_mode": "key", "traffic": {"blue": 100}, "tags": {"a": "1"}}
+    patched = arm_online.endpoint_patch({"tags": {"b": "2"}}, current)
+    assert patched == {**current, "tags": {"b": "2"}}
+
+
+def test_deployment_body_becomes_a_valid_document() -> None:
+    doc = arm_online.deployment_from_arm(recorded("deployment_put.json"), "sdk-ep", "blue", "codes/abc")
+    assert doc["model"].startswith("azureml:") and doc["model"].endswith(":1")
+    assert doc["code_configuration"] == {"code": "codes/abc", "scoring_script": "score.py"}
+    assert doc["environment"].startswith("azureml:CliV2AnonymousEnvironment:")
+    assert (doc["instance_type"], doc["instance_count"]) == ("Standard_DS3_v2", 1)
+    assert doc["readiness_probe"] == {"initial_delay": 1, "period": 1, "failure_threshold": 30}
+    spec = rules.parse_deployment(doc, "sdk-ep", "blue")
+    assert spec.readiness_probe["timeout"] == 2  # Azure's default filled in
+
+
+def test_request_settings_and_probes_round_trip() -> None:
+    body = {
+        "sku": {"capacity": 2},
+        "properties": {
+            "model": f"{WS}/models/m/versions/3",
+            "codeConfiguration": {"codeId": "x", "scoringScript": "s.py"},
+            "instanceType": "Standard_DS3_v2",
+            "requestSettings": {
+                "requestTimeout": "PT10S",
+                "maxQueueWait": "PT1S",
+                "maxConcurrentRequestsPerInstance": 4,
+            },
+            "livenessProbe": {"initialDelay": "PT30S", "period": "PT5S", "successThreshold": 1},
+        },
+    }
+    doc = arm_online.deployment_from_arm(body, "ep1", "dep", "codes/c")
+    assert doc["request_settings"] == {
+        "request_timeout_ms": 10000,
+        "max_queue_wait_ms": 1000,
+        "max_concurrent_requests_per_instance": 4,
+    }
+    spec = rules.parse_deployment(doc, "ep1", "dep").to_doc()
+    back = arm_online.deployment_to_arm({**spec, "provisioning_state": "Creating"}, WS, "ep1", None, "local")
+    props = back["properties"]
+    assert props["model"] == f"{WS}/models/m/versions/3" and back["sku"]["capacity"] == 2
+    assert props["requestSettings"] == {
+        "requestTimeout": "PT10S",
+        "maxQueueWait": "PT1S",
+        "maxConcurrentRequestsPerInstance": 4,
+    }
+    assert props["livenessProbe"]["initialDelay"] == "PT30S" and props["provisioningState"] == "Creating"
+
+
+def test_deployment_errors_name_the_arm_field() -> None:
+    base = {"properties": {"codeConfiguration": {"scoringScript": "s.py"}}}
+    with pytest.raises(CloudletError) as no_model:
+        arm_online.deployment_from_arm(base, "ep1", "dep", "codes/c")
+    assert no_model.value.target == "properties.model"
+    with pytest.raises(CloudletError) as no_code:
+        arm_online.deployment_from_arm(
+            {"properties": {"model": f"{WS}/models/m/versions/1"}}, "ep1", "dep", None
+        )
+    assert no_code.value.target == "properties.codeConfiguration.codeId"
+    with pytest.raises(CloudletError) as kube:
+        arm_online.deployment_from_arm(
+            {"properties": {"endpointComputeType": "Kubernetes"}}, "ep1", "dep", None
+        )
+    assert kube.value.target == "properties.endpointComputeType"
+    assert arm_online.arm_target("traffic.blue") == "properties.traffic.blue"
+    assert arm_online.arm_target("instance_count") == "sku.capacity"

@@ -1,0 +1,114 @@
+"""Batch endpoints (pure): the documents, the scoring job an invocation makes, the batch_scoring
+kind's decisions, and the driver's splitting and row rendering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cloudlet.agent import batch_driver
+from cloudlet.domain import batch_endpoints as rules
+from cloudlet.domain import batch_scoring, job_spec
+from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.job_status import JobStatus
+from cloudlet.domain.parent_jobs import ChildView, ParentContext
+
+DEPLOYMENT: dict[str, Any] = {
+    "name": "blue",
+    "endpoint_name": "scorer",
+    "model": "azureml:m:1",
+    "code_configuration": {"code": "codes/" + "a" * 64, "scoring_script": "score.py"},
+    "compute": "azureml:cpu",
+    "mini_batch_size": 2,
+    "retry_settings": {"max_retries": 1},
+    "output_action": "SummaryOnly",
+    "instance_count": 2,
+}
+
+
+def test_deployment_defaults_and_spellings() -> None:
+    doc = rules.parse_deployment(DEPLOYMENT, "scorer", "blue")
+    assert doc["compute"] == "cpu" and doc["output_action"] == "summary_only"
+    assert doc["resources"] == {"instance_count": 2} and "instance_count" not in doc
+    assert doc["retry_settings"] == {"max_retries": 1, "timeout": 30}
+    assert doc["output_file_name"] == "predictions.csv" and doc["error_threshold"] == -1
+
+
+@pytest.mark.parametrize(
+    ("change", "target"),
+    [
+        ({"mini_batch_size": 0}, "mini_batch_size"),
+        (
+            {"code_configuration": {"code": "x", "scoring_script": "../s.py"}},
+            "code_configuration.scoring_script",
+        ),
+        ({"output_action": "append"}, "output_action"),
+        ({"compute": None}, "compute"),
+        ({"retry_settings": {"max_retries": -1}}, "retry_settings.max_retries"),
+    ],
+)
+def test_deployment_refusals_name_the_field(change: dict[str, Any], target: str) -> None:
+    with pytest.raises(CloudletError) as caught:
+        rules.parse_deployment({**DEPLOYMENT, **change})
+    assert caught.value.target == target
+
+
+def test_path_names_win_and_must_agree() -> None:
+    assert rules.parse_endpoint({}, "scorer")["name"] == "scorer"
+    with pytest.raises(CloudletError, match="differs"):
+        rules.parse_endpoint({"name": "other"}, "scorer")
+
+
+def test_deployment_for_default_and_named() -> None:
+    endpoint = {"name": "scorer", "defaults": {"deployment_name": "blue"}}
+    assert rules.deployment_for(endpoint, None, ["blue", "green"]) == "blue"
+    assert rules.deployment_for(endpoint, "green", ["blue", "green"]) == "green"
+    with pytest.raises(CloudletError) as caught:
+        rules.deployment_for(endpoint, "red", ["blue"])
+    assert caught.value.status == 404
+    with pytest.raises(CloudletError, match="--deployment-name"):
+        rules.deployment_for({"name": "scorer"}, None, ["blue"])
+
+
+def test_scoring_job_child_is_a_valid_command_job_with_output_score() -> None:
+    deployment = rules.parse_deployment(DEPLOYMENT, "scorer", "blue")
+    data = rules.input_of(rules.parse_invoke({"input": "azureml:rows:1"}))
+    doc = rules.scoring_job("scorer", deployment, data, "codes/" + "b" * 64, "job1")
+    child = job_spec.parse_job(doc["child"], "job1-score")
+    assert child.compute == "cpu" and child.code == "codes/" + "b" * 64
+    assert set(child.outputs) == {"score"} and child.outputs["score"].path == doc["outputs"]["score"]["path"]
+    assert child.inputs["model"].type == "custom_model"  # type: ignore[union-attr]
+    command = child.command
+    assert command.startswith(f"python {rules.DRIVER_FILE} --input ${{{{inputs.data}}}}")
+    assert "--mini-batch-size 2" in command and "--output-action summary_only" in command
+    assert "--max-retries 1" in command and "--model-dir ${{inputs.model}}" in command
+
+
+def _view(status: JobStatus, exit_code: int | None = None) -> ChildView:
+    return ChildView(key="score", name="job1-score", status=status, error="exit", exit_code=exit_code)
+
+
+def test_batch_scoring_kind_submits_follows_and_settles() -> None:
+    deployment = rules.parse_deployment(DEPLOYMENT, "scorer", "blue")
+    doc = rules.scoring_job(
+        "scorer", deployment, {"type": "uri_folder", "path": "azureml:rows:1"}, "codes/x", "j"
+    )
+    ctx = ParentContext(now=1.0, started_at=0.0)
+    first = batch_scoring.advance(doc, [], ctx)
+    assert [c.key for c in first.submit] == ["score"] and first.outcome is None
+    assert batch_scoring.advance(doc, [_view(JobStatus.RUNNING)], ctx).outcome is None
+    assert batch_scoring.advance(doc, [_view(JobStatus.COMPLETED)], ctx).outcome is JobStatus.COMPLETED
+    over = batch_scoring.advance(doc, [_view(JobStatus.FAILED, rules.THRESHOLD_EXIT)], ctx)
+    assert over.outcome is JobStatus.FAILED and "error_threshold" in (over.message or "")
+    plain = batch_scoring.advance(doc, [_view(JobStatus.FAILED, 1)], ctx)
+    assert plain.outcome is JobStatus.FAILED and "error_threshold" not in (plain.message or "")
+    canceled = batch_scoring.advance(doc, [_view(JobStatus.RUNNING)], ParentContext(1.0, 0.0, True))
+    assert canceled.outcome is JobStatus.CANCELED
+
+
+def test_driver_splits_and_renders_rows() -> None:
+    assert batch_driver.mini_batches(["a", "b", "c"], 2) == [["a", "b"], ["c"]]
+    assert batch_driver._rows(["x", (1, 2), [3, "y"]]) == ["x", "1 2", "3 y"]
+    assert batch_driver._rows(None) == []
+    assert rules.THRESHOLD_EXIT == batch_driver.THRESHOLD_EXIT
