@@ -29,6 +29,7 @@ class LoadReport:
     answered: Counter[str] = field(default_factory=Counter)  # route -> answers as expected
     failures: list[tuple[float, str, str]] = field(default_factory=list)  # (time.time(), route, why)
     worst_s: dict[str, float] = field(default_factory=dict)  # route -> slowest expected answer
+    total_s: Counter[str] = field(default_factory=Counter)  # route -> time its expected answers took
     accepted: list[str] = field(default_factory=list)  # job names answered 201
     unanswered: list[str] = field(default_factory=list)  # job names whose PUT got no 201
     health_worst_s: float = 0.0
@@ -38,6 +39,12 @@ class LoadReport:
     def note(self, route: str, took: float) -> None:
         self.answered[route] += 1
         self.worst_s[route] = max(self.worst_s.get(route, 0.0), took)
+        self.total_s[route] += took
+
+    def mean_s(self, *routes: str) -> float:
+        """The mean time of the expected answers on ROUTES together."""
+        count = sum(self.answered[route] for route in routes)
+        return sum(self.total_s[route] for route in routes) / count if count else float("inf")
 
 
 @dataclass(frozen=True)

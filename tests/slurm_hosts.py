@@ -272,6 +272,7 @@ class SlurmHosts:
 
         def answers() -> bool:
             argv = ["ssh", "-p", str(LOGIN_PORT), "-i", str(d / "client_key"), "-o", "BatchMode=yes"]
+            argv += ["-o", "GSSAPIAuthentication=no"]
             argv += ["-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes"]
             done = subprocess.run([*argv, f"root@{ADDRESSES[0]}", "true"], capture_output=True, timeout=30)
             return done.returncode == 0

@@ -125,6 +125,7 @@ def _keypair(directory: Path, name: str) -> tuple[Path, str]:
 def _ssh(key: Path, port: int, command: str = "echo ok") -> subprocess.CompletedProcess[str]:
     argv = ["ssh", "-p", str(port), "-i", str(key), "-o", "StrictHostKeyChecking=no"]
     argv += ["-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes"]
+    argv += ["-o", "GSSAPIAuthentication=no"]  # no Kerberos realm lookup over DNS
     argv += ["-o", "ConnectTimeout=5", "root@127.0.0.1", command]
     return subprocess.run(argv, capture_output=True, text=True, timeout=30)
 
@@ -178,7 +179,8 @@ def test_ssh_session_counts_as_activity(tmp_path: Path) -> None:
     state = tmp_path / "ssh"
     handle = start_sshd(state, pub)
     argv = ["ssh", "-p", str(handle.port), "-i", str(key), "-o", "StrictHostKeyChecking=no"]
-    argv += ["-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "root@127.0.0.1", "sleep 30"]
+    argv += ["-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "GSSAPIAuthentication=no"]
+    argv += ["root@127.0.0.1", "sleep 30"]
     session = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         collector = ActivityCollector(None, ssh_port=handle.port)

@@ -167,6 +167,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def ssh(settings: dict[str, Any], key: Path, *command: str) -> subprocess.CompletedProcess[str]:
     argv = ["ssh", "-p", str(settings["ssh_port"]), "-i", str(key), "-o", "IdentitiesOnly=yes"]
     argv += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes"]
+    argv += ["-o", "GSSAPIAuthentication=no"]  # no Kerberos realm lookup over DNS
     argv += [f"{settings['admin_username']}@{settings['host']}", *command]
     return subprocess.run(argv, capture_output=True, text=True, timeout=30)
 
@@ -207,6 +208,8 @@ def test_ssh_accepts_only_the_owners_key(
         str(keys["owner"]),
         "--ssh-option",
         known,
+        "--ssh-option",
+        "GSSAPIAuthentication=no",
         "--",
         "echo",
         "via-cli",

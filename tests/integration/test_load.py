@@ -113,7 +113,7 @@ def test_mixed_load_answers_every_request_and_the_control_plane_keeps_working(
         worst = {route: round(s, 3) for route, s in report.worst_s.items()}
         print(
             f"\nanswered {dict(report.answered)}; slowest (s) {worst}; "
-            f"healthz worst {report.health_worst_s:.3f} s"
+            f"healthz worst {report.health_worst_s:.3f} s; mean submit {report.mean_s('submit'):.3f} s"
         )
         assert not report.failures, f"{len(report.failures)} failed, first: {report.failures[:5]}"
         assert report.answered["compute show"] > 200 and report.answered["job list"] > 200, report.answered
@@ -121,16 +121,16 @@ def test_mixed_load_answers_every_request_and_the_control_plane_keeps_working(
         assert report.health_worst_s < 2.0, f"/healthz took {report.health_worst_s:.2f} s under the load"
         assert late_ready < report.ended, "the late cluster's node should have come up during the load"
         accepted = set(report.accepted)
-        # Writers are not starved by the readers: a submitter (paced, at most one request in
-        # flight) gets at least half the answers a closed-loop reader gets, up to its pace. The
-        # bar is a share, not a rate, so a slower machine (CI's two cores are shared with the
-        # other test worker) lowers both sides alike; the rate is bench/mixed_load's to measure.
-        per_reader = sum(report.answered[route] for route, _ in load.reads) / load.readers
-        paced_cap = LOAD_S / load.submit_every_s
-        fair_share = min(paced_cap, per_reader / 2) * load.submitters
-        assert len(accepted) >= fair_share, (
-            f"writers starved: {len(accepted)} submissions in {LOAD_S:g} s by {load.submitters} "
-            f"submitters, while each reader got {per_reader:.1f} answers"
+        # Writers are not starved by the readers: a submission takes no more than twice as long as
+        # a read, on average. The bar is a ratio of latencies, not a rate, so a slower machine (CI's
+        # two cores are shared with the other test worker) lowers both sides alike; the rates are
+        # bench/mixed_load's to measure. (A count of answers is no bar: the submitters are paced.)
+        read_mean_s = report.mean_s(*(route for route, _ in load.reads))
+        submit_mean_s = report.mean_s("submit")
+        assert len(accepted) >= 5 * load.submitters, f"only {len(accepted)} submissions in {LOAD_S:g} s"
+        assert submit_mean_s <= 2 * read_mean_s + 0.05, (
+            f"writers starved: a submission took {submit_mean_s * 1000:.0f} ms on average, "
+            f"a read {read_mean_s * 1000:.0f} ms"
         )
         # Placement kept going through the load: jobs completed between its middle and its end.
         # (How many it places per second under load is bench/mixed_load's to measure: on two

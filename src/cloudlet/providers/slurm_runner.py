@@ -128,6 +128,9 @@ class SshRunner:
             *("-p", str(port)),
             *(("-i", identity_file, "-o", "IdentitiesOnly=yes") if identity_file else ()),
             *("-o", "BatchMode=yes", "-o", "PasswordAuthentication=no"),
+            # Debian's ssh_config turns GSSAPI on: with no krb5.conf it asks DNS for a realm first,
+            # which hangs where the resolver does not answer.
+            *("-o", "GSSAPIAuthentication=no"),
             *("-o", f"StrictHostKeyChecking={checking}"),
             *("-o", f"UserKnownHostsFile={known_hosts or own_known_hosts}"),
             *("-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=10"),
