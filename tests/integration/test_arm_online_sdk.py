@@ -47,6 +47,7 @@ from sklearn.linear_model import LogisticRegression
 X = [[0, 0], [0, 1], [1, 0], [1, 1], [5, 5], [5, 6], [6, 5], [6, 6]]
 joblib.dump(LogisticRegression().fit(X, [0, 0, 0, 0, 1, 1, 1, 1]), sys.argv[1])
 """
+INFERENCE_IMAGE = "mcr.microsoft.com/azureml/minimal-ubuntu22.04-py39-cpu-inference:latest"
 SDK_SCRIPT = r"""
 import json
 from azure.ai.ml import MLClient
@@ -67,21 +68,25 @@ def hook(pipeline_request):
         path = request.url.split("/workspaces/", 1)[1].split("?", 1)[0]
         out("sent", method=request.method, path=path, body=json.loads(body) if body else None)
 
+INFERENCE_IMAGE = "%s"
 ml = MLClient.from_config(DefaultAzureCredential(), raw_request_hook=hook)
 ep = ml.online_endpoints.begin_create_or_update(
     ManagedOnlineEndpoint(name="sdk-ep", auth_mode="key", description="from the SDK", tags={"t": "1"})
 ).result()
 out("endpoint", state=ep.provisioning_state, scoring=ep.scoring_uri, auth=ep.auth_mode, traffic=ep.traffic)
+# A registered environment (an inference image: nodes run no containers, so the replica runs on
+# the node's inference interpreter, with a warning naming the image in its log).
+ml.environments.create_or_update(Environment(name="sdk-inf", image=INFERENCE_IMAGE))
 blue = ManagedOnlineDeployment(
     name="blue", endpoint_name="sdk-ep", model=Model(path="model"),
     code_configuration=CodeConfiguration(code="src", scoring_script="score.py"),
-    environment=Environment(image="python:3.11-slim"),
+    environment="sdk-inf@latest",  # the SDK resolves the label (its Python form, no azureml:)
     instance_type="Standard_DS3_v2", instance_count=1,
     readiness_probe=ProbeSettings(initial_delay=1, period=1, failure_threshold=30),
 )
 made = ml.online_deployments.begin_create_or_update(blue).result()
 out("deployment", state=made.provisioning_state, model=made.model, count=made.instance_count,
-    type=made.instance_type, probe=made.readiness_probe.initial_delay)
+    type=made.instance_type, probe=made.readiness_probe.initial_delay, environment=made.environment)
 bad = ManagedOnlineDeployment(
     name="bad", endpoint_name="sdk-ep", model=Model(path="model"),
     code_configuration=CodeConfiguration(code="src", scoring_script="score.py"),
@@ -106,7 +111,7 @@ after = ml.online_endpoints.get_keys("sdk-ep")
 out("keys", changed=keys.primary_key != after.primary_key, same2=keys.secondary_key == after.secondary_key)
 regen = ml.online_endpoints.invoke(endpoint_name="sdk-ep", request_file="req.json")
 out("after-regen", answer=json.loads(regen))
-out("logs", text=ml.online_deployments.get_logs(name="blue", endpoint_name="sdk-ep", lines=100))
+out("logs", text=ml.online_deployments.get_logs(name="blue", endpoint_name="sdk-ep", lines=1000))
 out("listed", endpoints=[e.name for e in ml.online_endpoints.list()],
     deployments=[d.name for d in ml.online_deployments.list(endpoint_name="sdk-ep")])
 tok = ManagedOnlineEndpoint(name="tok-ep", auth_mode="aml_token")
@@ -118,6 +123,16 @@ ep.traffic = {"blue": 0}
 ml.online_endpoints.begin_create_or_update(ep).result()
 ml.online_deployments.begin_delete(name="blue", endpoint_name="sdk-ep").result()
 out("deployment-deleted", deployments=[d.name for d in ml.online_deployments.list(endpoint_name="sdk-ep")])
+missing = ManagedOnlineDeployment(
+    name="missing", endpoint_name="sdk-ep", model=Model(path="model"),
+    code_configuration=CodeConfiguration(code="src", scoring_script="score.py"),
+    environment="azureml:sdk-inf:9", instance_type="Standard_DS3_v2", instance_count=1,
+)
+try:
+    ml.online_deployments.begin_create_or_update(missing).result()
+    out("missing", raised=None)
+except HttpResponseError as exc:
+    out("missing", raised=str(exc), status=exc.status_code)
 ml.online_endpoints.begin_delete(name="sdk-ep").result()
 ml.online_endpoints.begin_delete(name="tok-ep").result()
 out("deleted", endpoints=[e.name for e in ml.online_endpoints.list()])
@@ -147,7 +162,7 @@ def test_sdk_online_endpoint(srv: RunningServer, tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )
-    results = run_sdk(SDK_SCRIPT, tmp_path, azureml_env(srv.cli_env()), timeout=380)
+    results = run_sdk(SDK_SCRIPT % INFERENCE_IMAGE, tmp_path, azureml_env(srv.cli_env()), timeout=380)
     sent = [r for r in results if r["step"] == "sent"]
     steps = {r["step"]: r for r in results if r["step"] != "sent"}
 
@@ -158,6 +173,13 @@ def test_sdk_online_endpoint(srv: RunningServer, tmp_path: Path) -> None:
     made = steps["deployment"]
     assert made["state"] == "Succeeded" and made["count"] == 1 and made["probe"] == 1, made
     assert "/models/" in made["model"] and made["type"] == "Standard_DS3_v2", made
+    # the registered environment's newest version, pinned (its ARM id), and used by the replica
+    assert made["environment"].endswith("/environments/sdk-inf/versions/1"), made
+    assert f"image {INFERENCE_IMAGE} requested" in steps["logs"]["text"], steps["logs"]
+    # an unknown version: the PUT is a 400 naming the field the SDK sent, with the fix
+    missing = steps["missing"]
+    assert missing["status"] == 400 and "properties.environmentId" in missing["raised"], missing
+    assert "cloudlet environment create" in missing["raised"], missing
     # a deployment whose init() fails: the poller raises, the body says why
     assert steps["bad"]["raised"] and "init failed on purpose" in steps["bad"]["raised"], steps["bad"]
     assert steps["traffic"]["traffic"] == {"blue": 100}
@@ -173,7 +195,7 @@ def test_sdk_online_endpoint(srv: RunningServer, tmp_path: Path) -> None:
 
     # what the SDK sent has the shape of the recorded bodies (the unit tests translate those)
     puts = [s["body"] for s in sent if s["method"] == "PUT"]
-    assert len(puts) == 6  # endpoint, blue, bad, traffic 100, tok-ep, traffic 0
+    assert len(puts) == 7  # endpoint, blue, bad, traffic 100, tok-ep, traffic 0, missing
     for index, name in ((0, "endpoint_put"), (1, "deployment_put"), (3, "traffic_put")):
         assert _shape(puts[index]) == _shape(json.loads((DATA / f"{name}.json").read_text())), name
     assert _shape(puts[4]) == _shape(json.loads((DATA / "token_endpoint_put.json").read_text()))

@@ -192,3 +192,58 @@ def test_cli_lists_updates_and_deletes(api: httpx.Client, srv: RunningServer, pr
     cli(srv, "batch-endpoint", "delete", "-n", "scorer")
     assert api.get(f"{srv.ws_path}/batchEndpoints/scorer").status_code == 404
     assert job(api, srv, "b1")["status"] == "Completed"  # its jobs stay
+
+
+ENV_SCORE = """\
+import os, sys
+
+def init():
+    import toolz  # only the deployment's registered environment has it
+    print("scoring with toolz in", sys.prefix, flush=True)
+
+def run(mini_batch):
+    return [os.path.basename(path) for path in mini_batch]
+"""
+
+
+def test_a_registered_environment_is_pinned_and_its_scoring_job_runs_in_it(
+    api: httpx.Client, srv: RunningServer, project: Path
+) -> None:
+    """``environment: azureml:batch-env@latest`` names an environment the CLI registered: the
+    deployment pins its newest version (inline, as a job's), the scoring child's node builds it
+    and the driver and the scoring script run in it; an unknown version is refused at once, with
+    the field and the fix, not at invoke."""
+    for version, doc in (("1", {"image": "python:3.11-slim"}), ("2", {"pip": ["toolz"]})):
+        path = project / f"batch-env-{version}.yml"
+        path.write_text(yaml.safe_dump({"name": "batch-env", **doc}))
+        assert cli(srv, "environment", "create", "--file", str(path))["version"] == version
+    cli(srv, "batch-endpoint", "create", "-n", "envscorer")
+    (project / "envsrc").mkdir()
+    (project / "envsrc" / "score.py").write_text(ENV_SCORE)
+    code = {"code": "envsrc", "scoring_script": "score.py"}
+    fields = {"endpoint_name": "envscorer", "code_configuration": code}
+    unknown = deployment(project, "missing", **fields, environment="azureml:batch-env:7")
+    done = subprocess.run(
+        [sys.executable, "-m", "cloudlet", "batch-deployment", "create", "-f", str(unknown)],
+        env=srv.cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "environment" in done.stderr, done.stderr
+    assert "cloudlet environment create" in done.stderr, done.stderr
+    assert api.get(f"{srv.ws_path}/batchEndpoints/envscorer/deployments/missing").status_code == 404
+
+    spec = deployment(project, "green", **fields, environment="azureml:batch-env@latest", mini_batch_size=5)
+    made = cli(srv, "batch-deployment", "create", "-f", str(spec))
+    assert made["environment"] == {"name": "batch-env", "version": "2", "pip": ["toolz"]}, made
+    invoke = ("batch-endpoint", "invoke", "-n", "envscorer", "--input", "rows", "--job-name", "b3")
+    cli(srv, *invoke, cwd=project)
+    finished_job = finished(api, srv, "b3")
+    assert finished_job["status"] == "Completed", finished_job
+    text = log_text(api, srv, "b3-score")
+    assert "Preparing environment 'batch-env'" in text or "reused" in text, text
+    assert "scoring with toolz in" in text and "/envs/" in text.split("scoring with toolz in", 1)[1], text
+    assert "2 mini-batches scored, 0 failed" in text, text
+    child = job(api, srv, "b3-score")
+    assert child["environment"]["name"] == "batch-env" and child["environment"]["version"] == "2", child

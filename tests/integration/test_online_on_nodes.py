@@ -9,6 +9,7 @@ Real server, real agents (the local provider), the real ``azureml-inference-serv
 from __future__ import annotations
 
 import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from cloudlet.client import MLClient
 from cloudlet.client._rest import HttpResponseError
@@ -180,3 +182,41 @@ def test_the_deployments_environment_is_built_on_its_node_and_serves(ml: MLClien
     built = [line for line in logs.splitlines() if "Loaded logging config from" in line]
     assert built and "/envs/" in built[0] and ".cache/inference-server" not in built[0], built
     ml.online_deployments.delete("ep1", "built")
+
+
+def test_a_registered_environment_is_resolved_pinned_and_built_on_the_node(
+    srv: RunningServer, ml: MLClient, project: Path, tmp_path: Path
+) -> None:
+    """``environment: azureml:<name>@latest`` names an environment ``cloudlet environment create``
+    registered: the newest version is pinned in the deployment, its node builds it (the venv of
+    the inline case above: the same packages, one cached build) and the replica serves from it;
+    an unknown version is a 400 naming ``environment`` and nothing is created."""
+    pip = ["azureml-inference-server-http==1.5.1", "scikit-learn>=1.5", "joblib"]
+    for version, packages in (("1", ["numpy"]), ("2", pip)):
+        (tmp_path / f"env{version}.yml").write_text(yaml.safe_dump({"name": "inf-env", "pip": packages}))
+        command = ["environment", "create", "--file", str(tmp_path / f"env{version}.yml")]
+        done = subprocess.run(
+            [sys.executable, "-m", "cloudlet", *command],
+            env=srv.cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+    with pytest.raises(HttpResponseError) as refused:
+        ml.online_deployments.create_or_update(
+            deployment("regd", "regd", environment="azureml:inf-env:9"), base_path=project
+        )
+    assert refused.value.status_code == 400 and refused.value.error.target == "environment", refused.value
+    assert "cloudlet environment create" in str(refused.value), refused.value
+    with srv.client() as api:
+        assert api.get(f"{srv.ws_path}/onlineEndpoints/ep1/deployments/regd").status_code == 404
+
+    shown = deploy(ml, project, deployment("regd", "regd", environment="azureml:inf-env@latest"))
+    assert shown["environment"] == {"name": "inf-env", "version": "2", "pip": pip}, shown["environment"]
+    assert pinned(ml, "regd") == {**ANSWER, "who": "regd"}
+    logs = ml.online_deployments.get_logs("ep1", "regd", lines=10_000)
+    served_from = [line for line in logs.splitlines() if "Loaded logging config from" in line]
+    assert served_from and "/envs/" in served_from[0], served_from or logs[-2000:]
+    assert ".cache/inference-server" not in served_from[0], served_from
+    ml.online_deployments.delete("ep1", "regd")

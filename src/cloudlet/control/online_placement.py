@@ -60,8 +60,11 @@ class Placement:
 
 def replica_environment(spec: rules.DeploymentSpec) -> dict[str, object] | None:
     """What the node prepares for the replica, as for a job (``agent/envs.py``): the deployment's
-    inline environment (image + conda_file, or pip) with the inference server added; None (the
-    node's inference interpreter) when none is given or it is only named."""
+    inline environment (image + conda_file, or pip; a registered one is inlined when the
+    deployment is written) with the inference server added; None (the node's inference
+    interpreter) when none is given or it is only named. An image with no packages is passed as
+    is: nodes run no containers yet, so the agent warns and uses the node's inference interpreter
+    (an Azure inference image carries the server); an image with packages gets their venv."""
     if isinstance(spec.environment_doc, dict):
         resolved = environments.resolve_environment(spec.environment_doc)
     elif spec.environment and environments.curated_environment(spec.environment) is not None:
@@ -70,10 +73,12 @@ def replica_environment(spec: rules.DeploymentSpec) -> dict[str, object] | None:
         return None  # only named (or none): the node's inference interpreter
     if resolved.kind == "python":
         return None
+    if resolved.kind == "image" and not resolved.pip:
+        return dataclasses.asdict(resolved)
     pip = list(resolved.pip)
     if not any(p.lower().replace("_", "-").startswith(INFERENCE_PACKAGE) for p in pip):
         pip.append(INFERENCE_PACKAGE)
-    again = environments._resolved("venv", pip, None, resolved.name)
+    again = environments._resolved(resolved.kind, pip, resolved.image, resolved.name)
     return dataclasses.asdict(again)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cloudlet.domain import arm_jobs
-from cloudlet.domain.arm_jobs import _compute, _environment, _object, iso_seconds, seconds_iso
+from cloudlet.domain.arm_jobs import _compute, _environment, _object, environment_id, iso_seconds, seconds_iso
 from cloudlet.domain.errors import validation_error
 
 _MODEL_ID = re.compile(r"/models/([^/]+)/versions/([^/]+)$")
@@ -55,6 +55,13 @@ def endpoint_to_arm(view: Mapping[str, Any], ws_id: str, scoring_uri: str, locat
             "provisioningState": "Succeeded",
         },
     }
+
+
+def arm_target(target: str | None) -> str | None:
+    """A native field target as the ARM body names it (``environment`` → ``properties.environmentId``)."""
+    if target == "environment" or (target or "").startswith("environment."):
+        return "properties.environmentId"
+    return target
 
 
 def _snake(value: Any) -> Any:
@@ -136,12 +143,9 @@ def deployment_to_arm(
     if isinstance(model, str) and model.startswith("azureml:") and model.count(":") == 2:
         _, name, version = model.split(":")
         props["model"] = {"referenceType": "Id", "assetId": f"{ws_id}/models/{name}/versions/{version}"}
-    env = view.get("environment")
-    if isinstance(env, str) and env.startswith("azureml:") and env.count(":") == 2:
-        _, name, version = env.split(":")
-        props["environmentId"] = f"{ws_id}/environments/{name}/versions/{version}"
-    elif isinstance(env, str):
-        props["environmentId"] = env
+    env_id = environment_id(view.get("environment"), ws_id)
+    if env_id is not None:
+        props["environmentId"] = env_id
     return {
         "id": f"{ws_id}/batchEndpoints/{endpoint}/deployments/{view['name']}",
         "name": view["name"],

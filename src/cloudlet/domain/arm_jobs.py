@@ -327,6 +327,18 @@ def job_resource(view: Mapping[str, Any], workspace_id: str, props: dict[str, An
     }
 
 
+def environment_id(env: Any, workspace_id: str) -> str | None:
+    """A stored ``environment`` as ARM's ``environmentId``: ``azureml:<n>:<v>`` (or a workspace
+    environment inlined when it was resolved, which keeps its ``name`` and ``version``) → the
+    version's id; ``azureml:<n>@latest`` → the container's; a registry URI as it is; None for
+    an inline environment of no registered version (or none)."""
+    if isinstance(env, str):
+        return _arm_environment(env, workspace_id)
+    if isinstance(env, Mapping) and env.get("name") and env.get("version"):
+        return f"{workspace_id}/environments/{env['name']}/versions/{env['version']}"
+    return None
+
+
 def _arm_environment(env: str, workspace_id: str) -> str:
     if env.startswith("azureml:") and not env.startswith("azureml://"):
         name = env.removeprefix("azureml:")

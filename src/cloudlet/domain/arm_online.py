@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cloudlet.domain.arm_jobs import _environment, _object, iso_seconds, seconds_iso
+from cloudlet.domain.arm_jobs import _environment, _object, environment_id, iso_seconds, seconds_iso
 from cloudlet.domain.errors import validation_error
 
 _MODEL_ID = re.compile(r"/models/([^/]+)/versions/([^/]+)$")
@@ -61,6 +61,7 @@ def arm_target(target: str | None) -> str | None:
         "request_settings": "properties.requestSettings",
         "liveness_probe": "properties.livenessProbe",
         "readiness_probe": "properties.readinessProbe",
+        "environment": "properties.environmentId",
     }.get(head)
     return target if renamed is None else renamed + dot + rest
 
@@ -262,12 +263,9 @@ def deployment_to_arm(
         props["model"] = f"{ws_id}/models/{name}/versions/{version}"
     elif isinstance(model, str):
         props["model"] = model
-    env = view.get("environment")
-    if isinstance(env, str) and env.startswith("azureml:") and env.count(":") == 2:
-        _, name, version = env.split(":")
-        props["environmentId"] = f"{ws_id}/environments/{name}/versions/{version}"
-    elif isinstance(env, str):
-        props["environmentId"] = env
+    env_id = environment_id(view.get("environment"), ws_id)
+    if env_id is not None:
+        props["environmentId"] = env_id
     return {
         "id": f"{ws_id}/onlineEndpoints/{endpoint}/deployments/{view['name']}",
         "name": view["name"],

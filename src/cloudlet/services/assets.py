@@ -284,15 +284,10 @@ def resolve_job(session: Session, ws: Workspace, doc: dict[str, Any]) -> Resolve
         _replace(out, doc, ("inputs", key), resolved)
         out.uses.append(_use("input", f"inputs.{key}", asset))
     env = doc.get("environment")
-    if isinstance(env, str):
-        reference = rules.parse_reference(env)
-        if reference is not None:
-            found = _environment(session, ws, reference, env)
-            if found is not None:
-                inline = {"name": found.name, "version": found.version}
-                inline.update({k: found.spec[k] for k in ("image", "conda_file", "pip") if k in found.spec})
-                _replace(out, doc, ("environment",), inline)
-                out.uses.append(_use("environment", "environment", found))
+    inline, found = resolve_environment(session, ws, env)
+    if found is not None:
+        _replace(out, doc, ("environment",), inline)
+        out.uses.append(_use("environment", "environment", found))
     for key, value in (doc.get("outputs") or {}).items():
         registration = rules.output_registration(value) if isinstance(value, dict) else None
         if registration is None:
@@ -355,6 +350,30 @@ def _resolve(session: Session, ws: Workspace, reference: AssetRef, kind: AssetKi
             target,
             400,
         ) from None
+
+
+def resolve_environment(session: Session, ws: Workspace, env: Any) -> tuple[Any, Asset | None]:
+    """An ``environment`` field with a workspace environment resolved: ``azureml:<name>:<version>``
+    or ``azureml:<name>@latest`` (the newest version not archived), or the environment version's
+    ARM id, becomes that version's definition inline (``name``, ``version`` and its ``image``,
+    ``conda_file``, ``pip``), returned with the version. Anything else (an inline environment, a
+    curated name, none) comes back unchanged, with None. An unknown name or version is a 400 naming
+    ``environment`` and the fix. Jobs (``resolve_job``) and online and batch deployments use this
+    one rule."""
+    if not isinstance(env, str):
+        return env, None
+    try:
+        reference = rules.parse_reference(env)
+    except CloudletError as exc:  # an unknown label: the message names it, the field is ours
+        raise validation_error("environment", exc.message) from None
+    if reference is None:
+        return env, None
+    found = _environment(session, ws, reference, env)
+    if found is None:
+        return env, None
+    inline: dict[str, Any] = {"name": found.name, "version": found.version}
+    inline.update({k: found.spec[k] for k in ("image", "conda_file", "pip") if k in found.spec})
+    return inline, found
 
 
 def _environment(session: Session, ws: Workspace, reference: AssetRef, text: str) -> Asset | None:

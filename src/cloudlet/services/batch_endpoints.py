@@ -21,9 +21,11 @@ from sqlalchemy.orm import Session
 
 from cloudlet.agent import batch_driver
 from cloudlet.domain import batch_endpoints as rules
+from cloudlet.domain import environments
 from cloudlet.domain.errors import conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
+from cloudlet.services import assets as asset_service
 from cloudlet.services import audit, codes, computes
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -126,6 +128,7 @@ def create_or_update_deployment(
             "(cloudlet compute create --type amlcompute)",
         )
     _snapshot(ws, data, spec["code_configuration"]["code"])
+    spec = _with_environment(session, ws, spec)
     existing = {d.name: d for d in deployments(session, endpoint)}
     now = time.time()
     row = existing.get(name)
@@ -149,6 +152,19 @@ def create_or_update_deployment(
     target = f"{ref.arm_id}/batchEndpoints/{endpoint_name}/deployments/{name}"
     audit.record(session, caller.name, "batchDeployment.write", target)
     return row, created
+
+
+def _with_environment(session: Session, ws: Workspace, spec: dict[str, Any]) -> dict[str, Any]:
+    """SPEC with its ``environment`` resolved as a job's (the scoring child is one): a registered
+    ``azureml:<name>:<version>`` / ``@latest`` becomes that version's definition inline (pinned
+    now; the child's node builds it), and whatever is left must resolve for a job (a curated name,
+    an inline environment), so a bad one is refused here, not at invoke."""
+    env = spec.get("environment")
+    if env is None:
+        return spec
+    inline, _ = asset_service.resolve_environment(session, ws, env)
+    environments.resolve_environment(inline)  # errors name environment.*
+    return {**spec, "environment": inline}
 
 
 def delete_deployment(

@@ -11,6 +11,7 @@ ends every token minted from it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import secrets
@@ -27,6 +28,7 @@ from cloudlet.domain.errors import CloudletError, not_found, validation_error
 from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.quota import CoreRequest, Tier, check_request
 from cloudlet.domain.resources import ONLINE_DEPLOYMENTS
+from cloudlet.services import assets as asset_service
 from cloudlet.services import audit, quotas
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import nodes as node_service
@@ -321,6 +323,20 @@ def _check_placement(session: Session, ws: Workspace, spec: rules.DeploymentSpec
         )
 
 
+def registered_environment(
+    session: Session, ws: Workspace, spec: rules.DeploymentSpec
+) -> rules.DeploymentSpec:
+    """SPEC with a registered ``environment`` (``azureml:<name>:<version>``, ``@latest``, an ARM id)
+    replaced by that version's definition, as a job's is (``services.assets.resolve_environment``):
+    the version is pinned when the deployment is written, and its replicas' nodes build it."""
+    if spec.environment_doc is not None:
+        return spec
+    inline, found = asset_service.resolve_environment(session, ws, spec.environment)
+    if found is None:
+        return spec
+    return dataclasses.replace(spec, environment=found.name, environment_doc=inline)
+
+
 def put_deployment(
     session: Session,
     ref: WorkspaceRef,
@@ -331,7 +347,7 @@ def put_deployment(
     actor: str,
     local: bool = False,
 ) -> Written:
-    spec = rules.parse_deployment(doc, endpoint.name, name)
+    spec = registered_environment(session, ws, rules.parse_deployment(doc, endpoint.name, name))
     _check_code(session, ws, spec.code, "code_configuration.code")
     model_source(session, ws, spec.model)
     row = session.scalar(

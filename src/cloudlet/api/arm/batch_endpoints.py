@@ -142,7 +142,7 @@ def arm_put_batch_deployment(
     config = props.get("codeConfiguration") if isinstance(props, dict) else None
     code_id = config.get("codeId") if isinstance(config, dict) else None
     code = codes.snapshot_for(ctx.session, workspace, str(code_id)) if code_id else None
-    with arm.arm_errors(lambda t: t):
+    with arm.arm_errors(arm_batch.arm_target):
         doc = arm_batch.deployment_from_arm(body, endpoint, deployment, code)
         row, created = service.create_or_update_deployment(
             ctx.session, ref, workspace, endpoint, deployment, doc, ctx.caller, ctx.state.data
