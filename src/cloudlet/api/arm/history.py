@@ -82,12 +82,27 @@ def run_details(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depend
     parent_log = PARENT_LOGS.get(job.kind)
     if parent_log is not None:  # a pipeline's execution log, a sweep's: made from its children
         urls = {parent_log: log_url(_base_url(ctx), ctx.state.token_secret, job, 0, parent_log)}
+        if job.kind == "batch_scoring":
+            urls.update(_scoring_logs(ctx, job))
     else:
         urls = {
             file: log_url(_base_url(ctx), ctx.state.token_secret, job, attempt, file)
             for file in job_service.log_files(ctx.state.data, job, attempt)
         }
     return json_response(details_view(job, urls))
+
+
+def _scoring_logs(ctx: Context, parent: Job) -> dict[str, str]:
+    """A batch job's scoring child's log files (its latest attempt's ``user_logs/std_log.txt``:
+    the driver's log and what the scoring script prints) under their own names, so that
+    ``jobs.stream(<batch job>)`` prints them as it follows the batch job, as the SDK prints a
+    command job's (it prefers ``user_logs/std_log*.txt`` to the execution log once there is one)."""
+    urls: dict[str, str] = {}
+    for kid in parent_jobs.children(ctx.session, parent)[:1]:  # a batch job has one child
+        attempt = max(kid.attempt, 1)
+        for file in job_service.log_files(ctx.state.data, kid, attempt):
+            urls[file] = log_url(_base_url(ctx), ctx.state.token_secret, kid, attempt, file)
+    return urls
 
 
 @router.get(HISTORY + "/runs/{name}/children")
