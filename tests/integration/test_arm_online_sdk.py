@@ -217,3 +217,96 @@ def _shape(body: Any) -> Any:
     if isinstance(body, list):
         return [_shape(v) for v in body]
     return type(body).__name__
+
+
+LIGHT_SCORE = "def init():\n    pass\n\ndef run(raw_data):\n    return {'ok': True}\n"
+SCALE_SCRIPT = r"""
+import json
+from azure.ai.ml import MLClient
+from azure.ai.ml.entities import (CodeConfiguration, DefaultScaleSettings, ManagedOnlineDeployment, Model,
+    ProbeSettings, TargetUtilizationScaleSettings)
+from azure.identity import DefaultAzureCredential
+
+def out(step, **kw):
+    print("\nRESULT " + json.dumps({"step": step, **kw}, default=str), flush=True)
+
+def scale_of(deployment):
+    s = deployment.scale_settings
+    return {"kind": type(s).__name__, "min": getattr(s, "min_instances", None),
+            "max": getattr(s, "max_instances", None), "polling": getattr(s, "polling_interval", None),
+            "target": getattr(s, "target_utilization_percentage", None)}
+
+def deployment(scale):
+    return ManagedOnlineDeployment(
+        name="auto", endpoint_name="scale-ep", model=Model(path="model"),
+        code_configuration=CodeConfiguration(code="light", scoring_script="score.py"),
+        instance_type="Standard_DS3_v2", instance_count=1, scale_settings=scale,
+        readiness_probe=ProbeSettings(initial_delay=1, period=1, failure_threshold=60))
+
+ml = MLClient.from_config(DefaultAzureCredential())
+out("got", **scale_of(ml.online_deployments.get("auto", endpoint_name="scale-ep")))
+target = TargetUtilizationScaleSettings(min_instances=1, max_instances=2, polling_interval=2,
+                                        target_utilization_percentage=60)
+try:
+    ml.online_deployments.begin_create_or_update(deployment(target)).result()
+    out("refused", raised=None)
+except Exception as exc:  # the SDK's own check, before it sends the deployment's PUT
+    out("refused", raised=f"{type(exc).__name__}: {exc}")
+out("kept", **scale_of(ml.online_deployments.begin_create_or_update(deployment(None)).result()))
+fixed = ml.online_deployments.begin_create_or_update(deployment(DefaultScaleSettings())).result()
+out("fixed", **scale_of(fixed))
+"""
+
+
+def test_sdk_reads_autoscale_and_keeps_or_fixes_it(srv: RunningServer, tmp_path: Path) -> None:
+    """Autoscale through the ARM facade: the SDK reads a deployment autoscaled in its document as
+    ``TargetUtilizationScaleSettings``; it refuses to send one for a ManagedOnlineDeployment itself
+    (client-side), so its update with ``scale_settings=None`` keeps the autoscale and with
+    ``DefaultScaleSettings()`` makes the count fixed."""
+    from cloudlet.client import MLClient as NativeClient
+
+    sdk_python()
+    for folder in ("light", "model"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "light" / "score.py").write_text(LIGHT_SCORE)
+    (tmp_path / "model" / "weights.txt").write_text("1\n")
+    scale = {
+        "type": "target_utilization",
+        "min_instances": 1,
+        "max_instances": 2,
+        "polling_interval": 2,
+        "target_utilization_percentage": 60,
+    }
+    doc = {
+        "name": "auto",
+        "endpoint_name": "scale-ep",
+        "model": {"path": "model"},
+        "code_configuration": {"code": "light", "scoring_script": "score.py"},
+        "instance_type": "Standard_DS3_v2",
+        "instance_count": 1,
+        "scale_settings": scale,
+        "readiness_probe": {"initial_delay": 1, "period": 1, "failure_threshold": 60},
+    }
+    with NativeClient(home=srv.home) as native:
+        native.online_endpoints.create_or_update({"name": "scale-ep", "auth_mode": "key"})
+        made = native.online_deployments.create_or_update(doc, base_path=tmp_path)
+        shown = native.online_deployments.wait("scale-ep", "auto", generation=made["generation"])
+        assert shown["provisioning_state"] == "Succeeded", shown
+        subprocess.run(
+            [sys.executable, "-m", "cloudlet", "azureml", "config", "--path", str(tmp_path / "config.json")],
+            env=srv.cli_env(),
+            check=True,
+            capture_output=True,
+        )
+        steps = {
+            r["step"]: r for r in run_sdk(SCALE_SCRIPT, tmp_path, azureml_env(srv.cli_env()), timeout=300)
+        }
+        final = native.online_deployments.get("scale-ep", "auto")
+        native.online_endpoints.delete("scale-ep")
+    autoscaled = {"kind": "TargetUtilizationScaleSettings", "min": 1, "max": 2, "polling": 2, "target": 60}
+    assert {k: v for k, v in steps["got"].items() if k != "step"} == autoscaled, steps["got"]
+    refused = steps["refused"]["raised"]
+    assert refused and "supports DefaultScaleSettings only" in refused, steps["refused"]
+    assert {k: v for k, v in steps["kept"].items() if k != "step"} == autoscaled, steps["kept"]
+    assert steps["fixed"]["kind"] == "DefaultScaleSettings", steps["fixed"]
+    assert final["scale_settings"] == {"type": "default"}, final["scale_settings"]

@@ -128,3 +128,71 @@ def test_deployment_errors_name_the_arm_field() -> None:
     assert kube.value.target == "properties.endpointComputeType"
     assert arm_online.arm_target("traffic.blue") == "properties.traffic.blue"
     assert arm_online.arm_target("instance_count") == "sku.capacity"
+
+
+SCALE_BODY: dict[str, Any] = {
+    "sku": {"capacity": 1},
+    "properties": {
+        "model": f"{WS}/models/m/versions/1",
+        "codeConfiguration": {"scoringScript": "score.py"},
+        "instanceType": "Standard_DS3_v2",
+    },
+}
+
+
+def test_scale_settings_between_arm_and_the_document() -> None:
+    """What a REST caller sends as ``scaleSettings`` (the SDK sends Default only for a managed
+    deployment: it refuses TargetUtilization client-side) ↔ the native ``scale_settings``."""
+    target = {
+        "scaleType": "TargetUtilization",
+        "minInstances": 1,
+        "maxInstances": 3,
+        "pollingInterval": "PT2S",
+        "targetUtilizationPercentage": 60,
+    }
+    body = {**SCALE_BODY, "properties": {**SCALE_BODY["properties"], "scaleSettings": target}}
+    doc = arm_online.deployment_from_arm(body, "ep1", "auto", "codes/c")
+    assert doc["scale_settings"] == {
+        "type": "target_utilization",
+        "min_instances": 1,
+        "max_instances": 3,
+        "polling_interval": 2,
+        "target_utilization_percentage": 60,
+    }
+    spec = rules.parse_deployment(doc, "ep1", "auto").to_doc()
+    back = arm_online.deployment_to_arm(spec, WS, "ep1", None, "local")["properties"]
+    assert back["scaleSettings"] == target
+    assert json.loads(back["properties"]["cloudlet.scaleSettings"])["scale_in_delay"] == 60  # cloudlet's own
+    # no scaleSettings keeps the stored autoscale (the SDK's scale_settings=None); Default is a fixed count
+    assert (
+        arm_online.deployment_from_arm(SCALE_BODY, "ep1", "auto", "codes/c", spec)["scale_settings"]
+        == (spec["scale_settings"])
+    )
+    default = {
+        **SCALE_BODY,
+        "properties": {**SCALE_BODY["properties"], "scaleSettings": {"scaleType": "Default"}},
+    }
+    fixed = arm_online.deployment_from_arm(default, "ep1", "auto", "codes/c", spec)
+    assert fixed["scale_settings"] == {"type": "default"}
+    assert rules.parse_deployment(fixed, "ep1", "auto").scale_settings is None
+    assert "scale_settings" not in arm_online.deployment_from_arm(SCALE_BODY, "ep1", "new", "codes/c")
+    plain = arm_online.deployment_to_arm(
+        rules.parse_deployment(fixed, "ep1", "auto").to_doc(), WS, "ep1", None, "l"
+    )
+    assert plain["properties"]["scaleSettings"] == {"scaleType": "Default"}
+    assert "cloudlet.scaleSettings" not in plain["properties"]["properties"]
+
+
+def test_scale_settings_errors_name_the_arm_field() -> None:
+    wrong = {
+        **SCALE_BODY,
+        "properties": {**SCALE_BODY["properties"], "scaleSettings": {"scaleType": "Manual"}},
+    }
+    with pytest.raises(CloudletError) as kind:
+        arm_online.deployment_from_arm(wrong, "ep1", "auto", "codes/c")
+    assert kind.value.target == "properties.scaleSettings.scaleType"
+    low = {"scaleType": "TargetUtilization", "minInstances": 3, "maxInstances": 2}
+    body = {**SCALE_BODY, "properties": {**SCALE_BODY["properties"], "scaleSettings": low}}
+    with pytest.raises(CloudletError) as bounds:
+        rules.parse_deployment(arm_online.deployment_from_arm(body, "ep1", "auto", "codes/c"), "ep1", "auto")
+    assert arm_online.arm_target(bounds.value.target) == "properties.scaleSettings.minInstances"

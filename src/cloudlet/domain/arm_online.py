@@ -13,6 +13,7 @@ in cloudlet. A deployment's ``codeId`` is resolved to its snapshot by the caller
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -62,7 +63,10 @@ def arm_target(target: str | None) -> str | None:
         "liveness_probe": "properties.livenessProbe",
         "readiness_probe": "properties.readinessProbe",
         "environment": "properties.environmentId",
+        "scale_settings": "properties.scaleSettings",
     }.get(head)
+    if head == "scale_settings" and rest:
+        rest = _SCALE_FIELDS_TO_ARM.get(rest, rest)
     return target if renamed is None else renamed + dot + rest
 
 
@@ -174,8 +178,60 @@ def model_ref(model_id: str) -> str:
     )
 
 
-def deployment_from_arm(body: Any, endpoint: str, name: str, code: str | None) -> dict[str, Any]:
-    """The native deployment document for an SDK PUT body (validated by ``parse_deployment``)."""
+# ``scaleSettings`` (the SDK's OnlineScaleSettings) ↔ the native ``scale_settings``.
+_SCALE_FIELDS_TO_ARM = {
+    "type": "scaleType",
+    "min_instances": "minInstances",
+    "max_instances": "maxInstances",
+    "polling_interval": "pollingInterval",
+    "target_utilization_percentage": "targetUtilizationPercentage",
+}
+_SCALE_TYPES = {"default": "default", "targetutilization": "target_utilization"}
+
+
+def scale_from_arm(value: Any) -> dict[str, Any]:
+    """``{scaleType: Default}`` → a fixed count; ``{scaleType: TargetUtilization, minInstances,
+    maxInstances, pollingInterval (ISO 8601), targetUtilizationPercentage}`` → cloudlet's autoscale
+    on that CPU target (the SDK itself refuses to send it for a ManagedOnlineDeployment; REST
+    callers can)."""
+    target = "properties.scaleSettings"
+    settings = _object(value, target)
+    kind = _SCALE_TYPES.get(str(settings.get("scaleType") or "Default").lower())
+    if kind is None:
+        raise validation_error(
+            f"{target}.scaleType",
+            f"scaleType '{settings.get('scaleType')}' is not supported; use Default or TargetUtilization",
+        )
+    doc: dict[str, Any] = {"type": kind}
+    if kind == "default":
+        return doc
+    for key, arm_key in _SCALE_FIELDS_TO_ARM.items():
+        item = settings.get(arm_key)
+        if key == "type" or item is None:
+            continue
+        doc[key] = iso_seconds(str(item), f"{target}.{arm_key}") if key == "polling_interval" else item
+    return doc
+
+
+def scale_to_arm(doc: Any) -> dict[str, Any]:
+    """The native ``scale_settings`` as the SDK reads it (``TargetUtilizationScaleSettings`` for an
+    autoscaled deployment: cloudlet's own fields are in ``properties['cloudlet.scaleSettings']``)."""
+    if not isinstance(doc, Mapping) or doc.get("type") != "target_utilization":
+        return {"scaleType": "Default"}
+    out: dict[str, Any] = {"scaleType": "TargetUtilization"}
+    for key, arm_key in _SCALE_FIELDS_TO_ARM.items():
+        if key != "type" and doc.get(key) is not None:
+            out[arm_key] = seconds_iso(doc[key]) if key == "polling_interval" else doc[key]
+    return out
+
+
+def deployment_from_arm(
+    body: Any, endpoint: str, name: str, code: str | None, current: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The native deployment document for an SDK PUT body (validated by ``parse_deployment``).
+    CURRENT is the deployment's stored document when it exists: a body without ``scaleSettings``
+    (the SDK's ``scale_settings=None``) keeps its autoscale, as an Azure deployment PUT leaves
+    the autoscale Azure Monitor holds; ``{scaleType: Default}`` sets a fixed count."""
     resource = _object(body, "$")
     props = _props(body)
     kind = str(props.get("endpointComputeType") or "Managed")
@@ -215,7 +271,19 @@ def deployment_from_arm(body: Any, endpoint: str, name: str, code: str | None) -
     tags = _tags(body)
     if tags is not None:
         doc["tags"] = tags
+    if props.get("scaleSettings") is not None:
+        doc["scale_settings"] = scale_from_arm(props["scaleSettings"])
+    elif current is not None and (current.get("scale_settings") or {}).get("type") == "target_utilization":
+        doc["scale_settings"] = dict(current["scale_settings"])
     return doc
+
+
+def _scale_extras(doc: Any) -> dict[str, str]:
+    """An autoscaled deployment's whole ``scale_settings`` (cloudlet's fields too: the request
+    target, window, scale-in delay), as the one string ARM's ``properties`` can carry."""
+    if not isinstance(doc, Mapping) or doc.get("type") != "target_utilization":
+        return {}
+    return {"cloudlet.scaleSettings": json.dumps(dict(doc), sort_keys=True)}
 
 
 def _probe_to_arm(probe: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,14 +306,15 @@ def deployment_to_arm(
         "endpointComputeType": "Managed",
         "description": view.get("description"),
         "properties": {"cloudlet.stage": str(view.get("stage") or "")}
-        | ({"cloudlet.reason": str(view["reason"])} if view.get("reason") else {}),
+        | ({"cloudlet.reason": str(view["reason"])} if view.get("reason") else {})
+        | _scale_extras(view.get("scale_settings")),
         "codeConfiguration": {
             "codeId": code_id,
             "scoringScript": (view.get("code_configuration") or {}).get("scoring_script"),
         },
         "environmentVariables": view.get("environment_variables") or {},
         "instanceType": view.get("instance_type"),
-        "scaleSettings": {"scaleType": "Default"},
+        "scaleSettings": scale_to_arm(view.get("scale_settings")),
         "requestSettings": {
             "requestTimeout": _ms_iso(int(requests.get("request_timeout_ms", 5000))),
             "maxQueueWait": _ms_iso(int(requests.get("max_queue_wait_ms", 500))),

@@ -81,6 +81,7 @@ DEPLOYMENT_DOCUMENT = json_body(
                     "requestSettings": _OBJ,
                     "livenessProbe": _OBJ,
                     "readinessProbe": _OBJ,
+                    "scaleSettings": _OBJ,
                 },
             },
         },
@@ -238,8 +239,9 @@ def arm_put_online_deployment(
     config = props.get("codeConfiguration") if isinstance(props, dict) else None
     code_id = config.get("codeId") if isinstance(config, dict) else None
     code = codes.snapshot_for(ctx.session, workspace, str(code_id)) if code_id else None
+    current = next((d.spec for d in service.deployments_of(ctx.session, row) if d.name == deployment), None)
     with arm.arm_errors(arm_online.arm_target):
-        doc = arm_online.deployment_from_arm(body, endpoint, deployment, code)
+        doc = arm_online.deployment_from_arm(body, endpoint, deployment, code, current)
         written = service.put_deployment(ctx.session, ref, workspace, row, deployment, doc, ctx.caller.name)
     rendered = _deployment(ctx, written.row, endpoint, ref, workspace)
     ctx.commit()
