@@ -247,3 +247,15 @@ def test_a_registered_environment_is_pinned_and_its_scoring_job_runs_in_it(
     assert "2 mini-batches scored, 0 failed" in text, text
     child = job(api, srv, "b3-score")
     assert child["environment"]["name"] == "batch-env" and child["environment"]["version"] == "2", child
+    # an inline environment's local conda_file is read by the CLI and sent inline (as Azure ML's CLI)
+    conda = {"name": "e", "dependencies": ["python=3.11", {"pip": ["toolz"]}]}
+    (project / "conda.yml").write_text(yaml.safe_dump(conda))
+    inline = {"image": "python:3.11-slim", "conda_file": "conda.yml"}
+    made = cli(
+        srv,
+        "batch-deployment",
+        "create",
+        "-f",
+        str(deployment(project, "inline", **fields, environment=inline)),
+    )
+    assert made["environment"] == {**inline, "conda_file": conda}, made

@@ -52,3 +52,20 @@ def test_the_board_answers_each_node_its_own_and_forgets_what_was_let_go(tmp_pat
     assert one.id in board.assignments
     board.report("n-1", {})
     assert one.id not in board.assignments
+
+
+def test_the_client_reads_a_local_conda_file_into_the_inline_environment(tmp_path: Path) -> None:
+    """As Azure ML's CLI does for a deployment YAML (``environment: {image, conda_file: ./conda.yml}``)."""
+    from types import SimpleNamespace
+
+    from cloudlet.client.online_endpoints import OnlineDeploymentOperations
+
+    conda = {"dependencies": ["python=3.11", {"pip": ["scikit-learn"]}]}
+    (tmp_path / "conda.yml").write_text("dependencies:\n- python=3.11\n- pip:\n  - scikit-learn\n")
+    operations = OnlineDeploymentOperations(None, SimpleNamespace(ws_path=lambda: "/ws"))  # type: ignore[arg-type]
+    env = {"image": "python:3.11-slim", "conda_file": "conda.yml"}
+    body = operations.prepare({**DEPLOYMENT, "environment": env}, base_path=tmp_path)
+    assert body["environment"] == {"image": "python:3.11-slim", "conda_file": conda}
+    assert env["conda_file"] == "conda.yml"  # the caller's document is not changed
+    built = replica_environment(rules.parse_deployment(body, "ep1"))
+    assert built is not None and built["pip"] == ["azureml-inference-server-http", "scikit-learn"]

@@ -9,7 +9,8 @@
 >>> ml.jobs.download(job.name, output_name="score")  # doctest: +SKIP
 
 A deployment's local ``code_configuration.code`` (and a local ``model`` path) are uploaded first
-(content-hashed, once); so is a local ``input`` of ``invoke``.
+(content-hashed, once); so is a local ``input`` of ``invoke``. An inline environment's local
+``conda_file`` (or ``build.path``) is read and sent inline, as for environment assets.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from cloudlet.client._rest import quote_segment
 from cloudlet.client.artifacts import Upload, upload_code, upload_data
+from cloudlet.client.assets import inline_environment
 from cloudlet.client.entities import RestObject
 from cloudlet.client.operations import _Operations
 from cloudlet.domain.job_spec import is_remote_path
@@ -125,6 +127,8 @@ class BatchDeploymentOperations(_Operations):
             upload = upload_data(self._rest, ws, _local(base, model))
             self.last_uploads.append(upload)
             body["model"] = upload.uri
+        if isinstance(body.get("environment"), dict):  # a local conda_file (or build.path) inline
+            inline_environment(body["environment"], base)
         path = self._path(str(endpoint), str(body["name"]))
         answer = self._rest.request(
             "PUT", path, json=body, params={"set_default": "true" if set_default else None}

@@ -19,6 +19,7 @@ import yaml
 
 from cloudlet.client._rest import RestClient
 from cloudlet.client.artifacts import upload_code
+from cloudlet.client.assets import inline_environment
 from cloudlet.domain.online_endpoints import PINNED_HEADER
 
 
@@ -105,7 +106,8 @@ class OnlineDeploymentOperations:
         return base if name is None else f"{base}/{name}"
 
     def prepare(self, deployment: dict[str, Any], base_path: str | Path | None = None) -> dict[str, Any]:
-        """Upload the local model and code; return the document to PUT."""
+        """Upload the local model and code, read a local ``conda_file`` into the inline
+        environment; return the document to PUT."""
         body = {k: v for k, v in copy.deepcopy(deployment).items() if k != "$schema"}
         base = Path(base_path or Path.cwd())
         ws = self._scope.ws_path()
@@ -121,6 +123,8 @@ class OnlineDeploymentOperations:
             and not config["code"].startswith("codes/")
         ):
             config["code"] = upload_code(self._rest, ws, (base / config["code"]).resolve()).uri
+        if isinstance(body.get("environment"), dict):  # a local conda_file (or build.path) inline
+            inline_environment(body["environment"], base)
         return body
 
     def create_or_update(
