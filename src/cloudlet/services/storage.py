@@ -15,31 +15,19 @@ import re
 import shutil
 import stat
 import tarfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import IO
 
 from cloudlet.domain.errors import CloudletError
+
+# Re-exported (their home is domain/paths.py: the pure rules use them too).
+from cloudlet.domain.paths import relative_parts as relative_parts
 
 DEFAULT_DATASTORE = "workspaceblobstore"
 # Where Azure ML keeps runs' artifacts (ExperimentRun/dcid.<run>/, which jobs.download reads): the
 # same folder as the default datastore here, so a job's artifacts are one tree under either name.
 ARTIFACT_DATASTORE = "workspaceartifactstore"
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
-MAX_PATH_CHARS = 1024
-
-
-def relative_parts(relative: str, field: str, what: str = "a path") -> tuple[str, ...]:
-    """The segments of a path taken from a request, or a 400: no absolute path, no '..', no NUL,
-    nothing empty. What it names is resolved later, beneath its base, without following links."""
-    if "\x00" in relative or len(relative) > MAX_PATH_CHARS:
-        raise CloudletError("ValidationError", f"{field} is not {what}", field)
-    if relative.startswith("/"):
-        raise CloudletError(
-            "ValidationError", f"{field} must be relative (got '{relative}'); drop the leading '/'", field
-        )
-    parts = tuple(p for p in PurePosixPath(relative).parts if p not in ("", "."))
-    if ".." in parts:
-        raise CloudletError("ValidationError", f"{field} must not contain '..' (got '{relative}')", field)
-    return parts
 
 
 def open_beneath(base: Path, parts: tuple[str, ...]) -> int:
@@ -141,14 +129,15 @@ def makedirs_beneath(base: Path, parts: tuple[str, ...]) -> int:
     return _descend(os.open(base, os.O_RDONLY | os.O_DIRECTORY), parts, make=True)
 
 
-def unpack_beneath(data: bytes, base: Path, parts: tuple[str, ...]) -> None:
+def unpack_beneath(data: bytes | IO[bytes], base: Path, parts: tuple[str, ...]) -> None:
     """Unpack a tar.gz into ``base/parts…``: members pass tarfile's ``data`` filter (no absolute
     paths, no '..', no links out, no devices), and every folder and file is created through
     descriptors without following links, so a link swapped in by a concurrent job cannot
     redirect a write outside the datastore. ``tarfile.TarError``/``OSError`` on a bad archive."""
     root = makedirs_beneath(base, parts)
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        source = io.BytesIO(data) if isinstance(data, bytes) else data
+        with tarfile.open(fileobj=source, mode="r:gz") as archive:
             for member in archive:
                 safe = tarfile.data_filter(member, "/unpack")
                 _unpack_member(archive, safe, root)
