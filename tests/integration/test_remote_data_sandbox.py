@@ -103,3 +103,50 @@ def test_a_sandboxed_job_writes_its_outputs_over_http_and_its_links_stay_behind(
         assert not Path(written / "leak").is_symlink()
     finally:
         delete_compute(api, srv, CLUSTER)
+
+
+def test_an_output_the_server_cannot_take_fails_the_job_with_the_reason(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    # The output's folder on the server already holds a folder `x`; the job replaces it with a
+    # file in its copy, which cannot be written over that folder: the upload is refused.
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("x/inner.txt")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"in\n"))
+    url = f"{srv.ws_path}/datastores/workspaceblobstore/paths/rds-conflict"
+    put = api.put(url, content=buffer.getvalue(), headers={"Content-Type": "application/gzip"})
+    assert put.status_code == 201
+    body = {
+        "type": "amlcompute",
+        "size": "Standard_DS2_v2",
+        "min_instances": 0,
+        "max_instances": 1,
+        "idle_time_before_scale_down": 60,
+    }
+    create_compute(api, srv, CLUSTER, body)
+    try:
+        job = {
+            "command": 'O=${{outputs.result}}; cat "$O/x/inner.txt"; rm -r "$O/x"; echo file > "$O/x"',
+            "compute": f"azureml:{CLUSTER}",
+            "outputs": {
+                "result": {
+                    "type": "uri_folder",
+                    "path": "azureml://datastores/workspaceblobstore/paths/rds-conflict",
+                }
+            },
+        }
+        submit(api, srv, "rds-refused", job)
+        done = wait_job(api, srv, "rds-refused", timeout=120)
+        text = log_text(api, srv, "rds-refused")
+        assert done["status"] == "Failed", (done, text)
+        assert done["error"]["code"] == "OutputUploadFailed", done
+        assert "in\n" in text, text  # the output's earlier content was downloaded first
+        assert "the run's outputs could not be uploaded to the server" in text and "rds-conflict" in text, (
+            text
+        )
+        store = next((srv.home / "data" / "workspaces").glob("*/datastores/workspaceblobstore/rds-conflict"))
+        assert (store / "x" / "inner.txt").read_text() == "in\n"  # the folder stays a folder
+    finally:
+        delete_compute(api, srv, CLUSTER)
