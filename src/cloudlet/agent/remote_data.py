@@ -213,7 +213,7 @@ def _pack(folder: Path, archive: Path) -> dict[str, str]:
     skipped: dict[str, str] = {}
     root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        with tarfile.open(archive, "w:gz") as tar:
+        with tarfile.open(archive, "w:gz", compresslevel=1) as tar:  # data barely compresses
             _pack_dir(tar, root, "", skipped)
     finally:
         os.close(root)

@@ -24,6 +24,7 @@ from cloudlet.services.storage import empty_tar, makedirs_beneath, open_beneath,
 
 FILE, FOLDER = "file", "folder"
 CHUNK = 1 << 20
+FAST = 1  # gzip level of a folder sent to a node: models and data barely compress, time does
 
 
 def target(
@@ -75,7 +76,7 @@ def download(found: run_data.DataTarget) -> Download:
             return Download(FILE, info.st_size, _file_chunks(fd))
         os.close(fd)
         if stat.S_ISDIR(info.st_mode):
-            packed = pack_beneath(base, parts)
+            packed = pack_beneath(base, parts, compresslevel=FAST)
             if packed is not None:
                 return Download(FOLDER, len(packed), iter([packed]))
     elif found.mount.writable and not found.parts:

@@ -169,7 +169,7 @@ def _unpack_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: int)
         os.close(fd)
 
 
-def pack_beneath(base: Path, parts: tuple[str, ...]) -> bytes | None:
+def pack_beneath(base: Path, parts: tuple[str, ...], compresslevel: int = 9) -> bytes | None:
     """A tar.gz of the file or folder ``base/parts…`` in a tree users' code may write to
     (outputs, datastores): the path is opened beneath ``base`` without following links
     (``open_beneath``) and every entry below it likewise, so a link, or one swapped in while
@@ -181,7 +181,7 @@ def pack_beneath(base: Path, parts: tuple[str, ...]) -> bytes | None:
     buffer = io.BytesIO()
     try:
         info = os.fstat(fd)
-        with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=compresslevel) as archive:
             if stat.S_ISDIR(info.st_mode):
                 _pack_dir(archive, fd, "")
             elif stat.S_ISREG(info.st_mode):
