@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +21,17 @@ from cloudlet.domain import run_data
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services import dispatch
 from cloudlet.services.agent_protocol import run_of
-from cloudlet.services.storage import empty_tar, makedirs_beneath, open_beneath, pack_beneath, unpack_beneath
+from cloudlet.services.storage import (
+    empty_tar,
+    makedirs_beneath,
+    open_beneath,
+    pack_beneath_into,
+    unpack_beneath,
+)
 
 FILE, FOLDER = "file", "folder"
 CHUNK = 1 << 20
+SPOOL_IN_MEMORY = 8 << 20  # a folder's tar.gz beyond this goes to a temporary file, not memory
 FAST = 1  # gzip level of a folder sent to a node: models and data barely compress, time does
 
 
@@ -62,6 +70,12 @@ def _file_chunks(fd: int) -> Iterator[bytes]:
             yield chunk
 
 
+def _spooled_chunks(spool: IO[bytes]) -> Iterator[bytes]:
+    with spool:
+        while chunk := spool.read(CHUNK):
+            yield chunk
+
+
 def download(found: run_data.DataTarget) -> Download:
     """A regular file as it is, a folder as a tar.gz (an absent writable folder: an empty one);
     404 when there is nothing there (or only a link, a device, a socket)."""
@@ -76,12 +90,20 @@ def download(found: run_data.DataTarget) -> Download:
             return Download(FILE, info.st_size, _file_chunks(fd))
         os.close(fd)
         if stat.S_ISDIR(info.st_mode):
-            packed = pack_beneath(base, parts, compresslevel=FAST)
-            if packed is not None:
-                return Download(FOLDER, len(packed), iter([packed]))
+            spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115
+            try:
+                packed = pack_beneath_into(spool, base, parts, compresslevel=FAST)
+                size = spool.tell()
+                spool.seek(0)
+            except BaseException:
+                spool.close()
+                raise
+            if packed:
+                return Download(FOLDER, size, _spooled_chunks(spool))
+            spool.close()
     elif found.mount.writable and not found.parts:
-        packed = empty_tar()  # an output or checkpoint dir nothing was written to yet
-        return Download(FOLDER, len(packed), iter([packed]))
+        empty = empty_tar()  # an output or checkpoint dir nothing was written to yet
+        return Download(FOLDER, len(empty), iter([empty]))
     raise CloudletError(
         "RunDataNotFound",
         f"nothing to download at {'/'.join((str(found.mount.index), *found.parts))}",

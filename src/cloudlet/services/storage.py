@@ -174,14 +174,20 @@ def pack_beneath(base: Path, parts: tuple[str, ...], compresslevel: int = 9) -> 
     (outputs, datastores): the path is opened beneath ``base`` without following links
     (``open_beneath``) and every entry below it likewise, so a link, or one swapped in while
     packing, is stored as a link and never read through. None when there is nothing there."""
+    buffer = io.BytesIO()
+    return buffer.getvalue() if pack_beneath_into(buffer, base, parts, compresslevel) else None
+
+
+def pack_beneath_into(out: IO[bytes], base: Path, parts: tuple[str, ...], compresslevel: int = 9) -> bool:
+    """``pack_beneath`` written to OUT (a file: a large folder need not fit in memory); False
+    when there is nothing there."""
     try:
         fd = open_beneath(base, parts)
     except OSError:
-        return None
-    buffer = io.BytesIO()
+        return False
     try:
         info = os.fstat(fd)
-        with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=compresslevel) as archive:
+        with tarfile.open(fileobj=out, mode="w:gz", compresslevel=compresslevel) as archive:
             if stat.S_ISDIR(info.st_mode):
                 _pack_dir(archive, fd, "")
             elif stat.S_ISREG(info.st_mode):
@@ -190,10 +196,10 @@ def pack_beneath(base: Path, parts: tuple[str, ...], compresslevel: int = 9) -> 
                 with os.fdopen(os.dup(fd), "rb") as handle:
                     archive.addfile(member, handle)
             else:
-                return None
+                return False
     finally:
         os.close(fd)
-    return buffer.getvalue()
+    return True
 
 
 @functools.cache
