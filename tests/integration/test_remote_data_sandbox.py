@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import RunningServer
-from tests.jobs_helpers import create_compute, delete_compute, log_text, served, submit, wait_job
+from tests.jobs_helpers import create_compute, delete_compute, log_text, served, submit, wait_job, wait_until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0, reason="needs root and bubblewrap (scripts/setup.sh)"
@@ -101,6 +101,8 @@ def test_a_sandboxed_job_writes_its_outputs_over_http_and_its_links_stay_behind(
         written = store.parent / "azureml" / "rds-job" / "result"
         assert sorted(p.name for p in written.iterdir()) == ["r.txt"]
         assert not Path(written / "leak").is_symlink()
+        copies = Path(seen_at).parent  # <node dir>/data/<run>: removed once all is uploaded
+        wait_until(lambda: not copies.exists(), 30, f"{copies} to be removed")
     finally:
         delete_compute(api, srv, CLUSTER)
 
@@ -128,7 +130,10 @@ def test_an_output_the_server_cannot_take_fails_the_job_with_the_reason(
     create_compute(api, srv, CLUSTER, body)
     try:
         job = {
-            "command": 'O=${{outputs.result}}; cat "$O/x/inner.txt"; rm -r "$O/x"; echo file > "$O/x"',
+            "command": (
+                'O=${{outputs.result}}; echo out at $O; cat "$O/x/inner.txt"; rm -r "$O/x"; '
+                'echo file > "$O/x"'
+            ),
             "compute": f"azureml:{CLUSTER}",
             "outputs": {
                 "result": {
@@ -148,5 +153,7 @@ def test_an_output_the_server_cannot_take_fails_the_job_with_the_reason(
         )
         store = next((srv.home / "data" / "workspaces").glob("*/datastores/workspaceblobstore/rds-conflict"))
         assert (store / "x" / "inner.txt").read_text() == "in\n"  # the folder stays a folder
+        kept = Path(text.split("out at ", 1)[1].split()[0])  # the copy is kept for a look
+        assert kept.is_relative_to(srv.home / "nodes") and (kept / "x").read_text() == "file\n"
     finally:
         delete_compute(api, srv, CLUSTER)

@@ -175,13 +175,18 @@ class RemoteData:
 
     def finish(self) -> None:
         """Stop the periodic checkpoint uploads and upload every writable mount. Raises
-        TransferFailed (the copies are kept then, for a look)."""
+        TransferFailed."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         sent = self.push()
         self.note(f"cloudlet-agent: data over HTTP: {sent} writable mounts uploaded\n")
-        shutil.rmtree(self.root, ignore_errors=True)
+
+    def close(self, keep: bool = False) -> None:
+        """No more uploads; the local copies are removed unless ``keep``."""
+        self._stop.set()
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _extract(archive: Path, folder: Path) -> None:

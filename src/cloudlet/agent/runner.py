@@ -60,6 +60,7 @@ class RunManager:
         self.client = client
         # False: the server's paths are not on this host; a run's mounts move over HTTP.
         self.shared_filesystem = shared_filesystem
+        self._remote: dict[str, remote_data.RemoteData] = {}  # runs' local copies of their mounts
         # A SIGTERM to the node (an engine preempting its allocation signals every process of it,
         # the runs' too) ends runs with this reason instead of "canceled"/their exit (config.py).
         self.signal_means = signal_means
@@ -150,6 +151,10 @@ class RunManager:
                 self._note(run, f"cloudlet-agent: run failed to start: {exc}\n".encode())
             if not run.exited:
                 self._finish(run, 1, run.stop_reason or "exited")
+        finally:
+            data = self._remote.pop(run.run_id, None)
+            if data is not None:  # no more uploads; the copies go (kept when the upload failed)
+                data.close(keep=run.reason == UPLOAD_FAILED)
 
     def _note(self, run: Run, data: bytes) -> None:
         with open(run.spool, "ab") as f:
@@ -282,6 +287,7 @@ class RunManager:
 
         root = self.work_dir.parent / "data" / run.run_id
         data = remote_data.RemoteData(self.client, run.run_id, run.spec, root, note)
+        self._remote[run.run_id] = data
         try:
             mapping = data.pull(run.stop_requested)
         except (remote_data.TransferFailed, OSError, tarfile.TarError) as exc:
