@@ -281,6 +281,9 @@ ROWS: list[Row] = [
     Row("POST", "/agent/v1/runs/r-ghost/running", "agent", {"json": {}}),
     Row("POST", "/agent/v1/runs/r-ghost/exit", "agent", {"json": {}}),
     Row("GET", "/agent/v1/codes/{wsid}/" + SHA, "agent"),
+    Row("GET", "/agent/v1/runs/r-ghost/data?path=0", "agent"),
+    Row("GET", "/agent/v1/runs/r-ghost/data?path=0%2F..%2F..%2Fcredentials", "agent"),
+    Row("PUT", "/agent/v1/runs/r-ghost/data?path=1", "agent", TAR),
     # the instance proxy (not in the OpenAPI document: an app's own API lives behind it)
     Row("GET", "/instances/ghost/jupyterlab/api/status", "owner-app"),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import threading
 import time
 import urllib.parse
@@ -171,3 +172,61 @@ class AgentClient:
             raise Unreachable(f"GET {url}: {exc!r}") from exc
         finally:
             conn.close()
+
+    # -- a run's data (nodes without the server's disk: agent/remote_data.py) ----------------------
+    def get_to_file(self, path: str, dest: str, timeout: float = 300.0) -> dict[str, str]:
+        """GET a path on the server into the file ``dest``; the answer's headers (lower-case names).
+        Raises Unreachable, Revoked (401/403) or HTTPStatusError."""
+        conn = self._new_conn(self._scheme, self._netloc, timeout)
+        try:
+            conn.request("GET", self._prefix + path, headers=self._headers(None))
+            resp = conn.getresponse()
+            self._answered(resp.status)
+            if resp.status in (401, 403):
+                raise Revoked(f"GET {path}: HTTP {resp.status}")
+            if resp.status >= 300:
+                raise HTTPStatusError(resp.status, _error_body(resp.read(4096)))
+            with open(dest, "wb") as out:
+                while chunk := resp.read(65536):
+                    out.write(chunk)
+            return {k.lower(): v for k, v in resp.getheaders()}
+        except (OSError, http.client.HTTPException) as exc:
+            raise Unreachable(f"GET {path}: {exc!r}") from exc
+        finally:
+            conn.close()
+
+    def put_file(self, path: str, source: str, content_type: str, timeout: float = 300.0) -> Any:
+        """PUT the file ``source`` (streamed) to a path on the server; the answer's JSON body."""
+        conn = self._new_conn(self._scheme, self._netloc, timeout)
+        try:
+            size = os.path.getsize(source)
+            headers = {
+                **self._headers(None),
+                "Content-Type": content_type,
+                "Content-Length": str(size),
+            }
+            with open(source, "rb") as body:
+                conn.request("PUT", self._prefix + path, body=body, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+            self._answered(resp.status)
+            if resp.status in (401, 403):
+                raise Revoked(f"PUT {path}: HTTP {resp.status}")
+            if resp.status >= 300:
+                raise HTTPStatusError(resp.status, _error_body(raw))
+            return json.loads(raw) if raw else None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise Unreachable(f"PUT {path}: {exc!r}") from exc
+        finally:
+            conn.close()
+
+    def _answered(self, status: int) -> None:
+        if status < 500:
+            self.last_answered = time.monotonic()
+
+
+def _error_body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")

@@ -47,6 +47,9 @@ class AgentConfig:
     # on a batch engine's allocation (Slurm signals a placeholder it preempts), so its jobs are
     # requeued from their checkpoints instead of failing; None: the runs are canceled.
     signal_means: str | None = None
+    # Whether this host sees the server's data root at the same paths (``CLOUDLET_SHARED_FILESYSTEM``,
+    # default 1: a local node). 0: a run's inputs, outputs and checkpoints move over HTTP.
+    shared_filesystem: bool = True
 
     @property
     def work_dir(self) -> Path:
@@ -84,7 +87,19 @@ class AgentConfig:
             orphan_grace_s=DEFAULT_ORPHAN_GRACE_S if grace is None else grace,
             node_address=env.get("CLOUDLET_NODE_ADDRESS", "").strip() or None,
             signal_means=_signal_means(env.get("CLOUDLET_SIGNAL_MEANS", "")),
+            shared_filesystem=_flag(env, "CLOUDLET_SHARED_FILESYSTEM", True),
         )
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("0", "false", "no"):
+        return False
+    raise ConfigError(f"{name} must be 1 or 0, got {raw!r}")
 
 
 SIGNAL_MEANINGS = ("preempted",)

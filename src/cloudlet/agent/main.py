@@ -33,6 +33,7 @@ class Agent:
             on_change=self.wake.set,
             sandbox=self.sandbox,
             signal_means=config.signal_means,
+            shared_filesystem=config.shared_filesystem,
         )
         self.usage = UsageSampler(config.node_dir, config.vcpus)
         self.stop = threading.Event()
@@ -163,7 +164,11 @@ class Agent:
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        log(f"node {self.config.node_id} starting (pid {os.getpid()}, server {self.config.server})")
+        data = "on a shared filesystem" if self.config.shared_filesystem else "over HTTP"
+        log(
+            f"node {self.config.node_id} starting (pid {os.getpid()}, server {self.config.server}, "
+            f"job data {data})"
+        )
         threading.Thread(target=self.loop, name="poll", daemon=True).start()
         if self.apps is not None:  # a compute instance's node: JupyterLab and friends
             self.apps.start()
@@ -197,7 +202,8 @@ The cloudlet node agent. It takes no arguments: the provider that starts it sets
 (docs/agent-protocol.md): CLOUDLET_SERVER, CLOUDLET_NODE_ID, CLOUDLET_NODE_TOKEN, CLOUDLET_NODE_DIR,
 and optionally CLOUDLET_NODE_ADDRESS (where other nodes and the control plane's proxy reach this
 node; else the local address of its connection to the control plane), CLOUDLET_CA_FILE,
-CLOUDLET_NODE_VCPUS, CLOUDLET_NODE_MEMORY_GB, CLOUDLET_NODE_GPUS, CLOUDLET_SANDBOX*."""
+CLOUDLET_NODE_VCPUS, CLOUDLET_NODE_MEMORY_GB, CLOUDLET_NODE_GPUS, CLOUDLET_SANDBOX*,
+CLOUDLET_SHARED_FILESYSTEM (0: jobs' data moves over HTTP), CLOUDLET_CHECKPOINT_UPLOAD_S."""
 
 
 def main(argv: list[str] | None = None) -> int:

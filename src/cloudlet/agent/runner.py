@@ -12,12 +12,14 @@ import os
 import select
 import signal
 import subprocess
+import tarfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cloudlet.agent import remote_data
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
 from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group, utf8_cut
@@ -33,13 +35,15 @@ DONE_MEMORY = 1024
 REPORT_RUNNING_AFTER_S = 0.05
 DEFAULT_ARTIFACTS = ("outputs", "logs")  # folders of a run's working directory kept after it
 DOWNLOAD_FAILED = "download_failed"  # the exit reason of a run whose http(s) input failed
+UPLOAD_FAILED = "upload_failed"  # ... of a run whose data (no shared disk) could not be uploaded
 SIGNAL_RACE_S = 1.0  # how long a run killed by SIGTERM waits to learn whether the node got it too
 
 
 def _put_paths(text: str, paths: dict[str, str]) -> str:
-    """TEXT with each placeholder of ``paths`` (http(s) inputs) replaced by its downloaded path."""
-    for placeholder, path in paths.items():
-        text = text.replace(placeholder, path)
+    """TEXT with each placeholder of ``paths`` (http(s) inputs; server paths of a node without
+    the server's disk) replaced by its local path, longest first (a path inside another)."""
+    for placeholder in sorted(paths, key=len, reverse=True):
+        text = text.replace(placeholder, paths[placeholder])
     return text
 
 
@@ -51,8 +55,12 @@ class RunManager:
         on_change: Callable[[], None] = lambda: None,
         sandbox: Sandbox | None = None,
         signal_means: str | None = None,
+        shared_filesystem: bool = True,
     ) -> None:
         self.client = client
+        # False: the server's paths are not on this host; a run's mounts move over HTTP.
+        self.shared_filesystem = shared_filesystem
+        self._remote: dict[str, remote_data.RemoteData] = {}  # runs' local copies of their mounts
         # A SIGTERM to the node (an engine preempting its allocation signals every process of it,
         # the runs' too) ends runs with this reason instead of "canceled"/their exit (config.py).
         self.signal_means = signal_means
@@ -143,6 +151,10 @@ class RunManager:
                 self._note(run, f"cloudlet-agent: run failed to start: {exc}\n".encode())
             if not run.exited:
                 self._finish(run, 1, run.stop_reason or "exited")
+        finally:
+            data = self._remote.pop(run.run_id, None)
+            if data is not None:  # no more uploads; the copies go (kept when the upload failed)
+                data.close(keep=run.reason == UPLOAD_FAILED)
 
     def _note(self, run: Run, data: bytes) -> None:
         with open(run.spool, "ab") as f:
@@ -162,8 +174,6 @@ class RunManager:
                 transient = isinstance(exc, Unreachable) or exc.status >= 500
                 if not transient or time.monotonic() > deadline or run.stop_requested.wait(backoff.next()):
                     raise RuntimeError(f"could not fetch the code snapshot: {exc}") from exc
-        import tarfile
-
         try:
             with tarfile.open(archive, "r:*") as tar:
                 if hasattr(tarfile, "data_filter"):
@@ -185,6 +195,11 @@ class RunManager:
         if downloaded is None:
             return
         paths, binds = downloaded
+        remote = None if self.shared_filesystem else self._pull_data(run)
+        if remote is not None:
+            if isinstance(remote, str):
+                return  # the run has ended
+            paths.update(remote[1])
         env = {k: _put_paths(v, paths) for k, v in self._environment(run).items()}
         command = _put_paths(spec["command"], paths)
         binds.append(Bind(str(run.cwd), writable=True))
@@ -197,9 +212,9 @@ class RunManager:
         if run.stop_requested.is_set():
             self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
             return
-        mounts = self._mounts(run, env)
+        mounts = self._mounts(run, env, paths)
         binds += mounts
-        self._default_artifacts(run)
+        self._default_artifacts(run, paths)
         fds = tuple(b.fd for b in mounts if b.fd is not None)
         try:
             proc = subprocess.Popen(
@@ -221,6 +236,9 @@ class RunManager:
         assert proc.stdout is not None
         run.pid = proc.pid
         self.on_change()
+        if remote is not None:
+            interval = remote_data.checkpoint_interval(spec.get("env") or {}, os.environ)
+            remote[0].keep_checkpoints(interval)
         timeout_s = float(spec.get("timeout_s") or 0)
         started = time.monotonic()
         kill_at: float | None = None
@@ -255,8 +273,48 @@ class RunManager:
             elif now - exited_at > LEFTOVER_GRACE_S:
                 break  # something outside the group still holds the pipe
         proc.stdout.close()
-        returncode = proc.wait()
-        self._finish(run, exit_code_of(returncode), run.stop_reason or "exited")
+        exit_code, reason = exit_code_of(proc.wait()), run.stop_reason or "exited"
+        if remote is not None:
+            exit_code, reason = self._push_data(run, remote[0], exit_code, reason)
+        self._finish(run, exit_code, reason)
+
+    def _pull_data(self, run: Run) -> tuple[remote_data.RemoteData, dict[str, str]] | str:
+        """Download the run's mounts (no shared disk): the transfers and server path → local
+        path; "ended" when the run has ended (a download failed, or it was stopped)."""
+
+        def note(text: str) -> None:
+            self._note(run, text.encode())
+
+        root = self.work_dir.parent / "data" / run.run_id
+        data = remote_data.RemoteData(self.client, run.run_id, run.spec, root, note)
+        self._remote[run.run_id] = data
+        try:
+            mapping = data.pull(run.stop_requested)
+        except (remote_data.TransferFailed, OSError, tarfile.TarError) as exc:
+            if run.stop_requested.is_set():
+                self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
+            else:
+                note(f"cloudlet-agent: the run's data could not be downloaded from the server: {exc}\n")
+                self._finish(run, 1, DOWNLOAD_FAILED)
+            return "ended"
+        for copy in data.copies:
+            if copy.writable:
+                self.sandbox.hand_over(copy.local, recursive=True)  # the job writes its outputs
+        return data, mapping
+
+    def _push_data(
+        self, run: Run, data: remote_data.RemoteData, exit_code: int, reason: str
+    ) -> tuple[int, str]:
+        """Upload what the run wrote (no shared disk); a run that succeeded fails when it cannot."""
+        try:
+            data.finish()
+        except (remote_data.TransferFailed, OSError) as exc:
+            why = f"cloudlet-agent: the run's outputs could not be uploaded to the server: {exc}\n"
+            self._note(run, why.encode())
+            log(f"run {run.run_id}: upload failed: {exc}")
+            if exit_code == 0 and reason == "exited":
+                return 1, UPLOAD_FAILED
+        return exit_code, reason
 
     def _environment(self, run: Run) -> dict[str, str]:
         """An allowlist of the agent's environment (never its token), the spec's variables, and a
@@ -301,7 +359,7 @@ class RunManager:
             binds.append(Bind(str(folder)))  # the agent's cache (never the user's to write): a path bind
         return {k: v for k, v in paths.items() if k}, binds
 
-    def _default_artifacts(self, run: Run) -> None:
+    def _default_artifacts(self, run: Run, paths: dict[str, str]) -> None:
         """``./outputs`` and ``./logs`` in the working directory, as on Azure ML: links to the
         attempt's default artifacts folders (``default_artifacts``, among the rw ``mounts``, so
         they are kept when the run ends); plain folders when an older control plane named none."""
@@ -315,18 +373,18 @@ class RunManager:
                     f"is and not kept as the job's {folder}\n".encode(),
                 )
             elif isinstance(base, str) and base:
-                os.symlink(os.path.join(base, folder), link)
+                os.symlink(_put_paths(os.path.join(base, folder), paths), link)
             else:
                 self.sandbox.hand_over(link, create=True)
 
-    def _mounts(self, run: Run, env: dict[str, str]) -> list[Bind]:
+    def _mounts(self, run: Run, env: dict[str, str], paths: dict[str, str]) -> list[Bind]:
         """The datastore paths the spec names (``mounts``; the checkpoint dir also when an older
         control plane did not list it), as descriptor binds; writable ones made and handed to the
         sandbox user. A missing read-only path is left out: the job sees it missing, as before."""
         wanted: dict[str, bool] = {}
         for mount in run.spec.get("mounts") or []:
             if isinstance(mount, dict) and mount.get("path"):
-                path = os.path.normpath(str(mount["path"]))
+                path = os.path.normpath(paths.get(str(mount["path"]), str(mount["path"])))
                 wanted[path] = wanted.get(path, False) or mount.get("mode") == "rw"
         checkpoints = env.get("CLOUDLET_CHECKPOINT_DIR")
         if checkpoints:

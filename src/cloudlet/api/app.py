@@ -20,6 +20,7 @@ from cloudlet.api import (
     routes_admin,
     routes_agent,
     routes_agent_apps,
+    routes_agent_data,
     routes_agent_replicas,
     routes_assets,
     routes_batch_endpoints,
@@ -110,6 +111,7 @@ def create_app(state: AppState) -> FastAPI:
         routes_admin.router,
         routes_access.router,
         routes_agent_apps.router,
+        routes_agent_data.router,
         routes_agent_replicas.router,
         routes_instance_setup.router,
         routes_instances.router,  # /instances/{name}/{app}/… and /signin

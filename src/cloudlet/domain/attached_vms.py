@@ -67,8 +67,14 @@ def host_config(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def provider_config(doc: Mapping[str, Any], connect_timeout_s: float = 10.0) -> dict[str, Any]:
-    """The SSH provider's configuration for the VM: one host, the agent in ``AGENT_DIR``."""
-    return {"hosts": [host_config(doc)], "agent_dir": AGENT_DIR, "connect_timeout_s": connect_timeout_s}
+    """The SSH provider's configuration for the VM: one host, the agent in ``AGENT_DIR``; jobs'
+    data over HTTP unless the compute says ``shared_filesystem: true``."""
+    return {
+        "hosts": [host_config(doc)],
+        "agent_dir": AGENT_DIR,
+        "connect_timeout_s": connect_timeout_s,
+        "shared_filesystem": doc.get("shared_filesystem") is True,
+    }
 
 
 def vm_size(facts: Mapping[str, Any]) -> VmSize:

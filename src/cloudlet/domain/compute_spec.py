@@ -221,6 +221,9 @@ class VirtualMachineSpec(_ComputeBase):
     resource_id: str | None = None
     address: str | None = None
     ssh_settings: SshSettings | None = None
+    # cloudlet's own: the VM sees the server's data folder at the same path (else jobs' data
+    # moves over the server's HTTPS API; docs/providers.md).
+    shared_filesystem: bool = False
 
     @model_validator(mode="after")
     def _target(self) -> VirtualMachineSpec:

@@ -14,13 +14,14 @@ from cloudlet.domain.job_status import JobStatus
 REQUEUE_REASONS = ("preempted", "lost", "stopped")  # the node went away, not the job
 SINGLE_LOG = "user_logs/std_log.txt"  # the log of an attempt's only process
 DOWNLOAD_FAILED = "download_failed"  # the node could not download an http(s) input
+UPLOAD_FAILED = "upload_failed"  # a node without the server's disk could not upload the run's outputs
 
 
 @dataclass(frozen=True)
 class RunEnd:
     rank: int
     exit_code: int | None
-    reason: str  # exited, canceled, timeout, download_failed, or one of REQUEUE_REASONS
+    reason: str  # exited, canceled, timeout, download_failed, upload_failed, or a REQUEUE_REASONS
     log_name: str = SINGLE_LOG
 
 
@@ -70,6 +71,18 @@ def settle(
                 "code": "InputDownloadFailed",
                 "message": f"an http(s) input could not be downloaded before process {download.rank} "
                 f"started (the job's command did not run); {download.log_name} says which and why",
+            },
+        }
+    upload = next((r for r in ranked if r.reason == UPLOAD_FAILED), None)
+    if upload is not None:
+        return {
+            "ended_at": now,
+            "status": JobStatus.FAILED,
+            "exit_code": upload.exit_code,
+            "error": {
+                "code": "OutputUploadFailed",
+                "message": f"process {upload.rank} ran, but its node could not upload what it wrote "
+                f"(outputs, checkpoints) to the server; {upload.log_name} says which and why",
             },
         }
     if all(r.exit_code == 0 for r in ranked):

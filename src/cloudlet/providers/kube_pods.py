@@ -123,6 +123,7 @@ def agent_environment(req: NodeRequest, settings: PodSettings, secret: str) -> l
             "CLOUDLET_NODE_SIZE": req.size,
             "CLOUDLET_NODE_TIER": req.tier,
             "CLOUDLET_SANDBOX": settings.sandbox,
+            "CLOUDLET_SHARED_FILESYSTEM": "0",  # a pod sees none of the server's disk: data over HTTP
             "PYTHONUNBUFFERED": "1",
         }
     )

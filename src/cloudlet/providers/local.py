@@ -45,6 +45,9 @@ PASS_ENV = (
     # http(s) inputs: the host's proxy (the agent's control-plane client does not use it), limits
     *("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"),
     *("CLOUDLET_MAX_DOWNLOAD_BYTES", "CLOUDLET_DOWNLOAD_TIMEOUT_S"),
+    # 0: local nodes move jobs' data over HTTP as remote hosts do (tests, docs/providers.md)
+    *("CLOUDLET_SHARED_FILESYSTEM", "CLOUDLET_CHECKPOINT_UPLOAD_S"),
+    "PYTHONPATH",  # the agent runs the server's own code (a checkout first on the server's path)
 )
 PASS_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "SSL_CERT_", "UV_", "PIP_")  # UV_/PIP_: index, cache
 CONTROLLERS = ("cpu", "memory")

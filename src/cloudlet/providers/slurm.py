@@ -84,6 +84,11 @@ class SlurmConfig(BaseModel):
         default=None, max_length=4096, description="the agent's interpreter on the compute nodes"
     )
     time_limit: str | None = Field(default=None, max_length=32, description="sbatch --time of a placeholder")
+    shared_filesystem: bool = Field(
+        default=True,
+        description="the compute nodes see the server's data folder at the same path (else: jobs' "
+        "inputs, outputs and checkpoints move over the server's HTTP API)",
+    )
 
     _paths = field_validator("slurm_conf", "bin_dir", "nodes_dir", "python")(_absolute)
 
@@ -151,6 +156,7 @@ class SlurmProvider:
         env.setdefault("CLOUDLET_BUILD_CACHE", str(self.env_cache.parent / "build-cache"))
         env.setdefault("CLOUDLET_DOWNLOAD_CACHE", str(self.env_cache.parent / "downloads"))
         env["CLOUDLET_SIGNAL_MEANS"] = "preempted"  # Slurm's SIGTERM: preemption (or its time limit)
+        env["CLOUDLET_SHARED_FILESYSTEM"] = "1" if self.config.shared_filesystem else "0"
         env_file, script = node_dir / ENV_FILE, node_dir / SCRIPT_FILE
         if self.remote:
             # The agent makes the rest of its directory; the log's folder must exist for Slurm.

@@ -193,6 +193,7 @@ class SshProvider:
             "CLOUDLET_BUILD_CACHE": f"{host.agent_dir}/build-cache",
             "CLOUDLET_DOWNLOAD_CACHE": f"{host.agent_dir}/downloads",
             "CLOUDLET_WHOLE_HOST": "1" if whole else "0",
+            "CLOUDLET_SHARED_FILESYSTEM": "1" if self.config.shared_filesystem else "0",
             "PYTHONUNBUFFERED": "1",
         }
         if server.startswith("https://"):

@@ -66,6 +66,11 @@ class SshConfig(BaseModel):
     overcommit: float = Field(
         default=1.0, ge=1.0, le=64.0, description="slice each host's cores and memory this many times over"
     )
+    shared_filesystem: bool = Field(
+        default=False,
+        description="the hosts see the server's data folder at the same path (else: jobs' inputs, "
+        "outputs and checkpoints move over the server's HTTPS API)",
+    )
 
     @field_validator("known_hosts")
     @classmethod

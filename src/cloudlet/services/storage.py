@@ -15,31 +15,19 @@ import re
 import shutil
 import stat
 import tarfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import IO
 
 from cloudlet.domain.errors import CloudletError
+
+# Re-exported (their home is domain/paths.py: the pure rules use them too).
+from cloudlet.domain.paths import relative_parts as relative_parts
 
 DEFAULT_DATASTORE = "workspaceblobstore"
 # Where Azure ML keeps runs' artifacts (ExperimentRun/dcid.<run>/, which jobs.download reads): the
 # same folder as the default datastore here, so a job's artifacts are one tree under either name.
 ARTIFACT_DATASTORE = "workspaceartifactstore"
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._-]+$")
-MAX_PATH_CHARS = 1024
-
-
-def relative_parts(relative: str, field: str, what: str = "a path") -> tuple[str, ...]:
-    """The segments of a path taken from a request, or a 400: no absolute path, no '..', no NUL,
-    nothing empty. What it names is resolved later, beneath its base, without following links."""
-    if "\x00" in relative or len(relative) > MAX_PATH_CHARS:
-        raise CloudletError("ValidationError", f"{field} is not {what}", field)
-    if relative.startswith("/"):
-        raise CloudletError(
-            "ValidationError", f"{field} must be relative (got '{relative}'); drop the leading '/'", field
-        )
-    parts = tuple(p for p in PurePosixPath(relative).parts if p not in ("", "."))
-    if ".." in parts:
-        raise CloudletError("ValidationError", f"{field} must not contain '..' (got '{relative}')", field)
-    return parts
 
 
 def open_beneath(base: Path, parts: tuple[str, ...]) -> int:
@@ -141,14 +129,15 @@ def makedirs_beneath(base: Path, parts: tuple[str, ...]) -> int:
     return _descend(os.open(base, os.O_RDONLY | os.O_DIRECTORY), parts, make=True)
 
 
-def unpack_beneath(data: bytes, base: Path, parts: tuple[str, ...]) -> None:
+def unpack_beneath(data: bytes | IO[bytes], base: Path, parts: tuple[str, ...]) -> None:
     """Unpack a tar.gz into ``base/parts…``: members pass tarfile's ``data`` filter (no absolute
     paths, no '..', no links out, no devices), and every folder and file is created through
     descriptors without following links, so a link swapped in by a concurrent job cannot
     redirect a write outside the datastore. ``tarfile.TarError``/``OSError`` on a bad archive."""
     root = makedirs_beneath(base, parts)
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        source = io.BytesIO(data) if isinstance(data, bytes) else data
+        with tarfile.open(fileobj=source, mode="r:gz") as archive:
             for member in archive:
                 safe = tarfile.data_filter(member, "/unpack")
                 _unpack_member(archive, safe, root)
@@ -180,19 +169,25 @@ def _unpack_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: int)
         os.close(fd)
 
 
-def pack_beneath(base: Path, parts: tuple[str, ...]) -> bytes | None:
+def pack_beneath(base: Path, parts: tuple[str, ...], compresslevel: int = 9) -> bytes | None:
     """A tar.gz of the file or folder ``base/parts…`` in a tree users' code may write to
     (outputs, datastores): the path is opened beneath ``base`` without following links
     (``open_beneath``) and every entry below it likewise, so a link, or one swapped in while
     packing, is stored as a link and never read through. None when there is nothing there."""
+    buffer = io.BytesIO()
+    return buffer.getvalue() if pack_beneath_into(buffer, base, parts, compresslevel) else None
+
+
+def pack_beneath_into(out: IO[bytes], base: Path, parts: tuple[str, ...], compresslevel: int = 9) -> bool:
+    """``pack_beneath`` written to OUT (a file: a large folder need not fit in memory); False
+    when there is nothing there."""
     try:
         fd = open_beneath(base, parts)
     except OSError:
-        return None
-    buffer = io.BytesIO()
+        return False
     try:
         info = os.fstat(fd)
-        with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        with tarfile.open(fileobj=out, mode="w:gz", compresslevel=compresslevel) as archive:
             if stat.S_ISDIR(info.st_mode):
                 _pack_dir(archive, fd, "")
             elif stat.S_ISREG(info.st_mode):
@@ -201,10 +196,10 @@ def pack_beneath(base: Path, parts: tuple[str, ...]) -> bytes | None:
                 with os.fdopen(os.dup(fd), "rb") as handle:
                     archive.addfile(member, handle)
             else:
-                return None
+                return False
     finally:
         os.close(fd)
-    return buffer.getvalue()
+    return True
 
 
 @functools.cache
