@@ -24,6 +24,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
+import shlex
 import threading
 import urllib.parse
 from collections.abc import Coroutine
@@ -36,7 +38,16 @@ import asyncssh
 from cloudlet.domain.host_placement import HostRoom, Slice, place
 from cloudlet.domain.sizes import ISOLATED_SIZES
 from cloudlet.providers import ssh_hosts
-from cloudlet.providers.base import Capacity, NodeHandle, NodeRequest, ProviderError
+from cloudlet.providers.base import (
+    HOST_DISK_ENV,
+    HOST_SHARE_ENV,
+    HOST_SHARE_USER_ENV,
+    PIN_HOST_ENV,
+    Capacity,
+    NodeHandle,
+    NodeRequest,
+    ProviderError,
+)
 from cloudlet.providers.ssh_config import SshConfig, SshHostConfig
 
 log = logging.getLogger(__name__)
@@ -197,6 +208,7 @@ class SshProvider:
         }
         if server.startswith("https://"):
             env["CLOUDLET_CA_FILE"] = f"{host.agent_dir}/ca.pem"
+        env.update(_instance_disks(req.env, host.agent_dir))
         return env
 
     # -- the provider protocol ---------------------------------------------------------------------
@@ -209,15 +221,25 @@ class SshProvider:
             if req.node_id in known.nodes:
                 return NodeHandle(req.node_id, dict(known.nodes[req.node_id]))  # a retried create
         await asyncio.gather(*(self._try_ready(h) for h in self._hosts))
+        rooms = [self._room(h) for h in self._hosts]
+        pinned = req.env.get(PIN_HOST_ENV)
+        if pinned:  # an instance's next node goes where its OS disk is
+            rooms = [r for r in rooms if r.key == pinned]
+            if not rooms:
+                raise ProviderError(
+                    f"the instance's OS disk is on SSH host {pinned}, which is no longer in the "
+                    "location's hosts: put it back, or delete the instance and create it again"
+                )
         placement = place(
-            [self._room(h) for h in self._hosts],
+            rooms,
             req.vcpus,
             req.memory_gb,
             req.gpus,
             isolated=req.size in ISOLATED_SIZES,
         )
         if placement.host is None:
-            raise ProviderError(placement.reason)
+            where = f"the instance's OS disk is on SSH host {pinned}: " if pinned else ""
+            raise ProviderError(where + placement.reason)
         host = self._by_key(placement.host)
         assert host is not None and host.conn is not None
         node_dir = f"{host.agent_dir}/nodes/{req.node_id}"
@@ -353,6 +375,23 @@ class SshProvider:
             float(sum(len(f.gpus) for f in up)),
         )
 
+    def remove_instance_disk(self, disk: str, host: str) -> None:
+        """Delete an instance's OS disk on its host (``HostsInstanceDisks``)."""
+        target = self._by_key(host)
+        if target is None or not _SAFE_NAME.fullmatch(disk):
+            return
+
+        async def _remove() -> None:
+            await self._ready(target)
+            assert target.conn is not None
+            await ssh_hosts.run(target.conn, f"rm -rf {shlex.quote(_disk_dir(target.agent_dir, disk))}")
+
+        try:
+            self._call(_remove(), timeout=60)
+        except (OSError, asyncssh.Error, ssh_hosts.HostError, TimeoutError) as exc:
+            why = _describe(exc)
+            raise ProviderError(f"SSH host {host}: cannot remove the OS disk {disk}: {why}") from exc
+
     def hosts(self) -> list[dict[str, Any]]:
         """Each host's state and facts (for status pages and tests)."""
         return [
@@ -383,6 +422,28 @@ class SshProvider:
             return self._call(_log(), timeout=30)
         except (ProviderError, OSError, asyncssh.Error, ssh_hosts.HostError, TimeoutError):
             return ""
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@-]{0,200}")
+
+
+def _disk_dir(agent_dir: str, disk: str) -> str:
+    return f"{agent_dir}/instances/{disk}"
+
+
+def _instance_disks(request_env: dict[str, str], agent_dir: str) -> dict[str, str]:
+    """An instance node's OS disk and file share as folders of the host's agent dir (pure): the
+    disk at ``instances/<disk>/os`` (kept across stop and start, removed on delete), the share at
+    ``shares/<workspace>/`` (this host's own: not the workspace's share on the server)."""
+    disk = request_env.get(HOST_DISK_ENV, "")
+    if not _SAFE_NAME.fullmatch(disk):
+        return {}
+    out = {"CLOUDLET_OS_DISK": f"{_disk_dir(agent_dir, disk)}/os"}
+    share, user = request_env.get(HOST_SHARE_ENV, ""), request_env.get(HOST_SHARE_USER_ENV, "")
+    if _SAFE_NAME.fullmatch(share) and _SAFE_NAME.fullmatch(user):
+        out["CLOUDLET_SHARE"] = f"{agent_dir}/shares/{share}"
+        out["CLOUDLET_SHARE_USER_DIR"] = f"{agent_dir}/shares/{share}/Users/{user}"
+    return out
 
 
 def _describe(exc: BaseException) -> str:

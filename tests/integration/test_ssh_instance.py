@@ -1,0 +1,163 @@
+"""A compute instance on an SSH host (issue 15's acceptance): its node's agent runs on a real sshd
+host in a network namespace (tests/netns_hosts.py) as that host's login, JupyterLab listens on the
+host's address and opens through the control plane's proxy (HTTP and a kernel's WebSocket), the OS
+disk is a folder of the host's agent dir, kept by stop/start on the same host, and delete leaves
+nothing running there."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests import netns_hosts
+from tests.conftest import RunningServer
+from tests.instance_helpers import Kernel, app_url
+from tests.jobs_helpers import served, wait_until
+
+NET = netns_hosts.HostNet(bridge="brsi", prefix="clsi", subnet="10.77.5", user_prefix="clsiu")
+LOCATION = "si-lab"
+WORKSPACE = "si-ws"
+NAME = "si-ci"
+OP_TIMEOUT_S = 150
+
+pytestmark = pytest.mark.skipif(netns_hosts.missing() is not None, reason=str(netns_hosts.missing()))
+
+
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[list[netns_hosts.SshHost]]:
+    root = Path(tempfile.mkdtemp(prefix="clsi-", dir="/var/tmp"))
+    root.chmod(0o755)
+    try:
+        with netns_hosts.ssh_hosts(1, root, net=NET) as made:
+            yield made
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def srv(
+    hosts: list[netns_hosts.SshHost], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    yield from served(tmp_path_factory, "ssh-instance", host=NET.bridge_address)
+
+
+@pytest.fixture(scope="module")
+def api(srv: RunningServer) -> Iterator[httpx.Client]:
+    with srv.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def workspace(api: httpx.Client, srv: RunningServer, hosts: list[netns_hosts.SshHost]) -> str:
+    """A workspace in the SSH location (an instance lives in its workspace's location, C4)."""
+    python = netns_hosts.host_python(hosts[0].home.parent.parent)  # sees JupyterLab
+    config = {"hosts": [h.as_config() for h in hosts], "python": python, "overcommit": 4}
+    made = api.put(f"/api/v1/locations/{LOCATION}", json={"provider": "ssh", "config": config})
+    assert made.status_code == 201, made.text
+    created = api.put(srv.workspace_path(WORKSPACE), json={"location": LOCATION})
+    assert created.status_code in (200, 201), created.text
+    return srv.workspace_path(WORKSPACE)
+
+
+def operate(api: httpx.Client, srv: RunningServer, response: httpx.Response) -> None:
+    assert response.status_code in (200, 201, 202), response.text
+    op = srv.wait_operation(api, response.headers["Operation-Location"], timeout=OP_TIMEOUT_S)
+    assert op["status"] == "Succeeded", op
+
+
+def live_node(api: httpx.Client, workspace: str) -> dict[str, Any]:
+    listed = api.get(f"{workspace}/computes/{NAME}/nodes").json()["nodes"]
+    [node] = [n for n in listed if n["state"] not in ("terminated", "failed", "lost")]
+    return dict(node)
+
+
+def ssh(settings: dict[str, Any], key: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    argv = ["ssh", "-p", str(settings["ssh_port"]), "-i", str(key), "-o", "IdentitiesOnly=yes"]
+    argv += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes"]
+    argv += ["-o", "GSSAPIAuthentication=no"]
+    argv += [f"{settings['admin_username']}@{settings['host']}", *command]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def test_an_instance_on_an_ssh_host_opens_jupyterlab_through_the_proxy(
+    api: httpx.Client,
+    srv: RunningServer,
+    hosts: list[netns_hosts.SshHost],
+    workspace: str,
+    tmp_path: Path,
+) -> None:
+    [host] = hosts
+    url = f"{workspace}/computes/{NAME}"
+    key = tmp_path / "owner"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    ssh_on = {
+        "ssh_public_access_enabled": True,
+        "ssh_settings": {"ssh_key_value": key.with_suffix(".pub").read_text()},
+    }
+    body = {"type": "computeinstance", "size": "Standard_DS2_v2", "location": LOCATION, **ssh_on}
+    operate(api, srv, api.put(url, json=body))
+    try:
+        shown = api.get(url).json()
+        assert shown["state"] == "Running" and shown["location"] == LOCATION, shown
+        # compute show names the host: the node's address and the instance's sshd on it.
+        assert shown["network_settings"]["private_ip_address"] == host.address, shown
+        settings = shown["ssh_settings"]
+        assert settings["ssh_state"] == "ready" and settings["host"] == host.address, settings
+        assert settings["connect_command"].endswith(f"@{host.address}")
+        logged_in = ssh(settings, key, "echo", "$HOME")
+        assert logged_in.returncode == 0, logged_in.stderr
+        node = live_node(api, workspace)
+        assert node["privateIpAddress"] == host.address, node
+        # The agent and Jupyter run on the host as its login (not as the server's user).
+        assert netns_hosts.host_processes(host.user, "cloudlet.agent")
+        assert netns_hosts.host_processes(host.user, "jupyterlab")
+        reported = node.get("apps", {}).get("jupyterlab") or {}
+        if reported:
+            assert reported.get("address") == host.address, reported
+
+        auth = {"Authorization": f"Bearer {srv.api_key}"}
+        status = httpx.get(app_url(srv, NAME, "api/status"), headers=auth, timeout=30)
+        assert status.status_code == 200 and "kernels" in status.json(), status.text
+        assert httpx.get(app_url(srv, NAME, "api/status"), timeout=30).status_code == 401
+
+        # A kernel on the host, spoken to over its WebSocket through the proxy; a file on the OS disk.
+        with Kernel(srv, NAME) as kernel:
+            out = kernel.run(
+                "import os, pathlib, socket\n"
+                "pathlib.Path.home().joinpath('kept.txt').write_text('on the os disk')\n"
+                "print(os.getuid(), pathlib.Path.home())\n"
+            )
+        uid, home = out.split()
+        assert logged_in.stdout.strip() == home  # sshd on the host lands in the same home
+        assert int(uid) == host.home.stat().st_uid  # the host's login
+        assert home.startswith(str(host.home)) and "/instances/" in home, home  # in its agent dir
+        assert (Path(home) / "kept.txt").read_text() == "on the os disk"
+        assert not list((srv.home / "data").glob("workspaces/*/instances/*/os"))  # nothing server-side
+
+        operate(api, srv, api.post(f"{url}/stop"))
+        assert api.get(url).json()["state"] == "Stopped"
+        wait_until(
+            lambda: not netns_hosts.host_processes(host.user, "cloudlet.agent"), 30, "the agent to stop"
+        )
+        assert (Path(home) / "kept.txt").exists()
+        operate(api, srv, api.post(f"{url}/start"))
+        again = live_node(api, workspace)
+        assert again["nodeId"] != node["nodeId"] and again["privateIpAddress"] == host.address
+        with Kernel(srv, NAME) as kernel:
+            kept = kernel.run("import pathlib; print(pathlib.Path.home().joinpath('kept.txt').read_text())")
+        assert kept.strip() == "on the os disk"
+    finally:
+        response = api.delete(url)
+        if response.status_code == 202:
+            srv.wait_operation(api, response.headers["Operation-Location"], timeout=OP_TIMEOUT_S)
+    assert api.get(url).status_code == 404
+    for needle in ("cloudlet", "jupyter", "ipykernel"):  # (its sshd session is the provider's link)
+        wait_until(lambda n=needle: not netns_hosts.host_processes(host.user, n), 30, f"no {needle} left")
+    assert not list(host.home.glob("**/instances/*/os")), "the OS disk is removed with the instance"
