@@ -40,6 +40,7 @@ from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
 from cloudlet.services import bootstrap, instance_activity, job_events, locations, tracking, wake
 from cloudlet.services.agent_protocol import AgentProtocol
+from cloudlet.services.host_keys import HostKeyBook
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.store import db
@@ -132,7 +133,8 @@ def provider_set(sessions: sessionmaker[Session], home: Path, installation_id: s
         with sessions() as session:
             return locations.provider_settings(session)
 
-    return ProviderSet(REGISTRY, ProviderContext(home, installation_id), load)
+    context = ProviderContext(home, installation_id, host_keys=HostKeyBook(sessions))
+    return ProviderSet(REGISTRY, context, load)
 
 
 def build_state(

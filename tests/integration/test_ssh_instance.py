@@ -2,12 +2,17 @@
 host in a network namespace (tests/netns_hosts.py) as that host's login, JupyterLab listens on the
 host's address and opens through the control plane's proxy (HTTP and a kernel's WebSocket), the OS
 disk is a folder of the host's agent dir, kept by stop/start on the same host, and delete leaves
-nothing running there."""
+nothing running there. Then SSH host keys: learned on first use, a changed key refused (its sshd
+given a new key), accepted again with `cloudlet location update --accept-host-key`."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +21,11 @@ from typing import Any
 import httpx
 import pytest
 
+from cloudlet.domain.host_keys import fingerprint
 from tests import netns_hosts
 from tests.conftest import RunningServer
 from tests.instance_helpers import Kernel, app_url
-from tests.jobs_helpers import served, wait_until
+from tests.jobs_helpers import create_compute, delete_compute, nodes, served, wait_until
 
 NET = netns_hosts.HostNet(bridge="brsi", prefix="clsi", subnet="10.77.5", user_prefix="clsiu")
 LOCATION = "si-lab"
@@ -35,7 +41,7 @@ def hosts() -> Iterator[list[netns_hosts.SshHost]]:
     root = Path(tempfile.mkdtemp(prefix="clsi-", dir="/var/tmp"))
     root.chmod(0o755)
     try:
-        with netns_hosts.ssh_hosts(1, root, net=NET) as made:
+        with netns_hosts.ssh_hosts(2, root, net=NET) as made:
             yield made
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -58,7 +64,7 @@ def api(srv: RunningServer) -> Iterator[httpx.Client]:
 def workspace(api: httpx.Client, srv: RunningServer, hosts: list[netns_hosts.SshHost]) -> str:
     """A workspace in the SSH location (an instance lives in its workspace's location, C4)."""
     python = netns_hosts.host_python(hosts[0].home.parent.parent)  # sees JupyterLab
-    config = {"hosts": [h.as_config() for h in hosts], "python": python, "overcommit": 4}
+    config = {"hosts": [hosts[0].as_config()], "python": python, "overcommit": 4}
     made = api.put(f"/api/v1/locations/{LOCATION}", json={"provider": "ssh", "config": config})
     assert made.status_code == 201, made.text
     created = api.put(srv.workspace_path(WORKSPACE), json={"location": LOCATION})
@@ -93,7 +99,7 @@ def test_an_instance_on_an_ssh_host_opens_jupyterlab_through_the_proxy(
     workspace: str,
     tmp_path: Path,
 ) -> None:
-    [host] = hosts
+    host = hosts[0]
     url = f"{workspace}/computes/{NAME}"
     key = tmp_path / "owner"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -161,3 +167,132 @@ def test_an_instance_on_an_ssh_host_opens_jupyterlab_through_the_proxy(
     for needle in ("cloudlet", "jupyter", "ipykernel"):  # (its sshd session is the provider's link)
         wait_until(lambda n=needle: not netns_hosts.host_processes(host.user, n), 30, f"no {needle} left")
     assert not list(host.home.glob("**/instances/*/os")), "the OS disk is removed with the instance"
+
+
+# -- SSH host keys ---------------------------------------------------------------------------------
+KEYS_LOCATION = "si-keys"
+
+
+def host_key_of(host: netns_hosts.SshHost) -> str:
+    return fingerprint((host.home.parent / "host_key.pub").read_text())
+
+
+def new_host_key(host: netns_hosts.SshHost) -> None:
+    """The host is reinstalled: its sshd (and every session) stops, gets a new key, starts again."""
+    for pid in subprocess.run(
+        ["ip", "netns", "pids", host.namespace], capture_output=True, text=True
+    ).stdout.split():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)
+    folder = host.home.parent
+    for name in ("host_key", "host_key.pub"):
+        (folder / name).unlink()
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "host_key")], check=True
+    )
+    with open(folder / "sshd.log", "ab") as out:
+        proc = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                host.namespace,
+                netns_hosts.SSHD,
+                "-D",
+                "-e",
+                "-f",
+                str(folder / "sshd_config"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    netns_hosts._wait_port(host.address, host.port, proc, folder / "sshd.log")  # torn down with the netns
+
+
+def shown_keys(api: httpx.Client) -> list[dict[str, Any]]:
+    response = api.get(f"/api/v1/locations/{KEYS_LOCATION}")
+    assert response.status_code == 200, response.text
+    keys: list[dict[str, Any]] = response.json()["host_keys"]
+    return keys
+
+
+def test_host_keys_are_learned_then_a_changed_key_is_refused_until_accepted(
+    api: httpx.Client, srv: RunningServer, hosts: list[netns_hosts.SshHost]
+) -> None:
+    host = hosts[1]
+    bad = {"hosts": [{**host.as_config(), "host_key": "not a key"}]}
+    refused = api.put(f"/api/v1/locations/{KEYS_LOCATION}", json={"provider": "ssh", "config": bad})
+    assert refused.status_code == 400 and refused.json()["error"]["target"] == "config.hosts.0.host_key"
+    made = api.put(
+        f"/api/v1/locations/{KEYS_LOCATION}",
+        json={"provider": "ssh", "config": {"hosts": [host.as_config()]}},
+    )
+    assert made.status_code == 201, made.text
+    # The sweep's first listing connects: the key it presented is recorded (trust on first use).
+    [learned] = wait_until(lambda: shown_keys(api) or None, 30, "the host key to be learned")
+    first = host_key_of(host)
+    assert learned["address"] == host.address and learned["port"] == host.port, learned
+    assert learned["state"] == "trusted" and learned["key"] == f"ssh-ed25519 {first}", learned
+
+    new_host_key(host)
+    second = host_key_of(host)
+    assert second != first
+    [changed] = wait_until(
+        lambda: [k for k in shown_keys(api) if k["state"] == "changed"] or None, 60, "the changed key refused"
+    )
+    assert changed["key"] == f"ssh-ed25519 {first}" and changed["refused_key"] == f"ssh-ed25519 {second}"
+    fix = f"cloudlet location update -n {KEYS_LOCATION} --accept-host-key {host.address}:{host.port}"
+    assert changed["fix"] == fix, changed
+    # Nothing runs there with the changed key: a node asked for says why, naming host and fix.
+    name = "si-keys-c"
+    body = {
+        "type": "amlcompute",
+        "size": "Standard_DS1_v2",
+        "location": KEYS_LOCATION,
+        "min_instances": 1,
+        "max_instances": 1,
+    }
+    create_compute(api, srv, name, body)
+    try:
+
+        def refusal() -> str | None:
+            text = repr(api.get(f"{srv.ws_path}/computes/{name}").json()) + repr(nodes(api, srv, name))
+            return text if "host key" in text else None
+
+        text = wait_until(refusal, 60, "the node's status to say the host key changed")
+        assert host.address in text and "--accept-host-key" in text and second in text, text
+        assert not netns_hosts.host_processes(host.user, "cloudlet.agent")
+
+        refused = api.put(f"/api/v1/locations/{KEYS_LOCATION}", json={"accept_host_keys": ["10.0.0.250"]})
+        assert refused.status_code == 400 and refused.json()["error"]["target"] == "accept_host_keys"
+        accepted = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cloudlet",
+                "location",
+                "update",
+                "-n",
+                KEYS_LOCATION,
+                "--accept-host-key",
+                f"{host.address}:{host.port}",
+            ],
+            env=srv.cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert accepted.returncode == 0, accepted.stderr
+        [now] = shown_keys(api)
+        assert now["state"] == "trusted" and now["key"] == f"ssh-ed25519 {second}", now
+        # Let in again: the cluster's node starts on the host.
+        wait_until(
+            lambda: [n for n in nodes(api, srv, name) if n["nodeState"] == "idle"] or None,
+            120,
+            "the node to start",
+        )
+    finally:
+        delete_compute(api, srv, name)
+    wait_until(lambda: not netns_hosts.host_processes(host.user, "cloudlet.agent"), 30, "the agent to stop")

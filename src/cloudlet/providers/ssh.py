@@ -49,6 +49,7 @@ from cloudlet.providers.base import (
     ProviderError,
 )
 from cloudlet.providers.ssh_config import SshConfig, SshHostConfig
+from cloudlet.providers.ssh_host_keys import HostKeyJudge, HostKeyRefused, HostKeyStore, MemoryHostKeys
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,8 +78,17 @@ class _Host:
 class SshProvider:
     kind = "ssh"
 
-    def __init__(self, config: SshConfig, home: Path, installation_id: str = "") -> None:
+    def __init__(
+        self,
+        config: SshConfig,
+        home: Path,
+        installation_id: str = "",
+        host_keys: HostKeyStore | None = None,
+        scope: str = "",
+    ) -> None:
         self.config = config
+        self.host_keys: HostKeyStore = host_keys or MemoryHostKeys()
+        self.scope = scope
         self.home = Path(home)
         self.installation_id = installation_id
         self._loop = asyncio.new_event_loop()
@@ -108,20 +118,57 @@ class SshProvider:
     async def _connect_to(
         self, cfg: SshHostConfig, tunnel: asyncssh.SSHClientConnection | None
     ) -> asyncssh.SSHClientConnection:
-        return await asyncio.wait_for(
-            asyncssh.connect(
-                cfg.address,
-                port=cfg.port,
-                username=cfg.user,
-                client_keys=[cfg.identity_file],
-                known_hosts=self.config.known_hosts or None,
-                tunnel=tunnel,
-                agent_path=None,
-                keepalive_interval=5,
-                keepalive_count_max=3,
-            ),
-            self.config.connect_timeout_s,
+        """Log in, the host's key checked (``domain/host_keys.py``): a pinned ``host_key``, else
+        the ``known_hosts`` file (asyncssh matches both), else the key recorded on first use."""
+        recorded: tuple[str, str] | None = None
+        known: Any
+        if cfg.host_key:
+            known = ([asyncssh.import_public_key(cfg.host_key)], [], [])
+        elif self.config.known_hosts:
+            known = self.config.known_hosts
+        else:
+            recorded = await asyncio.to_thread(self.host_keys.lookup, self.scope, cfg.address, cfg.port)
+            known = ([asyncssh.import_public_key(recorded[0])] if recorded else [], [], [])
+        judge = HostKeyJudge(
+            f"{cfg.user}@{cfg.address}:{cfg.port}",
+            self._accept_fix(cfg),
+            cfg.host_key,
+            self.config.known_hosts,
+            recorded,
         )
+        try:
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    cfg.address,
+                    port=cfg.port,
+                    username=cfg.user,
+                    client_keys=[cfg.identity_file],
+                    known_hosts=known,
+                    client_factory=judge.client,
+                    tunnel=tunnel,
+                    agent_path=None,
+                    keepalive_interval=5,
+                    keepalive_count_max=3,
+                ),
+                self.config.connect_timeout_s,
+            )
+        except asyncssh.HostKeyNotVerifiable:
+            verdict = judge.verdict
+            if verdict is None or verdict.error is None:
+                raise
+            if verdict.source == "changed" and judge.presented:
+                refused = judge.presented
+                await asyncio.to_thread(self.host_keys.refused, self.scope, cfg.address, cfg.port, refused)
+            raise HostKeyRefused(verdict.error) from None
+        if judge.verdict is not None and judge.verdict.record and judge.presented:
+            await asyncio.to_thread(self.host_keys.record, self.scope, cfg.address, cfg.port, judge.presented)
+        return conn
+
+    def _accept_fix(self, cfg: SshHostConfig) -> str:
+        if self.scope.startswith("vm:"):
+            return "detach the VM and attach it again (`cloudlet compute detach`, then `compute attach`)"
+        name = self.scope or "NAME"
+        return f"run `cloudlet location update -n {name} --accept-host-key {cfg.address}:{cfg.port}`"
 
     async def _ready(self, host: _Host) -> None:
         """Connected, checked and with the agent installed; raises ProviderError naming the host."""
@@ -143,7 +190,7 @@ class SshProvider:
                 host.agent_dir = agent_dir if agent_dir.startswith("/") else f"{host.facts.home}/{agent_dir}"
                 host.pythonpath = await ssh_hosts.install_agent(host.conn, host.agent_dir, self.config.python)
                 host.error = ""
-            except (OSError, asyncssh.Error, TimeoutError, ssh_hosts.HostError) as exc:
+            except (OSError, asyncssh.Error, TimeoutError, ssh_hosts.HostError, HostKeyRefused) as exc:
                 if host.conn is not None:
                     host.conn.close()
                 host.conn, host.pythonpath = None, ""
@@ -447,6 +494,8 @@ def _instance_disks(request_env: dict[str, str], agent_dir: str) -> dict[str, st
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, HostKeyRefused):
+        return str(exc)
     if isinstance(exc, TimeoutError):
         return "the connection timed out (is the host up and its SSH port open?)"
     if isinstance(exc, asyncssh.PermissionDenied):
