@@ -37,12 +37,8 @@ class HostKeyBook:
 
     def record(self, scope: str, address: str, port: int, key: str) -> None:
         """Trust on first use: keep ``key`` unless a key is recorded already."""
-        key = rules.normalize(key)
         with self.sessions.begin() as session:
-            if _row(session, scope, address, port) is None:
-                row = SshHostKey(scope=scope, address=address, port=port, key_type=key.split()[0])
-                row.key, row.first_seen = key, self.clock()
-                session.add(row)
+            remember(session, scope, address, port, key, self.clock())
 
     def refused(self, scope: str, address: str, port: int, key: str) -> None:
         """Note the changed key a host presented (shown by ``location show``, taken by accept)."""
@@ -50,6 +46,16 @@ class HostKeyBook:
             row = _row(session, scope, address, port)
             if row is not None:
                 row.refused_key, row.refused_at = rules.normalize(key), self.clock()
+
+
+def remember(session: Session, scope: str, address: str, port: int, key: str, now: float) -> None:
+    """Record ``key`` for the host unless one is recorded (in the caller's transaction)."""
+    key = rules.normalize(key)
+    if _row(session, scope, address, port) is None:
+        row = SshHostKey(scope=scope, address=address, port=port, key_type=key.split()[0])
+        row.key, row.first_seen = key, now
+        session.add(row)
+        session.flush()
 
 
 def _row(session: Session, scope: str, address: str, port: int) -> SshHostKey | None:
