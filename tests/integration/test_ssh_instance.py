@@ -211,6 +211,10 @@ def new_host_key(host: netns_hosts.SshHost) -> None:
     netns_hosts._wait_port(host.address, host.port, proc, folder / "sshd.log")  # torn down with the netns
 
 
+def cluster_body(location: str) -> dict[str, Any]:
+    return {"type": "amlcompute", "size": "Standard_DS1_v2", "location": location, "max_instances": 1}
+
+
 def shown_keys(api: httpx.Client) -> list[dict[str, Any]]:
     response = api.get(f"/api/v1/locations/{KEYS_LOCATION}")
     assert response.status_code == 200, response.text
@@ -247,13 +251,7 @@ def test_host_keys_are_learned_then_a_changed_key_is_refused_until_accepted(
     assert changed["fix"] == fix, changed
     # Nothing runs there with the changed key: a node asked for says why, naming host and fix.
     name = "si-keys-c"
-    body = {
-        "type": "amlcompute",
-        "size": "Standard_DS1_v2",
-        "location": KEYS_LOCATION,
-        "min_instances": 1,
-        "max_instances": 1,
-    }
+    body = {**cluster_body(KEYS_LOCATION), "min_instances": 1}
     create_compute(api, srv, name, body)
     try:
 
@@ -292,6 +290,38 @@ def test_host_keys_are_learned_then_a_changed_key_is_refused_until_accepted(
             lambda: [n for n in nodes(api, srv, name) if n["nodeState"] == "idle"] or None,
             120,
             "the node to start",
+        )
+    finally:
+        delete_compute(api, srv, name)
+    wait_until(lambda: not netns_hosts.host_processes(host.user, "cloudlet.agent"), 30, "the agent to stop")
+
+
+def test_a_pinned_host_key_is_the_only_one_let_in(
+    api: httpx.Client, srv: RunningServer, hosts: list[netns_hosts.SshHost]
+) -> None:
+    host, other = hosts[1], hosts[0]
+    wrong = (other.home.parent / "host_key.pub").read_text()  # another host's key
+    config = {"hosts": [{**host.as_config(), "host_key": wrong}]}
+    made = api.put("/api/v1/locations/si-pinned", json={"provider": "ssh", "config": config})
+    assert made.status_code == 201, made.text
+    name = "si-pinned-c"
+    body = {**cluster_body("si-pinned"), "min_instances": 1}
+    create_compute(api, srv, name, body)
+    try:
+
+        def refusal() -> str | None:
+            text = repr(api.get(f"{srv.ws_path}/computes/{name}").json()) + repr(nodes(api, srv, name))
+            return text if "host_key pinned in the configuration" in text else None
+
+        text = wait_until(refusal, 60, "the node's status to say the key is not the pinned one")
+        assert host.address in text and host_key_of(host) in text and host_key_of(other) in text, text
+        assert api.get("/api/v1/locations/si-pinned").json()["host_keys"] == []  # nothing learned
+        right = {"hosts": [{**host.as_config(), "host_key": (host.home.parent / "host_key.pub").read_text()}]}
+        assert api.put("/api/v1/locations/si-pinned", json={"config": right}).status_code == 200
+        wait_until(
+            lambda: [n for n in nodes(api, srv, name) if n["nodeState"] == "idle"] or None,
+            120,
+            "the node to start with the right pinned key",
         )
     finally:
         delete_compute(api, srv, name)
