@@ -64,7 +64,7 @@ def api(srv: RunningServer) -> Iterator[httpx.Client]:
 def workspace(api: httpx.Client, srv: RunningServer, hosts: list[netns_hosts.SshHost]) -> str:
     """A workspace in the SSH location (an instance lives in its workspace's location, C4)."""
     python = netns_hosts.host_python(hosts[0].home.parent.parent)  # sees JupyterLab
-    config = {"hosts": [hosts[0].as_config()], "python": python, "overcommit": 4}
+    config = {"hosts": [h.as_config() for h in hosts], "python": python, "overcommit": 4}
     made = api.put(f"/api/v1/locations/{LOCATION}", json={"provider": "ssh", "config": config})
     assert made.status_code == 201, made.text
     created = api.put(srv.workspace_path(WORKSPACE), json={"location": LOCATION})
@@ -100,6 +100,7 @@ def test_an_instance_on_an_ssh_host_opens_jupyterlab_through_the_proxy(
     tmp_path: Path,
 ) -> None:
     host = hosts[0]
+    python = api.get(f"/api/v1/locations/{LOCATION}").json()["config"]["python"]
     url = f"{workspace}/computes/{NAME}"
     key = tmp_path / "owner"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -153,6 +154,10 @@ def test_an_instance_on_an_ssh_host_opens_jupyterlab_through_the_proxy(
             lambda: not netns_hosts.host_processes(host.user, "cloudlet.agent"), 30, "the agent to stop"
         )
         assert (Path(home) / "kept.txt").exists()
+        # With the hosts listed the other way round, an empty hosts[1] would now come first: the
+        # start still lands on hosts[0], where the OS disk is.
+        flipped = {"hosts": [h.as_config() for h in reversed(hosts)], "python": python, "overcommit": 4}
+        assert api.put(f"/api/v1/locations/{LOCATION}", json={"config": flipped}).status_code == 200
         operate(api, srv, api.post(f"{url}/start"))
         again = live_node(api, workspace)
         assert again["nodeId"] != node["nodeId"] and again["privateIpAddress"] == host.address
