@@ -26,12 +26,19 @@ from cloudlet.store.schema import Location, SshHostKey
 
 
 class HostKeyBook:
-    def __init__(self, sessions: sessionmaker[Session], clock: Callable[[], float] = time.time) -> None:
-        self.sessions, self.clock = sessions, clock
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        reads: sessionmaker[Session] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``reads``: read-only sessions (no write lock: a lookup made while a step's transaction
+        holds SQLite's write lock, e.g. for a node's log, does not wait for it)."""
+        self.sessions, self.reads, self.clock = sessions, reads or sessions, clock
 
     def lookup(self, scope: str, address: str, port: int) -> tuple[str, str] | None:
         """The recorded key and when it was first seen (ISO), or None."""
-        with self.sessions() as session:
+        with self.reads() as session:
             row = _row(session, scope, address, port)
             return (row.key, _iso(row.first_seen)) if row is not None else None
 
