@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
 from cloudlet.control.steps import Pending, StepOutcome
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
-from cloudlet.domain.nodes import FAILED, NodeState
+from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import (
     HostsInstanceDisks,
     NodeHandle,
@@ -251,7 +251,17 @@ class InstanceDriver:
         self._launched.add(request.node_id)
         # After the step's commit, so the provider can be looked up (the store is free again).
         on_host = isinstance(self.providers.get(provider), HostsInstanceDisks)
-        env = instance_service.for_provider(request.env, on_host, request.env.get("CLOUDLET_INSTANCE", ""))
+        try:
+            name = request.env.get("CLOUDLET_INSTANCE", "")
+            env = instance_service.for_provider(request.env, on_host, name)
+        except (OSError, RuntimeError) as exc:  # the node fails now, as a provider's refusal does
+            log.warning("node %s: cannot prepare the OS disk: %s", request.node_id, exc)
+            with self.sessions.begin() as session:
+                node = session.get(Node, request.node_id)
+                if node is not None and node.state == NodeState.REQUESTED.value:
+                    node.error = {"code": "AllocationFailed", "message": f"cannot prepare the OS disk: {exc}"}
+                    node_service.advance(node, NodeEvent.ALLOCATION_FAIL, self.clock.now())
+            return
         request = dataclasses.replace(request, env=env)
         launch_node(self.providers, self.sessions, provider, request, self.clock)
 
