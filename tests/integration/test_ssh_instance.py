@@ -331,3 +331,36 @@ def test_a_pinned_host_key_is_the_only_one_let_in(
     finally:
         delete_compute(api, srv, name)
     wait_until(lambda: not netns_hosts.host_processes(host.user, "cloudlet.agent"), 30, "the agent to stop")
+
+
+def test_a_known_hosts_file_is_checked_and_nothing_is_learned(
+    api: httpx.Client, srv: RunningServer, hosts: list[netns_hosts.SshHost], tmp_path: Path
+) -> None:
+    host, other = hosts[1], hosts[0]
+    known = tmp_path / "known_hosts"
+    wrong = (other.home.parent / "host_key.pub").read_text().split()
+    known.write_text(f"{host.address} {wrong[0]} {wrong[1]}\n")  # another host's key for this address
+    config = {"hosts": [host.as_config()], "known_hosts": str(known)}
+    made = api.put("/api/v1/locations/si-known", json={"provider": "ssh", "config": config})
+    assert made.status_code == 201, made.text
+    name = "si-known-c"
+    create_compute(api, srv, name, {**cluster_body("si-known"), "min_instances": 1})
+    try:
+
+        def refusal() -> str | None:
+            text = repr(api.get(f"{srv.ws_path}/computes/{name}").json()) + repr(nodes(api, srv, name))
+            return text if "does not list for it" in text else None
+
+        text = wait_until(refusal, 60, "the node's status to say known_hosts lacks the key")
+        assert host.address in text and str(known) in text and host_key_of(host) in text, text
+        assert api.get("/api/v1/locations/si-known").json()["host_keys"] == []  # nothing learned
+        right = (host.home.parent / "host_key.pub").read_text().split()
+        known.write_text(f"{host.address} {right[0]} {right[1]}\n")
+        wait_until(
+            lambda: [n for n in nodes(api, srv, name) if n["nodeState"] == "idle"] or None,
+            120,
+            "the node to start once known_hosts has the host's key",
+        )
+    finally:
+        delete_compute(api, srv, name)
+    wait_until(lambda: not netns_hosts.host_processes(host.user, "cloudlet.agent"), 30, "the agent to stop")
