@@ -40,6 +40,7 @@ from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
 from cloudlet.services import bootstrap, instance_activity, job_events, locations, tracking, wake
 from cloudlet.services.agent_protocol import AgentProtocol
+from cloudlet.services.host_keys import HostKeyBook
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.store import db
@@ -125,14 +126,21 @@ def open_store(
     )
 
 
-def provider_set(sessions: sessionmaker[Session], home: Path, installation_id: str) -> ProviderSet:
-    """Each location's provider, from the registry and the location's stored configuration."""
+def provider_set(
+    sessions: sessionmaker[Session],
+    home: Path,
+    installation_id: str,
+    reads: sessionmaker[Session] | None = None,
+) -> ProviderSet:
+    """Each location's provider, from the registry and the location's stored configuration;
+    SSH providers keep host keys in the store (READS: read-only sessions for their lookups)."""
 
     def load() -> list[locations.LocationProvider]:
         with sessions() as session:
             return locations.provider_settings(session)
 
-    return ProviderSet(REGISTRY, ProviderContext(home, installation_id), load)
+    context = ProviderContext(home, installation_id, host_keys=HostKeyBook(sessions, reads))
+    return ProviderSet(REGISTRY, context, load)
 
 
 def build_state(
@@ -152,7 +160,7 @@ def build_state(
     data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
     url = ServerURL()
     notifier = NodeNotifier(peers=wake.NodePeers(bus) if bus.shared else None)
-    providers = provider_set(control, home, installation_id)
+    providers = provider_set(control, home, installation_id, store.read_sessions)
     https = HttpsEndpoint()  # set once the TLS socket is bound (run_server)
     instances = InstanceDriver(
         control, providers, installation_id, data, url, secret, https=lambda: (https.value, https.ca_file)

@@ -24,6 +24,7 @@ import httpx
 import pytest
 import yaml
 
+from cloudlet.domain import host_keys
 from tests import netns_hosts
 from tests.conftest import RunningServer
 from tests.jobs_helpers import compute, job, log_text, served, submit, wait_job, wait_until
@@ -138,6 +139,9 @@ def test_an_attached_vm_runs_a_job_and_a_pipeline_step_and_detach_leaves_it_as_i
     assert shown["facts"]["os"] == "Linux" and shown["facts"]["cores"] >= 1, shown
     assert shown["capacity"]["vcpus"] == shown["facts"]["cores"]
     assert (Path(vm.home) / ".cloudlet-agent").is_dir()
+    # The key attach logged in with is the VM's sshd's, kept and checked on every later login.
+    sshd_key = (Path(vm.home).parent / "host_key.pub").read_text()
+    assert shown["host_key"] == host_keys.describe(sshd_key), shown
 
     submit(api, srv, "vm-job", {"command": "echo ran on $(hostname -I)", "compute": f"azureml:{VM}"})
     done = wait_job(api, srv, "vm-job", timeout=120)

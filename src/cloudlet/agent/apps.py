@@ -228,7 +228,7 @@ class AppSupervisor:
             return False
         key = self.env.get("CLOUDLET_SSH_PUBLIC_KEY", "").strip()
         if key and not self.stop.is_set():
-            self.sshd = instance.start_ssh(key, self.home, self.reporter, self.launcher)
+            self.sshd = instance.start_ssh(key, self.home, self.reporter, self.launcher, self.listen)
         else:
             self.reporter.set("ssh", {"state": "disabled", "port": None, "error": None})
         return not self.stop.is_set()

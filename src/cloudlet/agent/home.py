@@ -39,7 +39,10 @@ def user_venv(home: Path, python: str = sys.executable) -> Path:
         ).stdout.strip()
     )
     base = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    (site / "_cloudlet_base.pth").write_text("".join(f"{p}\n" for p in sorted(base)))
+    # As site dirs (``site.addsitedir``), so their own .pth files count too: an interpreter whose
+    # packages come through a .pth of its site-packages (an SSH host's venv layered over another).
+    lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in sorted(base))
+    (site / "_cloudlet_base.pth").write_text(lines)
     for name in ("pip", "pip3"):  # the venv has no pip of its own: use the layered one, into the venv
         script = venv / "bin" / name
         script.unlink(missing_ok=True)

@@ -209,8 +209,11 @@ def run_setup(
 
 
 # -- ssh ----------------------------------------------------------------------------------------
-def start_ssh(key: str, os_disk: Path, reporter: InstanceReporter, launcher: Launcher) -> SshdHandle | None:
-    """The instance's sshd (only the owner's ``key``), its files in ``<os disk>/.cloudlet/ssh``."""
+def start_ssh(
+    key: str, os_disk: Path, reporter: InstanceReporter, launcher: Launcher, listen: str = "127.0.0.1"
+) -> SshdHandle | None:
+    """The instance's sshd (only the owner's ``key``), its files in ``<os disk>/.cloudlet/ssh``,
+    listening on the node's address (``listen``: the SSH host's, for an instance on one)."""
     user = launcher.sandbox.user_name(root_inside=False)
     sandboxed = launcher.sandbox.enabled
     try:
@@ -218,6 +221,7 @@ def start_ssh(key: str, os_disk: Path, reporter: InstanceReporter, launcher: Lau
             os_disk / ".cloudlet" / "ssh",
             key,
             user=user,
+            listen=listen,
             set_env={"HOME": str(os_disk)},
             wrap=(lambda argv: launcher.wrap(argv, os_disk, root_inside=False)) if sandboxed else None,
             owner=launcher.owner,

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from cloudlet.api.deps import Context, context
 from cloudlet.api.openapi import success
@@ -18,11 +19,12 @@ from cloudlet.domain.roles import Access
 from cloudlet.domain.sizes import COMPUTE_TYPES_WITH_SIZES, CustomSizeSpec
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, locations, quotas, workspaces
+from cloudlet.services import host_keys as host_key_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.locks import LockUpdate
 from cloudlet.services.workspaces import WorkspaceUpdate
-from cloudlet.store.schema import ResourceGroup
+from cloudlet.store.schema import Location, ResourceGroup
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 RG = "/subscriptions/{sub}/resourceGroups/{rg}"
@@ -145,11 +147,24 @@ class LocationUpdate(BaseModel):
         "provider's defaults when the provider changes)",
     )
     capacity: Capacity = Field(default_factory=Capacity)
+    accept_host_keys: list[Annotated[str, Field(min_length=1, max_length=300)]] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="SSH locations: ADDRESS[:PORT] of hosts whose changed key to accept (the key they "
+        "presented when refused; none refused: the next key presented is learned)",
+    )
+
+
+def _shown(session: Session, row: Location) -> dict[str, Any]:
+    shown = locations.render(row)
+    if row.provider == "ssh":  # keys learned on first use, and changed ones refused since
+        shown["host_keys"] = host_key_service.view(session, row.name)
+    return shown
 
 
 @router.get("/locations/{name}")
 def get_location(name: LocationName, ctx: Context = Depends(context)) -> dict[str, Any]:
-    return locations.render(locations.get(ctx.session, name))
+    return _shown(ctx.session, locations.get(ctx.session, name))
 
 
 @router.put("/locations/{name}", responses=CREATED_OR_UPDATED)
@@ -163,9 +178,11 @@ def put_location(
     _require_admin(ctx)
     change = locations.LocationChange(body.provider, body.config, body.capacity.model_dump(exclude_none=True))
     row, created = locations.put(ctx.session, name, change, ctx.caller.name)
+    if body.accept_host_keys:
+        host_key_service.accept_for_location(ctx.session, row, body.accept_host_keys, ctx.caller.name)
     ctx.commit(rescale=True)
     response.status_code = 201 if created else 200
-    return locations.render(row)
+    return _shown(ctx.session, row)
 
 
 @router.delete("/locations/{name}", status_code=204)

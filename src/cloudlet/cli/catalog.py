@@ -40,11 +40,12 @@ def _put(
     provider: str | None,
     config_file: str | None,
     capacity: dict[str, float | None],
+    accept_host_keys: list[str] | None = None,
 ) -> None:
     st, ops = _locations(ctx)
     config = load_yaml_file(config_file, "provider setting") if config_file is not None else None
     given = {k: v for k, v in capacity.items() if v is not None}
-    st.emit(ops.create_or_update(name, provider, config, given))
+    st.emit(ops.create_or_update(name, provider, config, given, accept_host_keys or ()))
 
 
 @location_app.command("list")
@@ -91,11 +92,19 @@ def location_update(
     vcpus: VcpusOpt = None,
     memory_gb: MemoryOpt = None,
     gpus: GpusOpt = None,
+    accept_host_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--accept-host-key",
+            help="SSH location: ADDRESS[:PORT] of a host whose changed host key to accept (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Change an existing location (admin): only what is given changes; a new --provider without
     --config starts from that provider's defaults."""
     _locations(ctx)[1].get(name)  # an update never creates: a missing location is an error
-    _put(ctx, name, provider, config, {"vcpus": vcpus, "memory_gb": memory_gb, "gpus": gpus})
+    capacity = {"vcpus": vcpus, "memory_gb": memory_gb, "gpus": gpus}
+    _put(ctx, name, provider, config, capacity, accept_host_key)
 
 
 @location_app.command("delete")

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cloudlet.client._rest import API_PREFIX, quote_segment
@@ -18,6 +18,7 @@ def location_body(
     provider: str | None = None,
     config: Mapping[str, Any] | None = None,
     capacity: Mapping[str, float] | None = None,
+    accept_host_keys: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The PUT body: only what is given (the server keeps the rest, or uses its defaults)."""
     body: dict[str, Any] = {}
@@ -27,6 +28,8 @@ def location_body(
         body["config"] = dict(config)
     if capacity:
         body["capacity"] = dict(capacity)
+    if accept_host_keys:
+        body["accept_host_keys"] = list(accept_host_keys)
     return body
 
 
@@ -46,11 +49,13 @@ class LocationOperations(_Operations):
         provider: str | None = None,
         config: Mapping[str, Any] | None = None,
         capacity: Mapping[str, float] | None = None,
+        accept_host_keys: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Add or change a location (admin). ``config`` replaces the provider's settings; omitted,
         they are kept (or the new provider's defaults apply). ``capacity`` changes only the fields
-        given."""
-        return dict(self._rest.put(self._path(name), location_body(provider, config, capacity)))
+        given. ``accept_host_keys``: SSH hosts (``ADDRESS[:PORT]``) whose changed key to accept."""
+        body = location_body(provider, config, capacity, accept_host_keys)
+        return dict(self._rest.put(self._path(name), body))
 
     def delete(self, name: str) -> None:
         """Remove a location nothing is in (admin)."""

@@ -25,7 +25,7 @@ from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.nodes import FAILED, SERVING, NodeState
 from cloudlet.providers.base import NodeProvider, NodeRequest
-from cloudlet.services import dispatch
+from cloudlet.services import dispatch, host_keys
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.store.schema import Compute, Node, Operation
@@ -114,6 +114,7 @@ class VmDriver:
         why = attached_vms.uninstall(compute.spec, compute.spec.get("facts") or {})
         if why is not None:
             log.warning("detaching %s: could not remove the agent from the VM: %s", compute.name, why)
+        host_keys.forget_scope(session, vm_rules.provider_key(compute.id))  # attach again: learned anew
         return None  # the generic remove step then deletes the record
 
     # -- the node --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ cluster reconciler's orphan sweep leaves them alone.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -29,8 +30,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
 from cloudlet.control.steps import Pending, StepOutcome
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
-from cloudlet.domain.nodes import FAILED, NodeState
-from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest, SupportsNodeLogs
+from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
+from cloudlet.providers.base import (
+    HostsInstanceDisks,
+    NodeHandle,
+    NodeProvider,
+    NodeRequest,
+    SupportsNodeLogs,
+)
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import dispatch, instance_reports
 from cloudlet.services import instances as instance_service
@@ -132,6 +139,10 @@ class InstanceDriver:
         if not self._down(session, compute, keep=None):
             return Pending("releasing the node")
         instance_service.remove_os_disk(self.data, compute)
+        host = self._disk_host(session, compute)
+        if host:  # a provider that keeps OS disks on its hosts (looked up after the commit)
+            disk = instance_service.instance_disk_key(compute)
+            self._after.append(partial(self._remove_host_disk, compute.location, disk, host))
         return None  # the generic remove step then deletes the record (control/compute_steps.py)
 
     # -- making a node and waiting for it -------------------------------------------------------
@@ -209,13 +220,49 @@ class InstanceDriver:
         self, session: Session, compute: Compute, node: Node, token: str, op_id: str, apps: tuple[str, ...]
     ) -> tuple[str, NodeRequest]:
         azureml = instance_service.azureml_env(session, compute, self.token_secret, *self.https())
-        env = instance_service.node_env(compute, node.id, op_id, self.data, self.token_secret, apps, azureml)
+        host = self._disk_host(session, compute, node.id)
+        env = instance_service.node_env(
+            compute, node.id, op_id, self.data, self.token_secret, apps, azureml, host
+        )
         request = node_service.launch_request(node, token, self.installation_id, self.server_url(), env)
         return node.location, request
+
+    @staticmethod
+    def _disk_host(session: Session, compute: Compute, skip: str | None = None) -> str:
+        """The host the instance's OS disk is on: its last node's (``""``: none yet)."""
+        earlier = session.scalars(
+            select(Node)
+            .where(node_service.owned_by_compute(compute.id), Node.id != (skip or ""))
+            .order_by(Node.created_at.desc())
+        )
+        return next((str(n.provider_ref["host"]) for n in earlier if (n.provider_ref or {}).get("host")), "")
+
+    def _remove_host_disk(self, location: str, disk: str, host: str) -> None:
+        provider = self.providers.get(location)  # after the step's commit: the store is free
+        if not isinstance(provider, HostsInstanceDisks):
+            return
+        try:
+            provider.remove_instance_disk(disk, host)
+        except Exception as exc:  # the record goes anyway: say what is left on the host
+            log.warning("could not remove the OS disk %s on %s: %s (remove it by hand)", disk, host, exc)
 
     def _launch(self, target: tuple[str, NodeRequest]) -> None:
         provider, request = target
         self._launched.add(request.node_id)
+        # After the step's commit, so the provider can be looked up (the store is free again).
+        on_host = isinstance(self.providers.get(provider), HostsInstanceDisks)
+        try:
+            name = request.env.get("CLOUDLET_INSTANCE", "")
+            env = instance_service.for_provider(request.env, on_host, name)
+        except (OSError, RuntimeError) as exc:  # the node fails now, as a provider's refusal does
+            log.warning("node %s: cannot prepare the OS disk: %s", request.node_id, exc)
+            with self.sessions.begin() as session:
+                node = session.get(Node, request.node_id)
+                if node is not None and node.state == NodeState.REQUESTED.value:
+                    node.error = {"code": "AllocationFailed", "message": f"cannot prepare the OS disk: {exc}"}
+                    node_service.advance(node, NodeEvent.ALLOCATION_FAIL, self.clock.now())
+            return
+        request = dataclasses.replace(request, env=env)
         launch_node(self.providers, self.sessions, provider, request, self.clock)
 
     # -- releasing -----------------------------------------------------------------------------

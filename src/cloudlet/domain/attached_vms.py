@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cloudlet.domain import host_keys
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.sizes import VmSize
 
@@ -141,4 +142,6 @@ def view(doc: Mapping[str, Any], provisioning_state: str, node_states: list[str]
             k: facts[k] for k in ("os", "arch", "cores", "memory_gb", "python_version", "gpus") if k in facts
         },
         "capacity": {"vcpus": int(facts.get("cores") or 0), "memory_gb": facts.get("memory_gb")},
+        # The host key attach logged in with; every later login must see it (docs/security.md).
+        **({"host_key": host_keys.describe(facts["host_key"])} if facts.get("host_key") else {}),
     }

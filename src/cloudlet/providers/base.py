@@ -79,6 +79,25 @@ class SupportsNodeLogs(Protocol):
     def node_log(self, handle: NodeHandle, tail_bytes: int = 65536) -> str: ...
 
 
+# What a provider that keeps OS disks on its hosts reads from a node's request (HostsInstanceDisks):
+HOST_DISK_ENV = "CLOUDLET_INSTANCE_DISK"  # the OS disk's name on the host
+HOST_SHARE_ENV = "CLOUDLET_INSTANCE_SHARE"  # the workspace's share folder's name on the host
+HOST_SHARE_USER_ENV = "CLOUDLET_INSTANCE_SHARE_USER"  # the owner's folder in it
+PIN_HOST_ENV = "CLOUDLET_INSTANCE_HOST"  # the host the disk is on (the previous node's): start there
+
+
+@runtime_checkable
+class HostsInstanceDisks(Protocol):
+    """The provider keeps a compute instance's OS disk on the machine its node runs on (an SSH
+    host), not on the control plane's: the request names the disk (``CLOUDLET_INSTANCE_DISK``,
+    ``services/instances.py``), the provider puts it on the host and starts the instance's next
+    node on the host its disk is on (``CLOUDLET_INSTANCE_HOST``, the previous node's ``host``)."""
+
+    def remove_instance_disk(self, disk: str, host: str) -> None:
+        """Delete the OS disk ``disk`` on ``host`` (instance delete); a missing one is fine."""
+        ...
+
+
 @dataclass(frozen=True)
 class Capacity:
     """What an engine offers this installation now, its nodes in use included."""

@@ -9,6 +9,7 @@ without a restart. Two locations with the same provider and configuration share 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -96,6 +97,8 @@ class ProviderSet(Mapping[str, NodeProvider]):
         with self._lock:
             built = self._built.get(key)
             if built is None:
-                built = self.registry.build(location.provider, location.config, self.context)
+                # The first location with this configuration names the scope of its host keys.
+                context = dataclasses.replace(self.context, scope=location.location)
+                built = self.registry.build(location.provider, location.config, context)
                 self._built[key] = built
             return built

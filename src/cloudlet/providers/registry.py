@@ -41,6 +41,10 @@ class ProviderContext:
 
     home: Path
     installation_id: str = ""
+    # SSH providers: where host keys learned on first use are kept (``services/host_keys.py``'s
+    # HostKeyBook; None: in memory only) and the scope they are kept under (the location's name).
+    host_keys: Any = None
+    scope: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,9 @@ def _slurm(config: SlurmConfig, context: ProviderContext) -> NodeProvider:
 def _ssh(config: SshConfig, context: ProviderContext) -> NodeProvider:
     from cloudlet.providers.ssh import SshProvider  # asyncssh is loaded only when a location uses it
 
-    return SshProvider(config, context.home, context.installation_id)
+    return SshProvider(
+        config, context.home, context.installation_id, host_keys=context.host_keys, scope=context.scope
+    )
 
 
 def default_registry() -> ProviderRegistry:

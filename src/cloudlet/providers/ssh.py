@@ -24,6 +24,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
+import shlex
 import threading
 import urllib.parse
 from collections.abc import Coroutine
@@ -36,8 +38,18 @@ import asyncssh
 from cloudlet.domain.host_placement import HostRoom, Slice, place
 from cloudlet.domain.sizes import ISOLATED_SIZES
 from cloudlet.providers import ssh_hosts
-from cloudlet.providers.base import Capacity, NodeHandle, NodeRequest, ProviderError
+from cloudlet.providers.base import (
+    HOST_DISK_ENV,
+    HOST_SHARE_ENV,
+    HOST_SHARE_USER_ENV,
+    PIN_HOST_ENV,
+    Capacity,
+    NodeHandle,
+    NodeRequest,
+    ProviderError,
+)
 from cloudlet.providers.ssh_config import SshConfig, SshHostConfig
+from cloudlet.providers.ssh_host_keys import HostKeyJudge, HostKeyRefused, HostKeyStore, MemoryHostKeys
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,8 +78,17 @@ class _Host:
 class SshProvider:
     kind = "ssh"
 
-    def __init__(self, config: SshConfig, home: Path, installation_id: str = "") -> None:
+    def __init__(
+        self,
+        config: SshConfig,
+        home: Path,
+        installation_id: str = "",
+        host_keys: HostKeyStore | None = None,
+        scope: str = "",
+    ) -> None:
         self.config = config
+        self.host_keys: HostKeyStore = host_keys or MemoryHostKeys()
+        self.scope = scope
         self.home = Path(home)
         self.installation_id = installation_id
         self._loop = asyncio.new_event_loop()
@@ -97,20 +118,57 @@ class SshProvider:
     async def _connect_to(
         self, cfg: SshHostConfig, tunnel: asyncssh.SSHClientConnection | None
     ) -> asyncssh.SSHClientConnection:
-        return await asyncio.wait_for(
-            asyncssh.connect(
-                cfg.address,
-                port=cfg.port,
-                username=cfg.user,
-                client_keys=[cfg.identity_file],
-                known_hosts=self.config.known_hosts or None,
-                tunnel=tunnel,
-                agent_path=None,
-                keepalive_interval=5,
-                keepalive_count_max=3,
-            ),
-            self.config.connect_timeout_s,
+        """Log in, the host's key checked (``domain/host_keys.py``): a pinned ``host_key``, else
+        the ``known_hosts`` file (asyncssh matches both), else the key recorded on first use."""
+        recorded: tuple[str, str] | None = None
+        known: Any
+        if cfg.host_key:
+            known = ([asyncssh.import_public_key(cfg.host_key)], [], [])
+        elif self.config.known_hosts:
+            known = self.config.known_hosts
+        else:
+            recorded = await asyncio.to_thread(self.host_keys.lookup, self.scope, cfg.address, cfg.port)
+            known = ([asyncssh.import_public_key(recorded[0])] if recorded else [], [], [])
+        judge = HostKeyJudge(
+            f"{cfg.user}@{cfg.address}:{cfg.port}",
+            self._accept_fix(cfg),
+            cfg.host_key,
+            self.config.known_hosts,
+            recorded,
         )
+        try:
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    cfg.address,
+                    port=cfg.port,
+                    username=cfg.user,
+                    client_keys=[cfg.identity_file],
+                    known_hosts=known,
+                    client_factory=judge.client,
+                    tunnel=tunnel,
+                    agent_path=None,
+                    keepalive_interval=5,
+                    keepalive_count_max=3,
+                ),
+                self.config.connect_timeout_s,
+            )
+        except asyncssh.HostKeyNotVerifiable:
+            verdict = judge.verdict
+            if verdict is None or verdict.error is None:
+                raise
+            if verdict.source == "changed" and judge.presented:
+                refused = judge.presented
+                await asyncio.to_thread(self.host_keys.refused, self.scope, cfg.address, cfg.port, refused)
+            raise HostKeyRefused(verdict.error) from None
+        if judge.verdict is not None and judge.verdict.record and judge.presented:
+            await asyncio.to_thread(self.host_keys.record, self.scope, cfg.address, cfg.port, judge.presented)
+        return conn
+
+    def _accept_fix(self, cfg: SshHostConfig) -> str:
+        if self.scope.startswith("vm:"):
+            return "detach the VM and attach it again (`cloudlet compute detach`, then `compute attach`)"
+        name = self.scope or "NAME"
+        return f"run `cloudlet location update -n {name} --accept-host-key {cfg.address}:{cfg.port}`"
 
     async def _ready(self, host: _Host) -> None:
         """Connected, checked and with the agent installed; raises ProviderError naming the host."""
@@ -132,7 +190,7 @@ class SshProvider:
                 host.agent_dir = agent_dir if agent_dir.startswith("/") else f"{host.facts.home}/{agent_dir}"
                 host.pythonpath = await ssh_hosts.install_agent(host.conn, host.agent_dir, self.config.python)
                 host.error = ""
-            except (OSError, asyncssh.Error, TimeoutError, ssh_hosts.HostError) as exc:
+            except (OSError, asyncssh.Error, TimeoutError, ssh_hosts.HostError, HostKeyRefused) as exc:
                 if host.conn is not None:
                     host.conn.close()
                 host.conn, host.pythonpath = None, ""
@@ -198,6 +256,7 @@ class SshProvider:
         }
         if server.startswith("https://"):
             env["CLOUDLET_CA_FILE"] = f"{host.agent_dir}/ca.pem"
+        env.update(_instance_disks(req.env, host.agent_dir))
         return env
 
     # -- the provider protocol ---------------------------------------------------------------------
@@ -210,15 +269,25 @@ class SshProvider:
             if req.node_id in known.nodes:
                 return NodeHandle(req.node_id, dict(known.nodes[req.node_id]))  # a retried create
         await asyncio.gather(*(self._try_ready(h) for h in self._hosts))
+        rooms = [self._room(h) for h in self._hosts]
+        pinned = req.env.get(PIN_HOST_ENV)
+        if pinned:  # an instance's next node goes where its OS disk is
+            rooms = [r for r in rooms if r.key == pinned]
+            if not rooms:
+                raise ProviderError(
+                    f"the instance's OS disk is on SSH host {pinned}, which is no longer in the "
+                    "location's hosts: put it back, or delete the instance and create it again"
+                )
         placement = place(
-            [self._room(h) for h in self._hosts],
+            rooms,
             req.vcpus,
             req.memory_gb,
             req.gpus,
             isolated=req.size in ISOLATED_SIZES,
         )
         if placement.host is None:
-            raise ProviderError(placement.reason)
+            where = f"the instance's OS disk is on SSH host {pinned}: " if pinned else ""
+            raise ProviderError(where + placement.reason)
         host = self._by_key(placement.host)
         assert host is not None and host.conn is not None
         node_dir = f"{host.agent_dir}/nodes/{req.node_id}"
@@ -354,6 +423,23 @@ class SshProvider:
             float(sum(len(f.gpus) for f in up)),
         )
 
+    def remove_instance_disk(self, disk: str, host: str) -> None:
+        """Delete an instance's OS disk on its host (``HostsInstanceDisks``)."""
+        target = self._by_key(host)
+        if target is None or not _SAFE_NAME.fullmatch(disk):
+            return
+
+        async def _remove() -> None:
+            await self._ready(target)
+            assert target.conn is not None
+            await ssh_hosts.run(target.conn, f"rm -rf {shlex.quote(_disk_dir(target.agent_dir, disk))}")
+
+        try:
+            self._call(_remove(), timeout=60)
+        except (OSError, asyncssh.Error, ssh_hosts.HostError, TimeoutError) as exc:
+            why = _describe(exc)
+            raise ProviderError(f"SSH host {host}: cannot remove the OS disk {disk}: {why}") from exc
+
     def hosts(self) -> list[dict[str, Any]]:
         """Each host's state and facts (for status pages and tests)."""
         return [
@@ -386,7 +472,31 @@ class SshProvider:
             return ""
 
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@-]{0,200}")
+
+
+def _disk_dir(agent_dir: str, disk: str) -> str:
+    return f"{agent_dir}/instances/{disk}"
+
+
+def _instance_disks(request_env: dict[str, str], agent_dir: str) -> dict[str, str]:
+    """An instance node's OS disk and file share as folders of the host's agent dir (pure): the
+    disk at ``instances/<disk>/os`` (kept across stop and start, removed on delete), the share at
+    ``shares/<workspace>/`` (this host's own: not the workspace's share on the server)."""
+    disk = request_env.get(HOST_DISK_ENV, "")
+    if not _SAFE_NAME.fullmatch(disk):
+        return {}
+    out = {"CLOUDLET_OS_DISK": f"{_disk_dir(agent_dir, disk)}/os"}
+    share, user = request_env.get(HOST_SHARE_ENV, ""), request_env.get(HOST_SHARE_USER_ENV, "")
+    if _SAFE_NAME.fullmatch(share) and _SAFE_NAME.fullmatch(user):
+        out["CLOUDLET_SHARE"] = f"{agent_dir}/shares/{share}"
+        out["CLOUDLET_SHARE_USER_DIR"] = f"{agent_dir}/shares/{share}/Users/{user}"
+    return out
+
+
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, HostKeyRefused):
+        return str(exc)
     if isinstance(exc, TimeoutError):
         return "the connection timed out (is the host up and its SSH port open?)"
     if isinstance(exc, asyncssh.PermissionDenied):

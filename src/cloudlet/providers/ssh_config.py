@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cloudlet.domain.host_keys import normalize
+
 
 class SshHostConfig(BaseModel):
     """One host: where to log in, as whom, with which private key (a file on the server)."""
@@ -18,6 +20,22 @@ class SshHostConfig(BaseModel):
     identity_file: str = Field(
         min_length=1, max_length=4096, description="the private key's path on the server (absolute)"
     )
+    host_key: str | None = Field(
+        default=None,
+        max_length=16384,
+        description="the host's public key, pinned (OpenSSH format, as ssh-keyscan prints it without the "
+        "host name); default: the known_hosts file, else the key learned on first use",
+    )
+
+    @field_validator("host_key")
+    @classmethod
+    def _openssh_key(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return normalize(value)
+        except ValueError as exc:
+            raise ValueError(f"{exc}, e.g. 'ssh-ed25519 AAAAC3Nza…'") from None
 
     @field_validator("identity_file")
     @classmethod
@@ -60,7 +78,7 @@ class SshConfig(BaseModel):
     known_hosts: str | None = Field(
         default=None,
         max_length=4096,
-        description="a known_hosts file to check host keys by (default: not checked)",
+        description="a known_hosts file to check host keys by (default: keys learned on first use)",
     )
     connect_timeout_s: float = Field(default=10.0, gt=0, le=300)
     overcommit: float = Field(

@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncssh
 
+from cloudlet.domain import host_keys
 from cloudlet.domain.attached_vms import AGENT_DIR, host_config
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.providers import ssh_hosts
@@ -24,14 +25,17 @@ from cloudlet.providers.ssh import _describe
 CONNECT_TIMEOUT_S = 10.0
 
 
-def _connect(host: Mapping[str, Any]) -> Any:
+def _connect(host: Mapping[str, Any], host_key: str | None = None) -> Any:
+    """Log in; the host's key must be ``host_key`` (the one attach saw) when given. Attach itself
+    has none yet: it takes the key the VM presents (trust on first use, docs/security.md)."""
+    known: Any = ([asyncssh.import_public_key(host_key)], [], []) if host_key else None
     return asyncio.wait_for(
         asyncssh.connect(
             host["address"],
             port=host["port"],
             username=host["user"],
             client_keys=[host["identity_file"]],
-            known_hosts=None,
+            known_hosts=known,
             agent_path=None,
         ),
         CONNECT_TIMEOUT_S,
@@ -59,7 +63,10 @@ def attach_check(doc: Mapping[str, Any]) -> dict[str, Any]:
                 if had_dir.exit_status != 0:  # ours alone: leave the VM as it was
                     await conn.run(f"rm -rf {agent_dir}", check=False)
                 raise
-            return {**facts.to_json(), "home": facts.home}
+            presented = conn.get_server_host_key()
+            key = presented.export_public_key("openssh").decode() if presented is not None else ""
+            seen = host_keys.normalize(key) if key else ""
+            return {**facts.to_json(), "home": facts.home, "host_key": seen}
 
     try:
         return asyncio.run(check())
@@ -82,7 +89,7 @@ def uninstall(doc: Mapping[str, Any], facts: Mapping[str, Any]) -> str | None:
     home = str(facts.get("home") or "")
 
     async def remove() -> None:
-        async with await _connect(host) as conn:
+        async with await _connect(host, str(facts.get("host_key") or "") or None) as conn:
             base = home or (await ssh_hosts.run(conn, "echo $HOME")).strip()
             await ssh_hosts.uninstall(conn, python, f"{base}/{AGENT_DIR}")
 

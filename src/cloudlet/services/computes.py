@@ -7,6 +7,7 @@ The work that follows (provisioning, power changes) is an operation the reconcil
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from cloudlet.domain.quota import CoreRequest, Tier
 from cloudlet.domain.roles import Access, Role
 from cloudlet.domain.sizes import Catalogue
 from cloudlet.domain.ssh_policy import SshPolicy, check_ssh_allowed, public_key_problem
-from cloudlet.services import audit, instances, operations, quotas
+from cloudlet.services import audit, host_keys, instances, operations, quotas
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services.clock import utcnow
@@ -197,6 +198,11 @@ def _create(
         compute.spec = doc
     session.add(compute)
     session.flush()
+    seen = (doc.get("facts") or {}).get("host_key") if vm_rules.is_attached(doc) else None
+    if seen:  # the key attach logged in with: the VM's provider checks it from now on
+        host = vm_rules.host_config(doc)
+        scope = vm_rules.provider_key(compute.id)
+        host_keys.remember(session, scope, host["address"], host["port"], seen, time.time())
     op = operations.start(session, compute, "create", caller.name)
     details = {"type": compute.type, "size": compute.size, "location": location, "operation_id": op.id}
     if owner is not None:

@@ -165,10 +165,18 @@ def latest_node(session: Session, compute: Compute) -> Node | None:
 
 
 def view(session: Session, compute: Compute) -> dict[str, Any]:
-    """What ``compute show`` adds for an instance: ``ssh_settings`` with the live endpoint."""
-    if not ssh_key(compute):
-        return {}
-    return {"ssh_settings": ssh_settings(compute, latest_node(session, compute))}
+    """What ``compute show`` adds for an instance: ``ssh_settings`` with the live endpoint, and
+    the running node's address as Azure's ``network_settings.private_ip_address`` (an SSH host's
+    address when the instance runs on one)."""
+    node = latest_node(session, compute)
+    out: dict[str, Any] = {}
+    address = node_address(node.resources) if node is not None and compute.state == "Running" else None
+    if address:
+        given = (compute.spec or {}).get("network_settings") or {}
+        out["network_settings"] = {**given, "private_ip_address": address}
+    if ssh_key(compute):
+        out["ssh_settings"] = ssh_settings(compute, node)
+    return out
 
 
 def ssh_settings(compute: Compute, node: Node | None) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.agent import disks
 from cloudlet.domain.errors import CloudletError
+from cloudlet.providers.base import HOST_DISK_ENV, HOST_SHARE_ENV, HOST_SHARE_USER_ENV, PIN_HOST_ENV
 from cloudlet.services import identity, instance_reports, workspaces
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Node, Workspace
@@ -53,6 +54,12 @@ def configured_apps() -> tuple[str, ...]:
 
 
 # -- disks and the share ----------------------------------------------------------------------
+def instance_disk_key(compute: Compute) -> str:
+    """The OS disk's name on a host: the instance's name and record id (a deleted instance's
+    leftover disk is never a new one of the same name)."""
+    return f"{compute.name}-{compute.id}"
+
+
 def instance_root(data: DataRoot, compute: Compute) -> Path:
     return data.workspace(compute.workspace_id) / "instances" / compute.name
 
@@ -65,19 +72,6 @@ def os_disk_gb() -> float:
     """The OS disk's size: ``$CLOUDLET_INSTANCE_OS_DISK_GB`` (GiB; tests use e.g. 0.0625), else
     ``DEFAULT_OS_DISK_GB`` (the size catalogue has no OS disk sizes)."""
     return float(os.environ.get("CLOUDLET_INSTANCE_OS_DISK_GB") or DEFAULT_OS_DISK_GB)
-
-
-def prepare_os_disk(data: DataRoot, compute: Compute) -> Path:
-    """Make the instance's OS disk ready to use and return where it is mounted.
-
-    A size-limited filesystem (``agent/disks.py``: a loop-mounted ext4 image, else tmpfs, else
-    usage accounting), made on first use and mounted again with its files at every start."""
-    path = os_disk_path(data, compute)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    info = disks.prepare(path, os_disk_gb())
-    if info.note and not info.enforced:
-        log.warning("instance %s: OS disk not size-limited by the kernel: %s", compute.name, info.note)
-    return path
 
 
 def detach_os_disk(data: DataRoot, compute: Compute) -> None:
@@ -174,25 +168,55 @@ def node_env(
     secret: str,
     apps: tuple[str, ...],
     azureml: dict[str, str] | None = None,
+    disk_host: str = "",
 ) -> dict[str, str]:
     """The instance-specific part of its agent's environment (docs/agent-protocol.md); AZUREML:
-    ``azureml_env``."""
-    os_disk = prepare_os_disk(data, compute)
+    ``azureml_env``. The OS disk and share are given twice: as paths of this server
+    (``CLOUDLET_OS_DISK``, ``CLOUDLET_SHARE``…, for a node on this machine: ``for_provider`` makes
+    the disk ready) and by name (``HOST_DISK_ENV``…, for a provider that keeps them on its own
+    hosts, ``providers.base.HostsInstanceDisks``; ``disk_host``: the host the disk is on)."""
     owner = compute.owner or compute.created_by
+    disks_env = {
+        "CLOUDLET_OS_DISK": str(os_disk_path(data, compute)),
+        "CLOUDLET_SHARE": str(share_root(data, compute.workspace_id)),
+        "CLOUDLET_SHARE_USER_DIR": str(user_folder(data, compute.workspace_id, owner)),
+        HOST_DISK_ENV: instance_disk_key(compute),
+        HOST_SHARE_ENV: f"ws{compute.workspace_id}",
+        HOST_SHARE_USER_ENV: _UNSAFE.sub("_", owner) or "_",
+        **({PIN_HOST_ENV: disk_host} if disk_host else {}),
+    }
     return {
         "CLOUDLET_INSTANCE": compute.name,
         "CLOUDLET_OPERATION_ID": operation_id,
         "CLOUDLET_APPS": ",".join(apps),
         "CLOUDLET_APP_TOKEN": app_token(secret, node_id),
         "CLOUDLET_APP_BASE_URL": app_base_url(compute.name),
-        "CLOUDLET_OS_DISK": str(os_disk),
-        "CLOUDLET_SHARE": str(share_root(data, compute.workspace_id)),
-        "CLOUDLET_SHARE_USER_DIR": str(user_folder(data, compute.workspace_id, owner)),
+        **disks_env,
         # enable_root_access: root inside the node's sandbox (a user namespace), never on the host
         "CLOUDLET_SANDBOX_ROOT": "1" if (compute.spec or {}).get("enable_root_access", True) else "0",
         **instance_reports.agent_env(compute),  # setup scripts, the owner's SSH key, report period
         **(azureml or {}),
     }
+
+
+HOST_DISK_KEYS = (HOST_DISK_ENV, HOST_SHARE_ENV, HOST_SHARE_USER_ENV, PIN_HOST_ENV)
+SERVER_DISK_KEYS = ("CLOUDLET_OS_DISK", "CLOUDLET_SHARE", "CLOUDLET_SHARE_USER_DIR")
+
+
+def for_provider(env: dict[str, str], disks_on_host: bool, instance: str = "") -> dict[str, str]:
+    """``node_env``'s result for the node's provider: the disk's names for one that keeps disks
+    on its hosts, else this server's paths, with the OS disk made ready (mounted) here."""
+    if disks_on_host:
+        return {k: v for k, v in env.items() if k not in SERVER_DISK_KEYS}
+    if env.get("CLOUDLET_OS_DISK"):
+        # A size-limited filesystem (``agent/disks.py``: a loop-mounted ext4 image, else tmpfs,
+        # else usage accounting), made on first use and mounted again with its files each start.
+        path = Path(env["CLOUDLET_OS_DISK"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        info = disks.prepare(path, os_disk_gb())
+        if info.note and not info.enforced:
+            log.warning("instance %s: OS disk not size-limited by the kernel: %s", instance, info.note)
+    return {k: v for k, v in env.items() if k not in HOST_DISK_KEYS}
 
 
 def ready_apps(node: Node) -> set[str]:

@@ -15,7 +15,7 @@ from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.errors import CloudletError, not_found, validation_error
 from cloudlet.providers.provider_set import LocationProvider
 from cloudlet.providers.registry import DEFAULT_PROVIDER, REGISTRY, ProviderRegistry
-from cloudlet.services import audit
+from cloudlet.services import audit, host_keys
 from cloudlet.services.bootstrap import DEFAULT_LOCAL_CAPACITY
 from cloudlet.store.schema import Compute, Location, Node, QuotaLimit, ResourceGroup, Workspace
 
@@ -104,6 +104,7 @@ def delete(session: Session, name: str, actor: str) -> None:
                 409,
             )
     audit.record(session, actor, "location.delete", location_target(name), {"old": _shown(_state(row))})
+    host_keys.forget_scope(session, name)
     session.delete(row)
     session.flush()
 

@@ -600,3 +600,21 @@ class BatchDeployment(Base):
     created_by: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[float] = mapped_column(Float)
     modified_at: Mapped[float] = mapped_column(Float)
+
+
+class SshHostKey(Base):
+    """An SSH host's key, learned on first use (``domain/host_keys.py``): per ``scope`` (a location
+    name, or ``vm:<compute id>`` for an attached VM), address and port. ``refused_key``: the last
+    different key the host presented (refused; ``location update --accept-host-key`` takes it)."""
+
+    __tablename__ = "ssh_host_keys"
+    __table_args__ = (UniqueConstraint("scope", "address", "port"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    scope: Mapped[str] = mapped_column(String(80))
+    address: Mapped[str] = mapped_column(String(255))
+    port: Mapped[int] = mapped_column(Integer)
+    key_type: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(Text)
+    first_seen: Mapped[float] = mapped_column(Float)
+    refused_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    refused_at: Mapped[float | None] = mapped_column(Float, nullable=True)
