@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, Launch, launch_node, release, terminate_node
-from cloudlet.control.steps import Pending, StepOutcome
+from cloudlet.control.steps import AfterCommitQueue, Pending, StepOutcome
 from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.nodes import FAILED, SERVING, NodeState
@@ -71,7 +71,7 @@ def keep_node(
     actions.launches.append(Launch(node.id, request, node.location))
 
 
-class VmDriver:
+class VmDriver(AfterCommitQueue):
     """Carries out the node-making steps of attached VMs' operations."""
 
     STEPS = frozenset({"provision", "release", "remove"})
@@ -90,15 +90,8 @@ class VmDriver:
         self.server_url = server_url
         self.clock = clock
         self.start_timeout_s = float(os.environ.get("CLOUDLET_VM_START_TIMEOUT_S") or 90)
-        self._after: list[Callable[[], None]] = []
+        super().__init__()
         self._launched: set[str] = set()
-
-    def take_after_commit(self) -> list[Callable[[], None]]:
-        work, self._after = self._after, []
-        return work
-
-    def discard(self) -> None:
-        self._after = []
 
     def step(self, session: Session, op: Operation, step: str, compute: Compute) -> StepOutcome:
         if step == "provision":

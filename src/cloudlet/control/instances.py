@@ -28,7 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
-from cloudlet.control.steps import Pending, StepOutcome
+from cloudlet.control.steps import AfterCommitQueue, Pending, StepOutcome
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import (
@@ -55,7 +55,7 @@ def _seconds(name: str, default: float) -> float:
     return float(os.environ.get(name) or default)
 
 
-class InstanceDriver:
+class InstanceDriver(AfterCommitQueue):
     """Carries out the node-making steps of compute-instance operations."""
 
     STEPS = frozenset({"provision", "power_on", "power_off", "reboot", "release", "remove"})
@@ -82,19 +82,10 @@ class InstanceDriver:
         # The agent must register within this long; then its apps must be ready within that long.
         self.start_timeout_s = _seconds("CLOUDLET_INSTANCE_START_TIMEOUT_S", 60)
         self.apps_timeout_s = _seconds("CLOUDLET_INSTANCE_APPS_TIMEOUT_S", 180)
-        self._after: list[Callable[[], None]] = []
+        super().__init__()
         self._launched: set[str] = set()
 
     # -- the reconciler's interface -----------------------------------------------------------
-    def take_after_commit(self) -> list[Callable[[], None]]:
-        """Provider calls the last step asked for, to run now that its transaction committed."""
-        work, self._after = self._after, []
-        return work
-
-    def discard(self) -> None:
-        """The last step's transaction did not commit: forget its provider calls."""
-        self._after = []
-
     def step(self, session: Session, op: Operation, step: str, compute: Compute) -> StepOutcome:
         if step == "provision":
             return self._provision(session, op, compute)

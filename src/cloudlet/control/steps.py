@@ -62,6 +62,23 @@ class StepSet(Protocol[Target]):
         ...
 
 
+class AfterCommitQueue:
+    """The provider calls a driver's last step asked for, held until that step's transaction
+    commits (a crash in between leaves the journal to redo the step, not a call made twice)."""
+
+    def __init__(self) -> None:
+        self._after: list[Callable[[], None]] = []
+
+    def take_after_commit(self) -> list[Callable[[], None]]:
+        """Calls the last step asked for, to run now that its transaction committed."""
+        work, self._after = self._after, []
+        return work
+
+    def discard(self) -> None:
+        """The last step's transaction did not commit: forget its provider calls."""
+        self._after = []
+
+
 class StepRegistry:
     """The step sets a reconciler drives, by resource type."""
 
