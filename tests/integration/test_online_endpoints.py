@@ -49,6 +49,8 @@ def run(raw_data):
     data = request["data"]
     if data == "peek":
         return {"sees": [p for p in request["paths"] if os.path.exists(p)], "uid": os.getuid()}
+    if data == "workers":
+        return {"worker_count": os.environ.get("WORKER_COUNT")}
     if data == "boom":
         raise ValueError("boom from run()")
     if data == "sleep":
@@ -142,6 +144,8 @@ def test_blue_answers_through_the_gateway(ml: MLClient, blue: dict[str, Any]) ->
     assert shown["ready_replicas"] == 1 and shown["metrics"]["requests"] >= 1
     assert shown["readiness_probe"]["timeout"] == 2  # Azure's default filled in
     assert "Users's init has completed successfully" in ml.online_deployments.get_logs("ep1", "blue")
+    # azmlinfsrv's default of one gunicorn worker per replica
+    assert ml.online_endpoints.invoke("ep1", {"data": "workers"}).json() == {"worker_count": "1"}
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing: replicas run unsandboxed")
@@ -332,7 +336,7 @@ def test_the_cli_creates_a_local_deployment_and_invokes_it(srv: RunningServer, p
             environment: sklearn-inference
             instance_type: Standard_DS3_v2
             instance_count: 1
-            environment_variables: {WHO: local}
+            environment_variables: {WHO: local, WORKER_COUNT: "2"}
             readiness_probe: {initial_delay: 1, period: 1}
             """
         )
@@ -349,6 +353,12 @@ def test_the_cli_creates_a_local_deployment_and_invokes_it(srv: RunningServer, p
         srv, "online-endpoint", "invoke", "-n", "ep-cli", "--request-file", str(project / "request.json")
     )
     assert json.loads(answer.stdout) == {"pred": [0, 1], "who": "local"}
+    # a deployment's environment_variables may raise WORKER_COUNT, as on Azure
+    (project / "workers.json").write_text(json.dumps({"data": "workers"}))
+    answer = cli(
+        srv, "online-endpoint", "invoke", "-n", "ep-cli", "--request-file", str(project / "workers.json")
+    )
+    assert json.loads(answer.stdout) == {"worker_count": "2"}
     endpoint = json.loads(cli(srv, "online-endpoint", "show", "-n", "ep-cli").stdout)
     assert endpoint["traffic"] == {"dev": 100}
     assert "POST /score 200" in cli(srv, "online-deployment", "get-logs", "-n", "dev", "-e", "ep-cli").stdout

@@ -244,6 +244,7 @@ class ReplicaSupervisor:
         script = str(replica.spec["scoring_script"])
         port, health = free_port(), free_port()
         variables = replica.spec.get("variables") or {}
+        env["WORKER_COUNT"] = "1"  # azmlinfsrv's default; the deployment's variables may raise it
         env.update({str(k): str(v) for k, v in variables.items()})
         env.update(
             {
@@ -251,7 +252,6 @@ class ReplicaSupervisor:
                 "AZUREML_ENTRY_SCRIPT": script,
                 "AZUREML_MODEL_DIR": str(model),
                 "SERVER_PORT": str(port),
-                "WORKER_COUNT": "1",
             }
         )
         argv = [

@@ -467,12 +467,13 @@ class OnlineRuntime:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": "/tmp" if sandbox.enabled else str(folder),
             "LANG": "C.UTF-8",
+            # azmlinfsrv's own default; a deployment's environment_variables may raise it, as on Azure.
+            "WORKER_COUNT": "1",
             **spec.environment_variables,
             "AML_APP_ROOT": str(code_dir),
             "AZUREML_ENTRY_SCRIPT": spec.scoring_script,
             "AZUREML_MODEL_DIR": str(model_dir),
             "SERVER_PORT": str(port),
-            "WORKER_COUNT": "1",
             "CLOUDLET_INSTALLATION": self.installation,
         }
         argv = [
