@@ -173,7 +173,8 @@ def test_compute_must_name_a_compute_instance(
 
 def test_the_deployments_environment_is_built_on_its_node_and_serves(ml: MLClient, project: Path) -> None:
     """One case (a fresh venv per test is slow here): an inline pip environment is built by the
-    node's agent as a job's is, and the replica's server runs from it."""
+    node's agent as a job's is, and the replica's server runs from it; a --local deployment of it
+    runs from it too."""
     env = {"name": "inf", "pip": ["azureml-inference-server-http==1.5.1", "scikit-learn>=1.5", "joblib"]}
     deploy(ml, project, deployment("built", "built", environment=env))
     assert pinned(ml, "built") == {**ANSWER, "who": "built"}
@@ -182,6 +183,16 @@ def test_the_deployments_environment_is_built_on_its_node_and_serves(ml: MLClien
     built = [line for line in logs.splitlines() if "Loaded logging config from" in line]
     assert built and "/envs/" in built[0] and ".cache/inference-server" not in built[0], built
     ml.online_deployments.delete("ep1", "built")
+    # --local runs the replica as a process here, from the same environment (built here as the
+    # node built it, in the same cache: reused, not the server's inference interpreter)
+    deploy(ml, project, deployment("built-local", "built-local", environment=env), local=True)
+    assert pinned(ml, "built-local") == {**ANSWER, "who": "built-local"}
+    logs = ml.online_deployments.get_logs("ep1", "built-local", lines=10_000)
+    assert "environment" in logs and "reused" in logs, logs[-2000:]
+    served_from = [line for line in logs.splitlines() if "Loaded logging config from" in line]
+    assert served_from and "/envs/" in served_from[0], served_from
+    assert ".cache/inference-server" not in served_from[0], served_from
+    ml.online_deployments.delete("ep1", "built-local")
 
 
 def test_a_registered_environment_is_resolved_pinned_and_built_on_the_node(

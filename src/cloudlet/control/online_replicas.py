@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.agent.sandbox import Bind, Policy, Sandbox
 from cloudlet.control.online_autoscaler import Autoscaler
-from cloudlet.control.online_placement import AgentHosts, Placement
+from cloudlet.control.online_placement import AgentHosts, Placement, process_interpreter
 from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard, ReplicaProcess
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.providers.local import sandbox_env
@@ -214,6 +214,9 @@ class OnlineRuntime:
         self.data = data
         self.root = home / "online"
         self.python = python or default_python()
+        # Process replicas' environments: beside the local provider's job environments (its
+        # default cache), so a deployment and a job of the same packages share one build.
+        self.env_cache = home / "envs"
         self.endpoints: dict[tuple[int, str], EndpointState] = {}
         # The scoring URI's (subscription, resource group, workspace, endpoint) → the key above.
         self.paths: dict[tuple[str, str, str, str], tuple[int, str]] = {}
@@ -379,6 +382,10 @@ class OnlineRuntime:
             stage = "model_download"
             self._report(deployment_id, generation, stage, "Updating", None)
             code_dir, model_dir = self._materialize(ws_id, spec, folder)
+            if placement.kind == "process" and spec.instance_count:
+                stage = "environment"  # built once here; each replica's start finds it built
+                self._report(deployment_id, generation, stage, "Updating", None)
+                self._interpreter(spec, folder, folder / "logs" / "replica-0.log")
             stage = "server_start"
             self._report(deployment_id, generation, stage, "Updating", None)
             for index in range(spec.instance_count):
@@ -445,6 +452,13 @@ class OnlineRuntime:
         policy = Policy.from_env({**os.environ, **settings})
         return Sandbox(policy, hostname="online-replica", state_dir=folder / "sandbox", python=self.python)
 
+    def _interpreter(
+        self, spec: rules.DeploymentSpec, folder: Path, log_path: Path
+    ) -> tuple[str, dict[str, str]]:
+        return process_interpreter(
+            spec, self.python, self.env_cache, log_path, self._sandbox(folder), self.stopping
+        )
+
     def _start(
         self,
         spec: rules.DeploymentSpec,
@@ -463,10 +477,12 @@ class OnlineRuntime:
         port, health = free_port(), free_port()
         folder = code_dir.parent
         sandbox = self._sandbox(folder)
+        python, added = self._interpreter(spec, folder, log_path)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": "/tmp" if sandbox.enabled else str(folder),
             "LANG": "C.UTF-8",
+            **added,  # the deployment's environment: VIRTUAL_ENV and its PATH
             # azmlinfsrv's own default; a deployment's environment_variables may raise it, as on Azure.
             "WORKER_COUNT": "1",
             **spec.environment_variables,
@@ -477,13 +493,13 @@ class OnlineRuntime:
             "CLOUDLET_INSTALLATION": self.installation,
         }
         argv = [
-            self.python, "-m", "azureml_inference_server_http",
+            python, "-m", "azureml_inference_server_http",
             "--entry_script", str(code_dir / spec.scoring_script), "--model_dir", str(model_dir),
             "--port", str(port), "--health_port", str(health),
         ]  # fmt: skip
         # It sees the system folders, its interpreter's environment, its code and model (read-only)
         # and nothing else of the host; the network is the host's (the gateway dials 127.0.0.1).
-        venv = Path(self.python).parent.parent
+        venv = Path(python).parent.parent
         binds = [Bind(str(venv)), Bind(str(code_dir)), Bind(str(model_dir))]
         binds += [Bind(str(p.resolve())) for p in model_dir.iterdir() if p.is_symlink()]
         if sandbox.enabled:
