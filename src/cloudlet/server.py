@@ -32,6 +32,7 @@ from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
+from cloudlet.control.online_inflight import InFlightBoard, board_path
 from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.control.replica_hosts import NodeMaker
@@ -148,10 +149,11 @@ def build_state(
     db_url: str | None,
     replica: ReplicaIdentity,
     bus: wake.WakeBus | None = None,
-    online_owner: bool = True,
+    worker: int = 0,
 ) -> tuple[AppState, Store]:
     """BUS: the wake-ups to and from the other workers of this server (none when it runs alone);
-    ONLINE_OWNER: this worker runs the online deployments' replicas (control/online_shared.py)."""
+    WORKER: this worker's slot among them (worker 0 runs the online deployments' replicas,
+    control/online_shared.py)."""
     bus = bus or wake.WakeBus()
     store = open_store(home, db_url, processes=bus.shared)
     # The control loops use their own pool: API load cannot take the connections they need.
@@ -187,11 +189,13 @@ def build_state(
     )
     online, online_wakeups = online_shared.runtime(
         bus,
-        online_owner,
+        worker == 0,
         store.sessions,
         data,
         home,
         installation=installation_id,
+        # the gateway's in-flight count (the 429 rule, the autoscaler) across the workers
+        inflight=InFlightBoard(board_path(home), worker, bus.members) if bus.shared else None,
         # managed replicas' nodes; with --workers they are processes here (control/online_placement)
         nodes=None if bus.shared else NodeMaker(control, providers, installation_id, url),
     )

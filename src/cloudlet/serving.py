@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cloudlet import server
+from cloudlet.control.online_inflight import board_path
 from cloudlet.services.wake import WakeBus
 
 log = logging.getLogger("cloudlet.serving")
@@ -136,6 +137,8 @@ def supervise(
         home_path,
         replica.id,
     )
+    # No worker reads a row of an earlier run's board (control/online_inflight.py).
+    board_path(home_path).unlink(missing_ok=True)
     code = Supervisor(slots).run()
     listeners.http_socket.close()
     listeners.tls_socket.close()
@@ -250,7 +253,7 @@ def run_worker(spec: WorkerSpec) -> None:
     home = Path(spec.home)
     bus = WakeBus.from_fds(spec.inbox_fd, spec.peer_fds)
     state, store = server.build_state(
-        home, spec.db, server.ReplicaIdentity(spec.replica, None), bus, online_owner=spec.slot == 0
+        home, spec.db, server.ReplicaIdentity(spec.replica, None), bus, worker=spec.slot
     )
     listeners = server.Listeners(
         server.bind_socket(spec.host, spec.port, reuse_port=True),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import subprocess
 import textwrap
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,11 +31,14 @@ from tests.jobs_helpers import wait_until
 
 pytestmark = pytest.mark.timeout(400)
 SCORE = """
-import json, os
+import json, os, time
 def init():
     pass
 def run(raw):
-    return {"who": os.environ.get("WHO"), "got": json.loads(raw)}
+    got = json.loads(raw)
+    if got.get("data") == "sleep":
+        time.sleep(1.5)
+    return {"who": os.environ.get("WHO"), "got": got}
 """
 BODY = {"data": [1, 2]}
 
@@ -100,6 +104,31 @@ def _each_worker_answers(
             http.close()
 
 
+def _the_429_bound_counts_every_workers_requests(
+    srv: RunningServer, owner: str, follower: str, uri: str, key: str
+) -> None:
+    """green: 1 replica at max_concurrent_requests_per_instance 1, so 2 may be in flight. Two held
+    through the owner's gateway fill the bound: the follower's gateway refuses the third with 429
+    (each worker counting only its own let it through), and takes it again once they are done."""
+    path, auth = urlsplit(uri).path, {"Authorization": f"Bearer {key}"}
+    held = [_client_on(srv, owner) for _ in range(2)]
+    other = _client_on(srv, follower)
+    with _ml_on(srv, owner) as ml, ThreadPoolExecutor(2) as pool:
+        sleeping = [pool.submit(http.post, path, json={"data": "sleep"}, headers=auth) for http in held]
+
+        def both_in_flight() -> bool:
+            return bool(ml.online_deployments.get("ep-w", "green")["metrics"]["in_flight"] == 2)
+
+        wait_until(both_in_flight, 10, "two requests in flight through the owner", interval=0.05)
+        refused = other.post(path, json=BODY, headers=auth)
+        assert refused.status_code == 429, refused.text
+        assert "2 requests in flight" in refused.text, refused.text
+        assert [f.result().status_code for f in sleeping] == [200, 200]
+        assert other.post(path, json=BODY, headers=auth).status_code == 200
+    for http in [*held, other]:
+        http.close()
+
+
 def test_every_worker_serves_invoke_of_replicas_run_once(
     server_factory: Callable[..., RunningServer], tmp_path: Path
 ) -> None:
@@ -133,6 +162,8 @@ def test_every_worker_serves_invoke_of_replicas_run_once(
             "instance_count": 1,
             "environment_variables": {"WHO": name},
             "readiness_probe": {"initial_delay": 1, "period": 1, "failure_threshold": 60},
+            # held requests wait at the replica's one sync worker behind each other
+            "request_settings": {"request_timeout_ms": 15000},
         }
 
     def who(name: str) -> Callable[[httpx.Response], bool]:
@@ -165,6 +196,7 @@ def test_every_worker_serves_invoke_of_replicas_run_once(
         srv, [owner, follower], uri, old_key, lambda r: r.status_code == 401, "the old key refused"
     )
     assert len(_replica_ports(srv.installation)) == 2
+    _the_429_bound_counts_every_workers_requests(srv, owner, follower, uri, new_key)
 
     # Deleted through the follower: 404 from every worker, and the owner's replicas are gone.
     with _ml_on(srv, follower) as ml:

@@ -117,7 +117,7 @@ async def _exchange(host: str, port: int, method: str, body: bytes, headers: dic
 
 
 async def _send(
-    deployment: DeploymentState, method: str, body: bytes, headers: dict[str, str]
+    runtime: OnlineRuntime, deployment: DeploymentState, method: str, body: bytes, headers: dict[str, str]
 ) -> Answer | Response:
     replica = deployment.pick()
     if replica is None:
@@ -125,8 +125,7 @@ async def _send(
             503, "NoReadyReplica", deployment.reason or f"no replica of '{deployment.name}' is ready yet"
         )
     timeout = deployment.spec.request_settings["request_timeout_ms"] / 1000
-    deployment.in_flight += 1
-    replica.in_flight += 1
+    runtime.count_in_flight(deployment, replica, 1)
     started = time.perf_counter()
     try:
         return await asyncio.wait_for(_exchange(replica.host, replica.port, method, body, headers), timeout)
@@ -142,20 +141,21 @@ async def _send(
         deployment.failures += 1
         return _error(502, "ReplicaUnreachable", f"replica of '{deployment.name}' did not answer: {exc}")
     finally:
-        deployment.in_flight -= 1
-        replica.in_flight -= 1
+        runtime.count_in_flight(deployment, replica, -1)
         deployment.requests += 1
         deployment.latency_ms += (time.perf_counter() - started) * 1000
 
 
-async def _mirror(deployment: DeploymentState, method: str, body: bytes, headers: dict[str, str]) -> None:
+async def _mirror(
+    runtime: OnlineRuntime, deployment: DeploymentState, method: str, body: bytes, headers: dict[str, str]
+) -> None:
     if rules.overloaded(
-        deployment.in_flight,
+        runtime.in_flight(deployment),
         deployment.spec.request_settings["max_concurrent_requests_per_instance"],
         len(deployment.ready()),
     ):
         return
-    await _send(deployment, method, body, headers)  # the answer is dropped
+    await _send(runtime, deployment, method, body, headers)  # the answer is dropped
 
 
 async def _hold(runtime: OnlineRuntime, deployment: DeploymentState) -> int:
@@ -245,11 +245,12 @@ async def score(request: Request, sub: str, rg: str, ws: str, endpoint: str) -> 
             {"Retry-After": str(RETRY_AFTER_S)} if scaled else None,
         )
     limit = deployment.spec.request_settings["max_concurrent_requests_per_instance"]
-    if rules.overloaded(deployment.in_flight, limit, ready):
+    in_flight = runtime.in_flight(deployment)  # every worker's, under --workers
+    if rules.overloaded(in_flight, limit, ready):
         return _error(
             429,
             "TooManyRequests",
-            f"'{name}' has {deployment.in_flight} requests in flight, the most for {ready} replica(s) at "
+            f"'{name}' has {in_flight} requests in flight, the most for {ready} replica(s) at "
             f"max_concurrent_requests_per_instance={limit}; retry, or raise instance_count",
         )
     body = await request.body()
@@ -257,10 +258,10 @@ async def score(request: Request, sub: str, rg: str, ws: str, endpoint: str) -> 
     mirror_name = None if pinned else rules.mirrored(state.mirror, random.random())
     mirror = state.deployments.get(mirror_name) if mirror_name and mirror_name != name else None
     if mirror is not None:
-        task = asyncio.create_task(_mirror(mirror, request.method, body, headers))
+        task = asyncio.create_task(_mirror(runtime, mirror, request.method, body, headers))
         gateway.mirrors.add(task)
         task.add_done_callback(gateway.mirrors.discard)
-    answer = await _send(deployment, request.method, body, headers)
+    answer = await _send(runtime, deployment, request.method, body, headers)
     if isinstance(answer, Response):
         answer.headers[rules.PINNED_HEADER] = name
         return answer

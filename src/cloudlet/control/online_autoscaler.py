@@ -96,7 +96,8 @@ class Autoscaler:
             return
         deployment.next_sample = now + settings.polling_interval
         cpu = self._cpu_percent(serving, now) if settings.target_utilization_percentage is not None else None
-        sample = policy.Sample(now, deployment.in_flight + deployment.waiting, len(serving), cpu)
+        in_flight = self.runtime.in_flight(deployment)  # every worker's, under --workers
+        sample = policy.Sample(now, in_flight + deployment.waiting, len(serving), cpu)
         deployment.samples = [s for s in deployment.samples if s.at > now - policy.horizon(settings)] + [
             sample
         ]

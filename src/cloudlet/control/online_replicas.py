@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.agent.sandbox import Bind, Policy, Sandbox
 from cloudlet.control.online_autoscaler import Autoscaler
+from cloudlet.control.online_inflight import InFlightBoard
 from cloudlet.control.online_placement import AgentHosts, Placement, process_interpreter
 from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard, ReplicaProcess
 from cloudlet.domain import online_endpoints as rules
@@ -206,6 +207,7 @@ class OnlineRuntime:
         python: str | None = None,
         installation: str = "",
         nodes: NodeMaker | None = None,
+        inflight: InFlightBoard | None = None,
     ) -> None:
         # Every replica carries the installation id (as node agents do), so what outlives a killed
         # server is found by it (the sandbox's --die-with-parent does not always take it along).
@@ -214,6 +216,7 @@ class OnlineRuntime:
         self.data = data
         self.root = home / "online"
         self.python = python or default_python()
+        self.inflight = inflight  # under --workers: requests in flight counted across the workers
         # Process replicas' environments: beside the local provider's job environments (its
         # default cache), so a deployment and a job of the same packages share one build.
         self.env_cache = home / "envs"
@@ -227,6 +230,16 @@ class OnlineRuntime:
         self.autoscaler = Autoscaler(self)
         # Replicas on nodes' agents: instances', and nodes made for managed deployments.
         self.hosts = AgentHosts(sessions, ReplicaBoard(), nodes, self.python, self.stopping)
+
+    def in_flight(self, deployment: DeploymentState) -> int:
+        """DEPLOYMENT's requests in flight: this process's, or every worker's under --workers."""
+        return deployment.in_flight if self.inflight is None else self.inflight.total(deployment.id)
+
+    def count_in_flight(self, deployment: DeploymentState, replica: Replica, delta: int) -> None:
+        deployment.in_flight += delta
+        replica.in_flight += delta
+        if self.inflight is not None:
+            self.inflight.add(deployment.id, delta)
 
     # --- the store's view -------------------------------------------------------------------
 

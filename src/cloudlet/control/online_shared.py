@@ -16,9 +16,9 @@ runtime after a commit (deploy, a changed endpoint, a deletion) goes to the owne
 (kind ``ASK``) naming the rows; the owner reads them from the store and acts, as if asked itself.
 A follower applies an endpoint's new keys and traffic to its own view at once too.
 
-Limits (docs/online-endpoints.md): the in-flight limit (429) and the request metrics in ``show``
-are per worker; the autoscaler's in-flight target sees the owner's requests (a follower's request
-held for a replica does ask the owner for one); an ``ASK`` lost in a full inbox is not retried.
+Limits (docs/online-endpoints.md): the request metrics in ``show`` are per worker (the in-flight
+count of the 429 rule and the autoscaler is every worker's: ``control/online_inflight.py``); an
+``ASK`` lost in a full inbox is not retried.
 """
 
 from __future__ import annotations

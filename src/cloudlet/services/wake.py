@@ -55,6 +55,11 @@ class WakeBus:
     def shared(self) -> bool:
         return bool(self._peers)
 
+    @property
+    def members(self) -> int:
+        """The workers on this bus, this one included."""
+        return len(self._peers) + 1
+
     def send(self, kind: bytes, payload: str = "") -> None:
         """To every other worker; from any thread; never blocks."""
         message = kind + payload.encode()
