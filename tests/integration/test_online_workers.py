@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from cloudlet.client import MLClient
+from cloudlet.client._rest import HttpResponseError
 from cloudlet.control.online_replicas import default_python, leftover_replicas
 from tests.conftest import RunningServer
 from tests.jobs_helpers import wait_until
@@ -129,6 +130,22 @@ def _the_429_bound_counts_every_workers_requests(
         http.close()
 
 
+def _a_deployment_on_an_instance_is_refused(
+    srv: RunningServer, replicas: list[str], base: Path, doc: dict[str, Any]
+) -> None:
+    """Replicas on a compute instance are driven through one process's board: under --workers each
+    worker refuses them with a 400 naming ``compute`` and the fix, and nothing is written."""
+    for replica in replicas:
+        with _ml_on(srv, replica) as ml:
+            with pytest.raises(HttpResponseError) as refused:
+                ml.online_deployments.create_or_update({**doc, "compute": "azureml:ci-1"}, base_path=base)
+            assert refused.value.status_code == 400, refused.value
+            assert "compute" in str(refused.value) and "--workers 1" in str(refused.value), refused.value
+            with pytest.raises(HttpResponseError) as missing:
+                ml.online_deployments.get("ep-w", doc["name"])
+            assert missing.value.status_code == 404
+
+
 def test_every_worker_serves_invoke_of_replicas_run_once(
     server_factory: Callable[..., RunningServer], tmp_path: Path
 ) -> None:
@@ -178,6 +195,7 @@ def test_every_worker_serves_invoke_of_replicas_run_once(
         endpoint = ml.online_endpoints.update_traffic("ep-w", {"blue": 100})
         keys = ml.online_endpoints.get_keys("ep-w")
     uri, old_key = endpoint["scoring_uri"], keys["primaryKey"]
+    _a_deployment_on_an_instance_is_refused(srv, [owner, follower], tmp_path, doc("oninst"))
     _each_worker_answers(srv, [owner, follower], uri, old_key, who("blue"), "blue")
     assert len(_replica_ports(srv.installation)) == 1, "one replica, not one per worker"
 

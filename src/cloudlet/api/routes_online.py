@@ -218,7 +218,15 @@ def put_online_deployment(
 ) -> Response:
     ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
     written = service.put_deployment(
-        ctx.session, ref, workspace, row, deployment, body, ctx.caller.name, local
+        ctx.session,
+        ref,
+        workspace,
+        row,
+        deployment,
+        body,
+        ctx.caller.name,
+        local,
+        on_instances=ctx.state.online.ON_INSTANCES,
     )
     rendered = service.render_deployment(
         written.row, ref, name, ctx.state.online.live(workspace.id, name, deployment)

@@ -199,6 +199,10 @@ class EndpointState:
 class OnlineRuntime:
     """Runs the replicas and holds the gateway's view of every endpoint (refreshed after commits)."""
 
+    # Replicas on compute instances' agents: their board (control/replica_hosts.py) is this
+    # process's, so a server of several workers (control/online_shared.py) refuses them.
+    ON_INSTANCES = True
+
     def __init__(
         self,
         sessions: sessionmaker[Session],

@@ -102,6 +102,8 @@ def _replica(host: str, port: int, ready: bool) -> Replica:
 class OwnerRuntime(OnlineRuntime):
     """Worker 0's runtime: the replicas, and the view published for the other workers."""
 
+    ON_INSTANCES = False  # an agent's replica reports may reach any worker
+
     def __init__(self, bus: WakeBus, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.bus = bus
@@ -213,6 +215,8 @@ class _AskForReplica:
 class FollowerRuntime(OnlineRuntime):
     """Another worker's runtime: runs no replica; its gateway's view is the owner's, read from the
     view file; what its routes ask is sent to the owner."""
+
+    ON_INSTANCES = False
 
     def __init__(self, bus: WakeBus, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

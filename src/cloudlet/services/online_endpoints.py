@@ -297,8 +297,11 @@ def _check_size_and_quota(
     check_request(current, others, request)
 
 
-def _check_placement(session: Session, ws: Workspace, spec: rules.DeploymentSpec, local: bool) -> None:
-    """``compute`` names a compute instance of the workspace; an inline environment resolves."""
+def _check_placement(
+    session: Session, ws: Workspace, spec: rules.DeploymentSpec, local: bool, on_instances: bool
+) -> None:
+    """``compute`` names a compute instance of the workspace (and this server can run replicas on
+    one: ON_INSTANCES); an inline environment resolves."""
     if spec.environment_doc is not None:
         environments.resolve_environment(spec.environment_doc)  # errors name environment.*
     if spec.compute is None:
@@ -306,6 +309,13 @@ def _check_placement(session: Session, ws: Workspace, spec: rules.DeploymentSpec
     if local:
         raise validation_error(
             "compute", "a --local deployment runs on this machine: drop 'compute' or drop --local"
+        )
+    if not on_instances:
+        raise validation_error(
+            "compute",
+            "this server runs with several workers (--workers N), and a replica on a compute "
+            "instance is driven by one process's board of what each agent runs: run the server "
+            "with --workers 1 for deployments on compute instances, or omit 'compute'",
         )
     compute = session.scalar(
         select(Compute).where(Compute.workspace_id == ws.id, Compute.name == spec.compute)
@@ -346,6 +356,7 @@ def put_deployment(
     doc: Any,
     actor: str,
     local: bool = False,
+    on_instances: bool = True,
 ) -> Written:
     spec = registered_environment(session, ws, rules.parse_deployment(doc, endpoint.name, name))
     _check_code(session, ws, spec.code, "code_configuration.code")
@@ -355,7 +366,7 @@ def put_deployment(
             OnlineDeployment.endpoint_id == endpoint.id, OnlineDeployment.name == name
         )
     )
-    _check_placement(session, ws, spec, local)
+    _check_placement(session, ws, spec, local, on_instances)
     _check_size_and_quota(session, ref, ws, endpoint, spec, local)
     created = row is None
     if row is None:

@@ -242,7 +242,16 @@ def arm_put_online_deployment(
     current = next((d.spec for d in service.deployments_of(ctx.session, row) if d.name == deployment), None)
     with arm.arm_errors(arm_online.arm_target):
         doc = arm_online.deployment_from_arm(body, endpoint, deployment, code, current)
-        written = service.put_deployment(ctx.session, ref, workspace, row, deployment, doc, ctx.caller.name)
+        written = service.put_deployment(
+            ctx.session,
+            ref,
+            workspace,
+            row,
+            deployment,
+            doc,
+            ctx.caller.name,
+            on_instances=ctx.state.online.ON_INSTANCES,
+        )
     rendered = _deployment(ctx, written.row, endpoint, ref, workspace)
     ctx.commit()
     ctx.state.online.deploy(row, written.row, ref)
