@@ -10,7 +10,6 @@ waits until the agent says where the server listens; the runtime then probes it 
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.agent.sandbox import Sandbox, user_environment
 from cloudlet.control.replica_hosts import (
     AGENT_START_TIMEOUT_S,
     AgentProcess,
@@ -82,43 +80,6 @@ def replica_environment(spec: rules.DeploymentSpec) -> dict[str, object] | None:
         pip.append(INFERENCE_PACKAGE)
     again = environments._resolved(resolved.kind, pip, resolved.image, resolved.name)
     return dataclasses.asdict(again)
-
-
-def process_interpreter(
-    spec: rules.DeploymentSpec,
-    default_python: str,
-    cache_root: Path,
-    log_path: Path,
-    sandbox: Sandbox,
-    stop: threading.Event,
-) -> tuple[str, dict[str, str]]:
-    """The interpreter of a replica run as a process of this machine (``--local``, and every
-    replica under ``--workers N``), and the variables its environment adds: the deployment's
-    environment built here as a node's agent builds it (``agent/envs.py``, in the sandbox, cached
-    by hash beside the local provider's job environments), else DEFAULT_PYTHON (the server's
-    inference interpreter), as ``replica_environment`` decides for nodes. The build's notes go to
-    LOG_PATH (the replica's log: ``get-logs`` shows them); a failed build raises ``BuildFailed``."""
-    wanted = replica_environment(spec)
-    if wanted is None or wanted.get("kind") not in ("venv", "image"):
-        return default_python, {}
-    from cloudlet.agent import envs  # imported on first use, as the agent does
-
-    base = {
-        "LANG": "C.UTF-8",
-        **user_environment(os.environ),  # the allowlist a job gets: index and TLS settings, no secret
-        "HOME": "/tmp" if sandbox.enabled else str(log_path.parent),
-    }
-    base.setdefault("PATH", "/usr/bin:/bin")
-
-    def note(text: str) -> None:
-        with log_path.open("a", encoding="utf-8") as out:
-            out.write(text)
-
-    added = envs.prepare(wanted, cache_root, note, stop=stop, base_env=base, sandbox=sandbox)
-    venv = added.get("VIRTUAL_ENV")
-    if not venv:  # an image with no packages: the agent's warning is in the log
-        return default_python, {}
-    return str(Path(venv) / "bin" / "python"), {"VIRTUAL_ENV": venv, "PATH": added["PATH"]}
 
 
 @dataclass

@@ -24,8 +24,6 @@ import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
 import tarfile
 import threading
 import time
@@ -37,13 +35,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.agent.sandbox import Bind, Policy, Sandbox
 from cloudlet.control.online_autoscaler import Autoscaler
 from cloudlet.control.online_inflight import InFlightBoard
-from cloudlet.control.online_placement import AgentHosts, Placement, process_interpreter
+from cloudlet.control.online_placement import AgentHosts, Placement
 from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard, ReplicaProcess
+from cloudlet.control.replica_process import ProcessReplicas
 from cloudlet.domain import online_endpoints as rules
-from cloudlet.providers.local import sandbox_env
 from cloudlet.services import online_endpoints as service
 from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
@@ -68,12 +65,6 @@ def default_python() -> str:
         if candidate.exists():
             return str(candidate)
     return "python3"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def tail(path: Path, size: int = LOG_TAIL) -> str:
@@ -221,9 +212,6 @@ class OnlineRuntime:
         self.root = home / "online"
         self.python = python or default_python()
         self.inflight = inflight  # under --workers: requests in flight counted across the workers
-        # Process replicas' environments: beside the local provider's job environments (its
-        # default cache), so a deployment and a job of the same packages share one build.
-        self.env_cache = home / "envs"
         self.endpoints: dict[tuple[int, str], EndpointState] = {}
         # The scoring URI's (subscription, resource group, workspace, endpoint) → the key above.
         self.paths: dict[tuple[str, str, str, str], tuple[int, str]] = {}
@@ -231,6 +219,11 @@ class OnlineRuntime:
         self.threads: list[threading.Thread] = []
         self.stopping = threading.Event()
         self.spawner = ThreadPoolExecutor(1, thread_name_prefix="online-spawner")
+        # Process replicas' environments beside the local provider's job environments (its
+        # default cache), so a deployment and a job of the same packages share one build.
+        self.processes = ProcessReplicas(
+            self.python, home / "envs", installation, self.spawner, self.stopping
+        )
         self.autoscaler = Autoscaler(self)
         # Replicas on nodes' agents: instances', and nodes made for managed deployments.
         self.hosts = AgentHosts(sessions, ReplicaBoard(), nodes, self.python, self.stopping)
@@ -402,7 +395,7 @@ class OnlineRuntime:
             if placement.kind == "process" and spec.instance_count:
                 stage = "environment"  # built once here; each replica's start finds it built
                 self._report(deployment_id, generation, stage, "Updating", None)
-                self._interpreter(spec, folder, folder / "logs" / "replica-0.log")
+                self.processes.interpreter(spec, folder, folder / "logs" / "replica-0.log")
             stage = "server_start"
             self._report(deployment_id, generation, stage, "Updating", None)
             for index in range(spec.instance_count):
@@ -462,20 +455,6 @@ class OnlineRuntime:
             raise FileNotFoundError(f"the code has no scoring script '{spec.scoring_script}'")
         return code_dir, model_dir
 
-    def _sandbox(self, folder: Path) -> Sandbox:
-        """The node sandbox of jobs (agent/sandbox.py), with the settings the local provider gives
-        its agents (``CLOUDLET_SANDBOX``: bwrap unless ``none``)."""
-        settings = sandbox_env()
-        policy = Policy.from_env({**os.environ, **settings})
-        return Sandbox(policy, hostname="online-replica", state_dir=folder / "sandbox", python=self.python)
-
-    def _interpreter(
-        self, spec: rules.DeploymentSpec, folder: Path, log_path: Path
-    ) -> tuple[str, dict[str, str]]:
-        return process_interpreter(
-            spec, self.python, self.env_cache, log_path, self._sandbox(folder), self.stopping
-        )
-
     def _start(
         self,
         spec: rules.DeploymentSpec,
@@ -491,50 +470,7 @@ class OnlineRuntime:
                 placement, spec, code_dir, model_dir, log_path, self.stopping
             )
             return Replica(port, hosted, log_path, host, code_dir=code_dir, model_dir=model_dir)
-        port, health = free_port(), free_port()
-        folder = code_dir.parent
-        sandbox = self._sandbox(folder)
-        python, added = self._interpreter(spec, folder, log_path)
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": "/tmp" if sandbox.enabled else str(folder),
-            "LANG": "C.UTF-8",
-            **added,  # the deployment's environment: VIRTUAL_ENV and its PATH
-            # azmlinfsrv's own default; a deployment's environment_variables may raise it, as on Azure.
-            "WORKER_COUNT": "1",
-            **spec.environment_variables,
-            "AML_APP_ROOT": str(code_dir),
-            "AZUREML_ENTRY_SCRIPT": spec.scoring_script,
-            "AZUREML_MODEL_DIR": str(model_dir),
-            "SERVER_PORT": str(port),
-            "CLOUDLET_INSTALLATION": self.installation,
-        }
-        argv = [
-            python, "-m", "azureml_inference_server_http",
-            "--entry_script", str(code_dir / spec.scoring_script), "--model_dir", str(model_dir),
-            "--port", str(port), "--health_port", str(health),
-        ]  # fmt: skip
-        # It sees the system folders, its interpreter's environment, its code and model (read-only)
-        # and nothing else of the host; the network is the host's (the gateway dials 127.0.0.1).
-        venv = Path(python).parent.parent
-        binds = [Bind(str(venv)), Bind(str(code_dir)), Bind(str(model_dir))]
-        binds += [Bind(str(p.resolve())) for p in model_dir.iterdir() if p.is_symlink()]
-        if sandbox.enabled:
-            sandbox.hand_over(code_dir, recursive=True)
-            sandbox.hand_over(model_dir, recursive=True)
-        wrapped = sandbox.wrap(argv, cwd=code_dir, binds=binds)
-        with log_path.open("ab") as out:
-            # Started from the runtime's one long-lived thread: the sandbox's --die-with-parent
-            # is the death of the *thread* that forked it, and a roll-out's thread ends.
-            proc = self.spawner.submit(
-                subprocess.Popen,
-                wrapped,
-                cwd=code_dir,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            ).result()
+        port, proc = self.processes.start(spec, code_dir, model_dir, log_path)
         return Replica(port, LocalProcess(proc), log_path, code_dir=code_dir, model_dir=model_dir)
 
     def _wait_ready(self, spec: rules.DeploymentSpec, replicas: list[Replica]) -> None:
