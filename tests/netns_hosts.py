@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -229,6 +230,19 @@ def ssh_hosts(count: int, root: Path, port: int = 22, net: HostNet = SSH_NET) ->
                 proc.wait(timeout=5)
         kill_host_processes([f"{net.user_prefix}{i}" for i in range(1, count + 1)])
         cleanup(net)
+
+
+@contextlib.contextmanager
+def temporary_hosts(count: int, prefix: str, net: HostNet = SSH_NET) -> Iterator[list[SshHost]]:
+    """``ssh_hosts`` with their files in a fresh folder under /var/tmp (readable by the hosts'
+    users, unlike pytest's tmp_path), removed afterwards: a test module's hosts fixture."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+    root.chmod(0o755)
+    try:
+        with ssh_hosts(count, root, net=net) as made:
+            yield made
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def kill_host_processes(users: list[str]) -> None:

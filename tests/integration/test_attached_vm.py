@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,13 +35,8 @@ pytestmark = pytest.mark.skipif(netns_hosts.missing() is not None, reason=str(ne
 
 @pytest.fixture(scope="module")
 def vm() -> Iterator[netns_hosts.SshHost]:
-    root = Path(tempfile.mkdtemp(prefix="clvm-", dir="/var/tmp"))
-    root.chmod(0o755)
-    try:
-        with netns_hosts.ssh_hosts(1, root, net=NET) as made:
-            yield made[0]
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with netns_hosts.temporary_hosts(1, "clvm-", NET) as made:
+        yield made[0]
 
 
 @pytest.fixture(scope="module")

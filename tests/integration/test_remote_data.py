@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import signal
 import sqlite3
 import stat
 import tarfile
-import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,13 +51,8 @@ pytestmark = pytest.mark.skipif(netns_hosts.missing() is not None, reason=str(ne
 
 @pytest.fixture(scope="module")
 def hosts() -> Iterator[list[netns_hosts.SshHost]]:
-    root = Path(tempfile.mkdtemp(prefix="clrd-", dir="/var/tmp"))
-    root.chmod(0o755)
-    try:
-        with netns_hosts.ssh_hosts(HOSTS, root, net=NET) as made:
-            yield made
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with netns_hosts.temporary_hosts(HOSTS, "clrd-", NET) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,13 +36,8 @@ pytestmark = pytest.mark.skipif(netns_hosts.missing() is not None, reason=str(ne
 
 @pytest.fixture(scope="module")
 def hosts() -> Iterator[list[netns_hosts.SshHost]]:
-    root = Path(tempfile.mkdtemp(prefix="clsi-", dir="/var/tmp"))
-    root.chmod(0o755)
-    try:
-        with netns_hosts.ssh_hosts(2, root, net=NET) as made:
-            yield made
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with netns_hosts.temporary_hosts(2, "clsi-", NET) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")

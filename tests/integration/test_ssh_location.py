@@ -6,9 +6,7 @@ across the (virtual) network; nodes are reached at their host's address, not 127
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,13 +39,8 @@ pytestmark = pytest.mark.skipif(netns_hosts.missing() is not None, reason=str(ne
 
 @pytest.fixture(scope="module")
 def hosts() -> Iterator[list[netns_hosts.SshHost]]:
-    root = Path(tempfile.mkdtemp(prefix="clssh-", dir="/var/tmp"))
-    root.chmod(0o755)
-    try:
-        with netns_hosts.ssh_hosts(HOSTS, root) as made:
-            yield made
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with netns_hosts.temporary_hosts(HOSTS, "clssh-") as made:
+        yield made
 
 
 @pytest.fixture(scope="module")
