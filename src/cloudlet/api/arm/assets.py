@@ -114,16 +114,13 @@ def _newest_first(order_by: str | None) -> bool:
     raise validation_error("$orderBy", f"$orderBy {order_by!r}: only 'createdtime desc' or 'createdtime asc'")
 
 
-def _routes(kind: AssetKind) -> None:
-    """Register one collection's routes (functions named per kind: their OpenAPI ids differ)."""
-    collection = rules.COLLECTIONS[kind]
-    base = f"{WS}/{collection}"
+def container_routes(target: APIRouter, kind: AssetKind, base: str, body: dict[str, Any]) -> None:
+    """Register one collection's container routes on TARGET (the functions named per kind: their
+    OpenAPI ids differ); components (``api/arm/components.py``) share them. BODY: the OpenAPI
+    body of the archive PUT."""
 
     def add(method: str, path: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
-        return router.api_route(base + path, methods=[method], name=f"arm_{name}_{kind}", **kwargs)
-
-    def rename(target: str | None) -> str | None:
-        return arm_assets.arm_target(kind, target)
+        return target.api_route(base + path, methods=[method], name=f"arm_{name}_{kind}", **kwargs)
 
     @add("GET", "", "list_containers")
     def list_containers(
@@ -146,7 +143,7 @@ def _routes(kind: AssetKind) -> None:
         [found] = asset_service.containers(ctx.session, workspace, kind, "all", name)
         return json_response(arm_assets.container_view(kind, ref.arm_id, _container(found)))
 
-    @add("PUT", "/{name}", "archive_container", openapi_extra=ARM_BODY)
+    @add("PUT", "/{name}", "archive_container", openapi_extra=body)
     def archive_container(
         sub: str,
         rg: str,
@@ -162,6 +159,32 @@ def _routes(kind: AssetKind) -> None:
         rendered = arm_assets.container_view(kind, ref.arm_id, _container(found))
         ctx.commit()
         return json_response(rendered)
+
+
+def delete_version_route(target: APIRouter, kind: AssetKind, base: str) -> None:
+    """``DELETE {base}/{name}/versions/{version}`` on TARGET, shared with components."""
+
+    @target.delete(base + "/{name}/versions/{version}", name=f"arm_delete_version_{kind}")
+    def delete_version(
+        sub: str, rg: str, ws: str, name: Name, version: Version, ctx: Context = Depends(context)
+    ) -> Response:
+        ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+        asset_service.delete_version(ctx.session, ref, workspace, kind, name, version, ctx.caller)
+        ctx.commit()
+        return Response(status_code=200)
+
+
+def _routes(kind: AssetKind) -> None:
+    """Register one collection's routes (functions named per kind: their OpenAPI ids differ)."""
+    collection = rules.COLLECTIONS[kind]
+    base = f"{WS}/{collection}"
+    container_routes(router, kind, base, ARM_BODY)
+
+    def add(method: str, path: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+        return router.api_route(base + path, methods=[method], name=f"arm_{name}_{kind}", **kwargs)
+
+    def rename(target: str | None) -> str | None:
+        return arm_assets.arm_target(kind, target)
 
     @add("GET", "/{name}/versions", "list_versions")
     def list_versions(
@@ -224,14 +247,7 @@ def _routes(kind: AssetKind) -> None:
         ctx.commit()
         return json_response(rendered, 201 if result.created else 200)
 
-    @add("DELETE", "/{name}/versions/{version}", "delete_version")
-    def delete_version(
-        sub: str, rg: str, ws: str, name: Name, version: Version, ctx: Context = Depends(context)
-    ) -> Response:
-        ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-        asset_service.delete_version(ctx.session, ref, workspace, kind, name, version, ctx.caller)
-        ctx.commit()
-        return Response(status_code=200)
+    delete_version_route(router, kind, base)
 
 
 for _kind in arm_assets.KINDS:  # components: api/arm/components.py

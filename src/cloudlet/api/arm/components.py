@@ -25,11 +25,11 @@ from cloudlet.api.arm.assets import (
     Name,
     OrderBy,
     Version,
-    _archived_flag,
-    _container,
     _newest_first,
     _row,
     _workspace,
+    container_routes,
+    delete_version_route,
 )
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, success
@@ -88,40 +88,7 @@ def _view(ctx: Context, ref: WorkspaceRef, workspace: Workspace, asset: Asset) -
     return arm_components.version_view(ref.arm_id, _row(asset), code_id)
 
 
-@router.get(BASE, name="arm_list_containers_component")
-def list_containers(
-    sub: str, rg: str, ws: str, request: Request, view: ListView = None, ctx: Context = Depends(context)
-) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    rows = asset_service.containers(ctx.session, workspace, KIND, arm_assets.list_view(view))
-    return json_response(
-        page(request, rows, lambda c: arm_assets.container_view(KIND, ref.arm_id, _container(c)))
-    )
-
-
-@router.get(BASE + "/{name}", name="arm_show_container_component")
-def show_container(sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    [found] = asset_service.containers(ctx.session, workspace, KIND, "all", name)
-    return json_response(arm_assets.container_view(KIND, ref.arm_id, _container(found)))
-
-
-@router.put(BASE + "/{name}", name="arm_archive_container_component", openapi_extra=ARM_BODY)
-def archive_container(
-    sub: str,
-    rg: str,
-    ws: str,
-    name: Name,
-    body: Any = Body(include_in_schema=False),
-    ctx: Context = Depends(context),
-) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    archived = _archived_flag(body)
-    asset_service.set_archived(ctx.session, ref, workspace, KIND, name, None, archived, ctx.caller)
-    [found] = asset_service.containers(ctx.session, workspace, KIND, "all", name)
-    rendered = arm_assets.container_view(KIND, ref.arm_id, _container(found))
-    ctx.commit()
-    return json_response(rendered)
+container_routes(router, KIND, BASE, ARM_BODY)  # list, show, archive: as for every asset kind
 
 
 @router.get(BASE + "/{name}/versions", name="arm_list_versions_component")
@@ -182,11 +149,4 @@ def put_version(
     return json_response(rendered, 201 if result.created else 200)
 
 
-@router.delete(BASE + "/{name}/versions/{version}", name="arm_delete_version_component")
-def delete_version(
-    sub: str, rg: str, ws: str, name: Name, version: Version, ctx: Context = Depends(context)
-) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    asset_service.delete_version(ctx.session, ref, workspace, KIND, name, version, ctx.caller)
-    ctx.commit()
-    return Response(status_code=200)
+delete_version_route(router, KIND, BASE)
