@@ -33,7 +33,8 @@ from bench import _haproxy, _results
 from bench._haproxy import Haproxy
 from bench._server import REPO_ROOT, start_cloudlet
 from bench._stats import summarize_ns
-from cloudlet.control.online_replicas import default_python, free_port
+from cloudlet.control.online_replicas import default_python
+from cloudlet.control.replica_process import free_port
 
 NAME = "online_gateway"
 ECHO = """import json, os, time
