@@ -23,6 +23,7 @@ import uvicorn
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet import tls
+from cloudlet.api import direct
 from cloudlet.api.app import create_app
 from cloudlet.api.deps import AppState, HttpsEndpoint, ServerURL
 from cloudlet.control import online_shared
@@ -297,6 +298,7 @@ class _Server(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         anyio.to_thread.current_default_thread_limiter().total_tokens = self.threads
+        direct.THREADS.configure(self.threads)
         await super().serve(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:

@@ -32,7 +32,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
 from sqlalchemy import select
 
-from cloudlet.api import openapi
+from cloudlet.api import direct, openapi
 from cloudlet.api.deps import Context, end_context
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services import audit, identity
@@ -188,6 +188,9 @@ class _CloudletRoute(APIRoute):
 
     def get_route_handler(self) -> Handler:
         inner = super().get_route_handler()
+        plan = direct.plan(self.dependant)  # FastAPI's solver only where an endpoint needs it
+        if plan is not None:
+            inner = direct.handler(plan, inner)
 
         async def handler(request: Request) -> Response:
             request = StrictJSONRequest(request.scope, request.receive)

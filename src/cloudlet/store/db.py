@@ -56,17 +56,19 @@ class StoreBusy(exc.TimeoutError):
 class StoreLimits:
     """How many requests run at once and how long they wait for the store.
 
-    ``api_threads`` is the AnyIO thread limiter's size (sync endpoints run in those threads).
-    Each such thread holds at most one connection at a time, and a request's session is closed
-    just after its answer is sent, so the API pool is the threads plus headroom for sessions
-    being closed: a request only waits for a connection when something is wrong, and then not
-    for long. The control pool serves the control plane's few threads (one connection each)."""
+    ``api_threads`` is the size of each of the two pools of request threads: AnyIO's limiter
+    (FastAPI's handlers run sync endpoints there) and ``api/direct.py``'s (the endpoints that
+    need no dependency solving). Each thread holds at most one connection at a time, and a
+    request's session is closed just after its answer is sent, so the API pool is both pools'
+    threads plus headroom for sessions being closed: a request only waits for a connection when
+    something is wrong, and then not for long. The control pool serves the control plane's few
+    threads (one connection each)."""
 
     # 4 request threads: the server is one GIL; more threads only contend for it (at 100
     # clients, 8 threads cost ~20 % more CPU per request than 4; 2-4 measured alike), while a
     # few keep a slow request (a download being packed) from holding every other one up.
     api_threads: int = 4
-    api_pool: int = 8
+    api_pool: int = 12
     control_pool: int = 6
     pool_timeout_s: float = 3.0
     write_timeout_s: float = 5.0
@@ -77,7 +79,7 @@ class StoreLimits:
         threads = int(env.get("CLOUDLET_API_THREADS") or cls.api_threads)
         return cls(
             api_threads=threads,
-            api_pool=int(env.get("CLOUDLET_DB_POOL_SIZE") or threads + max(4, threads // 2)),
+            api_pool=int(env.get("CLOUDLET_DB_POOL_SIZE") or 2 * threads + max(4, threads // 2)),
             control_pool=int(env.get("CLOUDLET_DB_CONTROL_POOL_SIZE") or cls.control_pool),
             pool_timeout_s=float(env.get("CLOUDLET_DB_POOL_TIMEOUT_S") or cls.pool_timeout_s),
             write_timeout_s=float(env.get("CLOUDLET_DB_WRITE_TIMEOUT_S") or cls.write_timeout_s),

@@ -1,0 +1,109 @@
+"""api/direct.py: which routes skip FastAPI's dependency solver, and that those answer as FastAPI
+would: the same values, defaults and aliases, and FastAPI's own 4xx for what does not validate."""
+
+from __future__ import annotations
+
+import threading
+import types
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request, Response
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+
+from cloudlet.api import direct
+from cloudlet.api.app import create_app
+from cloudlet.api.deps import AppState, app_state, json_response
+from cloudlet.api.routing import PublicRoute
+
+
+def _routes_by_name() -> dict[str, list[APIRoute]]:
+    app = create_app(types.SimpleNamespace(installation_id="i", replica_id="r"))  # type: ignore[arg-type]
+    named: dict[str, list[APIRoute]] = {}
+    for route in app.router.routes:
+        if isinstance(route, APIRoute):
+            named.setdefault(route.name, []).append(route)
+    return named
+
+
+def test_the_hot_reads_are_planned_and_routes_with_a_body_are_not() -> None:
+    routes = _routes_by_name()
+    for name in ("show_compute", "show_job", "list_jobs", "delete_compute", "show_operation"):
+        assert all(direct.plan(r.dependant) is not None for r in routes[name]), name
+    for name in ("create_or_update_compute", "create_job", "poll"):  # a body, or a node's request
+        assert all(direct.plan(r.dependant) is None for r in routes[name]), name
+    show = direct.plan(routes["show_compute"][0].dependant)
+    assert show is not None
+    assert [name for name, _ in show.plain_path] == ["sub", "rg", "ws", "name"]
+    assert not show.checked_path and not show.is_coroutine
+    job = direct.plan(routes["show_job"][0].dependant)
+    assert job is not None and [f.name for f in job.checked_path] == ["name"]  # JobName's pattern
+
+
+def _app() -> tuple[FastAPI, list[str]]:
+    seen: list[str] = []
+    router = APIRouter(route_class=PublicRoute)
+
+    @router.get("/things/{kind}/{name}")
+    def show(
+        kind: str,
+        name: Annotated[str, Path(pattern="^[a-z]+$")],
+        request: Request,
+        top: Annotated[int, Query(alias="$top", ge=1, le=10)] = 5,
+        tag: Annotated[str | None, Query(max_length=3)] = None,
+        state: AppState = Depends(app_state),
+    ) -> Response:
+        seen.append(threading.current_thread().name)
+        return json_response(
+            {"kind": kind, "name": name, "top": top, "tag": tag, "state": state, "path": request.url.path}
+        )
+
+    @router.get("/async/{name}")
+    async def show_async(name: str) -> Response:
+        seen.append(threading.current_thread().name)
+        return json_response({"name": name})
+
+    @router.put("/things/{name}")
+    def put(name: str, body: dict[str, Any] = Body()) -> Response:
+        return json_response({"name": name, "body": body})
+
+    app = FastAPI()
+    app.state.cloudlet = "the state"
+    app.include_router(router)
+    return app, seen
+
+
+def test_a_planned_route_gets_the_values_fastapi_would_give() -> None:
+    app, seen = _app()
+    with TestClient(app) as client:
+        answer = client.get("/things/box/abc", params={"$top": "3", "tag": "x"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {
+            "kind": "box",
+            "name": "abc",
+            "top": 3,
+            "tag": "x",
+            "state": "the state",
+            "path": "/things/box/abc",
+        }
+        assert client.get("/things/box/abc").json()["top"] == 5  # the default
+        assert seen and all(name.startswith("cloudlet-request") for name in seen)  # direct.THREADS
+        seen.clear()
+        assert client.get("/async/zed").json() == {"name": "zed"}
+        assert len(seen) == 1 and not seen[0].startswith("cloudlet-request")  # on the loop
+        assert client.put("/things/abc", json={"a": 1}).json() == {"name": "abc", "body": {"a": 1}}
+
+
+def test_what_does_not_validate_gets_fastapis_own_answer() -> None:
+    app, seen = _app()
+    with TestClient(app) as client:
+        for path, params, where in [
+            ("/things/box/ABC", {}, ["path", "name"]),
+            ("/things/box/abc", {"$top": "0"}, ["query", "$top"]),
+            ("/things/box/abc", {"$top": "many"}, ["query", "$top"]),
+            ("/things/box/abc", {"tag": "long"}, ["query", "tag"]),
+        ]:
+            answer = client.get(path, params=params)
+            assert answer.status_code == 422, answer.text  # FastAPI's default handler, unchanged
+            assert [error["loc"] for error in answer.json()["detail"]] == [where]
+    assert seen == []  # the endpoint never ran
