@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +60,14 @@ def _workers(supervisor: int) -> list[int]:
     return sorted(pids)
 
 
+def _listeners(port: int) -> list[str]:
+    """Each listening socket on PORT, as ``ss`` lists it (with the processes that hold it)."""
+    out = subprocess.run(
+        ["ss", "-ltnpH", f"( sport = :{port} )"], capture_output=True, text=True, check=True
+    ).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
 def _replica(client: httpx.Client) -> str:
     response = client.get("/healthz")
     assert response.status_code == 200, response.text
@@ -89,6 +98,11 @@ def test_two_workers_serve_run_jobs_wake_each_other_and_restart(
 ) -> None:
     srv = server_factory(extra_env=WORKERS)
     workers = wait_until(lambda: len(w := _workers(srv.process.pid)) == 2 and w, 30, "two workers")
+    # One listening socket per port, the supervisor's, that both workers accept from: one queue
+    # of new connections, taken by whichever worker is free (not hashed to one per worker).
+    listening = _listeners(int(srv.endpoint.rsplit(":", 1)[1]))
+    assert len(listening) == 1, listening
+    assert all(f"pid={pid}," in listening[0] for pid in (srv.process.pid, *workers)), listening
     clients = _one_client_per_replica(srv)
     assert len(clients) == 2, f"every connection went to one worker: {list(clients)}"
     try:
