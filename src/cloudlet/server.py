@@ -334,16 +334,13 @@ def settle_heap() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
-def bind_socket(host: str, port: int, reuse_port: bool = False, first: bool = False) -> socket.socket:
-    """REUSE_PORT: one of several sockets on the port (``--workers``): the kernel spreads new
-    connections across those listening. FIRST: the port must be free (another server of this
-    user on it with ``SO_REUSEPORT`` would otherwise share its connections with this one)."""
-    if reuse_port and first and port:
+def bind_socket(host: str, port: int, wait_free: bool = False) -> socket.socket:
+    """WAIT_FREE: the port may still be held by the workers of a supervisor just killed (they die
+    with it, a moment later): wait for them rather than fail (``--workers``)."""
+    if wait_free and port:
         _wait_free(host, port)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     return sock
 
@@ -386,14 +383,14 @@ def bind_listeners(
     tls_port: int | None,
     installation_id: str,
     sessions: sessionmaker[Session],
-    reuse_port: bool = False,
+    wait_free: bool = False,
 ) -> Listeners:
     """Bind both ports and write the client configuration (``config.json``) that names them."""
-    sock = bind_socket(host, port, reuse_port, first=True)
+    sock = bind_socket(host, port, wait_free)
     endpoint = f"http://{host}:{sock.getsockname()[1]}"
     files = tls.ensure(home, host, installation_id)
     tls_port = (port + 1 if port else 0) if tls_port is None else tls_port
-    tls_sock = bind_socket(host, tls_port, reuse_port, first=True)
+    tls_sock = bind_socket(host, tls_port, wait_free)
     https_endpoint = f"https://{_url_host(host)}:{tls_sock.getsockname()[1]}"
     with sessions() as session:
         extra = {"https_endpoint": https_endpoint, "ca_file": str(files.ca)}

@@ -7,11 +7,11 @@ processes, each a full server replica over the same store (SQLite in WAL mode or
 - **Listening.** The supervisor binds and listens on both ports and never accepts; every worker
   accepts from those same two sockets (inherited), so there is one queue of new connections per
   port and whichever worker is free takes the next one. A connection stays with the worker that
-  accepted it (keep-alive). One socket per worker (``SO_REUSEPORT``), as before, let the kernel
-  hash each connection to a worker whatever its load: under the mixed load the split was up to
-  58 / 46 connections, and the busier worker's clients waited ~40 % longer (its tail was the
-  run's p99); shared, the per-client medians are within a few ms of each other. Connections made
-  while a worker restarts wait in the queue for the others, or for it.
+  accepted it (keep-alive), and no other process can listen on the port. One socket per worker
+  (``SO_REUSEPORT``), as before, let the kernel hash each connection to a worker whatever its
+  load: under the mixed load the split was up to 58 / 46 connections, and the busier worker's
+  clients waited ~40 % longer (its tail was the run's p99); shared, the per-client medians are
+  within a few ms of each other. Connections made while a worker restarts wait in the queue.
 - **Identity and the control loops.** Worker ``i`` is replica ``<server replica id>-<i>``: the same
   id when it is restarted, so it takes back at once the leases it held. The reconcilers run in
   every worker under the existing leases (``services/leases.py``): one worker leads each loop.
@@ -109,7 +109,7 @@ def supervise(
     replica = server.replica_identity(home_path)  # held while the supervisor lives
     store = server.open_store(home_path, db)  # migrate and bootstrap, once
     listeners = server.bind_listeners(
-        home_path, host, port, tls_port, store.installation_id, store.sessions, reuse_port=True
+        home_path, host, port, tls_port, store.installation_id, store.sessions, wait_free=True
     )
     for sessions in (store.sessions, store.control):
         sessions.kw["bind"].dispose()

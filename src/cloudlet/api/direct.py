@@ -28,7 +28,7 @@ import contextvars
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -147,12 +147,16 @@ def handler(direct: DirectPlan, fallback: Handler) -> Handler:
             return await fallback(request)
         matched = request.path_params
         values: dict[str, Any] = {name: matched[alias] for name, alias in direct.plain_path}
-        for fields, received in ((direct.checked_path, matched), (direct.query, request.query_params)):
-            if fields:
-                checked, errors = request_params_to_args(fields, received)
-                if errors:
-                    return await fallback(request)  # FastAPI's own 4xx for them
-                values.update(checked)
+        checks: list[tuple[Sequence[Any], Mapping[str, Any]]] = []
+        if direct.checked_path:
+            checks.append((direct.checked_path, matched))
+        if direct.query:  # the query string is parsed only for a route that reads it
+            checks.append((direct.query, request.query_params))
+        for fields, received in checks:
+            checked, errors = request_params_to_args(fields, received)
+            if errors:
+                return await fallback(request)  # FastAPI's own 4xx for them
+            values.update(checked)
         for name, dependency in direct.dependencies:
             values[name] = await dependency(request)
         if direct.request_param is not None:
