@@ -49,3 +49,4 @@ cl compute delete -n cpu-cluster --yes
 cl compute delete -n my-instance --yes
 cl compute list
 echo; echo "Demo finished. API docs: $(.venv/bin/python -c 'import json,sys;print(json.load(open(sys.argv[1]))["endpoint"])' "$CLOUDLET_HOME/config.json")/docs"
+echo "The CLI is .venv/bin/cloudlet: \`source .venv/bin/activate\` puts cloudlet on your PATH."

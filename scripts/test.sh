@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+./scripts/setup-tests.sh
 echo "== ruff"; .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 echo "== mypy"; .venv/bin/mypy

@@ -24,6 +24,8 @@ import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 
+from cloudlet.agent import trust
+
 
 def user_venv(home: Path, python: str = sys.executable) -> Path:
     """``~/.venv`` layered over the agent's interpreter; made once, refreshed on every start."""
@@ -79,11 +81,11 @@ CA_FILE = ".azureml/ca.pem"
 
 
 def azureml_files(home: Path, env: Mapping[str, str]) -> None:
-    """The CA azure-ai-ml trusts (``REQUESTS_CA_BUNDLE``) and the workspace's ``config.json``."""
+    """The CAs azure-ai-ml trusts (``REQUESTS_CA_BUNDLE``: the system's and cloudlet's) and the
+    workspace's ``config.json``."""
     ca = env.get("CLOUDLET_AZUREML_CA")
-    if ca:
-        (home / ".azureml").mkdir(exist_ok=True)
-        (home / CA_FILE).write_text(ca)
+    if ca:  # the system's CAs too: REQUESTS_CA_BUNDLE replaces requests' trust store
+        trust.write_bundle(home / CA_FILE, ca)
     config, folder = env.get("CLOUDLET_AZUREML_CONFIG"), env.get("CLOUDLET_SHARE_USER_DIR")
     if config and folder and Path(folder).is_dir() and not (Path(folder) / "config.json").exists():
         (Path(folder) / "config.json").write_text(json.dumps(json.loads(config), indent=2) + "\n")

@@ -1,7 +1,8 @@
 """``cloudlet azureml``: point existing Azure ML code (the official ``azure-ai-ml`` SDK) at cloudlet.
 
 ``eval "$(cloudlet azureml env)"`` sets what ``DefaultAzureCredential`` and the SDK read (the
-cloud metadata URL, the CA bundle, the managed-identity endpoint and this CLI's credential);
+cloud metadata URL, a CA bundle of the system's CAs and cloudlet's (``$CLOUDLET_HOME/ca-bundle.pem``),
+the managed-identity endpoint and this CLI's credential);
 ``cloudlet azureml config --path config.json`` writes what ``MLClient.from_config`` reads.
 """
 
@@ -14,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from cloudlet.agent.trust import write_bundle
 from cloudlet.client._config import ConfigurationError
 
 app = typer.Typer(help="Point Azure ML code (azure-ai-ml) at this cloudlet.", no_args_is_help=True)
@@ -57,7 +59,22 @@ def env_cmd(ctx: typer.Context) -> None:
         raise ConfigurationError(
             "no credential configured: set CLOUDLET_API_KEY (an API key or `cloudlet auth token`)"
         )
-    typer.echo("\n".join(env_lines(cfg.https_endpoint, cfg.ca_file, cfg.api_key)))
+    typer.echo("\n".join(env_lines(cfg.https_endpoint, str(_ca_bundle(cfg.home, cfg.ca_file)), cfg.api_key)))
+
+
+def _ca_bundle(home: Path, ca_file: str) -> Path:
+    """The system's CAs plus cloudlet's, so other HTTPS calls in that shell keep working."""
+    try:
+        ca_pem = Path(ca_file).read_text(encoding="utf-8")
+    except OSError as exc:
+        message = f"cannot read the server's CA {ca_file} (config.json ca_file or CLOUDLET_CA_FILE): {exc}"
+        raise ConfigurationError(message) from exc
+    target = home / "ca-bundle.pem"
+    try:
+        return write_bundle(target, ca_pem)
+    except OSError as exc:
+        message = f"cannot write {target} (set CLOUDLET_HOME to a folder you own): {exc}"
+        raise ConfigurationError(message) from exc
 
 
 @app.command("config")
