@@ -144,3 +144,57 @@ def test_cancel_stops_the_trials(srv: RunningServer, api: httpx.Client) -> None:
     done = wait_job(api, srv, "long-sweep", timeout=20)
     assert done["status"] == "Canceled", done
     assert {t["status"] for t in trials(api, srv, "long-sweep")} == {"Canceled"}
+
+
+def test_create_stream_shows_each_trial_as_it_starts_and_ends(srv: RunningServer, tmp_path: Path) -> None:
+    """A sweep's own log is empty while its trials run: ``--stream`` follows the trials instead."""
+    doc = {
+        "type": "sweep",
+        "trial": {
+            "code": str(SWEEP / "src"),
+            "command": "python train.py --lr ${{search_space.lr}} --optimizer sgd"
+            " --epochs 2 --epoch-seconds 0.1",
+        },
+        "compute": "local",
+        "sampling_algorithm": "grid",
+        "search_space": {"lr": {"type": "choice", "values": [0.1, 0.2]}},
+        "objective": {"goal": "minimize", "primary_metric": "loss"},
+        "limits": {"max_total_trials": 2, "max_concurrent_trials": 1},
+    }
+    spec = tmp_path / "sweep.yml"
+    spec.write_text(json.dumps(doc))  # JSON is YAML
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cloudlet",
+            "job",
+            "create",
+            "--file",
+            str(spec),
+            "-n",
+            "streamed",
+            "--stream",
+        ],
+        env={**srv.cli_env(), "COLUMNS": "400"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, f"stdout: {result.stdout}\nstderr: {result.stderr}"
+    lines = result.stdout.splitlines()
+    for key in ("0", "1"):
+        started = [
+            i for i, line in enumerate(lines) if line.startswith(f"trial {key} (job streamed-{key}) started")
+        ]
+        ended = [
+            i
+            for i, line in enumerate(lines)
+            if line.startswith(f"trial {key} (job streamed-{key}) Completed")
+        ]
+        assert len(started) == 1 and len(ended) == 1 and started[0] < ended[0], result.stdout
+        assert "lr=0.1" in lines[started[0]] or "lr=0.2" in lines[started[0]], lines[started[0]]
+        assert "loss=" in lines[ended[0]], lines[ended[0]]
+    assert any(line.startswith("Job streamed Completed") for line in lines), result.stdout
+    assert any(line.startswith("best trial ") for line in lines), result.stdout
+    assert "Studio:" not in result.stderr  # no studio page to link to yet

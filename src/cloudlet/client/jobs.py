@@ -214,10 +214,15 @@ class JobOperations(_Operations):
         With ``attempt``, that attempt's log only, until that attempt has ended.
         """
         stream = out if out is not None else sys.stdout
-        if attempt is None and file is None and self.get(name)._to_dict().get("type") == "pipeline":
+        kind = self.get(name)._to_dict().get("type") if attempt is None and file is None else None
+        if kind == "pipeline":
             from cloudlet.client.pipelines import stream_pipeline  # its steps' logs, in turn
 
             return stream_pipeline(self, name, stream, timeout)
+        if kind == "sweep":
+            from cloudlet.client.sweep_stream import stream_sweep  # each trial as it starts and ends
+
+            return stream_sweep(self, name, stream, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         offset = 0
         fixed = attempt

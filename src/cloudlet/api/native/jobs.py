@@ -61,7 +61,8 @@ def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str)
         "creation_context": {"created_by": job.created_by, "created_at": _iso_ts(job.submitted_at)},
         "start_time": _iso_ts(job.started_at),
         "end_time": _iso_ts(job.ended_at),
-        "services": {"Studio": {"endpoint": f"{base_url}/api/v1{_ws_path(ref)}/jobs/{job.name}"}},
+        # No "Studio" link until a studio page serves the job: a link to this JSON helps nobody.
+        "services": {},
     }
 
 
