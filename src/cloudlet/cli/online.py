@@ -75,7 +75,7 @@ def endpoint_show(ctx: typer.Context, name: NameOpt) -> None:
 @endpoints.command("list")
 def endpoint_list(ctx: typer.Context) -> None:
     """The workspace's online endpoints."""
-    state(ctx).emit(_ops(ctx)[0].list())
+    state(ctx).emit(_ops(ctx)[0].list(), "online-endpoint")
 
 
 @endpoints.command("update")
@@ -205,7 +205,7 @@ def deployment_show(ctx: typer.Context, name: NameOpt, endpoint_name: EndpointOp
 @deployments.command("list")
 def deployment_list(ctx: typer.Context, endpoint_name: EndpointOpt) -> None:
     """An endpoint's deployments."""
-    state(ctx).emit(_ops(ctx)[1].list(endpoint_name))
+    state(ctx).emit(_ops(ctx)[1].list(endpoint_name), "online-deployment")
 
 
 @deployments.command("delete")

@@ -93,6 +93,36 @@ def _key(name: str) -> Getter:
     return lambda d: d.get(name)
 
 
+def traffic_text(e: dict[str, Any]) -> str:
+    traffic = e.get("traffic") or {}
+    if not isinstance(traffic, dict):
+        return "-"
+    return ", ".join(f"{name}={share}%" for name, share in traffic.items())
+
+
+REASON_WIDTH = 100
+
+
+def reason_summary(d: dict[str, Any]) -> str | None:
+    """A deployment's failure reason in a cell: its first line, cut short; the whole log is
+    ``online-deployment get-logs``'s."""
+    reason = d.get("reason")
+    if not reason:
+        return None
+    lines = str(reason).strip().splitlines()
+    first = lines[0] if lines else ""
+    if len(first) > REASON_WIDTH or len(lines) > 1:
+        return first[:REASON_WIDTH].rstrip() + " … (more: get-logs)"
+    return first
+
+
+def model_name(d: dict[str, Any]) -> Any:
+    model = d.get("model")
+    if isinstance(model, dict):
+        return model.get("name") or model.get("path") or "inline"
+    return model
+
+
 COLUMNS: dict[str, list[tuple[str, Getter]]] = {
     "compute": [
         ("NAME", _key("name")),
@@ -172,6 +202,36 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("TARGET", _key("target")),
         ("DETAILS", _key("details")),
     ],
+    "online-endpoint": [
+        ("NAME", _key("name")),
+        ("STATE", _key("provisioning_state")),
+        ("AUTH", _key("auth_mode")),
+        ("TRAFFIC", traffic_text),
+        ("SCORING_URI", _key("scoring_uri")),
+    ],
+    "online-deployment": [
+        ("NAME", _key("name")),
+        ("ENDPOINT", _key("endpoint_name")),
+        ("STATE", _key("provisioning_state")),
+        ("STAGE", _key("stage")),
+        ("SIZE", _key("instance_type")),
+        ("INSTANCES", _key("instance_count")),
+        ("MODEL", model_name),
+        ("REASON", reason_summary),
+    ],
+    "batch-endpoint": [
+        ("NAME", _key("name")),
+        ("STATE", _key("provisioning_state")),
+        ("DEFAULT_DEPLOYMENT", lambda d: (d.get("defaults") or {}).get("deployment_name")),
+        ("SCORING_URI", _key("scoring_uri")),
+    ],
+    "batch-deployment": [
+        ("NAME", _key("name")),
+        ("ENDPOINT", _key("endpoint_name")),
+        ("STATE", _key("provisioning_state")),
+        ("COMPUTE", _key("compute")),
+        ("MODEL", model_name),
+    ],
     "operation": [
         ("ID", _key("id")),
         ("KIND", _key("kind")),
@@ -197,7 +257,10 @@ def table_rows(items: list[dict[str, Any]], kind: str | None) -> tuple[list[str]
     return headers, rows
 
 
-_WRAPPING = frozenset({"HOLDERS", "NOTES", "SCOPE", "DESCRIPTION", "ERROR", "SUPPORTED", "TARGET", "DETAILS"})
+_WRAPPING = frozenset(
+    {"HOLDERS", "NOTES", "SCOPE", "DESCRIPTION", "ERROR", "SUPPORTED", "TARGET", "DETAILS"}
+    | {"REASON", "TRAFFIC"}
+)
 
 
 def build_table(data: Any, kind: str | None = None) -> Table:
