@@ -162,3 +162,22 @@ def test_cli_evict_requeues_the_low_priority_job(
     refused = cli(srv, "compute", "evict", "-n", cpu_cluster, "--node", dedicated)
     assert refused.returncode != 0 and "NotLowPriority" in refused.stdout + refused.stderr, refused
     assert dedicated in {n["nodeId"] for n in nodes(api, srv, cpu_cluster)}
+
+
+def test_a_script_in_azures_style_captures_names_with_query_and_tsv(
+    srv: RunningServer, tmp_path: Path
+) -> None:
+    """``JOB=$(az ml job create -f job.yml --query name -o tsv --web)`` then ``az ml job show -n $JOB
+    --query status -o tsv``, as Azure's scripts write them (flags after the verb, --web, tsv)."""
+    spec = tmp_path / "job.yml"
+    spec.write_text("command: echo from-a-script\ncompute: local\n")
+    created = ok(cli(srv, "job", "create", "-f", str(spec), "--query", "name", "-o", "tsv", "--web"))
+    name = created.stdout.strip()
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", name), created.stdout
+    assert "no studio page" in created.stderr
+    with srv.client() as api:
+        assert wait_job(api, srv, name)["status"] == "Completed"
+    shown = ok(cli(srv, "job", "show", "-n", name, "--query", "{n:name, s:status}", "--out", "tsv"))
+    assert shown.stdout == f"{name}\tCompleted\n"
+    refused = cli(srv, "job", "show", "-n", name, "--query", "[?")
+    assert refused.returncode == 2 and "--query" in refused.stderr

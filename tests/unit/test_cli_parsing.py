@@ -15,8 +15,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from cloudlet.cli.az_args import hoist_global_options
 from cloudlet.cli.compute import apply_set, build_body, load_yaml_file, parse_path, parse_set
-from cloudlet.cli.main import CliState, app, hoist_global_options
+from cloudlet.cli.main import CliState, app
 from cloudlet.cli.output import OutputFormat, build_table, format_error, render, table_rows
 from cloudlet.client import (
     AmlCompute,

@@ -3,6 +3,7 @@ deployment's log behind ``get-logs`` rather than in a cell."""
 
 from __future__ import annotations
 
+import cloudlet.cli.main  # noqa: F401  (registers every command's columns)
 from cloudlet.cli.output import COLUMNS, REASON_WIDTH, table_rows
 
 ARM_ID = "/subscriptions/s/resourceGroups/default/providers/Microsoft.MachineLearningServices/workspaces/w"

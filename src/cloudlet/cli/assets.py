@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from cloudlet.cli.az_flags import RegistryOpt, YesOpt, no_registries
 from cloudlet.cli.compute import build_body, load_yaml_file, state
 from cloudlet.cli.output import COLUMNS, err_console
 from cloudlet.client._config import ConfigurationError
@@ -119,8 +120,16 @@ def make_app(kind: str) -> typer.Typer:
         ] = None,
         description: Annotated[str | None, typer.Option("-d", "--description", help="Description.")] = None,
         set_: Annotated[list[str] | None, typer.Option("--set", help="KEY.PATH=VALUE, repeatable.")] = None,
+        build_context: Annotated[
+            str | None, typer.Option("--build-context", help="A Docker build context folder (environments).")
+        ] = None,
+        dockerfile_path: Annotated[
+            str | None, typer.Option("--dockerfile-path", help="The Dockerfile in --build-context.")
+        ] = None,
+        registry_name: RegistryOpt = None,
     ) -> None:
         """Create a version (local paths are uploaded once, content-hashed)."""
+        no_registries(registry_name)
         st = state(ctx)
         doc = load_yaml_file(file, kind) if file else {}
         doc.pop("$schema", None)
@@ -130,6 +139,9 @@ def make_app(kind: str) -> typer.Typer:
             fields.update({"image": image, "conda_file": conda_file})
             if conda_file:
                 fields["conda_file"] = str((Path.cwd() / conda_file).resolve())
+            if build_context:  # az's flags for an environment's build: {path, dockerfile_path}
+                build = {"path": str((Path.cwd() / build_context).resolve())}
+                fields["build"] = build | ({"dockerfile_path": dockerfile_path} if dockerfile_path else {})
         else:
             fields.update({"type": type_})
             if path:
@@ -150,8 +162,10 @@ def make_app(kind: str) -> typer.Typer:
         name: NameOpt,
         version: VersionOpt = None,
         label: LabelOpt = None,
+        registry_name: RegistryOpt = None,
     ) -> None:
         """Show a version (the latest without --version)."""
+        no_registries(registry_name)
         st = state(ctx)
         st.emit(operations(ctx).get(name, _version(version, label))._to_dict(), kind)
 
@@ -161,8 +175,10 @@ def make_app(kind: str) -> typer.Typer:
         name: Annotated[str | None, typer.Option("-n", "--name", help="List this name's versions.")] = None,
         archived_only: Annotated[bool, typer.Option("--archived-only", help="Only archived.")] = False,
         include_archived: Annotated[bool, typer.Option("--include-archived", help="Archived too.")] = False,
+        registry_name: RegistryOpt = None,
     ) -> None:
         """Each name's latest version, or one name's versions (archived ones hidden)."""
+        no_registries(registry_name)
         st = state(ctx)
         view = "archived_only" if archived_only else "all" if include_archived else "active_only"
         st.emit([a._to_dict() for a in operations(ctx).list(name, list_view_type=view)], kind)
@@ -189,6 +205,7 @@ def make_app(kind: str) -> typer.Typer:
         ctx: typer.Context,
         name: NameOpt,
         version: Annotated[str, typer.Option("-v", "--version", help="The version to delete.")],
+        yes: YesOpt = False,
     ) -> None:
         """Delete a version (refused while a queued or running job uses it)."""
         operations(ctx).delete(name, version)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from cloudlet.cli.az_flags import NoWaitOpt, YesOpt
 from cloudlet.cli.compute import build_body, load_yaml_file, state
 from cloudlet.cli.output import COLUMNS, err_console
 from cloudlet.client._config import ConfigurationError
@@ -78,7 +79,11 @@ def _write_endpoint(ctx: typer.Context, file: str | None, name: str | None, sets
 
 @endpoint_app.command("create")
 def endpoint_create(
-    ctx: typer.Context, file: FileOpt = None, name: NameOpt = None, set_: SetOpt = None
+    ctx: typer.Context,
+    file: FileOpt = None,
+    name: NameOpt = None,
+    set_: SetOpt = None,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     """Create a batch endpoint."""
     _write_endpoint(ctx, file, name, set_)
@@ -115,7 +120,12 @@ def endpoint_list(ctx: typer.Context) -> None:
 
 
 @endpoint_app.command("delete")
-def endpoint_delete(ctx: typer.Context, name: Annotated[str, typer.Option("-n", "--name")]) -> None:
+def endpoint_delete(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("-n", "--name")],
+    yes: YesOpt = False,
+    no_wait: NoWaitOpt = False,
+) -> None:
     """Delete a batch endpoint and its deployments (its jobs stay)."""
     _endpoints(ctx).delete(name)
     err_console.print(f"deleted batch endpoint {escape(name)}", highlight=False)
@@ -176,6 +186,7 @@ def deployment_create(
     endpoint_name: EndpointOpt = None,
     set_default: DefaultOpt = False,
     set_: SetOpt = None,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     """Create a batch deployment (its local code is uploaded once)."""
     _write_deployment(ctx, file, name, endpoint_name, set_, set_default)
@@ -217,10 +228,23 @@ def deployment_delete(
     ctx: typer.Context,
     name: Annotated[str, typer.Option("-n", "--name")],
     endpoint_name: Annotated[str, typer.Option("-e", "--endpoint-name")],
+    yes: YesOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     """Delete a batch deployment (not the endpoint's default)."""
     _deployments(ctx).delete(name, endpoint_name)
     err_console.print(f"deleted batch deployment {escape(endpoint_name)}/{escape(name)}", highlight=False)
+
+
+@deployment_app.command("list-jobs")
+def deployment_list_jobs(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("-n", "--name")],
+    endpoint_name: Annotated[str, typer.Option("-e", "--endpoint-name")],
+) -> None:
+    """The deployment's batch jobs, newest first."""
+    jobs = [j._to_dict() for j in _endpoints(ctx).list_jobs(endpoint_name)]
+    state(ctx).emit([j for j in jobs if (j.get("tags") or {}).get("batch_deployment") == name], "job")
 
 
 def register(root: typer.Typer) -> None:

@@ -147,6 +147,31 @@ def build_body(
     return body
 
 
+IdentityTypeOpt = Annotated[
+    str | None,
+    typer.Option("--identity-type", help="system_assigned, user_assigned, both (comma) or none."),
+]
+UserIdentitiesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--user-assigned-identities", help="Resource ids of user-assigned identities, comma-separated."
+    ),
+]
+
+
+def identity_of(identity_type: str | None, user_assigned: str | None) -> dict[str, Any] | None:
+    """az's --identity-type / --user-assigned-identities as the YAML's ``identity:``."""
+    if identity_type is None and user_assigned is None:
+        return None
+    if identity_type is None:
+        raise ConfigurationError("--user-assigned-identities goes with --identity-type user_assigned")
+    identity: dict[str, Any] = {"type": identity_type.replace(" ", "").lower()}
+    if user_assigned:
+        ids = [part.strip() for part in user_assigned.split(",") if part.strip()]
+        identity["user_assigned_identities"] = [{"resource_id": rid} for rid in ids]
+    return identity
+
+
 # ----------------------------------------------------------------------------------------------
 # Commands.
 
@@ -173,6 +198,8 @@ def create(
     tier: Annotated[str | None, typer.Option("--tier", help="dedicated or low_priority.")] = None,
     description: Annotated[str | None, typer.Option("--description")] = None,
     no_wait: NoWaitOpt = False,
+    identity_type: IdentityTypeOpt = None,
+    user_assigned_identities: UserIdentitiesOpt = None,
 ) -> None:
     """Create (or update) a compute from a YAML file and/or options."""
     st = state(ctx)
@@ -190,6 +217,7 @@ def create(
                 "idle_time_before_scale_down": idle_time_before_scale_down,
                 "tier": tier,
                 "description": description,
+                "identity": identity_of(identity_type, user_assigned_identities),
             },
             name,
         )
@@ -262,8 +290,10 @@ def update(
     ] = None,
     description: Annotated[str | None, typer.Option("--description")] = None,
     no_wait: NoWaitOpt = False,
+    identity_type: IdentityTypeOpt = None,
+    user_assigned_identities: UserIdentitiesOpt = None,
 ) -> None:
-    """Change scale settings, idle times or the description of a compute."""
+    """Change scale settings, idle times, the identity or the description of a compute."""
     st = state(ctx)
     body = {
         k: v
@@ -273,6 +303,7 @@ def update(
             "idle_time_before_scale_down": idle_time_before_scale_down,
             "idle_time_before_shutdown_minutes": idle_time_before_shutdown_minutes,
             "description": description,
+            "identity": identity_of(identity_type, user_assigned_identities),
         }.items()
         if v is not None
     }

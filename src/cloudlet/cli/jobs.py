@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from cloudlet.cli.az_flags import WebOpt, no_web_page
 from cloudlet.cli.compute import build_body, load_yaml_file, state
 from cloudlet.cli.output import COLUMNS, err_console
 from cloudlet.client._config import ConfigurationError
@@ -81,8 +82,13 @@ def create(
     stream: Annotated[
         bool, typer.Option("--stream", help="Follow the job's log until it ends (exit 1 if it fails).")
     ] = False,
+    web: WebOpt = False,
+    skip_validation: Annotated[
+        bool, typer.Option("--skip-validation", help="Accepted (the server validates the job).")
+    ] = False,
 ) -> None:
     """Upload local code and inputs, then submit a command job."""
+    no_web_page(web)
     st = state(ctx)
     doc, base = load_job_file(file)
     try:
@@ -107,8 +113,9 @@ def create(
 
 
 @app.command("show")
-def show(ctx: typer.Context, name: NameOpt) -> None:
+def show(ctx: typer.Context, name: NameOpt, web: WebOpt = False) -> None:
     """Show one job with its status, attempts and outputs (a pipeline: its steps as a DAG)."""
+    no_web_page(web)
     st = state(ctx)
     data = operations(ctx).get(name)._to_dict()
     if data.get("dag") and st.output == "table":  # each step, its status, upstream, reuse

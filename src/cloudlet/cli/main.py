@@ -15,7 +15,8 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from cloudlet.cli.output import OutputFormat, err_console, print_error, render
+from cloudlet.cli.az_args import GLOBAL_VALUE_OPTIONS, expand_prefixes, hoist_global_options
+from cloudlet.cli.output import OutputFormat, compile_query, err_console, print_error, render
 from cloudlet.client._config import CloudletConfig, ConfigurationError, load_config
 from cloudlet.client._rest import (
     CloudletClientError,
@@ -28,42 +29,39 @@ from cloudlet.client._rest import (
     ws_path,
 )
 
-_GLOBAL_VALUE_OPTIONS = frozenset(
-    {"-o", "--output", "-w", "--workspace", "-g", "--resource-group", "--subscription"}
-)
-
-
-def hoist_global_options(args: list[str]) -> list[str]:
-    """Move global options (and their values) found anywhere before ``--`` to the front."""
-    hoisted: list[str] = []
-    rest: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            rest.extend(args[i:])
-            break
-        if arg in _GLOBAL_VALUE_OPTIONS and i + 1 < len(args):
-            hoisted.extend(args[i : i + 2])
-            i += 2
-            continue
-        if (arg.split("=", 1)[0] in _GLOBAL_VALUE_OPTIONS and arg.startswith("--") and "=" in arg) or (
-            len(arg) > 2 and arg[:2] in ("-o", "-w", "-g") and not arg.startswith("--")
-        ):
-            hoisted.append(arg)
-        else:
-            rest.append(arg)
-        i += 1
-    return hoisted + rest
-
 
 class CloudletGroup(TyperGroup):
     """Root group: accepts global options anywhere and turns client errors into exit code 1."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if ctx.parent is None:
-            args = hoist_global_options(list(args))
+            names = {*self._long_options(self), *self._long_options(self._called(ctx, list(args)))}
+            args = hoist_global_options(expand_prefixes(list(args), names))
         return super().parse_args(ctx, args)
+
+    def _called(self, ctx: Any, args: list[str]) -> Any:
+        """The command the words of ``args`` name (``online-deployment create``), or None."""
+        command: Any = self
+        words = iter(args)
+        for word in words:
+            if word in GLOBAL_VALUE_OPTIONS:
+                next(words, None)  # its value is no command
+                continue
+            if word.startswith("-"):
+                continue
+            if not hasattr(command, "get_command"):  # a verb, not a group (typer bundles its own click)
+                break
+            found = command.get_command(ctx, word)
+            if found is None:
+                break
+            command = found
+        return None if command is self else command
+
+    @staticmethod
+    def _long_options(command: Any) -> list[str]:
+        if command is None:
+            return []
+        return [o for p in command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -87,6 +85,7 @@ class CliState:
         self.overrides = {"workspace": workspace, "resource_group": resource_group}
         self.overrides["subscription_id"] = subscription
         self.output = output
+        self.query: str | None = None  # --query: a JMESPath expression over what is printed
         self._transport = transport
         self._config: CloudletConfig | None = None
         self._rest: RestClient | None = None
@@ -121,7 +120,7 @@ class CliState:
         return location_path(cfg.require_subscription(), location or cfg.location or "local")
 
     def emit(self, data: Any, kind: str | None = None) -> None:
-        render(data, self.output, kind)
+        render(data, self.output, kind, query=self.query)
 
     def wait(self, response: httpx.Response, label: str, no_wait: bool = False) -> dict[str, Any] | None:
         """Follow the operation an LRO answer names; exit 1 if it fails. ``None`` when not waited."""
@@ -181,14 +180,31 @@ def main(
     output: Annotated[
         OutputFormat, typer.Option("-o", "--output", help="Output format.", envvar="CLOUDLET_OUTPUT")
     ] = OutputFormat.table,
+    query: Annotated[
+        str | None,
+        typer.Option("--query", help="JMESPath over the output, as az: --query name -o tsv."),
+    ] = None,
+    workspace_name: Annotated[str | None, typer.Option("--workspace-name", help="Same as -w.")] = None,
+    _debug: Annotated[bool, typer.Option("--debug", hidden=True, help="Accepted as az does.")] = False,
+    _verbose: Annotated[bool, typer.Option("--verbose", hidden=True, help="Accepted as az does.")] = False,
+    _only_errors: Annotated[
+        bool, typer.Option("--only-show-errors", hidden=True, help="Accepted as az does.")
+    ] = False,
 ) -> None:
     """Global options may be given before or after the command."""
+    workspace = workspace or workspace_name
+    if query is not None:
+        try:
+            compile_query(query)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--query") from None
     if isinstance(ctx.obj, CliState):  # pre-built (tests): apply the options given
         given = {"workspace": workspace, "resource_group": resource_group, "subscription_id": subscription}
         ctx.obj.overrides.update({k: v for k, v in given.items() if v is not None})
         ctx.obj.output = output
     else:
         ctx.obj = CliState(workspace, resource_group, subscription, output)
+    ctx.obj.query = query
 
 
 @app.command("server")

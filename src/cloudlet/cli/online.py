@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cloudlet.cli.compute import load_yaml_file, state
+from cloudlet.cli.az_flags import LocalOpt, NoWaitOpt, YesOpt, ignored
+from cloudlet.cli.compute import build_body, load_yaml_file, state
 from cloudlet.cli.output import err_console
 from cloudlet.client._config import ConfigurationError
 from cloudlet.client.online_endpoints import OnlineDeploymentOperations, OnlineEndpointOperations
@@ -29,7 +30,7 @@ deployments = typer.Typer(
 FileOpt = Annotated[str | None, typer.Option("-f", "--file", help="The YAML file (CLI v2 shape).")]
 EndpointOpt = Annotated[str, typer.Option("-e", "--endpoint-name", help="The endpoint.")]
 NameOpt = Annotated[str, typer.Option("-n", "--name", help="Name.")]
-NoWaitOpt = Annotated[bool, typer.Option("--no-wait", help="Return once accepted.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="KEY.PATH=VALUE (YAML-typed), repeatable.")]
 
 
 def _ops(ctx: typer.Context) -> tuple[OnlineEndpointOperations, OnlineDeploymentOperations]:
@@ -53,9 +54,12 @@ def endpoint_create(
     file: FileOpt = None,
     name: Annotated[str | None, typer.Option("-n", "--name", help="Name (overrides the file's).")] = None,
     auth_mode: Annotated[str | None, typer.Option("--auth-mode", help="key or aml_token.")] = None,
+    set_: SetOpt = None,
+    local: LocalOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     """Create an endpoint (its keys are made; no traffic until a deployment takes some)."""
-    doc = load_yaml_file(file, "online endpoint") if file else {}
+    doc = _with_sets(load_yaml_file(file, "online endpoint") if file else {}, set_)
     doc.pop("$schema", None)
     if name:
         doc["name"] = name
@@ -66,8 +70,15 @@ def endpoint_create(
     state(ctx).emit(_ops(ctx)[0].create_or_update(doc))
 
 
+def _with_sets(doc: dict[str, Any], sets: list[str] | None) -> dict[str, Any]:
+    try:
+        return build_body(doc, sets)
+    except ValueError as exc:
+        raise ConfigurationError(f"--set: {exc}") from exc
+
+
 @endpoints.command("show")
-def endpoint_show(ctx: typer.Context, name: NameOpt) -> None:
+def endpoint_show(ctx: typer.Context, name: NameOpt, local: LocalOpt = False) -> None:
     """Show an endpoint: its scoring URI, auth mode and traffic."""
     state(ctx).emit(_ops(ctx)[0].get(name))
 
@@ -94,7 +105,11 @@ def endpoint_update(
 
 @endpoints.command("delete")
 def endpoint_delete(
-    ctx: typer.Context, name: NameOpt, yes: Annotated[bool, typer.Option("-y", "--yes")] = False
+    ctx: typer.Context,
+    name: NameOpt,
+    yes: YesOpt = False,
+    no_wait: NoWaitOpt = False,
+    local: LocalOpt = False,
 ) -> None:
     """Delete an endpoint with its deployments (their replicas stop)."""
     _ops(ctx)[0].delete(name)
@@ -126,6 +141,7 @@ def endpoint_invoke(
     deployment_name: Annotated[
         str | None, typer.Option("-d", "--deployment-name", help="Send to this deployment.")
     ] = None,
+    local: LocalOpt = False,
 ) -> None:
     """Score a request through the endpoint's gateway; the answer is printed as is."""
     answer = _ops(ctx)[0].invoke(name, request_file=request_file, deployment_name=deployment_name)
@@ -148,10 +164,12 @@ def _deploy(ctx: typer.Context, doc: dict[str, Any], base: Path, local: bool, no
     state(ctx).emit(shown)
 
 
-def _document(file: str | None, name: str | None, endpoint: str | None) -> tuple[dict[str, Any], Path]:
+def _document(
+    file: str | None, name: str | None, endpoint: str | None, sets: list[str] | None = None
+) -> tuple[dict[str, Any], Path]:
     if not file:
         raise ConfigurationError("give the deployment's YAML: --file")
-    doc = load_yaml_file(file, "online deployment")
+    doc = _with_sets(load_yaml_file(file, "online deployment"), sets)
     doc.pop("$schema", None)
     if name:
         doc["name"] = name
@@ -175,9 +193,18 @@ def deployment_create(
         bool, typer.Option("--local", help="Run the replicas on this machine (debugging).")
     ] = False,
     no_wait: NoWaitOpt = False,
+    set_: SetOpt = None,
+    skip_script_validation: Annotated[
+        bool, typer.Option("--skip-script-validation", help="Accepted (the script is not validated ahead).")
+    ] = False,
+    package_model: Annotated[
+        bool, typer.Option("--package-model", "--with-package", help="Accepted; the model is not packaged.")
+    ] = False,
 ) -> None:
     """Create a deployment: uploads its model and code, starts its replicas, waits until ready."""
-    doc, base = _document(file, name, endpoint_name)
+    if package_model:
+        ignored("--package-model", "cloudlet serves the model as it is; no package image is built")
+    doc, base = _document(file, name, endpoint_name, set_)
     _deploy(ctx, doc, base, local, no_wait)
     if all_traffic:
         _ops(ctx)[0].update_traffic(doc["endpoint_name"], {doc["name"]: 100})
@@ -190,14 +217,18 @@ def deployment_update(
     name: Annotated[str | None, typer.Option("-n", "--name", help="Name (overrides the file's).")] = None,
     endpoint_name: Annotated[str | None, typer.Option("-e", "--endpoint-name", help="The endpoint.")] = None,
     no_wait: NoWaitOpt = False,
+    set_: SetOpt = None,
+    local: LocalOpt = False,
 ) -> None:
     """Update a deployment: new replicas start; the old ones serve until they are ready."""
-    doc, base = _document(file, name, endpoint_name)
+    doc, base = _document(file, name, endpoint_name, set_)
     _deploy(ctx, doc, base, False, no_wait)
 
 
 @deployments.command("show")
-def deployment_show(ctx: typer.Context, name: NameOpt, endpoint_name: EndpointOpt) -> None:
+def deployment_show(
+    ctx: typer.Context, name: NameOpt, endpoint_name: EndpointOpt, local: LocalOpt = False
+) -> None:
     """A deployment: its state, stage, failure reason, replicas and request counts."""
     state(ctx).emit(_ops(ctx)[1].get(endpoint_name, name))
 
@@ -213,7 +244,9 @@ def deployment_delete(
     ctx: typer.Context,
     name: NameOpt,
     endpoint_name: EndpointOpt,
-    yes: Annotated[bool, typer.Option("-y", "--yes")] = False,
+    yes: YesOpt = False,
+    no_wait: NoWaitOpt = False,
+    local: LocalOpt = False,
 ) -> None:
     """Delete a deployment (refused while it takes traffic); its replicas stop."""
     _ops(ctx)[1].delete(endpoint_name, name)
@@ -226,6 +259,10 @@ def deployment_logs(
     name: NameOpt,
     endpoint_name: EndpointOpt,
     lines: Annotated[int, typer.Option("-l", "--lines", help="The last N lines.")] = 200,
+    local: LocalOpt = False,
+    container: Annotated[
+        str | None, typer.Option("-c", "--container", help="inference-server (the only one here).")
+    ] = None,
 ) -> None:
     """The inference server's log of the deployment's first replica."""
     sys.stdout.write(_ops(ctx)[1].get_logs(endpoint_name, name, lines) + "\n")

@@ -9,10 +9,13 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TextIO
 
+import jmespath
+import jmespath.exceptions
 import yaml
 from rich.console import Console
 from rich.markup import escape
@@ -27,6 +30,51 @@ class OutputFormat(StrEnum):
     table = "table"
     json = "json"
     yaml = "yaml"
+    tsv = "tsv"  # az's: values only, tab-separated, a row per item (for VAR=$(… --query name -o tsv))
+    jsonc = "jsonc"  # az's coloured JSON: plain JSON here
+
+
+def compile_query(expression: str) -> Any:
+    """A JMESPath expression, or ValueError naming what is wrong with it."""
+    try:
+        return jmespath.compile(expression)
+    except jmespath.exceptions.JMESPathError as exc:
+        hint = 'e.g. --query name or --query "[].name"'
+        raise ValueError(f"not a JMESPath expression ({exc}); {hint}") from exc
+
+
+def apply_query(data: Any, expression: str) -> Any:
+    # Ordered: a multiselect hash ({Name:name, Id:id}) keeps its order in tsv, as in az.
+    return compile_query(expression).search(data, jmespath.Options(dict_cls=OrderedDict))
+
+
+def _tsv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return str(len(value))  # az writes a nested list's length, a nested object as nothing
+    if isinstance(value, dict):
+        return ""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return str(value)
+
+
+def dump_tsv(data: Any) -> str:
+    """az's tsv: a line per item of a list (the result itself otherwise); an object's values in its
+    order when ordered (a --query projection), else by sorted key; nested values flattened."""
+    lines = []
+    for item in data if isinstance(data, list) else [data]:
+        if isinstance(item, OrderedDict):
+            values = list(item.values())
+        elif isinstance(item, dict):
+            values = [value for _, value in sorted(item.items())]
+        elif isinstance(item, list):
+            values = item
+        else:
+            values = [item]
+        lines.append("\t".join(_tsv_cell(v) for v in values))
+    return "".join(line + "\n" for line in lines)
 
 
 Getter = Callable[[dict[str, Any]], Any]
@@ -219,19 +267,6 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("MODEL", model_name),
         ("REASON", reason_summary),
     ],
-    "batch-endpoint": [
-        ("NAME", _key("name")),
-        ("STATE", _key("provisioning_state")),
-        ("DEFAULT_DEPLOYMENT", lambda d: (d.get("defaults") or {}).get("deployment_name")),
-        ("SCORING_URI", _key("scoring_uri")),
-    ],
-    "batch-deployment": [
-        ("NAME", _key("name")),
-        ("ENDPOINT", _key("endpoint_name")),
-        ("STATE", _key("provisioning_state")),
-        ("COMPUTE", _key("compute")),
-        ("MODEL", model_name),
-    ],
     "operation": [
         ("ID", _key("id")),
         ("KIND", _key("kind")),
@@ -296,16 +331,31 @@ def dump_yaml(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
-def render(data: Any, fmt: OutputFormat | str, kind: str | None = None, stream: TextIO | None = None) -> None:
-    """Print ``data`` (server JSON) to stdout in ``fmt``."""
+def render(
+    data: Any,
+    fmt: OutputFormat | str,
+    kind: str | None = None,
+    stream: TextIO | None = None,
+    query: str | None = None,
+) -> None:
+    """Print ``data`` (server JSON) to stdout in ``fmt``, filtered by the JMESPath ``query``."""
     out = stream or sys.stdout
     fmt = OutputFormat(fmt)
-    if fmt is OutputFormat.json:
+    if query is not None:
+        data = apply_query(data, query)
+        kind = None  # a projection has its own shape: generic columns
+    if fmt is OutputFormat.tsv:
+        out.write(dump_tsv(data))
+    elif fmt in (OutputFormat.json, OutputFormat.jsonc):
         out.write(dump_json(data) + "\n")
     elif fmt is OutputFormat.yaml:
         out.write(dump_yaml(data))
     else:
         if isinstance(data, list) and not data:
+            return
+        if not isinstance(data, dict | list) or all(not isinstance(i, dict) for i in data):
+            out.write(dump_tsv(data))  # a scalar or a list of scalars (a --query result) as they are
+            out.flush()
             return
         # Not a terminal (pipe, file): do not squeeze tables into 80 columns.
         tty = out.isatty()

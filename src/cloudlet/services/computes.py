@@ -40,6 +40,7 @@ PATCHABLE_FIELDS = {
     "idle_time_before_shutdown_minutes",
     "schedules",
     "ssh_public_access_enabled",
+    "identity",  # az ml compute update --identity-type (the samples' data-access set-up)
 }
 ACTIONS: dict[str, tuple[InstanceEvent, str]] = {
     "start": (InstanceEvent.START, "start"),
