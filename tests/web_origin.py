@@ -16,9 +16,11 @@ import shutil
 import ssl
 import subprocess
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 SYSTEM_CAS = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
@@ -89,6 +91,24 @@ class WebOrigin:
             return [s for s in self.served if s.path == path]
 
 
+def _blob_listing(files: dict[str, bytes], container_path: str, prefix: str) -> bytes:
+    """The Blob service's List Blobs answer for a container (the first path segment): the files
+    beneath it whose names start with PREFIX, in one page."""
+    container = "/" + container_path.strip("/") + "/"
+    names = sorted(p[len(container) :] for p in files if p.startswith(container))
+    blobs = "".join(
+        f"<Blob><Name>{escape(n)}</Name><Properties><Content-Length>{len(files[container + n])}"
+        "</Content-Length></Properties></Blob>"
+        for n in names
+        if n.startswith(prefix)
+    )
+    return (
+        '<?xml version="1.0" encoding="utf-8"?><EnumerationResults '
+        f'ContainerName="{escape(container.strip("/"))}"><Prefix>{escape(prefix)}</Prefix>'
+        f"<Blobs>{blobs}</Blobs><NextMarker /></EnumerationResults>"
+    ).encode()
+
+
 def _handler(origin: WebOrigin) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -114,8 +134,12 @@ def _handler(origin: WebOrigin) -> type[http.server.BaseHTTPRequestHandler]:
             path = self.path
             if "://" in path:  # a plain-HTTP proxy request names the whole URL
                 path = "/" + path.split("://", 1)[1].partition("/")[2]
-            path = path.split("?", 1)[0]
-            body = origin.files.get(path)
+            path, _, query = path.partition("?")
+            params = urllib.parse.parse_qs(query)
+            if params.get("comp") == ["list"] and params.get("restype") == ["container"]:
+                body: bytes | None = _blob_listing(origin.files, path, (params.get("prefix") or [""])[0])
+            else:
+                body = origin.files.get(path)
             tag = f'"{hashlib.sha256(body).hexdigest()}"' if body is not None else None
             conditional = self.headers.get("If-None-Match")
             status = 404 if body is None else (304 if conditional == tag else 200)

@@ -7,7 +7,8 @@ azureml-examples' ``cli/jobs/basics``) run to Completed as written, with no ``--
 - ``./outputs`` and ``./logs`` exist when the process starts and are kept as the attempt's default
   artifacts (``cloudlet job download -n J --all``);
 - ``https://`` inputs are downloaded by the node before the process starts, cached by URL and
-  ETag; other clouds' schemes are refused; a failed download fails the job saying so;
+  ETag; ``wasbs://``/``abfss://`` public blobs are read over https, a Blob folder as its listed
+  blobs; other clouds' schemes are refused; a failed download fails the job saying so;
 - a CUDA image on a CPU size is a warning on the job, which runs on the CPU; an incompatible CUDA
   on a GPU size is refused (T14);
 - ``job stream --attempt N`` and ``job show`` reach every attempt's log.
@@ -46,6 +47,7 @@ from tests.web_origin import WebOrigin, make_certificates, web_origin
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "azureml"
 AZURE_HOST = "azuremlexamples.blob.core.windows.net"
+DFS_HOST = "azuremlexamples.dfs.core.windows.net"
 IRIS_URL = f"https://{AZURE_HOST}/datasets/iris.csv"
 IRIS = b"sepal_length,sepal_width,petal_length,petal_width,species\n" + b"5.1,3.5,1.4,0.2,setosa\n" * 29
 DOWNLOAD_LIMIT = 1_000_000  # the module's nodes refuse bigger downloads
@@ -55,7 +57,13 @@ CUDA_IMAGE = "mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebOrigin]:
     certificates = make_certificates(tmp_path_factory.mktemp("ca"), (AZURE_HOST,))
-    files = {"/datasets/iris.csv": IRIS, "/datasets/too-big.bin": b"\0" * (DOWNLOAD_LIMIT + 1)}
+    files = {
+        "/datasets/iris.csv": IRIS,
+        "/datasets/too-big.bin": b"\0" * (DOWNLOAD_LIMIT + 1),
+        "/datasets/shards/part-1.csv": b"a,1\n",
+        "/datasets/shards/part-2.csv": b"b,2\n",
+        "/datasets/shards/nested/part-3.csv": b"c,3\n",
+    }
     with web_origin(files, certificates, (AZURE_HOST,)) as served_origin:
         yield served_origin
 
@@ -218,11 +226,34 @@ def test_a_failed_download_fails_the_job_with_the_reason(srv: RunningServer, api
         assert "never" not in text, text
 
 
+def test_azure_storage_paths_are_read_over_https_files_and_folders(
+    srv: RunningServer, api: httpx.Client, origin: WebOrigin
+) -> None:
+    """``wasbs://`` and ``abfss://`` public blobs as the samples name them, and an https:// Blob
+    "folder" (the batch samples' inputs): a file is downloaded, a folder is its blobs, listed."""
+    body = {
+        "command": "cat ${{inputs.rows}} | wc -l; ls ${{inputs.shards}}; cat ${{inputs.shards}}/part-2.csv;"
+        " ls ${{inputs.lake}}/nested",
+        "inputs": {
+            "rows": {"type": "uri_file", "path": f"wasbs://datasets@{AZURE_HOST}/iris.csv"},
+            "shards": {"type": "uri_folder", "path": f"https://{AZURE_HOST}/datasets/shards"},
+            "lake": {"type": "uri_folder", "path": f"abfss://datasets@{DFS_HOST}/shards/"},
+        },
+    }
+    submit(api, srv, "azure-storage-inputs", body)
+    done = wait_job(api, srv, "azure-storage-inputs", timeout=120)
+    text = log_text(api, srv, "azure-storage-inputs")
+    assert done["status"] == "Completed", (done, text)
+    assert done["inputs"]["rows"]["path"] == IRIS_URL, done["inputs"]  # shown as what is read
+    assert "30\n" in text and "nested\npart-1.csv\npart-2.csv\n" in text, text
+    assert "b,2\n" in text and "part-3.csv" in text, text
+    assert f"downloaded the folder https://{AZURE_HOST}/datasets/shards (3 files)" in text, text
+
+
 @pytest.mark.parametrize(
     "uri",
     [
-        "wasbs://data@account.blob.core.windows.net/iris.csv",
-        "abfss://data@account.dfs.core.windows.net/iris.csv",
+        "wasbs://data@account.example.com/iris.csv",  # not Azure Storage's host: no https form
         "s3://bucket/iris.csv",
         "gs://bucket/iris.csv",
         "adl://account.azuredatalakestore.net/iris.csv",
@@ -331,3 +362,53 @@ def test_a_curated_environment_job_runs_as_written(plain_srv: RunningServer, tmp
     assert re.search(r"training accuracy [01]\.\d{3} on 200 samples", log), log
     ok(cli(plain_srv, "job", "download", "-n", name, "--all", "-p", str(tmp_path)))
     assert (tmp_path / "artifacts" / "outputs" / "model.pkl").stat().st_size > 0
+
+
+# -- the samples' data set-up ----------------------------------------------------------------------
+def test_sample_data_put_in_place_with_the_cli_is_read_as_the_samples_name_it(
+    srv: RunningServer, tmp_path: Path
+) -> None:
+    """Azure's setup script uploads example-data to the workspace's blob store and registers
+    ``sampledata``; here ``cloudlet datastore upload`` and ``data create`` do it, and a job reads
+    both ``azureml://datastores/workspaceblobstore/paths/example-data/…`` and
+    ``azureml:sampledata@latest``."""
+    local = tmp_path / "example-data"
+    (local / "sub").mkdir(parents=True)
+    (local / "titanic.csv").write_text("survived,age\n1,22\n0,38\n")
+    (local / "sub" / "note.txt").write_text("beneath\n")
+    uploaded = json.loads(
+        ok(
+            cli(
+                srv,
+                "datastore",
+                "upload",
+                "-s",
+                str(local),
+                "--destination-path",
+                "example-data",
+                "-o",
+                "json",
+            )
+        ).stdout
+    )
+    assert uploaded["uri"] == "azureml://datastores/workspaceblobstore/paths/example-data", uploaded
+    folder = "azureml://datastores/workspaceblobstore/paths/example-data/"
+    ok(cli(srv, "data", "create", "--name", "sampledata", "--path", folder, "--type", "uri_folder"))
+    job_file = tmp_path / "reads-samples.yml"
+    job_file.write_text(
+        yaml.safe_dump(
+            {
+                "command": "cat ${{inputs.titanic}}; cat ${{inputs.sample}}/sub/note.txt",
+                "inputs": {
+                    "titanic": {"type": "uri_file", "path": folder + "titanic.csv"},
+                    "sample": {"type": "uri_folder", "path": "azureml:sampledata@latest"},
+                },
+                "compute": "local",
+            }
+        )
+    )
+    created = ok(cli(srv, "job", "create", "-f", str(job_file), "--stream"))
+    assert "survived,age\n1,22" in created.stdout and "beneath\n" in created.stdout, created.stdout
+    back = tmp_path / "back"
+    ok(cli(srv, "datastore", "download", "--path", "example-data/sub", "--download-path", str(back)))
+    assert (back / "note.txt").read_text() == "beneath\n"  # a folder's contents, as upload takes them

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cloudlet.domain import job_inputs
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_inputs import check_scheme, downloads, is_download
 
@@ -51,3 +52,41 @@ def test_a_run_lists_its_downloads_with_placeholders() -> None:
             "placeholder": "@@cloudlet-download:folder@@",
         },
     ]
+
+
+@pytest.mark.parametrize(
+    ("path", "url"),
+    [
+        (
+            "wasbs://datasets@acct.blob.core.windows.net/iris.csv",
+            "https://acct.blob.core.windows.net/datasets/iris.csv",
+        ),
+        ("wasb://c@acct.blob.core.windows.net/a/b/", "https://acct.blob.core.windows.net/c/a/b/"),
+        (
+            "abfss://lake@acct.dfs.core.windows.net/raw/x.parquet",
+            "https://acct.blob.core.windows.net/lake/raw/x.parquet",
+        ),
+        ("abfss://lake@acct.dfs.core.chinacloudapi.cn/x", "https://acct.blob.core.chinacloudapi.cn/lake/x"),
+        ("wasbs://acct.blob.core.windows.net/iris.csv", None),  # no container
+        ("wasbs://c@acct.example.com/x", None),  # not Azure Storage
+        ("s3://bucket/x", None),
+        ("https://acct.blob.core.windows.net/c/x", None),
+    ],
+)
+def test_azure_storage_paths_become_the_https_url_of_the_same_blob(path: str, url: str | None) -> None:
+    assert job_inputs.blob_https_url(path) == url
+
+
+def test_a_jobs_wasbs_inputs_are_rewritten_and_the_rest_left_alone() -> None:
+    doc = {
+        "inputs": {
+            "a": {"type": "uri_file", "path": "wasbs://d@acct.blob.core.windows.net/f.csv"},
+            "b": {"type": "uri_folder", "path": "azureml://datastores/workspaceblobstore/paths/x"},
+            "n": 3,
+        }
+    }
+    assert job_inputs.with_blob_urls(doc)["inputs"] == {
+        "a": {"type": "uri_file", "path": "https://acct.blob.core.windows.net/d/f.csv"},
+        "b": {"type": "uri_folder", "path": "azureml://datastores/workspaceblobstore/paths/x"},
+        "n": 3,
+    }

@@ -334,7 +334,8 @@ class RunManager:
         items = [d for d in run.spec.get("downloads") or [] if isinstance(d, dict) and d.get("url")]
         if not items:
             return {}, []
-        from cloudlet.agent import downloads  # imported on first use: the idle agent stays small
+        # Imported on first use: the idle agent stays small.
+        from cloudlet.agent import blob_folders, downloads
 
         root = downloads.cache_root(self.work_dir.parent)
         paths: dict[str, str] = {}
@@ -342,8 +343,9 @@ class RunManager:
         for item in items:
             url, name = str(item["url"]), str(item.get("input") or "?")
             try:
-                path = downloads.fetch(
-                    url, root, note=lambda text: self._note(run, text.encode()), stop=run.stop_requested
+                note = lambda text: self._note(run, text.encode())  # noqa: E731
+                seen, folder = blob_folders.fetch_input(
+                    url, str(item.get("type")), root, note=note, stop=run.stop_requested
                 )
             except downloads.DownloadFailed as exc:
                 if run.stop_requested.is_set():
@@ -352,10 +354,7 @@ class RunManager:
                 self._note(run, f"cloudlet-agent: input '{name}': cannot download {url}: {exc}\n".encode())
                 self._finish(run, 1, DOWNLOAD_FAILED)
                 return None
-            folder = path.parent
-            paths[str(item.get("placeholder") or "")] = str(
-                path if item.get("type") == "uri_file" else folder
-            )
+            paths[str(item.get("placeholder") or "")] = str(seen)
             binds.append(Bind(str(folder)))  # the agent's cache (never the user's to write): a path bind
         return {k: v for k, v in paths.items() if k}, binds
 

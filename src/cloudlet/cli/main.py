@@ -260,6 +260,9 @@ def _register() -> None:
 
     online.register(app)  # online-endpoint, online-deployment (issue 14)
     batch_endpoints.register(app)  # batch-endpoint, batch-deployment
+    from cloudlet.cli import datastores
+
+    datastores.register(app)  # datastore upload/download (the samples' example-data)
 
 
 _register()

@@ -330,3 +330,31 @@ def upload_data(rest: RestClient, ws: str, local: str | Path, datastore: str = D
 def download_bytes(rest: RestClient, path: str, params: dict[str, str] | None = None) -> bytes:
     """``GET`` a binary resource (a tar.gz) and return its body."""
     return raw_request(rest, "GET", path, accept="application/gzip, */*", params=params).content
+
+
+def upload_to_path(
+    rest: RestClient, ws: str, local: str | Path, destination: str, datastore: str = DEFAULT_DATASTORE
+) -> Upload:
+    """Put a local folder's contents (or a file) beneath ``destination`` in a datastore, as
+    ``az storage blob upload-batch --destination-path`` does: what samples then read at
+    ``azureml://datastores/<datastore>/paths/<destination>/…``. Files already there are replaced."""
+    source = Path(local)
+    if source.is_dir():
+        data, digest = pack_folder(source, ignore=False)
+    elif source.is_file():
+        data, digest = pack_path(source)
+    else:
+        raise FileNotFoundError(f"{source} does not exist")
+    target = destination.strip("/")
+    raw_request(
+        rest, "PUT", datastore_path(ws, target, datastore), content=data, content_type="application/gzip"
+    )
+    return Upload("data", str(source), digest, len(data), datastore_uri(target, datastore), False)
+
+
+def download_from_path(
+    rest: RestClient, ws: str, path: str, destination: str | Path, datastore: str = DEFAULT_DATASTORE
+) -> list[str]:
+    """Download a datastore file or folder into ``destination``; the relative paths written."""
+    where = f"{ws}/datastores/{quote(datastore, safe='')}/download/{quote(path.strip('/'), safe='/')}"
+    return unpack(download_bytes(rest, where), destination)

@@ -1,5 +1,7 @@
 """Where a job's data inputs may come from (pure): datastore URIs, which nodes see by path, and
-http(s) URLs, which nodes download before the process starts; other clouds' storage is refused.
+http(s) URLs, which nodes download before the process starts; Azure Storage's own schemes
+(``wasbs://``, ``abfss://``) name public blobs that are read over HTTPS the same way; other clouds'
+storage is refused.
 
 ``check_scheme`` is submission's rule; ``downloads`` is what a run spec lists for the node
 (docs/agent-protocol.md, ``downloads``).
@@ -19,6 +21,31 @@ SUPPORTED = (
     "azureml://datastores/<datastore>/paths/<path>, an http(s):// URL (downloaded by the node "
     "before the job starts) or a local path (uploaded by the CLI/client)"
 )
+
+
+def blob_https_url(path: str) -> str | None:
+    """``wasb[s]://container@account.blob.core.windows.net/p`` and ``abfs[s]://container@account.dfs.
+    core.windows.net/p`` as the HTTPS URL of the same blob (a public container answers it without
+    credentials, as Azure's sample data does); None for any other path."""
+    parsed = urlsplit(path)
+    if parsed.scheme.lower() not in ("wasb", "wasbs", "abfs", "abfss") or "@" not in parsed.netloc:
+        return None
+    container, _, host = parsed.netloc.partition("@")
+    account, dot, suffix = host.partition(".")
+    if not container or not account or not dot or not suffix.startswith(("blob.", "dfs.")):
+        return None
+    blob_host = f"{account}.blob.{suffix.split('.', 1)[1]}"  # the dfs endpoint's blobs, by the blob API
+    return f"https://{blob_host}/{container}/{parsed.path.lstrip('/')}"
+
+
+def with_blob_urls(doc: dict[str, Any]) -> dict[str, Any]:
+    """The job's ``wasbs://``/``abfss://`` input paths as the https:// URLs nodes download."""
+    for value in (doc.get("inputs") or {}).values():
+        if isinstance(value, dict) and isinstance(value.get("path"), str):
+            url = blob_https_url(value["path"])
+            if url is not None:
+                value["path"] = url
+    return doc
 
 
 def is_http_url(path: str) -> bool:

@@ -54,7 +54,7 @@ def prepare(body: Any, name: str) -> Prepared:
     if parent is not None:
         return None, parent.parse(body, name)
     spec = job_spec.parse_job(body, name)
-    doc = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    doc = job_inputs.with_blob_urls(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
     doc.pop("$schema", None)
     return spec, doc
 
