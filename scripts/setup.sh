@@ -4,6 +4,7 @@
 # every job runs in). What only the tests need is in scripts/setup-tests.sh. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/apt.sh
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
@@ -27,11 +28,5 @@ fi
 # Best effort, root with apt only: elsewhere the tests run nodes unsandboxed and skip the isolation
 # tests with a notice; under CI (CI=true) the test run fails without it.
 if ! command -v bwrap >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    install_bwrap() { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends bubblewrap; }
-    install_bwrap >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && install_bwrap >/dev/null 2>&1; } \
-      || echo "notice: bubblewrap could not be installed; isolation tests will be skipped (fail under CI)" >&2
-  else
-    echo "notice: bubblewrap (bwrap) missing (needs root and apt-get); isolation tests will be skipped" >&2
-  fi
+  apt_install "jobs run unsandboxed and the isolation tests are skipped (fail under CI)" bubblewrap
 fi
