@@ -15,12 +15,14 @@ Only changes are written.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.actions import Actions, release
+from cloudlet.control.actions import Actions, record_failure, release
+from cloudlet.control.loop import one_item
 from cloudlet.domain.nodes import NodeState
 from cloudlet.providers.base import NodeStatus
 from cloudlet.services import preemption
@@ -47,8 +49,10 @@ def apply_statuses(
         return actions
     with sessions.begin() as session:
         rows = session.scalars(select(Node).where(Node.location == location, Node.id.in_(list(statuses))))
-        for node in rows:
-            _apply(session, node, statuses[node.id], actions, now)
+        for node in rows:  # each node is its own: one that fails says so, the others go on
+            failed = partial(record_failure, node, actions, actions.mark())
+            with one_item(f"applying the engine's status of node {node.id}", session, failed):
+                _apply(session, node, statuses[node.id], actions, now)
     return actions
 
 

@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control.loop import one_item
 from cloudlet.control.online_autoscaler import Autoscaler
 from cloudlet.control.online_inflight import InFlightBoard
 from cloudlet.control.online_placement import AgentHosts, Placement
@@ -257,8 +258,9 @@ class OnlineRuntime:
                 deployments = [d for e in self.endpoints.values() for d in e.deployments.values()]
             for deployment in deployments:
                 for replica in list(deployment.replicas):
-                    if not replica.retired:
-                        self._check(deployment, replica)
+                    if not replica.retired:  # each its own: one that fails stops no other's watch
+                        with one_item(f"watching a replica of {deployment.name}", logger=log):
+                            self._check(deployment, replica)
 
     def _check(self, deployment: DeploymentState, replica: Replica) -> None:
         probe, now = deployment.spec.liveness_probe, time.monotonic()
