@@ -20,8 +20,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.control.instance_watch import InstanceWatch
+from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime, Replica
 from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.domain.nodes import LOST_AFTER_S, NodeEvent, NodeState
+from cloudlet.domain.online_endpoints import DeploymentSpec
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
@@ -237,8 +239,49 @@ def instance_watch_case(world: World) -> Callable[[], None]:
     return check
 
 
+class _Process:
+    """A replica's process: ended (exit 1), or one whose state cannot be read (BROKEN)."""
+
+    def __init__(self, broken: bool = False) -> None:
+        self.broken, self.stopped, self.pid, self.returncode = broken, False, 0, 1
+
+    def poll(self) -> int | None:
+        if self.broken:
+            raise OSError("the process table cannot be read")
+        return 1
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def online_liveness_case(world: World) -> Callable[[], None]:
+    """A replica whose process cannot be looked at beside one whose process ended: the ended one
+    is still retired (it would be restarted); the watch thread lives on."""
+    runtime = OnlineRuntime(world.sessions, world.data, world.data.root.parent / "home")
+    probe = {"initial_delay": 0, "period": 10, "timeout": 1, "failure_threshold": 3}
+    spec = DeploymentSpec("blue", "ep", "model", "code", "score.py", None, SIZE, 2, {}, probe, {"timeout": 1})
+    unreadable, ended = _Process(broken=True), _Process()
+    replicas = [Replica(1, unreadable, Path("/dev/null")), Replica(2, ended, Path("/dev/null"))]
+    deployment = DeploymentState(1, "blue", spec, replicas=replicas)
+    runtime.endpoints[(1, "ep")] = EndpointState(
+        1, 1, "ep", "key", "a", "b", {"blue": 100}, {}, {"blue": deployment}
+    )
+    try:
+        runtime.watch_once()
+        retired = [r.retired for r in replicas]  # before stopping the runtime retires them all
+    finally:
+        runtime.stop()
+
+    def check() -> None:
+        assert retired == [False, True] and ended.stopped, "the ended replica was retired"
+
+    return check
+
+
 @pytest.mark.parametrize(
-    "case", [cluster_case, serverless_case, parents_case, instance_watch_case], ids=lambda c: c.__name__
+    "case",
+    [cluster_case, serverless_case, parents_case, instance_watch_case, online_liveness_case],
+    ids=lambda c: c.__name__,
 )
 def test_one_bad_item_does_not_stop_the_loop(
     world: World, case: Callable[[World], Callable[[], None]]

@@ -254,13 +254,17 @@ class OnlineRuntime:
         probes in a row (after ``initial_delay``, every ``period``), is replaced by a new process
         on the same code and model; it takes traffic again once its readiness probe answers."""
         while not self.stopping.wait(WATCH_S):
-            with self.lock:
-                deployments = [d for e in self.endpoints.values() for d in e.deployments.values()]
-            for deployment in deployments:
-                for replica in list(deployment.replicas):
-                    if not replica.retired:  # each its own: one that fails stops no other's watch
-                        with one_item(f"watching a replica of {deployment.name}", logger=log):
-                            self._check(deployment, replica)
+            self.watch_once()
+
+    def watch_once(self) -> None:
+        """One look at every replica; each is its own: one that fails stops no other's watch."""
+        with self.lock:
+            deployments = [d for e in self.endpoints.values() for d in e.deployments.values()]
+        for deployment in deployments:
+            for replica in list(deployment.replicas):
+                if not replica.retired:
+                    with one_item(f"watching a replica of {deployment.name}", logger=log):
+                        self._check(deployment, replica)
 
     def _check(self, deployment: DeploymentState, replica: Replica) -> None:
         probe, now = deployment.spec.liveness_probe, time.monotonic()
