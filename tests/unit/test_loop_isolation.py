@@ -22,6 +22,8 @@ from sqlalchemy.orm import Session
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime, Replica
 from cloudlet.control.parent_jobs import ParentJobLoop
+from cloudlet.control.reconciler import OperationReconciler
+from cloudlet.control.steps import AfterCommitQueue, StepRegistry
 from cloudlet.domain.nodes import LOST_AFTER_S, NodeEvent, NodeState
 from cloudlet.domain.online_endpoints import DeploymentSpec
 from cloudlet.services import catalogue as catalogue_service
@@ -29,7 +31,7 @@ from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller
 from cloudlet.services.notify import NodeNotifier
-from cloudlet.store.schema import Compute, Job, JobRun, Node, Workspace
+from cloudlet.store.schema import Compute, Job, JobRun, Node, Operation, Workspace
 from tests.unit.control_fakes import SIZE, FakeProvider, add_cluster
 from tests.unit.test_control_reconcilers import World
 
@@ -278,9 +280,55 @@ def online_liveness_case(world: World) -> Callable[[], None]:
     return check
 
 
+class _Widgets(AfterCommitQueue):
+    """A resource type whose one step fails for the widget named ``bad``."""
+
+    resource_type = "widgets"
+    plans = {"create": ("make",)}
+
+    def load(self, session: Session, op: Operation) -> str:
+        return op.resource_name
+
+    def gone(self, op: Operation) -> dict[str, Any]:
+        return {"code": "NotFound", "message": "gone"}
+
+    def apply(self, session: Session, op: Operation, step: str, target: str) -> None:
+        if target == "bad":
+            raise RuntimeError("this widget's record is corrupt")
+
+
+def operations_case(world: World) -> Callable[[], None]:
+    """An operation whose step raises beside one whose step works: the other one ends."""
+    with world.sessions.begin() as session:
+        ws = session.scalars(select(Workspace)).one()
+        for name in ("bad", "good"):
+            session.add(
+                Operation(
+                    id=f"op-{name}",
+                    workspace_id=ws.id,
+                    resource_type="widgets",
+                    resource_id=1,
+                    resource_name=name,
+                    kind="create",
+                    status="InProgress",
+                    step="make",
+                    created_by="test",
+                    created_on=datetime.now(UTC),
+                )
+            )
+    OperationReconciler(world.sessions, "replica-1", StepRegistry(_Widgets())).run_pass()
+
+    def check() -> None:
+        with world.sessions() as session:
+            status = {op.id: op.status for op in session.scalars(select(Operation))}
+        assert status == {"op-bad": "InProgress", "op-good": "Succeeded"}, status
+
+    return check
+
+
 @pytest.mark.parametrize(
     "case",
-    [cluster_case, serverless_case, parents_case, instance_watch_case, online_liveness_case],
+    [cluster_case, serverless_case, parents_case, instance_watch_case, online_liveness_case, operations_case],
     ids=lambda c: c.__name__,
 )
 def test_one_bad_item_does_not_stop_the_loop(
