@@ -34,7 +34,7 @@ class Shape:
 
 
 def shape(spec: CommandJobSpec) -> Shape:
-    """How many processes SPEC starts (``job_spec.distribution_env`` places them)."""
+    """How many processes SPEC starts (``job_spec.distribution_envs`` places them)."""
     nodes = spec.resources.instance_count
     dist = spec.distribution
     if isinstance(dist, TensorFlowDistribution):

@@ -5,7 +5,7 @@ raises a ``CloudletError`` whose ``target`` is the field path and whose message 
 Field names are Azure's, so a file written for ``az ml job create`` is accepted as-is.
 
 Everything here is pure (no I/O): placeholder substitution (``render_command``), the per-process
-environment of distributed jobs (``distribution_env``) and queue priority (``priority_value``).
+environment of distributed jobs (``distribution_envs``) and queue priority (``priority_value``).
 Environments (curated names, inline pip/conda, images) resolve in ``domain.environments``.
 """
 
@@ -430,8 +430,7 @@ def distribution_envs(spec: CommandJobSpec, world: list[str], master_port: int) 
     serialised once, not once per task: 20,000 tasks once took the server down)."""
     if not world:
         raise ValueError("world must list at least one node address")
-    nodes = len(world)
-    dist = spec.distribution
+    nodes, dist = len(world), spec.distribution
     if dist is None:
         return [[{}] for _ in world]
     if isinstance(dist, PyTorchDistribution | MpiDistribution):
@@ -441,9 +440,7 @@ def distribution_envs(spec: CommandJobSpec, world: list[str], master_port: int) 
     tasks = [("worker", i) for i in range(workers)] + [("ps", i) for i in range(dist.parameter_server_count)]
     # Round-robin over nodes; the k-th task on a node listens on master_port + k.
     placed = [(kind, index, g % nodes, g // nodes) for g, (kind, index) in enumerate(tasks)]
-    cluster: dict[str, list[str]] = {"worker": []}
-    if dist.parameter_server_count:
-        cluster["ps"] = []
+    cluster: dict[str, list[str]] = {"worker": [], **({"ps": []} if dist.parameter_server_count else {})}
     for kind, _index, node, local in placed:
         cluster[kind].append(f"{world[node]}:{master_port + local}")
     # What json.dumps({"cluster": …, "task": …}) writes, with the shared part written once.
