@@ -41,13 +41,14 @@ class World:
         self.clock = FakeClock()
         self.providers = providers
         typed: dict[str, NodeProvider] = dict(providers)
+        self.data = DataRoot(tmp / "data")
         self.reconciler = ClusterReconciler(
             self.sessions,
             "replica-1",
             self.installation_id,
             typed,
             NodeNotifier(),
-            DataRoot(tmp / "data"),
+            self.data,
             lambda: "http://127.0.0.1:9",
             clock=self.clock,
         )

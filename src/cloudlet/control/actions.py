@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control.loop import failure_text
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
 from cloudlet.services import nodes as node_service
@@ -38,6 +39,19 @@ class Actions:
 
     def rewind(self, mark: tuple[int, int, int]) -> None:
         del self.launches[mark[0] :], self.terminations[mark[1] :], self.wake[mark[2] :]
+
+
+RECORD_FAILED = "ReconcileFailed"
+
+
+def record_failure(node: Node, actions: Actions, mark: tuple[int, int, int], exc: Exception) -> None:
+    """A pass failed on NODE (its writes undone): forget what it queued after MARK and say why
+    on the node (``list-nodes`` shows it); the pass went on with the others."""
+    actions.rewind(mark)
+    node.error = {
+        "code": RECORD_FAILED,
+        "message": f"the control loop could not record this node: {failure_text(exc)}",
+    }
 
 
 def release(node: Node, actions: Actions, now: float) -> None:

@@ -168,9 +168,12 @@ class ClusterReconciler(ReconcileLoop):
 RECONCILE_FAILED = "ReconcileFailed"
 
 
-def reconcile_error(exc: Exception) -> dict[str, str]:
+CLUSTER_FAILED = "the autoscaler could not reconcile this cluster"
+
+
+def reconcile_error(exc: Exception, who: str = CLUSTER_FAILED) -> dict[str, str]:
     detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-    message = f"the autoscaler could not reconcile this cluster: {type(exc).__name__}"
+    message = f"{who}: {type(exc).__name__}"
     return {"code": RECONCILE_FAILED, "message": f"{message}: {detail}" if detail else message}
 
 

@@ -15,12 +15,14 @@ Only changes are written.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.actions import Actions, release
+from cloudlet.control.actions import Actions, record_failure, release
+from cloudlet.control.loop import one_item
 from cloudlet.domain.nodes import NodeState
 from cloudlet.providers.base import NodeStatus
 from cloudlet.services import preemption
@@ -48,22 +50,31 @@ def apply_statuses(
     with sessions.begin() as session:
         rows = session.scalars(select(Node).where(Node.location == location, Node.id.in_(list(statuses))))
         for node in rows:
-            _apply(session, node, statuses[node.id], actions, now)
+            status = statuses[node.id]
+            if status.phase != "preempted":
+                _note(node, status, now)  # one column of its own: nothing to fail or undo
+                continue
+            # Requeuing its jobs writes many rows: each node is its own (one that fails says so
+            # on itself, the others go on).
+            failed = partial(record_failure, node, actions, actions.mark())
+            with one_item(f"applying the engine's preemption of node {node.id}", session, failed):
+                _preempted(session, node, status, actions, now)
     return actions
 
 
-def _apply(session: Session, node: Node, status: NodeStatus, actions: Actions, now: float) -> None:
-    state = NodeState(node.state)
-    if status.phase == "preempted":
-        if state in preemption.PREEMPTIBLE:
-            actions.wake += preemption.engine_preempted(session, node, status.message, now)
-        if NodeState(node.state) is NodeState.PREEMPTED:
-            release(node, actions, now)  # no-op once its machine is released
-        return
+def _preempted(session: Session, node: Node, status: NodeStatus, actions: Actions, now: float) -> None:
+    if NodeState(node.state) in preemption.PREEMPTIBLE:
+        actions.wake += preemption.engine_preempted(session, node, status.message, now)
+    if NodeState(node.state) is NodeState.PREEMPTED:
+        release(node, actions, now)  # no-op once its machine is released
+
+
+def _note(node: Node, status: NodeStatus, now: float) -> None:
     before = provider_status(node)
     after = {"phase": status.phase, "reason": status.reason, "message": status.message}
     if before == after or (status.phase == "running" and not before):
         return
     node.report = {**(node.report or {}), STATUS_KEY: after}
-    if status.phase == "running" and before.get("phase") == "pending" and state is NodeState.STARTING:
+    started = before.get("phase") == "pending" and node.state == NodeState.STARTING.value
+    if status.phase == "running" and started:
         node.state_since = now  # the boot clock starts when the engine runs the machine

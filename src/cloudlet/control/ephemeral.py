@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.context import PassContext
+from cloudlet.control.loop import failure_text, one_item
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.nodes import HOLDING, NodeState
 from cloudlet.domain.quota import Tier
@@ -81,23 +83,41 @@ def reconcile(owner: PassContext, now: float) -> Actions:
         by_job: dict[int | None, list[Node]] = {}
         for node in nodes:
             by_job.setdefault(node.owner_id, []).append(node)
+        # Each node, job and ended job's nodes is its own (``one_item``): one in an impossible
+        # state says why on itself, and the others go on.
         actions.wake += owner.recorder.record(session, nodes, now)
         for job in jobs:
-            before = actions.mark()
-            try:  # one job's failure is its own (a savepoint undoes just its part of the pass)
-                with session.begin_nested():
-                    _advance(owner, session, job, by_job.get(job.id, []), actions, now)
-            except Exception as exc:
-                actions.rewind(before)
-                log.exception("serverless pass failed for job %s", job.name)
-                job.status_message = (
-                    f"waiting: its nodes could not be arranged ({type(exc).__name__}: {exc})"[:500]
-                )
+            undo = _undo(session, actions)
+            with one_item(f"the serverless pass for job {job.name}", session, _on_failure(job, undo), log):
+                _advance(owner, session, job, by_job.get(job.id, []), actions, now)
         for key, job_nodes in by_job.items():
             if key not in keys:  # the job ended: its nodes go
-                _release(job_nodes, actions, now)
+                undo = _undo(session, actions)
+                with one_item(f"releasing the nodes of job #{key}", session, undo, log):
+                    _release(job_nodes, actions, now)
     actions.deliveries = dispatch.deliveries(session)
     return actions
+
+
+def _undo(session: Session, actions: Actions) -> Callable[[Exception | None], None]:
+    """Forget what an item queued from here on (its writes were rolled back): its actions and
+    the run specs placing it queued for delivery."""
+    mark = actions.mark()
+    queued = len(session.info.get(dispatch.DELIVERIES, []))
+
+    def undo(_failure: Exception | None = None) -> None:
+        actions.rewind(mark)
+        del session.info.get(dispatch.DELIVERIES, [])[queued:]
+
+    return undo
+
+
+def _on_failure(job: Job, undo: Callable[[Exception | None], None]) -> Callable[[Exception], None]:
+    def record(exc: Exception) -> None:
+        undo(exc)
+        job.status_message = f"waiting: its nodes could not be arranged ({failure_text(exc)})"
+
+    return record
 
 
 def _advance(

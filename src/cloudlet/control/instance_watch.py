@@ -21,11 +21,13 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable
+from functools import partial
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.loop import LeaseCache, ReconcileLoop
+from cloudlet.control.clusters import RECONCILE_FAILED, reconcile_error, without_reconcile_error
+from cloudlet.control.loop import LeaseCache, ReconcileLoop, one_item
 from cloudlet.domain.instance_watch import AGENT_LOST, DISK_FULL, InstanceFacts, decide_tick, without_unusable
 from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, advance_instance
 from cloudlet.domain.nodes import NodeEvent
@@ -88,12 +90,12 @@ class InstanceWatch(ReconcileLoop):
                 select(Compute).where(Compute.type == "computeinstance", Compute.state.in_(WATCHED))
             )
             for compute in list(computes):
-                try:
-                    with session.begin_nested():
-                        what = self._tick(session, compute, now)
-                except Exception:
-                    log.exception("instance %s: watch tick failed", compute.name)
-                    continue
+                what = ""  # each instance is its own: one that fails says so on its errors
+                failed = partial(_failed, compute)
+                with one_item(f"instance {compute.name}: watch tick", session, failed, log):
+                    what = self._tick(session, compute, now)
+                    if any(e.get("code") == RECONCILE_FAILED for e in compute.errors or []):
+                        compute.errors = without_reconcile_error(compute.errors)  # recovered
                 if what:
                     done.append((compute.name, what))
         if any(what.startswith(("stop", "start")) for _, what in done) and self.on_operation:
@@ -163,3 +165,10 @@ class InstanceWatch(ReconcileLoop):
             dispatch.fail_runs_on_node(session, node, "lost", now)
         log.warning("instance %s is Unusable: %s", compute.name, reason)
         return f"unusable: {reason}"
+
+
+def _failed(compute: Compute, exc: Exception) -> None:
+    """The tick failed on COMPUTE (its writes undone): say so on its errors, once."""
+    error = reconcile_error(exc, "the instance watch could not look after this instance")
+    if error not in (compute.errors or []):
+        compute.errors = [*without_reconcile_error(compute.errors), error]

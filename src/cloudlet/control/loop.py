@@ -3,7 +3,10 @@
 A reconciler subclasses ``ReconcileLoop`` and implements ``pass_once(now)``, which returns how long
 to wait before the next pass (0: at once). The loop counts finished passes and when the last one
 began, so tests (and ``GET /api/v1/system/reconcilers``) can wait for N passes instead of sleeping
-and hoping. A failing pass is logged and counted; it never stops the loop.
+and hoping. A failing pass is logged and counted; it never stops the loop. Within a pass, each item (a
+cluster, a job, a node, an operation) is worked on inside ``one_item``: its failure is logged,
+recorded on it, and undone, and the pass goes on to the next item (one bad row must not stop a
+loop that serves everyone).
 
 ``LeaseCache`` keeps the named leases (``services/leases.py``) a replica holds: a lease with more
 than half its time left is used as is (no store round trip); every pass still re-asserts it inside
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -28,6 +33,37 @@ log = logging.getLogger("cloudlet.control")
 class PassCount:
     passes: int
     last_pass_at: float | None
+
+
+@contextmanager
+def one_item(
+    what: str,
+    session: Session | None = None,
+    on_failure: Callable[[Exception], None] | None = None,
+    logger: logging.Logger = log,
+) -> Iterator[None]:
+    """Work on one item of a pass: an exception is logged with WHAT and swallowed, what the item
+    wrote in SESSION is undone (a savepoint: the rest of the pass keeps its writes), and
+    ON_FAILURE records it on the item (in SESSION, after the undo) so whoever looks sees why."""
+    try:
+        if session is None:
+            yield
+        else:
+            with session.begin_nested():
+                yield
+    except Exception as exc:
+        logger.exception("%s failed", what)
+        if on_failure is not None:
+            try:
+                on_failure(exc)
+            except Exception:  # recording is best effort; the item still stays its own
+                logger.exception("could not record the failure of %s", what)
+
+
+def failure_text(exc: Exception, limit: int = 500) -> str:
+    """An exception as a line to record on the item it broke: its kind and first line."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__)[:limit]
 
 
 class ReconcileLoop:

@@ -9,9 +9,13 @@ last listing and absent from it has vanished.
 
 from __future__ import annotations
 
+from functools import partial
+
 from sqlalchemy.orm import Session
 
+from cloudlet.control.actions import Actions, record_failure
 from cloudlet.control.engine_status import engine_pending
+from cloudlet.control.loop import one_item
 from cloudlet.domain.nodes import NodeEvent, NodeState, StuckAction, stuck_action
 from cloudlet.services import dispatch
 from cloudlet.services import nodes as node_service
@@ -48,32 +52,48 @@ class NodeRecorder:
         return node.id not in self._alive.get(node.location, frozenset())
 
     def record(self, session: Session, nodes: list[Node], now: float) -> list[str]:
-        """Mark lost and failed-setup nodes (their runs end, their jobs requeue); the node ids to wake."""
+        """Mark lost and failed-setup nodes (their runs end, their jobs requeue); the node ids to
+        wake. Each node is its own: one whose runs' jobs cannot settle (a row in an impossible
+        state) keeps its state, says why on its ``error``, and the others are recorded."""
         wake: list[str] = []
         for node in nodes:
-            state = NodeState(node.state)
-            if state not in _WATCHED:
+            event = self._event(node, now)
+            if event is None:  # the usual case: no savepoint for a node nothing happens to
                 continue
-            gone = self.vanished(node)
-            last_report = max(node.last_heartbeat or node.registered_at or now, self.started)
-            action = stuck_action(state, node.state_since, last_report, now)
-            timed_out = action is StuckAction.SETUP_FAIL
-            if state is NodeState.STARTING and timed_out and not gone and engine_pending(node):
-                continue  # the engine has not run its machine yet: no boot to time out
-            if state is NodeState.STARTING and (gone or action is StuckAction.SETUP_FAIL):
-                node.error = {
-                    "code": "NodeSetupFailed",
-                    "message": "the agent did not register; see the node's agent.log",
-                }
-                node_service.advance(node, NodeEvent.SETUP_FAIL, now)
-            elif state is not NodeState.STARTING and (gone or action is StuckAction.LOSE):
-                node.error = {
-                    "code": "NodeLost",
-                    "message": "the node's machine is gone" if gone else "the node's agent stopped reporting",
-                }
-                node_service.advance(node, NodeEvent.LOSE, now)
-                wake += dispatch.fail_runs_on_node(session, node, "lost", now)
+            failed = partial(record_failure, node, Actions(), (0, 0, 0))  # nothing queued to forget
+            found: list[str] = []
+            with one_item(f"recording node {node.id}", session, failed):
+                found = _apply(session, node, event, now)
+            wake += found
         return wake
+
+    def _event(self, node: Node, now: float) -> tuple[NodeEvent, dict[str, str]] | None:
+        """What befell NODE (the event and the error it leaves), if anything."""
+        state = NodeState(node.state)
+        if state not in _WATCHED:
+            return None
+        gone = self.vanished(node)
+        last_report = max(node.last_heartbeat or node.registered_at or now, self.started)
+        action = stuck_action(state, node.state_since, last_report, now)
+        timed_out = action is StuckAction.SETUP_FAIL
+        if state is NodeState.STARTING and timed_out and not gone and engine_pending(node):
+            return None  # the engine has not run its machine yet: no boot to time out
+        if state is NodeState.STARTING and (gone or action is StuckAction.SETUP_FAIL):
+            message = "the agent did not register; see the node's agent.log"
+            return NodeEvent.SETUP_FAIL, {"code": "NodeSetupFailed", "message": message}
+        if state is not NodeState.STARTING and (gone or action is StuckAction.LOSE):
+            message = "the node's machine is gone" if gone else "the node's agent stopped reporting"
+            return NodeEvent.LOSE, {"code": "NodeLost", "message": message}
+        return None
+
+
+def _apply(session: Session, node: Node, event: tuple[NodeEvent, dict[str, str]], now: float) -> list[str]:
+    kind, error = event
+    node.error = error
+    node_service.advance(node, kind, now)
+    if kind is NodeEvent.LOSE:  # its runs end (and their jobs requeue)
+        return dispatch.fail_runs_on_node(session, node, "lost", now)
+    return []
 
 
 _WATCHED = frozenset({NodeState.STARTING, NodeState.IDLE, NodeState.BUSY, NodeState.DRAINING})

@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control.loop import one_item
 from cloudlet.control.online_autoscaler import Autoscaler
 from cloudlet.control.online_inflight import InFlightBoard
 from cloudlet.control.online_placement import AgentHosts, Placement
@@ -253,11 +254,16 @@ class OnlineRuntime:
         probes in a row (after ``initial_delay``, every ``period``), is replaced by a new process
         on the same code and model; it takes traffic again once its readiness probe answers."""
         while not self.stopping.wait(WATCH_S):
-            with self.lock:
-                deployments = [d for e in self.endpoints.values() for d in e.deployments.values()]
-            for deployment in deployments:
-                for replica in list(deployment.replicas):
-                    if not replica.retired:
+            self.watch_once()
+
+    def watch_once(self) -> None:
+        """One look at every replica; each is its own: one that fails stops no other's watch."""
+        with self.lock:
+            deployments = [d for e in self.endpoints.values() for d in e.deployments.values()]
+        for deployment in deployments:
+            for replica in list(deployment.replicas):
+                if not replica.retired:
+                    with one_item(f"watching a replica of {deployment.name}", logger=log):
                         self._check(deployment, replica)
 
     def _check(self, deployment: DeploymentState, replica: Replica) -> None:

@@ -30,6 +30,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cloudlet.control.loop import one_item
 from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime, Replica
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.services import workspaces
@@ -119,7 +120,8 @@ class OwnerRuntime(OnlineRuntime):
 
     def _publish(self) -> None:
         while not self.stopping.is_set():
-            self.publish()
+            with one_item("publishing the online view", logger=log):  # the next try may do
+                self.publish()
             self.stopping.wait(PUBLISH_S)
 
     def publish(self) -> None:

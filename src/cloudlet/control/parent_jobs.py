@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.loop import LeaseCache, ReconcileLoop
+from cloudlet.control.loop import LeaseCache, ReconcileLoop, failure_text, one_item
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
@@ -83,17 +84,20 @@ class ParentJobLoop(ReconcileLoop):
         with self.sessions() as session:
             parents = list(session.scalars(_ACTIVE_PARENTS))
         for job_id in parents:
-            try:
-                after = self._advance(job_id, token, now)
-            except CloudletError as exc:  # a child it asked for cannot be: the parent fails
-                after = self._fail(job_id, token, exc, now)
-            except Exception as exc:  # this parent's own: the others still advance
-                log.exception("parent job %s did not advance", job_id)
-                self._record_failure(job_id, exc)
-                continue
-            if after is not None:
-                self._hand_on(after)
+            # This parent's own failure (its failing included): the others still advance.
+            with one_item(
+                f"advancing parent job #{job_id}", None, partial(self._record_failure, job_id), log
+            ):
+                self._advance_one(job_id, token, now)
         return self.interval_s
+
+    def _advance_one(self, job_id: int, token: int, now: float) -> None:
+        try:
+            after = self._advance(job_id, token, now)
+        except CloudletError as exc:  # a child it asked for cannot be: the parent fails
+            after = self._fail(job_id, token, exc, now)
+        if after is not None:
+            self._hand_on(after)
 
     def _advance(self, job_id: int, token: int, now: float) -> _After | None:
         with self.sessions.begin() as session:
@@ -159,6 +163,6 @@ class ParentJobLoop(ReconcileLoop):
             with self.sessions.begin() as session:
                 parent = session.get(Job, job_id)
                 if parent is not None:
-                    parent.status_message = f"could not advance: {type(exc).__name__}: {exc}"[:2000]
+                    parent.status_message = f"could not advance: {failure_text(exc, 2000)}"
         except Exception:
             log.exception("could not record why parent job %s did not advance", job_id)

@@ -63,11 +63,10 @@ class OperationReconciler(ReconcileLoop):
     def run_once(self) -> int:
         done = 0
         for op_id, token in self._claimable():
-            mine = self._claim(op_id, token)
-            if mine is None:
-                continue
             try:
-                done += self._drive(op_id, mine)
+                mine = self._claim(op_id, token)
+                if mine is not None:
+                    done += self._drive(op_id, mine)
             except LeaseLost:
                 log.info("lease on operation %s lost to another replica", op_id)
             except Exception:  # this operation retries on the next pass; the others go on now

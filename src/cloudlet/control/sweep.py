@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.engine_status import apply_statuses
+from cloudlet.control.loop import one_item
 from cloudlet.control.node_records import NodeRecorder
 from cloudlet.control.provider_work import ProviderWork
 from cloudlet.domain.nodes import HOLDING, NodeEvent, NodeState, StuckAction, stuck_action
@@ -111,11 +112,12 @@ class ProviderSweep:
             for node in stuck:
                 if (node.error or {}).get("code") == TERMINATE_FAILED:
                     continue  # given up on: a person decides
-                action = stuck_action(NodeState.TERMINATING, node.state_since, now, now)
-                if action is StuckAction.RETRY_TERMINATE:
-                    self.work.terminate(node.id, node.location, dict(node.provider_ref))
-                elif action is StuckAction.GIVE_UP:
-                    self._give_up(session, node, now)
+                with one_item(f"retrying the termination of node {node.id}", session, logger=log):
+                    action = stuck_action(NodeState.TERMINATING, node.state_since, now, now)
+                    if action is StuckAction.RETRY_TERMINATE:
+                        self.work.terminate(node.id, node.location, dict(node.provider_ref))
+                    elif action is StuckAction.GIVE_UP:
+                        self._give_up(session, node, now)
 
     def _give_up(self, session: Session, node: Node, now: float) -> None:
         message = f"the provider did not terminate the machine within {now - node.state_since:.0f} s"
@@ -139,12 +141,16 @@ class ProviderSweep:
                 action = stuck_action(NodeState.REQUESTED, node.state_since, now, now)
                 if action is not StuckAction.ADOPT_OR_FAIL or self.work.busy("launch", node.id):
                     continue
-                handle = by_id.get(node.id)
-                if handle is not None:
-                    node.provider_ref = dict(handle.provider_ref)
-                    node_service.advance(node, NodeEvent.ALLOCATE, now)
-                    node_service.advance(node, NodeEvent.BOOT, now)
-                else:
-                    node.error = {"code": "LaunchInterrupted", "message": "the control plane stopped first"}
-                    node_service.advance(node, NodeEvent.TERMINATE, now)
-                    node_service.advance(node, NodeEvent.TERMINATED, now)
+                with one_item(f"adopting node {node.id}", session, logger=log):
+                    self._adopt_or_end(node, by_id.get(node.id), now)
+
+    @staticmethod
+    def _adopt_or_end(node: Node, handle: NodeHandle | None, now: float) -> None:
+        if handle is not None:
+            node.provider_ref = dict(handle.provider_ref)
+            node_service.advance(node, NodeEvent.ALLOCATE, now)
+            node_service.advance(node, NodeEvent.BOOT, now)
+        else:
+            node.error = {"code": "LaunchInterrupted", "message": "the control plane stopped first"}
+            node_service.advance(node, NodeEvent.TERMINATE, now)
+            node_service.advance(node, NodeEvent.TERMINATED, now)

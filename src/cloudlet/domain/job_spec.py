@@ -5,7 +5,7 @@ raises a ``CloudletError`` whose ``target`` is the field path and whose message 
 Field names are Azure's, so a file written for ``az ml job create`` is accepted as-is.
 
 Everything here is pure (no I/O): placeholder substitution (``render_command``), the per-process
-environment of distributed jobs (``distribution_env``) and queue priority (``priority_value``).
+environment of distributed jobs (``distribution_envs``) and queue priority (``priority_value``).
 Environments (curated names, inline pip/conda, images) resolve in ``domain.environments``.
 """
 
@@ -417,21 +417,45 @@ def data_inputs(spec: CommandJobSpec) -> dict[str, InputSpec]:
 def distribution_env(
     spec: CommandJobSpec, world: list[str], node_rank: int, master_port: int
 ) -> list[dict[str, str]]:
-    """The environment of each process to start on node ``node_rank``.
-
-    ``world`` holds the node addresses by rank (``world[0]`` is the master). Without a
-    ``distribution`` one process runs per node with an empty extra environment.
-    """
-    if not world:
-        raise ValueError("world must list at least one node address")
+    """The environment of each process to start on node ``node_rank`` (``distribution_envs``)."""
     if not 0 <= node_rank < len(world):
         raise ValueError(f"node_rank {node_rank} is outside the world of {len(world)} nodes")
-    nodes = len(world)
-    dist = spec.distribution
+    return distribution_envs(spec, world, master_port)[node_rank]
+
+
+def distribution_envs(spec: CommandJobSpec, world: list[str], master_port: int) -> list[list[dict[str, str]]]:
+    """The environment of each process to start, per node, in rank order: ``world`` holds the node
+    addresses by rank (``world[0]`` is the master). Without a ``distribution`` one process runs per
+    node with an empty extra environment. Linear in the processes (a TensorFlow cluster list is
+    serialised once, not once per task: 20,000 tasks once took the server down)."""
+    if not world:
+        raise ValueError("world must list at least one node address")
+    nodes, dist = len(world), spec.distribution
     if dist is None:
-        return [{}]
+        return [[{}] for _ in world]
+    if isinstance(dist, PyTorchDistribution | MpiDistribution):
+        return [_per_process(dist, world, rank, master_port) for rank in range(nodes)]
+    assert isinstance(dist, TensorFlowDistribution)
+    workers = dist.worker_count or spec.resources.instance_count
+    tasks = [("worker", i) for i in range(workers)] + [("ps", i) for i in range(dist.parameter_server_count)]
+    # Round-robin over nodes; the k-th task on a node listens on master_port + k.
+    placed = [(kind, index, g % nodes, g // nodes) for g, (kind, index) in enumerate(tasks)]
+    cluster: dict[str, list[str]] = {"worker": [], **({"ps": []} if dist.parameter_server_count else {})}
+    for kind, _index, node, local in placed:
+        cluster[kind].append(f"{world[node]}:{master_port + local}")
+    # What json.dumps({"cluster": …, "task": …}) writes, with the shared part written once.
+    head = '{"cluster": ' + json.dumps(cluster) + ', "task": {"type": "'
+    envs: list[list[dict[str, str]]] = [[] for _ in world]
+    for kind, index, node, _local in placed:
+        envs[node].append({"TF_CONFIG": f'{head}{kind}", "index": {index}}}}}'})
+    return envs
+
+
+def _per_process(
+    dist: PyTorchDistribution | MpiDistribution, world: list[str], node_rank: int, master_port: int
+) -> list[dict[str, str]]:
+    nodes, per_node = len(world), dist.process_count_per_instance
     if isinstance(dist, PyTorchDistribution):
-        per_node = dist.process_count_per_instance
         return [
             {
                 "MASTER_ADDR": world[0],
@@ -444,34 +468,17 @@ def distribution_env(
             }
             for local in range(per_node)
         ]
-    if isinstance(dist, MpiDistribution):
-        per_node = dist.process_count_per_instance
-        return [
-            {
-                "OMPI_COMM_WORLD_RANK": str(node_rank * per_node + local),
-                "OMPI_COMM_WORLD_SIZE": str(nodes * per_node),
-                "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
-                "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
-                "OMPI_COMM_WORLD_NODE_RANK": str(node_rank),
-                "AZ_BATCH_MASTER_NODE": f"{world[0]}:{master_port}",
-                "AZ_BATCHAI_MPI_MASTER_NODE": world[0],
-            }
-            for local in range(per_node)
-        ]
-    assert isinstance(dist, TensorFlowDistribution)
-    workers = dist.worker_count or spec.resources.instance_count
-    tasks = [("worker", i) for i in range(workers)] + [("ps", i) for i in range(dist.parameter_server_count)]
-    # Round-robin over nodes; the k-th task on a node listens on master_port + k.
-    placed = [(kind, index, g % nodes, g // nodes) for g, (kind, index) in enumerate(tasks)]
-    cluster: dict[str, list[str]] = {"worker": []}
-    if dist.parameter_server_count:
-        cluster["ps"] = []
-    for kind, _index, node, local in placed:
-        cluster[kind].append(f"{world[node]}:{master_port + local}")
     return [
-        {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})}
-        for kind, index, node, _local in placed
-        if node == node_rank
+        {
+            "OMPI_COMM_WORLD_RANK": str(node_rank * per_node + local),
+            "OMPI_COMM_WORLD_SIZE": str(nodes * per_node),
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+            "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
+            "OMPI_COMM_WORLD_NODE_RANK": str(node_rank),
+            "AZ_BATCH_MASTER_NODE": f"{world[0]}:{master_port}",
+            "AZ_BATCHAI_MPI_MASTER_NODE": world[0],
+        }
+        for local in range(per_node)
     ]
 
 
@@ -499,6 +506,9 @@ def parse_job(doc: Any, name: str | None = None) -> CommandJobSpec:
         spec = CommandJobSpec.model_validate(doc)
     except ValidationError as exc:
         raise translate_error(exc, CommandJobSpec, "", "a command job") from None
+    from cloudlet.domain.job_limits import check_processes  # it builds on this module
+
+    check_processes(spec)  # before anything counts on them: no job may start absurdly many
     if isinstance(spec.environment, str):
         from cloudlet.domain.assets import parse_reference  # they build on this module
         from cloudlet.domain.environments import curated_environment, resolve_environment

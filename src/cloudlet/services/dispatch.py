@@ -78,7 +78,7 @@ def _run_specs(
     world = [address for _, address in nodes]
     if doc.get("distribution"):  # re-validating the stored spec costs ms: only when it matters
         spec = job_spec.parse_job(doc, name)
-        per_node = [job_spec.distribution_env(spec, world, rank, port) for rank in range(len(nodes))]
+        per_node = job_spec.distribution_envs(spec, world, port)
     else:
         per_node = [[{}] for _ in nodes]
     total = sum(len(envs) for envs in per_node)

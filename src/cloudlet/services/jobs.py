@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session, defer, object_session
 
-from cloudlet.domain import job_inputs, job_kind, job_spec, job_status, parent_kinds
+from cloudlet.domain import job_inputs, job_kind, job_limits, job_spec, job_status, parent_kinds
 from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
@@ -206,6 +206,7 @@ def _target(
         size = catalogue_service.current(session).require_size(
             str(resources["instance_type"]), "amlcompute", target="resources.instance_type"
         )
+        job_limits.check_serverless_nodes(count)
         _check_cuda(session, size.name, doc, warnings)
         return SERVERLESS, None
     if compute_name == LOCAL_COMPUTE:
@@ -244,22 +245,7 @@ def _target(
             "ComputeNotUsable", f"compute '{compute_name}' is {compute.provisioning_state}", "compute", 409
         )
     max_nodes = int(compute.spec.get("max_instances", 1)) if compute.type == "amlcompute" else 1
-    if compute.type in ("computeinstance", "virtualmachine") and count > 1:
-        what = "a compute instance" if compute.type == "computeinstance" else "an attached VM"
-        raise CloudletError(
-            "JobCanNeverRun",
-            f"'{compute_name}' is {what}: one machine. Use resources.instance_count 1 (with "
-            "distribution.process_count_per_instance for several processes) or a compute cluster",
-            "resources.instance_count",
-        )
-    if count > max_nodes:
-        raise CloudletError(
-            "JobCanNeverRun",
-            f"resources.instance_count {count} > max_instances {max_nodes} of '{compute_name}': the job "
-            f"would wait forever; lower instance_count or raise max_instances (cloudlet compute update -n "
-            f"{compute_name} --max-instances {count})",
-            "resources.instance_count",
-        )
+    job_limits.check_cluster_nodes(count, max_nodes, compute_name, compute.type)
     _check_cuda(session, compute.size or "", doc, warnings)
     memo[key] = compute
     return compute_name, compute
