@@ -186,7 +186,7 @@ def _make_server_cert(
 @contextlib.contextmanager
 def _locked(files: TlsFiles) -> Iterator[None]:
     """One process at a time writes or reads the pair (a worker must not load a new certificate
-    with the old key): the workers of ``--workers N`` and the providers share the home."""
+    with the old key): the supervisor and the workers of ``--workers N`` share the home."""
     fd = os.open(files.lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
