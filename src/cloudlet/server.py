@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import ssl
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -374,6 +375,48 @@ class Listeners:
     endpoint: str
     https_endpoint: str
     files: tls.TlsFiles
+    host: str  # the bind host
+
+
+TLS_NAMES_ENV = "CLOUDLET_TLS_NAMES"  # more names clients reach the server at (comma-separated)
+TLS_CHECK_S = 2.0  # how soon a location's new server_address gets into the served certificate
+
+
+def tls_names(host: str, sessions: sessionmaker[Session]) -> list[str]:
+    """Every address the server is told it is reached at: the bind host, the addresses locations
+    tell their agents to dial (``server_address``) and ``CLOUDLET_TLS_NAMES``."""
+    with sessions() as session:
+        told = locations.server_addresses(session)
+    extra = [name.strip() for name in os.environ.get(TLS_NAMES_ENV, "").split(",") if name.strip()]
+    return [host, *told, *extra]
+
+
+def ensure_tls(home: Path, host: str, installation_id: str, sessions: sessionmaker[Session]) -> tls.TlsFiles:
+    return tls.ensure(home, tls_names(host, sessions), installation_id)
+
+
+def watch_tls(
+    home: Path,
+    host: str,
+    installation_id: str,
+    sessions: sessionmaker[Session],
+    context: tls.ReloadingContext,
+    stop: threading.Event,
+) -> None:
+    """Every TLS_CHECK_S until STOP: re-issue the certificate when an address it must name is new
+    (a location given a server_address now, through any worker or replica) and serve the newest
+    (re-issued here or by another worker). A thread of its own: it reads the store and files."""
+    names: list[str] = []
+    while not stop.wait(TLS_CHECK_S):
+        try:
+            wanted = tls_names(host, sessions)
+            if wanted != names:  # a certificate is read and checked only when the names change
+                tls.ensure(home, wanted, installation_id)
+                names = wanted
+            if context.refresh():
+                log.info("serving the re-issued TLS certificate (%s)", context.files.cert)
+        except Exception:  # the store busy, a file being written: the next check tries again
+            log.exception("checking the TLS certificate's names failed")
 
 
 def bind_listeners(
@@ -388,14 +431,14 @@ def bind_listeners(
     """Bind both ports and write the client configuration (``config.json``) that names them."""
     sock = bind_socket(host, port, wait_free)
     endpoint = f"http://{host}:{sock.getsockname()[1]}"
-    files = tls.ensure(home, host, installation_id)
+    files = ensure_tls(home, host, installation_id, sessions)
     tls_port = (port + 1 if port else 0) if tls_port is None else tls_port
     tls_sock = bind_socket(host, tls_port, wait_free)
     https_endpoint = f"https://{_url_host(host)}:{tls_sock.getsockname()[1]}"
     with sessions() as session:
         extra = {"https_endpoint": https_endpoint, "ca_file": str(files.ca)}
         bootstrap.write_client_config(home, endpoint, bootstrap.default_scope(session), extra)
-    return Listeners(sock, tls_sock, endpoint, https_endpoint, files)
+    return Listeners(sock, tls_sock, endpoint, https_endpoint, files, host)
 
 
 def serve(state: AppState, store: Store, listeners: Listeners) -> None:
@@ -422,10 +465,21 @@ def serve(state: AppState, store: Store, listeners: Listeners) -> None:
         store.limits.pool_timeout_s,
         store.limits.control_pool,
     )
-    tls_context = listeners.files.server_context()
-    _Server(config, store.limits.api_threads, listeners.tls_socket, tls_context).run(
-        sockets=[listeners.http_socket]
+    tls_context = tls.ReloadingContext(listeners.files)
+    stop = threading.Event()
+    watch = threading.Thread(
+        target=watch_tls,
+        args=(state.home, listeners.host, state.installation_id, state.read_sessions, tls_context, stop),
+        name="tls-watch",
+        daemon=True,
     )
+    watch.start()
+    try:
+        _Server(config, store.limits.api_threads, listeners.tls_socket, tls_context.front).run(
+            sockets=[listeners.http_socket]
+        )
+    finally:
+        stop.set()
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

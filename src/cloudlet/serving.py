@@ -269,7 +269,8 @@ def run_worker(spec: WorkerSpec) -> None:
         socket.socket(fileno=spec.tls_fd),
         spec.endpoint,
         spec.https_endpoint,
-        server.tls.ensure(home, spec.host, state.installation_id),
+        server.ensure_tls(home, spec.host, state.installation_id, state.read_sessions),
+        spec.host,
     )
     server.serve(state, store, listeners)
 

@@ -2,18 +2,25 @@
 
 ``$CLOUDLET_HOME/tls/`` holds ``ca.pem`` (what clients trust: ``REQUESTS_CA_BUNDLE``), ``ca-key.pem``,
 ``server.pem`` (the leaf, then the CA) and ``server-key.pem``; the key files are 0600. The server
-certificate names ``IP:127.0.0.1``, ``DNS:localhost`` and the bind host; it is made again (by the
-same CA) when the bind host is not among its names or it is near its end. Made with the
-``cryptography`` package: EC P-256 keys, SHA-256 signatures, the extensions strict verifiers ask for.
+certificate names ``IP:127.0.0.1``, ``DNS:localhost`` and every address the server is told it is
+reached at (the bind host, each location's ``server_address``: ``server_names``); it is made again
+(by the same CA, so clients that trust the CA, agents included, keep trusting it) when one of them
+is not among its names or it is near its end. A running server takes a re-issued certificate up
+for its next handshakes (``ReloadingContext``). Made with the ``cryptography`` package: EC P-256
+keys, SHA-256 signatures, the extensions strict verifiers ask for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import ipaddress
 import os
 import socket
 import ssl
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +55,10 @@ class TlsFiles:
     def key(self) -> Path:
         return self.directory / "server-key.pem"
 
+    @property
+    def lock(self) -> Path:
+        return self.directory / "lock"
+
     def server_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -70,22 +81,27 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _names(host: str) -> list[x509.GeneralName]:
-    """127.0.0.1, localhost and the bind host; on a wildcard bind, the machine's own names."""
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def _general(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def _names(hosts: Iterable[str]) -> list[x509.GeneralName]:
+    """127.0.0.1, localhost and each of HOSTS; for a wildcard bind host, the machine's own names."""
     names: list[x509.GeneralName] = [
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.DNSName("localhost"),
     ]
-    hosts = [socket.gethostname(), socket.getfqdn()] if host in ("0.0.0.0", "::", "") else [host]
-    for name in dict.fromkeys(hosts):
-        if not name or name in ("127.0.0.1", "localhost"):
-            continue
-        try:
-            general: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(name))
-        except ValueError:
-            general = x509.DNSName(name)
-        if general not in names:
-            names.append(general)
+    for host in hosts:
+        for name in [socket.gethostname(), socket.getfqdn()] if host in WILDCARDS else [host]:
+            general = _general(name) if name else None
+            if general is not None and general not in names:
+                names.append(general)
     return names
 
 
@@ -124,18 +140,21 @@ def _load_ca(files: TlsFiles) -> tuple[x509.Certificate, CertificateIssuerPrivat
     return cert, key
 
 
-def _server_cert_fits(files: TlsFiles, ca: x509.Certificate, host: str) -> bool:
+def _current_names(files: TlsFiles, ca: x509.Certificate) -> list[x509.GeneralName] | None:
+    """The names of the server certificate if it is there, from CA and not near its end."""
     if not (files.cert.exists() and files.key.exists()):
-        return False
+        return None
     cert = x509.load_pem_x509_certificates(files.cert.read_bytes())[0]
     if cert.issuer != ca.subject or cert.not_valid_after_utc - RENEW_BEFORE < dt.datetime.now(dt.UTC):
-        return False
-    present = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
-    return all(name in present for name in _names(host))
+        return None
+    return list(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
 
 
 def _make_server_cert(
-    files: TlsFiles, ca: x509.Certificate, ca_key: CertificateIssuerPrivateKeyTypes, host: str
+    files: TlsFiles,
+    ca: x509.Certificate,
+    ca_key: CertificateIssuerPrivateKeyTypes,
+    names: list[x509.GeneralName],
 ) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
@@ -147,7 +166,7 @@ def _make_server_cert(
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=SERVER_DAYS))
-        .add_extension(x509.SubjectAlternativeName(_names(host)), critical=False)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True
@@ -164,12 +183,70 @@ def _make_server_cert(
     _write(files.cert, chain, private=False)
 
 
-def ensure(home: Path, host: str, installation: str) -> TlsFiles:
-    """The home's CA and a server certificate valid for HOST (both made when missing)."""
+@contextlib.contextmanager
+def _locked(files: TlsFiles) -> Iterator[None]:
+    """One process at a time writes or reads the pair (a worker must not load a new certificate
+    with the old key): the supervisor and the workers of ``--workers N`` share the home."""
+    fd = os.open(files.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def ensure(home: Path, hosts: str | Iterable[str], installation: str) -> TlsFiles:
+    """The home's CA and a server certificate that names HOSTS (a name or several; both made
+    when missing). A certificate that lacks one is made again naming its old names too (another
+    process may have added them: names are only dropped when the certificate is renewed)."""
     files = TlsFiles(home / "tls")
     files.directory.mkdir(mode=0o700, exist_ok=True)
-    loaded = _load_ca(files)
-    ca, ca_key = loaded if loaded is not None else _make_ca(files, installation)
-    if not _server_cert_fits(files, ca, host):
-        _make_server_cert(files, ca, ca_key, host)
+    wanted = _names([hosts] if isinstance(hosts, str) else hosts)
+    with _locked(files):
+        loaded = _load_ca(files)
+        ca, ca_key = loaded if loaded is not None else _make_ca(files, installation)
+        present = _current_names(files, ca)
+        if present is None:
+            _make_server_cert(files, ca, ca_key, wanted)
+        elif any(name not in present for name in wanted):
+            _make_server_cert(files, ca, ca_key, present + [n for n in wanted if n not in present])
     return files
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    found = path.stat()
+    return found.st_ino, found.st_mtime_ns, found.st_size
+
+
+class ReloadingContext:
+    """A server's TLS context that serves the newest certificate of FILES: ``refresh`` (off the
+    event loop: it reads files) builds a new context when the certificate file changed, and each
+    handshake switches to it (``sni_callback`` runs for every ClientHello, SNI or not), so a
+    re-issued certificate is served without a restart; connections already open keep theirs."""
+
+    def __init__(self, files: TlsFiles) -> None:
+        self.files = files
+        self._lock = threading.Lock()
+        with _locked(files):
+            self._stamp = _stamp(files.cert)
+            self._current = self._build()
+        self.front = self._current  # what the listener is made with
+
+    def _build(self) -> ssl.SSLContext:
+        context = self.files.server_context()
+        context.sni_callback = self._switch
+        return context
+
+    def _switch(self, obj: ssl.SSLObject, _name: str | None, context: ssl.SSLContext) -> None:
+        current = self._current
+        if current is not context:
+            obj.context = current
+
+    def refresh(self) -> bool:
+        """Take up a changed certificate file; True when it did."""
+        with self._lock, _locked(self.files):
+            stamp = _stamp(self.files.cert)
+            if stamp == self._stamp:
+                return False
+            self._current, self._stamp = self._build(), stamp
+        return True

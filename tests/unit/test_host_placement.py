@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.host_placement import HostRoom, Slice, place
+from cloudlet.domain.host_placement import HostRoom, Slice, Total, place, total
 from cloudlet.providers.ssh_hosts import HostError, check_facts, parse_facts
 
 
@@ -67,3 +67,12 @@ def test_a_host_that_cannot_run_the_agent_says_why(change: str, says: str) -> No
     text = "\n".join(line for line in PROBE.splitlines() if not line.startswith(key + "=")) + "\n" + change
     with pytest.raises(HostError, match=says.replace("(", r"\(")):
         check_facts(parse_facts(text), "python3")
+
+
+def test_a_locations_capacity_counts_each_usable_host() -> None:
+    """Two hosts of 2 cores are 4 vCPUs (issue 24: reported as 2), however full they are; an
+    unreachable host adds nothing."""
+    two = [room("a", 2, 8, Slice("n1", 2, 8, whole_host=True)), room("b", 2, 8)]
+    assert total(two) == Total(4, 16, 0, 2)
+    assert total([*two, room("c", 16, 64, usable=False)]) == Total(4, 16, 0, 2)
+    assert total([room("c", 16, 64, usable=False)]).hosts == 0

@@ -196,3 +196,15 @@ def test_an_unknown_location_is_a_key_error_and_get_answers_none() -> None:
     with pytest.raises(KeyError, match="nowhere"):
         providers["nowhere"]
     assert providers.get("nowhere") is None and "nowhere" not in providers
+
+
+def test_the_addresses_a_location_tells_its_agents_to_dial() -> None:
+    """What the server's TLS certificate must name (cloudlet/tls.py): an SSH location's
+    server_address, a Kubernetes location's https server_url host; nothing else."""
+    assert REGISTRY.server_addresses("ssh", {"hosts": [], "server_address": "10.0.0.1"}) == ["10.0.0.1"]
+    assert REGISTRY.server_addresses("ssh", {"hosts": []}) == []
+    kube = {"server_url": "https://cloudlet.lab:8572"}
+    assert REGISTRY.server_addresses("kubernetes", kube) == ["cloudlet.lab"]
+    assert REGISTRY.server_addresses("kubernetes", {"server_url": "http://10.0.0.2:8571"}) == []
+    assert REGISTRY.server_addresses("local", {}) == []
+    assert REGISTRY.server_addresses("no-such-kind", {"server_address": "x"}) == []

@@ -3,7 +3,8 @@
 A node is a slice of a host (the size's cores and memory) or a whole host: a size as large as the
 host, or an isolated size (REQUIREMENTS T15), takes a host alone, and nothing else goes on a host
 that an isolated node holds. Among the hosts that fit, the emptiest wins (nodes spread across
-hosts), then the first in the configuration's order.
+hosts), then the first in the configuration's order. The location's capacity is what its usable
+hosts have, each counted (``total``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,25 @@ class HostRoom:
     @property
     def held_whole(self) -> bool:
         return any(s.whole_host for s in self.slices)
+
+
+@dataclass(frozen=True)
+class Total:
+    cores: float
+    memory_gb: float
+    gpus: int
+    hosts: int  # how many were usable
+
+
+def total(rooms: Sequence[HostRoom]) -> Total:
+    """What the usable hosts have, all added up (what nodes may be placed on: the same numbers)."""
+    usable = [r for r in rooms if r.usable]
+    return Total(
+        sum(r.cores for r in usable),
+        sum(r.memory_gb for r in usable),
+        sum(r.gpus for r in usable),
+        len(usable),
+    )
 
 
 @dataclass(frozen=True)

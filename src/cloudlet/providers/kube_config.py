@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Literal
+import urllib.parse
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -187,6 +189,13 @@ class KubernetesConfig(BaseModel):
                 "must be an http(s) URL the pods reach the server at, e.g. https://cloudlet.lab:8572"
             )
         return value.rstrip("/") if value else value
+
+
+def server_addresses(config: Mapping[str, Any]) -> list[str]:
+    """The host of an https ``server_url`` the pods dial (the server's TLS certificate must name
+    it: ``cloudlet/tls.py``)."""
+    parts = urllib.parse.urlsplit(str(config.get("server_url") or ""))
+    return [parts.hostname] if parts.scheme == "https" and parts.hostname else []
 
 
 def kubernetes_provider(config: KubernetesConfig, context: ProviderContext) -> NodeProvider:

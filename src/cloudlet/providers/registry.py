@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cloudlet.domain.errors import validation_error
+from cloudlet.providers import kube_config, ssh_config
 from cloudlet.providers.base import NodeProvider
 from cloudlet.providers.kube_config import KubernetesConfig, kubernetes_provider
 from cloudlet.providers.local import LocalProvider
@@ -54,6 +55,9 @@ class ProviderKind(Generic[ConfigT]):
     factory: Callable[[ConfigT, ProviderContext], NodeProvider]
     description: str = ""
     secret_fields: frozenset[str] = frozenset()
+    # The addresses a stored configuration tells agents to dial the server at (the server's TLS
+    # certificate names them all: ``cloudlet/tls.py``).
+    server_addresses: Callable[[Mapping[str, Any]], list[str]] = lambda _config: []
 
 
 @dataclass
@@ -103,6 +107,12 @@ class ProviderRegistry:
     def build(self, name: str, config: Mapping[str, Any] | None, context: ProviderContext) -> NodeProvider:
         kind = self.kind(name)
         return kind.factory(self.validate(name, config), context)
+
+    def server_addresses(self, name: str, config: Mapping[str, Any]) -> list[str]:
+        """What a location of provider NAME with this stored configuration tells its agents the
+        server is reached at (none for a kind that is not registered)."""
+        kind = self.kinds.get(name)
+        return kind.server_addresses(config) if kind is not None else []
 
     def masked(self, name: str, config: Mapping[str, Any]) -> dict[str, Any]:
         """``config`` as shown to callers: secret fields masked."""
@@ -186,10 +196,17 @@ def default_registry() -> ProviderRegistry:
             KubernetesConfig,
             kubernetes_provider,
             description="pods running the node agent on a Kubernetes cluster",
+            server_addresses=kube_config.server_addresses,
         )
     )
     registry.register(
-        ProviderKind("ssh", SshConfig, _ssh, description="agents on hosts reached over SSH (asyncssh)")
+        ProviderKind(
+            "ssh",
+            SshConfig,
+            _ssh,
+            description="agents on hosts reached over SSH (asyncssh)",
+            server_addresses=ssh_config.server_addresses,
+        )
     )
     return registry
 

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import asyncssh
 
-from cloudlet.domain.host_placement import HostRoom, Slice, place
+from cloudlet.domain.host_placement import HostRoom, Slice, place, total
 from cloudlet.domain.sizes import ISOLATED_SIZES
 from cloudlet.providers import ssh_hosts
 from cloudlet.providers.base import (
@@ -412,16 +412,12 @@ class SshProvider:
 
     async def _capacity(self) -> Capacity:
         await asyncio.gather(*(self._try_ready(h) for h in self._hosts))
-        up = [h.facts for h in self._hosts if h.facts is not None and h.pythonpath]
-        if not up:
+        # The same rooms placement sees (× overcommit), each usable host counted.
+        offered = total([self._room(h) for h in self._hosts])
+        if not offered.hosts:
             errors = "; ".join(f"{h.key}: {h.error or 'not connected'}" for h in self._hosts)
             raise ProviderError(f"no SSH host is reachable ({errors})")
-        over = self.config.overcommit
-        return Capacity(
-            float(sum(f.cores for f in up)) * over,
-            float(sum(f.memory_gb for f in up)) * over,
-            float(sum(len(f.gpus) for f in up)),
-        )
+        return Capacity(offered.cores, offered.memory_gb, float(offered.gpus))
 
     def remove_instance_disk(self, disk: str, host: str) -> None:
         """Delete an instance's OS disk on its host (``HostsInstanceDisks``)."""

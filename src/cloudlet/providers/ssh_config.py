@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -106,3 +107,10 @@ class SshConfig(BaseModel):
                 raise ValueError(f"hosts[{i}] repeats {host.user}@{host.address}:{host.port}")
             seen.add(key)
         return self
+
+
+def server_addresses(config: Mapping[str, Any]) -> list[str]:
+    """The address a stored SSH configuration tells its hosts' agents to dial the server at (its
+    TLS certificate must name it: ``cloudlet/tls.py``)."""
+    address = config.get("server_address")
+    return [str(address)] if address else []

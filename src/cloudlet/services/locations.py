@@ -133,6 +133,16 @@ def provider_settings(session: Session) -> list[LocationProvider]:
     return found + attached_vm_providers(session)
 
 
+def server_addresses(session: Session, registry: ProviderRegistry = REGISTRY) -> list[str]:
+    """Every address a location tells its agents to dial the server at (an SSH location's
+    ``server_address``, a Kubernetes location's https ``server_url``): the names the server's TLS
+    certificate must carry (``cloudlet/tls.py``)."""
+    found: dict[str, None] = {}
+    for setting in provider_settings(session):
+        found.update(dict.fromkeys(registry.server_addresses(setting.provider, setting.config)))
+    return list(found)
+
+
 def attached_vm_providers(session: Session) -> list[LocationProvider]:
     """Each attached VM's own SSH provider (``domain/attached_vms``: keyed by the compute's id)."""
     vms = session.execute(select(Compute.id, Compute.spec).where(Compute.type == "virtualmachine")).all()
