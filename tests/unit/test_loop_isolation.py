@@ -141,6 +141,47 @@ def cluster_case(world: World) -> Callable[[], None]:
     return check
 
 
+def placement_case(world: World) -> Callable[[], None]:
+    """Two queued jobs and two idle nodes: one job was stored before a limit it breaks existed
+    (a TensorFlow job of 300 workers), so its runs cannot be made. It fails, alone, saying why;
+    the other is placed in the same pass."""
+    add_cluster(world.sessions, "pool2", max_instances=2)
+    tf = {"type": "tensorflow", "worker_count": 300}
+    with world.sessions.begin() as session:
+        pool = session.scalars(select(Compute).where(Compute.name == "pool2")).one()
+        for _ in range(2):
+            _idle_node(world, session, pool)
+        _job(world, session, "a-too-big", "pool2", "Queued", 0, {"command": "true", "distribution": tf})
+        _job(world, session, "b-ordinary", "pool2", "Queued", 0, {"command": "true"})
+    world.reconciler.run_once(world.clock.now())
+
+    def check() -> None:
+        with world.sessions() as session:
+            bad = session.scalars(select(Job).where(Job.name == "a-too-big")).one()
+        assert _status(world, "b-ordinary") == "Preparing", "the other job was placed"
+        assert bad.status == "Failed" and bad.error is not None, (bad.status, bad.status_message)
+        assert bad.error["code"] == "JobCanNeverRun" and "worker_count" in bad.error["message"], bad.error
+
+    return check
+
+
+def _idle_node(world: World, session: Session, owner: Compute) -> None:
+    size = catalogue_service.current(session).get(SIZE)
+    assert size is not None
+    node, _ = node_service.new_node(
+        session,
+        owner=owner,
+        installation_id=world.installation_id,
+        location="local",
+        size=size,
+        tier="dedicated",
+        now=world.clock.now(),
+    )
+    for event in (NodeEvent.ALLOCATE, NodeEvent.BOOT, NodeEvent.REGISTER):
+        node_service.advance(node, event, world.clock.now())
+    node.last_heartbeat = world.clock.now()
+
+
 def serverless_case(world: World) -> Callable[[], None]:
     """A serverless job in an impossible state on a lost node; another serverless job still gets
     its node made."""
@@ -328,7 +369,15 @@ def operations_case(world: World) -> Callable[[], None]:
 
 @pytest.mark.parametrize(
     "case",
-    [cluster_case, serverless_case, parents_case, instance_watch_case, online_liveness_case, operations_case],
+    [
+        cluster_case,
+        placement_case,
+        serverless_case,
+        parents_case,
+        instance_watch_case,
+        online_liveness_case,
+        operations_case,
+    ],
     ids=lambda c: c.__name__,
 )
 def test_one_bad_item_does_not_stop_the_loop(

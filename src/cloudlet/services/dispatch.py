@@ -155,11 +155,18 @@ def place(
     are recorded as sent and queued in ``session.info`` for delivery after commit."""
     now = time.time()
     number = job.attempt + 1
+    attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, number)
+    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
+    try:  # before anything is written: a job whose runs cannot be made fails alone
+        specs = _run_specs(session, attempt, targets, data, server_url, compute)
+    except Exception as exc:
+        job_status.set_status(job, JobStatus.PREPARING, now)
+        job.attempt = number
+        message, error = job_status.cannot_start(job.name, exc)
+        job_status.set_status(job, JobStatus.FAILED, now, message=message, error=error)
+        return []
     job_status.set_status(job, JobStatus.PREPARING, now, message=_preparing_message(number, len(nodes)))
     job.attempt = number
-    attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt)
-    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
-    specs = _run_specs(session, attempt, targets, data, server_url, compute)
     for node_id, spec in specs:
         session.add(JobRun(**_run_row(job.id, node_id, spec, now)))
     session.info.setdefault(DELIVERIES, []).extend(specs)
@@ -185,10 +192,18 @@ def _place_rows(
     job = session.execute(_JOB_TO_PLACE, {"job": job_id}).one()
     attempt = _Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
     now = time.time()
+    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
+    try:  # before anything is written: a job whose runs cannot be made fails alone
+        specs = _run_specs(session, attempt, targets, data, server_url, compute)
+    except Exception as exc:
+        child = job.parent_job_id is not None
+        job_status.update_status(session, job.id, JobStatus.PREPARING, now, {"attempt": attempt.number})
+        message, error = job_status.cannot_start(job.name, exc)
+        failed = {"status_message": message, "error": error}
+        job_status.update_status(session, job.id, JobStatus.FAILED, now, failed, child=child)
+        return []
     preparing = {"attempt": attempt.number, "status_message": _preparing_message(attempt.number, len(nodes))}
     job_status.update_status(session, job.id, JobStatus.PREPARING, now, preparing)
-    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
-    specs = _run_specs(session, attempt, targets, data, server_url, compute)
     session.connection().execute(
         insert(JobRun), [_run_row(job.id, node_id, spec, now) for node_id, spec in specs]
     )
@@ -298,9 +313,9 @@ _IDLE_NODE_ROWS = (
     .order_by(Node.created_at)
     .with_for_update()
 )
-_JOB_TO_PLACE = select(Job.id, Job.name, Job.workspace_id, Job.compute_name, Job.spec, Job.attempt).where(
-    Job.id == bindparam("job")
-)
+_JOB_TO_PLACE = select(
+    Job.id, Job.name, Job.workspace_id, Job.compute_name, Job.spec, Job.attempt, Job.parent_job_id
+).where(Job.id == bindparam("job"))
 _ATTEMPT_RUNS = select(JobRun).where(
     JobRun.job_id == bindparam("job"), JobRun.attempt == bindparam("attempt")
 )

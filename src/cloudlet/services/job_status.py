@@ -17,15 +17,19 @@ Both take their columns from ``domain.job_status.changes``, so they cannot stamp
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Final, cast
 
 from sqlalchemy import Table, Update, bindparam, select, update
 from sqlalchemy.orm import Session, object_session
 
 from cloudlet.domain import job_status
+from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.services import job_events
 from cloudlet.store.schema import Job
+
+log = logging.getLogger(__name__)
 
 
 class _Unchanged:
@@ -120,3 +124,20 @@ def update_status(
         raise AssertionError(f"job #{job_id} moved to {to.value} but no row changed")
     if child:
         job_events.parent_work(session)
+
+
+def cannot_start(name: str, exc: Exception) -> tuple[str, dict[str, Any]]:
+    """(status message, error) of a job whose run specs could not be made as it was placed (e.g.
+    one stored before a limit it breaks existed): it fails alone, and the pass places the others."""
+    log.exception("job %s cannot start: its runs could not be made", name)
+    if isinstance(exc, CloudletError):
+        code, reason, target = exc.code, exc.message, exc.target
+    else:
+        code, reason, target = "JobCannotStart", failure_line(exc), None
+    error = {"code": code, "message": reason[:500], **({"target": target} if target else {})}
+    return f"the job cannot start: {reason}"[:500], error
+
+
+def failure_line(exc: Exception) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
