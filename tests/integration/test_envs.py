@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import stat
 import threading
 import time
@@ -103,7 +104,9 @@ def test_venv_is_built_once_per_host_and_reused_by_another_node(
     venv = tmp_path / "envs" / env["hash"]
     assert f"Preparing environment {env['hash'][:12]} (six==1.16.0) with uv" in log
     assert log.index("Preparing environment") < log.index("six 1.16.0\n")
-    assert f"prefix {venv}\n" in log and "clean\n" in log  # the venv sees none of the agent's packages
+    # The run's own venv over the cached one (its pip installs stay its own); it sees none of
+    # the agent's packages.
+    assert re.search(r"prefix /\S+/\.cloudlet-venv\n", log) and "clean\n" in log, log
     assert (venv / envs.MARKER).is_file()
     assert sorted(p.name for p in venv.parent.iterdir()) == [env["hash"], f"{env['hash']}.lock"]
 
@@ -162,21 +165,27 @@ def test_a_bad_package_fails_the_run_with_a_clear_log_and_leaves_no_env(
     assert [p.name for p in (tmp_path / "envs").iterdir()] == [f"{env['hash']}.lock"]
 
 
-def test_an_image_warns_and_runs_on_the_nodes_python(
-    fake: FakeControlPlane, start_node: Callable[..., Node]
+def test_an_image_warns_and_its_job_has_pip_installing_into_the_runs_own_venv(
+    fake: FakeControlPlane, start_node: Callable[..., Node], tmp_path: Path
 ) -> None:
+    """Issue 25.6a: hello-notebook.yml's `pip install …` in an `image:` environment exited 127."""
     env = environment({"image": "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04"})
     assert env["kind"] == "image"
     node = start_node()
-    spec = run_spec("python -c \"print('hello from', 'python')\"", environment=env)
+    command = "pip --version && pip install -q --disable-pip-version-check six==1.16.0 && "
+    command += """python -c "import six, sys; print('six', six.__version__, 'in', sys.prefix)" """
+    spec = run_spec(command, environment=env)
     body, log, _ = run_to_exit(fake, node, spec)
     assert body["exit_code"] == 0, log
-    warning, _, rest = log.partition("\n")
+    warning = log.partition("\n")[0]
     assert warning.startswith(
         "cloudlet-agent: warning: image mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04 requested; "
     )
-    assert warning.endswith(": using the node's Python") and "container" in warning
-    assert rest == "hello from python\n"
+    assert warning.endswith(": using a venv with pip") and "container" in warning
+    assert re.search(r"six 1\.16\.0 in /\S+/\.cloudlet-venv\n", log), log
+    # The package went into the run's venv, not into the environment other runs share.
+    assert not list((tmp_path / "envs" / env["hash"]).glob("lib/python3.*/site-packages/six.py"))
+    assert list((tmp_path / "envs" / env["hash"]).glob("lib/python3.*/site-packages/pip"))
 
 
 def test_cancel_during_a_build_kills_the_build_and_leaves_no_env(
