@@ -94,6 +94,7 @@ def requirement_name(requirement: str) -> str:
     found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
     return re.sub(r"[-_.]+", "-", found.group(1)).lower() if found else requirement.strip().lower()
 
+
 _SPEC = re.compile(
     r"""^(?:(?P<channel>[A-Za-z0-9_.\-/:]+)::)?      # conda-forge::numpy
         (?P<name>[A-Za-z0-9_][A-Za-z0-9_.\-]*)

@@ -29,6 +29,7 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, job_events, workspaces
+from cloudlet.services import environments as environment_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.job_status import set_status
@@ -128,6 +129,7 @@ def submit(
     doc = resolved.doc  # resolved first: the CUDA check reads an environment asset's image
     warnings: list[str] = []
     compute_name, compute = _target(session, ws, doc, memo if memo is not None else {}, warnings)
+    warnings += environment_service.job_warnings(doc)
     _check_inputs(ws, doc, data)
     job = Job(
         workspace_id=ws.id,
