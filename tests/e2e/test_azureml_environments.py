@@ -121,3 +121,13 @@ def test_a_retired_curated_name_is_accepted_on_its_successor_with_a_warning(srv:
     job = json.loads(done.stdout)
     assert any("retired" in w for w in job["warnings"]), job
     ok(cli(srv, "job", "cancel", "-n", job["name"]))  # its build (LightGBM, xgboost …) is not the point
+
+
+def test_a_build_context_sent_to_the_server_itself_is_refused_naming_the_field(srv: RunningServer) -> None:
+    job = {"command": "echo hi", "environment": {"build": {"path": "docker-context"}}}
+    with srv.client() as api:
+        refused = api.put(f"{srv.ws_path}/jobs/env-build-direct", json=job)
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["target"] == "environment.build" and "Docker or Podman" in error["message"], error
+        assert api.get(f"{srv.ws_path}/jobs/env-build-direct").status_code == 404  # nothing half-created

@@ -45,8 +45,9 @@ def _runs_as(path: str, version: str) -> bool:
 
 def job_warnings(doc: dict[str, Any]) -> list[str]:
     """The job's environment's warnings (a retired curated name, conda packages that have no PyPI
-    counterpart, a pinned Python this host lacks); none for an environment that cannot resolve
-    (its validation says why elsewhere). A sweep's environment is its trial's."""
+    counterpart, a pinned Python this host lacks). An inline environment that cannot be built
+    raises ``CloudletError`` naming its field; a name that does not resolve gives none (its
+    validation says why elsewhere). A sweep's environment is its trial's."""
     env = (
         (doc.get("trial") or {}).get("environment") if doc.get("type") == "sweep" else doc.get("environment")
     )
@@ -55,6 +56,8 @@ def job_warnings(doc: dict[str, Any]) -> list[str]:
     try:
         resolved = environments.resolve_environment(env)
     except CloudletError:
+        if isinstance(env, dict):  # an inline one that can never build (e.g. a Docker context): 400
+            raise
         return []
     own = f"{sys.version_info[0]}.{sys.version_info[1]}"
     # a curated set is chosen to install on any supported Python: its image's Python is a preference

@@ -127,9 +127,8 @@ def submit(
         return _submit_parent(session, ws, name, doc, caller), None
     resolved = asset_service.resolve_job(session, ws, doc)  # azureml:name:1 / @latest → its path
     doc = resolved.doc  # resolved first: the CUDA check reads an environment asset's image
-    warnings: list[str] = []
+    warnings = environment_service.job_warnings(doc)  # first: an inline one may be refused
     compute_name, compute = _target(session, ws, doc, memo if memo is not None else {}, warnings)
-    warnings += environment_service.job_warnings(doc)
     _check_inputs(ws, doc, data)
     job = Job(
         workspace_id=ws.id,
