@@ -8,9 +8,12 @@ The venv tests install `six` from PyPI.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -268,3 +271,44 @@ def test_two_jobs_with_one_inline_environment_build_once(server: RunningServer) 
     assert f"Preparing environment {digest[:12]} (six==1.16.0)" in logs[0] and logs[0].endswith("\n1.16.0\n")
     venv = server.home / "envs" / digest  # the local provider's host-wide cache, beside its nodes
     assert logs[1] == f"cloudlet-agent: environment {digest[:12]} reused ({venv})\n1.16.0\n"
+
+
+def test_a_node_with_micromamba_builds_a_conda_file_with_it(tmp_path: Path) -> None:
+    """Issue 25.1: conda or micromamba is used where the node has one. No real one exists on these
+    machines, so a fake `micromamba` (which makes a prefix shaped like a conda environment: a
+    bin/python and a site-packages) checks the steps: the conda file as written reaches the tool,
+    and the prefix is used as a venv is (the run's own venv over it sees its packages)."""
+    fake_bin = tmp_path / "fake-bin"
+    fake_bin.mkdir()
+    python = os.path.realpath(sys.executable)
+    (fake_bin / "micromamba").write_text(
+        f"""#!/bin/sh
+echo "fake micromamba $*"
+[ "$1 $2 $3 $5" = "create -y -p -f" ] || exit 2
+{python} -I -S -m venv --without-pip "$4" || exit 3
+cp "$6" "$4.seen.json"
+for site in "$4"/lib/python3.*/site-packages; do echo "VALUE = 'from conda'" > "$site/fromconda.py"; done
+"""
+    )
+    (fake_bin / "micromamba").chmod(0o755)
+    conda = {"channels": ["conda-forge"], "dependencies": ["python=3.8", "numpy=1.21", {"pip": ["six"]}]}
+    spec = environment({"conda_file": conda})
+    assert spec["conda"] == conda
+    lines: list[str] = []
+    base = {"PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}"}
+    added = envs.prepare(spec, tmp_path / "envs", lines.append, base_env=base)
+    venv = tmp_path / "envs" / spec["hash"]
+    said = "".join(lines)
+    assert f"with micromamba ({fake_bin / 'micromamba'}) from the conda file" in said, said
+    assert "pins Python" not in said  # conda installs the pinned Python itself
+    assert json.loads((venv / "conda.seen.json").read_text()) == conda
+    assert (venv / envs.MARKER).is_file() and added["VIRTUAL_ENV"] == str(venv)
+    own = envs.overlay(venv, tmp_path / "run" / ".cloudlet-venv", base)
+    out = subprocess.run(
+        ["python", "-c", "import fromconda, sys; print(fromconda.VALUE, sys.prefix)"],
+        env={**os.environ, **own},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == f"from conda {tmp_path / 'run' / '.cloudlet-venv'}\n"

@@ -143,7 +143,10 @@ def prepare(
     if not HASH_PATTERN.fullmatch(digest):
         canonical = json.dumps({"image": spec.get("image"), "kind": kind, "pip": sorted(pip)})
         digest = hashlib.sha256(canonical.encode()).hexdigest()
-    interpreter = choose_python(str(spec.get("python") or "") or None, base, log)
+    conda = spec.get("conda") if isinstance(spec.get("conda"), dict) else None
+    tool = find_conda(base) if conda else None
+    # conda/micromamba install the conda file as written, its python= pin included
+    interpreter = sys.executable if tool else choose_python(str(spec.get("python") or "") or None, base, log)
     venv = ensure_venv(
         digest,
         pip,
@@ -154,6 +157,7 @@ def prepare(
         name=spec.get("name"),
         sandbox=sandbox,
         python=interpreter,
+        conda=(tool, conda) if tool and conda else None,
     )
     path = base.get("PATH") or os.defpath
     return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{path}"}
@@ -229,8 +233,10 @@ def ensure_venv(
     name: str | None = None,
     sandbox: Sandbox | None = None,
     python: str = sys.executable,
+    conda: tuple[str, dict[str, Any]] | None = None,
 ) -> Path:
-    """``cache_root/<digest>``, built now (on PYTHON) unless a complete one is already there."""
+    """``cache_root/<digest>``, built now (on PYTHON; with CONDA's tool and file when given)
+    unless a complete one is already there."""
     target, short = cache_root / digest, digest[:12]
     if _ready(target):
         log(f"cloudlet-agent: environment {short} reused ({target})\n")
@@ -248,7 +254,7 @@ def ensure_venv(
         if target.exists():
             log(f"cloudlet-agent: removing an incomplete build of environment {short}\n")
             shutil.rmtree(target, ignore_errors=True)
-        _build(target, list(pip), log, stop, dict(base_env or os.environ), name, sandbox, python)
+        _build(target, list(pip), log, stop, dict(base_env or os.environ), name, sandbox, python, conda)
     return target
 
 
@@ -280,10 +286,12 @@ def _build(
     name: str | None,
     sandbox: Sandbox | None = None,
     interpreter: str = sys.executable,
+    conda: tuple[str, dict[str, Any]] | None = None,
 ) -> None:
     short = target.name[:12]
     uv = find_uv(env)
     tool = f"uv ({uv})" if uv else "python -m venv and pip (uv not found)"
+    tool = f"{os.path.basename(conda[0])} ({conda[0]}) from the conda file" if conda else tool
     what = ", ".join(pip) if pip else "no packages"
     label = f" '{name}'" if name else ""
     log(f"cloudlet-agent: Preparing environment{label} {short} ({what}) with {tool}\n")
@@ -294,8 +302,10 @@ def _build(
     try:
         binds = _sandboxed(target, uv, env, sandbox, interpreter)
         run = functools.partial(_run, log=log, stop=stop, env=env, sandbox=sandbox, binds=binds)
+        if conda:
+            _conda_create(target, conda, run, env)
         # --seed: pip in every environment (a job's `pip install …` works, as in Azure's images)
-        if uv:
+        elif uv:
             run("uv venv", [uv, "venv", "--no-project", "--seed", "--python", interpreter, str(target)])
             if pip:
                 run("uv pip install", [uv, "pip", "install", "--python", python, *pip])
@@ -322,6 +332,41 @@ def _build(
             raise
         raise BuildFailed(f"environment {short} could not be built: {exc}") from exc
     log(f"cloudlet-agent: environment {short} built in {time.monotonic() - began:.1f} s\n")
+
+
+def find_conda(env: Mapping[str, str] | None = None) -> str | None:
+    """``micromamba``, ``mamba`` or ``conda`` on PATH: a node with one builds conda files with it."""
+    env = os.environ if env is None else env
+    return next(
+        filter(None, (shutil.which(n, path=env.get("PATH")) for n in ("micromamba", "mamba", "conda"))), None
+    )
+
+
+def _conda_create(
+    target: Path,
+    conda: tuple[str, dict[str, Any]],
+    run: Callable[[str, list[str]], None],
+    env: dict[str, str],
+) -> None:
+    """The conda file as written (conda packages, pip list, python= pin) into ``target/conda``;
+    ``target/bin`` and ``target/lib`` point into it, so the environment is used as a venv is.
+    Not tested against a real conda here (none on these machines; a fake tool's test checks the
+    steps). Its package caches go to the build cache, which a sandboxed build may write."""
+    tool, conda_file = conda
+    cache = build_cache(target.parent)
+    cache.mkdir(parents=True, exist_ok=True)
+    env.setdefault("CONDA_PKGS_DIRS", str(cache / "conda-pkgs"))
+    env.setdefault("MAMBA_ROOT_PREFIX", str(cache / "mamba"))
+    target.mkdir(exist_ok=True)
+    spec_file = target / "conda-environment.yml"  # JSON is YAML: no YAML library on the agent
+    spec_file.write_text(json.dumps(conda_file))
+    prefix = str(target / "conda")
+    if os.path.basename(tool) == "micromamba":
+        run("micromamba create", [tool, "create", "-y", "-p", prefix, "-f", str(spec_file)])
+    else:
+        run("conda env create", [tool, "env", "create", "-q", "-p", prefix, "-f", str(spec_file)])
+    for sub in ("bin", "lib"):
+        (target / sub).symlink_to(Path("conda") / sub)
 
 
 def _sandboxed(

@@ -13,6 +13,7 @@ node will do differently from Azure (conda packages without a PyPI counterpart, 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -107,6 +108,7 @@ class ResolvedEnvironment:
     name: str | None = None
     python: str | None = None  # "3.8": the interpreter the environment pins (None: the node's)
     warnings: list[str] = field(default_factory=list)
+    conda: dict[str, Any] | None = None  # the conda file, for a node with conda or micromamba
 
 
 def curated_environment(reference: str) -> CuratedEnvironment | None:
@@ -217,9 +219,11 @@ def resolve_environment(env: str | InlineEnvironment | dict[str, Any] | None) ->
                 f"{', '.join(plan.unmapped)} (nodes without conda build conda files with pip; the "
                 "PyPI wheels of the other packages bundle what they need)"
             )
-    if env.image:
-        return _resolved("image", pip, env.image, env.name, python, warnings)
-    return _resolved("venv", pip, None, env.name, python, warnings)
+    kind: Literal["image", "venv"] = "image" if env.image else "venv"
+    resolved = _resolved(kind, pip, env.image, env.name, python, warnings)
+    if isinstance(env.conda_file, dict):  # the same content either way: the hash is the pip set's
+        resolved = dataclasses.replace(resolved, conda=env.conda_file)
+    return resolved
 
 
 def python_warning(resolved: ResolvedEnvironment, found: bool, own: str) -> str | None:
