@@ -362,6 +362,13 @@ def test_a_curated_environment_job_runs_as_written(plain_srv: RunningServer, tmp
     assert re.search(r"training accuracy [01]\.\d{3} on 200 samples", log), log
     ok(cli(plain_srv, "job", "download", "-n", name, "--all", "-p", str(tmp_path)))
     assert (tmp_path / "artifacts" / "outputs" / "model.pkl").stat().st_size > 0
+    # Issue 25.1: what the samples import there, as in Azure's image (matplotlib, pyarrow …); the
+    # environment built above is reused.
+    imports = (
+        Path(__file__).resolve().parents[1] / "data" / "azureml_environments" / "curated-sklearn-imports.yml"
+    )
+    streamed = ok(cli(plain_srv, "job", "create", "-f", str(imports), "--stream"))
+    assert re.search(r"sample imports ok 1\.5\.\d+", streamed.stdout), streamed.stdout
 
 
 # -- the samples' data set-up ----------------------------------------------------------------------

@@ -8,8 +8,12 @@ The venv tests install `six` from PyPI.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 import stat
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -103,7 +107,9 @@ def test_venv_is_built_once_per_host_and_reused_by_another_node(
     venv = tmp_path / "envs" / env["hash"]
     assert f"Preparing environment {env['hash'][:12]} (six==1.16.0) with uv" in log
     assert log.index("Preparing environment") < log.index("six 1.16.0\n")
-    assert f"prefix {venv}\n" in log and "clean\n" in log  # the venv sees none of the agent's packages
+    # The run's own venv over the cached one (its pip installs stay its own); it sees none of
+    # the agent's packages.
+    assert re.search(r"prefix /\S+/\.cloudlet-venv\n", log) and "clean\n" in log, log
     assert (venv / envs.MARKER).is_file()
     assert sorted(p.name for p in venv.parent.iterdir()) == [env["hash"], f"{env['hash']}.lock"]
 
@@ -162,21 +168,27 @@ def test_a_bad_package_fails_the_run_with_a_clear_log_and_leaves_no_env(
     assert [p.name for p in (tmp_path / "envs").iterdir()] == [f"{env['hash']}.lock"]
 
 
-def test_an_image_warns_and_runs_on_the_nodes_python(
-    fake: FakeControlPlane, start_node: Callable[..., Node]
+def test_an_image_warns_and_its_job_has_pip_installing_into_the_runs_own_venv(
+    fake: FakeControlPlane, start_node: Callable[..., Node], tmp_path: Path
 ) -> None:
+    """Issue 25.6a: hello-notebook.yml's `pip install …` in an `image:` environment exited 127."""
     env = environment({"image": "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04"})
     assert env["kind"] == "image"
     node = start_node()
-    spec = run_spec("python -c \"print('hello from', 'python')\"", environment=env)
+    command = "pip --version && pip install -q --disable-pip-version-check six==1.16.0 && "
+    command += """python -c "import six, sys; print('six', six.__version__, 'in', sys.prefix)" """
+    spec = run_spec(command, environment=env)
     body, log, _ = run_to_exit(fake, node, spec)
     assert body["exit_code"] == 0, log
-    warning, _, rest = log.partition("\n")
+    warning = log.partition("\n")[0]
     assert warning.startswith(
         "cloudlet-agent: warning: image mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04 requested; "
     )
-    assert warning.endswith(": using the node's Python") and "container" in warning
-    assert rest == "hello from python\n"
+    assert warning.endswith(": using a venv with pip") and "container" in warning
+    assert re.search(r"six 1\.16\.0 in /\S+/\.cloudlet-venv\n", log), log
+    # The package went into the run's venv, not into the environment other runs share.
+    assert not list((tmp_path / "envs" / env["hash"]).glob("lib/python3.*/site-packages/six.py"))
+    assert list((tmp_path / "envs" / env["hash"]).glob("lib/python3.*/site-packages/pip"))
 
 
 def test_cancel_during_a_build_kills_the_build_and_leaves_no_env(
@@ -259,3 +271,44 @@ def test_two_jobs_with_one_inline_environment_build_once(server: RunningServer) 
     assert f"Preparing environment {digest[:12]} (six==1.16.0)" in logs[0] and logs[0].endswith("\n1.16.0\n")
     venv = server.home / "envs" / digest  # the local provider's host-wide cache, beside its nodes
     assert logs[1] == f"cloudlet-agent: environment {digest[:12]} reused ({venv})\n1.16.0\n"
+
+
+def test_a_node_with_micromamba_builds_a_conda_file_with_it(tmp_path: Path) -> None:
+    """Issue 25.1: conda or micromamba is used where the node has one. No real one exists on these
+    machines, so a fake `micromamba` (which makes a prefix shaped like a conda environment: a
+    bin/python and a site-packages) checks the steps: the conda file as written reaches the tool,
+    and the prefix is used as a venv is (the run's own venv over it sees its packages)."""
+    fake_bin = tmp_path / "fake-bin"
+    fake_bin.mkdir()
+    python = os.path.realpath(sys.executable)
+    (fake_bin / "micromamba").write_text(
+        f"""#!/bin/sh
+echo "fake micromamba $*"
+[ "$1 $2 $3 $5" = "create -y -p -f" ] || exit 2
+{python} -I -S -m venv --without-pip "$4" || exit 3
+cp "$6" "$4.seen.json"
+for site in "$4"/lib/python3.*/site-packages; do echo "VALUE = 'from conda'" > "$site/fromconda.py"; done
+"""
+    )
+    (fake_bin / "micromamba").chmod(0o755)
+    conda = {"channels": ["conda-forge"], "dependencies": ["python=3.8", "numpy=1.21", {"pip": ["six"]}]}
+    spec = environment({"conda_file": conda})
+    assert spec["conda"] == conda
+    lines: list[str] = []
+    base = {"PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}"}
+    added = envs.prepare(spec, tmp_path / "envs", lines.append, base_env=base)
+    venv = tmp_path / "envs" / spec["hash"]
+    said = "".join(lines)
+    assert f"with micromamba ({fake_bin / 'micromamba'}) from the conda file" in said, said
+    assert "pins Python" not in said  # conda installs the pinned Python itself
+    assert json.loads((venv / "conda.seen.json").read_text()) == conda
+    assert (venv / envs.MARKER).is_file() and added["VIRTUAL_ENV"] == str(venv)
+    own = envs.overlay(venv, tmp_path / "run" / ".cloudlet-venv", base)
+    out = subprocess.run(
+        ["python", "-c", "import fromconda, sys; print(fromconda.VALUE, sys.prefix)"],
+        env={**os.environ, **own},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == f"from conda {tmp_path / 'run' / '.cloudlet-venv'}\n"

@@ -4,6 +4,7 @@ the curated environments' data file."""
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Any
 
@@ -191,8 +192,9 @@ def test_curated_data_file_is_reviewed_shape() -> None:
     assert load_curated(doc) == CURATED_ENVIRONMENTS
     families = {"sklearn", "lightgbm", "pytorch", "tensorflow"}
     assert all(any(f in name for name in CURATED_ENVIRONMENTS) for f in families)
+    assert re.fullmatch(r"[0-9a-f]{40}", doc["source"]["commit"])  # generated from azureml-assets
     for name, entry in doc["environments"].items():
-        assert entry["verified"] and entry["azure"], name
+        assert entry["source"].startswith(f"assets/training/general/environments/{name}/context/"), name
         if entry["mlflow"]:
             assert any(p.startswith("mlflow") for p in entry["pip"]), name
     assert curated_environment("azureml:AzureML-lightgbm-3.3@latest") is CURATED_ENVIRONMENTS["lightgbm-3.3"]

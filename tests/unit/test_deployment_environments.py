@@ -126,7 +126,10 @@ def test_an_online_deployment_pins_the_version_and_its_node_builds_it(session: S
     again = rules.parse_deployment(resolved.to_doc(), "ep1")  # what the runtime reads back
     built = replica_environment(again)
     assert built is not None and built["kind"] == "image" and built["image"] == "python:3.11-slim"
-    assert built["pip"] == ["azureml-inference-server-http", "joblib", "scikit-learn"]
+    # a conda file's environment has what a conda environment has: pip, setuptools, wheel
+    assert built["pip"] == [
+        *("azureml-inference-server-http", "joblib", "pip", "scikit-learn", "setuptools<81", "wheel")
+    ]
     arm = arm_online.deployment_to_arm(resolved.to_doc(), WS_ID, "ep1", None, "local")
     assert arm["properties"]["environmentId"] == f"{WS_ID}/environments/inf-env/versions/2"
 

@@ -438,12 +438,16 @@ def test_conda_file_pip_and_plain_names() -> None:
         "dependencies": ["python=3.10", "pip", "numpy", "scipy=1.11", {"pip": ["scikit-learn==1.5.0"]}],
     }
     resolved = resolve_environment({"conda_file": conda})
-    assert resolved.kind == "venv"
-    assert resolved.pip == ["numpy", "scikit-learn==1.5.0"]
+    assert resolved.kind == "venv" and resolved.python == "3.10"
+    # conda packages too (scipy=1.11 was dropped before issue 25), and what a conda env always has
+    assert resolved.pip == ["numpy", "pip", "scikit-learn==1.5.0", "scipy==1.11.*", "setuptools<81", "wheel"]
     reordered = {"dependencies": conda["dependencies"], "channels": ["conda-forge"], "name": "train"}
     assert resolve_environment({"conda_file": reordered}).hash == resolved.hash
-    # The same packages given as pip share the cached venv.
-    assert resolve_environment({"pip": ["scikit-learn==1.5.0", "numpy"]}).hash == resolved.hash
+    # Without the python= pin, the same packages given as pip share the cached venv.
+    unpinned = {"dependencies": [d for d in conda["dependencies"] if d != "python=3.10"]}
+    assert (
+        resolve_environment({"pip": resolved.pip}).hash == resolve_environment({"conda_file": unpinned}).hash
+    )
 
 
 def test_image_environment() -> None:
@@ -461,9 +465,14 @@ def test_conda_file_path_must_be_inlined_before_resolving() -> None:
 
 def test_curated_and_equal_inline_spec_share_hash() -> None:
     curated = CURATED_ENVIRONMENTS["sklearn-1.5"]
-    assert (
-        resolve_environment(curated.registry_uri).hash == resolve_environment({"pip": list(curated.pip)}).hash
-    )
+    resolved = resolve_environment(curated.registry_uri)
+    assert resolve_environment(f"azureml:AzureML-{curated.name}@latest").hash == resolved.hash
+    # Its image's Python (3.10) is part of its spec, as an inline pin is: the same packages on the
+    # same pinned Python hash alike, whatever their source.
+    from cloudlet.domain.environments import _resolved
+
+    assert _resolved("venv", list(curated.pip), None, None, curated.python).hash == resolved.hash
+    assert resolve_environment({"pip": list(curated.pip)}).hash != resolved.hash  # the node's Python
 
 
 @pytest.mark.parametrize(

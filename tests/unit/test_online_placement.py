@@ -22,7 +22,8 @@ def test_an_inline_environment_gets_the_inference_server() -> None:
     spec = rules.parse_deployment({**DEPLOYMENT, "environment": env}, "ep1")
     built = replica_environment(spec)
     assert built is not None and built["kind"] == "venv"
-    assert built["pip"] == sorted(["azureml-inference-server-http", "joblib", "scikit-learn"], key=str.lower)
+    expected = ["azureml-inference-server-http", "joblib", "scikit-learn", *("pip", "setuptools<81", "wheel")]
+    assert built["pip"] == sorted(expected, key=str.lower)  # a conda file: pip, setuptools, wheel too
 
 
 def test_a_given_inference_server_is_not_added_twice() -> None:
@@ -68,4 +69,5 @@ def test_the_client_reads_a_local_conda_file_into_the_inline_environment(tmp_pat
     assert body["environment"] == {"image": "python:3.11-slim", "conda_file": conda}
     assert env["conda_file"] == "conda.yml"  # the caller's document is not changed
     built = replica_environment(rules.parse_deployment(body, "ep1"))
-    assert built is not None and built["pip"] == ["azureml-inference-server-http", "scikit-learn"]
+    assert built is not None
+    assert built["pip"] == ["azureml-inference-server-http", "pip", "scikit-learn", "setuptools<81", "wheel"]

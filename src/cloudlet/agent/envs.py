@@ -107,6 +107,7 @@ def prepare(
     stop: threading.Event | None = None,
     base_env: Mapping[str, str] | None = None,
     sandbox: Sandbox | None = None,
+    image_venv: bool = False,
 ) -> dict[str, str]:
     """Make the run's environment ready; return the variables to add to the run's environment.
 
@@ -114,7 +115,9 @@ def prepare(
     raises ``Canceled``; a build that fails raises ``BuildFailed``. ``base_env`` is the run's
     environment so far (its PATH is extended; the build tools run with it). ``sandbox``: the build
     (which runs the chosen packages' own code) runs in it, as its user, seeing only its target
-    and the download cache writable.
+    and the download cache writable. ``image_venv``: an image with no packages gets a venv with
+    only pip (a job's, which may ``pip install``); else it uses the node's Python (a replica's:
+    the node's inference interpreter).
     """
     spec = dict(env_spec or {})
     base = dict(os.environ if base_env is None else base_env)
@@ -129,25 +132,85 @@ def prepare(
             why = f"cloudlet does not run jobs in containers yet (found {runtime})"
         else:
             why = "this node runs jobs without a container runtime"
-        extra = " with a venv of its pip packages" if pip else ""
-        log(f"cloudlet-agent: warning: image {image} requested; {why}: using the node's Python{extra}\n")
-        if not pip:
+        if not pip and not image_venv:
+            log(f"cloudlet-agent: warning: image {image} requested; {why}: using the node's Python\n")
             return {}
+        what = "its pip packages" if pip else "pip"  # an image has pip: so has its stand-in
+        log(f"cloudlet-agent: warning: image {image} requested; {why}: using a venv with {what}\n")
     elif kind != "venv":
         raise BuildFailed(f"unknown environment kind {kind!r} (expected python, venv or image)")
     digest = str(spec.get("hash") or "")
     if not HASH_PATTERN.fullmatch(digest):
         canonical = json.dumps({"image": spec.get("image"), "kind": kind, "pip": sorted(pip)})
         digest = hashlib.sha256(canonical.encode()).hexdigest()
+    conda = spec.get("conda") if isinstance(spec.get("conda"), dict) else None
+    tool = find_conda(base) if conda else None
+    # conda/micromamba install the conda file as written, its python= pin included
+    interpreter = sys.executable if tool else choose_python(str(spec.get("python") or "") or None, base, log)
     venv = ensure_venv(
-        digest, pip, Path(cache_root), log, stop=stop, base_env=base, name=spec.get("name"), sandbox=sandbox
+        digest,
+        pip,
+        Path(cache_root),
+        log,
+        stop=stop,
+        base_env=base,
+        name=spec.get("name"),
+        sandbox=sandbox,
+        python=interpreter,
+        conda=(tool, conda) if tool and conda else None,
     )
     path = base.get("PATH") or os.defpath
     return {"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{path}"}
 
 
-def _python_tag() -> str:
-    return f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}"
+def python_version(path: str) -> str | None:
+    """``"3.10"`` for the interpreter at PATH (None: it does not run)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(
+            [path, "-I", "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=RUNTIME_CHECK_S,
+            check=False,
+        )
+        if done.returncode == 0 and re.fullmatch(r"\d+\.\d+", done.stdout.strip()):
+            return done.stdout.strip()
+    return None
+
+
+def find_python(version: str, env: Mapping[str, str] | None = None) -> str | None:
+    """An interpreter of VERSION ("3.10") on this node: one listed in ``CLOUDLET_PYTHONS`` (the
+    interpreters a location lists, separated by ``:``), else ``python3.10`` on PATH."""
+    env = os.environ if env is None else env
+    listed = (env.get("CLOUDLET_PYTHONS") or os.environ.get("CLOUDLET_PYTHONS") or "").split(os.pathsep)
+    for path in filter(None, (p.strip() for p in listed)):
+        if os.access(path, os.X_OK) and python_version(path) == version:
+            return path
+    found = shutil.which(f"python{version}", path=env.get("PATH"))
+    return found if found and python_version(found) == version else None
+
+
+def choose_python(pinned: str | None, env: Mapping[str, str], log: Log) -> str:
+    """The interpreter to build on: the pinned version's when the node has it, else this one's
+    (said in the run's log; the server said so too, at submission)."""
+    own = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if not pinned or pinned == own:
+        return sys.executable
+    found = find_python(pinned, env)
+    if found:
+        return found
+    log(
+        f"cloudlet-agent: warning: the environment pins Python {pinned}; this node has none "
+        f"(python{pinned} on PATH or in CLOUDLET_PYTHONS): building on Python {own} instead\n"
+    )
+    return sys.executable
+
+
+def _python_tag(python: str = sys.executable) -> str:
+    if python == sys.executable:
+        return f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}"
+    return f"cpython-{python_version(python) or '?'}"
 
 
 def _ready(target: Path) -> bool:
@@ -169,8 +232,11 @@ def ensure_venv(
     base_env: Mapping[str, str] | None = None,
     name: str | None = None,
     sandbox: Sandbox | None = None,
+    python: str = sys.executable,
+    conda: tuple[str, dict[str, Any]] | None = None,
 ) -> Path:
-    """``cache_root/<digest>``, built now unless a complete one is already there."""
+    """``cache_root/<digest>``, built now (on PYTHON; with CONDA's tool and file when given)
+    unless a complete one is already there."""
     target, short = cache_root / digest, digest[:12]
     if _ready(target):
         log(f"cloudlet-agent: environment {short} reused ({target})\n")
@@ -188,7 +254,7 @@ def ensure_venv(
         if target.exists():
             log(f"cloudlet-agent: removing an incomplete build of environment {short}\n")
             shutil.rmtree(target, ignore_errors=True)
-        _build(target, list(pip), log, stop, dict(base_env or os.environ), name, sandbox)
+        _build(target, list(pip), log, stop, dict(base_env or os.environ), name, sandbox, python, conda)
     return target
 
 
@@ -219,10 +285,13 @@ def _build(
     env: dict[str, str],
     name: str | None,
     sandbox: Sandbox | None = None,
+    interpreter: str = sys.executable,
+    conda: tuple[str, dict[str, Any]] | None = None,
 ) -> None:
     short = target.name[:12]
     uv = find_uv(env)
     tool = f"uv ({uv})" if uv else "python -m venv and pip (uv not found)"
+    tool = f"{os.path.basename(conda[0])} ({conda[0]}) from the conda file" if conda else tool
     what = ", ".join(pip) if pip else "no packages"
     label = f" '{name}'" if name else ""
     log(f"cloudlet-agent: Preparing environment{label} {short} ({what}) with {tool}\n")
@@ -231,20 +300,29 @@ def _build(
     python = str(target / "bin" / "python")
     began = time.monotonic()
     try:
-        binds = _sandboxed(target, uv, env, sandbox)
+        binds = _sandboxed(target, uv, env, sandbox, interpreter)
         run = functools.partial(_run, log=log, stop=stop, env=env, sandbox=sandbox, binds=binds)
-        if uv:
-            run("uv venv", [uv, "venv", "--no-project", "--python", sys.executable, str(target)])
+        if conda:
+            _conda_create(target, conda, run, env)
+        # --seed: pip in every environment (a job's `pip install …` works, as in Azure's images)
+        elif uv:
+            run("uv venv", [uv, "venv", "--no-project", "--seed", "--python", interpreter, str(target)])
             if pip:
                 run("uv pip install", [uv, "pip", "install", "--python", python, *pip])
         else:
-            run("python -m venv", [sys.executable, "-m", "venv", str(target)])
+            run("python -m venv", [interpreter, "-m", "venv", str(target)])
             if pip:
                 run(
                     "pip install",
                     [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *pip],
                 )
-        marker = {"python": _python_tag(), "pip": pip, "name": name, "built_at": time.time(), "tool": tool}
+        marker = {
+            "python": _python_tag(interpreter),
+            "pip": pip,
+            "name": name,
+            "built_at": time.time(),
+            "tool": tool,
+        }
         tmp = target / f"{MARKER}.tmp"
         _write_marker(tmp, json.dumps(marker))
         tmp.replace(target / MARKER)
@@ -256,7 +334,48 @@ def _build(
     log(f"cloudlet-agent: environment {short} built in {time.monotonic() - began:.1f} s\n")
 
 
-def _sandboxed(target: Path, uv: str | None, env: dict[str, str], sandbox: Sandbox | None) -> list[Bind]:
+def find_conda(env: Mapping[str, str] | None = None) -> str | None:
+    """``micromamba``, ``mamba`` or ``conda`` on PATH: a node with one builds conda files with it."""
+    env = os.environ if env is None else env
+    return next(
+        filter(None, (shutil.which(n, path=env.get("PATH")) for n in ("micromamba", "mamba", "conda"))), None
+    )
+
+
+def _conda_create(
+    target: Path,
+    conda: tuple[str, dict[str, Any]],
+    run: Callable[[str, list[str]], None],
+    env: dict[str, str],
+) -> None:
+    """The conda file as written (conda packages, pip list, python= pin) into ``target/conda``;
+    ``target/bin`` and ``target/lib`` point into it, so the environment is used as a venv is.
+    Not tested against a real conda here (none on these machines; a fake tool's test checks the
+    steps). Its package caches go to the build cache, which a sandboxed build may write."""
+    tool, conda_file = conda
+    cache = build_cache(target.parent)
+    cache.mkdir(parents=True, exist_ok=True)
+    env.setdefault("CONDA_PKGS_DIRS", str(cache / "conda-pkgs"))
+    env.setdefault("MAMBA_ROOT_PREFIX", str(cache / "mamba"))
+    target.mkdir(exist_ok=True)
+    spec_file = target / "conda-environment.yml"  # JSON is YAML: no YAML library on the agent
+    spec_file.write_text(json.dumps(conda_file))
+    prefix = str(target / "conda")
+    if os.path.basename(tool) == "micromamba":
+        run("micromamba create", [tool, "create", "-y", "-p", prefix, "-f", str(spec_file)])
+    else:
+        run("conda env create", [tool, "env", "create", "-q", "-p", prefix, "-f", str(spec_file)])
+    for sub in ("bin", "lib"):
+        (target / sub).symlink_to(Path("conda") / sub)
+
+
+def _sandboxed(
+    target: Path,
+    uv: str | None,
+    env: dict[str, str],
+    sandbox: Sandbox | None,
+    interpreter: str = sys.executable,
+) -> list[Bind]:
     """Prepare a sandboxed build: its target made and handed to the sandbox user, the download
     cache beside the environment cache (uv's and pip's, shared by the host's builds; copied into
     the venv, never hard-linked, so a later build cannot change an environment through it). The
@@ -283,7 +402,41 @@ def _sandboxed(target: Path, uv: str | None, env: dict[str, str], sandbox: Sandb
     binds = [Bind(str(target), writable=True), Bind(str(cache), writable=True)]
     if uv and not is_under(os.path.realpath(uv), sandbox.visible):
         binds.append(Bind(uv))
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))  # <prefix>/bin/python3.X
+    if not is_under(os.path.realpath(interpreter), sandbox.visible):
+        binds.append(Bind(prefix))
     return binds
+
+
+def overlay(venv: Path, target: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """A run's own venv at TARGET over the cached VENV (which the run must not change): the cached
+    packages importable through a ``.pth`` file, ``pip`` installing into TARGET. Returns the
+    variables that make it the run's: TARGET's bin first on PATH, then VENV's (its console scripts).
+    Made with the standard library's venv on VENV's base interpreter (``-I -S``: no site code)."""
+    base_python = os.path.realpath(venv / "bin" / "python")
+    done = subprocess.run(
+        [base_python, "-I", "-S", "-m", "venv", "--without-pip", "--symlinks", str(target)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        why = done.stderr.strip() or done.stdout.strip()
+        raise BuildFailed(f"cannot make the run's venv at {target}: {why}")
+    below = sorted((venv / "lib").glob("python*/site-packages"))
+    for site in (target / "lib").glob("python*/site-packages"):
+        (site / "_cloudlet_environment.pth").write_text("".join(f"{p}\n" for p in below))
+    if any((p / "pip").is_dir() for p in below):  # pip's module comes from below; it installs here
+        main = "import sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n"
+        script = f"#!{target / 'bin' / 'python'}\n{main}"
+        for name in ("pip", "pip3"):
+            path = target / "bin" / name
+            path.write_text(script)
+            path.chmod(0o755)
+    search = os.pathsep.join([str(target / "bin"), str(venv / "bin"), env.get("PATH") or os.defpath])
+    return {"VIRTUAL_ENV": str(target), "PATH": search}
 
 
 def _write_marker(path: Path, text: str) -> None:

@@ -24,7 +24,7 @@ from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked
 from cloudlet.agent.config import log
 from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group, utf8_cut
 from cloudlet.agent.safe_paths import UnsafePath
-from cloudlet.agent.sandbox import Bind, Policy, Sandbox, user_environment
+from cloudlet.agent.sandbox import Bind, Policy, Sandbox, is_under, user_environment
 
 CHUNK = 64 * 1024
 BATCH_S = 0.1
@@ -36,6 +36,7 @@ REPORT_RUNNING_AFTER_S = 0.05
 DEFAULT_ARTIFACTS = ("outputs", "logs")  # folders of a run's working directory kept after it
 DOWNLOAD_FAILED = "download_failed"  # the exit reason of a run whose http(s) input failed
 UPLOAD_FAILED = "upload_failed"  # ... of a run whose data (no shared disk) could not be uploaded
+RUN_VENV = ".cloudlet-venv"  # the run's own venv, in its working directory (agent/envs.py: overlay)
 SIGNAL_RACE_S = 1.0  # how long a run killed by SIGTERM waits to learn whether the node got it too
 
 
@@ -207,8 +208,12 @@ class RunManager:
         kind = environment.get("kind", "python") if isinstance(environment, dict) else "python"
         if kind != "python" and not self._prepare_environment(run, env):
             return
-        if env.get("VIRTUAL_ENV"):
-            binds.append(Bind(env["VIRTUAL_ENV"]))  # the environment cache is the agent's: no user links
+        if env.get("CLOUDLET_ENVIRONMENT"):  # the environment cache is the agent's: no user links
+            binds.append(Bind(env["CLOUDLET_ENVIRONMENT"]))
+            # its interpreter, where the sandbox does not see it already (one CLOUDLET_PYTHONS lists)
+            python = os.path.realpath(os.path.join(env["CLOUDLET_ENVIRONMENT"], "bin", "python"))
+            if sandbox.enabled and not is_under(python, sandbox.visible):
+                binds.append(Bind(os.path.dirname(os.path.dirname(python))))
         if run.stop_requested.is_set():
             self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
             return
@@ -419,9 +424,13 @@ class RunManager:
         try:
             cache = envs.cache_root(self.work_dir.parent)
             spec = run.spec["environment"]
-            env.update(
-                envs.prepare(spec, cache, note, stop=run.stop_requested, base_env=env, sandbox=self.sandbox)
-            )
+            stop, sandbox = run.stop_requested, self.sandbox
+            added = envs.prepare(spec, cache, note, stop=stop, base_env=env, sandbox=sandbox, image_venv=True)
+            if added.get("VIRTUAL_ENV"):  # the run's own venv over the shared one: `pip install` works
+                cached, own = Path(added["VIRTUAL_ENV"]), run.cwd / RUN_VENV
+                added = {**envs.overlay(cached, own, env), "CLOUDLET_ENVIRONMENT": str(cached)}
+                self.sandbox.hand_over(own, recursive=True)
+            env.update(added)
         except envs.Canceled:
             self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
             return False

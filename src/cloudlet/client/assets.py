@@ -209,6 +209,10 @@ def inline_environment(body: dict[str, Any], base: Path) -> None:
     if not isinstance(folder_value, str) or is_remote_path(folder_value):
         raise AssetValidationError("build.path", "build.path must name a local folder")
     folder = _local(base, folder_value, "build.path")
+    if not body.get("image"):  # the Dockerfile's base image names its Python (python:3.10 …)
+        image = _dockerfile_base(folder / str(build.get("dockerfile_path") or "Dockerfile"))
+        if image:
+            body["image"] = image
     requirements = folder / "requirements.txt"
     if requirements.is_file():
         body["pip"] = [*(body.get("pip") or []), *_requirements(requirements)]
@@ -219,9 +223,23 @@ def inline_environment(body: dict[str, Any], base: Path) -> None:
         return
     raise AssetValidationError(
         "build.path",
-        f"{folder} has no requirements.txt or conda file ({', '.join(CONDA_NAMES)}); cloudlet builds "
-        "environments from pip requirements (a Dockerfile is not built here)",
+        f"{folder} has no requirements.txt or conda file ({', '.join(CONDA_NAMES)}): cloudlet builds a "
+        "build context from those; its Dockerfile is not run, because a Docker build needs a node "
+        "with Docker or Podman and none here has one. Put the packages in a requirements.txt or "
+        "conda file beside the Dockerfile, or use 'image' with 'conda_file' instead",
     )
+
+
+def _dockerfile_base(path: Path) -> str | None:
+    """The last stage's ``FROM`` image of a Dockerfile (None: no such file, or a templated name)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    froms = [line.split() for line in lines if line.strip().upper().startswith("FROM ")]
+    images = [words[1] for words in froms if len(words) > 1]
+    image = images[-1] if images else None
+    return image if image and "{" not in image and "$" not in image else None
 
 
 class _AssetOperations(_Operations):

@@ -24,8 +24,6 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
 from cloudlet.client._rest import quote_segment
 from cloudlet.client.artifacts import Upload, download_bytes, unpack, upload_code, upload_data
 from cloudlet.client.job_entities import (
@@ -310,20 +308,20 @@ def _local(base: Path, value: str, target: str) -> Path:
 
 
 def _inline_conda_file(body: dict[str, Any], base: Path, prefix: str = "") -> None:
+    """An inline environment's local ``conda_file`` and ``build.path`` read as environment assets'
+    are (``client.assets.inline_environment``)."""
+    from cloudlet.client.assets import AssetValidationError, inline_environment
+
     env = body.get("environment")
-    if not isinstance(env, dict) or not isinstance(env.get("conda_file"), str):
+    if not isinstance(env, dict) or not (isinstance(env.get("conda_file"), str) or "build" in env):
         return
-    target = f"{prefix}environment.conda_file"
-    if is_remote_path(env["conda_file"]):
-        raise JobValidationError.at(target, "conda_file must be a local file or an inline mapping")
-    path = _local(base, env["conda_file"], target)
+    env = dict(env)
     try:
-        conda = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise JobValidationError.at(target, f"cannot read {path}: {exc}") from None
-    if not isinstance(conda, dict):
-        raise JobValidationError.at(target, f"{path} must hold a conda YAML mapping")
-    body["environment"] = {**env, "conda_file": conda}
+        inline_environment(env, base)
+    except AssetValidationError as exc:
+        message = str(exc).removeprefix(f"{exc.target}: ")
+        raise JobValidationError.at(f"{prefix}environment.{exc.target}", message) from None
+    body["environment"] = env
 
 
 __all__ = [

@@ -78,7 +78,7 @@ def replica_environment(spec: rules.DeploymentSpec) -> dict[str, object] | None:
     pip = list(resolved.pip)
     if not any(p.lower().replace("_", "-").startswith(INFERENCE_PACKAGE) for p in pip):
         pip.append(INFERENCE_PACKAGE)
-    again = environments._resolved(resolved.kind, pip, resolved.image, resolved.name)
+    again = environments._resolved(resolved.kind, pip, resolved.image, resolved.name, resolved.python)
     return dataclasses.asdict(again)
 
 

@@ -3,12 +3,17 @@
 Curated names (``azureml://registries/azureml/environments/<name>/labels/latest`` or
 ``azureml:AzureML-<name>@latest``) map to the pip sets of a reviewed data file
 (``data/curated_environments.yaml``); an inline ``pip`` list or a
-``conda_file``'s pip dependencies become a venv; ``image`` is kept (nodes without a container
-runtime warn and use their Python). Equal specs hash alike, so they share one cached venv.
+``conda_file``'s dependencies (conda ones mapped to PyPI by ``domain/conda.py``, plus pip,
+setuptools and wheel as a conda environment has) become a venv; ``image`` is kept (nodes without a
+container runtime warn and use their Python). ``python`` is the interpreter the environment pins
+(``python=3.8``, a ``python:3.11`` image, a curated environment's): a node uses it when it has it.
+Equal specs hash alike, so they share one cached venv. ``warnings`` say, at submission, what a
+node will do differently from Azure (conda packages without a PyPI counterpart, a retired name).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -20,6 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
+from cloudlet.domain.conda import conda_dependencies, image_python, python_minor, with_base_packages
 from cloudlet.domain.errors import validation_error
 from cloudlet.domain.job_spec import InlineEnvironment, translate_error
 
@@ -29,6 +35,7 @@ class CuratedEnvironment:
     name: str  # registry name, e.g. sklearn-1.5
     pip: tuple[str, ...]
     description: str
+    python: str | None = None  # the Python of Azure's image, e.g. "3.10"
 
     @property
     def registry_uri(self) -> str:
@@ -54,21 +61,36 @@ def load_curated(doc: Any) -> dict[str, CuratedEnvironment]:
             raise ValueError(f"{CURATED_FILE}: {name}: 'pip' must be a non-empty list of requirements")
         if entry.get("mlflow") and not any(p.lower().startswith("mlflow") for p in pip):
             raise ValueError(f"{CURATED_FILE}: {name}: says mlflow but its pip set has none")
+        python = entry.get("python")
         table[str(name).lower()] = CuratedEnvironment(
-            str(name), tuple(pip), str(entry.get("description", ""))
+            str(name), tuple(pip), str(entry.get("description", "")), python_minor(str(python or ""))
         )
     return table
 
 
+def load_retired(doc: Any, table: dict[str, CuratedEnvironment]) -> dict[str, str]:
+    """Retired curated names (lower case) → the name of their successor in ``table``."""
+    retired = doc.get("retired") if isinstance(doc, dict) else None
+    if retired is None:
+        return {}
+    if not isinstance(retired, dict):
+        raise ValueError(f"{CURATED_FILE}: 'retired' must map retired names to their successors")
+    out: dict[str, str] = {}
+    for old, new in retired.items():
+        if str(new).lower() not in table:
+            raise ValueError(f"{CURATED_FILE}: retired {old}: successor {new} is not a curated environment")
+        out[str(old).lower()] = str(new).lower()
+    return out
+
+
 @functools.cache
-def _curated() -> dict[str, CuratedEnvironment]:
+def _curated_doc() -> Any:
     text = resources.files("cloudlet.domain").joinpath(CURATED_FILE).read_text(encoding="utf-8")
-    return load_curated(yaml.safe_load(text))
+    return yaml.safe_load(text)
 
 
-CURATED_ENVIRONMENTS: dict[str, CuratedEnvironment] = _curated()
-
-_CONDA_ONLY = frozenset({"python", "pip", "setuptools", "wheel", "cudatoolkit", "cudnn", "nccl"})
+CURATED_ENVIRONMENTS: dict[str, CuratedEnvironment] = load_curated(_curated_doc())
+RETIRED_ENVIRONMENTS: dict[str, str] = load_retired(_curated_doc(), CURATED_ENVIRONMENTS)
 
 
 @dataclass(frozen=True)
@@ -84,11 +106,27 @@ class ResolvedEnvironment:
     image: str | None = None
     hash: str = ""
     name: str | None = None
+    python: str | None = None  # "3.8": the interpreter the environment pins (None: the node's)
+    warnings: list[str] = field(default_factory=list)
+    conda: dict[str, Any] | None = None  # the conda file, for a node with conda or micromamba
 
 
 def curated_environment(reference: str) -> CuratedEnvironment | None:
     """Look up ``azureml://registries/azureml/environments/<n>/labels/latest`` (or ``/versions/<v>``),
-    ``azureml:AzureML-<n>@latest``, ``azureml:AzureML-<n>:<version>``, ``AzureML-<n>`` or ``<n>``."""
+    ``azureml:AzureML-<n>@latest``, ``azureml:AzureML-<n>:<version>``, ``AzureML-<n>`` or ``<n>``;
+    a retired name gives its successor (``retired_environment`` says which)."""
+    key = _curated_key(reference)
+    return CURATED_ENVIRONMENTS.get(RETIRED_ENVIRONMENTS.get(key, key))
+
+
+def retired_environment(reference: str) -> tuple[str, CuratedEnvironment] | None:
+    """``(retired name, successor)`` when ``reference`` names a retired curated environment."""
+    key = _curated_key(reference)
+    successor = RETIRED_ENVIRONMENTS.get(key)
+    return (key, CURATED_ENVIRONMENTS[successor]) if successor else None
+
+
+def _curated_key(reference: str) -> str:
     text = reference.strip()
     match = re.fullmatch(
         r"azureml://registries/[^/]+/environments/([^/]+)(?:/(?:labels|versions)/[^/]+)?", text
@@ -99,29 +137,7 @@ def curated_environment(reference: str) -> CuratedEnvironment | None:
         key = text.removeprefix("azureml:")
         key = re.sub(r"(@[^@:/]+|:[^:/@]+)$", "", key)
         key = re.sub(r"^azureml-", "", key, flags=re.IGNORECASE)
-    return CURATED_ENVIRONMENTS.get(key.lower())
-
-
-def _conda_pip(conda: dict[str, Any]) -> list[str]:
-    deps = conda.get("dependencies") or []
-    if not isinstance(deps, list):
-        raise validation_error("environment.conda_file.dependencies", "'dependencies' must be a list")
-    out: list[str] = []
-    for dep in deps:
-        if isinstance(dep, dict):
-            pip = dep.get("pip") or []
-            if not isinstance(pip, list):
-                raise validation_error(
-                    "environment.conda_file.dependencies", "the 'pip' entry of dependencies must be a list"
-                )
-            out.extend(str(p) for p in pip)
-        elif (
-            isinstance(dep, str)
-            and re.fullmatch(r"[A-Za-z0-9_.-]+", dep.strip())
-            and dep.strip().lower() not in _CONDA_ONLY
-        ):
-            out.append(dep.strip())
-    return out
+    return key.lower()
 
 
 def _normalise_pip(pip: list[str]) -> list[str]:
@@ -134,12 +150,20 @@ def _normalise_pip(pip: list[str]) -> list[str]:
 
 
 def _resolved(
-    kind: Literal["python", "venv", "image"], pip: list[str], image: str | None, name: str | None
+    kind: Literal["python", "venv", "image"],
+    pip: list[str],
+    image: str | None,
+    name: str | None,
+    python: str | None = None,
+    warnings: list[str] | None = None,
 ) -> ResolvedEnvironment:
     pip = _normalise_pip(pip)
-    canonical = json.dumps({"image": image, "kind": kind, "pip": pip}, sort_keys=True, separators=(",", ":"))
+    spec: dict[str, Any] = {"image": image, "kind": kind, "pip": pip}
+    if python:  # only when pinned: unpinned specs keep the hashes (and cached venvs) they had
+        spec["python"] = python
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()
-    return ResolvedEnvironment(kind=kind, pip=pip, image=image, hash=digest, name=name)
+    return ResolvedEnvironment(kind, pip, image, digest, name, python, list(warnings or []))
 
 
 def resolve_environment(env: str | InlineEnvironment | dict[str, Any] | None) -> ResolvedEnvironment:
@@ -156,7 +180,14 @@ def resolve_environment(env: str | InlineEnvironment | dict[str, Any] | None) ->
                 "{image|conda_file|pip} environment, or omit 'environment' to use the node's Python",
                 code="EnvironmentNotFound",
             )
-        return _resolved("venv", list(curated.pip), None, curated.name)
+        warnings = []
+        retired = retired_environment(env)
+        if retired is not None:
+            warnings.append(
+                f"environment '{env}' is retired in Azure ML; cloudlet uses its successor "
+                f"'{curated.registry_uri}' instead (name that one to silence this warning)"
+            )
+        return _resolved("venv", list(curated.pip), None, curated.name, curated.python, warnings)
     if isinstance(env, dict):
         try:
             env = InlineEnvironment.model_validate(env)
@@ -169,8 +200,39 @@ def resolve_environment(env: str | InlineEnvironment | dict[str, Any] | None) ->
             f"conda_file '{env.conda_file}' is a file path; submit with the cloudlet CLI/client "
             "(which inlines it) or give its contents as a mapping",
         )
+    if env.build is not None:
+        raise validation_error(
+            "environment.build",
+            "a Docker build context is built only where a node has Docker or Podman, and no node "
+            "here does: submit with the cloudlet CLI or client (they read the context's "
+            "requirements.txt or conda file into the environment), or give 'image' and 'conda_file' "
+            "(or register an environment asset from them) instead",
+        )
+    python, warnings = image_python(env.image), []
     if env.conda_file is not None:
-        pip.extend(_conda_pip(env.conda_file))
-    if env.image:
-        return _resolved("image", pip, env.image, env.name)
-    return _resolved("venv", pip, None, env.name)
+        plan = conda_dependencies(env.conda_file)
+        pip = with_base_packages([*plan.requirements, *pip])
+        python = plan.python or python
+        if plan.unmapped:
+            warnings.append(
+                "environment.conda_file: conda packages with no PyPI counterpart are not installed: "
+                f"{', '.join(plan.unmapped)} (nodes without conda build conda files with pip; the "
+                "PyPI wheels of the other packages bundle what they need)"
+            )
+    kind: Literal["image", "venv"] = "image" if env.image else "venv"
+    resolved = _resolved(kind, pip, env.image, env.name, python, warnings)
+    if isinstance(env.conda_file, dict):  # the same content either way: the hash is the pip set's
+        resolved = dataclasses.replace(resolved, conda=env.conda_file)
+    return resolved
+
+
+def python_warning(resolved: ResolvedEnvironment, found: bool, own: str) -> str | None:
+    """The submission warning for an environment whose pinned Python this host lacks (``found``
+    False; ``own``: the Python nodes build on instead, e.g. "3.11"). None when nothing differs."""
+    if not resolved.python or resolved.python == own or found:
+        return None
+    return (
+        f"the environment pins Python {resolved.python}; nodes build it on python{resolved.python} "
+        f"where they have one (on PATH or in CLOUDLET_PYTHONS), and this host has none: it is built "
+        f"on Python {own} instead, where packages pinned for {resolved.python} may not install"
+    )

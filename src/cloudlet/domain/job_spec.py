@@ -141,12 +141,13 @@ class InlineEnvironment(_Strict):
     image: str | None = None
     conda_file: dict[str, Any] | str | None = None
     pip: list[str] | None = None
+    build: dict[str, Any] | None = None  # a Docker build context (domain/environments.py says where)
 
     @model_validator(mode="after")
     def _something(self) -> InlineEnvironment:
-        if not (self.image or self.conda_file or self.pip):
+        if not (self.image or self.conda_file or self.pip or self.build):
             raise ValueError(
-                "an inline environment needs 'image', 'conda_file' or 'pip' "
+                "an inline environment needs 'image', 'conda_file', 'build' or 'pip' "
                 "(or omit 'environment' to use the node's Python)"
             )
         return self

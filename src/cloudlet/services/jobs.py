@@ -29,6 +29,7 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, job_events, workspaces
+from cloudlet.services import environments as environment_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.job_status import set_status
@@ -126,7 +127,7 @@ def submit(
         return _submit_parent(session, ws, name, doc, caller), None
     resolved = asset_service.resolve_job(session, ws, doc)  # azureml:name:1 / @latest → its path
     doc = resolved.doc  # resolved first: the CUDA check reads an environment asset's image
-    warnings: list[str] = []
+    warnings = environment_service.job_warnings(doc)  # first: an inline one may be refused
     compute_name, compute = _target(session, ws, doc, memo if memo is not None else {}, warnings)
     _check_inputs(ws, doc, data)
     job = Job(

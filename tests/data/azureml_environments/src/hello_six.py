@@ -1,0 +1,5 @@
+import sys
+
+import six
+
+print("six", six.__version__, "from", sys.prefix)
