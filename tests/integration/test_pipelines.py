@@ -241,6 +241,22 @@ def test_cli_runs_components_from_files_and_a_rerun_reuses_every_step(
     assert all(s["reused_from"] is None for s in children(api, srv, "abc3").values())
 
 
+def test_an_unknown_setting_is_a_warning_and_the_basic_pipeline_runs(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    # cli/jobs/pipelines-with-components/basics/3a_basic_pipeline: 'default_datestore' (sic).
+    path = DATA / "3a_basic_pipeline" / "pipeline.yml"
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "basic3a", cwd=path.parent)
+    assert made.returncode == 0, made.stderr
+    said = made.stdout + made.stderr
+    assert "settings.default_datestore: unknown pipeline setting, ignored" in said, said
+    assert "did you mean 'default_datastore'?" in said, said
+    done = wait_job(api, srv, "basic3a", timeout=120)
+    assert done["status"] == "Completed", done
+    assert [w.split(":")[0] for w in done["warnings"]] == ["settings.default_datestore"], done
+    assert log_text(api, srv, "basic3a-component_c").strip() == "Hello from component C"
+
+
 def test_four_steps_on_a_cluster_an_instance_serverless_and_local(
     api: httpx.Client, srv: RunningServer
 ) -> None:

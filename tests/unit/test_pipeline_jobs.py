@@ -14,7 +14,7 @@ from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, ParentContext
 from cloudlet.domain.pipeline_bindings import child_job_name
 from cloudlet.domain.pipeline_dag import dag_text, parent_outputs, progress
-from cloudlet.domain.pipeline_jobs import PIPELINE
+from cloudlet.domain.pipeline_jobs import PIPELINE, setting_warnings
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pipelines"
 EXAMPLES = sorted(p.name for p in DATA.glob("*.yml"))
@@ -250,10 +250,22 @@ def test_a_cycle_is_refused_naming_it() -> None:
     assert err.target == "jobs.a.inputs" and "cycle: a → b → a" in err.message
 
 
+def test_an_unknown_setting_is_kept_and_warned_of_not_refused() -> None:
+    # Azure ignores the samples' ``default_datestore`` typo; so does cloudlet, saying so.
+    doc = {"type": "pipeline", "jobs": {"a": {"command": "true"}}}
+    settings = {"default_datestore": "azureml:workspaceblobstore", "default_compute": "azureml:c"}
+    stored = parse({**doc, "settings": settings})
+    assert stored["settings"]["default_compute"] == "c" and "default_datastore" not in stored["settings"]
+    assert parse(stored) == stored  # the stored form parses to itself, warnings included
+    [warning] = setting_warnings(stored)
+    assert warning.startswith("settings.default_datestore: unknown pipeline setting, ignored")
+    assert "did you mean 'default_datastore'?" in warning
+    assert setting_warnings(parse({**doc, "settings": {"force_rerun": True}})) == []
+
+
 @pytest.mark.parametrize(
     ("doc", "target"),
     [
-        ({"settings": {"retries": 3}}, "settings.retries"),
         ({"settings": {"force_rerun": "maybe"}}, "settings.force_rerun"),
         ({"inputs": {"x": [1]}}, "inputs.x"),
         ({"outputs": {"o": {"path": "/tmp/x"}}}, "outputs.o.path"),

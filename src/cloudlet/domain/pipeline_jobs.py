@@ -18,6 +18,7 @@ workspace with the same key unless ``settings.force_rerun`` (docs/pipelines.md).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -216,6 +217,20 @@ def _output_decl(item: Any, target: str) -> dict[str, Any]:
     return dict(item)
 
 
+def setting_warnings(doc: Mapping[str, Any]) -> list[str]:
+    """A warning for each setting of a parsed pipeline that Azure ML (and so cloudlet) ignores."""
+    out = []
+    for key in doc.get("settings") or {}:
+        if key not in SETTINGS:
+            near = difflib.get_close_matches(key, SETTINGS, n=1)
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            out.append(
+                f"settings.{key}: unknown pipeline setting, ignored (as Azure ML does); {hint}"
+                f"settings are: {', '.join(SETTINGS)}"
+            )
+    return out
+
+
 def _settings(settings: Any, compute: Any) -> dict[str, Any]:
     if settings is None:
         settings = {}
@@ -225,7 +240,10 @@ def _settings(settings: Any, compute: Any) -> dict[str, Any]:
     for key, value in settings.items():
         target = f"settings.{key}"
         if key not in SETTINGS:
-            raise validation_error(target, f"unknown setting '{key}'; settings are: {', '.join(SETTINGS)}")
+            # Azure ML ignores a setting it does not know (the samples' ``default_datestore``
+            # typo): kept as written, so ``setting_warnings`` names it whenever the doc is read.
+            out[str(key)] = value
+            continue
         if key in ("continue_on_step_failure", "force_rerun"):
             if isinstance(value, str) and value.lower() in ("true", "false"):
                 value = value.lower() == "true"
