@@ -257,6 +257,29 @@ def test_an_unknown_setting_is_a_warning_and_the_basic_pipeline_runs(
     assert log_text(api, srv, "basic3a-component_c").strip() == "Hello from component C"
 
 
+def test_a_step_reads_the_previous_steps_default_artifacts(api: httpx.Client, srv: RunningServer) -> None:
+    # cli/jobs/basics/hello-pipeline-default-artifacts.yml: hello_job writes ./outputs/world.txt,
+    # world_job reads ${{inputs.world_input}}/outputs/world.txt of its 'artifacts' output.
+    path = DATA / "hello-pipeline-default-artifacts.yml"
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "dart1")
+    assert made.returncode == 0, made.stderr
+    first = wait_job(api, srv, "dart1", timeout=120)
+    assert first["status"] == "Completed", first
+    steps = children(api, srv, "dart1")
+    hello = steps["hello_job"]["reused_from"] or "dart1-hello_job"  # -default-artifacts may have run it
+    assert job(api, srv, hello)["outputs"] == {}  # its artifacts are no output folder of its own
+    read = steps["world_job"]["reused_from"] or "dart1-world_job"
+    assert log_text(api, srv, read).strip() == "world"
+    # Again with another second step: the first is reused, and its artifacts are the earlier run's.
+    command = "jobs.world_job.command=cat ${{inputs.world_input}}/outputs/world.txt && echo again"
+    again = cli(srv, "job", "create", "--file", str(path), "--name", "dart2", "--set", command)
+    assert again.returncode == 0, again.stderr
+    assert wait_job(api, srv, "dart2", timeout=120)["status"] == "Completed"
+    steps = children(api, srv, "dart2")
+    assert steps["hello_job"]["reused_from"] is not None and steps["world_job"]["reused_from"] is None
+    assert log_text(api, srv, "dart2-world_job").split() == ["world", "again"]
+
+
 def test_four_steps_on_a_cluster_an_instance_serverless_and_local(
     api: httpx.Client, srv: RunningServer
 ) -> None:

@@ -20,6 +20,7 @@ from cloudlet.domain.pipeline_bindings import (
     SERVERLESS,
     child_job_name,
     input_binding,
+    is_default_artifacts,
     output_binding,
     resolve_input,
     resolve_output,
@@ -209,7 +210,11 @@ def child_doc(doc: Mapping[str, Any], key: str, upstream: Mapping[str, Mapping[s
     }
     spec = _component(step)
     declared = step.get("outputs") or {}
-    names = list(spec.outputs) if spec is not None else list(declared)
+    names = (
+        list(spec.outputs)
+        if spec is not None  # the job's default artifacts are no output folder of it
+        else [n for n, v in declared.items() if not is_default_artifacts(n, v)]
+    )
     outputs = {
         name: resolve_output(
             declared.get(name), f"{where}.outputs.{name}", name, job, doc["outputs"], datastore
