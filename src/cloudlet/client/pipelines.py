@@ -22,6 +22,7 @@ import yaml
 
 from cloudlet.client._rest import RestClient
 from cloudlet.client.artifacts import Upload, upload_code, upload_data
+from cloudlet.client.assets import AssetValidationError
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path
 from cloudlet.domain.job_status import FINAL
@@ -77,11 +78,15 @@ def prepare_pipeline(
 def _local_parts(
     rest: RestClient, ws: str, doc: dict[str, Any], base: Path, where: str, uploads: list[Upload]
 ) -> dict[str, Any]:
-    from cloudlet.client.jobs import _inline_conda_file
+    from cloudlet.client.components import upload_component_code
+    from cloudlet.client.jobs import JobValidationError, _inline_conda_file
 
     doc = dict(doc)
     _inline_conda_file(doc, base)
-    _upload_code(rest, ws, doc, base, where, uploads)
+    try:  # its code with its additional_includes
+        upload_component_code(rest, ws, doc, base, uploads)
+    except AssetValidationError as exc:
+        raise JobValidationError.at(f"{where}.{exc.target}", str(exc).split(": ", 1)[-1]) from None
     return doc
 
 
