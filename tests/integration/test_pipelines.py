@@ -280,6 +280,29 @@ def test_a_step_reads_the_previous_steps_default_artifacts(api: httpx.Client, sr
     assert log_text(api, srv, "dart2-world_job").split() == ["world", "again"]
 
 
+def test_a_pipeline_component_runs_as_a_step_and_feeds_the_next(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    # pipeline_with_pipeline_component's shape: data_pipeline (type: pipeline, from its YAML file,
+    # two steps of its own) → train_job reads its output; the pipeline's output is train_job's.
+    path = DATA / "pipeline_component" / "pipeline.yml"
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "pcomp1", cwd=path.parent)
+    assert made.returncode == 0, made.stderr
+    done = wait_job(api, srv, "pcomp1", timeout=180)
+    assert done["status"] == "Completed", done
+    steps = children(api, srv, "pcomp1")
+    assert set(steps) == {"data_pipeline", "train_job"}, steps
+    inner = job(api, srv, steps["data_pipeline"]["name"])  # a pipeline of its own, with its steps
+    assert inner["type"] == "pipeline" and inner["status"] == "Completed", inner
+    assert {c["key"] for c in inner["children"]} == {"prep_job", "transform_job"}, inner
+    train = steps["train_job"]["reused_from"] or steps["train_job"]["name"]
+    assert log_text(api, srv, train).split() == ["row", "a,b", "row", "1,2", "row", "3,4", "row", "ratio=0.2"]
+    report = job(api, srv, "pcomp1")["outputs"]["pipeline_job_score_report"]["uri"]
+    assert report.endswith("/")
+    relative = report.split("/paths/", 1)[1]
+    assert datastore(srv, relative + "report.txt").read_text().strip() == "4"
+
+
 def test_four_steps_on_a_cluster_an_instance_serverless_and_local(
     api: httpx.Client, srv: RunningServer
 ) -> None:
