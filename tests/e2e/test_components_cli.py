@@ -7,6 +7,7 @@ archive and restore, errors naming the field; and a component run as a command j
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from cloudlet.store.schema import Workspace
 from tests.conftest import RunningServer
 from tests.jobs_helpers import error_of, log_text, served, submit, wait_job
 
+INCLUDES = Path(__file__).resolve().parents[1] / "data" / "component_includes"
 TRAIN: dict[str, Any] = {
     "$schema": "https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json",
     "name": "train_model",
@@ -174,6 +176,46 @@ def test_a_registered_component_runs_as_a_command_job(
     text = log_text(api, srv, "component-job")
     assert done["status"] == "Completed", (done, text)
     assert "component-ran epochs=5 rate=0.5 note=hi" in text, text
+
+
+def test_additional_includes_are_copied_into_the_code_snapshot(
+    srv: RunningServer, api: httpx.Client, tmp_path: Path
+) -> None:
+    # cli/assets/component/component_additional_includes.yml: `additional_includes: [common_src]`,
+    # its script imports common_src.helper from the snapshot's top.
+    folder = tmp_path / "component"
+    shutil.copytree(INCLUDES, folder)
+    made = cli(srv, "component", "create", "--file", str(folder / "component_additional_includes.yml"))
+    created = ok_json(made)
+    assert created["code"].startswith("codes/") and "additional_includes" not in created, created
+    ran = cli(srv, "job", "create", "--file", str(folder / "pipeline.yml"), "--name", "includes1")
+    assert ran.returncode == 0, ran.stderr
+    done = wait_job(api, srv, "includes1", timeout=180)
+    assert done["status"] == "Completed", done
+    kids = {c["key"]: c for c in done["children"]}
+    for key in ("from_file", "registered"):  # one may reuse the other (the same content)
+        step = kids[key]["reused_from"] or f"includes1-{key}"
+        assert log_text(api, srv, step).strip().splitlines()[-1] == "Hello from helper_function"
+    # An include whose name the code folder already has, and one that is missing: refused, named.
+    (folder / "component_src" / "common_src").mkdir()
+    clash = failed(
+        cli(srv, "component", "create", "--file", str(folder / "component_additional_includes.yml"))
+    )
+    assert "additional_includes: 'common_src' is already in the code snapshot" in clash, clash
+    (folder / "component_src" / "common_src").rmdir()
+    shutil.rmtree(folder / "common_src")
+    missing = failed(
+        cli(srv, "component", "create", "--file", str(folder / "component_additional_includes.yml"))
+    )
+    assert "additional_includes[0]: local path 'common_src' does not exist" in missing, missing
+    # Sent to the server as they are, they are refused: only the CLI and client read local files.
+    refused = error_of(
+        api.put(
+            f"{srv.ws_path}/components/with_includes/versions/1",
+            json={"command": "echo", "additional_includes": ["common_src"]},
+        )
+    )
+    assert refused["target"] == "additional_includes" and "cloudlet CLI" in refused["message"], refused
 
 
 def test_resolve_reads_every_way_a_step_names_a_component(srv: RunningServer, tmp_path: Path) -> None:

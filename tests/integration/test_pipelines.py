@@ -241,6 +241,68 @@ def test_cli_runs_components_from_files_and_a_rerun_reuses_every_step(
     assert all(s["reused_from"] is None for s in children(api, srv, "abc3").values())
 
 
+def test_an_unknown_setting_is_a_warning_and_the_basic_pipeline_runs(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    # cli/jobs/pipelines-with-components/basics/3a_basic_pipeline: 'default_datestore' (sic).
+    path = DATA / "3a_basic_pipeline" / "pipeline.yml"
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "basic3a", cwd=path.parent)
+    assert made.returncode == 0, made.stderr
+    said = made.stdout + made.stderr
+    assert "settings.default_datestore: unknown pipeline setting, ignored" in said, said
+    assert "did you mean 'default_datastore'?" in said, said
+    done = wait_job(api, srv, "basic3a", timeout=120)
+    assert done["status"] == "Completed", done
+    assert [w.split(":")[0] for w in done["warnings"]] == ["settings.default_datestore"], done
+    assert log_text(api, srv, "basic3a-component_c").strip() == "Hello from component C"
+
+
+def test_a_step_reads_the_previous_steps_default_artifacts(api: httpx.Client, srv: RunningServer) -> None:
+    # cli/jobs/basics/hello-pipeline-default-artifacts.yml: hello_job writes ./outputs/world.txt,
+    # world_job reads ${{inputs.world_input}}/outputs/world.txt of its 'artifacts' output.
+    path = DATA / "hello-pipeline-default-artifacts.yml"
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "dart1")
+    assert made.returncode == 0, made.stderr
+    first = wait_job(api, srv, "dart1", timeout=120)
+    assert first["status"] == "Completed", first
+    steps = children(api, srv, "dart1")
+    hello = steps["hello_job"]["reused_from"] or "dart1-hello_job"  # -default-artifacts may have run it
+    assert job(api, srv, hello)["outputs"] == {}  # its artifacts are no output folder of its own
+    read = steps["world_job"]["reused_from"] or "dart1-world_job"
+    assert log_text(api, srv, read).strip() == "world"
+    # Again with another second step: the first is reused, and its artifacts are the earlier run's.
+    command = "jobs.world_job.command=cat ${{inputs.world_input}}/outputs/world.txt && echo again"
+    again = cli(srv, "job", "create", "--file", str(path), "--name", "dart2", "--set", command)
+    assert again.returncode == 0, again.stderr
+    assert wait_job(api, srv, "dart2", timeout=120)["status"] == "Completed"
+    steps = children(api, srv, "dart2")
+    assert steps["hello_job"]["reused_from"] is not None and steps["world_job"]["reused_from"] is None
+    assert log_text(api, srv, "dart2-world_job").split() == ["world", "again"]
+
+
+def test_a_pipeline_component_runs_as_a_step_and_feeds_the_next(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    # pipeline_with_pipeline_component's shape: data_pipeline (type: pipeline, from its YAML file,
+    # two steps of its own) → train_job reads its output; the pipeline's output is train_job's.
+    path = DATA / "pipeline_component" / "pipeline.yml"
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "pcomp1", cwd=path.parent)
+    assert made.returncode == 0, made.stderr
+    done = wait_job(api, srv, "pcomp1", timeout=180)
+    assert done["status"] == "Completed", done
+    steps = children(api, srv, "pcomp1")
+    assert set(steps) == {"data_pipeline", "train_job"}, steps
+    inner = job(api, srv, steps["data_pipeline"]["name"])  # a pipeline of its own, with its steps
+    assert inner["type"] == "pipeline" and inner["status"] == "Completed", inner
+    assert {c["key"] for c in inner["children"]} == {"prep_job", "transform_job"}, inner
+    train = steps["train_job"]["reused_from"] or steps["train_job"]["name"]
+    assert log_text(api, srv, train).split() == ["row", "a,b", "row", "1,2", "row", "3,4", "row", "ratio=0.2"]
+    report = job(api, srv, "pcomp1")["outputs"]["pipeline_job_score_report"]["uri"]
+    assert report.endswith("/")
+    relative = report.split("/paths/", 1)[1]
+    assert datastore(srv, relative + "report.txt").read_text().strip() == "4"
+
+
 def test_four_steps_on_a_cluster_an_instance_serverless_and_local(
     api: httpx.Client, srv: RunningServer
 ) -> None:

@@ -52,6 +52,19 @@ def test_an_anonymous_component_takes_the_urls_version() -> None:
     assert spec.inputs["n"].default == 5 and spec.display_name == "prep"
 
 
+def test_a_named_yaml_component_registered_anonymously_takes_the_urls_name() -> None:
+    # load_component("train_model.yml") in a @pipeline: the spec keeps its YAML name and version.
+    body = recorded("anonymous")
+    spec_body = body["properties"]["componentSpec"]
+    spec_body.update(name="train_model", version="0.0.1")
+    spec_body.pop("display_name")
+    arm = arm_components.from_arm(body, "azureml_anonymous", "h1")
+    spec = parse_component(arm.doc)
+    assert (spec.name, spec.version, spec.display_name) == ("azureml_anonymous", "h1", "train_model")
+    named = arm_components.from_arm(recorded("anonymous") | {}, "azureml_anonymous", "h2")
+    assert parse_component(named.doc).display_name == "prep"  # its own display name is kept
+
+
 def test_a_named_components_versions_must_agree() -> None:
     with pytest.raises(CloudletError) as info:
         arm_components.from_arm(recorded("train"), "train_model", "4")

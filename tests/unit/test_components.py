@@ -118,7 +118,7 @@ def test_spec_is_frozen() -> None:
         ({"environment": {"name": "e"}}, "environment", "'image', 'conda_file' or 'pip'"),
         ({"resources": {"instance_count": 0}}, "resources.instance_count", "≥ 1"),
         ({"compute": "cpu-cluster"}, "compute", "set it on the job or pipeline step"),
-        ({"additional_includes": ["../x"]}, "additional_includes", "unknown field"),
+        ({"additional_includes": [""]}, "additional_includes[0]", "at least 1 character"),
     ],
 )
 def test_errors_name_the_field_and_the_fix(change: dict[str, Any], target: str, words: str) -> None:

@@ -13,8 +13,8 @@ from cloudlet.domain.job_spec import parse_job
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, ParentContext
 from cloudlet.domain.pipeline_bindings import child_job_name
-from cloudlet.domain.pipeline_dag import dag_text, parent_outputs, progress
-from cloudlet.domain.pipeline_jobs import PIPELINE
+from cloudlet.domain.pipeline_dag import child_doc, dag_text, parent_outputs, progress, reuse_key
+from cloudlet.domain.pipeline_jobs import PIPELINE, setting_warnings
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pipelines"
 EXAMPLES = sorted(p.name for p in DATA.glob("*.yml"))
@@ -250,10 +250,72 @@ def test_a_cycle_is_refused_naming_it() -> None:
     assert err.target == "jobs.a.inputs" and "cycle: a → b → a" in err.message
 
 
+PIPELINE_COMPONENT: dict[str, Any] = {
+    "type": "pipeline",
+    "name": "data_pipeline",
+    "inputs": {"raw": {"type": "uri_folder"}, "ratio": {"type": "number", "default": 0.5}},
+    "outputs": {"clean": {"type": "uri_folder"}},
+    "jobs": {
+        "prep": {
+            "command": "cp -r ${{inputs.raw}} ${{outputs.out}} # ${{inputs.ratio}}",
+            "inputs": {"raw": "${{parent.inputs.raw}}", "ratio": "${{parent.inputs.ratio}}"},
+            "outputs": {"out": "${{parent.outputs.clean}}"},
+        }
+    },
+}
+
+
+def test_a_pipeline_component_step_becomes_a_child_pipeline() -> None:
+    raw = {"type": "uri_folder", "path": "azureml://datastores/workspaceblobstore/paths/raw/"}
+    doc = {
+        "type": "pipeline",
+        "settings": {"default_compute": "azureml:cpu-cluster"},
+        "inputs": {"raw": raw},
+        "jobs": {
+            "data": {
+                "type": "pipeline",
+                "component": PIPELINE_COMPONENT,
+                "inputs": {"raw": "${{parent.inputs.raw}}"},
+                "outputs": {"clean": None},
+            },
+            "use": {"command": "ls ${{inputs.x}}", "inputs": {"x": "${{parent.jobs.data.outputs.clean}}"}},
+        },
+    }
+    stored = parse(doc)
+    assert parse(stored) == stored
+    child = child_doc(stored, "data", {})
+    assert child["type"] == "pipeline" and child["name"] == "p1-data" and list(child["jobs"]) == ["prep"]
+    assert child["inputs"] == {"raw": raw, "ratio": {"type": "number", "default": 0.5}}  # its default
+    assert child["outputs"]["clean"]["path"].endswith("/paths/azureml/p1-data/clean/")
+    assert child["settings"]["default_compute"] == "cpu-cluster"
+    assert PIPELINE.parse(child, "p1-data")["jobs"]["prep"]["inputs"]["ratio"] == "${{parent.inputs.ratio}}"
+    assert reuse_key(stored, "data", child) is None  # its own steps are reused one by one
+    unknown = {**doc["jobs"]["data"], "inputs": {"nope": 1}}
+    assert refused({**doc, "jobs": {"data": unknown}}).target == "jobs.data.inputs.nope"
+    registered = {**doc["jobs"]["data"], "component": "azureml:data_pipeline@latest"}
+    err = refused({**doc, "jobs": {"data": registered}})
+    assert err.target == "jobs.data.component" and "YAML file" in err.message
+    broken = {**PIPELINE_COMPONENT, "jobs": {"prep": {"command": "echo ${{inputs.x}}"}}}
+    err = refused({**doc, "jobs": {"data": {**doc["jobs"]["data"], "component": broken}}})
+    assert err.target.startswith("jobs.data.component.jobs.prep"), err
+
+
+def test_an_unknown_setting_is_kept_and_warned_of_not_refused() -> None:
+    # Azure ignores the samples' ``default_datestore`` typo; so does cloudlet, saying so.
+    doc = {"type": "pipeline", "jobs": {"a": {"command": "true"}}}
+    settings = {"default_datestore": "azureml:workspaceblobstore", "default_compute": "azureml:c"}
+    stored = parse({**doc, "settings": settings})
+    assert stored["settings"]["default_compute"] == "c" and "default_datastore" not in stored["settings"]
+    assert parse(stored) == stored  # the stored form parses to itself, warnings included
+    [warning] = setting_warnings(stored)
+    assert warning.startswith("settings.default_datestore: unknown pipeline setting, ignored")
+    assert "did you mean 'default_datastore'?" in warning
+    assert setting_warnings(parse({**doc, "settings": {"force_rerun": True}})) == []
+
+
 @pytest.mark.parametrize(
     ("doc", "target"),
     [
-        ({"settings": {"retries": 3}}, "settings.retries"),
         ({"settings": {"force_rerun": "maybe"}}, "settings.force_rerun"),
         ({"inputs": {"x": [1]}}, "inputs.x"),
         ({"outputs": {"o": {"path": "/tmp/x"}}}, "outputs.o.path"),

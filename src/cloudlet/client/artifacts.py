@@ -22,6 +22,7 @@ import io
 import os
 import stat
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
@@ -292,10 +293,40 @@ class Upload:
     skipped: bool
 
 
-def upload_code(rest: RestClient, ws: str, folder: str | Path) -> Upload:
-    """Snapshot a code folder (or a single file) and ``PUT {ws}/codes/{sha256}`` unless present."""
-    source = Path(folder)
-    if source.is_file():
+def pack_code(folder: Path | None, includes: Sequence[Path] = ()) -> tuple[bytes, str]:
+    """A code snapshot: FOLDER's contents (a single file: that file), plus each of INCLUDES (a
+    component's ``additional_includes``) at the top under its own name, as Azure ML copies them.
+    A ``ValueError`` names an include whose name is already taken."""
+    entries: list[tuple[str, Path | None]] = []
+    if folder is not None and folder.is_file():
+        entries.append((folder.name, folder))
+    elif folder is not None:
+        entries += [(rel, None if rel.endswith("/") else folder / rel) for rel in list_files(folder)]
+    taken = {name.rstrip("/").split("/", 1)[0] for name, _ in entries}
+    for include in includes:
+        top = include.name
+        if top in taken:
+            raise ValueError(f"'{top}' is already in the code snapshot (the code folder or another include)")
+        taken.add(top)
+        if include.is_file():
+            entries.append((top, include))
+            continue
+        entries.append((top + "/", None))
+        entries += [
+            (f"{top}/{rel}", None if rel.endswith("/") else include / rel) for rel in list_files(include)
+        ]
+    return _pack(entries)
+
+
+def upload_code(
+    rest: RestClient, ws: str, folder: str | Path | None, includes: Sequence[Path] = ()
+) -> Upload:
+    """Snapshot a code folder (or a single file), with INCLUDES (``pack_code``), and
+    ``PUT {ws}/codes/{sha256}`` unless present."""
+    source = Path(folder) if folder is not None else None
+    if includes or source is None:
+        data, digest = pack_code(source, includes)
+    elif source.is_file():
         data, digest = pack_path(source)
     else:
         data, digest = pack_folder(source)
@@ -303,7 +334,8 @@ def upload_code(rest: RestClient, ws: str, folder: str | Path) -> Upload:
     skipped = exists(rest, path)
     if not skipped:
         raw_request(rest, "PUT", path, content=data, content_type="application/gzip")
-    return Upload("code", str(source), digest, len(data), f"codes/{digest}", skipped)
+    what = str(source) if source is not None else ", ".join(str(p) for p in includes)
+    return Upload("code", what, digest, len(data), f"codes/{digest}", skipped)
 
 
 def upload_data(rest: RestClient, ws: str, local: str | Path, datastore: str = DEFAULT_DATASTORE) -> Upload:

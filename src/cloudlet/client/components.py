@@ -45,6 +45,7 @@ class Component(_Asset):
         "inputs",
         "outputs",
         "code",
+        "additional_includes",
         "environment",
         "command",
         "resources",
@@ -95,12 +96,38 @@ def prepare_component(
     except CloudletError as exc:
         raise AssetValidationError(exc.target or "$", exc.message) from None
     uploads: builtins.list[Upload] = []
-    code = body.get("code")
-    if isinstance(code, str) and not is_remote_path(code):
-        upload = upload_code(rest, ws, _local(base, code, "code"))
-        uploads.append(upload)
-        body["code"] = upload.uri
+    upload_component_code(rest, ws, body, base, uploads)
     return body, uploads
+
+
+def upload_component_code(
+    rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: builtins.list[Upload]
+) -> None:
+    """BODY's local ``code`` (relative to BASE) uploaded with its ``additional_includes`` copied in
+    (each file or folder at the snapshot's top under its own name, as Azure ML does): BODY's
+    ``code`` becomes ``codes/<sha256>`` and its ``additional_includes`` go (they are in it)."""
+    includes = body.pop("additional_includes", None) or []
+    if not isinstance(includes, builtins.list) or not all(isinstance(i, str) and i for i in includes):
+        raise AssetValidationError(
+            "additional_includes", "additional_includes must list local files or folders"
+        )
+    code = body.get("code")
+    local = isinstance(code, str) and not is_remote_path(code)
+    if code is not None and not local and includes:
+        raise AssetValidationError(
+            "additional_includes",
+            f"additional_includes are copied into a local code folder, not into {code!r}",
+        )
+    if not local and not includes:
+        return
+    folder = _local(base, code, "code") if isinstance(code, str) and local else None
+    paths = [_local(base, item, f"additional_includes[{n}]") for n, item in enumerate(includes)]
+    try:
+        upload = upload_code(rest, ws, folder, paths)
+    except ValueError as exc:
+        raise AssetValidationError("additional_includes", str(exc)) from None
+    uploads.append(upload)
+    body["code"] = upload.uri
 
 
 class ComponentOperations(_AssetOperations):

@@ -22,6 +22,7 @@ import yaml
 
 from cloudlet.client._rest import RestClient
 from cloudlet.client.artifacts import Upload, upload_code, upload_data
+from cloudlet.client.assets import AssetValidationError
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path
 from cloudlet.domain.job_status import FINAL
@@ -33,10 +34,11 @@ if TYPE_CHECKING:
 
 
 def prepare_pipeline(
-    rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: list[Upload]
+    rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: list[Upload], check: bool = True
 ) -> dict[str, Any]:
     """BODY with its local files inlined or uploaded (UPLOADS gets each upload), checked locally
-    when every component is inline (``domain.pipeline_jobs``)."""
+    when every component is inline (``domain.pipeline_jobs``) and CHECK. A pipeline step's
+    component file (``type: pipeline``) is prepared the same way, relative to its own folder."""
     from cloudlet.client.jobs import JobValidationError, _inline_conda_file, _local
 
     body = copy.deepcopy(body)
@@ -57,14 +59,21 @@ def prepare_pipeline(
             if not isinstance(loaded, dict):
                 raise JobValidationError.at(f"{where}.component", f"{path} must hold a component mapping")
             loaded.pop("$schema", None)
-            step["component"] = _local_parts(rest, ws, loaded, path.parent, f"{where}.component", uploads)
+            if str(step.get("type", "command")).lower() == "pipeline":  # a pipeline component
+                step["component"] = prepare_pipeline(rest, ws, loaded, path.parent, uploads, check=False)
+            else:
+                step["component"] = _local_parts(rest, ws, loaded, path.parent, f"{where}.component", uploads)
+        elif isinstance(component, dict) and str(step.get("type", "command")).lower() == "pipeline":
+            step["component"] = prepare_pipeline(rest, ws, component, base, uploads, check=False)
         elif isinstance(component, dict):
             step["component"] = _local_parts(rest, ws, component, base, f"{where}.component", uploads)
         _inline_conda_file(step, base)
         _upload_code(rest, ws, step, base, where, uploads)
         _upload_inputs(rest, ws, step, base, where, uploads)
     _upload_inputs(rest, ws, body, base, "", uploads)
-    if all(not isinstance(s, dict) or not isinstance(s.get("component"), str) for s in jobs.values()):
+    if check and all(
+        not isinstance(s, dict) or not isinstance(s.get("component"), str) for s in jobs.values()
+    ):
         from cloudlet.domain.pipeline_jobs import PIPELINE
 
         try:
@@ -77,11 +86,15 @@ def prepare_pipeline(
 def _local_parts(
     rest: RestClient, ws: str, doc: dict[str, Any], base: Path, where: str, uploads: list[Upload]
 ) -> dict[str, Any]:
-    from cloudlet.client.jobs import _inline_conda_file
+    from cloudlet.client.components import upload_component_code
+    from cloudlet.client.jobs import JobValidationError, _inline_conda_file
 
     doc = dict(doc)
     _inline_conda_file(doc, base)
-    _upload_code(rest, ws, doc, base, where, uploads)
+    try:  # its code with its additional_includes
+        upload_component_code(rest, ws, doc, base, uploads)
+    except AssetValidationError as exc:
+        raise JobValidationError.at(f"{where}.{exc.target}", str(exc).split(": ", 1)[-1]) from None
     return doc
 
 

@@ -7,6 +7,9 @@ validates). Pure: the rules stay in ``domain/components.py``. Recorded bodies:
 - ``from_arm(body, name, version)``: the document to validate and ``isArchived`` when the body says
   it. An anonymous component (``azureml_anonymous``, what the SDK registers for each step of a
   pipeline) carries version "1" in its spec and its content hash in the URL: the URL's version wins;
+  its spec keeps the name of the component it was loaded from (``train_model`` of a YAML file,
+  what ``load_component`` + ``jobs.create_or_update`` send): the URL's ``azureml_anonymous`` wins
+  too, the spec's name kept as its display name when it has none;
 - ``version_view``: the ARM resource, its ``componentSpec`` as the SDK reads it back (literal
   defaults, min and max as strings, the code as a code version's ARM id);
 - ``arm_target``: a native error's field target as the ARM body names it.
@@ -51,6 +54,11 @@ def from_arm(body: Any, name: str, version: str) -> ArmComponent:
         )
     anonymous = props.get("isAnonymous") is True or name == ANONYMOUS_NAME
     doc = {k: v for k, v in spec.items() if k not in _DROPPED}
+    if anonymous:
+        given_name = doc.get("name")
+        if isinstance(given_name, str) and given_name != name and not doc.get("display_name"):
+            doc["display_name"] = given_name
+        doc["name"] = name
     given = doc.get("version")
     if anonymous or given is None:
         doc["version"] = version  # the SDK's anonymous spec says "1"; its version is the URL's hash

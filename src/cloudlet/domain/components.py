@@ -214,6 +214,9 @@ class ComponentSpec(_Frozen):
     inputs: dict[str, ComponentInput] = Field(default_factory=dict)
     outputs: dict[str, ComponentOutput] = Field(default_factory=dict)
     code: str | None = None
+    # Local files and folders copied into the code snapshot, each at its top under its own name
+    # (Azure ML's ``additional_includes``): the CLI and client do it and send the snapshot.
+    additional_includes: list[Annotated[str, Field(min_length=1)]] | None = None
     environment: str | InlineEnvironment | None = None
     command: str
     resources: ResourcesSpec | None = None

@@ -12,6 +12,12 @@ An output path may hold ``${{name}}`` (the step's job name), ``${{output_name}}`
 name) and ``${{default_datastore}}`` (``settings.default_datastore``). An output without a path gets
 ``azureml://datastores/<default_datastore>/paths/azureml/<step's job name>/<output name>/``, the
 folder a command job's output has always had on cloudlet.
+
+An inline step's output ``artifacts`` declared without a path (``outputs: {artifacts: }``, Azure's
+``hello-pipeline-default-artifacts``) is the step's default artifacts, as on Azure ML: the run's
+artifact folder, which holds what the step left in ``./outputs`` and ``./logs`` under
+``outputs/`` and ``logs/`` (``${{inputs.x}}/outputs/world.txt`` downstream). It is no output
+folder of the command job.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ STEP_INPUT = re.compile(rf"parent\.jobs\.({_ID})\.inputs\.({_ID})")
 PATH_TOKENS = ("name", "output_name", "default_datastore")
 # Output modes (Azure's) and what a command job on cloudlet is given for each (docs/pipelines.md).
 OUTPUT_MODES = {"rw_mount": "rw_mount", "upload": "upload", "direct": "rw_mount"}
+# The output naming a step's default artifacts (see the module's docstring).
+ARTIFACTS_OUTPUT = "artifacts"
 # Step fields that do not change what a step computes: left out of its reuse key.
 _NOT_REUSE = frozenset({"name", "display_name", "description", "tags", "experiment_name", "compute"})
 _NOT_REUSE |= {"resources", "queue_settings", "limits", "identity", "services", "outputs", "inputs"}
@@ -127,6 +135,27 @@ def child_job_name(parent: str, key: str) -> str:
 
 def default_output_path(datastore: str, job: str, output: str) -> str:
     return f"azureml://datastores/{datastore}/paths/azureml/{job}/{output}/"
+
+
+def is_default_artifacts(name: str, value: Any) -> bool:
+    """Whether a step's output NAME declared as VALUE is its default artifacts: ``artifacts``
+    with no path, mode or binding (at most ``type: uri_folder``)."""
+    if name != ARTIFACTS_OUTPUT:
+        return False
+    if value is None:
+        return True
+    return (
+        isinstance(value, Mapping)
+        and set(value) <= {"type"}
+        and value.get("type", "uri_folder") == "uri_folder"
+    )
+
+
+def default_artifacts_path(job: str, attempt: int) -> str:
+    """Where attempt ATTEMPT of JOB keeps its default artifacts (``./outputs``, ``./logs``): the
+    artifact store's ``ExperimentRun/dcid.<job>/``, one folder per attempt here
+    (``DataRoot.job_artifacts``; the artifact store is the default datastore's folder)."""
+    return f"azureml://datastores/{DEFAULT_DATASTORE}/paths/ExperimentRun/dcid.{job}/attempt-{attempt}/"
 
 
 def fill_path(path: str, job: str, output: str, datastore: str, target: str) -> str:

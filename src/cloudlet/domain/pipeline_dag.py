@@ -20,6 +20,7 @@ from cloudlet.domain.pipeline_bindings import (
     SERVERLESS,
     child_job_name,
     input_binding,
+    is_default_artifacts,
     output_binding,
     resolve_input,
     resolve_output,
@@ -53,6 +54,9 @@ def checkable(doc: Mapping[str, Any], key: str) -> bool:
 
 
 def _component(step: Mapping[str, Any]) -> components.ComponentSpec | None:
+    """A command step's component (None for an inline command or a pipeline component)."""
+    if step.get("type") == "pipeline":
+        return None
     raw = step.get("component")
     if is_reference(raw):
         raise validation_error("component", f"component '{raw}' was not resolved (a registered component)")
@@ -61,6 +65,10 @@ def _component(step: Mapping[str, Any]) -> components.ComponentSpec | None:
 
 def step_outputs(step: Mapping[str, Any]) -> dict[str, str]:
     """A step's outputs and their types."""
+    if step.get("type") == "pipeline":
+        return {
+            name: str(out.get("type", "uri_folder")) for name, out in step["component"]["outputs"].items()
+        }
     spec = _component(step)
     if spec is not None:
         return {name: str(out.type) for name, out in spec.outputs.items()}
@@ -207,9 +215,15 @@ def child_doc(doc: Mapping[str, Any], key: str, upstream: Mapping[str, Mapping[s
         )
         for name, value in (step.get("inputs") or {}).items()
     }
+    if step.get("type") == "pipeline":
+        return _pipeline_child(doc, key, job, inputs)
     spec = _component(step)
     declared = step.get("outputs") or {}
-    names = list(spec.outputs) if spec is not None else list(declared)
+    names = (
+        list(spec.outputs)
+        if spec is not None  # the job's default artifacts are no output folder of it
+        else [n for n, v in declared.items() if not is_default_artifacts(n, v)]
+    )
     outputs = {
         name: resolve_output(
             declared.get(name), f"{where}.outputs.{name}", name, job, doc["outputs"], datastore
@@ -239,6 +253,38 @@ def child_doc(doc: Mapping[str, Any], key: str, upstream: Mapping[str, Mapping[s
     return result
 
 
+def _pipeline_child(doc: Mapping[str, Any], key: str, job: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The child pipeline that runs pipeline step KEY: its component's jobs with the step's
+    resolved INPUTS (a declared input not given keeps its declaration: its default), its
+    outputs at the paths the step gives them (so the steps after it find them), and the step's
+    compute as its default."""
+    step = doc["jobs"][key]
+    component = step["component"]
+    where = f"jobs.{key}"
+    datastore = doc["settings"].get("default_datastore", DEFAULT_DATASTORE)
+    declared = step.get("outputs") or {}
+    outputs = {}
+    for name, decl in component["outputs"].items():
+        given = resolve_output(
+            declared.get(name), f"{where}.outputs.{name}", name, job, doc["outputs"], datastore
+        )
+        outputs[name] = {**decl, **given}
+    settings = dict(component.get("settings") or {})
+    compute = step_compute(doc, key)
+    settings["default_compute"] = compute or SERVERLESS
+    settings.setdefault("default_datastore", datastore)
+    return {
+        "type": "pipeline",
+        "name": job,
+        "display_name": str(step.get("display_name") or key),
+        "experiment_name": doc.get("experiment_name") or doc["name"],
+        "inputs": {**component["inputs"], **{n: _typed_input(v) for n, v in inputs.items()}},
+        "outputs": outputs,
+        "settings": settings,
+        "jobs": component["jobs"],
+    }
+
+
 def _typed_input(value: Any) -> Any:
     """A resolved input as a command job takes it (a path gets a type when it lacks one)."""
     if isinstance(value, dict) and "path" in value and "type" not in value:
@@ -249,6 +295,8 @@ def _typed_input(value: Any) -> Any:
 def reuse_key(doc: Mapping[str, Any], key: str, job_doc: Mapping[str, Any]) -> str | None:
     """The reuse key of step KEY run as JOB_DOC; None when its component is not deterministic."""
     step = doc["jobs"][key]
+    if step.get("type") == "pipeline":
+        return None  # a child pipeline: its own steps are reused one by one
     spec = _component(step)
     if spec is not None and not spec.is_deterministic:
         return None

@@ -18,6 +18,7 @@ workspace with the same key unless ``settings.force_rerun`` (docs/pipelines.md).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from cloudlet.domain import components
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.job_spec import (
     IO_NAME_PATTERN,
+    PATH_TYPES,
     InputSpec,
     OutputSpec,
     normalise_compute,
@@ -38,6 +40,7 @@ from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, Pare
 from cloudlet.domain.pipeline_bindings import OUTPUT_MODES, child_job_name, output_binding, retarget
 from cloudlet.domain.pipeline_dag import (
     FAILED,
+    FAKE_PATH,
     checkable,
     child_doc,
     downstream_of,
@@ -142,6 +145,8 @@ def parse_pipeline(doc: Any, name: str) -> dict[str, Any]:
         if not checkable(out, key):
             continue  # a registered component is checked once the server has resolved it
         trial = child_doc(out, key, fake_upstream(out, key))  # its errors name jobs.<key>.…
+        if trial["type"] == "pipeline":
+            continue  # a pipeline component: checked as a pipeline when its step was parsed
         try:
             parse_job(trial, child_job_name(name, key))
         except CloudletError as exc:
@@ -216,6 +221,20 @@ def _output_decl(item: Any, target: str) -> dict[str, Any]:
     return dict(item)
 
 
+def setting_warnings(doc: Mapping[str, Any]) -> list[str]:
+    """A warning for each setting of a parsed pipeline that Azure ML (and so cloudlet) ignores."""
+    out = []
+    for key in doc.get("settings") or {}:
+        if key not in SETTINGS:
+            near = difflib.get_close_matches(key, SETTINGS, n=1)
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            out.append(
+                f"settings.{key}: unknown pipeline setting, ignored (as Azure ML does); {hint}"
+                f"settings are: {', '.join(SETTINGS)}"
+            )
+    return out
+
+
 def _settings(settings: Any, compute: Any) -> dict[str, Any]:
     if settings is None:
         settings = {}
@@ -225,7 +244,10 @@ def _settings(settings: Any, compute: Any) -> dict[str, Any]:
     for key, value in settings.items():
         target = f"settings.{key}"
         if key not in SETTINGS:
-            raise validation_error(target, f"unknown setting '{key}'; settings are: {', '.join(SETTINGS)}")
+            # Azure ML ignores a setting it does not know (the samples' ``default_datestore``
+            # typo): kept as written, so ``setting_warnings`` names it whenever the doc is read.
+            out[str(key)] = value
+            continue
         if key in ("continue_on_step_failure", "force_rerun"):
             if isinstance(value, str) and value.lower() in ("true", "false"):
                 value = value.lower() == "true"
@@ -259,6 +281,8 @@ def _step(step: Any, where: str) -> dict[str, Any]:
     if not isinstance(step, dict):
         raise validation_error(where, "a step must be a mapping: a command step or {component: …}")
     kind = str(step.get("type", "command")).lower()
+    if kind == "pipeline":
+        return _pipeline_step(step, where)
     if kind != "command":
         what = "are not supported in pipelines yet" if kind in _OTHER_STEP_TYPES else "are unknown"
         raise validation_error(f"{where}.type", f"steps of type {kind!r} {what}; use type: command")
@@ -305,6 +329,102 @@ def _step(step: Any, where: str) -> dict[str, Any]:
     out = {k: v for k, v in step.items() if v is not None or k == "outputs"}
     out["type"] = "command"
     return out
+
+
+# What a pipeline component step may hold, and a pipeline component's own fields.
+PIPELINE_STEP = frozenset(
+    {"type", "component", "inputs", "outputs", "compute", "display_name", "description"}
+)
+_PIPELINE_COMPONENT = frozenset({"$schema", "type", "name", "version", "display_name", "description", "tags"})
+_PIPELINE_COMPONENT |= {"inputs", "outputs", "jobs", "settings", "is_deterministic"}
+# A literal for each declared literal input without a default: the component's steps are
+# checked as they would run (the step's own values come when it runs).
+_TRIAL_LITERALS: dict[str, Any] = {"integer": 1, "number": 1.0, "boolean": True, "string": "x"}
+
+
+def _pipeline_step(step: dict[str, Any], where: str) -> dict[str, Any]:
+    """A ``type: pipeline`` step: a pipeline component (its YAML inlined by the CLI or client)
+    run as a child pipeline with the step's inputs and outputs."""
+    for key in step:
+        if key not in PIPELINE_STEP:
+            raise validation_error(
+                f"{where}.{key}",
+                f"'{key}' cannot be set on a pipeline step; allowed: {', '.join(sorted(PIPELINE_STEP))}",
+            )
+    component = step.get("component")
+    if is_reference(component):
+        raise validation_error(
+            f"{where}.component",
+            f"registered pipeline components ({component}) are not supported yet; name the component's "
+            "YAML file (component: ./data_pipeline.yml), which the CLI and client inline",
+        )
+    if not isinstance(component, dict):
+        raise validation_error(
+            f"{where}.component", "a pipeline step needs 'component': a pipeline component (its YAML file)"
+        )
+    inner = pipeline_component(component, f"{where}.component")
+    out = {k: v for k, v in step.items() if v is not None or k == "outputs"}
+    for field, declared in (("inputs", inner["inputs"]), ("outputs", inner["outputs"])):
+        given = out.get(field)
+        if given is not None and not isinstance(given, dict):
+            raise validation_error(f"{where}.{field}", f"'{field}' must be a mapping of names")
+        for name in given or {}:
+            if name not in declared:
+                raise validation_error(
+                    f"{where}.{field}.{name}",
+                    f"the pipeline component declares no {field[:-1]} '{name}' ({field}: "
+                    f"{', '.join(declared) or 'none'})",
+                )
+    for key, value in (out.get("outputs") or {}).items():
+        if output_binding(value, f"{where}.outputs.{key}") is None:
+            _output_decl(value, f"{where}.outputs.{key}")
+    if out.get("compute") is not None:
+        if not isinstance(out["compute"], str):
+            raise validation_error(
+                f"{where}.compute", "'compute' must name a compute, e.g. azureml:cpu-cluster"
+            )
+        out["compute"] = _compute(out["compute"], f"{where}.compute")
+    return {**out, "type": "pipeline", "component": inner}
+
+
+def pipeline_component(component: dict[str, Any], where: str) -> dict[str, Any]:
+    """A pipeline component (``type: pipeline``, inputs and outputs declared, ``jobs``) checked as
+    the pipeline it runs; its stored form (declared inputs kept as declared)."""
+    kind = str(component.get("type", "pipeline")).lower()
+    if kind != "pipeline":
+        raise validation_error(f"{where}.type", f"a pipeline step runs a pipeline component, not {kind!r}")
+    for key in component:
+        if key not in _PIPELINE_COMPONENT:
+            raise validation_error(
+                f"{where}.{key}",
+                f"unknown field '{key}' in a pipeline component "
+                f"(fields: {', '.join(sorted(_PIPELINE_COMPONENT))})",
+            )
+    inputs = component.get("inputs") or {}
+    if not isinstance(inputs, dict):
+        raise validation_error(f"{where}.inputs", "'inputs' must map names to declarations ({type: …})")
+    declared: dict[str, Any] = {}
+    trial: dict[str, Any] = {}
+    for name, item in inputs.items():
+        if not isinstance(item, dict):
+            declared[name] = trial[name] = item  # a literal default
+            continue
+        item = {k: v for k, v in item.items() if k not in ("optional", "description")}
+        declared[name] = item
+        kind_of = str(item.get("type", "uri_folder")).lower()
+        if kind_of in PATH_TYPES and not item.get("path"):
+            trial[name] = {**item, "path": FAKE_PATH}
+        elif kind_of not in PATH_TYPES and item.get("default") is None and item.get("value") is None:
+            trial[name] = {**item, "default": _TRIAL_LITERALS.get(kind_of, "x")}
+        else:
+            trial[name] = item
+    body = {k: v for k, v in component.items() if k in ("jobs", "outputs", "settings")}
+    try:
+        parsed = parse_pipeline({**body, "type": "pipeline", "inputs": trial}, "component")
+    except CloudletError as exc:
+        raise retarget(exc, where) from None
+    outputs = {n: {"type": "uri_folder", **o} for n, o in parsed["outputs"].items()}
+    return {**parsed, "inputs": declared, "outputs": outputs}
 
 
 # ----------------------------------------------------------------------------------------------

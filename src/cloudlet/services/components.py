@@ -133,6 +133,12 @@ def checked_code(session: Session, workspace: Workspace, doc: dict[str, Any]) ->
     """DOC (a component to register) with its ``code`` as the snapshot it runs (``codes/<sha256>``):
     an uploaded snapshot, a code version (its ARM id or ``azureml:name:version``). A local folder
     is refused: the CLI and client upload it first."""
+    if doc.get("additional_includes"):
+        raise validation_error(
+            "additional_includes",
+            "additional_includes are local files and folders: create the component (or submit the "
+            "pipeline) with the cloudlet CLI or client, which copies them into its code snapshot",
+        )
     code = doc.get("code")
     if code is None:
         return doc

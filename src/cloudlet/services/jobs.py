@@ -25,6 +25,7 @@ from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.parent_jobs import ParentKind
+from cloudlet.domain.pipeline_jobs import setting_warnings
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
@@ -155,10 +156,12 @@ def submit(
 def _submit_parent(session: Session, ws: Workspace, name: str, doc: dict[str, Any], caller: Caller) -> Job:
     """Record a queued parent job (its kind validated DOC): it takes no node, so no compute
     (dispatch and the autoscaler never see it); the parent-job loop starts its children."""
+    warnings: list[str] = []
     if doc.get("type") == JobKind.PIPELINE.value:  # registered components: the store knows them
         from cloudlet.services import pipelines
 
         doc = pipelines.resolve(session, ws, doc)
+        warnings = setting_warnings(doc)  # what Azure ML ignores, said rather than refused
     job = Job(
         workspace_id=ws.id,
         name=name,
@@ -171,6 +174,7 @@ def _submit_parent(session: Session, ws: Workspace, name: str, doc: dict[str, An
         instance_count=0,
         attempt=0,
         max_attempts=1,
+        warnings=warnings or None,
         created_by=caller.name,
         submitted_at=time.time(),
     )

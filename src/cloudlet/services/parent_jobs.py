@@ -26,6 +26,7 @@ from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
+from cloudlet.domain.pipeline_bindings import ARTIFACTS_OUTPUT, default_artifacts_path, is_default_artifacts
 from cloudlet.services import job_events
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller
@@ -44,12 +45,16 @@ def children(session: Session, parent: Job) -> list[Job]:
     return list(session.scalars(_CHILDREN, {"parent": parent.id}))
 
 
-def output_uris(job_name: str, doc: Mapping[str, Any]) -> dict[str, str]:
-    """Where each of a job's outputs is: the path it was given, else cloudlet's default."""
+def output_uris(job_name: str, doc: Mapping[str, Any], attempt: int = 0) -> dict[str, str]:
+    """Where each of a job's outputs is: the path it was given, else cloudlet's default; and,
+    once attempt ATTEMPT has run, ``artifacts``: its default artifacts (unless it has an output
+    of that name), which a pipeline step may bind (``pipeline_bindings.ARTIFACTS_OUTPUT``)."""
     uris = {}
     for output, value in (doc.get("outputs") or {}).items():
         path = value.get("path") if isinstance(value, dict) else None
         uris[output] = str(path) if path else DEFAULT_OUTPUT.format(job=job_name, output=output)
+    if attempt > 0:
+        uris.setdefault(ARTIFACTS_OUTPUT, default_artifacts_path(job_name, attempt))
     return uris
 
 
@@ -76,7 +81,8 @@ def view_of(child: Job, metrics: Mapping[str, Sequence[tuple[int, float]]] | Non
         key=child.child_key or child.name,
         name=child.name,
         status=JobStatus(child.status),
-        outputs=output_uris(child.reused_from or child.name, child.spec),
+        # A reused step's outputs (its default artifacts too) are in its spec: the earlier job's.
+        outputs=output_uris(child.reused_from or child.name, child.spec, child.attempt),
         inputs=literal_inputs(child.spec),
         error=error_text(child),
         reused_from=child.reused_from,
@@ -151,11 +157,20 @@ def _reused(session: Session, ws: Workspace, parent: Job, child: NewChild, name:
     """A step whose outputs an earlier job already made: recorded Completed at once, pointing at
     that job (its outputs are the earlier job's: ``view_of`` reads them there)."""
     now = time.time()
-    made = output_uris(earlier.reused_from or earlier.name, earlier.spec)  # where they are
+    made = output_uris(earlier.reused_from or earlier.name, earlier.spec, earlier.attempt)  # where they are
     outputs = {
         output: {**(value or {}), "path": made[output]} if output in made else value
         for output, value in (child.doc.get("outputs") or {}).items()
     }
+    # A step's default artifacts are no output of its job: the earlier run's, recorded here.
+    declared = (parent.spec.get("jobs") or {}).get(child.key, {}).get("outputs") or {}
+    artifacts = made.get(ARTIFACTS_OUTPUT)
+    if (
+        artifacts
+        and ARTIFACTS_OUTPUT in declared
+        and is_default_artifacts(ARTIFACTS_OUTPUT, declared[ARTIFACTS_OUTPUT])
+    ):
+        outputs[ARTIFACTS_OUTPUT] = {"type": "uri_folder", "path": artifacts}
     job = Job(
         workspace_id=ws.id,
         name=name,

@@ -1,0 +1,2 @@
+def helper_function():
+    print("Hello from helper_function")

@@ -1,0 +1,3 @@
+from common_src.helper import helper_function
+
+helper_function()
