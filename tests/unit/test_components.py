@@ -115,7 +115,7 @@ def test_spec_is_frozen() -> None:
             "distribution.process_count_per_instance",
             "≥ 1",
         ),
-        ({"environment": {"name": "e"}}, "environment", "'image', 'conda_file' or 'pip'"),
+        ({"environment": {"name": "e"}}, "environment", "'image', 'conda_file', 'build' or 'pip'"),
         ({"resources": {"instance_count": 0}}, "resources.instance_count", "≥ 1"),
         ({"compute": "cpu-cluster"}, "compute", "set it on the job or pipeline step"),
         ({"additional_includes": [""]}, "additional_includes[0]", "at least 1 character"),
