@@ -399,6 +399,30 @@ def audience_of(resource: str) -> str:
     return value.rstrip("/")
 
 
+# Azure Storage's resource: what azure-storage-blob asks a token credential for. cloudlet's Blob
+# service takes only its own signatures, so such a JWT opens nothing here; it is issued because a
+# client that builds a blob client from DefaultAzureCredential asks for it before it is ever used.
+STORAGE_AUDIENCE = "https://storage.azure.com"
+
+
+def token_audience(resource: str, accepted: frozenset[str]) -> str:
+    """The audience of a JWT ``/msi/token`` may issue for RESOURCE: one this server accepts
+    (ACCEPTED: azure-ai-ml's ``aml_resource_id`` and the resource-manager URL under each name the
+    certificate carries) or Azure Storage's. Anything else is a 400: a JWT signed with this
+    installation's key for a third party's audience is a credential nobody here needs."""
+    audience = audience_of(resource)
+    allowed = accepted | {STORAGE_AUDIENCE}
+    if audience not in allowed:
+        raise CloudletError(
+            "InvalidResource",
+            f"resource '{resource[:200]}' is not an audience this server issues tokens for; ask for "
+            f"one of: {', '.join(sorted(allowed))} (a trailing '/' or '/.default' is accepted)",
+            "resource",
+            400,
+        )
+    return audience
+
+
 def mint_jwt(
     session: Session,
     caller: Caller,

@@ -49,7 +49,8 @@ def msi_token(
     ctx: Context = Depends(context),
 ) -> Response:
     """A JWT for the principal behind the credential in ``X-IDENTITY-HEADER``, with ``aud`` the
-    requested resource, as an App Service managed identity answers ``DefaultAzureCredential``."""
+    requested resource, as an App Service managed identity answers ``DefaultAzureCredential``;
+    only for the audiences azure-ai-ml and jobs use (``identity.token_audience``), else 400."""
     if not x_identity_header:
         raise CloudletError(
             "AuthenticationFailed",
@@ -60,7 +61,7 @@ def msi_token(
         )
     state = ctx.state
     caller = identity.authenticate(ctx.session, x_identity_header, state.token_secret, state.https.audiences)
-    audience = identity.audience_of(resource)
+    audience = identity.token_audience(resource, state.https.audiences)
     token, expires = identity.mint_jwt(
         ctx.session, caller, x_identity_header, state.token_secret, audience, state.installation_id
     )
