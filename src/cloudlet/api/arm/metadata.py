@@ -37,7 +37,15 @@ async def cloud_metadata(request: Request, state: AppState = Depends(app_state))
 
 @router.get("/msi/token", responses=errors(400, 401, 503))
 def msi_token(
-    resource: Annotated[str, Query(min_length=1, max_length=512, description="the audience wanted")],
+    resource: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=512,
+            description="the audience wanted: https://ml.azure.cloudlet, this server's HTTPS URL, or "
+            "https://storage.azure.com (a trailing '/' or '/.default' is accepted); others are a 400",
+        ),
+    ],
     x_identity_header: Annotated[
         str | None,
         Header(
