@@ -173,12 +173,18 @@ def _own_run(scope: JobScope, run_id: str, what: str) -> None:
         )
 
 
-def run_reader(ctx: Context, sub: str, rg: str, ws: str, run_id: str) -> Workspace:
-    """The workspace, for a read of run RUN_ID: a Reader's, or the token of that run's job."""
+def may_read_run(ctx: Context, run_id: str) -> None:
+    """403 for a job's token reading a run not its job's (after the workspace was resolved)."""
     scope = job_scope(ctx)
     if scope is not None:
         _own_run(scope, run_id, "reads")
-    return workspace(ctx, sub, rg, ws, Access.READ)
+
+
+def run_reader(ctx: Context, sub: str, rg: str, ws: str, run_id: str) -> Workspace:
+    """The workspace, for a read of run RUN_ID: a Reader's, or the token of that run's job."""
+    found = workspace(ctx, sub, rg, ws, Access.READ)
+    may_read_run(ctx, run_id)
+    return found
 
 
 def readable_runs(ctx: Context) -> frozenset[str] | None:

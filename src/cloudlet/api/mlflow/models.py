@@ -10,7 +10,15 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.mlflow import API, MlflowRoute, job_scope, readable_runs, run_reader, run_writer, workspace
+from cloudlet.api.mlflow import (
+    API,
+    MlflowRoute,
+    job_scope,
+    may_read_run,
+    readable_runs,
+    run_writer,
+    workspace,
+)
 from cloudlet.api.mlflow.experiments import KeyValue
 from cloudlet.domain.roles import Access
 from cloudlet.domain.tracking import invalid
@@ -113,8 +121,7 @@ def create_model(sub: str, rg: str, ws: str, body: CreateModel, ctx: Context = D
 def get_model(sub: str, rg: str, ws: str, model_id: ModelId, ctx: Context = Depends(context)) -> Response:
     found = workspace(ctx, sub, rg, ws, Access.READ)
     model, run_uuid = models.find(ctx.session, found, model_id)
-    if job_scope(ctx) is not None:
-        run_reader(ctx, sub, rg, ws, run_uuid)  # a job's token: its own runs' models only
+    may_read_run(ctx, run_uuid)  # a job's token: its own runs' models only
     return json_response({"model": _view(ctx, model, run_uuid)})
 
 
