@@ -68,7 +68,7 @@ def test_the_x_azureml_token_must_be_this_servers_for_azure_ml_and_the_callers(s
         other = new_user(api, srv, "pipe-other", "contributor")["api_key"]
         cases = {
             "not-a-jwt": "malformed",
-            _msi_token(srv, srv.api_key, "https://management.cloudlet/"): "audience",
+            _msi_token(srv, srv.api_key, "https://storage.azure.com/"): "audience",
             _msi_token(srv, other, "https://ml.azure.cloudlet/.default"): "another principal",
         }
         for token, why in cases.items():

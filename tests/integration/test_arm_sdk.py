@@ -240,10 +240,25 @@ def test_msi_token_is_a_jwt_for_the_requested_audience(api: httpx.Client, srv: R
             )
             assert refused.status_code == 403
             assert client.get(arm_ws(srv, "wsb")).status_code == 404
-    # Another audience is minted (as Azure would) but not accepted here.
+    # Azure Storage's audience is minted (azure-storage-blob asks for it) but not accepted here.
     storage = msi_token(srv, key, "https://storage.azure.com/")["access_token"]
     with tls(srv, storage) as client:
         assert reason_of(client.get(arm_ws(srv))) == "InvalidAudience"
+    # Any other audience is refused, with the ones on offer (issue 24, defect 5).
+    with tls(srv) as client:
+        for unknown in (
+            "https://graph.microsoft.com/.default",
+            "https://evil.example",
+            "x",
+            srv.https_url + "x",
+        ):
+            refused = client.get(
+                "/msi/token", params={"resource": unknown}, headers={"X-IDENTITY-HEADER": key}
+            )
+            assert refused.status_code == 400, refused.text
+            error = refused.json()["error"]
+            assert error["code"] == "InvalidResource" and error["target"] == "resource"
+            assert "https://ml.azure.cloudlet" in error["message"], error
     # A bad credential gets no token.
     with tls(srv) as client:
         bad = client.get("/msi/token", params={"resource": "x"}, headers={"X-IDENTITY-HEADER": "clk_nope"})

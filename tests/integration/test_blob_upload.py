@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import parse_qsl, urljoin
 
 import httpx
 import pytest
@@ -243,9 +243,12 @@ def test_refusals(srv: RunningServer, api: httpx.Client, project: Path) -> None:
     ws_id = blob_sas.workspace_of(account)
     assert ws_id is not None
     folder = "LocalUpload/" + base.rsplit("/", 1)[1]
-    two_hours_ago = datetime.now(UTC) - timedelta(hours=2)
+    # Expired: minted (for the same issuer) a little over its lifetime ago.
+    minted_at = datetime.now(UTC) - blob_sas.DEFAULT_TTL - timedelta(minutes=1)
+    fields = dict(parse_qsl(query))
+    issuer = blob_sas.Issuer(int(fields["skoid"]), fields.get("sktid"))
     secret = token_secret(srv)
-    expired = blob_sas.mint(secret, ws_id, "workspaceblobstore", folder, "racwl", now=two_hours_ago)
+    expired = blob_sas.mint(secret, ws_id, "workspaceblobstore", issuer, folder, "racwl", now=minted_at)
     assert put(f"{base}/a.txt?{expired}") == (403, "AuthenticationFailed")
     # A signature for one workspace is not another's.
     other = base.replace(f"/blob/{account}/", f"/blob/ws{ws_id + 1}/")

@@ -14,11 +14,14 @@ from urllib.parse import parse_qsl
 
 import pytest
 
+from cloudlet.domain.roles import Role
 from cloudlet.services import blob_sas, blob_store
 from cloudlet.services.codes import content_hash
+from cloudlet.services.context import Caller
 
 SECRET = "s" * 64
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+ISSUER = blob_sas.Issuer(3, "key-3")
 
 
 def _query(sas: str) -> dict[str, str]:
@@ -26,7 +29,7 @@ def _query(sas: str) -> dict[str, str]:
 
 
 def test_a_signature_grants_what_it_names_until_it_expires() -> None:
-    sas = blob_sas.mint(SECRET, 7, "workspaceblobstore", "LocalUpload/abc/", "rw", now=NOW)
+    sas = blob_sas.mint(SECRET, 7, "workspaceblobstore", ISSUER, "LocalUpload/abc/", "rw", now=NOW)
     grant = blob_sas.verify(SECRET, "ws7", "workspaceblobstore", _query(sas), now=NOW)
     assert (grant.workspace_id, grant.prefix, grant.permissions) == (7, ("LocalUpload", "abc"), "rw")
     grant.require("w", ("LocalUpload", "abc", "src", "main.py"))
@@ -41,10 +44,19 @@ def test_a_signature_grants_what_it_names_until_it_expires() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("sp", "racwdl"), ("se", "2099-01-01T00:00:00Z"), ("si", ""), ("sig", "AAAA"), ("sv", "2020-01-01")],
+    [
+        ("sp", "racwdl"),
+        ("se", "2099-01-01T00:00:00Z"),
+        ("si", ""),
+        ("sig", "AAAA"),
+        ("sv", "2020-01-01"),
+        ("skoid", "1"),  # another user's
+        ("sktid", "key-1"),  # another key
+        ("skoid", "x"),
+    ],
 )
 def test_changing_any_field_breaks_the_signature(field: str, value: str) -> None:
-    query = _query(blob_sas.mint(SECRET, 7, "workspaceblobstore", "LocalUpload/abc", "rw", now=NOW))
+    query = _query(blob_sas.mint(SECRET, 7, "workspaceblobstore", ISSUER, "LocalUpload/abc", "rw", now=NOW))
     query[field] = value
     with pytest.raises(blob_sas.SasError) as refused:
         blob_sas.verify(SECRET, "ws7", "workspaceblobstore", query, now=NOW)
@@ -52,7 +64,7 @@ def test_changing_any_field_breaks_the_signature(field: str, value: str) -> None
 
 
 def test_a_signature_is_bound_to_its_account_container_and_secret() -> None:
-    query = _query(blob_sas.mint(SECRET, 7, "workspaceblobstore", "", "rl", now=NOW))
+    query = _query(blob_sas.mint(SECRET, 7, "workspaceblobstore", ISSUER, "", "rl", now=NOW))
     for account, container, secret in (("ws8", "workspaceblobstore", SECRET), ("ws7", "other", SECRET)):
         with pytest.raises(blob_sas.SasError):
             blob_sas.verify(secret, account, container, query, now=NOW)
@@ -64,8 +76,30 @@ def test_a_signature_is_bound_to_its_account_container_and_secret() -> None:
     with pytest.raises(blob_sas.SasError) as anonymous:
         blob_sas.verify(SECRET, "ws7", "workspaceblobstore", {}, now=NOW)
     assert anonymous.value.status == 401
-    whole = blob_sas.verify(SECRET, "ws7", "workspaceblobstore", query, now=NOW + timedelta(minutes=59))
-    assert whole.covers(("any", "path"))
+    whole = blob_sas.verify(SECRET, "ws7", "workspaceblobstore", query, now=NOW + timedelta(minutes=14))
+    assert whole.covers(("any", "path")) and whole.issuer == ISSUER
+
+
+def test_a_signature_lives_minutes_and_only_as_far_as_its_issuers_role_now() -> None:
+    assert timedelta(minutes=15) >= blob_sas.DEFAULT_TTL
+    sas = blob_sas.mint(SECRET, 7, "workspaceblobstore", ISSUER, now=NOW)
+    grant = blob_sas.verify(SECRET, "ws7", "workspaceblobstore", _query(sas), now=NOW)
+    assert grant.permissions == blob_sas.ALL_PERMISSIONS
+
+    def caller(role: Role | None) -> Caller:
+        return Caller(3, "ada", False, {7: role} if role else {}, "key-3")
+
+    assert blob_sas.narrow(grant, caller(Role.CONTRIBUTOR)).permissions == blob_sas.ALL_PERMISSIONS
+    read_only = blob_sas.narrow(grant, caller(Role.READER))
+    assert read_only.permissions == "rl"
+    for permission in "wdca":
+        with pytest.raises(blob_sas.SasError, match=f"does not grant '{permission}'"):
+            read_only.require(permission, ("x",))
+    with pytest.raises(blob_sas.SasError, match="no longer has a role") as gone:
+        blob_sas.narrow(grant, caller(None))
+    assert gone.value.status == 403
+    assert blob_sas.permissions_for(caller(Role.READER), 7) == blob_sas.READ_PERMISSIONS
+    assert blob_sas.permissions_for(caller(Role.OWNER), 7) == blob_sas.ALL_PERMISSIONS
 
 
 def test_content_hash_is_azure_ml_s() -> None:

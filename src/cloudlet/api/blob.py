@@ -5,9 +5,10 @@ where the account is a workspace (``ws<id>``) and the container one of its datas
 Put Blob, Put Block, Put Block List, Get Blob (ranges), Get Blob Properties, Set Blob Metadata,
 Delete Blob, List Blobs (prefix, delimiter, marker, metadata), and a container's create and
 properties. Every request carries a signature cloudlet minted (``services/blob_sas.py``); nothing
-else authorises it, so these routes take no bearer token and read no store. The signature is
-checked before any of the body is read. Errors are Azure's XML with ``x-ms-error-code``, which the
-Azure clients map to their exceptions (``ResourceNotFoundError``, ``ResourceExistsError``, …).
+else authorises it, so these routes take no bearer token. The signature, and its issuer's standing
+now (cached as a caller's is), are checked before any of the body is read. Errors are Azure's XML
+with ``x-ms-error-code``, which the Azure clients map to their exceptions
+(``ResourceNotFoundError``, ``ResourceExistsError``, …).
 
 A container URL may name a folder of the datastore (``…/workspaceblobstore/LocalUpload/<id>``):
 ``ContainerClient.from_container_url`` then sees ``<id>`` as the container and the rest as the
@@ -36,8 +37,9 @@ from starlette.requests import ClientDisconnect
 
 from cloudlet.api.deps import AppState
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import blob_sas
+from cloudlet.services import blob_sas, identity
 from cloudlet.services.blob_store import CHUNK, BlobError, BlobInfo, BlobStore, Upload, read_range
+from cloudlet.services.context import Caller
 from cloudlet.services.storage import relative_parts
 
 router = APIRouter(prefix="/blob", tags=["blob"], include_in_schema=False)
@@ -53,10 +55,11 @@ class _Target:
     """What a request names: the grant its signature carries, the store, the virtual container's
     folder (``vprefix``) and the blob's path segments within the real container."""
 
-    def __init__(self, request: Request, account: str, container: str, path: str) -> None:
+    def __init__(
+        self, request: Request, grant: blob_sas.Grant, query: dict[str, str], container: str, path: str
+    ) -> None:
         state: AppState = request.app.state.cloudlet
-        query = {k: v for k, v in request.query_params.items()}
-        self.grant = blob_sas.verify(state.token_secret, account, container, query)
+        self.grant = grant
         self.query = query
         try:
             self.parts = relative_parts(path, "blob", "a blob name")
@@ -70,6 +73,29 @@ class _Target:
             raise BlobError("InvalidUri", "name a blob after the container in the URL", 400)
         self.grant.require(permission, self.parts)
         return self.parts
+
+
+def _issuer_in_thread(state: AppState, issuer: blob_sas.Issuer) -> Caller:
+    with state.read_sessions() as session:
+        return identity.issuer(session, issuer.principal_id, issuer.key_id)
+
+
+async def _target(request: Request, account: str, container: str, path: str) -> _Target:
+    """What the request names, under its signature as far as the signature's issuer may still use
+    it now (their standing is cached as a caller's is: the store is asked at most every couple of
+    seconds per issuer, and never on the event loop)."""
+    state: AppState = request.app.state.cloudlet
+    query = {k: v for k, v in request.query_params.items()}
+    grant = blob_sas.verify(state.token_secret, account, container, query)
+    caller = identity.cached_issuer(grant.issuer.principal_id, grant.issuer.key_id)
+    if caller is None:
+        try:
+            caller = await run_in_threadpool(_issuer_in_thread, state, grant.issuer)
+        except CloudletError as exc:
+            if exc.status != 401:
+                raise
+            raise blob_sas.refused_issuer(exc.message) from None
+    return _Target(request, blob_sas.narrow(grant, caller), query, container, path)
 
 
 def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -210,7 +236,7 @@ async def _thread(fn: Callable[..., T], *args: Any) -> T:
 @router.put("/{account}/{container}/{path:path}")
 async def put(request: Request, account: str, container: str, path: str = "") -> Response:
     async def work() -> Response:
-        target = _Target(request, account, container, path)
+        target = await _target(request, account, container, path)
         query = target.query
         if query.get("restype") == "container":
             return await _create_container(target)
@@ -348,7 +374,7 @@ async def _put_block_list(request: Request, target: _Target) -> Response:
 @router.head("/{account}/{container}/{path:path}")
 async def get(request: Request, account: str, container: str, path: str = "") -> Response:
     async def work() -> Response:
-        target = _Target(request, account, container, path)
+        target = await _target(request, account, container, path)
         if target.query.get("restype") == "container":
             if target.query.get("comp") == "list":
                 return await _list(target)
@@ -509,7 +535,7 @@ def _blob_xml(name: str, info: BlobInfo, with_metadata: bool) -> str:
 @router.delete("/{account}/{container}/{path:path}")
 async def delete(request: Request, account: str, container: str, path: str = "") -> Response:
     async def work() -> Response:
-        target = _Target(request, account, container, path)
+        target = await _target(request, account, container, path)
         if target.query.get("restype") == "container":
             raise BlobError("OperationNotAllowed", "a datastore is not deleted through the Blob service", 403)
         parts = target.blob("d")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path as FilePath
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -24,6 +24,11 @@ router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 POLL_RECHECK_S = float(os.environ.get("CLOUDLET_POLL_RECHECK_S", "1.0"))
 RunId = Annotated[str, Path(max_length=40)]
 NodeId = Annotated[str, Path(max_length=32)]
+
+
+def _answer(state: AppState, answer: dict[str, Any]) -> Response:
+    """An answer to an agent: the runs it starts get their secrets only now, on the way out."""
+    return json_response(protocol.sealed(answer, state.token_secret))
 
 
 def _node(request: Request) -> NodeCaller:
@@ -57,13 +62,13 @@ async def poll(
         answer = await run_in_threadpool(state.agents.poll_once, node_id, token, body)
         remaining = deadline - time.monotonic()
         if answer is not None or remaining <= 0:
-            return json_response(answer or protocol.idle_answer())
+            return _answer(state, answer or protocol.idle_answer())
         # Statuses were applied once; later rounds only look for work (and remember what it has).
         body = PollReport(usage=body.usage, reported=[r.run for r in body.runs])
         await state.notifier.wait(node_id, min(remaining, POLL_RECHECK_S))
         mail = state.notifier.take(node_id)
         if mail:  # placed and committed elsewhere in this process: answer without a store trip
-            return json_response(protocol.idle_answer(mail))
+            return _answer(state, protocol.idle_answer(mail))
 
 
 @router.post("/runs/{run_id}/logs")
@@ -88,7 +93,7 @@ async def run_exit(
 ) -> Response:
     """Record the exit; the answer carries the node's next run when the exit freed it."""
     work = protocol.exit_report(run_id, _node(request).token, body)
-    return json_response(await state.batcher.apply(work, urgent=True))
+    return _answer(state, await state.batcher.apply(work, urgent=True))
 
 
 @router.get("/codes/{workspace_id}/{digest}", responses={200: {"content": {"application/gzip": {}}}})

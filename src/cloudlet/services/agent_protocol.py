@@ -21,7 +21,7 @@ from cloudlet.domain.bounds import MAX_OFFSET
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.node_address import reported_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
-from cloudlet.services import dispatch, exits, preemption
+from cloudlet.services import dispatch, exits, preemption, tracking_tokens
 from cloudlet.services import nodes as node_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.storage import DataRoot, append_at, link_once
@@ -179,6 +179,14 @@ def exit_report(run_id: str, token: str, report: ExitReport) -> Work:
         return lambda placed: {"ok": True, "start": placed.pop(node_id, [])}
 
     return work
+
+
+def sealed(answer: dict[str, Any], secret: str) -> dict[str, Any]:
+    """ANSWER with the run specs it starts carrying their tokens (``tracking_tokens.seal``): the
+    specs are stored and queued without them."""
+    if not answer.get("start"):
+        return answer
+    return {**answer, "start": tracking_tokens.seal(answer["start"], secret)}
 
 
 def idle_answer(start: list[dict[str, Any]] | None = None) -> dict[str, Any]:

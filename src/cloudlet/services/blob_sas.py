@@ -3,10 +3,16 @@
 cloudlet mints them (an ARM pending upload, a datastore's ``listSecrets``) and verifies them on
 every Blob request. A signature is an HMAC-SHA256, under a key derived from the installation's
 token secret, over the account (which names the workspace), the container (a datastore), the
-path prefix it is confined to, the permissions and the expiry; it is short-lived and carries no
-other authority. The query string is made of Azure's SAS fields (``sv``, ``sr``, ``sp``, ``se``,
-``sig``, and ``si`` carrying the prefix), because the Azure clients keep only those from a URL and
-pass them along unchanged on every request.
+path prefix it is confined to, the permissions, the expiry, and who it was issued to: the
+principal and the API key behind the credential that asked for it. It carries no authority of
+its own: on every use the issuer is looked up as an access token minted from that key would be
+(``identity.issuer``, cached for at most ``CALLER_CACHE_TTL_S``), so a revoked or expired key, a
+disabled user or a removed role ends it within that time, and a role lowered to Reader leaves it
+read-only (``narrow``). It is also short-lived (``DEFAULT_TTL``).
+
+The query string is made of Azure's SAS fields (``sv``, ``sr``, ``sp``, ``se``, ``sig``, ``si``
+carrying the prefix, ``skoid`` the issuing principal's id and ``sktid`` the key's id), because the
+Azure clients keep only those from a URL and pass them along unchanged on every request.
 """
 
 from __future__ import annotations
@@ -15,12 +21,18 @@ import base64
 import hashlib
 import hmac
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
+from cloudlet.domain.roles import Access
+from cloudlet.services.context import Caller
+
 SAS_VERSION = "2023-11-03"
-DEFAULT_TTL = timedelta(hours=1)
+# Long enough for the SDK's uploads (it asks for a signature per upload and checks no expiry; the
+# signature is checked when each request starts, so a long block upload runs to its end), short
+# enough that a leaked URL is worth minutes.
+DEFAULT_TTL = timedelta(minutes=15)
 ALL_PERMISSIONS = "racwdl"  # read, add, create, write, delete, list
 READ_PERMISSIONS = "rl"
 _ACCOUNT = re.compile(r"^ws([1-9][0-9]{0,17})$")
@@ -46,37 +58,50 @@ def workspace_of(account: str) -> int | None:
 
 
 def _key(secret: str) -> bytes:
-    return hmac.new(secret.encode(), b"cloudlet-blob-sas-v1", hashlib.sha256).digest()
+    # v2: the issuer is signed too (v1 signatures, which had none, no longer verify).
+    return hmac.new(secret.encode(), b"cloudlet-blob-sas-v2", hashlib.sha256).digest()
 
 
-def _string_to_sign(account: str, container: str, prefix: str, permissions: str, expiry: str) -> bytes:
-    return "\n".join((SAS_VERSION, account, container, prefix, permissions, expiry)).encode()
-
-
-def _sign(secret: str, account: str, container: str, prefix: str, permissions: str, expiry: str) -> str:
-    digest = hmac.new(
-        _key(secret), _string_to_sign(account, container, prefix, permissions, expiry), hashlib.sha256
-    ).digest()
+def _sign(secret: str, *fields: str) -> str:
+    """The signature over the account, container, prefix, permissions, expiry and issuer."""
+    digest = hmac.new(_key(secret), "\n".join((SAS_VERSION, *fields)).encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class Issuer:
+    """Who a signature was issued to: a principal, and the API key behind its credential (None for
+    a credential tied to no key, such as a compute identity's token)."""
+
+    principal_id: int
+    key_id: str | None
+
+    @classmethod
+    def of(cls, caller: Caller) -> Issuer:
+        return cls(caller.principal_id, caller.key_id)
 
 
 def mint(
     secret: str,
     workspace_id: int,
     container: str,
+    issuer: Issuer,
     prefix: str = "",
     permissions: str = ALL_PERMISSIONS,
     ttl: timedelta = DEFAULT_TTL,
     now: datetime | None = None,
 ) -> str:
     """A query string (no leading '?') granting ``permissions`` on the blobs of ``container``
-    whose names start with the folder ``prefix`` ('' for the whole container), until ``ttl``."""
+    whose names start with the folder ``prefix`` ('' for the whole container), until ``ttl``, for
+    as long as ISSUER may do so."""
     expiry = ((now or datetime.now(UTC)) + ttl).strftime(_EXPIRY_FORMAT)
     prefix = prefix.strip("/")
     account = account_name(workspace_id)
-    sig = _sign(secret, account, container, prefix, permissions, expiry)
-    fields = {"sv": SAS_VERSION, "sr": "c", "sp": permissions, "se": expiry, "si": prefix, "sig": sig}
-    return "&".join(f"{k}={quote(v, safe='')}" for k, v in fields.items())
+    principal, key = str(issuer.principal_id), issuer.key_id or ""
+    sig = _sign(secret, account, container, prefix, permissions, expiry, principal, key)
+    fields = {"sv": SAS_VERSION, "sr": "c", "sp": permissions, "se": expiry, "si": prefix}
+    fields.update({"skoid": principal, "sktid": key, "sig": sig})
+    return "&".join(f"{k}={quote(v, safe='')}" for k, v in fields.items() if v)
 
 
 @dataclass(frozen=True)
@@ -86,6 +111,7 @@ class Grant:
     prefix: tuple[str, ...]
     permissions: str
     expiry: datetime
+    issuer: Issuer
 
     def covers(self, parts: tuple[str, ...]) -> bool:
         """True when a blob (or a listing's prefix) named by ``parts`` lies beneath the prefix."""
@@ -122,8 +148,9 @@ def verify(
             401,
         )
     permissions, expiry_text, prefix = query.get("sp", ""), query.get("se", ""), query.get("si", "")
-    expected = _sign(secret, account, container, prefix, permissions, expiry_text)
-    if query.get("sv") != SAS_VERSION or not hmac.compare_digest(expected, sig):
+    principal, key = query.get("skoid", ""), query.get("sktid", "")
+    expected = _sign(secret, account, container, prefix, permissions, expiry_text, principal, key)
+    if query.get("sv") != SAS_VERSION or not hmac.compare_digest(expected, sig) or not principal.isdigit():
         raise SasError(
             "AuthenticationFailed",
             "the signature does not match this account, container, prefix, permissions and expiry; "
@@ -139,4 +166,34 @@ def verify(
             f"the signature expired at {expiry_text}; ask cloudlet for a new one",
         )
     parts = tuple(p for p in prefix.split("/") if p)
-    return Grant(workspace_id, container, parts, permissions, expiry)
+    return Grant(workspace_id, container, parts, permissions, expiry, Issuer(int(principal), key or None))
+
+
+def permissions_for(caller: Caller, workspace_id: int) -> str:
+    """What a signature minted for CALLER on the workspace grants: all to a writer, read and list to
+    a reader (``narrow`` applies the same rule again on every use)."""
+    return ALL_PERMISSIONS if caller.can(workspace_id, Access.WRITE) else READ_PERMISSIONS
+
+
+def narrow(grant: Grant, issuer: Caller) -> Grant:
+    """GRANT as far as its issuer, as they stand now, may still use it: whole for a writer of the
+    workspace, read and list for a reader, refused for anyone else."""
+    if issuer.can(grant.workspace_id, Access.WRITE):
+        return grant
+    if issuer.can(grant.workspace_id, Access.READ):
+        kept = "".join(p for p in grant.permissions if p in READ_PERMISSIONS)
+        return replace(grant, permissions=kept)
+    raise SasError(
+        "AuthorizationFailure",
+        f"the user this signature was issued to ('{issuer.name}') no longer has a role on this "
+        "workspace; ask its owner for access, then for a new signature",
+    )
+
+
+def refused_issuer(message: str) -> SasError:
+    """The issuer's key or user no longer stands (revoked, expired, disabled, deleted)."""
+    return SasError(
+        "AuthenticationFailed",
+        f"the credential this signature was issued for is no longer valid: {message}; "
+        "ask cloudlet for a new signature with a valid credential",
+    )

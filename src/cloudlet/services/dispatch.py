@@ -24,7 +24,7 @@ from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.services import assets as asset_service
-from cloudlet.services import identity, job_status, tracking
+from cloudlet.services import identity, job_status, tracking, tracking_tokens
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
@@ -96,8 +96,14 @@ def _run_specs(
     mounts += [{"path": str(artifacts / folder), "mode": "rw"} for folder in DEFAULT_ARTIFACTS]
     environment = dataclasses.asdict(environments.resolve_environment(doc.get("environment")))
     base_env.update(_identity_env(session, attempt, server_url, compute))
-    # MLflow attaches to the job's own run, unless the job names a tracking server of its own.
-    for key, value in tracking.job_environment(session, attempt.workspace_id, name, doc, server_url).items():
+    # MLflow attaches to the job's own run, unless the job names a tracking server of its own; the
+    # run's token is signed in on delivery, never stored (services/tracking_tokens.py).
+    ours = tracking.job_environment(session, attempt.workspace_id, name, doc, server_url)
+    token, uri = None, ours["MLFLOW_TRACKING_URI"]
+    own_server = base_env.get("MLFLOW_TRACKING_URI", uri) == uri
+    if own_server and tracking_tokens.TOKEN_ENV not in base_env:
+        token = tracking_tokens.token_claims(attempt.workspace_id, name, doc)
+    for key, value in ours.items():
         base_env.setdefault(key, value)
     code = doc.get("code")
     # A path: the agent fetches it from the endpoint it dials (HTTPS for a node on another host),
@@ -122,6 +128,8 @@ def _run_specs(
                 "downloads": downloads,
                 "default_artifacts": str(artifacts),
             }
+            if token is not None:
+                run_spec[tracking_tokens.TOKEN_FIELD] = token
             specs.append((node_id, run_spec))
     return specs
 

@@ -178,13 +178,17 @@ def authenticate(
     if hit is not None and hit[0] > now:
         return hit[1]
     caller, valid_until = _authenticate(session, bearer, secret, audiences)
+    _remember(bearer, now, caller, valid_until)
+    return caller
+
+
+def _remember(cache_key: str, now: float, caller: Caller, valid_until: float | None) -> None:
     # A credential that expires within the cache period is cached only until it expires.
     ttl = CALLER_CACHE_TTL_S if valid_until is None else min(CALLER_CACHE_TTL_S, valid_until - time.time())
     if ttl > 0:
         if len(_callers) > 10_000:
             _callers.clear()
-        _callers[bearer] = (now + ttl, caller)
-    return caller
+        _callers[cache_key] = (now + ttl, caller)
 
 
 def _authenticate(
@@ -196,21 +200,7 @@ def _authenticate(
             claims = verify_token_claims(bearer, secret)
         else:
             claims = verify_jwt(bearer, secret, audiences)
-        principal = session.get(Principal, claims.principal_id)
-        if principal is None:
-            raise unauthenticated("the access token's user no longer exists", "UnknownPrincipal")
-        valid_until: float | None = claims.expires
-        if claims.key_id is not None:
-            key = session.get(ApiKey, claims.key_id)
-            if key is None or key.principal_id != principal.id:
-                raise unauthenticated(
-                    "the API key this access token was minted from no longer exists; "
-                    "get a new token with `cloudlet auth token`",
-                    "KeyRevoked",
-                )
-            _check_active(key, principal, minted_from=True)
-            valid_until = _earliest(valid_until, key.expires_on)
-        return load_caller(session, principal, claims.key_id), valid_until
+        return _standing(session, claims.principal_id, claims.key_id, claims.expires)
     if bearer.startswith(KEY_PREFIX):
         key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(bearer)))
         if key is None:
@@ -230,6 +220,52 @@ def _authenticate(
         "from this server's /msi/token",
         "Malformed",
     )
+
+
+def _standing(
+    session: Session, principal_id: int, key_id: str | None, expires: float | None
+) -> tuple[Caller, float | None]:
+    """The caller a credential minted for PRINCIPAL_ID from KEY_ID stands for now: refused when
+    the user is gone or disabled, or the key is gone, revoked or expired."""
+    principal = session.get(Principal, principal_id)
+    if principal is None:
+        raise unauthenticated("the access token's user no longer exists", "UnknownPrincipal")
+    valid_until = expires
+    if key_id is not None:
+        key = session.get(ApiKey, key_id)
+        if key is None or key.principal_id != principal.id:
+            raise unauthenticated(
+                "the API key this access token was minted from no longer exists; "
+                "get a new token with `cloudlet auth token`",
+                "KeyRevoked",
+            )
+        _check_active(key, principal, minted_from=True)
+        valid_until = _earliest(valid_until, key.expires_on)
+    return load_caller(session, principal, key_id), valid_until
+
+
+def _issuer_key(principal_id: int, key_id: str | None) -> str:
+    # Not a credential's shape (clk_/clt_/eyJ): no bearer token can hit this entry.
+    return f"issuer:{principal_id}:{key_id or ''}"
+
+
+def cached_issuer(principal_id: int, key_id: str | None) -> Caller | None:
+    """``cached_caller`` for what a signature's issuer stands for (``issuer``), without the store."""
+    return cached_caller(_issuer_key(principal_id, key_id))
+
+
+def issuer(session: Session, principal_id: int, key_id: str | None) -> Caller:
+    """The caller behind something issued for PRINCIPAL_ID under KEY_ID (a Blob signature), as
+    it stands now: checked and cached exactly as an access token minted from that key is, so
+    revoking the key, disabling the user or changing their roles reaches it in the same
+    CALLER_CACHE_TTL_S."""
+    cache_key, now = _issuer_key(principal_id, key_id), time.monotonic()
+    hit = _callers.get(cache_key)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    caller, valid_until = _standing(session, principal_id, key_id, None)
+    _remember(cache_key, now, caller, valid_until)
+    return caller
 
 
 def _earliest(epoch_s: float | None, expires_on: datetime | None) -> float | None:
@@ -361,6 +397,30 @@ def audience_of(resource: str) -> str:
     if value.endswith("/.default"):
         value = value[: -len("/.default")]
     return value.rstrip("/")
+
+
+# Azure Storage's resource: what azure-storage-blob asks a token credential for. cloudlet's Blob
+# service takes only its own signatures, so such a JWT opens nothing here; it is issued because a
+# client that builds a blob client from DefaultAzureCredential asks for it before it is ever used.
+STORAGE_AUDIENCE = "https://storage.azure.com"
+
+
+def token_audience(resource: str, accepted: frozenset[str]) -> str:
+    """The audience of a JWT ``/msi/token`` may issue for RESOURCE: one this server accepts
+    (ACCEPTED: azure-ai-ml's ``aml_resource_id`` and the resource-manager URL under each name the
+    certificate carries) or Azure Storage's. Anything else is a 400: a JWT signed with this
+    installation's key for a third party's audience is a credential nobody here needs."""
+    audience = audience_of(resource)
+    allowed = accepted | {STORAGE_AUDIENCE}
+    if audience not in allowed:
+        raise CloudletError(
+            "InvalidResource",
+            f"resource '{resource[:200]}' is not an audience this server issues tokens for; ask for "
+            f"one of: {', '.join(sorted(allowed))} (a trailing '/' or '/.default' is accepted)",
+            "resource",
+            400,
+        )
+    return audience
 
 
 def mint_jwt(

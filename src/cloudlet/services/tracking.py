@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain import tracking as rules
 from cloudlet.domain.tracking import invalid, not_found
-from cloudlet.services import identity, signed_urls, workspaces
+from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.tracking_experiments import (
     ACTIVE,
@@ -139,11 +139,7 @@ def job_view(session: Session, job_id: int) -> dict[str, Any]:
 
 
 # -- a job's environment --------------------------------------------------------------------------
-JOB_TOKEN_PREFIX = "clm_"
-JOB_TOKEN_PURPOSE = "mlflow-job-run"
-NO_TIMEOUT_TOKEN_S = 7 * 24 * 3600  # a job's token when the job has no time limit
-TOKEN_GRACE_S = 3600
-_placing: dict[tuple[str, int], tuple[WorkspaceRef, str]] = {}  # (store, workspace id) → (ref, secret)
+_placing: dict[tuple[str, int], WorkspaceRef] = {}  # (store, workspace id) → its ARM reference
 
 
 def tracking_uri(server_url: str, ref: WorkspaceRef) -> str:
@@ -151,32 +147,23 @@ def tracking_uri(server_url: str, ref: WorkspaceRef) -> str:
     return f"{server_url.rstrip('/')}/mlflow/v1.0{ref.arm_id}"
 
 
-def job_token(secret: str, workspace_id: int, job: str, lifetime_s: int) -> str:
-    """A job's tracking credential: it reads its workspace's tracking data and writes its run alone."""
-    claims = {"w": workspace_id, "j": job}
-    return JOB_TOKEN_PREFIX + signed_urls.sign(secret, JOB_TOKEN_PURPOSE, claims, lifetime_s)
-
-
 def job_environment(
     session: Session, workspace_id: int, job: str, spec: dict[str, Any], server_url: str
 ) -> dict[str, str]:
     """What every process of a job gets so that ``mlflow.start_run()`` and ``mlflow.autolog()``
-    attach to the job's own run: the tracking URI, the experiment, the run id and a token. The
-    workspace's path and the token secret never change: read once per process and store."""
+    attach to the job's own run: the tracking URI, the experiment and the run id. The token is
+    not here: it is signed in as the run spec leaves for its agent (``tracking_tokens.seal``).
+    The workspace's path never changes: read once per process and store."""
     key = (str(session.get_bind().engine.url), workspace_id)
-    known = _placing.get(key)
-    if known is None:
+    ref = _placing.get(key)
+    if ref is None:
         ws = session.get(Workspace, workspace_id)
         assert ws is not None
-        known = _placing[key] = (workspaces.ref_of(session, ws), identity.installation(session).token_secret)
-    ref, secret = known
-    timeout = (spec.get("limits") or {}).get("timeout")
-    lifetime = (int(timeout) if timeout else NO_TIMEOUT_TOKEN_S) + TOKEN_GRACE_S
+        ref = _placing[key] = workspaces.ref_of(session, ws)
     return {
         "MLFLOW_TRACKING_URI": tracking_uri(server_url, ref),
         "MLFLOW_EXPERIMENT_NAME": str(spec.get("experiment_name") or DEFAULT_EXPERIMENT),
         "MLFLOW_RUN_ID": job,
-        "MLFLOW_TRACKING_TOKEN": job_token(secret, workspace_id, job, lifetime),
     }
 
 

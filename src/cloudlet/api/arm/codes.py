@@ -209,13 +209,15 @@ def start_pending_upload(
     ctx: Context = Depends(context),
 ) -> Response:
     """A folder of the workspace's blob store to upload the code to, and a signed URL for it
-    (valid for an hour, for that folder only)."""
+    (for that folder only, for ``blob_sas.DEFAULT_TTL`` and while the caller's credential and
+    role last)."""
     _, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     pending = body.pendingUploadId or str(uuid.uuid4())
     folder = f"{codes.PENDING_UPLOAD_FOLDER}/{pending}"
     account = blob_sas.account_name(workspace.id)
     blob_uri = f"{blob_base(request)}/{account}/{DEFAULT_DATASTORE}/{folder}"
-    sas = blob_sas.mint(ctx.state.token_secret, workspace.id, DEFAULT_DATASTORE, folder, "racwl")
+    issuer = blob_sas.Issuer.of(ctx.caller)
+    sas = blob_sas.mint(ctx.state.token_secret, workspace.id, DEFAULT_DATASTORE, issuer, folder, "racwl")
     return json_response(
         {
             "blobReferenceForConsumption": {

@@ -5,8 +5,8 @@ the Blob service, ``api/blob.py``).
 A datastore is a folder of the workspace (``DataRoot.datastore``); ``workspaceblobstore`` always
 exists. Its ``accountName`` makes the SDK's ``https://{accountName}.blob.{suffix}`` the Blob
 service's path-style URL: ``HOST:PORT/blob/ws<id>#`` turns the rest into a fragment, which the
-Azure clients drop. Contributors get a signature that reads and writes the whole datastore,
-Readers one that reads and lists.
+Azure clients drop. Contributors get a signature that reads and writes the datastore, Readers
+one that reads and lists; either ends with the caller's key, user or role (``services/blob_sas``).
 """
 
 from __future__ import annotations
@@ -97,10 +97,17 @@ def show_datastore(
 
 @router.post(WS + "/datastores/{name}/listSecrets")
 def list_secrets(sub: str, rg: str, ws: str, name: Datastore, ctx: Context = Depends(context)) -> Response:
-    """A SAS token (no leading '?') for the whole datastore, valid for an hour."""
+    """A SAS token (no leading '?') for this datastore alone, for ``blob_sas.DEFAULT_TTL`` and only
+    while the caller's credential and role last (the SDK's ``expireAfterHours`` only asks for
+    more). The SDK names no folder here (it picks the upload's path afterwards): the datastore
+    is the narrowest scope this call can give."""
     _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     name = _existing(ctx, workspace, name)
-    writer = ctx.caller.can(workspace.id, Access.WRITE)
-    permissions = blob_sas.ALL_PERMISSIONS if writer else blob_sas.READ_PERMISSIONS
-    sas = blob_sas.mint(ctx.state.token_secret, workspace.id, name, "", permissions)
+    sas = blob_sas.mint(
+        ctx.state.token_secret,
+        workspace.id,
+        name,
+        blob_sas.Issuer.of(ctx.caller),
+        permissions=blob_sas.permissions_for(ctx.caller, workspace.id),
+    )
     return json_response({"secretsType": "Sas", "sasToken": sas})

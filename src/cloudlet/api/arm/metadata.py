@@ -37,7 +37,15 @@ async def cloud_metadata(request: Request, state: AppState = Depends(app_state))
 
 @router.get("/msi/token", responses=errors(400, 401, 503))
 def msi_token(
-    resource: Annotated[str, Query(min_length=1, max_length=512, description="the audience wanted")],
+    resource: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=512,
+            description="the audience wanted: https://ml.azure.cloudlet, this server's HTTPS URL, or "
+            "https://storage.azure.com (a trailing '/' or '/.default' is accepted); others are a 400",
+        ),
+    ],
     x_identity_header: Annotated[
         str | None,
         Header(
@@ -49,7 +57,8 @@ def msi_token(
     ctx: Context = Depends(context),
 ) -> Response:
     """A JWT for the principal behind the credential in ``X-IDENTITY-HEADER``, with ``aud`` the
-    requested resource, as an App Service managed identity answers ``DefaultAzureCredential``."""
+    requested resource, as an App Service managed identity answers ``DefaultAzureCredential``;
+    only for the audiences azure-ai-ml and jobs use (``identity.token_audience``), else 400."""
     if not x_identity_header:
         raise CloudletError(
             "AuthenticationFailed",
@@ -60,7 +69,7 @@ def msi_token(
         )
     state = ctx.state
     caller = identity.authenticate(ctx.session, x_identity_header, state.token_secret, state.https.audiences)
-    audience = identity.audience_of(resource)
+    audience = identity.token_audience(resource, state.https.audiences)
     token, expires = identity.mint_jwt(
         ctx.session, caller, x_identity_header, state.token_secret, audience, state.installation_id
     )

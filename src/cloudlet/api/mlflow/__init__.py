@@ -11,8 +11,9 @@ The tracking URI of a workspace is the part before ``/api/2.0``. Errors answer i
 missing experiment by name is None, not an error).
 
 Callers: an API key or access token, or a job's own token (``MLFLOW_TRACKING_TOKEN`` in every
-job's environment, ``services.tracking.job_token``): it reads its workspace's tracking data and
-writes only its job's run. Roles as everywhere: Reader reads, Contributor writes.
+job's environment, ``services/tracking_tokens.py``): until its job ends, it reads the workspace's
+experiments and reads and writes its job's run and its child jobs' runs, nothing else. Roles as
+everywhere: Reader reads, Contributor writes.
 """
 
 from __future__ import annotations
@@ -22,18 +23,19 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from cloudlet.api.arm import WS
-from cloudlet.api.deps import Context
+from cloudlet.api.deps import AppState, Context
 from cloudlet.api.routing import _CloudletRoute, authenticate_user, bearer_token
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.roles import Access, Role
 from cloudlet.domain.tracking import invalid
-from cloudlet.services import audit, signed_urls, workspaces
+from cloudlet.services import audit, tracking_tokens, workspaces
 from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.tracking import JOB_TOKEN_PREFIX, JOB_TOKEN_PURPOSE
+from cloudlet.services.tracking_tokens import JOB_TOKEN_PREFIX, JobScope
 from cloudlet.store.schema import Workspace
 
 BASE = "/mlflow/v1.0" + WS
@@ -66,18 +68,22 @@ class MlflowError(BaseModel):
     message: str
 
 
-def _job_caller(request: Request, token: str) -> Caller:
-    try:
-        claims = signed_urls.verify(
-            request.app.state.cloudlet.token_secret, JOB_TOKEN_PURPOSE, token[len(JOB_TOKEN_PREFIX) :]
-        )
-    except CloudletError:
-        raise CloudletError(
-            "AuthenticationFailed", "this job's tracking token is not valid or has expired", status=401
-        ) from None
-    workspace_id, job = int(claims["w"]), str(claims["j"])
-    setattr(request.state, JOB_STATE_KEY, job)
-    return Caller(principal_id=0, name=f"job '{job}'", is_admin=False, roles={workspace_id: Role.READER})
+def _scope_in_thread(state: AppState, token: str) -> JobScope:
+    with state.read_sessions() as session:
+        return tracking_tokens.scope(session, state.token_secret, token)
+
+
+async def _job_caller(request: Request, token: str) -> Caller:
+    """A job's token: as its job stands now (ended: 401), for the job's runs alone."""
+    state: AppState = request.app.state.cloudlet
+    scope = tracking_tokens.cached_scope(token)
+    if scope is None:
+        tracking_tokens.claims_of(state.token_secret, token)  # a forged token costs no store trip
+        scope = await run_in_threadpool(_scope_in_thread, state, token)
+    setattr(request.state, JOB_STATE_KEY, scope)
+    return Caller(
+        principal_id=0, name=f"job '{scope.job}'", is_admin=False, roles={scope.workspace_id: Role.READER}
+    )
 
 
 def error_response(exc: CloudletError) -> Response:
@@ -117,7 +123,7 @@ class MlflowRoute(_CloudletRoute):
     async def authenticate(self, request: Request) -> None:
         token = bearer_token(request, "an API key, access token or a job's MLFLOW_TRACKING_TOKEN")
         if token.startswith(JOB_TOKEN_PREFIX):
-            request.state.caller = _job_caller(request, token)
+            request.state.caller = await _job_caller(request, token)
             request.state.token = token
         else:
             await authenticate_user(request)
@@ -137,23 +143,54 @@ class MlflowRoute(_CloudletRoute):
         return handler
 
 
-def job_scope(ctx: Context) -> str | None:
-    """The job whose token is calling (None for a user)."""
-    scope: str | None = getattr(ctx.request.state, JOB_STATE_KEY, None)
+def job_scope(ctx: Context) -> JobScope | None:
+    """The scope of the job token calling (None for a user)."""
+    scope: JobScope | None = getattr(ctx.request.state, JOB_STATE_KEY, None)
     return scope
 
 
 def workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> Workspace:
-    """The workspace, for a read (Reader) or a write (Contributor). A job's token reads; what it
-    may write is its own run (``run_writer``), nothing else."""
+    """The workspace, for a read (Reader) or a write (Contributor). A job's token reads
+    experiments and its own runs (``run_reader``, ``readable_runs``); what it may write is its
+    own runs (``run_writer``), nothing else."""
     scope = job_scope(ctx)
     if scope is not None and needed != Access.READ:
         raise CloudletError(
             "PERMISSION_DENIED",
-            f"a job's tracking token writes only its own run ('{scope}'); use an API key for this",
+            f"a job's tracking token writes only its own run ('{scope.job}'); use an API key for this",
             status=403,
         )
     return workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, needed)
+
+
+def _own_run(scope: JobScope, run_id: str, what: str) -> None:
+    if run_id not in scope.runs:
+        raise CloudletError(
+            "PERMISSION_DENIED",
+            f"a job's tracking token {what} only its own run ('{scope.job}') and its child jobs' runs, "
+            f"not run '{run_id[:128]}'; use an API key for this",
+            status=403,
+        )
+
+
+def may_read_run(ctx: Context, run_id: str) -> None:
+    """403 for a job's token reading a run not its job's (after the workspace was resolved)."""
+    scope = job_scope(ctx)
+    if scope is not None:
+        _own_run(scope, run_id, "reads")
+
+
+def run_reader(ctx: Context, sub: str, rg: str, ws: str, run_id: str) -> Workspace:
+    """The workspace, for a read of run RUN_ID: a Reader's, or the token of that run's job."""
+    found = workspace(ctx, sub, rg, ws, Access.READ)
+    may_read_run(ctx, run_id)
+    return found
+
+
+def readable_runs(ctx: Context) -> frozenset[str] | None:
+    """The runs a search may show this caller: a job token's own; None for a user (their role's)."""
+    scope = job_scope(ctx)
+    return scope.runs if scope is not None else None
 
 
 def run_writer(ctx: Context, sub: str, rg: str, ws: str, run_id: str) -> Workspace:
@@ -161,10 +198,5 @@ def run_writer(ctx: Context, sub: str, rg: str, ws: str, run_id: str) -> Workspa
     scope = job_scope(ctx)
     if scope is None:
         return workspace(ctx, sub, rg, ws, Access.WRITE)
-    if run_id != scope:
-        raise CloudletError(
-            "PERMISSION_DENIED",
-            f"a job's tracking token writes only its own run ('{scope}'), not run '{run_id}'",
-            status=403,
-        )
+    _own_run(scope, run_id, "writes")
     return workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)

@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.mlflow import ARTIFACTS, MlflowRoute, run_writer, workspace
+from cloudlet.api.mlflow import ARTIFACTS, MlflowRoute, may_read_run, run_writer, workspace
 from cloudlet.api.openapi import binary_body
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.roles import Access
@@ -60,6 +60,7 @@ def _readable(ctx: Context, sub: str, rg: str, ws: str, path: str) -> tuple[int,
     """The workspace's id and the run and path a read names (the caller checked before the path)."""
     found = workspace(ctx, sub, rg, ws, Access.READ)
     run, rest = _split(path)
+    may_read_run(ctx, run)
     tracking.find_run(ctx.session, found, run)
     return found.id, run, rest
 

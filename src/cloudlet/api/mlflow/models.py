@@ -10,7 +10,15 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.mlflow import API, MlflowRoute, job_scope, run_writer, workspace
+from cloudlet.api.mlflow import (
+    API,
+    MlflowRoute,
+    job_scope,
+    may_read_run,
+    readable_runs,
+    run_writer,
+    workspace,
+)
 from cloudlet.api.mlflow.experiments import KeyValue
 from cloudlet.domain.roles import Access
 from cloudlet.domain.tracking import invalid
@@ -112,7 +120,9 @@ def create_model(sub: str, rg: str, ws: str, body: CreateModel, ctx: Context = D
 @router.get(API + "/logged-models/{model_id}")
 def get_model(sub: str, rg: str, ws: str, model_id: ModelId, ctx: Context = Depends(context)) -> Response:
     found = workspace(ctx, sub, rg, ws, Access.READ)
-    return json_response({"model": _view(ctx, *models.find(ctx.session, found, model_id))})
+    model, run_uuid = models.find(ctx.session, found, model_id)
+    may_read_run(ctx, run_uuid)  # a job's token: its own runs' models only
+    return json_response({"model": _view(ctx, model, run_uuid)})
 
 
 @router.patch(API + "/logged-models/{model_id}")
@@ -178,7 +188,10 @@ def search_models(
     page, token = models.search(
         ctx.session, found, body.experiment_ids, body.filter, body.max_results, body.page_token
     )
-    answer: dict[str, Any] = {"models": [_view(ctx, model, run_uuid) for model, run_uuid in page]}
+    mine = readable_runs(ctx)
+    answer: dict[str, Any] = {
+        "models": [_view(ctx, m, run_uuid) for m, run_uuid in page if mine is None or run_uuid in mine]
+    }
     if token:
         answer["next_page_token"] = token
     return json_response(answer)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.mlflow import API, MlflowRoute, run_writer, workspace
+from cloudlet.api.mlflow import API, MlflowRoute, readable_runs, run_reader, run_writer, workspace
 from cloudlet.api.mlflow.experiments import KeyValue
 from cloudlet.domain import tracking as rules
 from cloudlet.domain.roles import Access
@@ -194,8 +194,8 @@ def get_run(
     run_id: Annotated[str | None, Query(max_length=128)] = None,
     run_uuid: Annotated[str | None, Query(max_length=128)] = None,
 ) -> Response:
-    found = workspace(ctx, sub, rg, ws, Access.READ)
     run = _named(run_id, run_uuid)
+    found = run_reader(ctx, sub, rg, ws, run)
     return json_response({"run": _one(ctx, tracking.find_run(ctx.session, found, run))})
 
 
@@ -243,7 +243,10 @@ def search_runs(sub: str, rg: str, ws: str, body: SearchRuns, ctx: Context = Dep
         body.order_by,
         body.page_token,
     )
-    answer: dict[str, Any] = {"runs": [run_view(v, data[v.run_uuid]) for v in page]}
+    mine = readable_runs(ctx)  # a job's token sees its own runs in a search, no others
+    answer: dict[str, Any] = {
+        "runs": [run_view(v, data[v.run_uuid]) for v in page if mine is None or v.run_uuid in mine]
+    }
     if token:
         answer["next_page_token"] = token
     return json_response(answer)
@@ -318,8 +321,8 @@ def metric_history(
     max_results: Annotated[int | None, Query(ge=1, le=50_000)] = None,
     page_token: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
-    found = workspace(ctx, sub, rg, ws, Access.READ)
-    v = tracking.find_run(ctx.session, found, _named(run_id, run_uuid))
+    run = _named(run_id, run_uuid)
+    v = tracking.find_run(ctx.session, run_reader(ctx, sub, rg, ws, run), run)
     rows, token = tracking_reads.history(ctx.session, v, metric_key, max_results, page_token)
     answer: dict[str, Any] = {
         "metrics": [
