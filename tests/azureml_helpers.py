@@ -1,5 +1,5 @@
 """The official azure-ai-ml SDK in a venv of its own (``.cache/azure-ai-ml-<version>/``, made by
-scripts/setup.sh or here when missing), and running SDK scripts as a user would: a subprocess
+scripts/setup-tests.sh or here when missing), and running SDK scripts as a user would: a subprocess
 with only the variables of ``cloudlet azureml env`` and a ``config.json``."""
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ def sdk_python() -> Path:
         )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         pytest.skip(
-            f"could not install azure-ai-ml {SDK_VERSION} into {SDK_VENV} ({exc}): run scripts/setup.sh"
+            f"could not install azure-ai-ml {SDK_VERSION} into {SDK_VENV} ({exc}): run scripts/setup-tests.sh"
         )
     if not _works(python):
-        pytest.skip(f"{python} cannot import azure.ai.ml: run scripts/setup.sh")
+        pytest.skip(f"{python} cannot import azure.ai.ml: run scripts/setup-tests.sh")
     return python
 
 

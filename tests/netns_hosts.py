@@ -8,7 +8,7 @@ with the machine, so the per-host user and home keep the hosts' agents apart.
 
 ``ssh_hosts(n, root)`` is a context manager yielding the hosts; it removes leftovers of an earlier
 (crashed) run by name first and tears everything down at the end. Needs root, ``ip`` (iproute2)
-and ``sshd`` (openssh-server): ``scripts/setup.sh`` installs them. ``missing()`` says what is not
+and ``sshd`` (openssh-server): ``scripts/setup-tests.sh`` installs them. ``missing()`` says what is not
 there (tests skip with it; under CI=true the suite's conftest turns a skip into a failure).
 """
 
@@ -79,11 +79,11 @@ def missing() -> str | None:
     if os.geteuid() != 0:
         return "SSH hosts in network namespaces need root"
     if shutil.which("ip") is None:
-        return "ip (iproute2) is not installed: run scripts/setup.sh"
+        return "ip (iproute2) is not installed: run scripts/setup-tests.sh"
     if not os.path.exists(SSHD):
-        return "sshd (openssh-server) is not installed: run scripts/setup.sh"
+        return "sshd (openssh-server) is not installed: run scripts/setup-tests.sh"
     if shutil.which("ssh-keygen") is None:
-        return "ssh-keygen is not installed: run scripts/setup.sh (openssh-server brings it)"
+        return "ssh-keygen is not installed: run scripts/setup-tests.sh (openssh-server brings it)"
     return None
 
 

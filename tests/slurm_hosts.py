@@ -10,7 +10,7 @@ socket is a file, reached from every namespace. Two partitions share both nodes:
 
 Namespaces, the bridge and the processes inside the namespaces are cleaned up by name before the
 cluster starts (a crashed earlier run) and when it stops. Needs root, ``ip``, ``nsenter`` and
-Debian's ``slurmctld slurmd slurm-client munge`` (scripts/setup.sh installs them).
+Debian's ``slurmctld slurmd slurm-client munge`` (scripts/setup-tests.sh installs them).
 """
 
 from __future__ import annotations

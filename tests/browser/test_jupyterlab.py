@@ -1,7 +1,7 @@
 """Acceptance (I2): a person signs in with a browser, opens JupyterLab through cloudlet, creates a
 notebook, runs a cell and sees its output; a request without credentials is refused.
 
-Headless Chromium from the distribution (``/usr/bin/chromium``, installed by scripts/setup.sh)
+Headless Chromium from the distribution (``/usr/bin/chromium``, installed by scripts/setup-tests.sh)
 driven by Playwright for Python. Playwright's own browser download is never used.
 """
 
@@ -33,7 +33,7 @@ UI_TIMEOUT_MS = 120_000  # a loaded 2-core machine: JupyterLab's first load and 
 if not Path(CHROMIUM).exists():
     pytest.skip(
         f"\n\n*** BROWSER TESTS SKIPPED: {CHROMIUM} is missing; install it with `apt-get install -y "
-        "chromium` (scripts/setup.sh does) ***\n",
+        "chromium` (scripts/setup-tests.sh does) ***\n",
         allow_module_level=True,
     )
 sync_api = pytest.importorskip("playwright.sync_api", reason="the dev dependency playwright is missing")

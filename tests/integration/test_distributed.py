@@ -23,7 +23,7 @@ CLUSTER = {
 }
 
 if importlib.util.find_spec("torch") is None:
-    message = "torch is not installed in this environment (scripts/setup.sh installs torch==2.13.0)"
+    message = "torch is not installed in this environment (scripts/setup-tests.sh installs torch==2.13.0)"
     if os.environ.get("CI"):
         raise RuntimeError(f"CI must run the distributed test: {message}")
     print(f"\n!!! SKIPPING distributed training test: {message} !!!\n")

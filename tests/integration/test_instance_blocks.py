@@ -111,7 +111,7 @@ def _alive(pid: int) -> bool:
 
 needs_sshd = pytest.mark.skipif(
     sshd_binary() is None or shutil.which("ssh") is None,
-    reason="!!! OpenSSH server/client not installed: run scripts/setup.sh as root "
+    reason="!!! OpenSSH server/client not installed: run scripts/setup-tests.sh as root "
     "(apt-get install -y openssh-server) — SSH tests SKIPPED !!!",
 )
 

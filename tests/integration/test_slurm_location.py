@@ -45,7 +45,7 @@ LOCATION = "hpc"
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm_hosts.SlurmHosts]:
     lacking = slurm_hosts.missing()
     if lacking:
-        message = f"Slurm tests need {', '.join(lacking)} (scripts/setup.sh installs Slurm as root)"
+        message = f"Slurm tests need {', '.join(lacking)} (scripts/setup-tests.sh installs Slurm as root)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
@@ -278,7 +278,7 @@ def test_a_location_reaches_slurm_through_a_login_node_over_ssh(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     if not (shutil.which("ssh") and shutil.which("sshd", path="/usr/sbin:/usr/bin")):
-        message = "the login-node test needs ssh and sshd (scripts/setup.sh installs openssh-server)"
+        message = "the login-node test needs ssh and sshd (scripts/setup-tests.sh installs openssh-server)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)

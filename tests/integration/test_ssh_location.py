@@ -213,7 +213,7 @@ def test_a_two_node_gloo_job_spans_two_hosts(
     from cloudlet.client import MLClient, load_job
 
     if importlib.util.find_spec("torch") is None:
-        pytest.skip("torch is not installed (scripts/setup.sh installs torch==2.13.0)")
+        pytest.skip("torch is not installed (scripts/setup-tests.sh installs torch==2.13.0)")
     # The hosts share this machine's file system: their Python sees this one's packages (torch).
     config = {**ssh_config(hosts), "python": netns_hosts.host_python(hosts[0].home.parent.parent)}
     made = api.put(f"{LOCATIONS}/lab-ssh-torch", json={"provider": "ssh", "config": config})
