@@ -36,7 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 CI_SKIP = (
     "CI=true runs everything the acceptance needs, so a skip is a missing part (Chromium, sshd, root, "
-    "PostgreSQL, torch, …): install it (scripts/setup.sh and scripts/setup-tests.sh do, as root) instead of skipping. "
+    "PostgreSQL, torch, …): install it (scripts/setup.sh and scripts/setup-tests.sh do, as root) "
+    "instead of skipping. "
     "Skipped because: "
 )
 

@@ -27,7 +27,8 @@ from tests.instance_helpers import INSTANCE, OP_TIMEOUT_S, act, compute_url, cre
 from tests.jobs_helpers import reaped, wait_until
 
 NO_SSHD = (
-    "OpenSSH server (/usr/sbin/sshd) is not installed: run scripts/setup-tests.sh (apt-get install openssh-server)"
+    "OpenSSH server (/usr/sbin/sshd) is not installed: "
+    "run scripts/setup-tests.sh (apt-get install openssh-server)"
 )
 
 
