@@ -36,7 +36,7 @@ from starlette.requests import ClientDisconnect
 
 from cloudlet.api.deps import AppState
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import blob_sas
+from cloudlet.services import blob_sas, workspaces
 from cloudlet.services.blob_store import CHUNK, BlobError, BlobInfo, BlobStore, Upload, read_range
 from cloudlet.services.storage import relative_parts
 
@@ -187,6 +187,22 @@ async def _receive(request: Request, store: BlobStore, limit: int) -> tuple[Uplo
     return upload, bytes(buffer)
 
 
+async def _check_room(request: Request, target: _Target, declared: int | None) -> None:
+    """Refuse, before reading the body, a write the workspace's storage quota has no room for
+    (403 WorkspaceStorageQuotaExceeded; a body of unknown length needs room for one byte)."""
+    state: AppState = request.app.state.cloudlet
+
+    def check() -> None:
+        with state.read_sessions() as session:
+            budget = workspaces.storage_budget(session, state.data, target.grant.workspace_id)
+        try:
+            budget.check_room(declared or 1)
+        except CloudletError as exc:
+            raise BlobError(exc.code, exc.message, exc.status) from None
+
+    await _thread(check)
+
+
 def _finish(
     store: BlobStore, upload: Upload | None, tail: bytes, declared: int | None, md5: str | None
 ) -> tuple[Upload, str]:
@@ -256,6 +272,7 @@ async def _put_blob(request: Request, target: _Target) -> Response:
     blob_md5 = _declared_md5(request, "x-ms-blob-content-md5")
     exclusive = request.headers.get("if-none-match") == "*"
     declared = _content_length(request, MAX_PUT_BLOB)
+    await _check_room(request, target, declared)
     content_type, metadata = request.headers.get("x-ms-blob-content-type"), _metadata(request)
     upload, tail = await _receive(request, target.store, MAX_PUT_BLOB)
 
@@ -290,6 +307,7 @@ async def _put_block(request: Request, target: _Target) -> Response:
     _refuse_unchecked(request)
     md5_header = _declared_md5(request, "content-md5")
     declared = _content_length(request, MAX_BLOCK)
+    await _check_room(request, target, declared)
     upload, tail = await _receive(request, target.store, MAX_BLOCK)
 
     def stage() -> str:

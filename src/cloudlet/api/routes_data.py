@@ -20,6 +20,7 @@ from cloudlet.api.openapi import binary_body, errors, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.roles import Access
+from cloudlet.domain.uploads import MAX_UPLOAD_BYTES
 from cloudlet.services import workspaces
 from cloudlet.services.clock import utcnow
 from cloudlet.services.context import WorkspaceRef
@@ -28,7 +29,7 @@ from cloudlet.store.schema import CodeAsset, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["data"], route_class=UserRoute)
-MAX_UPLOAD = 2 << 30
+MAX_UPLOAD = MAX_UPLOAD_BYTES
 Digest = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the tar.gz, hex")]
 Datastore = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,255}$", max_length=255)]
 TARBALL = binary_body("application/gzip", "a tar.gz archive")
@@ -93,6 +94,8 @@ def _store_code(ctx: Context, sub: str, rg: str, ws: str, digest: str, body: byt
             "digest",
         )
     path = ctx.state.data.code(workspace.id, digest)
+    if not path.exists():
+        workspaces.storage_budget(ctx.session, ctx.state.data, workspace.id).check_room(len(body))
     existing = ctx.session.scalar(
         select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
     )
@@ -145,8 +148,9 @@ async def upload_path(
 def _store_path(ctx: Context, sub: str, rg: str, ws: str, datastore: str, path: str, body: bytes) -> Response:
     workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     parts = relative_parts(path, "path")
+    budget = workspaces.storage_budget(ctx.session, ctx.state.data, workspace.id)
     try:
-        unpack_beneath(body, ctx.state.data.datastore(workspace.id, datastore), parts)
+        unpack_beneath(body, ctx.state.data.datastore(workspace.id, datastore), parts, budget)
     except (tarfile.TarError, EOFError, zlib.error) as exc:
         raise CloudletError("InvalidArchive", f"the body must be a tar.gz archive ({exc})", "body") from None
     except OSError as exc:  # e.g. a link or a file where the path needs a folder
