@@ -34,6 +34,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
+from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services import blob_sas, workspaces
@@ -224,6 +225,7 @@ async def _thread(fn: Callable[..., T], *args: Any) -> T:
 # -- PUT: blobs, blocks, block lists, metadata, containers ------------------------------------
 @router.put("/{account}/{container}")
 @router.put("/{account}/{container}/{path:path}")
+@body_limit(MAX_PUT_BLOB)  # the Blob service's own limits (a block, a blob) come first
 async def put(request: Request, account: str, container: str, path: str = "") -> Response:
     async def work() -> Response:
         target = _Target(request, account, container, path)

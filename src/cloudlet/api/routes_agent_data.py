@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
+from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.openapi import errors
 from cloudlet.api.routing import NodeCaller, NodeRoute
@@ -109,6 +110,7 @@ async def _spool(request: Request) -> IO[bytes]:
 
 
 @router.put("/runs/{run_id}/data", status_code=201, responses=errors(413), openapi_extra=BODY)
+@body_limit(MAX_UPLOAD)
 async def upload_run_data(
     run_id: RunId, path: DataPath, request: Request, state: AppState = Depends(app_state)
 ) -> Response:

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
+from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import binary_body, errors, success
 from cloudlet.api.routing import UserRoute
@@ -76,6 +77,7 @@ def show_code(sub: str, rg: str, ws: str, digest: Digest, ctx: Context = Depends
     responses={**success(201, "Stored"), **errors(413)},
     openapi_extra=TARBALL,
 )
+@body_limit(MAX_UPLOAD)
 async def upload_code(
     sub: str, rg: str, ws: str, digest: Digest, request: Request, ctx: Context = Depends(context)
 ) -> Response:
@@ -130,6 +132,7 @@ def show_path(
     responses=errors(413),
     openapi_extra=TARBALL,
 )
+@body_limit(MAX_UPLOAD)
 async def upload_path(
     sub: str,
     rg: str,
