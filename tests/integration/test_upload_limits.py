@@ -26,7 +26,12 @@ MIB = 1 << 20
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    env = {"CLOUDLET_MAX_UNPACKED_MIB": "8", "CLOUDLET_MAX_UNPACKED_FILES": "50"}
+    # usage measured at every upload: the quota test writes beside the API, as a job would
+    env = {
+        "CLOUDLET_MAX_UNPACKED_MIB": "8",
+        "CLOUDLET_MAX_UNPACKED_FILES": "50",
+        "CLOUDLET_STORAGE_USAGE_TTL_S": "0",
+    }
     yield from served(tmp_path_factory, "uploads", extra_env=env)
 
 

@@ -3,10 +3,14 @@ hits; the workspace quota refuses what it has no room for; the settings come fro
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.uploads import MAX_UNPACKED_DEPTH, UnpackBudget, UploadLimits
+from cloudlet.services.storage import DataRoot
 
 
 def test_limits_come_from_the_environment_and_refuse_nonsense() -> None:
@@ -43,3 +47,23 @@ def test_the_quota_refuses_what_it_has_no_room_for() -> None:
     budget.add_bytes(10)
     with pytest.raises(CloudletError):
         budget.add_bytes(1)
+
+
+def test_usage_walks_a_tree_deeper_than_python_recurses_and_is_kept_a_while(tmp_path: Path) -> None:
+    data = DataRoot(tmp_path / "data", UploadLimits(usage_ttl_s=3600))
+    deep = data.workspace(1)
+    deep.mkdir(parents=True)
+    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1100):  # deeper than the recursion limit (1000)
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    with open(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as handle:
+        handle.write(b"x" * 10)
+    os.close(fd)
+    (deep / "top.bin").write_bytes(b"y" * 5)
+    assert data.usage(1) == 15
+    (deep / "later.bin").write_bytes(b"z" * 100)
+    assert data.usage(1) == 15  # measured a moment ago: reused
+    assert DataRoot(tmp_path / "data").budget(1, 1).room == (1 << 30) - data.usage(1) - 100

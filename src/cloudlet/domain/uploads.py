@@ -21,6 +21,7 @@ DEFAULT_MAX_UNPACKED_FILES = 100_000
 # Each workspace's share of the data root (datastores and code snapshots), unless an
 # administrator sets another (``cloudlet workspace create -n WS --storage-quota-gib N``).
 DEFAULT_WORKSPACE_STORAGE_GIB = 100
+DEFAULT_USAGE_TTL_S = 10.0
 MAX_WORKSPACE_STORAGE_GIB = 1 << 20  # 1 PiB: a bound on the setting, not a promise
 # Folders deep in one archive member: walks of the tree (sizes, downloads) recurse per level.
 MAX_UNPACKED_DEPTH = 128
@@ -31,11 +32,15 @@ class UploadLimits:
     max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES
     max_unpacked_files: int = DEFAULT_MAX_UNPACKED_FILES
     workspace_storage_gib: int = DEFAULT_WORKSPACE_STORAGE_GIB
+    # How long a workspace's measured usage is reused (s): the quota may be passed by what is
+    # uploaded within that time, and no upload walks the workspace's tree more often.
+    usage_ttl_s: float = DEFAULT_USAGE_TTL_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> UploadLimits:
         """``CLOUDLET_MAX_UNPACKED_MIB``, ``CLOUDLET_MAX_UNPACKED_FILES`` and
-        ``CLOUDLET_WORKSPACE_STORAGE_GIB`` override the defaults (whole positive numbers)."""
+        ``CLOUDLET_WORKSPACE_STORAGE_GIB`` override the defaults (whole positive numbers);
+        ``CLOUDLET_STORAGE_USAGE_TTL_S`` (seconds, 0 measures at every upload)."""
         env = os.environ if env is None else env
 
         def number(name: str, default: int) -> int:
@@ -50,6 +55,7 @@ class UploadLimits:
             max_unpacked_bytes=number("CLOUDLET_MAX_UNPACKED_MIB", DEFAULT_MAX_UNPACKED_BYTES >> 20) << 20,
             max_unpacked_files=number("CLOUDLET_MAX_UNPACKED_FILES", DEFAULT_MAX_UNPACKED_FILES),
             workspace_storage_gib=number("CLOUDLET_WORKSPACE_STORAGE_GIB", DEFAULT_WORKSPACE_STORAGE_GIB),
+            usage_ttl_s=float(env.get("CLOUDLET_STORAGE_USAGE_TTL_S") or DEFAULT_USAGE_TTL_S),
         )
 
 

@@ -35,10 +35,10 @@ from cloudlet.services.job_status import set_status
 from cloudlet.services.storage import (
     DataRoot,
     empty_tar,
+    is_folder_beneath,
     pack_beneath,
     read_beneath,
     relative_parts,
-    stat_beneath,
 )
 from cloudlet.store.schema import Compute, Job, JobRun, Workspace
 
@@ -500,7 +500,7 @@ def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: i
     chosen = chosen_attempt(job, attempt)
     base = data.job_dir(job.workspace_id, job.name, chosen)
     files = log_files(data, job, chosen)
-    if base.is_dir() and (found := stat_beneath(base, parts)) is not None and found[0] == "folder":
+    if base.is_dir() and is_folder_beneath(base, parts):
         raise CloudletError(
             "ValidationError",
             f"'{file}' is a folder, not a log file; name one of its files, such as user_logs/std_log.txt",

@@ -15,6 +15,7 @@ import re
 import secrets
 import stat
 import tarfile
+import time
 from collections import deque
 from pathlib import Path
 from typing import IO
@@ -66,6 +67,8 @@ class DataRoot:
     def __init__(self, root: Path, limits: UploadLimits | None = None) -> None:
         self.root = root
         self.limits = limits or UploadLimits()
+        self.usage_ttl_s = self.limits.usage_ttl_s
+        self._usage: dict[int, tuple[float, int]] = {}  # workspace → (when measured, bytes)
         root.mkdir(parents=True, exist_ok=True)
         # Workspaces' data: the server's user alone reaches it; sandboxes see what they are given.
         with contextlib.suppress(PermissionError):
@@ -76,16 +79,16 @@ class DataRoot:
 
     def usage(self, ws_id: int) -> int:
         """Bytes of regular files in the workspace's folder (datastores, code snapshots, logs):
-        what its storage quota counts. A walk of the tree, without following links."""
-        base = self.workspace(ws_id)
-        try:
-            fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            return 0
-        try:
-            return _size_of_dir(fd)
-        finally:
-            os.close(fd)
+        what its storage quota counts. A walk of the tree (iterative: a job may nest folders
+        deeper than Python recurses), kept USAGE_TTL_S so that an upload of many small files (the
+        Blob service: one request each) does not walk it once per file."""
+        now = time.monotonic()
+        cached = self._usage.get(ws_id)
+        if cached is not None and now - cached[0] < self.usage_ttl_s:
+            return cached[1]
+        total = _tree_bytes(str(self.workspace(ws_id)))
+        self._usage[ws_id] = (now, total)
+        return total
 
     def budget(self, ws_id: int, quota_gib: int | None) -> UnpackBudget:
         """What one upload into the workspace may write: the unpack limits, and what is left of
@@ -305,6 +308,18 @@ def empty_tar() -> bytes:
     return buffer.getvalue()
 
 
+def is_folder_beneath(base: Path, parts: tuple[str, ...]) -> bool:
+    """Whether ``base/parts…`` is a folder, opened as ``open_beneath`` does (no walk of it)."""
+    try:
+        fd = open_beneath(base, parts)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISDIR(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+
+
 def stat_beneath(base: Path, parts: tuple[str, ...]) -> tuple[str, int] | None:
     """("file"|"folder", bytes) of ``base/parts…`` opened as ``open_beneath`` does; None when absent."""
     try:
@@ -320,6 +335,20 @@ def stat_beneath(base: Path, parts: tuple[str, ...]) -> tuple[str, int] | None:
         return "folder", _size_of_dir(fd)
     finally:
         os.close(fd)
+
+
+def _tree_bytes(top: str) -> int:
+    """Bytes of the regular files beneath TOP, links not followed; what cannot be read is skipped."""
+    total, folders = 0, [top]
+    while folders:
+        with contextlib.suppress(OSError), os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+    return total
 
 
 def _size_of_dir(dir_fd: int) -> int:
