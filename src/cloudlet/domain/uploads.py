@@ -14,9 +14,9 @@ GIB = 1 << 30
 # The body of one upload as sent (a tar.gz or a file): Azure's largest single Put Blob is ~5000 MiB;
 # this server keeps 2 GiB and asks for blocks beyond it.
 MAX_UPLOAD_BYTES = 2 * GIB
-# What one archive may unpack to. A tar.gz compresses zeros ~1000:1, so the body's limit says
-# nothing about the bytes written: these bound the disk one request can fill.
-DEFAULT_MAX_UNPACKED_BYTES = 8 * GIB
+# What one archive may unpack to: the body's limit applies to what it writes too. A tar.gz
+# compresses zeros ~1000:1, so the body's size says nothing about the bytes written.
+DEFAULT_MAX_UNPACKED_BYTES = MAX_UPLOAD_BYTES
 DEFAULT_MAX_UNPACKED_FILES = 100_000
 # Each workspace's share of the data root (datastores and code snapshots), unless an
 # administrator sets another (``cloudlet workspace create -n WS --storage-quota-gib N``).
