@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import RunningServer
-from tests.integration.test_blob_upload import start_upload
+from tests.integration.test_blob_upload import arm_ws, start_upload
 from tests.jobs_helpers import error_of, served, submit, wait_job
 
 MIB = 1 << 20
@@ -176,3 +176,24 @@ def test_the_workspace_storage_quota_refuses_uploads_past_it(api: httpx.Client, 
     finally:
         os.unlink(filler / "big.bin")
         api.put(ws, json={"location": api.get(srv.ws_path).json()["location"], "storage_quota_gib": None})
+
+
+def test_a_code_folder_past_the_snapshot_limit_is_refused_before_it_is_packed(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    """A code version packs its folder in memory: one larger than a snapshot may be (2 GiB) is a
+    413, not a server holding it all (sparse: the file costs no disk)."""
+    seed = api.put(f"{srv.ws_path}/datastores/workspaceblobstore/paths/seed", content=zeros_bomb(1))
+    assert seed.status_code == 201  # the datastore's folder exists from here on
+    folder = datastore_dir(srv) / "LocalUpload" / "huge-code"
+    folder.mkdir(parents=True)
+    with open(folder / "weights.bin", "wb") as handle:
+        handle.truncate(3 << 30)
+    body = {"properties": {"codeUri": "azureml://datastores/workspaceblobstore/paths/LocalUpload/huge-code"}}
+    try:
+        answer = api.put(f"{arm_ws(srv)}/codes/huge/versions/1", json=body)
+        assert answer.status_code == 413, answer.text
+        assert answer.json()["error"]["code"] == "CodeTooLarge"
+        assert api.get(f"{arm_ws(srv)}/codes/huge/versions/1").status_code == 404
+    finally:
+        os.unlink(folder / "weights.bin")
