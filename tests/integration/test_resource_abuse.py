@@ -219,6 +219,7 @@ def test_every_route_with_a_body_survives_the_battery(srv: RunningServer, docume
     assert len(cases) > 60, "the battery found too few routes: is the document complete?"
     failures: list[str] = []
     refused_as_too_large = 0
+    with_counts: list[str] = []
     bomb = _bomb()
     with srv.client() as api:
         for case in cases:
@@ -252,6 +253,7 @@ def test_every_route_with_a_body_survives_the_battery(srv: RunningServer, docume
             # 4. huge counts in every count-like field of the body's schema
             counts = _huge_counts(case.schema, document) if case.content_type == "application/json" else None
             if counts is not None:
+                with_counts.append(case.id)
                 answer = api.request(case.method, case.path, json=counts)
                 if not 400 <= answer.status_code < 500:
                     failures.append(
@@ -259,9 +261,11 @@ def test_every_route_with_a_body_survives_the_battery(srv: RunningServer, docume
                     )
                 _healthy(srv, f"huge counts to {case.id}")
     assert failures == [], "\n".join(failures)
-    # Most routes read the body after authenticating: the limit itself answers (others refuse
-    # the request earlier, e.g. a Blob request without a signature, or a path naming nothing).
-    assert refused_as_too_large >= 0.8 * len(cases), (refused_as_too_large, len(cases))
+    # Most routes read the body after authenticating: the limit itself answers (80 of 95 on
+    # 2026-12-06; the others refuse the caller first: agent routes without a node token, the Blob
+    # service without a signature, a scoring URI of no endpoint, an instance that does not exist).
+    assert refused_as_too_large >= 0.7 * len(cases), (refused_as_too_large, len(cases))
+    assert len(with_counts) >= 5, f"huge counts reached only {with_counts}: are count fields still found?"
 
 
 def test_slow_bodies_time_out_on_every_route_without_tying_up_the_server(
