@@ -3,13 +3,17 @@ hits; the workspace quota refuses what it has no room for; the settings come fro
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.uploads import MAX_UNPACKED_DEPTH, UnpackBudget, UploadLimits
+from cloudlet.services.batch_endpoints import with_driver
 from cloudlet.services.storage import DataRoot
 
 
@@ -67,3 +71,22 @@ def test_usage_walks_a_tree_deeper_than_python_recurses_and_is_kept_a_while(tmp_
     (deep / "later.bin").write_bytes(b"z" * 100)
     assert data.usage(1) == 15  # measured a moment ago: reused
     assert DataRoot(tmp_path / "data").budget(1, 1).room == (1 << 30) - data.usage(1) - 100
+    os.unlink(deep.joinpath(*["d"] * 1100, "f"))  # pytest's clean-up would recurse 1,100 deep
+    for depth in range(1100, 0, -1):
+        os.rmdir(deep.joinpath(*["d"] * depth))
+
+
+def test_a_batch_snapshot_that_is_an_archive_bomb_is_refused_before_it_is_copied() -> None:
+    header = tarfile.TarInfo("zeros.bin")
+    header.size = 3 << 30  # declared; the bytes never need to exist
+    bomb = gzip.compress(header.tobuf(tarfile.GNU_FORMAT) + bytes(1024))
+    with pytest.raises(CloudletError) as refused:
+        with_driver(bomb)
+    assert (refused.value.code, refused.value.status) == ("ArchiveTooLarge", 413)
+    small = io.BytesIO()
+    with tarfile.open(fileobj=small, mode="w:gz") as archive:
+        info = tarfile.TarInfo("score.py")
+        info.size = 3
+        archive.addfile(info, io.BytesIO(b"x=1"))
+    with tarfile.open(fileobj=io.BytesIO(with_driver(small.getvalue())), mode="r:gz") as repacked:
+        assert "score.py" in repacked.getnames()  # control
