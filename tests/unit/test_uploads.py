@@ -66,14 +66,16 @@ def test_usage_walks_a_tree_deeper_than_python_recurses_and_is_kept_a_while(tmp_
     with open(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as handle:
         handle.write(b"x" * 10)
     os.close(fd)
-    (deep / "top.bin").write_bytes(b"y" * 5)
-    assert data.usage(1) == 15
-    (deep / "later.bin").write_bytes(b"z" * 100)
-    assert data.usage(1) == 15  # measured a moment ago: reused
-    assert DataRoot(tmp_path / "data").budget(1, 1).room == (1 << 30) - data.usage(1) - 100
-    os.unlink(deep.joinpath(*["d"] * 1100, "f"))  # pytest's clean-up would recurse 1,100 deep
-    for depth in range(1100, 0, -1):
-        os.rmdir(deep.joinpath(*["d"] * depth))
+    try:
+        (deep / "top.bin").write_bytes(b"y" * 5)
+        assert data.usage(1) == 15
+        (deep / "later.bin").write_bytes(b"z" * 100)
+        assert data.usage(1) == 15  # measured a moment ago: reused
+        assert DataRoot(tmp_path / "data").budget(1, 1).room == (1 << 30) - data.usage(1) - 100
+    finally:  # pytest's clean-up would recurse 1,100 deep
+        os.unlink(deep.joinpath(*["d"] * 1100, "f"))
+        for depth in range(1100, 0, -1):
+            os.rmdir(deep.joinpath(*["d"] * depth))
 
 
 def test_a_batch_snapshot_that_is_an_archive_bomb_is_refused_before_it_is_copied() -> None:

@@ -224,7 +224,8 @@ class _Unpacker:
             return
         fd = self._open(folders, make=True)
         try:
-            temporary = f".{name[:200]}.{secrets.token_hex(6)}.part"
+            short = name.encode()[:100].decode(errors="ignore")  # the name stays within NAME_MAX
+            temporary = f".{short}.{secrets.token_hex(6)}.part"
             self.staged.append((folders, temporary, name))
             if member.issym():
                 os.symlink(member.linkname, temporary, dir_fd=fd)
