@@ -39,6 +39,7 @@ from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.control.replica_hosts import NodeMaker
 from cloudlet.control.steps import StepRegistry
+from cloudlet.domain.uploads import UploadLimits
 from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
 from cloudlet.services import bootstrap, instance_activity, job_events, locations, tracking, wake
@@ -161,7 +162,7 @@ def build_state(
     # The control loops use their own pool: API load cannot take the connections they need.
     control, installation_id, secret = store.control, store.installation_id, store.token_secret
     lease_ttl = float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
-    data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"))
+    data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"), UploadLimits.from_env())
     url = ServerURL()
     notifier = NodeNotifier(peers=wake.NodePeers(bus) if bus.shared else None)
     providers = provider_set(control, home, installation_id, store.read_sessions)

@@ -51,6 +51,8 @@ def run(raw_data):
         return {"sees": [p for p in request["paths"] if os.path.exists(p)], "uid": os.getuid()}
     if data == "workers":
         return {"worker_count": os.environ.get("WORKER_COUNT")}
+    if data == "big":
+        return "x" * (3 << 20)
     if data == "boom":
         raise ValueError("boom from run()")
     if data == "sleep":
@@ -149,6 +151,18 @@ def test_blue_answers_through_the_gateway(ml: MLClient, blue: dict[str, Any]) ->
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap missing: replicas run unsandboxed")
+def test_payloads_are_bounded_as_on_azure_and_answers_stream(ml: MLClient, blue: dict[str, Any]) -> None:
+    """Azure's 1.5 MB limit on a scoring request (413, nothing forwarded); an answer larger than
+    that still arrives whole, streamed (issue 24, defect 4)."""
+    url, key = blue["scoring_uri"], ml.online_endpoints.get_keys("ep1")["primaryKey"]
+    too_big = score(url, key, body={"data": "y" * 1_600_000})
+    assert too_big.status_code == 413, too_big.text
+    assert too_big.json()["error"]["code"] == "PayloadTooLarge" and "1.5 MiB" in too_big.text
+    big = score(url, key, body={"data": "big"})
+    assert big.status_code == 200 and len(big.json()) == 3 << 20
+    assert score(url, key).json()["pred"] == [0, 1]  # control
+
+
 def test_the_replica_is_sandboxed_like_jobs(srv: RunningServer, ml: MLClient, blue: dict[str, Any]) -> None:
     key = ml.online_endpoints.get_keys("ep1")["primaryKey"]
     secrets = [str(srv.home / "credentials"), str(srv.home / "cloudlet.db"), str(srv.home / "config.json")]

@@ -35,9 +35,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
+from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import blob_sas, identity
+from cloudlet.services import blob_sas, identity, workspaces
 from cloudlet.services.blob_store import CHUNK, BlobError, BlobInfo, BlobStore, Upload, read_range
 from cloudlet.services.context import Caller
 from cloudlet.services.storage import relative_parts
@@ -213,6 +214,22 @@ async def _receive(request: Request, store: BlobStore, limit: int) -> tuple[Uplo
     return upload, bytes(buffer)
 
 
+async def _check_room(request: Request, target: _Target, declared: int | None) -> None:
+    """Refuse, before reading the body, a write the workspace's storage quota has no room for
+    (403 WorkspaceStorageQuotaExceeded; a body of unknown length needs room for one byte)."""
+    state: AppState = request.app.state.cloudlet
+
+    def check() -> None:
+        with state.read_sessions() as session:
+            budget = workspaces.storage_budget(session, state.data, target.grant.workspace_id)
+        try:
+            budget.check_room(declared or 1)
+        except CloudletError as exc:
+            raise BlobError(exc.code, exc.message, exc.status) from None
+
+    await _thread(check)
+
+
 def _finish(
     store: BlobStore, upload: Upload | None, tail: bytes, declared: int | None, md5: str | None
 ) -> tuple[Upload, str]:
@@ -234,6 +251,7 @@ async def _thread(fn: Callable[..., T], *args: Any) -> T:
 # -- PUT: blobs, blocks, block lists, metadata, containers ------------------------------------
 @router.put("/{account}/{container}")
 @router.put("/{account}/{container}/{path:path}")
+@body_limit(MAX_PUT_BLOB)  # the Blob service's own limits (a block, a blob) come first
 async def put(request: Request, account: str, container: str, path: str = "") -> Response:
     async def work() -> Response:
         target = await _target(request, account, container, path)
@@ -282,6 +300,7 @@ async def _put_blob(request: Request, target: _Target) -> Response:
     blob_md5 = _declared_md5(request, "x-ms-blob-content-md5")
     exclusive = request.headers.get("if-none-match") == "*"
     declared = _content_length(request, MAX_PUT_BLOB)
+    await _check_room(request, target, declared)
     content_type, metadata = request.headers.get("x-ms-blob-content-type"), _metadata(request)
     upload, tail = await _receive(request, target.store, MAX_PUT_BLOB)
 
@@ -316,6 +335,7 @@ async def _put_block(request: Request, target: _Target) -> Response:
     _refuse_unchecked(request)
     md5_header = _declared_md5(request, "content-md5")
     declared = _content_length(request, MAX_BLOCK)
+    await _check_room(request, target, declared)
     upload, tail = await _receive(request, target.store, MAX_BLOCK)
 
     def stage() -> str:

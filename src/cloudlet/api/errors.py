@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cloudlet.api.body_limits import BodyLimits
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.validation import describe
 
@@ -79,7 +80,8 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
         headers["Allow"] = ", ".join(allowed)
         message = f"{request.method} is not allowed here; allowed: {', '.join(allowed)}"
         return _json(CloudletError("MethodNotAllowed", message, status=405), headers)
-    code = {404: "NotFound", 400: "InvalidRequest", 413: "PayloadTooLarge"}.get(exc.status_code, "HttpError")
+    codes = {404: "NotFound", 400: "InvalidRequest", 408: "RequestTimeout", 413: "PayloadTooLarge"}
+    code = codes.get(exc.status_code, "HttpError")
     return _json(CloudletError(code, str(exc.detail), status=exc.status_code), headers or None)
 
 
@@ -125,4 +127,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, request_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(sqlalchemy.exc.TimeoutError, store_busy)
+    app.add_middleware(BodyLimits)
     app.add_middleware(InternalErrors)

@@ -5,17 +5,20 @@ not share the server's disk downloads before a run starts and uploads after it. 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from typing import IO, Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
+from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.openapi import errors
 from cloudlet.api.routing import NodeCaller, NodeRoute
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.paths import MAX_PATH_CHARS
+from cloudlet.domain.uploads import UnpackBudget
 from cloudlet.services import run_data
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
@@ -28,6 +31,10 @@ DataPath = Annotated[
     ),
 ]
 MAX_UPLOAD = 32 << 30
+# A job's outputs are packed by its agent from real files, so they may unpack larger than a
+# user's upload; still bounded, so that one archive cannot fill the disk.
+AGENT_UNPACKED_BYTES = 2 * MAX_UPLOAD
+AGENT_UNPACKED_FILES = 1_000_000
 SPOOL_IN_MEMORY = 8 << 20
 TARBALL, OCTETS = "application/gzip", "application/octet-stream"
 DATA_KIND = "X-Cloudlet-Data"  # the answer's header: "file" (the bytes) or "folder" (a tar.gz)
@@ -103,6 +110,7 @@ async def _spool(request: Request) -> IO[bytes]:
 
 
 @router.put("/runs/{run_id}/data", status_code=201, responses=errors(413), openapi_extra=BODY)
+@body_limit(MAX_UPLOAD)
 async def upload_run_data(
     run_id: RunId, path: DataPath, request: Request, state: AppState = Depends(app_state)
 ) -> Response:
@@ -117,7 +125,12 @@ async def upload_run_data(
     spool = await _spool(request)
     try:
         if kind == run_data.FOLDER:
-            await run_in_threadpool(run_data.upload_folder, found, spool)
+            limits = replace(
+                state.data.limits,
+                max_unpacked_bytes=max(state.data.limits.max_unpacked_bytes, AGENT_UNPACKED_BYTES),
+                max_unpacked_files=max(state.data.limits.max_unpacked_files, AGENT_UNPACKED_FILES),
+            )
+            await run_in_threadpool(run_data.upload_folder, found, spool, UnpackBudget(limits))
         else:
             await run_in_threadpool(run_data.upload_file, found, spool)
     finally:

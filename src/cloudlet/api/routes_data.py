@@ -15,11 +15,13 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 
+from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import binary_body, errors, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.roles import Access
+from cloudlet.domain.uploads import MAX_UPLOAD_BYTES
 from cloudlet.services import workspaces
 from cloudlet.services.clock import utcnow
 from cloudlet.services.context import WorkspaceRef
@@ -28,7 +30,7 @@ from cloudlet.store.schema import CodeAsset, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["data"], route_class=UserRoute)
-MAX_UPLOAD = 2 << 30
+MAX_UPLOAD = MAX_UPLOAD_BYTES
 Digest = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the tar.gz, hex")]
 Datastore = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,255}$", max_length=255)]
 TARBALL = binary_body("application/gzip", "a tar.gz archive")
@@ -75,6 +77,7 @@ def show_code(sub: str, rg: str, ws: str, digest: Digest, ctx: Context = Depends
     responses={**success(201, "Stored"), **errors(413)},
     openapi_extra=TARBALL,
 )
+@body_limit(MAX_UPLOAD)
 async def upload_code(
     sub: str, rg: str, ws: str, digest: Digest, request: Request, ctx: Context = Depends(context)
 ) -> Response:
@@ -93,6 +96,8 @@ def _store_code(ctx: Context, sub: str, rg: str, ws: str, digest: str, body: byt
             "digest",
         )
     path = ctx.state.data.code(workspace.id, digest)
+    if not path.exists():
+        workspaces.storage_budget(ctx.session, ctx.state.data, workspace.id).check_room(len(body))
     existing = ctx.session.scalar(
         select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
     )
@@ -127,6 +132,7 @@ def show_path(
     responses=errors(413),
     openapi_extra=TARBALL,
 )
+@body_limit(MAX_UPLOAD)
 async def upload_path(
     sub: str,
     rg: str,
@@ -145,8 +151,9 @@ async def upload_path(
 def _store_path(ctx: Context, sub: str, rg: str, ws: str, datastore: str, path: str, body: bytes) -> Response:
     workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     parts = relative_parts(path, "path")
+    budget = workspaces.storage_budget(ctx.session, ctx.state.data, workspace.id)
     try:
-        unpack_beneath(body, ctx.state.data.datastore(workspace.id, datastore), parts)
+        unpack_beneath(body, ctx.state.data.datastore(workspace.id, datastore), parts, budget)
     except (tarfile.TarError, EOFError, zlib.error) as exc:
         raise CloudletError("InvalidArchive", f"the body must be a tar.gz archive ({exc})", "body") from None
     except OSError as exc:  # e.g. a link or a file where the path needs a folder

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
 from starlette.datastructures import Headers
 
+from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Target
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
@@ -221,9 +222,13 @@ def refusal(exc: CloudletError, path: str, accept: str) -> Response:
 
 # -- the proxy --------------------------------------------------------------------------------
 PROXY_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+# What one request to an instance's app may carry (read whole before it is forwarded):
+# JupyterLab sends a large file in 1 MiB pieces, a notebook saves as one JSON document.
+PROXY_MAX_BODY = 100 << 20
 
 
 @router.api_route("/instances/{name}/{app}/{path:path}", methods=PROXY_METHODS, include_in_schema=False)
+@body_limit(PROXY_MAX_BODY)
 async def proxy_http(name: str, app: str, path: str, request: Request) -> Response:
     state: AppState = request.app.state.cloudlet
     accept = request.headers.get("accept", "")

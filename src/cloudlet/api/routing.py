@@ -73,6 +73,8 @@ def parse_json(raw: bytes | str) -> Any:
         if isinstance(exc, json.JSONDecodeError):
             raise
         raise json.JSONDecodeError(str(exc), text, 0) from None
+    except RecursionError:  # ~1000 nested arrays or objects: no document of this API is that deep
+        raise json.JSONDecodeError("the document is nested too deeply", text, 0) from None
 
 
 class StrictJSONRequest(Request):

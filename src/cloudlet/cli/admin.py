@@ -157,6 +157,14 @@ def workspace_create(
             help="Size that jobs without `compute` run serverless on (default Standard_DS3_v2; '' resets).",
         ),
     ] = None,
+    storage_quota_gib: Annotated[
+        int | None,
+        typer.Option(
+            "--storage-quota-gib",
+            min=0,
+            help="GiB the workspace's data may take (default: the server's, 100 GiB; 0 resets).",
+        ),
+    ] = None,
 ) -> None:
     """Create or update a workspace (admin); the resource group is created if missing."""
     st = state(ctx)
@@ -167,6 +175,8 @@ def workspace_create(
         body["allow_ssh_public_access"] = allow_ssh
     if default_instance_type is not None:
         body["default_instance_type"] = default_instance_type or None
+    if storage_quota_gib is not None:
+        body["storage_quota_gib"] = storage_quota_gib or None
     tags = parse_tags(tag)
     if tags is not None:
         body["tags"] = tags

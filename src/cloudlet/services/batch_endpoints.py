@@ -25,6 +25,7 @@ from cloudlet.domain import environments
 from cloudlet.domain.errors import conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
+from cloudlet.domain.uploads import UnpackBudget, UploadLimits
 from cloudlet.services import assets as asset_service
 from cloudlet.services import audit, codes, computes
 from cloudlet.services import jobs as job_service
@@ -226,16 +227,20 @@ def invoke(
 
 def with_driver(archive: bytes) -> bytes:
     """A code snapshot with cloudlet's batch driver added at its top (deterministic bytes, so
-    the same code gives the same snapshot)."""
+    the same code gives the same snapshot). Bounded as an upload's unpacking is (the sizes its
+    members declare, before any is copied): a snapshot that is an archive bomb is a 413."""
+    budget = UnpackBudget(UploadLimits())
     out = io.BytesIO()
     with (
         gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as zipped,
         tarfile.open(fileobj=zipped, mode="w") as tar,
         tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as source,
     ):
-        for member in source.getmembers():
+        for member in source:  # lazily: a bomb is refused at its first oversized member
             if member.name.lstrip("./") == rules.DRIVER_FILE:
                 continue
+            budget.add_entry()
+            budget.add_bytes(member.size)
             tar.addfile(member, source.extractfile(member) if member.isfile() else None)
         driver = DRIVER_SOURCE.read_bytes()
         info = tarfile.TarInfo(rules.DRIVER_FILE)

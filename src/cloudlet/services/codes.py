@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.uploads import MAX_UPLOAD_BYTES
 from cloudlet.services import blob_sas
 from cloudlet.services.clock import utcnow
 from cloudlet.services.context import Caller
@@ -147,7 +148,16 @@ def pack_upload(data: DataRoot, workspace: Workspace | int, spec: Registration) 
         )
     datastore, parts = datastore_path(workspace_id, spec.code_uri)
     base = data.datastore(workspace_id, datastore)
-    archive = pack_beneath(base, parts) if stat_beneath(base, parts) is not None else None
+    found = stat_beneath(base, parts)
+    if found is not None and found[1] > MAX_UPLOAD_BYTES:  # packed and hashed in memory below
+        raise CloudletError(
+            "CodeTooLarge",
+            f"the folder at codeUri '{spec.code_uri}' holds {found[1] >> 20} MiB; code is limited to "
+            f"{MAX_UPLOAD_BYTES >> 30} GiB, as a code snapshot: register large files as data instead",
+            URI_FIELD,
+            413,
+        )
+    archive = pack_beneath(base, parts) if found is not None else None
     if archive is None:
         raise CloudletError(
             "ValidationError",

@@ -34,7 +34,14 @@ from cloudlet.services import environments as environment_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.job_status import set_status
-from cloudlet.services.storage import DataRoot, empty_tar, pack_beneath, read_beneath, relative_parts
+from cloudlet.services.storage import (
+    DataRoot,
+    empty_tar,
+    is_folder_beneath,
+    pack_beneath,
+    read_beneath,
+    relative_parts,
+)
 from cloudlet.store.schema import Compute, Job, JobRun, Workspace
 
 LOCAL_COMPUTE = "local"
@@ -484,6 +491,12 @@ def read_log(data: DataRoot, job: Job, attempt: int | None, file: str, offset: i
     chosen = chosen_attempt(job, attempt)
     base = data.job_dir(job.workspace_id, job.name, chosen)
     files = log_files(data, job, chosen)
+    if base.is_dir() and is_folder_beneath(base, parts):
+        raise CloudletError(
+            "ValidationError",
+            f"'{file}' is a folder, not a log file; name one of its files, such as user_logs/std_log.txt",
+            "file",
+        )
     chunk = read_beneath(base, parts, offset, LOG_PAGE_BYTES) if base.is_dir() else None
     text, next_offset = "", offset
     if chunk:

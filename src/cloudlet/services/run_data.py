@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.domain import run_data
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.uploads import UnpackBudget
 from cloudlet.services import dispatch
 from cloudlet.services.agent_protocol import run_of
 from cloudlet.services.storage import (
@@ -112,14 +113,15 @@ def download(found: run_data.DataTarget) -> Download:
     )
 
 
-def upload_folder(found: run_data.DataTarget, archive: IO[bytes]) -> None:
+def upload_folder(found: run_data.DataTarget, archive: IO[bytes], budget: UnpackBudget | None = None) -> None:
     """Unpack a tar.gz into the folder the target names (made as needed): files are added or
-    replaced, nothing is removed. A bad archive is a 400."""
+    replaced, nothing is removed; all or nothing, within BUDGET (default: the unpack limits).
+    A bad archive is a 400."""
     import tarfile
 
     base, parts = _beneath(found)
     try:
-        unpack_beneath(archive, base, parts)
+        unpack_beneath(archive, base, parts, budget)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise CloudletError(
             "ValidationError", f"the body is not a tar.gz that unpacks beneath the mount: {exc}", "body"

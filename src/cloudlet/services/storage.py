@@ -12,9 +12,11 @@ import functools
 import io
 import os
 import re
-import shutil
+import secrets
 import stat
 import tarfile
+import time
+from collections import deque
 from pathlib import Path
 from typing import IO
 
@@ -22,6 +24,7 @@ from cloudlet.domain.errors import CloudletError
 
 # Re-exported (their home is domain/paths.py: the pure rules use them too).
 from cloudlet.domain.paths import relative_parts as relative_parts
+from cloudlet.domain.uploads import GIB, UnpackBudget, UploadLimits
 
 DEFAULT_DATASTORE = "workspaceblobstore"
 # Where Azure ML keeps runs' artifacts (ExperimentRun/dcid.<run>/, which jobs.download reads): the
@@ -51,17 +54,21 @@ def read_beneath(base: Path, parts: tuple[str, ...], offset: int = 0, limit: int
         fd = open_beneath(base, parts)
     except OSError:
         return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # a folder: FileIO would raise IsADirectoryError
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            return None
         handle.seek(max(0, info.st_size + offset) if offset < 0 else offset)
         return handle.read(limit)
 
 
 class DataRoot:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, limits: UploadLimits | None = None) -> None:
         self.root = root
+        self.limits = limits or UploadLimits()
+        self.usage_ttl_s = self.limits.usage_ttl_s
+        self._usage: dict[int, tuple[float, int]] = {}  # workspace → (when measured, bytes)
         root.mkdir(parents=True, exist_ok=True)
         # Workspaces' data: the server's user alone reaches it; sandboxes see what they are given.
         with contextlib.suppress(PermissionError):
@@ -69,6 +76,25 @@ class DataRoot:
 
     def workspace(self, ws_id: int) -> Path:
         return self.root / "workspaces" / str(ws_id)
+
+    def usage(self, ws_id: int) -> int:
+        """Bytes of regular files in the workspace's folder (datastores, code snapshots, logs):
+        what its storage quota counts. A walk of the tree (iterative: a job may nest folders
+        deeper than Python recurses), kept USAGE_TTL_S so that an upload of many small files (the
+        Blob service: one request each) does not walk it once per file."""
+        now = time.monotonic()
+        cached = self._usage.get(ws_id)
+        if cached is not None and now - cached[0] < self.usage_ttl_s:
+            return cached[1]
+        total = _tree_bytes(str(self.workspace(ws_id)))
+        self._usage[ws_id] = (now, total)
+        return total
+
+    def budget(self, ws_id: int, quota_gib: int | None) -> UnpackBudget:
+        """What one upload into the workspace may write: the unpack limits, and what is left of
+        QUOTA_GIB (None: the server's default)."""
+        quota = (quota_gib or self.limits.workspace_storage_gib) * GIB
+        return UnpackBudget(self.limits, max(0, quota - self.usage(ws_id)), quota)
 
     def code(self, ws_id: int, digest: str) -> Path:
         return self.workspace(ws_id) / "codes" / f"{digest}.tar.gz"
@@ -129,44 +155,118 @@ def makedirs_beneath(base: Path, parts: tuple[str, ...]) -> int:
     return _descend(os.open(base, os.O_RDONLY | os.O_DIRECTORY), parts, make=True)
 
 
-def unpack_beneath(data: bytes | IO[bytes], base: Path, parts: tuple[str, ...]) -> None:
+def unpack_beneath(
+    data: bytes | IO[bytes], base: Path, parts: tuple[str, ...], budget: UnpackBudget | None = None
+) -> None:
     """Unpack a tar.gz into ``base/parts…``: members pass tarfile's ``data`` filter (no absolute
     paths, no '..', no links out, no devices), and every folder and file is created through
     descriptors without following links, so a link swapped in by a concurrent job cannot
-    redirect a write outside the datastore. ``tarfile.TarError``/``OSError`` on a bad archive."""
-    root = makedirs_beneath(base, parts)
+    redirect a write outside the datastore. BUDGET (default: ``UploadLimits()``) bounds the
+    entries and bytes written, counted while unpacking. All or nothing: files are written under
+    temporary names and renamed into place once the whole archive has unpacked; on any failure
+    they and every folder this made (``parts`` included) are removed. ``tarfile.TarError``/
+    ``OSError`` on a bad archive, ``CloudletError`` (413/403) past the budget."""
+    base.mkdir(parents=True, exist_ok=True)
+    unpacker = _Unpacker(base, budget or UnpackBudget(UploadLimits()))
     try:
+        unpacker.folder(tuple(parts))
         source = io.BytesIO(data) if isinstance(data, bytes) else data
         with tarfile.open(fileobj=source, mode="r:gz") as archive:
             for member in archive:
-                safe = tarfile.data_filter(member, "/unpack")
-                _unpack_member(archive, safe, root)
-    finally:
-        os.close(root)
+                unpacker.budget.add_entry(len(parts) + member.name.count("/") + 1)
+                unpacker.member(archive, tarfile.data_filter(member, "/unpack"), tuple(parts))
+        unpacker.commit()
+    except BaseException:
+        unpacker.rollback()
+        raise
 
 
-def _unpack_member(archive: tarfile.TarFile, member: tarfile.TarInfo, root: int) -> None:
-    *folders, name = relative_parts(member.name, "body", "an archive member")
-    if not name:
-        return
-    fd = _descend(os.dup(root), folders, make=True)
-    try:
+class _Unpacker:
+    """One archive's writes beneath BASE, recorded so that they can be put in place or undone."""
+
+    def __init__(self, base: Path, budget: UnpackBudget) -> None:
+        self.base = base
+        self.budget = budget
+        self.made: list[tuple[str, ...]] = []  # folders this made, outermost first
+        self.staged: deque[tuple[tuple[str, ...], str, str]] = deque()  # (folder, temporary, final)
+
+    def _open(self, folders: tuple[str, ...], make: bool = False) -> int:
+        fd = os.open(self.base, os.O_RDONLY | os.O_DIRECTORY)
+        if not make:
+            return _descend(fd, folders)
+        try:
+            for depth, part in enumerate(folders):
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    self.made.append(folders[: depth + 1])
+                except FileExistsError:
+                    pass
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def folder(self, folders: tuple[str, ...]) -> None:
+        os.close(self._open(folders, make=True))
+
+    def member(self, archive: tarfile.TarFile, member: tarfile.TarInfo, root: tuple[str, ...]) -> None:
+        *inner, name = relative_parts(member.name, "body", "an archive member")
+        if not name:
+            return
+        folders = (*root, *inner)
         if member.isdir():
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(name, 0o755, dir_fd=fd)
-        elif member.issym():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name, dir_fd=fd)
-            os.symlink(member.linkname, name, dir_fd=fd)
-        elif member.isfile():
+            self.folder((*folders, name))
+            return
+        if not (member.issym() or member.isfile()):
+            return
+        fd = self._open(folders, make=True)
+        try:
+            short = name.encode()[:100].decode(errors="ignore")  # the name stays within NAME_MAX
+            temporary = f".{short}.{secrets.token_hex(6)}.part"
+            self.staged.append((folders, temporary, name))
+            if member.issym():
+                os.symlink(member.linkname, temporary, dir_fd=fd)
+                return
             source = archive.extractfile(member)
             assert source is not None
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-            out = os.open(name, flags, (member.mode or 0o644) & 0o755, dir_fd=fd)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            out = os.open(temporary, flags, (member.mode or 0o644) & 0o755, dir_fd=fd)
             with os.fdopen(out, "wb") as handle:
-                shutil.copyfileobj(source, handle)
-    finally:
-        os.close(fd)
+                while chunk := source.read(1 << 20):
+                    self.budget.add_bytes(len(chunk))
+                    handle.write(chunk)
+        finally:
+            os.close(fd)
+
+    def commit(self) -> None:
+        while self.staged:
+            folders, temporary, name = self.staged[0]
+            fd = self._open(folders)
+            try:  # rename(2) replaces a link at NAME itself: nothing is written through it
+                os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
+            finally:
+                os.close(fd)
+            self.staged.popleft()
+
+    def rollback(self) -> None:
+        """Best effort: what cannot be removed (a folder someone else wrote into) stays."""
+        for folders, temporary, _ in self.staged:
+            with contextlib.suppress(OSError):
+                fd = self._open(folders)
+                try:
+                    os.unlink(temporary, dir_fd=fd)
+                finally:
+                    os.close(fd)
+        for made in reversed(self.made):
+            with contextlib.suppress(OSError):
+                fd = self._open(made[:-1])
+                try:
+                    os.rmdir(made[-1], dir_fd=fd)
+                finally:
+                    os.close(fd)
 
 
 def pack_beneath(base: Path, parts: tuple[str, ...], compresslevel: int = 9) -> bytes | None:
@@ -209,6 +309,18 @@ def empty_tar() -> bytes:
     return buffer.getvalue()
 
 
+def is_folder_beneath(base: Path, parts: tuple[str, ...]) -> bool:
+    """Whether ``base/parts…`` is a folder, opened as ``open_beneath`` does (no walk of it)."""
+    try:
+        fd = open_beneath(base, parts)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISDIR(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+
+
 def stat_beneath(base: Path, parts: tuple[str, ...]) -> tuple[str, int] | None:
     """("file"|"folder", bytes) of ``base/parts…`` opened as ``open_beneath`` does; None when absent."""
     try:
@@ -224,6 +336,20 @@ def stat_beneath(base: Path, parts: tuple[str, ...]) -> tuple[str, int] | None:
         return "folder", _size_of_dir(fd)
     finally:
         os.close(fd)
+
+
+def _tree_bytes(top: str) -> int:
+    """Bytes of the regular files beneath TOP, links not followed; what cannot be read is skipped."""
+    total, folders = 0, [top]
+    while folders:
+        with contextlib.suppress(OSError), os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+    return total
 
 
 def _size_of_dir(dir_fd: int) -> int:

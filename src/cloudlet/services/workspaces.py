@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
@@ -13,10 +13,12 @@ from cloudlet.domain.bounds import MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.job_spec import DEFAULT_INSTANCE_TYPE
 from cloudlet.domain.roles import Access
+from cloudlet.domain.uploads import MAX_WORKSPACE_STORAGE_GIB, UnpackBudget
 from cloudlet.services import audit, bootstrap
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Location, ResourceGroup, Subscription, Workspace
 
 T = TypeVar("T")
@@ -117,6 +119,13 @@ class WorkspaceUpdate(BaseModel):
         max_length=64,
         description=f"the size a job without 'compute' runs serverless on (null: {DEFAULT_INSTANCE_TYPE})",
     )
+    storage_quota_gib: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_WORKSPACE_STORAGE_GIB,
+        description="GiB the workspace's data may take; uploads past it are refused (null: the "
+        "server's default, CLOUDLET_WORKSPACE_STORAGE_GIB)",
+    )
 
 
 def create_or_update(
@@ -189,12 +198,21 @@ def create_or_update(
         ws.allow_ssh_public_access = update.allow_ssh_public_access
     if "default_instance_type" in given:
         ws.default_instance_type = _instance_type(session, update.default_instance_type)
+    if "storage_quota_gib" in given:
+        ws.storage_quota_gib = update.storage_quota_gib
     changed = audit.changes(before, _audited(ws))
     if changed:
         action = "workspace.create" if created else "workspace.update"
         audit.record(session, caller.name, action, ref.arm_id, {"changed": changed})
     session.flush()
     return ws, created
+
+
+def storage_budget(session: Session, data: DataRoot, ws_id: int) -> UnpackBudget:
+    """What one upload into the workspace may write: the server's unpack limits and what is
+    left of the workspace's storage quota (its own, or the server's default)."""
+    quota = session.scalar(select(Workspace.storage_quota_gib).where(Workspace.id == ws_id))
+    return data.budget(ws_id, quota)
 
 
 def _instance_type(session: Session, name: str | None) -> str | None:
@@ -218,6 +236,7 @@ def _audited(ws: Workspace) -> dict[str, Any]:
         "tags": dict(ws.tags or {}),
         "allow_ssh_public_access": ws.allow_ssh_public_access,
         "default_instance_type": ws.default_instance_type,
+        "storage_quota_gib": ws.storage_quota_gib,
     }
 
 
@@ -243,5 +262,6 @@ def render(ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
         "tags": ws.tags or {},
         "allow_ssh_public_access": ws.allow_ssh_public_access is not False,
         "default_instance_type": default_instance_type(ws),
+        "storage_quota_gib": ws.storage_quota_gib,  # null: the server's default
         "created_on": iso(ws.created_on),
     }

@@ -95,6 +95,9 @@ class Workspace(Base):
     # Administrator setting: the size a job without ``compute`` runs serverless on (None: the
     # built-in default, services.jobs.DEFAULT_INSTANCE_TYPE).
     default_instance_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Administrator setting: GiB the workspace's data may take (None: the server's default,
+    # domain/uploads.py; uploads past it are refused).
+    storage_quota_gib: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

@@ -17,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
+from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.mlflow import ARTIFACTS, MlflowRoute, may_read_run, run_writer, workspace
 from cloudlet.api.openapi import binary_body
@@ -78,6 +79,7 @@ def _writable(ctx: Context, sub: str, rg: str, ws: str, path: str) -> tuple[int,
     ARTIFACTS + "/{path:path}",
     openapi_extra=binary_body("application/octet-stream", "The artifact's bytes"),
 )
+@body_limit(MAX_ARTIFACT_BYTES)
 async def upload_artifact(
     sub: str, rg: str, ws: str, path: str, request: Request, ctx: Context = Depends(context)
 ) -> Response:
