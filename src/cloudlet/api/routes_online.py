@@ -227,6 +227,7 @@ def put_online_deployment(
         ctx.caller.name,
         local,
         on_instances=ctx.state.online.ON_INSTANCES,
+        data=ctx.state.data,
     )
     rendered = service.render_deployment(
         written.row, ref, name, ctx.state.online.live(workspace.id, name, deployment)
