@@ -29,13 +29,14 @@ _model: Any = None
 
 
 def find_model(root: str) -> str:
-    """The folder holding ``MLmodel``: ROOT itself, or the first (by name) folder below it that does."""
+    """The folder holding ``MLmodel``: ROOT itself, or the first (by name) folder below it that
+    does; resolved, since the folder may be a link (mlflow refuses a path that leaves it)."""
     if os.path.isfile(os.path.join(root, "MLmodel")):
-        return root
+        return os.path.realpath(root)
     for name in sorted(os.listdir(root)):
         folder = os.path.join(root, name)
         if os.path.isfile(os.path.join(folder, "MLmodel")):
-            return folder
+            return os.path.realpath(folder)
     raise FileNotFoundError(f"no MLflow model (a folder with an MLmodel file) in {root}")
 
 
