@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cloudlet.control.online_replicas import default_python
+from tests.azureml_helpers import azureml_env, run_sdk, sdk_python
 from tests.conftest import RunningServer
 from tests.jobs_helpers import served
 
@@ -152,3 +153,35 @@ def test_a_custom_model_without_a_scoring_script_is_refused(srv: RunningServer, 
     done = subprocess.run(argv, env=srv.cli_env(), cwd=sample, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0, done.stdout
     assert "code_configuration" in done.stderr and "mlflow_model" in done.stderr, done.stderr
+
+
+SDK_SCRIPT = r"""
+import json
+from azure.ai.ml import MLClient, load_online_deployment, load_online_endpoint
+from azure.identity import DefaultAzureCredential
+
+ml = MLClient.from_config(DefaultAzureCredential())
+endpoint = load_online_endpoint("endpoint.yml")
+endpoint.name = "sdk-sample-ep"
+ml.online_endpoints.begin_create_or_update(endpoint).result()
+blue = load_online_deployment("blue-deployment.yml")
+blue.endpoint_name = "sdk-sample-ep"
+made = ml.online_deployments.begin_create_or_update(blue).result()
+answer = ml.online_endpoints.invoke(
+    endpoint_name="sdk-sample-ep", deployment_name="blue", request_file="sample-request.json"
+)
+print("\nRESULT " + json.dumps({"state": made.provisioning_state, "answer": json.loads(answer)}))
+"""
+
+
+def test_managed_sample_through_the_sdk(srv: RunningServer, samples: Path) -> None:
+    """The same sample loaded and deployed by the azure-ai-ml SDK (``load_online_deployment``): the
+    SDK registers the model folder itself, and the replica finds it at AZUREML_MODEL_DIR/model."""
+    sdk_python()
+    sample = samples / "managed" / "sample"
+    config = ["azureml", "config", "--path", str(sample / "config.json")]
+    subprocess.run(
+        [sys.executable, "-m", "cloudlet", *config], env=srv.cli_env(), check=True, capture_output=True
+    )
+    (result,) = run_sdk(SDK_SCRIPT, sample, azureml_env(srv.cli_env()), timeout=380)
+    assert result == {"state": "Succeeded", "answer": [0, 1]}, result
