@@ -239,7 +239,7 @@ def invoke(
     data_input = rules.input_of(request)
     config = chosen.spec.get("code_configuration")
     archive = _snapshot(ws, data, config["code"]).read_bytes() if config else _EMPTY_ARCHIVE
-    digest = codes.store_snapshot(session, data, ws.id, with_driver(archive, mlflow_scorer=not config))
+    digest = codes.store_snapshot(session, data, ws.id, with_driver(archive, with_scorer=not config))
     doc = rules.scoring_job(endpoint_name, chosen.spec, data_input, f"codes/{digest}", job_name)
     prepared = job_service.prepare(doc, job_name)
     job, _ = job_service.submit(session, ws, job_name, prepared, caller, data)
@@ -256,7 +256,7 @@ def _empty_archive() -> bytes:
 _EMPTY_ARCHIVE = _empty_archive()  # a no-code deployment's "code": the driver and scorer only
 
 
-def with_driver(archive: bytes, mlflow_scorer: bool = False) -> bytes:
+def with_driver(archive: bytes, with_scorer: bool = False) -> bytes:
     """A code snapshot with cloudlet's batch driver added at its top (and, for an MLflow model
     without a scoring script, cloudlet's MLflow scorer); deterministic bytes, so the same code
     gives the same snapshot."""
@@ -271,7 +271,7 @@ def with_driver(archive: bytes, mlflow_scorer: bool = False) -> bytes:
                 continue
             tar.addfile(member, source.extractfile(member) if member.isfile() else None)
         added = [(rules.DRIVER_FILE, DRIVER_SOURCE)]
-        if mlflow_scorer:
+        if with_scorer:
             added.append((mlflow_models.SCRIPT_NAME, SCORER_SOURCE))
         for name, source_path in added:
             content = source_path.read_bytes()
