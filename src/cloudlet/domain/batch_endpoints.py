@@ -134,6 +134,9 @@ class BatchDeploymentSpec(_Strict):
     output_action: Literal["append_row", "summary_only"] = "append_row"
     output_file_name: str = Field(default="predictions.csv", pattern=r"^[A-Za-z0-9_.-]{1,255}$")
     environment_variables: dict[str, str] = Field(default_factory=dict)
+    # Today's shape: the mini-batch fields above under ``settings:`` (SETTINGS_FIELDS); parse_deployment
+    # moves them to the top before validating, so a stored document never has it.
+    settings: dict[str, Any] | None = None
 
     @field_validator("name", "endpoint_name")
     @classmethod
