@@ -180,8 +180,11 @@ def test_sdk_online_endpoint(srv: RunningServer, tmp_path: Path) -> None:
     missing = steps["missing"]
     assert missing["status"] == 400 and "properties.environmentId" in missing["raised"], missing
     assert "cloudlet environment create" in missing["raised"], missing
-    # a deployment whose init() fails: the poller raises, the body says why
-    assert steps["bad"]["raised"] and "init failed on purpose" in steps["bad"]["raised"], steps["bad"]
+    # a deployment whose init() fails: the poller raises with the reason, as ARM fails an operation
+    # (its Azure-AsyncOperation answers Failed with an error), not "invalid status 'OK'" and a body
+    raised = steps["bad"]["raised"]
+    assert raised and raised.startswith("(DeploymentFailed) server_start failed"), steps["bad"]
+    assert "init failed on purpose" in raised and "invalid status" not in raised, steps["bad"]
     assert steps["traffic"]["traffic"] == {"blue": 100}
     assert steps["invoke"]["answer"] == {"pred": [0, 1]}
     assert steps["pinned"]["answer"] == {"pred": [0, 1]}

@@ -42,7 +42,8 @@ def init():
     global model
     if os.environ.get("FAIL_INIT"):
         raise RuntimeError("init failed on purpose: " + os.environ["FAIL_INIT"])
-    model = joblib.load(os.path.join(os.environ["AZUREML_MODEL_DIR"], "model.pkl"))
+    # as on Azure: the deployment's model folder ("model") lies under AZUREML_MODEL_DIR
+    model = joblib.load(os.path.join(os.environ["AZUREML_MODEL_DIR"], "model", "model.pkl"))
 
 def run(raw_data):
     request = json.loads(raw_data)

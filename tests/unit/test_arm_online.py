@@ -117,10 +117,19 @@ def test_deployment_errors_name_the_arm_field() -> None:
         arm_online.deployment_from_arm(base, "ep1", "dep", "codes/c")
     assert no_model.value.target == "properties.model"
     with pytest.raises(CloudletError) as no_code:
-        arm_online.deployment_from_arm(
-            {"properties": {"model": f"{WS}/models/m/versions/1"}}, "ep1", "dep", None
-        )
+        body = {
+            "properties": {
+                "model": f"{WS}/models/m/versions/1",
+                "codeConfiguration": {"scoringScript": "s.py"},
+            }
+        }
+        arm_online.deployment_from_arm(body, "ep1", "dep", None)
     assert no_code.value.target == "properties.codeConfiguration.codeId"
+    # no codeConfiguration at all: an MLflow model's no-code deployment (the service checks the type)
+    no_code_doc = arm_online.deployment_from_arm(
+        {"properties": {"model": f"{WS}/models/m/versions/1"}}, "ep1", "dep", None
+    )
+    assert "code_configuration" not in no_code_doc and no_code_doc["model"] == "azureml:m:1"
     with pytest.raises(CloudletError) as kube:
         arm_online.deployment_from_arm(
             {"properties": {"endpointComputeType": "Kubernetes"}}, "ep1", "dep", None
@@ -196,3 +205,17 @@ def test_scale_settings_errors_name_the_arm_field() -> None:
     with pytest.raises(CloudletError) as bounds:
         rules.parse_deployment(arm_online.deployment_from_arm(body, "ep1", "auto", "codes/c"), "ep1", "auto")
     assert arm_online.arm_target(bounds.value.target) == "properties.scaleSettings.minInstances"
+
+
+def test_a_deployment_writes_operation_fails_in_arms_shape() -> None:
+    """What a deployment PUT's Azure-AsyncOperation answers: the SDK's poller raises a Failed
+    status's ``error`` as HttpResponseError with that message."""
+    assert arm_online.operation_status(2, "Updating", None, 2) == {"status": "InProgress"}
+    assert arm_online.operation_status(2, "Succeeded", None, 2) == {"status": "Succeeded"}
+    failed = arm_online.operation_status(2, "Failed", "server_start failed: init raised", 2)
+    assert failed == {
+        "status": "Failed",
+        "error": {"code": "DeploymentFailed", "message": "server_start failed: init raised"},
+    }
+    assert arm_online.operation_status(3, "Succeeded", None, 2)["status"] == "Canceled"
+    assert arm_online.operation_status(2, "Succeeded", None, 5)["status"] == "Failed"

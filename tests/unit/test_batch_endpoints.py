@@ -3,6 +3,7 @@ kind's decisions, and the driver's splitting and row rendering."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,3 +113,51 @@ def test_driver_splits_and_renders_rows() -> None:
     assert batch_driver._rows(["x", (1, 2), [3, "y"]]) == ["x", "1 2", "3 y"]
     assert batch_driver._rows(None) == []
     assert rules.THRESHOLD_EXIT == batch_driver.THRESHOLD_EXIT
+
+
+def test_todays_shape_settings_and_an_inline_model() -> None:
+    """``type: model`` with ``settings:`` (Azure's current modelBatchDeployment YAML) is stored flat;
+    an inline ``model: {name, path, type}`` keeps its path and its type."""
+    doc = {
+        "name": "mnist-torch-dpl",
+        "endpoint_name": "mnist-batch",
+        "type": "model",
+        "model": {
+            "name": "mnist-classifier-torch",
+            "path": "azureml://datastores/d/paths/LocalUpload/h/model",
+        },
+        "code_configuration": {"code": "codes/" + "a" * 64, "scoring_script": "batch_driver.py"},
+        "compute": "azureml:batch-cluster",
+        "resources": {"instance_count": 1},
+        "settings": {
+            "max_concurrency_per_instance": 2,
+            "mini_batch_size": 10,
+            "output_action": "append_row",
+            "retry_settings": {"max_retries": 3, "timeout": 30},
+            "error_threshold": -1,
+            "logging_level": "info",
+        },
+    }
+    stored = rules.parse_deployment(doc)
+    assert "settings" not in stored and stored["mini_batch_size"] == 10
+    assert stored["max_concurrency_per_instance"] == 2 and stored["retry_settings"]["max_retries"] == 3
+    assert stored["model"].endswith("/model") and stored["model_type"] == "custom_model"
+    with pytest.raises(CloudletError) as twice:
+        rules.parse_deployment({**doc, "mini_batch_size": 5})
+    assert twice.value.target == "settings.mini_batch_size"
+    with pytest.raises(CloudletError) as unknown:
+        rules.parse_deployment({**doc, "settings": {"default_compute": "c"}})
+    assert unknown.value.target == "settings.default_compute"
+    no_code = {k: v for k, v in doc.items() if k != "code_configuration"}
+    no_code["model"] = {**doc["model"], "type": "mlflow_model"}
+    stored = rules.parse_deployment(no_code)
+    assert stored["model_type"] == "mlflow_model" and "code_configuration" not in stored
+    assert "--scoring-script _cloudlet_mlflow_score.py" in rules.driver_command(stored)
+
+
+def test_the_driver_lays_the_model_out_under_its_folder_name(tmp_path: Any) -> None:
+    model = tmp_path / "LocalUpload" / "h" / "model"
+    model.mkdir(parents=True)
+    (model / "model.pt").write_text("w")
+    root = batch_driver.model_root(str(model) + "/")
+    assert (Path(root) / "model" / "model.pt").read_text() == "w"

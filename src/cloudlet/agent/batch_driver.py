@@ -5,7 +5,8 @@ brings its own imports); the server copies it into the child's code snapshot as
 ``_cloudlet_batch_driver.py``. It lists the input's files (a folder, recursively, in name order,
 or one file), splits them into mini-batches of ``--mini-batch-size`` files, and runs them on
 ``--max-concurrency`` worker processes, each of which imports the scoring script and calls its
-``init()`` once, then ``run(mini_batch)`` (a list of file paths) per mini-batch. A mini-batch that
+``init()`` once, then ``run(mini_batch)`` (a list of file paths) per mini-batch; the model input
+lies under ``AZUREML_MODEL_DIR`` by its folder's name, as on Azure. A mini-batch that
 raises or runs past ``--timeout`` seconds is retried up to ``--max-retries`` times; one that still
 fails counts its files against ``--error-threshold`` (-1: ignore failures), past which the driver
 stops with exit code 3. With ``append_row`` the rows ``run()`` returned (a list, or a DataFrame:
@@ -20,6 +21,7 @@ import importlib.util
 import multiprocessing
 import os
 import sys
+import tempfile
 import time
 import traceback
 from multiprocessing.pool import AsyncResult
@@ -78,6 +80,15 @@ def mini_batches(files: list[str], size: int) -> list[list[str]]:
     return [files[i : i + size] for i in range(0, len(files), size)]
 
 
+def model_root(model: str) -> str:
+    """AZUREML_MODEL_DIR as Azure lays it out: a folder holding the model's folder (or file) by
+    its name (``glob(AZUREML_MODEL_DIR + "/*/")``), here a link to the model input."""
+    path = os.path.abspath(model.rstrip("/"))
+    root = tempfile.mkdtemp(prefix="azureml-models-")
+    os.symlink(path, os.path.join(root, os.path.basename(path) or "model"))
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="batch_driver")
     parser.add_argument("--input", required=True)
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir")
     args = parser.parse_args(argv)
     if args.model_dir:
-        os.environ["AZUREML_MODEL_DIR"] = args.model_dir
+        os.environ["AZUREML_MODEL_DIR"] = model_root(args.model_dir)
     batches = mini_batches(input_files(args.input), args.mini_batch_size)
     print(f"batch driver: {len(batches)} mini-batches on {args.max_concurrency} processes", flush=True)
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: init() in each worker

@@ -58,7 +58,12 @@ DEPLOYMENT_SCHEMA = {
     "properties": {
         "name": {"type": "string"},
         "endpoint_name": {"type": "string"},
-        "model": {"type": "string", "description": "azureml:<name>:<version> or codes/<sha256>"},
+        "model": {
+            "description": "azureml:<name>:<version>, an uploaded datastore path, codes/<sha256>, or "
+            "{path, type, name, version}",
+            "anyOf": [{"type": "string"}, {"type": "object"}],
+        },
+        "model_type": {"type": "string", "enum": list(rules.MODEL_TYPES)},
         "code_configuration": {
             "type": "object",
             "properties": {"code": {"type": "string"}, "scoring_script": {"type": "string"}},
@@ -82,7 +87,8 @@ DEPLOYMENT_SCHEMA = {
         "description": {"type": "string"},
         "tags": _TAGS,
     },
-    "required": ["model", "code_configuration", "instance_type"],
+    # code_configuration may be left out for an MLflow model (a no-code deployment)
+    "required": ["model", "instance_type"],
 }
 KEYS_SCHEMA = {
     "type": "object",
@@ -227,6 +233,7 @@ def put_online_deployment(
         ctx.caller.name,
         local,
         on_instances=ctx.state.online.ON_INSTANCES,
+        data=ctx.state.data,
     )
     rendered = service.render_deployment(
         written.row, ref, name, ctx.state.online.live(workspace.id, name, deployment)

@@ -123,10 +123,12 @@ class BatchDeploymentOperations(_Operations):
             self.last_uploads.append(upload)
             body["code_configuration"]["code"] = upload.uri
         model = body.get("model")
-        if isinstance(model, str) and not model.startswith("azureml:") and not is_remote_path(model):
-            upload = upload_data(self._rest, ws, _local(base, model))
+        path = model.get("path") if isinstance(model, dict) else model
+        if isinstance(path, str) and not path.startswith("azureml:") and not is_remote_path(path):
+            # to LocalUpload/<hash>/<name>: AZUREML_MODEL_DIR/<name> for the script, as on Azure
+            upload = upload_data(self._rest, ws, _local(base, path))
             self.last_uploads.append(upload)
-            body["model"] = upload.uri
+            body["model"] = {**model, "path": upload.uri} if isinstance(model, dict) else upload.uri
         if isinstance(body.get("environment"), dict):  # a local conda_file (or build.path) inline
             inline_environment(body["environment"], base)
         path = self._path(str(endpoint), str(body["name"]))

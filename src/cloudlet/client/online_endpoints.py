@@ -1,8 +1,9 @@
 """``client.online_endpoints`` and ``client.online_deployments`` (issue 14): the native REST of
 online endpoints in the CLI v2 shapes, and ``invoke`` through the endpoint's scoring URI.
 
-A deployment's local ``model`` path and ``code_configuration.code`` folder are uploaded first (as
-code snapshots, ``codes/<sha256>``), relative to the YAML file's folder or ``base_path``.
+A deployment's local ``model`` path is uploaded first to the datastore (``LocalUpload/<hash>/<name>``:
+the replica sees it as ``AZUREML_MODEL_DIR/<name>``, as on Azure) and its ``code_configuration.code``
+folder as a code snapshot (``codes/<sha256>``), relative to the YAML file's folder or ``base_path``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import httpx
 import yaml
 
 from cloudlet.client._rest import RestClient
-from cloudlet.client.artifacts import upload_code
+from cloudlet.client.artifacts import upload_code, upload_data
 from cloudlet.client.assets import inline_environment
-from cloudlet.domain.online_endpoints import PINNED_HEADER
+from cloudlet.domain.online_endpoints import MODEL_PREFIXES, PINNED_HEADER
 
 
 def load_document(path: str | Path) -> dict[str, Any]:
@@ -114,8 +115,13 @@ class OnlineDeploymentOperations:
         model = body.get("model")
         if isinstance(model, dict) and isinstance(model.get("path"), str):
             model = model["path"]
-        if isinstance(model, str) and not model.startswith(("azureml:", "codes/")):
-            body["model"] = upload_code(self._rest, ws, (base / model).resolve()).uri
+        if isinstance(model, str) and not model.startswith(MODEL_PREFIXES):
+            # to LocalUpload/<hash>/<name>: the replica finds it at AZUREML_MODEL_DIR/<name>, as on Azure
+            uri = upload_data(self._rest, ws, (base / model).resolve()).uri
+            if isinstance(body["model"], dict):
+                body["model"] = {**body["model"], "path": uri}
+            else:
+                body["model"] = uri
         config = body.get("code_configuration")
         if (
             isinstance(config, dict)

@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.agent import mlflow_scorer
 from cloudlet.control.loop import one_item
 from cloudlet.control.online_autoscaler import Autoscaler
 from cloudlet.control.online_inflight import InFlightBoard
@@ -54,6 +55,7 @@ LOG_TAIL = 3000
 WATCH_S = 0.5  # how often the liveness watcher looks
 DRAIN_S = 10.0  # the longest a retired replica's requests are waited for
 LOG_FRESH_S = 3.0  # get-logs waits this long at most for a node's next report
+MLFLOW_SCORER = Path(mlflow_scorer.__file__)  # a no-code MLflow deployment's scoring script
 
 
 def default_python() -> str:
@@ -449,13 +451,19 @@ class OnlineRuntime:
             ws = session.get(Workspace, ws_id)
             assert ws is not None
             source = service.model_source(session, ws, spec.model)
-        _unpack(self.data.code(ws_id, spec.code.removeprefix("codes/")), code_dir)
+        if spec.code is not None:
+            _unpack(self.data.code(ws_id, spec.code.removeprefix("codes/")), code_dir)
+        else:  # an MLflow model without a scoring script: cloudlet's scorer, with the model's flavor
+            code_dir.mkdir(parents=True)
+            shutil.copyfile(MLFLOW_SCORER, code_dir / spec.scoring_script)
         kind, where = service.model_path(self.data, ws_id, source)
         if kind == "code":
             _unpack(Path(where), model_dir)
-        else:
+        else:  # as on Azure: the folder (or file) lies under AZUREML_MODEL_DIR by its name
             model_dir.mkdir()
             target = Path(where)
+            if not target.exists():
+                raise FileNotFoundError(f"the model's files are missing: {source}")
             (model_dir / target.name).symlink_to(target, target_is_directory=target.is_dir())
         if not (code_dir / spec.scoring_script).is_file():
             raise FileNotFoundError(f"the code has no scoring script '{spec.scoring_script}'")

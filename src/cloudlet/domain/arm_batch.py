@@ -76,11 +76,12 @@ def deployment_from_arm(body: Any, endpoint: str, name: str, code: str | None) -
         found = _MODEL_ID.search(str(model["assetId"]))
         doc["model"] = f"azureml:{found.group(1)}:{found.group(2)}" if found else str(model["assetId"])
     config = _object(props.get("codeConfiguration") or {}, "properties.codeConfiguration")
-    if code is None:
+    if code is not None:
+        doc["code_configuration"] = {"code": code, "scoring_script": config.get("scoringScript")}
+    elif config:  # none at all: an MLflow model's no-code deployment (the service checks)
         raise validation_error(
             "properties.codeConfiguration.codeId", "a batch deployment needs its code (codeId)"
         )
-    doc["code_configuration"] = {"code": code, "scoring_script": config.get("scoringScript")}
     if props.get("environmentId"):
         doc["environment"] = _environment(str(props["environmentId"]))
     if props.get("compute"):
@@ -118,12 +119,9 @@ def deployment_to_arm(
     view: Mapping[str, Any], ws_id: str, endpoint: str, code_id: str | None, location: str
 ) -> dict[str, Any]:
     retry = view.get("retry_settings") or {}
+    config = view.get("code_configuration")
     props: dict[str, Any] = {
         "description": view.get("description"),
-        "codeConfiguration": {
-            "codeId": code_id,
-            "scoringScript": (view.get("code_configuration") or {}).get("scoring_script"),
-        },
         "compute": view.get("compute"),
         "miniBatchSize": view.get("mini_batch_size"),
         "maxConcurrencyPerInstance": view.get("max_concurrency_per_instance"),
@@ -139,6 +137,8 @@ def deployment_to_arm(
         "environmentVariables": view.get("environment_variables") or {},
         "provisioningState": "Succeeded",
     }
+    if config:  # none: an MLflow model's no-code deployment
+        props["codeConfiguration"] = {"codeId": code_id, "scoringScript": config.get("scoring_script")}
     model = view.get("model")
     if isinstance(model, str) and model.startswith("azureml:") and model.count(":") == 2:
         _, name, version = model.split(":")

@@ -245,13 +245,15 @@ def deployment_from_arm(
     if not model:
         raise validation_error("properties.model", "an online deployment needs a model (model=Model(path=…))")
     doc["model"] = model_ref(str(model))
-    if code is None:
+    config = _object(props.get("codeConfiguration") or {}, "properties.codeConfiguration")
+    if code is not None:
+        doc["code_configuration"] = {"code": code, "scoring_script": config.get("scoringScript")}
+    elif config:  # none at all: an MLflow model's no-code deployment (the service checks)
         raise validation_error(
             "properties.codeConfiguration.codeId",
-            "an online deployment needs its scoring code (code_configuration=CodeConfiguration(code=…))",
+            "an online deployment needs its scoring code (code_configuration=CodeConfiguration(code=…)), "
+            "unless its model is an MLflow model (then give no code_configuration)",
         )
-    config = _object(props.get("codeConfiguration") or {}, "properties.codeConfiguration")
-    doc["code_configuration"] = {"code": code, "scoring_script": config.get("scoringScript")}
     if props.get("environmentId"):
         doc["environment"] = _environment(str(props["environmentId"]))
     if isinstance(props.get("environmentVariables"), Mapping):
@@ -308,10 +310,6 @@ def deployment_to_arm(
         "properties": {"cloudlet.stage": str(view.get("stage") or "")}
         | ({"cloudlet.reason": str(view["reason"])} if view.get("reason") else {})
         | _scale_extras(view.get("scale_settings")),
-        "codeConfiguration": {
-            "codeId": code_id,
-            "scoringScript": (view.get("code_configuration") or {}).get("scoring_script"),
-        },
         "environmentVariables": view.get("environment_variables") or {},
         "instanceType": view.get("instance_type"),
         "scaleSettings": scale_to_arm(view.get("scale_settings")),
@@ -326,6 +324,11 @@ def deployment_to_arm(
         "egressPublicNetworkAccess": "Enabled",
         "provisioningState": view.get("provisioning_state") or "Succeeded",
     }
+    if view.get("code_configuration"):  # none: an MLflow model's no-code deployment
+        props["codeConfiguration"] = {
+            "codeId": code_id,
+            "scoringScript": view["code_configuration"].get("scoring_script"),
+        }
     model = view.get("model")
     if isinstance(model, str) and model.startswith("azureml:") and model.count(":") == 2:
         _, name, version = model.split(":")
@@ -345,3 +348,20 @@ def deployment_to_arm(
         "sku": {"name": "Default", "tier": "Standard", "capacity": view.get("instance_count", 1)},
         "properties": props,
     }
+
+
+def operation_status(current: int, state: str, reason: str | None, generation: int) -> dict[str, Any]:
+    """ARM's operation status of a deployment write (GENERATION) given the deployment's CURRENT
+    generation and its provisioning STATE: Failed carries ``error`` (code, message), which the
+    SDK's poller raises as ``HttpResponseError`` with that message."""
+    if generation > current or generation < 1:
+        return {"status": "Failed", "error": {"code": "NotFound", "message": f"no operation {generation}"}}
+    if generation < current:  # a later write took over: this one never serves
+        message = f"superseded by a later update of the deployment (write {current})"
+        return {"status": "Canceled", "error": {"code": "Superseded", "message": message}}
+    if state == "Succeeded":
+        return {"status": "Succeeded"}
+    if state == "Failed":
+        message = reason or "the deployment failed; see its logs (get-logs)"
+        return {"status": "Failed", "error": {"code": "DeploymentFailed", "message": message}}
+    return {"status": "InProgress"}

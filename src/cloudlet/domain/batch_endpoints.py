@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cloudlet.domain import mlflow_models
 from cloudlet.domain.errors import CloudletError, validation_error
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{2,31}$")
@@ -83,6 +84,32 @@ class DeploymentResources(_Strict):
     instance_count: int = Field(default=1, ge=1, le=1000)
 
 
+MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
+# ``settings:`` of today's modelBatchDeployment YAML: the same fields the older shape gave at the top.
+SETTINGS_FIELDS = (
+    "max_concurrency_per_instance",
+    "mini_batch_size",
+    "output_action",
+    "output_file_name",
+    "retry_settings",
+    "error_threshold",
+    "logging_level",
+    "environment_variables",
+)
+
+
+class InlineModel(_Strict):
+    """``model: {name, path, type}``: a local folder the CLI uploads (registered anonymously on
+    Azure); ``type: mlflow_model`` lets the deployment go without a scoring script."""
+
+    name: str | None = Field(default=None, max_length=255)
+    version: str | int | None = None
+    path: str = Field(min_length=1, max_length=2048)
+    type: Literal["custom_model", "mlflow_model", "triton_model"] = "custom_model"
+    description: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
 class BatchDeploymentSpec(_Strict):
     schema_: str | None = Field(default=None, alias="$schema")
     name: str | None = None
@@ -90,8 +117,11 @@ class BatchDeploymentSpec(_Strict):
     type: Literal["model"] = "model"
     description: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
-    model: str | None = Field(default=None, max_length=2048)
-    code_configuration: CodeConfiguration
+    model: str | InlineModel | None = Field(default=None)
+    # What the model is (set from an inline model's type, or by the service from a registered
+    # model's): an ``mlflow_model`` needs no code_configuration (cloudlet's MLflow scorer runs it).
+    model_type: Literal["custom_model", "mlflow_model", "triton_model"] | None = None
+    code_configuration: CodeConfiguration | None = None
     environment: str | dict[str, Any] | None = None  # None: the cluster's default Python
     compute: str = Field(min_length=1, max_length=255)
     resources: DeploymentResources = Field(default_factory=DeploymentResources)
@@ -104,6 +134,9 @@ class BatchDeploymentSpec(_Strict):
     output_action: Literal["append_row", "summary_only"] = "append_row"
     output_file_name: str = Field(default="predictions.csv", pattern=r"^[A-Za-z0-9_.-]{1,255}$")
     environment_variables: dict[str, str] = Field(default_factory=dict)
+    # Today's shape: the mini-batch fields above under ``settings:`` (SETTINGS_FIELDS); parse_deployment
+    # moves them to the top before validating, so a stored document never has it.
+    settings: dict[str, Any] | None = None
 
     @field_validator("name", "endpoint_name")
     @classmethod
@@ -120,6 +153,13 @@ class BatchDeploymentSpec(_Strict):
     @classmethod
     def _cluster(cls, value: str) -> str:
         return value.removeprefix("azureml:")
+
+    @field_validator("model")
+    @classmethod
+    def _model_length(cls, value: str | InlineModel | None) -> str | InlineModel | None:
+        if isinstance(value, str) and not 0 < len(value) <= 2048:
+            raise ValueError("model is azureml:<name>:<version>, a datastore path or a local path")
+        return value
 
     @model_validator(mode="after")
     def _count(self) -> BatchDeploymentSpec:
@@ -151,11 +191,42 @@ def parse_endpoint(doc: Any, name: str | None = None) -> dict[str, Any]:
     return stored
 
 
+def _flatten_settings(doc: Any) -> Any:
+    """Today's shape (``settings: {mini_batch_size, …}``) as the stored, flat one."""
+    if not isinstance(doc, dict) or "settings" not in doc:
+        return doc
+    settings = doc["settings"] if doc["settings"] is not None else {}
+    if not isinstance(settings, dict):
+        raise validation_error("settings", "settings is a mapping (mini_batch_size, retry_settings, …)")
+    for key in settings:
+        if key not in SETTINGS_FIELDS:
+            raise validation_error(
+                f"settings.{key}",
+                f"settings.{key} is not a batch deployment setting; known: {', '.join(SETTINGS_FIELDS)}",
+            )
+        if key in doc:
+            raise validation_error(
+                f"settings.{key}", f"{key} is given both at the top and under settings: give it once"
+            )
+    return {**{k: v for k, v in doc.items() if k != "settings"}, **settings}
+
+
 def parse_deployment(doc: Any, endpoint: str | None = None, name: str | None = None) -> dict[str, Any]:
-    """Validate a batch deployment document; its stored form."""
-    spec = _parse(BatchDeploymentSpec, doc, "batch deployment")
+    """Validate a batch deployment document (the older flat shape or today's ``settings:``); its
+    stored form: flat, ``model`` a string (an inline model's path; its type as ``model_type``)."""
+    spec = _parse(BatchDeploymentSpec, _flatten_settings(doc), "batch deployment")
     stored = spec.model_dump(mode="json", exclude_none=True, by_alias=True)
     stored.pop("$schema", None)
+    model = stored.get("model")
+    if isinstance(model, dict):
+        stored["model"] = model["path"]
+        stored.setdefault("model_type", model.get("type") or "custom_model")
+    if not stored.get("code_configuration") and not stored.get("model"):
+        raise validation_error(
+            "code_configuration",
+            "code_configuration is required (code and scoring_script), unless the deployment's model "
+            "is an MLflow model (type: mlflow_model), which cloudlet scores with its own flavor",
+        )
     if name is not None:
         _check_path_name(name, stored.get("name"), "name")
         stored["name"] = name
@@ -195,6 +266,8 @@ def deployment_for(endpoint: dict[str, Any], wanted: str | None, names: list[str
 def driver_command(deployment: dict[str, Any]) -> str:
     """The child's command: cloudlet's driver over ``inputs.data`` into ``outputs.score``."""
     retry = deployment.get("retry_settings") or {}
+    # no code_configuration: an MLflow model, scored by cloudlet's MLflow scorer
+    script = (deployment.get("code_configuration") or {}).get("scoring_script") or mlflow_models.SCRIPT_NAME
     args = [
         "python",
         DRIVER_FILE,
@@ -203,7 +276,7 @@ def driver_command(deployment: dict[str, Any]) -> str:
         "--output",
         "${{outputs.score}}",
         "--scoring-script",
-        shlex.quote(deployment["code_configuration"]["scoring_script"]),
+        shlex.quote(script),
         "--mini-batch-size",
         str(deployment.get("mini_batch_size", 10)),
         "--max-concurrency",

@@ -4,9 +4,10 @@
 An endpoint names its auth mode (``key`` or ``aml_token``), its ``traffic`` (deployment → weight,
 0–100, summing to 0 or 100) and ``mirror_traffic`` (one deployment → a share ≤ 50 % copied; the
 copy's answer is dropped). A deployment names its model (``azureml:<name>:<version>`` or a local
-path the client uploads like code, ``codes/<sha256>``), ``code_configuration`` (``code`` and
-``scoring_script``), an environment, ``instance_type``, ``instance_count``, ``request_settings``
-and liveness / readiness probes with Azure's defaults. Errors name the field and the fix.
+path the client uploads to the datastore, where its folder keeps its name), ``code_configuration``
+(``code`` and ``scoring_script``; none for an MLflow model), an environment, ``instance_type``,
+``instance_count``, ``request_settings`` and liveness / readiness probes with Azure's defaults.
+Errors name the field and the fix.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from cloudlet.domain import online_autoscale
+from cloudlet.domain import mlflow_models, online_autoscale
 from cloudlet.domain.compute_spec import NAME_PATTERN
 from cloudlet.domain.errors import CloudletError, validation_error
 
@@ -27,6 +28,10 @@ AUTH_MODES = ("key", "aml_token")
 MAX_MIRROR_PERCENT = 50
 MAX_INSTANCES = 20
 PINNED_HEADER = "azureml-model-deployment"
+# A deployment's model: a registered one (azureml:<name>:<version>), an uploaded folder or file
+# (a datastore path, LocalUpload/<hash>/<name>: the replica sees it as AZUREML_MODEL_DIR/<name>, as
+# on Azure), or a code snapshot (codes/<sha256>: its contents are AZUREML_MODEL_DIR itself).
+MODEL_PREFIXES = ("azureml:", "codes/", "azureml://datastores/")
 
 # Azure's defaults (seconds for probes, ms for requests).
 PROBE_DEFAULTS: dict[str, int] = {
@@ -75,7 +80,9 @@ DEPLOYMENT_FIELDS = {
     "scale_settings",
     "type",
     "compute",
+    "model_type",  # cloudlet's: the model's type as written (an inline model's, or its asset's)
 }
+MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ class DeploymentSpec:
     name: str
     endpoint_name: str
     model: str
-    code: str
+    code: str | None  # None: an MLflow model without a scoring script (mlflow_models.SCRIPT_NAME)
     scoring_script: str
     environment: str | None
     instance_type: str
@@ -120,13 +127,19 @@ class DeploymentSpec:
     compute: str | None = None
     # An inline environment (image + conda_file, pip) as given: the replicas' nodes build it.
     environment_doc: dict[str, Any] | None = None
+    model_type: str | None = None  # None: not known yet (a registered model's is its asset's)
 
     def to_doc(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "endpoint_name": self.endpoint_name,
             "model": self.model,
-            "code_configuration": {"code": self.code, "scoring_script": self.scoring_script},
+            **({"model_type": self.model_type} if self.model_type else {}),
+            **(
+                {"code_configuration": {"code": self.code, "scoring_script": self.scoring_script}}
+                if self.code is not None
+                else {}
+            ),
             "environment": self.environment_doc if self.environment_doc is not None else self.environment,
             "environment_variables": dict(self.environment_variables),
             "instance_type": self.instance_type,
@@ -266,36 +279,25 @@ def parse_deployment(doc: Any, endpoint_name: str, url_name: str | None = None) 
     if kind not in (None, "managed", "kubernetes"):
         raise validation_error("type", f"type '{kind}' is not an online deployment type; use managed")
     model = body.get("model")
+    model_type = body.get("model_type")
     if isinstance(model, dict):
+        model_type = model.get("type") or model_type
         model = model.get("path")
+    if model_type is not None and model_type not in MODEL_TYPES:
+        raise validation_error(
+            "model.type", f"model type '{model_type}' is not one of {', '.join(MODEL_TYPES)}"
+        )
     if not isinstance(model, str) or not model:
         raise validation_error(
             "model", "'model' is required: azureml:<name>:<version>, or a local path to upload"
         )
-    if not (model.startswith("azureml:") or model.startswith("codes/")):
+    if not model.startswith(MODEL_PREFIXES):
         raise validation_error(
             "model",
             f"model '{model}' is a local path: upload it first (the CLI and client do), "
             "or name azureml:<name>:<version>",
         )
-    config = _mapping(body.get("code_configuration"), "code_configuration")
-    _unknown(config, {"code", "scoring_script"}, "code_configuration")
-    code, script = config.get("code"), config.get("scoring_script")
-    if not isinstance(code, str) or not code:
-        raise validation_error(
-            "code_configuration.code",
-            "'code_configuration.code' is required: the folder of the scoring script",
-        )
-    if not code.startswith("codes/"):
-        raise validation_error(
-            "code_configuration.code",
-            f"code '{code}' is a local path: upload it first (the CLI and client do)",
-        )
-    if not isinstance(script, str) or not script or script.startswith("/") or ".." in script.split("/"):
-        raise validation_error(
-            "code_configuration.scoring_script",
-            "'scoring_script' is required: a path inside the code folder, e.g. score.py",
-        )
+    code, script = _code_configuration(body.get("code_configuration"))
     environment = body.get("environment")
     environment_doc = None
     if isinstance(environment, dict):
@@ -329,7 +331,34 @@ def parse_deployment(doc: Any, endpoint_name: str, url_name: str | None = None) 
         scale_settings=scale,
         compute=compute,
         environment_doc=environment_doc,
+        model_type=None if model_type is None else str(model_type),
     )
+
+
+def _code_configuration(doc: Any) -> tuple[str | None, str]:
+    """(code, scoring_script); none given: an MLflow model's no-code deployment (the service
+    checks the model is one: ``mlflow_models.check_scoring``)."""
+    if doc is None:
+        return None, mlflow_models.SCRIPT_NAME
+    config = _mapping(doc, "code_configuration")
+    _unknown(config, {"code", "scoring_script"}, "code_configuration")
+    code, script = config.get("code"), config.get("scoring_script")
+    if not isinstance(code, str) or not code:
+        raise validation_error(
+            "code_configuration.code",
+            "'code_configuration.code' is required: the folder of the scoring script",
+        )
+    if not code.startswith("codes/"):
+        raise validation_error(
+            "code_configuration.code",
+            f"code '{code}' is a local path: upload it first (the CLI and client do)",
+        )
+    if not isinstance(script, str) or not script or script.startswith("/") or ".." in script.split("/"):
+        raise validation_error(
+            "code_configuration.scoring_script",
+            "'scoring_script' is required: a path inside the code folder, e.g. score.py",
+        )
+    return code, script
 
 
 def parse_compute(value: Any) -> str | None:

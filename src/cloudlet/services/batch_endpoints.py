@@ -19,9 +19,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.agent import batch_driver
+from cloudlet.agent import batch_driver, mlflow_scorer
 from cloudlet.domain import batch_endpoints as rules
-from cloudlet.domain import environments
+from cloudlet.domain import environments, mlflow_models
 from cloudlet.domain.errors import conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
@@ -29,11 +29,15 @@ from cloudlet.domain.uploads import UnpackBudget, UploadLimits
 from cloudlet.services import assets as asset_service
 from cloudlet.services import audit, codes, computes
 from cloudlet.services import jobs as job_service
+from cloudlet.services import online_endpoints as online
 from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.mlflow_models import environment as mlflow_environment
+from cloudlet.services.mlflow_models import registered_model
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Job, Workspace
 
 DRIVER_SOURCE = Path(batch_driver.__file__)
+SCORER_SOURCE = Path(mlflow_scorer.__file__)
 
 
 # -- endpoints -------------------------------------------------------------------------------
@@ -128,8 +132,9 @@ def create_or_update_deployment(
             f"batch deployments run on a cluster; '{spec['compute']}' is not a cluster in this workspace "
             "(cloudlet compute create --type amlcompute)",
         )
-    _snapshot(ws, data, spec["code_configuration"]["code"])
-    spec = _with_environment(session, ws, spec)
+    if spec.get("code_configuration"):
+        _snapshot(ws, data, spec["code_configuration"]["code"])
+    spec = _with_environment(session, ws, _no_code(session, ws, spec, data))
     existing = {d.name: d for d in deployments(session, endpoint)}
     now = time.time()
     row = existing.get(name)
@@ -153,6 +158,22 @@ def create_or_update_deployment(
     target = f"{ref.arm_id}/batchEndpoints/{endpoint_name}/deployments/{name}"
     audit.record(session, caller.name, "batchDeployment.write", target)
     return row, created
+
+
+def _no_code(session: Session, ws: Workspace, spec: dict[str, Any], data: DataRoot) -> dict[str, Any]:
+    """SPEC with its model's type known (a registered model's is its asset's). Without
+    code_configuration the model must be an MLflow model, scored by cloudlet's MLflow scorer;
+    without an environment it gets one from the model's own dependencies, as Azure builds it."""
+    model = spec.get("model")
+    asset = registered_model(session, ws, str(model)) if model else None
+    kind = str(asset.spec.get("type") or "custom_model") if asset is not None else spec.get("model_type")
+    if kind:
+        spec = {**spec, "model_type": kind}
+    mlflow_models.check_scoring(bool(spec.get("code_configuration")), kind, "a batch deployment")
+    if spec.get("code_configuration") or spec.get("environment"):
+        return spec
+    source = str(asset.spec.get("path") or "") if asset is not None else str(model)
+    return {**spec, "environment": mlflow_environment(*online.model_path(data, ws.id, source))}
 
 
 def _with_environment(session: Session, ws: Workspace, spec: dict[str, Any]) -> dict[str, Any]:
@@ -217,18 +238,30 @@ def invoke(
     rows = {d.name: d for d in deployments(session, endpoint)}
     chosen = rows[rules.deployment_for(endpoint.spec, request.deployment_name, sorted(rows))]
     data_input = rules.input_of(request)
-    archive = _snapshot(ws, data, chosen.spec["code_configuration"]["code"]).read_bytes()
-    digest = codes.store_snapshot(session, data, ws.id, with_driver(archive))
+    config = chosen.spec.get("code_configuration")
+    archive = _snapshot(ws, data, config["code"]).read_bytes() if config else _EMPTY_ARCHIVE
+    digest = codes.store_snapshot(session, data, ws.id, with_driver(archive, with_scorer=not config))
     doc = rules.scoring_job(endpoint_name, chosen.spec, data_input, f"codes/{digest}", job_name)
     prepared = job_service.prepare(doc, job_name)
     job, _ = job_service.submit(session, ws, job_name, prepared, caller, data)
     return job
 
 
-def with_driver(archive: bytes) -> bytes:
-    """A code snapshot with cloudlet's batch driver added at its top (deterministic bytes, so
-    the same code gives the same snapshot). Bounded as an upload's unpacking is (the sizes its
-    members declare, before any is copied): a snapshot that is an archive bomb is a 413."""
+def _empty_archive() -> bytes:
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as zipped, tarfile.open(fileobj=zipped, mode="w"):
+        pass
+    return out.getvalue()
+
+
+_EMPTY_ARCHIVE = _empty_archive()  # a no-code deployment's "code": the driver and scorer only
+
+
+def with_driver(archive: bytes, with_scorer: bool = False) -> bytes:
+    """A code snapshot with cloudlet's batch driver added at its top (and, for an MLflow model
+    without a scoring script, cloudlet's MLflow scorer); deterministic bytes, so the same code
+    gives the same snapshot. Bounded as an upload's unpacking is (the sizes its members declare,
+    before any is copied): a snapshot that is an archive bomb is a 413."""
     budget = UnpackBudget(UploadLimits())
     out = io.BytesIO()
     with (
@@ -237,15 +270,19 @@ def with_driver(archive: bytes) -> bytes:
         tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as source,
     ):
         for member in source:  # lazily: a bomb is refused at its first oversized member
-            if member.name.lstrip("./") == rules.DRIVER_FILE:
+            if member.name.lstrip("./") in (rules.DRIVER_FILE, mlflow_models.SCRIPT_NAME):
                 continue
             budget.add_entry()
             budget.add_bytes(member.size)
             tar.addfile(member, source.extractfile(member) if member.isfile() else None)
-        driver = DRIVER_SOURCE.read_bytes()
-        info = tarfile.TarInfo(rules.DRIVER_FILE)
-        info.size, info.mode = len(driver), 0o644
-        tar.addfile(info, io.BytesIO(driver))
+        added = [(rules.DRIVER_FILE, DRIVER_SOURCE)]
+        if with_scorer:
+            added.append((mlflow_models.SCRIPT_NAME, SCORER_SOURCE))
+        for name, source_path in added:
+            content = source_path.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(content), 0o644
+            tar.addfile(info, io.BytesIO(content))
     return out.getvalue()
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import environments
+from cloudlet.domain import environments, mlflow_models
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.domain.errors import CloudletError, not_found, validation_error
 from cloudlet.domain.nodes import NodeState
@@ -34,6 +34,8 @@ from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.mlflow_models import environment as mlflow_environment
+from cloudlet.services.mlflow_models import registered_model
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import (
     Asset,
@@ -238,10 +240,35 @@ def _check_code(session: Session, ws: Workspace, uri: str, target: str) -> None:
         raise validation_error(target, f"no uploaded code '{uri}' in this workspace; upload the folder first")
 
 
+def model_type(session: Session, ws: Workspace, model: str) -> str | None:
+    """A registered model's type (its asset's); None for an uploaded folder (its document says)."""
+    asset = registered_model(session, ws, model)
+    return None if asset is None else str(asset.spec.get("type") or "custom_model")
+
+
+def no_code(
+    session: Session, ws: Workspace, spec: rules.DeploymentSpec, data: DataRoot | None
+) -> rules.DeploymentSpec:
+    """SPEC with its model's type known; one without code_configuration must be an MLflow model,
+    scored by cloudlet's MLflow scorer, and without an environment it gets one from the model's
+    own dependencies (as Azure builds it)."""
+    kind = spec.model_type or model_type(session, ws, spec.model)
+    spec = dataclasses.replace(spec, model_type=kind)
+    mlflow_models.check_scoring(spec.code is not None, kind, "an online deployment")
+    if spec.code is not None or spec.environment is not None or data is None:
+        return spec
+    where = model_path(data, ws.id, model_source(session, ws, spec.model))
+    env = mlflow_environment(*where)
+    return dataclasses.replace(spec, environment=str(env["name"]), environment_doc=env)
+
+
 def model_source(session: Session, ws: Workspace, model: str) -> str:
-    """What the replica unpacks or links as its model: ``codes/<sha>`` or a model asset's path."""
+    """What the replica unpacks or links as its model: ``codes/<sha>``, or a datastore path (an
+    uploaded folder's, or a model asset's)."""
     if model.startswith("codes/"):
         _check_code(session, ws, model, "model")
+        return model
+    if model.startswith("azureml://datastores/"):  # an uploaded folder or file: kept by its name
         return model
     parts = model.removeprefix("azureml:").split(":")
     if len(parts) != 2:
@@ -357,10 +384,13 @@ def put_deployment(
     actor: str,
     local: bool = False,
     on_instances: bool = True,
+    data: DataRoot | None = None,
 ) -> Written:
     spec = registered_environment(session, ws, rules.parse_deployment(doc, endpoint.name, name))
-    _check_code(session, ws, spec.code, "code_configuration.code")
+    if spec.code is not None:
+        _check_code(session, ws, spec.code, "code_configuration.code")
     model_source(session, ws, spec.model)
+    spec = no_code(session, ws, spec, data)
     row = session.scalar(
         select(OnlineDeployment).where(
             OnlineDeployment.endpoint_id == endpoint.id, OnlineDeployment.name == name

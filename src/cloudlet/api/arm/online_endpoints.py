@@ -2,11 +2,13 @@
 translate with ``domain/arm_online.py``, call ``services/online_endpoints`` (the same rules as the
 native routes in ``api/routes_online.py``), tell the replica runtime after each commit.
 
-Long-running operations use ARM's body polling: a PUT answers 200/201 with the resource and no
-``Azure-AsyncOperation``, so the SDK's poller re-GETs the resource until ``provisioningState`` is
-terminal. An endpoint is Succeeded at once; a deployment is Creating/Updating until its replicas
-are ready (Succeeded) or gave up (Failed, which the SDK raises). DELETE finishes in its request
-(200; 204 when there is nothing to delete). ``scoringUri`` is the gateway's path-style route on
+Long-running operations: an endpoint's PUT answers 200/201 with no polling header (body polling:
+it is Succeeded at once). A deployment's PUT answers 200/201 with ``Azure-AsyncOperation``
+naming that write's operation (``…/deployments/{d}/operations/{generation}``): InProgress until
+its replicas are ready (Succeeded) or gave up (``{"status": "Failed", "error": {code, message}}``,
+which the SDK raises as ``HttpResponseError`` with the reason, as ARM fails an operation), and
+the SDK re-GETs the deployment when it succeeded. DELETE finishes in its request (200; 204 when
+there is nothing to delete). ``scoringUri`` is the gateway's path-style route on
 this TLS listener (``/online/{sub}/{rg}/{ws}/{e}/score``), which ``online_endpoints.invoke``
 posts to with a key or an ``aml_token``.
 """
@@ -251,11 +253,35 @@ def arm_put_online_deployment(
             doc,
             ctx.caller.name,
             on_instances=ctx.state.online.ON_INSTANCES,
+            data=ctx.state.data,
         )
     rendered = _deployment(ctx, written.row, endpoint, ref, workspace)
+    generation = written.row.generation
     ctx.commit()
     ctx.state.online.deploy(row, written.row, ref)
-    return json_response(rendered, 201 if written.created else 200)
+    url = f"{arm.https_base(ctx.request, ctx.state)}{ref.arm_id}/onlineEndpoints/{endpoint}"
+    url += f"/deployments/{deployment}/operations/{generation}"
+    headers = {"Azure-AsyncOperation": url, "Retry-After": "1"}
+    return json_response(rendered, 201 if written.created else 200, headers)
+
+
+@router.get(DEP + "/operations/{generation}")
+def arm_online_deployment_operation(
+    sub: str,
+    rg: str,
+    ws: str,
+    endpoint: str,
+    deployment: str,
+    generation: int,
+    ctx: Context = Depends(context),
+) -> Response:
+    """What a deployment PUT's ``Azure-AsyncOperation`` points at: that write's roll-out."""
+    _, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    found = service.get_deployment(ctx.session, row, deployment)
+    body = arm_online.operation_status(found.generation, found.provisioning_state, found.reason, generation)
+    body["id"] = str(ctx.request.url).split("?", 1)[0]
+    headers = {"Retry-After": "1"} if body["status"] == "InProgress" else None
+    return json_response(body, 200, headers)
 
 
 @router.delete(DEP, status_code=200, responses=success(204, "No such deployment"))

@@ -1,0 +1,184 @@
+"""Azure's batch deployment samples in their own shapes, through the CLI (issue 25): files of our
+own under tests/data/azureml_samples/batch/ laid out as ``cli/endpoints/batch/deploy-models/``.
+
+- Today's modelBatchDeployment YAML (``type: model``, ``settings:``, ``resources:``, an inline
+  ``model: {name, path}``) is taken as written; the scoring script finds the model folder at
+  ``$AZUREML_MODEL_DIR/<folder>/`` as Azure lays it out.
+- An MLflow model registered with ``model create --type mlflow_model`` and deployed without
+  code_configuration or environment (``heart-classifier-mlflow/deployment-simple``) is scored by
+  its own flavor in an environment built from its conda.yaml; ``predictions.csv`` has a row per
+  input row, ``row,prediction,file``, as Azure writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cloudlet.control.online_replicas import default_python
+from tests.conftest import RunningServer
+from tests.jobs_helpers import create_compute, job, log_text, served, wait_job
+
+SAMPLES = Path(__file__).parent.parent / "data" / "azureml_samples"
+CLUSTER = "batch-cluster"
+PICKLE = """
+import sys, cloudpickle
+from sklearn.linear_model import LogisticRegression
+X = [[0, 0], [0, 1], [1, 0], [1, 1], [5, 5], [5, 6], [6, 5], [6, 6]]
+with open(sys.argv[1], "wb") as out:
+    cloudpickle.dump(LogisticRegression().fit(X, [0, 0, 0, 0, 1, 1, 1, 1]), out)
+"""
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    yield from served(tmp_path_factory, "batch-samples", extra_env={"CLOUDLET_INSTANCE_APPS": ""})
+
+
+@pytest.fixture(scope="module")
+def api(srv: RunningServer) -> Iterator[httpx.Client]:
+    with srv.client() as client:
+        body = {"type": "amlcompute", "size": "Standard_DS3_v2", "min_instances": 0, "max_instances": 1}
+        create_compute(client, srv, CLUSTER, {**body, "idle_time_before_scale_down": 300})
+        yield client
+
+
+def cli(srv: RunningServer, *args: str, cwd: Path | None = None) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "cloudlet", *args],
+        env={**srv.cli_env(), "CLOUDLET_OUTPUT": "json"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+def finished(api: httpx.Client, srv: RunningServer, name: str) -> dict[str, Any]:
+    try:
+        return wait_job(api, srv, name, timeout=400)
+    except AssertionError as exc:
+        shown = job(api, srv, name)
+        kids = [(c["name"], c["status"], log_text(api, srv, c["name"])[-3000:]) for c in shown["children"]]
+        raise AssertionError(f"{exc}\n{shown['status']}: {shown.get('status_message')}\n{kids}") from None
+
+
+def test_todays_deployment_shape_with_an_inline_model_folder(
+    api: httpx.Client, srv: RunningServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "mnist-shaped"
+    shutil.copytree(SAMPLES / "batch" / "mnist-shaped", root)
+    model = root / "deployment-custom" / "model"
+    model.mkdir()
+    (model / "model.json").write_text(json.dumps({"threshold": 0.5}))
+    data = root / "data"
+    data.mkdir()
+    for index, value in enumerate((0.1, 0.9, 0.7)):
+        (data / f"digit-{index}.txt").write_text(f"{value}\n")
+    cli(srv, "batch-endpoint", "create", "-f", "endpoint.yml", cwd=root)
+    made = cli(
+        srv,
+        "batch-deployment",
+        "create",
+        "--file",
+        "deployment-custom/deployment.yml",
+        "--set-default",
+        cwd=root,
+    )
+    assert made["mini_batch_size"] == 2 and made["max_concurrency_per_instance"] == 2, made
+    assert made["retry_settings"] == {"max_retries": 3, "timeout": 30}, made
+    assert made["model"].endswith("/model") and made["model_type"] == "custom_model", made
+    started = cli(srv, "batch-endpoint", "invoke", "--name", "mnist-batch", "--input", "data", cwd=root)
+    done = finished(api, srv, started["name"])
+    assert done["status"] == "Completed", done
+    out = tmp_path / "out"
+    cli(
+        srv,
+        "job",
+        "download",
+        "--name",
+        started["name"],
+        "--output-name",
+        "score",
+        "--download-path",
+        str(out),
+    )
+    rows = next(out.rglob("predictions.csv")).read_text().splitlines()
+    assert rows == ["digit-0.txt 0", "digit-1.txt 1", "digit-2.txt 1"]
+
+
+def test_mlflow_model_without_code_or_environment(
+    api: httpx.Client, srv: RunningServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "heart-classifier-mlflow"
+    shutil.copytree(SAMPLES / "batch" / "heart-classifier-mlflow", root)
+    shutil.copytree(SAMPLES / "online" / "ncd" / "sklearn-classifier" / "model", root / "model")
+    subprocess.run([default_python(), "-c", PICKLE, str(root / "model" / "model.pkl")], check=True)
+    register = ("model", "create", "--name", "heart-classifier-mlflow", "--type", "mlflow_model")
+    registered = cli(srv, *register, "--path", "model", cwd=root)
+    assert registered["type"] == "mlflow_model", registered
+    cli(srv, "batch-endpoint", "create", "-f", "endpoint.yml", cwd=root)
+    made = cli(
+        srv,
+        "batch-deployment",
+        "create",
+        "--file",
+        "deployment-simple/deployment.yml",
+        "--set-default",
+        cwd=root,
+    )
+    assert "code_configuration" not in made and made["model_type"] == "mlflow_model", made
+    assert made["environment"]["conda_file"]["name"] == "mlflow-env", made["environment"]
+    started = cli(
+        srv, "batch-endpoint", "invoke", "--name", "heart-classifier-batch", "--input", "data", cwd=root
+    )
+    done = finished(api, srv, started["name"])
+    assert done["status"] == "Completed", done
+    out = tmp_path / "out"
+    cli(
+        srv,
+        "job",
+        "download",
+        "--name",
+        started["name"],
+        "--output-name",
+        "score",
+        "--download-path",
+        str(out),
+    )
+    rows = next(out.rglob("predictions.csv")).read_text().splitlines()
+    expected = ["0,0,unlabeled-0.csv", "1,1,unlabeled-0.csv"]
+    assert rows == [*expected, "0,1,unlabeled-1.csv", "1,0,unlabeled-1.csv", "2,0,unlabeled-1.csv"], rows
+
+
+def test_a_custom_model_without_code_is_refused(srv: RunningServer, tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "weights.txt").write_text("1\n")
+    doc = "name: nocode\nendpoint_name: heart-classifier-batch\nmodel:\n  path: m\ncompute: batch-cluster\n"
+    (tmp_path / "d.yml").write_text(doc)
+    cli(srv, "batch-endpoint", "create", "-n", "plain-batch")
+    argv = [
+        sys.executable,
+        "-m",
+        "cloudlet",
+        "batch-deployment",
+        "create",
+        "-f",
+        "d.yml",
+        "-e",
+        "plain-batch",
+    ]
+    done = subprocess.run(argv, env=srv.cli_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0, done.stdout
+    assert "code_configuration" in done.stderr and "mlflow_model" in done.stderr, done.stderr
