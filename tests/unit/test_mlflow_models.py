@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.agent import mlflow_scorer
 from cloudlet.domain import mlflow_models
 from cloudlet.domain.errors import CloudletError
+from cloudlet.scoring import mlflow_scorer
 
 MLMODEL = """
 flavors:

@@ -35,7 +35,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.agent import mlflow_scorer
 from cloudlet.control.loop import one_item
 from cloudlet.control.online_autoscaler import Autoscaler
 from cloudlet.control.online_inflight import InFlightBoard
@@ -43,6 +42,7 @@ from cloudlet.control.online_placement import AgentHosts, Placement
 from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard, ReplicaProcess
 from cloudlet.control.replica_process import ProcessReplicas
 from cloudlet.domain import online_endpoints as rules
+from cloudlet.scoring import mlflow_scorer
 from cloudlet.services import online_endpoints as service
 from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef

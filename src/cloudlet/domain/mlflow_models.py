@@ -3,7 +3,7 @@ Azure ML documents them (pure).
 
 Azure scores such a model with its own flavor and builds its environment from the model's own
 dependencies (``MLmodel``'s ``python_function.env``: ``conda.yaml``, else ``requirements.txt``).
-cloudlet does the same: ``SCRIPT_NAME`` (``agent/mlflow_scorer.py``) is the scoring script the
+cloudlet does the same: ``SCRIPT_NAME`` (``scoring/mlflow_scorer.py``) is the scoring script the
 server puts beside the replica's code or the batch child's driver, and ``environment_for`` the
 inline environment a deployment without one gets.
 """
@@ -17,7 +17,7 @@ import yaml
 from cloudlet.domain.errors import validation_error
 
 MLFLOW_MODEL = "mlflow_model"
-SCRIPT_NAME = "_cloudlet_mlflow_score.py"  # agent/mlflow_scorer.py, copied under this name
+SCRIPT_NAME = "_cloudlet_mlflow_score.py"  # scoring/mlflow_scorer.py, copied under this name
 MLMODEL = "MLmodel"
 # What the scorer imports beyond the model's own packages, when the model names no mlflow.
 SCORER_PACKAGES = ("mlflow-skinny", "pandas")

@@ -19,13 +19,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.agent import batch_driver, mlflow_scorer
+from cloudlet.agent import batch_driver
 from cloudlet.domain import batch_endpoints as rules
 from cloudlet.domain import environments, mlflow_models
 from cloudlet.domain.errors import conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
 from cloudlet.domain.uploads import UnpackBudget, UploadLimits
+from cloudlet.scoring import mlflow_scorer
 from cloudlet.services import assets as asset_service
 from cloudlet.services import audit, codes, computes
 from cloudlet.services import jobs as job_service
