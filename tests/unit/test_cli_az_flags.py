@@ -109,3 +109,19 @@ def test_a_bad_query_is_refused_naming_the_flag(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("CLOUDLET_HOME", str(tmp_path))
     result = CliRunner().invoke(app, ["job", "list", "--query", "[?"])
     assert result.exit_code == 2 and "--query" in result.output
+
+
+def test_tables_stay_tables_and_query_results_print_as_values() -> None:
+    import io
+
+    from cloudlet.cli.output import render
+
+    out = io.StringIO()
+    render({"name": "ep", "auth_mode": "key"}, "table", stream=out)
+    assert out.getvalue().splitlines()[0].split() == ["FIELD", "VALUE"], out.getvalue()
+    out = io.StringIO()
+    render({"name": "ep", "auth_mode": "key"}, "table", stream=out, query="name")
+    assert out.getvalue() == "ep\n"
+    out = io.StringIO()
+    render([{"name": "a"}, {"name": "b"}], "table", stream=out, query="[].name")
+    assert out.getvalue() == "a\nb\n"

@@ -353,7 +353,8 @@ def render(
     else:
         if isinstance(data, list) and not data:
             return
-        if not isinstance(data, dict | list) or all(not isinstance(i, dict) for i in data):
+        scalars = isinstance(data, list) and all(not isinstance(i, dict) for i in data)
+        if scalars or not isinstance(data, dict | list):
             out.write(dump_tsv(data))  # a scalar or a list of scalars (a --query result) as they are
             out.flush()
             return
