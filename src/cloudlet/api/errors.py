@@ -64,11 +64,15 @@ def _allowed_methods(request: Request, named: str) -> list[str]:
     except ImportError:  # pragma: no cover - a FastAPI without it: the first route's methods
         return sorted(methods)
     scope = {**request.scope, "method": "__any__"}
+    matched: dict[int, set[str]] = {}
     for route in candidates(request.app.router.routes):
         match, _ = route.matches(scope)
         if match is not Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
-    return sorted(methods)
+            # Fewest parameters first: a path some route names literally (``…/logged-models/search``)
+            # is that route's resource, not a value of a parametrised sibling (``…/{model_id}``).
+            params = getattr(route, "path_format", "").count("{")
+            matched.setdefault(params, set()).update(getattr(route, "methods", None) or ())
+    return sorted(matched[min(matched)] if matched else methods)
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:

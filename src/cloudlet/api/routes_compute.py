@@ -12,7 +12,7 @@ from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.native import computes as compute_view
 from cloudlet.api.native import operations as operation_view
 from cloudlet.api.openapi import json_body, schema_of, success
-from cloudlet.api.routing import UserRoute
+from cloudlet.api.routing import UserRoute, one_of
 from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.compute_spec import (
     AmlComputeSpec,
@@ -153,7 +153,11 @@ def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
 
-@router.post(WS + "/computes/{name}/{action}", status_code=202, responses={202: ACCEPTED})
+@router.post(
+    WS + "/computes/{name}/" + one_of("action", "start", "stop", "restart"),
+    status_code=202,
+    responses={202: ACCEPTED},
+)
 def compute_action(
     sub: str,
     rg: str,
