@@ -68,6 +68,27 @@ def schema_of(*models: type[BaseModel]) -> dict[str, Any]:
     return {**out, "x-definitions": defs} if defs else out
 
 
+INT64 = (-(2**63), 2**63 - 1)
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _exact_bounds(node: Any) -> None:
+    """Numeric bounds as the validators hold them: the generator writes some as floats, and
+    ``le=2**63 - 1`` as 9.223372036854776e18, a bound the server refuses (2**63), so a client
+    reading the document sends values it will be told are too large."""
+    if isinstance(node, list):
+        for item in node:
+            _exact_bounds(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in BOUNDS and isinstance(value, float) and value.is_integer():
+            node[key] = min(max(int(value), INT64[0]), INT64[1]) if abs(value) >= 2**53 else int(value)
+        else:
+            _exact_bounds(value)
+
+
 def install(app: FastAPI) -> None:
     """Replace ``app.openapi`` with the generated document, post-processed once."""
 
@@ -86,6 +107,7 @@ def install(app: FastAPI) -> None:
                 schemas.update(body.get("schema", {}).pop("x-definitions", {}))
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)
+        _exact_bounds(doc)
         app.openapi_schema = doc
         return doc
 
