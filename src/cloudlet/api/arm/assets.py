@@ -41,8 +41,21 @@ Name = Annotated[str, Path(pattern=rules.NAME_PATTERN.pattern, max_length=255, d
 Version = Annotated[
     str, Path(pattern=rules.VERSION_PATTERN.pattern, max_length=64, description=rules.VERSION_RULE)
 ]
-ListView = Annotated[str | None, Query(alias="listViewType", max_length=32)]
-OrderBy = Annotated[str | None, Query(alias="$orderBy", max_length=64)]
+# The values the SDK sends, as enums (the server also takes other spellings of them).
+ListView = Annotated[
+    str | None,
+    Query(
+        alias="listViewType", max_length=32, json_schema_extra={"enum": ["ActiveOnly", "ArchivedOnly", "All"]}
+    ),
+]
+OrderBy = Annotated[
+    str | None,
+    Query(
+        alias="$orderBy",
+        max_length=64,
+        json_schema_extra={"enum": ["createdtime desc", "createdtime asc", "createdtime"]},
+    ),
+]
 Informational = Annotated[str | None, Query(max_length=1024)]
 ARM_BODY = json_body(
     {
