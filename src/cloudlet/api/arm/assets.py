@@ -82,6 +82,21 @@ ARM_BODY = json_body(
         },
     }
 )
+# A container PUT archives or restores its versions: it reads properties.isArchived only.
+CONTAINER_BODY = json_body(
+    {
+        "type": "object",
+        "description": "an ARM asset container: properties.isArchived archives or restores its versions",
+        "required": ["properties"],
+        "properties": {
+            "properties": {
+                "type": "object",
+                "required": ["isArchived"],
+                "properties": {"isArchived": {"type": "boolean"}},
+            }
+        },
+    }
+)
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
@@ -191,7 +206,7 @@ def _routes(kind: AssetKind) -> None:
     """Register one collection's routes (functions named per kind: their OpenAPI ids differ)."""
     collection = rules.COLLECTIONS[kind]
     base = f"{WS}/{collection}"
-    container_routes(router, kind, base, ARM_BODY)
+    container_routes(router, kind, base, CONTAINER_BODY)
 
     def add(method: str, path: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
         return router.api_route(base + path, methods=[method], name=f"arm_{name}_{kind}", **kwargs)

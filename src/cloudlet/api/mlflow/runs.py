@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.mlflow import API, MlflowRoute, run_writer, workspace
 from cloudlet.api.mlflow.experiments import Key, KeyValue, Param, ViewType
 from cloudlet.domain import tracking as rules
 from cloudlet.domain.roles import Access
+from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import tracking, tracking_reads
 from cloudlet.services.tracking import MetricIn, RunView
 from cloudlet.services.tracking_experiments import ACTIVE, DEFAULT_EXPERIMENT_ID, DELETED
@@ -21,8 +22,9 @@ from cloudlet.store.schema import Workspace
 
 router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
 RunId = Annotated[str, Field(min_length=1, max_length=128)]
-Millis = Annotated[int, Field(ge=0, le=2**63 - 1)]
-Step = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+# Strict: false is not 0 (JSON Schema's integer excludes booleans); 5.0 is 5, as JSON Schema says.
+Millis = Annotated[StrictInt, Field(ge=0, le=2**63 - 1), WHOLE_FLOAT]
+Step = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1), WHOLE_FLOAT]
 MetricValue = (
     float
     | int
