@@ -52,6 +52,23 @@ def json_body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
     return {"requestBody": {"required": required, "content": content}}
 
 
+def named_by_url(schema: dict[str, Any]) -> dict[str, Any]:
+    """SCHEMA (or each of its ``oneOf``/``anyOf`` members) with ``name`` optional: a PUT to
+    ``…/{name}`` takes the name from the URL when the body leaves it out."""
+    out = {**schema, "required": [k for k in schema.get("required", []) if k != "name"]}
+    if "name" in schema.get("properties", {}):
+        out["properties"] = {**schema["properties"], **nullable({"name": schema["properties"]["name"]})}
+    for key in ("oneOf", "anyOf"):
+        if key in schema:
+            out[key] = [named_by_url(member) for member in schema[key]]
+    return out
+
+
+def nullable(properties: dict[str, Any]) -> dict[str, Any]:
+    """PROPERTIES, each of which may also be null (a YAML document's field left empty)."""
+    return {name: {"anyOf": [schema, {"type": "null"}]} for name, schema in properties.items()}
+
+
 def binary_body(media_type: str, description: str) -> dict[str, Any]:
     content = {media_type: {"schema": {"type": "string", "format": "binary"}}}
     return {"requestBody": {"required": True, "description": description, "content": content}}

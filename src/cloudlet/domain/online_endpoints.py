@@ -166,7 +166,11 @@ def _int(value: Any, target: str, low: int, high: int) -> int:
 
 
 def _tags(doc: Any, target: str) -> dict[str, str]:
+    """Text values (a YAML number or boolean is written as text); anything else is refused."""
     tags = _mapping(doc, target)
+    for key, value in tags.items():
+        if value is None or not isinstance(value, str | int | float):
+            raise validation_error(f"{target}.{key}", f"a tag's value is text, not {value!r}")
     return {str(k): str(v) for k, v in tags.items()}
 
 
@@ -208,7 +212,10 @@ def parse_endpoint(doc: Any, url_name: str | None = None) -> EndpointSpec:
         raise validation_error("name", f"the document names '{body.get('name')}' but the URL '{url_name}'")
     if not isinstance(name, str) or not ENDPOINT_NAME.fullmatch(name):
         raise validation_error("name", f"an endpoint name is {ENDPOINT_NAME_RULE}")
-    auth_mode = str(body.get("auth_mode") or "key").lower()
+    given_mode = body.get("auth_mode")
+    if given_mode is not None and not isinstance(given_mode, str):
+        raise validation_error("auth_mode", "auth_mode is key or aml_token")
+    auth_mode = (given_mode or "key").lower()
     if auth_mode not in AUTH_MODES:
         raise validation_error(
             "auth_mode", f"auth_mode '{body.get('auth_mode')}' is not supported; use key or aml_token"
@@ -217,10 +224,12 @@ def parse_endpoint(doc: Any, url_name: str | None = None) -> EndpointSpec:
     mirror = parse_weights(body.get("mirror_traffic"), "mirror_traffic")
     check_traffic(traffic, mirror)
     description = body.get("description")
+    if description is not None and not isinstance(description, str):
+        raise validation_error("description", "description must be a string")
     return EndpointSpec(
         name=name,
         auth_mode=auth_mode,
-        description=None if description is None else str(description),
+        description=description,
         tags=_tags(body.get("tags"), "tags"),
         traffic=traffic,
         mirror_traffic=mirror,
