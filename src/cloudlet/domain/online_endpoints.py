@@ -141,6 +141,13 @@ class DeploymentSpec:
         }
 
 
+def _document(doc: Any, what: str) -> dict[str, Any]:
+    """The whole document: a mapping (null is no document, where a field's null is its default)."""
+    if not isinstance(doc, dict):
+        raise validation_error("$", f"the {what} document must be a mapping")
+    return doc
+
+
 def _mapping(doc: Any, target: str) -> dict[str, Any]:
     if doc is None:
         return {}
@@ -205,7 +212,7 @@ def check_traffic(traffic: dict[str, int], mirror: dict[str, int]) -> None:
 
 
 def parse_endpoint(doc: Any, url_name: str | None = None) -> EndpointSpec:
-    body = _mapping(doc, "endpoint")
+    body = _document(doc, "endpoint")
     _unknown(body, ENDPOINT_FIELDS, "an online endpoint")
     name = body.get("name") or url_name
     if url_name is not None and body.get("name") not in (None, url_name):
@@ -259,7 +266,7 @@ def _probe(doc: Any, target: str) -> dict[str, int]:
 
 
 def parse_deployment(doc: Any, endpoint_name: str, url_name: str | None = None) -> DeploymentSpec:
-    body = _mapping(doc, "deployment")
+    body = _document(doc, "deployment")
     _unknown(body, DEPLOYMENT_FIELDS, "an online deployment")
     name = body.get("name") or url_name
     if url_name is not None and body.get("name") not in (None, url_name):
