@@ -20,7 +20,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, schema_of, success
-from cloudlet.api.routing import UserRoute, one_of
+from cloudlet.api.routing import UserRoute
 from cloudlet.domain import assets as rules
 from cloudlet.domain.assets import AssetKind
 from cloudlet.domain.roles import Access
@@ -36,7 +36,6 @@ Version = Annotated[
     str, Path(pattern=rules.VERSION_PATTERN.pattern, max_length=64, description=rules.VERSION_RULE)
 ]
 Action = Literal["archive", "restore"]
-ACTION = one_of("action", "archive", "restore")
 ViewType = Literal["active_only", "archived_only", "all"]
 
 
@@ -171,7 +170,7 @@ def _routes(kind: AssetKind) -> None:
         ctx.commit()
         return json_response({"value": rendered})
 
-    @add("POST", "/{name}/versions/{version}/" + ACTION, "archive_version")
+    @add("POST", "/{name}/versions/{version}/{action}", "archive_version")
     def archive_version(
         sub: str,
         rg: str,
@@ -183,7 +182,7 @@ def _routes(kind: AssetKind) -> None:
     ) -> Response:
         return _archive(ctx, sub, rg, ws, name, version, action)
 
-    @add("POST", "/{name}/" + ACTION, "archive_all")
+    @add("POST", "/{name}/{action}", "archive_all")
     def archive_all(
         sub: str, rg: str, ws: str, name: Name, action: Action, ctx: Context = Depends(context)
     ) -> Response:

@@ -12,7 +12,7 @@ from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.native import computes as compute_view
 from cloudlet.api.native import operations as operation_view
 from cloudlet.api.openapi import json_body, named_by_url, schema_of, success
-from cloudlet.api.routing import UserRoute, one_of
+from cloudlet.api.routing import UserRoute
 from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.compute_spec import (
     AmlComputeSpec,
@@ -154,7 +154,7 @@ def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends
 
 
 @router.post(
-    WS + "/computes/{name}/" + one_of("action", "start", "stop", "restart"),
+    WS + "/computes/{name}/{action}",
     status_code=202,
     responses={202: ACCEPTED},
 )

@@ -21,7 +21,6 @@ import functools
 import inspect
 import json
 import math
-import re
 import time
 import typing
 from collections.abc import Callable, Coroutine
@@ -32,7 +31,6 @@ from fastapi import Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
 from sqlalchemy import select
-from starlette.convertors import StringConvertor, register_url_convertor
 
 from cloudlet.api import direct, openapi
 from cloudlet.api.deps import Context, end_context
@@ -226,16 +224,3 @@ class NodeRoute(_CloudletRoute):
 class PublicRoute(_CloudletRoute):
     async def authenticate(self, request: Request) -> None:
         return None
-
-
-def one_of(name: str, *values: str) -> str:
-    """A path segment ``{name}`` that matches only VALUES: a path a sibling route names
-    literally (``…/computes/{name}/locks``) is then not an unknown action of this one, and a
-    method that path does not serve is a 405 with ``Allow``, not this route's 400."""
-
-    class OneOf(StringConvertor):
-        regex = "|".join(re.escape(value) for value in values)
-
-    convertor = f"one_of_{'_'.join(values)}".replace("-", "_")
-    register_url_convertor(convertor, OneOf())
-    return f"{{{name}:{convertor}}}"

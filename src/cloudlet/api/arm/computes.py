@@ -14,7 +14,7 @@ from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, success
 from cloudlet.api.routes_admin import require_pool
 from cloudlet.api.routes_compute import render_compute
-from cloudlet.api.routing import UserRoute, one_of
+from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_compute
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES
 from cloudlet.domain.errors import CloudletError, not_found
@@ -218,7 +218,7 @@ def list_nodes(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(con
     return json_response({"nodes": [arm_compute.node_to_arm(node_service.render(n)) for n in nodes]})
 
 
-@router.post(COMPUTE + "/" + one_of("action", "start", "stop", "restart"), status_code=202)
+@router.post(COMPUTE + "/{action}", status_code=202)
 def compute_action(
     sub: str,
     rg: str,
