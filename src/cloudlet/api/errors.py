@@ -34,9 +34,15 @@ async def cloudlet_error(_request: Request, exc: Exception) -> JSONResponse:
     return _json(exc)
 
 
-async def request_error(_request: Request, exc: Exception) -> JSONResponse:
+async def request_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first: dict[str, Any] = exc.errors()[0] if exc.errors() else {}
+    if first.get("loc", ("",))[0] == "path":
+        # POST …/computes/{name}/nodes is not an unknown {action}: that path is the nodes route's,
+        # which does not serve POST (an unknown action, …/computes/{name}/explode, stays a 400).
+        allowed = _allowed_methods(request, "")
+        if allowed and request.method not in allowed:
+            return await http_error(request, StarletteHTTPException(405))
     if first.get("type") == "json_invalid":
         # loc is ("body", <character offset>): the target is the whole body, not the offset.
         reason = (first.get("ctx") or {}).get("error") or first.get("msg", "JSON decode error")
@@ -57,19 +63,24 @@ async def request_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 def _allowed_methods(request: Request, named: str) -> list[str]:
-    """Every method some route serves at this path: Starlette's own 405 names only the methods
-    of the first route that matched the path (NAMED), and GET and PUT are often two routes."""
+    """Every method the routes that name this path most literally serve: Starlette's own 405
+    names only the methods of the first route that matched the path (NAMED), and GET and PUT are
+    often two routes."""
     methods = {m.strip() for m in named.split(",") if m.strip()}
     try:  # the routes of included routers, as FastAPI serves them (no public accessor yet)
         from fastapi.routing import _iter_included_route_candidates as candidates
     except ImportError:  # pragma: no cover - a FastAPI without it: the first route's methods
         return sorted(methods)
     scope = {**request.scope, "method": "__any__"}
+    matched: dict[int, set[str]] = {}
     for route in candidates(request.app.router.routes):
         match, _ = route.matches(scope)
         if match is not Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
-    return sorted(methods)
+            # Fewest parameters first: a path some route names literally (``…/logged-models/search``)
+            # is that route's resource, not a value of a parametrised sibling (``…/{model_id}``).
+            params = getattr(route, "path_format", "").count("{")
+            matched.setdefault(params, set()).update(getattr(route, "methods", None) or ())
+    return sorted(matched[min(matched)] if matched else methods)
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:

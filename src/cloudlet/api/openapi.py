@@ -52,6 +52,23 @@ def json_body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
     return {"requestBody": {"required": required, "content": content}}
 
 
+def named_by_url(schema: dict[str, Any]) -> dict[str, Any]:
+    """SCHEMA (or each of its ``oneOf``/``anyOf`` members) with ``name`` optional: a PUT to
+    ``…/{name}`` takes the name from the URL when the body leaves it out."""
+    out = {**schema, "required": [k for k in schema.get("required", []) if k != "name"]}
+    if "name" in schema.get("properties", {}):
+        out["properties"] = {**schema["properties"], **nullable({"name": schema["properties"]["name"]})}
+    for key in ("oneOf", "anyOf"):
+        if key in schema:
+            out[key] = [named_by_url(member) for member in schema[key]]
+    return out
+
+
+def nullable(properties: dict[str, Any]) -> dict[str, Any]:
+    """PROPERTIES, each of which may also be null (a YAML document's field left empty)."""
+    return {name: {"anyOf": [schema, {"type": "null"}]} for name, schema in properties.items()}
+
+
 def binary_body(media_type: str, description: str) -> dict[str, Any]:
     content = {media_type: {"schema": {"type": "string", "format": "binary"}}}
     return {"requestBody": {"required": True, "description": description, "content": content}}
@@ -66,6 +83,27 @@ def schema_of(*models: type[BaseModel]) -> dict[str, Any]:
         defs.update(schema.pop("$defs", {}))
     out = schemas[0] if len(schemas) == 1 else {"oneOf": schemas}
     return {**out, "x-definitions": defs} if defs else out
+
+
+INT64 = (-(2**63), 2**63 - 1)
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _exact_bounds(node: Any) -> None:
+    """Numeric bounds as the validators hold them: the generator writes some as floats, and
+    ``le=2**63 - 1`` as 9.223372036854776e18, a bound the server refuses (2**63), so a client
+    reading the document sends values it will be told are too large."""
+    if isinstance(node, list):
+        for item in node:
+            _exact_bounds(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in BOUNDS and isinstance(value, float) and value.is_integer():
+            node[key] = min(max(int(value), INT64[0]), INT64[1]) if abs(value) >= 2**53 else int(value)
+        else:
+            _exact_bounds(value)
 
 
 def install(app: FastAPI) -> None:
@@ -86,6 +124,7 @@ def install(app: FastAPI) -> None:
                 schemas.update(body.get("schema", {}).pop("x-definitions", {}))
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)
+        _exact_bounds(doc)
         app.openapi_schema = doc
         return doc
 

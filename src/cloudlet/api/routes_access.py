@@ -18,7 +18,8 @@ from pydantic_core import PydanticCustomError
 from cloudlet.api.deps import Context, context
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.errors import forbidden
-from cloudlet.domain.roles import Access
+from cloudlet.domain.roles import Access, Role
+from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import api_keys, audit, identity, role_assignments, workspaces
 from cloudlet.services.api_keys import KeyAction
 from cloudlet.services.context import WorkspaceRef
@@ -41,9 +42,14 @@ def _principal_name(value: str) -> str:
 # StrictBool: {"is_admin": "false"} is refused (400 naming the field), where bool("false") made an
 # administrator.
 Flag = StrictBool
-PrincipalName = Annotated[str, Field(max_length=128), AfterValidator(_principal_name)]
-LifetimeDays = Annotated[StrictInt, Field(ge=1, le=api_keys.MAX_LIFETIME_DAYS)]
-GraceMinutes = Annotated[StrictInt, Field(ge=0, le=api_keys.MAX_ROTATION_GRACE_MINUTES)]
+PRINCIPAL_PATTERN = f"^(?!.*{identity.IDENTITY_SUFFIX}$){identity.PRINCIPAL_NAME.pattern}$"
+PrincipalName = Annotated[
+    str,
+    Field(max_length=128, json_schema_extra={"pattern": PRINCIPAL_PATTERN}),
+    AfterValidator(_principal_name),
+]
+LifetimeDays = Annotated[StrictInt, Field(ge=1, le=api_keys.MAX_LIFETIME_DAYS), WHOLE_FLOAT]
+GraceMinutes = Annotated[StrictInt, Field(ge=0, le=api_keys.MAX_ROTATION_GRACE_MINUTES), WHOLE_FLOAT]
 
 
 class _Body(BaseModel):
@@ -74,7 +80,15 @@ class KeyRotate(KeyCreate):
 
 
 class RoleAssignmentPut(_Body):
-    role: Annotated[str, Field(min_length=1, max_length=32, description="Owner, Contributor or Reader")]
+    role: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=32,
+            description="Owner, Contributor or Reader (any case)",
+            json_schema_extra={"enum": [role.value for role in Role]},
+        ),
+    ]
 
 
 def _require_admin(ctx: Context, what: str) -> None:

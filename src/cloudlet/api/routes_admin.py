@@ -17,6 +17,7 @@ from cloudlet.domain import bounds
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.roles import Access
 from cloudlet.domain.sizes import COMPUTE_TYPES_WITH_SIZES, CustomSizeSpec
+from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, locations, quotas, workspaces
 from cloudlet.services import host_keys as host_key_service
@@ -225,7 +226,7 @@ def list_quotas(sub: str, location: str, ctx: Context = Depends(context)) -> dic
 
 class QuotaUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    limit: StrictInt = Field(ge=0, le=bounds.MAX_QUOTA_CORES, description="cores")
+    limit: Annotated[StrictInt, Field(ge=0, le=bounds.MAX_QUOTA_CORES, description="cores"), WHOLE_FLOAT]
 
 
 @router.put("/subscriptions/{sub}/locations/{location}/quotas/{name}")
@@ -269,7 +270,7 @@ def _lock_routes(path: str) -> None:
     def put_lock(
         sub: str,
         rg: str,
-        lock: str,
+        lock: Annotated[str, Path(json_schema_extra={"pattern": lock_store.LOCK_NAME})],
         body: LockUpdate,
         ws: str | None = None,
         name: str | None = None,

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.native import computes as compute_view
 from cloudlet.api.native import operations as operation_view
-from cloudlet.api.openapi import json_body, schema_of, success
+from cloudlet.api.openapi import json_body, named_by_url, schema_of, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.compute_spec import (
@@ -39,7 +39,7 @@ from cloudlet.store.schema import Compute, Operation, Workspace
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["computes"], route_class=UserRoute)
 COMPUTE_DOCUMENT = json_body(
-    schema_of(AmlComputeSpec, ComputeInstanceSpec, VirtualMachineSpec, KubernetesSpec)
+    named_by_url(schema_of(AmlComputeSpec, ComputeInstanceSpec, VirtualMachineSpec, KubernetesSpec))
 )
 COMPUTE_PATCH = json_body(
     {
@@ -153,7 +153,11 @@ def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
 
-@router.post(WS + "/computes/{name}/{action}", status_code=202, responses={202: ACCEPTED})
+@router.post(
+    WS + "/computes/{name}/{action}",
+    status_code=202,
+    responses={202: ACCEPTED},
+)
 def compute_action(
     sub: str,
     rg: str,

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.openapi import json_body, success
+from cloudlet.api.openapi import json_body, nullable, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.domain.roles import Access
@@ -32,18 +32,21 @@ Name = Annotated[
 ]
 
 _WEIGHTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 100}}
-_TAGS = {"type": "object", "additionalProperties": {"type": "string"}}
+_TAGS = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
 ENDPOINT_SCHEMA = {
     "type": "object",
     "description": "a managedOnlineEndpoint document (CLI v2 YAML as JSON)",
-    "properties": {
-        "name": {"type": "string"},
-        "auth_mode": {"type": "string", "enum": list(rules.AUTH_MODES)},
-        "description": {"type": "string"},
-        "tags": _TAGS,
-        "traffic": _WEIGHTS,
-        "mirror_traffic": _WEIGHTS,
-    },
+    # Every field may be null: the document is YAML's, where null is the default.
+    "properties": nullable(
+        {
+            "name": {"type": "string", "description": "the URL's name when given"},
+            "auth_mode": {"type": "string", "enum": list(rules.AUTH_MODES)},
+            "description": {"type": "string"},
+            "tags": _TAGS,
+            "traffic": _WEIGHTS,
+            "mirror_traffic": _WEIGHTS,
+        }
+    ),
     "additionalProperties": False,
 }
 _INT = {"type": "integer", "minimum": 0}

@@ -25,13 +25,14 @@ DEPLOYMENT_TYPE = "Microsoft.MachineLearningServices/workspaces/batchEndpoints/d
 
 
 def endpoint_from_arm(body: Any, name: str) -> dict[str, Any]:
-    props = _object(_object(body, "").get("properties") or {}, "properties")
+    given = _object(body, "").get("properties")
+    props = {} if given is None else _object(given, "properties")
     doc: dict[str, Any] = {"name": name}
     if props.get("description"):
         doc["description"] = props["description"]
     tags = _object(body, "").get("tags")
-    if isinstance(tags, Mapping):
-        doc["tags"] = {str(k): str(v) for k, v in tags.items()}
+    if tags is not None:
+        doc["tags"] = {str(k): str(v) for k, v in _object(tags, "tags").items()}
     default = _object(props.get("defaults") or {}, "properties.defaults").get("deploymentName")
     if default:
         doc["defaults"] = {"deployment_name": str(default)}

@@ -23,7 +23,7 @@ ARM_TYPES = {
     "kubernetes": "Kubernetes",
 }
 NATIVE_TYPES = {arm.lower(): native for native, arm in ARM_TYPES.items()}
-_ISO = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+ISO_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 # native field → where the SDK wrote it (for error targets)
 _INNER = "properties.properties."
@@ -61,7 +61,7 @@ def _invalid(target: str, message: str) -> CloudletError:
 
 def iso_seconds(value: Any, target: str) -> int:
     """'PT2M' → 120, 'PT1H30M' → 5400, 'P1D' → 86400 (fractions of a second are dropped)."""
-    match = _ISO.fullmatch(value) if isinstance(value, str) else None
+    match = ISO_DURATION.fullmatch(value) if isinstance(value, str) else None
     if match is None or value in ("P", "PT"):
         raise _invalid(target, f"{value!r} is not an ISO 8601 duration such as 'PT2M'")
     days, hours, minutes = (int(g or 0) for g in match.groups()[:3])

@@ -46,7 +46,7 @@ class EndpointDefaults(_Strict):
 
 class BatchEndpointSpec(_Strict):
     schema_: str | None = Field(default=None, alias="$schema")
-    name: str | None = None
+    name: str | None = Field(default=None, json_schema_extra={"pattern": NAME_PATTERN.pattern})
     description: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
     auth_mode: Literal["aad_token"] = "aad_token"

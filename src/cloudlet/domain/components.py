@@ -204,7 +204,8 @@ class ComponentOutput(_Frozen):
 class ComponentSpec(_Frozen):
     schema_: str | None = Field(default=None, alias="$schema")
     type: Literal["command"] = "command"
-    name: str | None = None  # None: an anonymous (inline) component
+    # None: an anonymous (inline) component
+    name: str | None = Field(default=None, json_schema_extra={"pattern": NAME_PATTERN.pattern})
     version: str | None = None  # None: the next one when registered
     display_name: str | None = None
     description: str | None = Field(default=None, max_length=10_000)

@@ -8,11 +8,21 @@ Field names are Azure's, so a file written for ``az ml compute create`` is accep
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_IDLE_SECONDS, MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
@@ -30,6 +40,17 @@ COMPUTE_TYPES = ("amlcompute", "computeinstance", "virtualmachine", "kubernetes"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """true is not 1 (pydantic's lax ints took it; the document's integer does not)."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = typing.get_args(annotation) or (annotation,)
+            if bool not in kinds and (int in kinds or float in kinds):
+                raise ValueError("a number, not true or false")
+        return value
 
 
 class SshSettings(_Strict):
@@ -140,10 +161,10 @@ class AmlComputeSpec(_ComputeBase):
     max_instances: int = Field(default=DEFAULT_MAX_INSTANCES, ge=1, le=MAX_CLUSTER_NODES)
     idle_time_before_scale_down: int = Field(default=DEFAULT_IDLE_SCALE_DOWN_S, ge=0, le=MAX_IDLE_SECONDS)
     tier: Literal["dedicated", "low_priority"] = "dedicated"
-    ssh_public_access_enabled: bool = False
+    ssh_public_access_enabled: StrictBool = False
     ssh_settings: SshSettings | None = None
     network_settings: NetworkSettings | None = None
-    enable_node_public_ip: bool = True
+    enable_node_public_ip: StrictBool = True
 
     @field_validator("tier", mode="before")
     @classmethod
@@ -172,14 +193,14 @@ class ComputeInstanceSpec(_ComputeBase):
     schedules: Schedules | None = None
     setup_scripts: SetupScripts | None = None
     create_on_behalf_of: OnBehalfOf | None = None
-    ssh_public_access_enabled: bool = False
+    ssh_public_access_enabled: StrictBool = False
     ssh_settings: SshSettings | None = None
     network_settings: NetworkSettings | None = None
-    enable_node_public_ip: bool = True
-    enable_sso: bool = True
-    enable_root_access: bool = True
-    enable_os_patching: bool = False
-    release_quota_on_stop: bool = False
+    enable_node_public_ip: StrictBool = True
+    enable_sso: StrictBool = True
+    enable_root_access: StrictBool = True
+    enable_os_patching: StrictBool = False
+    release_quota_on_stop: StrictBool = False
     custom_applications: list[dict[str, Any]] | None = None
 
     @model_validator(mode="after")
@@ -223,7 +244,7 @@ class VirtualMachineSpec(_ComputeBase):
     ssh_settings: SshSettings | None = None
     # cloudlet's own: the VM sees the server's data folder at the same path (else jobs' data
     # moves over the server's HTTPS API; docs/providers.md).
-    shared_filesystem: bool = False
+    shared_filesystem: StrictBool = False
 
     @model_validator(mode="after")
     def _target(self) -> VirtualMachineSpec:

@@ -225,7 +225,7 @@ class CommandJobSpec(_Strict):
     experiment_name: str | None = None
     description: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
-    command: str
+    command: str = Field(json_schema_extra={"pattern": r"\S"})  # not only white space
     code: str | None = None
     environment: str | InlineEnvironment | None = None
     inputs: dict[str, InputSpec | str | int | float | bool] = Field(default_factory=dict)

@@ -154,6 +154,13 @@ class DeploymentSpec:
         }
 
 
+def _document(doc: Any, what: str) -> dict[str, Any]:
+    """The whole document: a mapping (null is no document, where a field's null is its default)."""
+    if not isinstance(doc, dict):
+        raise validation_error("$", f"the {what} document must be a mapping")
+    return doc
+
+
 def _mapping(doc: Any, target: str) -> dict[str, Any]:
     if doc is None:
         return {}
@@ -179,7 +186,11 @@ def _int(value: Any, target: str, low: int, high: int) -> int:
 
 
 def _tags(doc: Any, target: str) -> dict[str, str]:
+    """Text values (a YAML number or boolean is written as text); anything else is refused."""
     tags = _mapping(doc, target)
+    for key, value in tags.items():
+        if value is None or not isinstance(value, str | int | float):
+            raise validation_error(f"{target}.{key}", f"a tag's value is text, not {value!r}")
     return {str(k): str(v) for k, v in tags.items()}
 
 
@@ -214,14 +225,17 @@ def check_traffic(traffic: dict[str, int], mirror: dict[str, int]) -> None:
 
 
 def parse_endpoint(doc: Any, url_name: str | None = None) -> EndpointSpec:
-    body = _mapping(doc, "endpoint")
+    body = _document(doc, "endpoint")
     _unknown(body, ENDPOINT_FIELDS, "an online endpoint")
     name = body.get("name") or url_name
     if url_name is not None and body.get("name") not in (None, url_name):
         raise validation_error("name", f"the document names '{body.get('name')}' but the URL '{url_name}'")
     if not isinstance(name, str) or not ENDPOINT_NAME.fullmatch(name):
         raise validation_error("name", f"an endpoint name is {ENDPOINT_NAME_RULE}")
-    auth_mode = str(body.get("auth_mode") or "key").lower()
+    given_mode = body.get("auth_mode")
+    if given_mode is not None and not isinstance(given_mode, str):
+        raise validation_error("auth_mode", "auth_mode is key or aml_token")
+    auth_mode = (given_mode or "key").lower()
     if auth_mode not in AUTH_MODES:
         raise validation_error(
             "auth_mode", f"auth_mode '{body.get('auth_mode')}' is not supported; use key or aml_token"
@@ -230,10 +244,12 @@ def parse_endpoint(doc: Any, url_name: str | None = None) -> EndpointSpec:
     mirror = parse_weights(body.get("mirror_traffic"), "mirror_traffic")
     check_traffic(traffic, mirror)
     description = body.get("description")
+    if description is not None and not isinstance(description, str):
+        raise validation_error("description", "description must be a string")
     return EndpointSpec(
         name=name,
         auth_mode=auth_mode,
-        description=None if description is None else str(description),
+        description=description,
         tags=_tags(body.get("tags"), "tags"),
         traffic=traffic,
         mirror_traffic=mirror,
@@ -263,7 +279,7 @@ def _probe(doc: Any, target: str) -> dict[str, int]:
 
 
 def parse_deployment(doc: Any, endpoint_name: str, url_name: str | None = None) -> DeploymentSpec:
-    body = _mapping(doc, "deployment")
+    body = _document(doc, "deployment")
     _unknown(body, DEPLOYMENT_FIELDS, "an online deployment")
     name = body.get("name") or url_name
     if url_name is not None and body.get("name") not in (None, url_name):

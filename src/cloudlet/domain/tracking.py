@@ -52,7 +52,14 @@ MAX_BATCH_ENTITIES = 1000
 MAX_RESULTS = 50_000
 DEFAULT_RUN_RESULTS = 1000
 DEFAULT_EXPERIMENT_RESULTS = 1000
-_KEY = re.compile(r"^[\w\-. /:]+$")  # MLflow's: alphanumerics, _ - . space / (and : for tags)
+# MLflow's: alphanumerics, _ - . space / (and : for tags), no '..' segment; the OpenAPI document
+# carries these patterns, so a client reads the rule the server applies.
+KEY_PATTERN = r"^(?!(.*/)?\.\.(/.*)?$)[\w\-. /:]+$"
+_KEY = re.compile(KEY_PATTERN)
+# A metric's value as a string: protobuf JSON's non-finite names or a decimal number.
+METRIC_STRING_PATTERN = r"^(NaN|-?Infinity|[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?)$"
+_METRIC_STRING = re.compile(METRIC_STRING_PATTERN)
+NAME_PATTERN = r"\S"  # an experiment's name: not only white space
 
 
 def invalid(message: str, target: str | None = None) -> CloudletError:
@@ -78,7 +85,7 @@ def check_status(status: str) -> str:
 
 
 def check_key(key: str, what: str) -> str:
-    if not key or len(key) > MAX_KEY_CHARS or not _KEY.match(key) or ".." in key.split("/"):
+    if not key or len(key) > MAX_KEY_CHARS or not _KEY.match(key):
         raise invalid(
             f"invalid {what} name '{key[:300]}': use at most {MAX_KEY_CHARS} letters, digits, "
             "underscores, dashes, periods, spaces, slashes or colons (no '..' segment)",
@@ -147,10 +154,9 @@ def metric_value(raw: float | int | str) -> float:
     names = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
     if raw in names:
         return names[raw]
-    try:
-        return float(raw)
-    except ValueError:
-        raise invalid(f"a metric value must be a number (got '{raw[:50]}')", "value") from None
+    if not _METRIC_STRING.match(raw):
+        raise invalid(f"a metric value must be a number (got '{raw[:50]}')", "value")
+    return float(raw)
 
 
 def wire_value(value: float, is_nan: bool = False) -> float | str:

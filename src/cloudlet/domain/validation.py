@@ -8,9 +8,20 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from cloudlet.domain.errors import CloudletError, problems_error
+
+
+def _integral(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# ``Annotated[StrictInt, Field(ge=…, le=…), WHOLE_FLOAT]``: a whole number as JSON Schema's
+# ``integer`` means it: 5.0 is 5 (what a client holding numbers as floats sends); 5.5, "5" and true
+# are not (StrictInt: a string never becomes a number). Last, so the schema keeps the bounds.
+WHOLE_FLOAT = BeforeValidator(_integral)
+
 
 # Parts of pydantic's error locations that are not fields: union member and model names.
 _NOT_FIELDS = frozenset({"str", "int", "float", "bool", "InlineEnvironment", "InputSpec", "dict[str,any]"})

@@ -41,8 +41,21 @@ Name = Annotated[str, Path(pattern=rules.NAME_PATTERN.pattern, max_length=255, d
 Version = Annotated[
     str, Path(pattern=rules.VERSION_PATTERN.pattern, max_length=64, description=rules.VERSION_RULE)
 ]
-ListView = Annotated[str | None, Query(alias="listViewType", max_length=32)]
-OrderBy = Annotated[str | None, Query(alias="$orderBy", max_length=64)]
+# The values the SDK sends, as enums (the server also takes other spellings of them).
+ListView = Annotated[
+    str | None,
+    Query(
+        alias="listViewType", max_length=32, json_schema_extra={"enum": ["ActiveOnly", "ArchivedOnly", "All"]}
+    ),
+]
+OrderBy = Annotated[
+    str | None,
+    Query(
+        alias="$orderBy",
+        max_length=64,
+        json_schema_extra={"enum": ["createdtime desc", "createdtime asc", "createdtime"]},
+    ),
+]
 Informational = Annotated[str | None, Query(max_length=1024)]
 ARM_BODY = json_body(
     {
@@ -65,6 +78,21 @@ ARM_BODY = json_body(
                     "image": {"type": "string"},
                     "condaFile": {"type": "string"},
                 },
+            }
+        },
+    }
+)
+# A container PUT archives or restores its versions: it reads properties.isArchived only.
+CONTAINER_BODY = json_body(
+    {
+        "type": "object",
+        "description": "an ARM asset container: properties.isArchived archives or restores its versions",
+        "required": ["properties"],
+        "properties": {
+            "properties": {
+                "type": "object",
+                "required": ["isArchived"],
+                "properties": {"isArchived": {"type": "boolean"}},
             }
         },
     }
@@ -178,7 +206,7 @@ def _routes(kind: AssetKind) -> None:
     """Register one collection's routes (functions named per kind: their OpenAPI ids differ)."""
     collection = rules.COLLECTIONS[kind]
     base = f"{WS}/{collection}"
-    container_routes(router, kind, base, ARM_BODY)
+    container_routes(router, kind, base, CONTAINER_BODY)
 
     def add(method: str, path: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
         return router.api_route(base + path, methods=[method], name=f"arm_{name}_{kind}", **kwargs)

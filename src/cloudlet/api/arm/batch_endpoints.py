@@ -15,6 +15,7 @@ from fastapi import APIRouter, Body, Depends, Response
 from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, success
+from cloudlet.api.routes_batch_endpoints import Name
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_batch
 from cloudlet.domain import batch_endpoints as rules
@@ -27,7 +28,11 @@ from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Job, Workspace
 router = APIRouter(tags=["arm"], route_class=UserRoute)
 EP = arm.WS + "/batchEndpoints/{endpoint}"
 MFE = "/mferp/managementfrontend"  # where the SDK's list_jobs reads (discovery's ``api`` + this)
-_OBJECT = {"type": "object", "properties": {"properties": {"type": "object"}, "tags": {"type": "object"}}}
+# null is absent (as ARM reads it)
+_OBJECT = {
+    "type": "object",
+    "properties": {"properties": {"type": ["object", "null"]}, "tags": {"type": ["object", "null"]}},
+}
 ARM_DOCUMENT = json_body(_OBJECT)
 
 
@@ -74,7 +79,7 @@ def arm_put_batch_endpoint(
     sub: str,
     rg: str,
     ws: str,
-    endpoint: str,
+    endpoint: Name,
     body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:
@@ -132,7 +137,7 @@ def arm_put_batch_deployment(
     sub: str,
     rg: str,
     ws: str,
-    endpoint: str,
+    endpoint: Name,
     deployment: str,
     body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
@@ -167,7 +172,7 @@ def arm_invoke_batch_endpoint(
     sub: str,
     rg: str,
     ws: str,
-    endpoint: str,
+    endpoint: Name,
     body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:

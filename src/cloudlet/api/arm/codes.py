@@ -25,6 +25,7 @@ from cloudlet.api.routing import UserRoute
 from cloudlet.domain.bounds import MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.roles import Access
+from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import blob_sas, codes, workspaces
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE
@@ -49,7 +50,9 @@ class HashProperties(_Loose):
     hash_sha256: Sha256 | None = None
     # azure-ai-ml sends the number (202208); its REST model says string.
     hash_version: (
-        Annotated[str, Field(max_length=16)] | Annotated[StrictInt, Field(ge=0, le=99_999_999)] | None
+        Annotated[str, Field(max_length=16)]
+        | Annotated[StrictInt, Field(ge=0, le=99_999_999), WHOLE_FLOAT]
+        | None
     ) = None
 
 

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Body, Depends, Request, Response
 
 from cloudlet.api.arm import WS, arm_errors, page
 from cloudlet.api.arm.assets import (
+    CONTAINER_BODY,
     ListView,
     Name,
     OrderBy,
@@ -88,7 +89,7 @@ def _view(ctx: Context, ref: WorkspaceRef, workspace: Workspace, asset: Asset) -
     return arm_components.version_view(ref.arm_id, _row(asset), code_id)
 
 
-container_routes(router, KIND, BASE, ARM_BODY)  # list, show, archive: as for every asset kind
+container_routes(router, KIND, BASE, CONTAINER_BODY)  # list, show, archive: as for every asset kind
 
 
 @router.get(BASE + "/{name}/versions", name="arm_list_versions_component")

@@ -16,6 +16,7 @@ from cloudlet.api.routes_admin import require_pool
 from cloudlet.api.routes_compute import render_compute
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_compute
+from cloudlet.domain.bounds import MAX_CLUSTER_NODES
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
@@ -35,7 +36,15 @@ ARM_DOCUMENT = json_body(
         "properties": {
             "location": {"type": "string"},
             "tags": {"type": "object", "additionalProperties": {"type": "string"}},
-            "identity": {"type": "object", "properties": {"type": {"type": "string"}}},
+            "identity": {
+                "type": "object",
+                "properties": {
+                    "type": {
+                        "type": "string",
+                        "enum": ["SystemAssigned", "UserAssigned", "SystemAssigned,UserAssigned", "None"],
+                    }
+                },
+            },
             "properties": {
                 "type": "object",
                 "properties": {
@@ -48,6 +57,35 @@ ARM_DOCUMENT = json_body(
                 },
             },
         },
+    }
+)
+
+# What a PATCH reads (anything else in the document is ignored): tags, or scale settings.
+_SCALE = {
+    "type": "object",
+    "properties": {
+        "minNodeCount": {"type": "integer", "minimum": 0, "maximum": MAX_CLUSTER_NODES},
+        "maxNodeCount": {"type": "integer", "minimum": 1, "maximum": MAX_CLUSTER_NODES},
+        "nodeIdleTimeBeforeScaleDown": {
+            "type": "string",
+            "description": "ISO 8601 duration, e.g. PT120S",
+            "pattern": f"^(?!PT?$){arm_compute.ISO_DURATION.pattern}$",
+        },
+    },
+    "anyOf": [{"required": [key]} for key in ("minNodeCount", "maxNodeCount", "nodeIdleTimeBeforeScaleDown")],
+}
+PATCH_DOCUMENT = json_body(
+    {
+        "type": "object",
+        "description": "ARM's ComputeUpdate: tags, or properties.scaleSettings (clusters)",
+        "properties": {
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "properties": {"type": "object", "properties": {"scaleSettings": _SCALE}},
+        },
+        "anyOf": [
+            {"required": ["tags"]},
+            {"required": ["properties"], "properties": {"properties": {"required": ["scaleSettings"]}}},
+        ],
     }
 )
 
@@ -126,7 +164,7 @@ def _patch_doc(body: Any) -> dict[str, Any]:
     return out
 
 
-@router.patch(COMPUTE, openapi_extra=ARM_DOCUMENT)
+@router.patch(COMPUTE, openapi_extra=PATCH_DOCUMENT)
 def patch_compute(
     sub: str, rg: str, ws: str, name: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
 ) -> Response:
@@ -142,7 +180,12 @@ def patch_compute(
 ATTACHED = ("virtualmachine", "kubernetes")
 
 
-@router.delete(COMPUTE, status_code=202)
+@router.delete(
+    COMPUTE,
+    status_code=202,
+    response_class=Response,
+    responses={202: {"description": "Accepted: poll the Azure-AsyncOperation URL", "content": None}},
+)
 def delete_compute(
     sub: str,
     rg: str,

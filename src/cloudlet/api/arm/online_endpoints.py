@@ -48,7 +48,7 @@ ENDPOINT_DOCUMENT = json_body(
             "properties": {
                 "type": "object",
                 "properties": {
-                    "authMode": {"type": "string", "enum": ["Key", "AMLToken", "AADToken"]},
+                    "authMode": {"type": "string", "enum": ["Key", "AMLToken"]},  # AADToken: refused
                     "description": {"type": "string"},
                     "traffic": _OBJ,
                     "mirrorTraffic": _OBJ,

@@ -26,6 +26,7 @@ from fastapi import Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
 from cloudlet.api.arm import WS
 from cloudlet.api.deps import AppState, Context
@@ -139,6 +140,11 @@ class MlflowRoute(_CloudletRoute):
                 return error_response(exc)
             except RequestValidationError as exc:
                 return error_response(invalid(_validation_message(exc)))
+            except HTTPException as exc:
+                if exc.status_code != 400:  # 405, 413: the app's handlers answer them
+                    raise
+                # A body FastAPI could not parse: in MLflow's shape too, as the document says.
+                return error_response(invalid(f"the request body is not valid JSON: {exc.detail}"))
 
         return handler
 

@@ -10,6 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.mlflow import API, MlflowRoute, workspace
 from cloudlet.domain.roles import Access
+from cloudlet.domain.tracking import (
+    KEY_PATTERN,
+    MAX_EXPERIMENT_NAME_CHARS,
+    MAX_KEY_CHARS,
+    MAX_PARAM_VALUE_CHARS,
+    MAX_TAG_VALUE_CHARS,
+    NAME_PATTERN,
+)
 from cloudlet.services import tracking_experiments as experiments
 from cloudlet.store.schema import TrackingExperiment
 
@@ -18,15 +26,31 @@ Id = Annotated[str, Field(min_length=1, max_length=64)]
 Text = Annotated[str, Field(max_length=8000)]
 
 
+# Documented as the domain checks them (tracking.check_key, check_experiment_name).
+Key = Annotated[str, Field(max_length=MAX_KEY_CHARS, json_schema_extra={"pattern": KEY_PATTERN})]
+ExperimentName = Annotated[
+    str, Field(max_length=MAX_EXPERIMENT_NAME_CHARS, json_schema_extra={"pattern": NAME_PATTERN})
+]
+
+VIEW_TYPES = ["ACTIVE_ONLY", "DELETED_ONLY", "ALL"]
+ViewType = Annotated[str, Field(max_length=16, json_schema_extra={"enum": VIEW_TYPES})]
+
+
 class KeyValue(BaseModel):
+    """A tag."""
+
     model_config = ConfigDict(extra="ignore")
-    key: Annotated[str, Field(max_length=250)]
-    value: Text = ""
+    key: Key
+    value: Annotated[str, Field(max_length=MAX_TAG_VALUE_CHARS)] = ""
+
+
+class Param(KeyValue):
+    value: Annotated[str, Field(max_length=MAX_PARAM_VALUE_CHARS)] = ""
 
 
 class CreateExperiment(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    name: Annotated[str, Field(max_length=256)]
+    name: ExperimentName
     artifact_location: Text | None = None
     tags: Annotated[list[KeyValue], Field(max_length=100)] = []
 
@@ -37,11 +61,11 @@ class ExperimentRef(BaseModel):
 
 
 class UpdateExperiment(ExperimentRef):
-    new_name: Annotated[str, Field(max_length=256)]
+    new_name: ExperimentName
 
 
 class ExperimentTag(ExperimentRef):
-    key: Annotated[str, Field(max_length=250)]
+    key: Key
     value: Text = ""
 
 
@@ -51,7 +75,7 @@ class SearchExperiments(BaseModel):
     page_token: Annotated[str, Field(max_length=200)] | None = None
     filter: Annotated[str, Field(max_length=4000)] | None = None
     order_by: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=20)] = []
-    view_type: Annotated[str, Field(max_length=16)] | None = None
+    view_type: ViewType | None = None
 
 
 def view(experiment: TrackingExperiment | None) -> dict[str, Any]:
@@ -146,7 +170,7 @@ def search_experiments_get(
     max_results: Annotated[int | None, Query(ge=1, le=50_000)] = None,
     page_token: Annotated[str | None, Query(max_length=200)] = None,
     filter: Annotated[str | None, Query(max_length=4000)] = None,
-    view_type: Annotated[str | None, Query(max_length=16)] = None,
+    view_type: Annotated[str | None, Query(max_length=16, json_schema_extra={"enum": VIEW_TYPES})] = None,
 ) -> Response:
     body = SearchExperiments(
         max_results=max_results, page_token=page_token, filter=filter, view_type=view_type

@@ -19,7 +19,7 @@ from cloudlet.api.mlflow import (
     run_writer,
     workspace,
 )
-from cloudlet.api.mlflow.experiments import KeyValue
+from cloudlet.api.mlflow.experiments import KeyValue, Param
 from cloudlet.domain.roles import Access
 from cloudlet.domain.tracking import invalid
 from cloudlet.services import tracking
@@ -34,12 +34,13 @@ Pairs = Annotated[list[KeyValue], Field(max_length=100)]
 
 
 class CreateModel(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # source_run_id: required here (a model is logged inside a run), whatever MLflow's own says.
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["source_run_id"]})
     experiment_id: Annotated[str, Field(max_length=64)] = "0"
     name: Annotated[str, Field(max_length=256)] = ""
     model_type: Annotated[str, Field(max_length=256)] | None = None
     source_run_id: RunId | None = None
-    params: Pairs = []
+    params: Annotated[list[Param], Field(max_length=100)] = []
     tags: Pairs = []
 
 
@@ -55,7 +56,7 @@ class ModelTags(BaseModel):
 
 class ModelParams(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    params: Pairs = []
+    params: Annotated[list[Param], Field(max_length=100)] = []
 
 
 class SearchModels(BaseModel):

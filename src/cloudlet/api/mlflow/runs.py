@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.mlflow import API, MlflowRoute, readable_runs, run_reader, run_writer, workspace
-from cloudlet.api.mlflow.experiments import KeyValue
+from cloudlet.api.mlflow.experiments import Key, KeyValue, Param, ViewType
 from cloudlet.domain import tracking as rules
 from cloudlet.domain.roles import Access
+from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import tracking, tracking_reads
 from cloudlet.services.tracking import MetricIn, RunView
 from cloudlet.services.tracking_experiments import ACTIVE, DEFAULT_EXPERIMENT_ID, DELETED
@@ -21,17 +22,29 @@ from cloudlet.store.schema import Workspace
 
 router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
 RunId = Annotated[str, Field(min_length=1, max_length=128)]
-Key = Annotated[str, Field(max_length=250)]
-Millis = Annotated[int, Field(ge=0, le=2**63 - 1)]
-Step = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
-MetricValue = float | int | Annotated[str, Field(max_length=40)]
+# Strict: false is not 0 (JSON Schema's integer excludes booleans); 5.0 is 5, as JSON Schema says.
+Millis = Annotated[StrictInt, Field(ge=0, le=2**63 - 1), WHOLE_FLOAT]
+Step = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1), WHOLE_FLOAT]
+MetricValue = (
+    float
+    | int
+    | Annotated[str, Field(max_length=40, json_schema_extra={"pattern": rules.METRIC_STRING_PATTERN})]
+)
 ARTIFACT_ROOT = "mlflow-artifacts:/"
 
 
 class RunRef(BaseModel):
     """``run_id`` (MLflow ≥ 1) or the older ``run_uuid``: either names the run."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(
+        extra="ignore",
+        # The validator below, as the document says it: one of the two, as a string.
+        json_schema_extra={
+            "anyOf": [
+                {"required": [key], "properties": {key: {"type": "string"}}} for key in ("run_id", "run_uuid")
+            ]
+        },
+    )
     run_id: RunId | None = None
     run_uuid: RunId | None = None
 
@@ -77,7 +90,7 @@ class DeleteTag(RunRef):
 
 class LogBatch(RunRef):
     metrics: Annotated[list[Metric], Field(max_length=1000)] = []
-    params: Annotated[list[KeyValue], Field(max_length=100)] = []
+    params: Annotated[list[Param], Field(max_length=100)] = []
     tags: Annotated[list[KeyValue], Field(max_length=100)] = []
 
 
@@ -95,7 +108,9 @@ class CreateRun(BaseModel):
 
 
 class UpdateRun(RunRef):
-    status: Annotated[str, Field(max_length=16)] | None = None
+    status: (
+        Annotated[str, Field(max_length=16, json_schema_extra={"enum": list(rules.RUN_STATUSES)})] | None
+    ) = None
     end_time: Millis | None = None
     run_name: Annotated[str, Field(max_length=256)] | None = None
 
@@ -104,7 +119,7 @@ class SearchRuns(BaseModel):
     model_config = ConfigDict(extra="ignore")
     experiment_ids: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=100)] = []
     filter: Annotated[str, Field(max_length=4000)] | None = None
-    run_view_type: Annotated[str, Field(max_length=16)] | None = None
+    run_view_type: ViewType | None = None
     max_results: Annotated[int, Field(ge=1, le=50_000)] | None = None
     order_by: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=20)] = []
     page_token: Annotated[str, Field(max_length=200)] | None = None
