@@ -55,7 +55,7 @@ def _rows(result: Any) -> list[str]:
         return [" ".join(str(v) for v in row) for row in result.itertuples(index=False)]
     lines = []
     for item in result:
-        if isinstance(item, list | tuple):
+        if isinstance(item, (list, tuple)):
             lines.append(" ".join(str(v) for v in item))
         else:
             lines.append(str(item))

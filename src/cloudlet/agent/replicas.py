@@ -260,7 +260,7 @@ class ReplicaSupervisor:
             "--port", str(port), "--health_port", str(health),
         ]  # fmt: skip
         venv = Path(python).parent.parent
-        binds = [Bind(str(venv)), Bind(str(code)), Bind(str(model))]
+        binds = [*self.sandbox.venv_binds(venv), Bind(str(code)), Bind(str(model))]
         if self.sandbox.enabled:
             self.sandbox.hand_over(code, recursive=True)
             self.sandbox.hand_over(model, recursive=True)

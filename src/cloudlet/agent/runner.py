@@ -24,7 +24,7 @@ from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked
 from cloudlet.agent.config import log
 from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group, utf8_cut
 from cloudlet.agent.safe_paths import UnsafePath
-from cloudlet.agent.sandbox import Bind, Policy, Sandbox, is_under, user_environment
+from cloudlet.agent.sandbox import Bind, Policy, Sandbox, user_environment
 
 CHUNK = 64 * 1024
 BATCH_S = 0.1
@@ -209,11 +209,7 @@ class RunManager:
         if kind != "python" and not self._prepare_environment(run, env):
             return
         if env.get("CLOUDLET_ENVIRONMENT"):  # the environment cache is the agent's: no user links
-            binds.append(Bind(env["CLOUDLET_ENVIRONMENT"]))
-            # its interpreter, where the sandbox does not see it already (one CLOUDLET_PYTHONS lists)
-            python = os.path.realpath(os.path.join(env["CLOUDLET_ENVIRONMENT"], "bin", "python"))
-            if sandbox.enabled and not is_under(python, sandbox.visible):
-                binds.append(Bind(os.path.dirname(os.path.dirname(python))))
+            binds += sandbox.venv_binds(env["CLOUDLET_ENVIRONMENT"])
         if run.stop_requested.is_set():
             self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
             return

@@ -195,6 +195,16 @@ class Sandbox:
         """Host folders every sandbox of this node sees (read-only): a path under one needs no bind."""
         return tuple(self._covered)
 
+    def venv_binds(self, venv: str | Path) -> list[Bind]:
+        """Read-only binds for a venv the sandbox runs from: the venv, and its base interpreter's
+        prefix where the sandbox does not see it already (one ``CLOUDLET_PYTHONS`` lists, outside
+        the system folders: without it the venv's ``python`` link dangles inside)."""
+        binds = [Bind(str(venv))]
+        python = os.path.realpath(os.path.join(str(venv), "bin", "python"))
+        if self.enabled and not is_under(python, self.visible):
+            binds.append(Bind(os.path.dirname(os.path.dirname(python))))
+        return binds
+
     @property
     def owner(self) -> tuple[int, int]:
         """The host uid/gid that the sandbox user's files have."""

@@ -124,7 +124,7 @@ class ProcessReplicas:
         # It sees the system folders, its interpreter's environment, its code and model (read-only)
         # and nothing else of the host; the network is the host's (the gateway dials 127.0.0.1).
         venv = Path(python).parent.parent
-        binds = [Bind(str(venv)), Bind(str(code_dir)), Bind(str(model_dir))]
+        binds = [*sandbox.venv_binds(venv), Bind(str(code_dir)), Bind(str(model_dir))]
         binds += [Bind(str(p.resolve())) for p in model_dir.iterdir() if p.is_symlink()]
         if sandbox.enabled:
             sandbox.hand_over(code_dir, recursive=True)

@@ -108,7 +108,7 @@ def _batch(mini_batch: list[str]) -> list[str]:
         predictions = _jsonable(_model.predict(_read(path)))
         name = os.path.basename(path)
         for index, value in enumerate(predictions):
-            shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
+            shown = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
             rows.append(f"{index},{shown},{name}")
     return rows
 
