@@ -210,3 +210,21 @@ def test_chown_tree_changes_links_not_their_targets(tmp_path: Path) -> None:
     assert (
         safe_paths.owner_of(str(tree)) == (65534, 65534) and safe_paths.owner_of(str(tmp_path / "no")) is None
     )
+
+
+def test_a_venv_on_an_interpreter_the_sandbox_cannot_see_brings_it_in(tmp_path: Path) -> None:
+    """An environment built on a CLOUDLET_PYTHONS interpreter (e.g. pyenv's 3.8 under a home
+    folder) links its python there: the sandbox must bind that prefix or the link dangles."""
+    box = sandbox(tmp_path)
+    prefix = tmp_path / "pythons" / "3.8.18"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "python3.8").write_text("")
+    venv = tmp_path / "envs" / "e1"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(prefix / "bin" / "python3.8")
+    assert box.venv_binds(venv) == [Bind(str(venv)), Bind(str(prefix))]
+    visible = Path(box.visible[0])
+    inside = tmp_path / "envs" / "e2"
+    (inside / "bin").mkdir(parents=True)
+    (inside / "bin" / "python").symlink_to(visible / "python3")  # under a folder every sandbox sees
+    assert box.venv_binds(inside) == [Bind(str(inside))]
