@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -344,3 +346,46 @@ class Recorder:
     def last_time(self, predicate: Callable[[Snapshot], bool]) -> float | None:
         times = [s.at for s in self.snapshots if predicate(s)]
         return max(times) if times else None
+
+
+# -- inference (online and batch deployments) ------------------------------------------------------
+def require_inference_environment() -> None:
+    """Skip (a failure under CI) unless the inference server's environment, which replicas run
+    from when a deployment names none of its own, is installed."""
+    from cloudlet.control.online_replicas import default_python
+
+    python = default_python()
+    probe = subprocess.run([python, "-c", "import azureml_inference_server_http, sklearn"], check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"the inference environment ({python}) is missing: run ./scripts/setup.sh")
+
+
+def served_for_inference(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[RunningServer]:
+    """``served`` for a module that deploys models: skipped without the inference environment."""
+    require_inference_environment()
+    yield from served(tmp_path_factory, name)
+
+
+def cli_json(srv: RunningServer, *args: str, cwd: Path | None = None, timeout: float = 120) -> Any:
+    """``cloudlet ARGS`` as a user runs it, its JSON answer (None when it printed nothing)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cloudlet", *args],
+        env={**srv.cli_env(), "CLOUDLET_OUTPUT": "json"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+def finished_parent(api: httpx.Client, srv: RunningServer, name: str, timeout: float) -> dict[str, Any]:
+    """A parent job (a batch invocation) once it has ended; on a timeout, what it and its
+    children said."""
+    try:
+        return wait_job(api, srv, name, timeout=timeout)
+    except AssertionError as exc:
+        shown = job(api, srv, name)
+        kids = [(c["name"], c["status"], log_text(api, srv, c["name"])[-3000:]) for c in shown["children"]]
+        raise AssertionError(f"{exc}\n{shown['status']}: {shown.get('status_message')}\n{kids}") from None

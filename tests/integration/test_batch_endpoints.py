@@ -9,7 +9,6 @@ naming it.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +20,15 @@ import pytest
 import yaml
 
 from tests.conftest import RunningServer
-from tests.jobs_helpers import compute, create_compute, job, log_text, served, wait_job
+from tests.jobs_helpers import (
+    cli_json,
+    compute,
+    create_compute,
+    finished_parent,
+    job,
+    log_text,
+    served,
+)
 
 CLUSTER = "batch-cluster"
 SCORE = """\
@@ -61,26 +68,11 @@ def api(srv: RunningServer) -> Iterator[httpx.Client]:
 
 
 def cli(srv: RunningServer, *args: str, cwd: Path | None = None) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "cloudlet", *args],
-        env={**srv.cli_env(), "CLOUDLET_OUTPUT": "json"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stderr + done.stdout
-    return json.loads(done.stdout) if done.stdout.strip() else None
+    return cli_json(srv, *args, cwd=cwd, timeout=60)
 
 
 def finished(api: httpx.Client, srv: RunningServer, name: str) -> dict[str, Any]:
-    """The job once it has ended; on a timeout, what it and its child said."""
-    try:
-        return wait_job(api, srv, name, timeout=120)
-    except AssertionError as exc:
-        shown = job(api, srv, name)
-        kids = [(c["name"], c["status"], log_text(api, srv, c["name"])[-2000:]) for c in shown["children"]]
-        raise AssertionError(f"{exc}\n{shown['status']}: {shown.get('status_message')}\n{kids}") from None
+    return finished_parent(api, srv, name, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +191,7 @@ import os, sys
 
 def init():
     import toolz  # only the deployment's registered environment has it
-    print("scoring with toolz in", sys.prefix, flush=True)
+    print("scoring with toolz in", os.path.dirname(toolz.__file__), flush=True)
 
 def run(mini_batch):
     return [os.path.basename(path) for path in mini_batch]

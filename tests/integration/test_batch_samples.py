@@ -25,7 +25,7 @@ import pytest
 
 from cloudlet.control.online_replicas import default_python
 from tests.conftest import RunningServer
-from tests.jobs_helpers import create_compute, job, log_text, served, wait_job
+from tests.jobs_helpers import cli_json, create_compute, finished_parent, served
 
 SAMPLES = Path(__file__).parent.parent / "data" / "azureml_samples"
 CLUSTER = "batch-cluster"
@@ -53,25 +53,11 @@ def api(srv: RunningServer) -> Iterator[httpx.Client]:
 
 
 def cli(srv: RunningServer, *args: str, cwd: Path | None = None) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "cloudlet", *args],
-        env={**srv.cli_env(), "CLOUDLET_OUTPUT": "json"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stderr + done.stdout
-    return json.loads(done.stdout) if done.stdout.strip() else None
+    return cli_json(srv, *args, cwd=cwd, timeout=120)
 
 
 def finished(api: httpx.Client, srv: RunningServer, name: str) -> dict[str, Any]:
-    try:
-        return wait_job(api, srv, name, timeout=400)
-    except AssertionError as exc:
-        shown = job(api, srv, name)
-        kids = [(c["name"], c["status"], log_text(api, srv, c["name"])[-3000:]) for c in shown["children"]]
-        raise AssertionError(f"{exc}\n{shown['status']}: {shown.get('status_message')}\n{kids}") from None
+    return finished_parent(api, srv, name, timeout=400)
 
 
 def test_todays_deployment_shape_with_an_inline_model_folder(

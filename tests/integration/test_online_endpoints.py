@@ -32,7 +32,7 @@ from cloudlet.client._rest import HttpResponseError
 from cloudlet.control.online_replicas import default_python
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
-from tests.jobs_helpers import served
+from tests.jobs_helpers import served_for_inference
 
 SCORE = """
 import json, os, time
@@ -79,11 +79,7 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    python = default_python()
-    probe = subprocess.run([python, "-c", "import azureml_inference_server_http, sklearn"], check=False)
-    if probe.returncode != 0:
-        pytest.skip(f"the inference environment ({python}) is missing: run ./scripts/setup.sh")
-    yield from served(tmp_path_factory, "online")
+    yield from served_for_inference(tmp_path_factory, "online")
 
 
 @pytest.fixture(scope="module")

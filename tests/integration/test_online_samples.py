@@ -22,7 +22,7 @@ import pytest
 from cloudlet.control.online_replicas import default_python
 from tests.azureml_helpers import azureml_env, run_sdk, sdk_python
 from tests.conftest import RunningServer
-from tests.jobs_helpers import served
+from tests.jobs_helpers import served_for_inference
 
 SAMPLES = Path(__file__).parent.parent / "data" / "azureml_samples" / "online"
 TRAIN = """
@@ -36,11 +36,7 @@ pytestmark = pytest.mark.timeout(400)
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    python = default_python()
-    probe = subprocess.run([python, "-c", "import azureml_inference_server_http, sklearn"], check=False)
-    if probe.returncode != 0:
-        pytest.skip(f"the inference environment ({python}) is missing: run ./scripts/setup.sh")
-    yield from served(tmp_path_factory, "online-samples")
+    yield from served_for_inference(tmp_path_factory, "online-samples")
 
 
 def cli(srv: RunningServer, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,6 @@ connections until one reaches it (``/healthz`` names the replica that answered).
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +25,9 @@ import pytest
 
 from cloudlet.client import MLClient
 from cloudlet.client._rest import HttpResponseError
-from cloudlet.control.online_replicas import default_python, leftover_replicas
+from cloudlet.control.online_replicas import leftover_replicas
 from tests.conftest import RunningServer
-from tests.jobs_helpers import wait_until
+from tests.jobs_helpers import require_inference_environment, wait_until
 
 pytestmark = pytest.mark.timeout(400)
 SCORE = """
@@ -149,10 +148,7 @@ def _a_deployment_on_an_instance_is_refused(
 def test_every_worker_serves_invoke_of_replicas_run_once(
     server_factory: Callable[..., RunningServer], tmp_path: Path
 ) -> None:
-    python = default_python()
-    probe = subprocess.run([python, "-c", "import azureml_inference_server_http"], check=False)
-    if probe.returncode != 0:
-        pytest.skip(f"the inference environment ({python}) is missing: run ./scripts/setup.sh")
+    require_inference_environment()
     srv = server_factory(extra_env={"CLOUDLET_WORKERS": "2"}, timeout=240)  # a busy machine
     seen: set[str] = set()
 
