@@ -290,15 +290,19 @@ def test_environment_asset_used_by_jobs_is_built_once(
     done, log = run_job(api, srv, "env-asset-2", {**job, "environment": "azureml:six-env@latest"})
     assert done["status"] == "Completed" and log.endswith("1.16.0\n"), (done, log)
     assert done["environment"]["version"] == "2"
-    # A conda file alone with the same pip set: another version, one package set, one build.
+    # A conda file alone, twice: two versions, one package set (a conda environment's pip,
+    # setuptools and wheel with six), one build.
     conda_only = {"name": "six-env", "conda_file": "conda.yaml"}
-    third = ok_json(
-        cli(srv, "environment", "create", "--file", str(write_yaml(tmp_path / "env3.yml", conda_only)))
-    )
-    assert third["version"] == "3" and "image" not in third
-    done, reused = run_job(api, srv, "env-asset-3", {**job, "environment": "azureml:six-env:3"})
+    for version in ("3", "4"):
+        made = ok_json(
+            cli(srv, "environment", "create", "--file", str(write_yaml(tmp_path / "env3.yml", conda_only)))
+        )
+        assert made["version"] == version and "image" not in made
+    done, built = run_job(api, srv, "env-asset-3", {**job, "environment": "azureml:six-env:3"})
+    assert done["status"] == "Completed" and built.endswith("1.16.0\n"), (done, built)
+    done, reused = run_job(api, srv, "env-asset-4", {**job, "environment": "azureml:six-env:4"})
     assert done["status"] == "Completed" and reused.endswith("1.16.0\n"), (done, reused)
-    assert "Preparing environment" in log and "Preparing environment" not in reused, (log, reused)
+    assert "Preparing environment" in built and "Preparing environment" not in reused, (built, reused)
     assert "reused" in reused, reused
     unknown = api.put(f"{srv.ws_path}/jobs/env-missing", json={**job, "environment": "azureml:no-env:1"})
     assert unknown.status_code == 400 and unknown.json()["error"]["target"] == "environment", unknown.text
@@ -308,7 +312,7 @@ def test_environment_asset_used_by_jobs_is_built_once(
     )
     assert archived.status_code == 400 and "archived" in archived.json()["error"]["message"], archived.text
     ok_json(cli(srv, "environment", "restore", "-n", "six-env"))
-    assert [e["version"] for e in ok_json(cli(srv, "environment", "list"))] == ["3"]
+    assert [e["version"] for e in ok_json(cli(srv, "environment", "list"))] == ["4"]
 
 
 def test_api_refuses_bad_asset_documents(srv: RunningServer, api: httpx.Client) -> None:

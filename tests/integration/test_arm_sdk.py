@@ -170,7 +170,7 @@ def test_sdk_computes_end_to_end(api: httpx.Client, srv: RunningServer, tmp_path
     reader = new_user(api, srv, "rita", "Reader")
     env = azureml_env(srv.cli_env(), alice)
     reader_env = azureml_env(srv.cli_env(), reader)
-    assert env["IDENTITY_HEADER"] == alice and env["REQUESTS_CA_BUNDLE"] == srv.ca_file
+    assert env["IDENTITY_HEADER"] == alice and env["REQUESTS_CA_BUNDLE"].endswith("/ca-bundle.pem")
     assert env["ARM_CLOUD_METADATA_URL"] == srv.https_url + "/metadata/endpoints"
     subprocess.run(
         [sys.executable, "-m", "cloudlet", "azureml", "config", "--path", str(tmp_path / "config.json")],
@@ -243,6 +243,10 @@ def test_msi_token_is_a_jwt_for_the_requested_audience(api: httpx.Client, srv: R
     # Azure Storage's audience is minted (azure-storage-blob asks for it) but not accepted here.
     storage = msi_token(srv, key, "https://storage.azure.com/")["access_token"]
     with tls(srv, storage) as client:
+        assert reason_of(client.get(arm_ws(srv))) == "InvalidAudience"
+    # So are Azure's public resource manager's (samples probe DefaultAzureCredential with it).
+    public = msi_token(srv, key, "https://management.azure.com/.default")["access_token"]
+    with tls(srv, public) as client:
         assert reason_of(client.get(arm_ws(srv))) == "InvalidAudience"
     # Any other audience is refused, with the ones on offer (issue 24, defect 5).
     with tls(srv) as client:

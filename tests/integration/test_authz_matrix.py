@@ -407,6 +407,7 @@ ROWS += [
     Row("GET", AOE + "/mx-ep/deployments/mx-d", "read"),
     Row("DELETE", AOE + "/mx-ep/deployments/mx-d", "write"),
     Row("POST", AOE + "/mx-ep/deployments/mx-d/getLogs", "read", {"json": {"tail": 10}}),
+    Row("GET", AOE + "/mx-ep/deployments/mx-d/operations/1", "read"),
 ]
 
 

@@ -201,10 +201,10 @@ def _huge_counts(schema: dict[str, Any] | None, document: dict[str, Any], depth:
     out: dict[str, Any] = {}
     for name, prop in (schema.get("properties") or {}).items():
         resolved = _resolve(prop, document)
-        kinds = {
-            resolved.get("type"),
-            *(_resolve(o, document).get("type") for o in resolved.get("anyOf", ())),
-        }
+        kinds: set[str] = set()
+        for option in (resolved, *(_resolve(o, document) for o in resolved.get("anyOf", ()))):
+            kind = option.get("type")  # a name, or a list of them (a nullable field's)
+            kinds.update(kind if isinstance(kind, list) else [kind] if kind else [])
         if "integer" in kinds and COUNT_LIKE.search(name):
             out[name] = BIG_INT
         else:

@@ -403,15 +403,23 @@ def audience_of(resource: str) -> str:
 # service takes only its own signatures, so such a JWT opens nothing here; it is issued because a
 # client that builds a blob client from DefaultAzureCredential asks for it before it is ever used.
 STORAGE_AUDIENCE = "https://storage.azure.com"
+# Azure's public resource-manager and Azure ML audiences, which Azure's own samples ask for by name
+# (the SDK pipeline notebook probes DefaultAzureCredential with management.azure.com/.default and
+# falls back to an interactive browser login when refused). Likewise a JWT for them opens nothing
+# here: cloudlet's API takes its own audiences.
+SAMPLE_AUDIENCES = frozenset(
+    {"https://management.azure.com", "https://management.core.windows.net", "https://ml.azure.com"}
+)
 
 
 def token_audience(resource: str, accepted: frozenset[str]) -> str:
     """The audience of a JWT ``/msi/token`` may issue for RESOURCE: one this server accepts
     (ACCEPTED: azure-ai-ml's ``aml_resource_id`` and the resource-manager URL under each name the
-    certificate carries) or Azure Storage's. Anything else is a 400: a JWT signed with this
-    installation's key for a third party's audience is a credential nobody here needs."""
+    certificate carries), Azure Storage's, or Azure's public ones that samples name. Anything else
+    is a 400: a JWT signed with this installation's key for a third party's audience is a
+    credential nobody here needs."""
     audience = audience_of(resource)
-    allowed = accepted | {STORAGE_AUDIENCE}
+    allowed = accepted | {STORAGE_AUDIENCE} | SAMPLE_AUDIENCES
     if audience not in allowed:
         raise CloudletError(
             "InvalidResource",
