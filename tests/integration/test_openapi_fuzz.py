@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from cloudlet.client.artifacts import pack_path
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import create_compute, quota_url, served, submit
@@ -33,6 +34,9 @@ SEED = 24
 CLUSTER = "fuzz-cluster"
 JOB = "fuzz-job"
 ENVIRONMENT = "fuzz-env"
+DATA, MODEL, COMPONENT = "fuzz-data", "fuzz-model", "fuzz_component"
+ONLINE, BATCH = "fuzz-online", "fuzz-batch"
+DATASTORE, FILE = "workspaceblobstore", "fuzz/rows.csv"
 ADMIN_ONLY_WRITES = ("/principals", "/sizes", "/locks")
 PROVIDER = "/providers/Microsoft.MachineLearningServices"
 ARM = "/subscriptions/{sub}/resourceGroups/default" + PROVIDER + "/workspaces/default"
@@ -101,7 +105,40 @@ def resources(srv: RunningServer, owner_key: str) -> dict[str, str]:
         experiment_id = experiment.json()["experiment_id"]
         run = api.post(f"{mlflow}/runs/create", json={"experiment_id": experiment_id})
         assert run.status_code == 200, run.text
-    return {"experiment_id": experiment_id, "run_id": run.json()["run"]["info"]["run_id"]}
+        op_id = _assets_and_endpoints(srv, api)
+    return {"experiment_id": experiment_id, "run_id": run.json()["run"]["info"]["run_id"], "op_id": op_id}
+
+
+def _assets_and_endpoints(srv: RunningServer, api: Any) -> str:
+    """A data asset, a model and a component (version 1 each), an online and a batch endpoint and a
+    file in the datastore, so the operations that name them get past their 404s; the id of an
+    operation (the fuzz cluster's update)."""
+    folder, name = FILE.rsplit("/", 1)
+    packed, _ = pack_path(_file(name, b"a,b\n1,2\n"), name)
+    put = api.put(f"{srv.ws_path}/datastores/{DATASTORE}/paths/{folder}", content=packed)
+    assert put.status_code == 201, put.text
+    uri = f"azureml://datastores/{DATASTORE}/paths/{FILE}"
+    made = {
+        f"data/{DATA}/versions/1": {"name": DATA, "type": "uri_file", "path": uri},
+        f"models/{MODEL}/versions/1": {"name": MODEL, "type": "custom_model", "path": uri},
+        f"components/{COMPONENT}/versions/1": {"name": COMPONENT, "command": "echo fuzz"},
+        f"onlineEndpoints/{ONLINE}": {"name": ONLINE, "auth_mode": "key"},
+        f"batchEndpoints/{BATCH}": {"name": BATCH},
+    }
+    for path, body in made.items():
+        answer = api.put(f"{srv.ws_path}/{path}", json=body)
+        assert answer.status_code in (200, 201, 202), f"{path}: {answer.text}"
+    updated = api.patch(f"{srv.ws_path}/computes/{CLUSTER}", json={"description": "fuzzed"})
+    assert updated.status_code in (200, 202), updated.text
+    return str(updated.headers["Operation-Location"]).rstrip("/").rsplit("/", 1)[1]
+
+
+def _file(name: str, content: bytes) -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="fuzz-")) / name
+    path.write_bytes(content)
+    return path
 
 
 def _toml(value: Any) -> str:
@@ -131,6 +168,20 @@ def _config(srv: RunningServer, resources: dict[str, str]) -> str:
         r"/computes/\{name\}": {"path.name": CLUSTER},
         r"/(jobs|runs)/\{name\}": {"path.name": JOB},
         r"/environments/\{name\}": {"path.name": ENVIRONMENT, "path.version": "1"},
+        r"/data/\{name\}": {"path.name": DATA, "path.version": "1"},
+        r"/models/\{name\}": {"path.name": MODEL, "path.version": "1"},
+        r"/components/\{name\}": {"path.name": COMPONENT, "path.version": "1"},
+        r"/onlineEndpoints/\{(name|endpoint)\}": {"path.name": ONLINE, "path.endpoint": ONLINE},
+        r"/batchEndpoints/\{endpoint\}": {"path.endpoint": BATCH},
+        r"/datastores/\{(datastore|name)\}": {
+            "path.datastore": DATASTORE,
+            "path.name": DATASTORE,
+            "path.path": FILE,
+        },
+        r"/(operations|computeOperationsStatus)/\{op_id\}": {
+            "path.op_id": resources["op_id"],
+            "path.location": "local",
+        },
         r"/mlflow/(runs/get|metrics/get-history)$": {"query.run_id": resources["run_id"]},
     }
     for regex, params in named.items():

@@ -71,19 +71,45 @@ def arm_target(target: str | None) -> str | None:
 
 
 # -- endpoints ---------------------------------------------------------------------------------
+def _endpoint_props(body: Any) -> Mapping[str, Any]:
+    """The body's properties, the kinds of its fields and theirs checked (null: left as it is)."""
+    top = _object(body, "$")
+    shapes = {"location": str, "kind": str, "tags": dict, "identity": dict, "properties": dict}
+    for field, kind in shapes.items():
+        value = top.get(field)
+        if value is not None and not isinstance(value, kind):
+            said = "text" if kind is str else "an object"
+            raise validation_error(field, f"{field} must be {said} or null")
+    if any(not isinstance(v, str) for v in (top.get("tags") or {}).values()):
+        raise validation_error("tags", "tags must map names to text")
+    props = _props(body)
+    kinds = {
+        "authMode": (str, "Key or AMLToken"),
+        "description": (str, "text"),
+        "traffic": (dict, "an object"),
+        "mirrorTraffic": (dict, "an object"),
+    }
+    for field, (kind, said) in kinds.items():
+        value = props.get(field)
+        if value is not None and not isinstance(value, kind):
+            raise validation_error(f"properties.{field}", f"properties.{field} must be {said} or null")
+    mode = props.get("authMode")
+    if mode is not None and AUTH_FROM_ARM.get(str(mode).lower()) is None:
+        raise validation_error(
+            "properties.authMode",
+            f"authMode '{mode}' is not supported by cloudlet: use Key or AMLToken "
+            "(auth_mode='key' or 'aml_token')",
+        )
+    return props
+
+
 def endpoint_from_arm(body: Any, name: str) -> dict[str, Any]:
     """The native endpoint document for an SDK PUT body (validated by ``parse_endpoint``)."""
-    props = _props(body)
+    props = _endpoint_props(body)
     doc: dict[str, Any] = {"name": name}
     mode = props.get("authMode")
     if mode is not None:
-        native = AUTH_FROM_ARM.get(str(mode).lower())
-        if native is None:
-            raise validation_error(
-                "properties.authMode",
-                f"authMode '{mode}' is not supported by cloudlet: use Key or AMLToken "
-                "(auth_mode='key' or 'aml_token')",
-            )
+        native = AUTH_FROM_ARM[str(mode).lower()]  # checked above
         doc["auth_mode"] = native
     if props.get("description") is not None:
         doc["description"] = str(props["description"])
@@ -100,7 +126,7 @@ def endpoint_from_arm(body: Any, name: str) -> dict[str, Any]:
 def endpoint_patch(body: Any, current: Mapping[str, Any]) -> dict[str, Any]:
     """A PATCH (``PartialMinimalTrackedResourceWithIdentity``: tags; or traffic in properties)
     applied to the CURRENT native document."""
-    props = _props(body)
+    props = _endpoint_props(body)
     doc = dict(current)
     tags = _tags(body)
     if tags is not None:

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Body, Depends, Response
 
 from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.openapi import json_body, success
+from cloudlet.api.openapi import json_body, nullable, success
 from cloudlet.api.routes_online import KEYS_SCHEMA, LOGS_SCHEMA
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_online
@@ -40,21 +40,31 @@ ENDPOINT_DOCUMENT = json_body(
     {
         "type": "object",
         "description": "an ARM online endpoint, as azure-ai-ml sends it (domain/arm_online.py)",
-        "properties": {
-            "location": {"type": "string"},
-            "kind": {"type": "string"},
-            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
-            "identity": _OBJ,
-            "properties": {
-                "type": "object",
+        "properties": nullable(
+            {
+                "location": {"type": "string"},
+                "kind": {"type": "string"},
+                "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                "identity": _OBJ,
                 "properties": {
-                    "authMode": {"type": "string", "enum": ["Key", "AMLToken"]},  # AADToken: refused
-                    "description": {"type": "string"},
-                    "traffic": _OBJ,
-                    "mirrorTraffic": _OBJ,
+                    "type": "object",
+                    "properties": {
+                        # null: left as it is (Key auth, no mirrored traffic on a new endpoint)
+                        **nullable(
+                            {
+                                "authMode": {
+                                    "type": "string",
+                                    "enum": ["Key", "AMLToken"],
+                                },  # AADToken: refused
+                                "description": {"type": "string"},
+                                "traffic": _OBJ,
+                                "mirrorTraffic": _OBJ,
+                            }
+                        ),
+                    },
                 },
-            },
-        },
+            }
+        ),
     }
 )
 DEPLOYMENT_DOCUMENT = json_body(
@@ -194,7 +204,13 @@ def arm_online_endpoint_token(
     return json_response(service.token(ctx.state.token_secret, row))
 
 
-@router.post(EP + "/regenerateKeys", status_code=200, openapi_extra=json_body(KEYS_SCHEMA))
+@router.post(
+    EP + "/regenerateKeys",
+    status_code=200,
+    response_class=Response,  # no body, as Azure's
+    responses={200: {"description": "the key was made anew (no body)", "content": {}}},
+    openapi_extra=json_body(KEYS_SCHEMA),
+)
 def arm_regenerate_online_endpoint_keys(
     sub: str, rg: str, ws: str, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
 ) -> Response:
