@@ -85,10 +85,16 @@ def test_todays_deployment_shape_with_an_inline_model_folder(
     assert made["mini_batch_size"] == 2 and made["max_concurrency_per_instance"] == 2, made
     assert made["retry_settings"] == {"max_retries": 3, "timeout": 30}, made
     assert made["model"].endswith("/model") and made["model_type"] == "custom_model", made
-    started = cli(srv, "batch-endpoint", "invoke", "--name", "mnist-batch", "--input", "data", cwd=root)
+    rows = _scored_rows(api, srv, "mnist-batch", root, tmp_path / "out")
+    assert rows == ["digit-0.txt 0", "digit-1.txt 1", "digit-2.txt 1"]
+
+
+def _scored_rows(api: httpx.Client, srv: RunningServer, endpoint: str, root: Path, out: Path) -> list[str]:
+    """Invoke ENDPOINT on ROOT/data as the sample's script does, wait for the job to complete, and
+    return the lines of the predictions.csv it wrote."""
+    started = cli(srv, "batch-endpoint", "invoke", "--name", endpoint, "--input", "data", cwd=root)
     done = finished(api, srv, started["name"])
     assert done["status"] == "Completed", done
-    out = tmp_path / "out"
     cli(
         srv,
         "job",
@@ -100,8 +106,7 @@ def test_todays_deployment_shape_with_an_inline_model_folder(
         "--download-path",
         str(out),
     )
-    rows = next(out.rglob("predictions.csv")).read_text().splitlines()
-    assert rows == ["digit-0.txt 0", "digit-1.txt 1", "digit-2.txt 1"]
+    return next(out.rglob("predictions.csv")).read_text().splitlines()
 
 
 def test_mlflow_model_without_code_or_environment(
@@ -126,24 +131,7 @@ def test_mlflow_model_without_code_or_environment(
     )
     assert "code_configuration" not in made and made["model_type"] == "mlflow_model", made
     assert made["environment"]["conda_file"]["name"] == "mlflow-env", made["environment"]
-    started = cli(
-        srv, "batch-endpoint", "invoke", "--name", "heart-classifier-batch", "--input", "data", cwd=root
-    )
-    done = finished(api, srv, started["name"])
-    assert done["status"] == "Completed", done
-    out = tmp_path / "out"
-    cli(
-        srv,
-        "job",
-        "download",
-        "--name",
-        started["name"],
-        "--output-name",
-        "score",
-        "--download-path",
-        str(out),
-    )
-    rows = next(out.rglob("predictions.csv")).read_text().splitlines()
+    rows = _scored_rows(api, srv, "heart-classifier-batch", root, tmp_path / "out")
     expected = ["0,0,unlabeled-0.csv", "1,1,unlabeled-0.csv"]
     assert rows == [*expected, "0,1,unlabeled-1.csv", "1,0,unlabeled-1.csv", "2,0,unlabeled-1.csv"], rows
 

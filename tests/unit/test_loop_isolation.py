@@ -77,21 +77,10 @@ def _job(
 def _running_on_a_quiet_node(world: World, session: Session, job: Job, owner: Job | Compute) -> str:
     """A busy node whose agent went quiet, running JOB's current attempt: the next pass loses it
     and ends the run, which requeues the job (or cannot, for a job in an impossible state)."""
-    size = catalogue_service.current(session).get(SIZE)
-    assert size is not None
-    node, _ = node_service.new_node(
-        session,
-        owner=owner,
-        installation_id=world.installation_id,
-        location="local",
-        size=size,
-        tier="dedicated",
-        now=world.clock.now(),
-    )
+    node = _idle_node(world, session, owner)
     now = world.clock.now()
-    for event in (NodeEvent.ALLOCATE, NodeEvent.BOOT, NodeEvent.REGISTER, NodeEvent.ASSIGN):
-        node_service.advance(node, event, now)
-    node.last_heartbeat, node.current_run = now, job.name
+    node_service.advance(node, NodeEvent.ASSIGN, now)
+    node.current_run = job.name
     session.add(
         JobRun(
             id=f"r-{job.name}",
@@ -165,7 +154,7 @@ def placement_case(world: World) -> Callable[[], None]:
     return check
 
 
-def _idle_node(world: World, session: Session, owner: Compute) -> None:
+def _idle_node(world: World, session: Session, owner: Job | Compute) -> Node:
     size = catalogue_service.current(session).get(SIZE)
     assert size is not None
     node, _ = node_service.new_node(
@@ -180,6 +169,7 @@ def _idle_node(world: World, session: Session, owner: Compute) -> None:
     for event in (NodeEvent.ALLOCATE, NodeEvent.BOOT, NodeEvent.REGISTER):
         node_service.advance(node, event, world.clock.now())
     node.last_heartbeat = world.clock.now()
+    return node
 
 
 def serverless_case(world: World) -> Callable[[], None]:

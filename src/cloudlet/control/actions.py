@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.loop import failure_text
+from cloudlet.domain.errors import failure_text
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
 from cloudlet.services import nodes as node_service

@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.context import PassContext
-from cloudlet.control.loop import failure_text, one_item
+from cloudlet.control.loop import one_item
+from cloudlet.domain.errors import failure_text
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.nodes import HOLDING, NodeState
 from cloudlet.domain.quota import Tier

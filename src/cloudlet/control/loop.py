@@ -60,12 +60,6 @@ def one_item(
                 logger.exception("could not record the failure of %s", what)
 
 
-def failure_text(exc: Exception, limit: int = 500) -> str:
-    """An exception as a line to record on the item it broke: its kind and first line."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__)[:limit]
-
-
 class ReconcileLoop:
     """The thread, the wake-up event and the pass counter shared by the reconcilers."""
 

@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.loop import LeaseCache, ReconcileLoop, failure_text, one_item
-from cloudlet.domain.errors import CloudletError
+from cloudlet.control.loop import LeaseCache, ReconcileLoop, one_item
+from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_kinds import KINDS

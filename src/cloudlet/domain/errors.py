@@ -81,3 +81,9 @@ def problems_error(problems: list[dict[str, Any]]) -> CloudletError:
     error = validation_error(first["target"], message)
     error.details = [{"code": "ValidationError", **p} for p in problems]
     return error
+
+
+def failure_text(exc: BaseException, limit: int = 500) -> str:
+    """An exception as a line to record on what it broke: its kind and first line."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__)[:limit]

@@ -8,39 +8,20 @@ decides again with its own interpreters and says so in the run's log).
 from __future__ import annotations
 
 import functools
-import os
-import shutil
-import subprocess
 import sys
 from typing import Any
 
+from cloudlet.agent import envs
 from cloudlet.domain import environments
 from cloudlet.domain.errors import CloudletError
 
 
-def has_python(version: str) -> bool:
-    """An interpreter of VERSION listed in ``CLOUDLET_PYTHONS`` or as ``python<version>`` on this
-    host's PATH, that runs (a pyenv shim of a version not selected does not)."""
-    listed = [p.strip() for p in os.environ.get("CLOUDLET_PYTHONS", "").split(os.pathsep) if p.strip()]
-    found = shutil.which(f"python{version}")
-    return any(_runs_as(path, version) for path in (*listed, *([found] if found else [])))
-
-
 @functools.lru_cache(maxsize=64)
-def _runs_as(path: str, version: str) -> bool:
-    """Whether PATH runs as Python VERSION (asked once per process: a few ms, at submission)."""
-    try:
-        done = subprocess.run(
-            [path, "-I", "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0 and done.stdout.strip() == version
+def has_python(version: str) -> bool:
+    """Whether this host has an interpreter of VERSION that runs, found as a node of the local
+    provider finds one (``agent/envs.find_python``: ``CLOUDLET_PYTHONS``, then ``python<version>``
+    on PATH); asked once per version per process (a few ms, at submission)."""
+    return envs.find_python(version) is not None
 
 
 def job_warnings(doc: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -173,12 +174,17 @@ def authenticate(
     session: Session, bearer: str, secret: str, audiences: frozenset[str] = frozenset()
 ) -> Caller:
     """AUDIENCES: the ``aud`` values a JWT may carry here (none: JWTs are refused)."""
+    return _through_cache(bearer, lambda: _authenticate(session, bearer, secret, audiences))
+
+
+def _through_cache(cache_key: str, resolve: Callable[[], tuple[Caller, float | None]]) -> Caller:
+    """The caller cached under CACHE_KEY in the last CALLER_CACHE_TTL_S, else RESOLVE's, cached."""
     now = time.monotonic()
-    hit = _callers.get(bearer)
+    hit = _callers.get(cache_key)
     if hit is not None and hit[0] > now:
         return hit[1]
-    caller, valid_until = _authenticate(session, bearer, secret, audiences)
-    _remember(bearer, now, caller, valid_until)
+    caller, valid_until = resolve()
+    _remember(cache_key, now, caller, valid_until)
     return caller
 
 
@@ -259,13 +265,9 @@ def issuer(session: Session, principal_id: int, key_id: str | None) -> Caller:
     it stands now: checked and cached exactly as an access token minted from that key is, so
     revoking the key, disabling the user or changing their roles reaches it in the same
     CALLER_CACHE_TTL_S."""
-    cache_key, now = _issuer_key(principal_id, key_id), time.monotonic()
-    hit = _callers.get(cache_key)
-    if hit is not None and hit[0] > now:
-        return hit[1]
-    caller, valid_until = _standing(session, principal_id, key_id, None)
-    _remember(cache_key, now, caller, valid_until)
-    return caller
+    return _through_cache(
+        _issuer_key(principal_id, key_id), lambda: _standing(session, principal_id, key_id, None)
+    )
 
 
 def _earliest(epoch_s: float | None, expires_on: datetime | None) -> float | None:

@@ -24,7 +24,7 @@ from sqlalchemy import Table, Update, bindparam, select, update
 from sqlalchemy.orm import Session, object_session
 
 from cloudlet.domain import job_status
-from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.services import job_events
 from cloudlet.store.schema import Job
@@ -133,11 +133,6 @@ def cannot_start(name: str, exc: Exception) -> tuple[str, dict[str, Any]]:
     if isinstance(exc, CloudletError):
         code, reason, target = exc.code, exc.message, exc.target
     else:
-        code, reason, target = "JobCannotStart", failure_line(exc), None
+        code, reason, target = "JobCannotStart", failure_text(exc), None
     error = {"code": code, "message": reason[:500], **({"target": target} if target else {})}
     return f"the job cannot start: {reason}"[:500], error
-
-
-def failure_line(exc: Exception) -> str:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

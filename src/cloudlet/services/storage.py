@@ -17,6 +17,7 @@ import stat
 import tarfile
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -130,15 +131,25 @@ class DataRoot:
         return self.datastore(ws_id) / "checkpoints" / job
 
 
-def _descend(fd: int, parts: tuple[str, ...] | list[str], make: bool = False) -> int:
+def _descend(
+    fd: int,
+    parts: tuple[str, ...] | list[str],
+    make: bool = False,
+    on_made: Callable[[int], None] | None = None,
+) -> int:
     """From the folder open at ``fd`` (which this takes over) down through ``parts``, one segment
-    at a time with O_NOFOLLOW, making missing folders when ``make``; the last folder's descriptor.
-    A link on the way (planted by a user's job) fails the walk instead of being followed."""
+    at a time with O_NOFOLLOW, making missing folders when ``make`` (``on_made`` is told the depth
+    of each it made); the last folder's descriptor. A link on the way (planted by a user's job)
+    fails the walk instead of being followed."""
     try:
-        for part in parts:
+        for depth, part in enumerate(parts):
             if make:
-                with contextlib.suppress(FileExistsError):
+                try:
                     os.mkdir(part, 0o755, dir_fd=fd)
+                    if on_made is not None:
+                        on_made(depth)
+                except FileExistsError:
+                    pass
             inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = inner
@@ -192,22 +203,7 @@ class _Unpacker:
 
     def _open(self, folders: tuple[str, ...], make: bool = False) -> int:
         fd = os.open(self.base, os.O_RDONLY | os.O_DIRECTORY)
-        if not make:
-            return _descend(fd, folders)
-        try:
-            for depth, part in enumerate(folders):
-                try:
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                    self.made.append(folders[: depth + 1])
-                except FileExistsError:
-                    pass
-                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-                os.close(fd)
-                fd = inner
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return _descend(fd, folders, make, lambda depth: self.made.append(folders[: depth + 1]))
 
     def folder(self, folders: tuple[str, ...]) -> None:
         os.close(self._open(folders, make=True))
