@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
@@ -42,7 +42,7 @@ from cloudlet.control.steps import StepRegistry
 from cloudlet.domain.uploads import UploadLimits
 from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
-from cloudlet.services import bootstrap, instance_activity, job_events, locations, tracking, wake
+from cloudlet.services import bootstrap, dispatch, effects, instance_activity, locations, tracking, wake
 from cloudlet.services.agent_protocol import AgentProtocol
 from cloudlet.services.host_keys import HostKeyBook
 from cloudlet.services.notify import NodeNotifier
@@ -204,8 +204,17 @@ def build_state(
     )
     if bus.shared:
         _share_wakeups(bus, notifier, reconciler, clusters, parents, online_wakeups)
-    for made in (store.sessions, store.dispatch, control):  # every session that moves jobs
-        job_events.listen(made, parents.wake.set)
+    publisher = effects.Publisher(
+        wake_node=notifier.notify,
+        on_demand=clusters.wake.set,
+        on_operations=reconciler.wake.set,
+        on_parent_work=parents.wake.set,
+    )
+    for made in (store.dispatch, control):  # their owners hand placed run specs over themselves
+        publisher.install(made)
+    # A request's placed run specs go to the agents' long polls once it commits.
+    with_deliveries = replace(publisher, after=lambda session: notifier.deliver(dispatch.deliveries(session)))
+    with_deliveries.install(store.sessions)
     batcher = DispatchBatcher(
         store.dispatch, data, url, notifier, clusters.wake.set, queue_timeout_s=store.limits.write_timeout_s
     )

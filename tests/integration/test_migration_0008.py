@@ -14,13 +14,13 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, select, text
 
-from cloudlet.api.native import operations as operation_view
 from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.resources import COMPUTES, JOBS
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, jobs, operations, quotas, workspaces
 from cloudlet.services import nodes as node_service
+from cloudlet.services.views import operations as operation_view
 from cloudlet.store import db
 from cloudlet.store.schema import Node, Operation, OperationStep, Workspace
 from tests.integration.test_migrations import _differences, _upgrade

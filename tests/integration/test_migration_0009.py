@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from cloudlet.api.native import jobs as native_jobs
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.views import jobs as native_jobs
 from cloudlet.store import db
 from cloudlet.store.schema import Job, Workspace
 from tests.integration.test_migrations import _add_workspace, _differences, _upgrade

@@ -23,7 +23,7 @@ from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
 from cloudlet.domain.parent_kinds import KINDS
 from cloudlet.server import open_store
-from cloudlet.services import dispatch, job_events
+from cloudlet.services import dispatch, effects
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller
 from cloudlet.services.job_status import set_status
@@ -77,7 +77,7 @@ class World:
             self.sessions, "replica-a", self.data, NodeNotifier(), lambda: "http://test", self._rescale
         )
         self.woken = threading.Event()
-        job_events.listen(self.sessions, self.woken.set)
+        effects.Publisher(on_parent_work=self.woken.set).install(self.sessions)
         with self.sessions.begin() as session:
             self.ws_id = session.scalars(select(Workspace.id)).one()
         _cluster(self.sessions)

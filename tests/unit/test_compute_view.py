@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cloudlet.api.native.computes import render
 from cloudlet.domain.locks import Lock, LockLevel
 from cloudlet.domain.sizes import load_catalogue
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.views.computes import render
 from cloudlet.store.schema import Compute
 
 REF = WorkspaceRef("sub1", "rg1", "ws1")

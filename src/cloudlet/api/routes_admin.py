@@ -8,7 +8,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from cloudlet.api.deps import Context, context
 from cloudlet.api.openapi import success
@@ -20,12 +19,11 @@ from cloudlet.domain.sizes import COMPUTE_TYPES_WITH_SIZES, CustomSizeSpec
 from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, locations, quotas, workspaces
-from cloudlet.services import host_keys as host_key_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.locks import LockUpdate
 from cloudlet.services.workspaces import WorkspaceUpdate
-from cloudlet.store.schema import Location, ResourceGroup
+from cloudlet.store.schema import ResourceGroup
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 RG = "/subscriptions/{sub}/resourceGroups/{rg}"
@@ -65,7 +63,6 @@ def put_workspace(
 ) -> dict[str, Any]:
     ref = WorkspaceRef(sub, rg, ws)
     workspace, created = workspaces.create_or_update(ctx.session, ref, body, ctx.caller)
-    ctx.commit(rescale=True)
     response.status_code = 201 if created else 200
     return workspaces.render(workspace, ref)
 
@@ -105,7 +102,6 @@ def list_sizes(
 def add_size(body: CustomSizeSpec, ctx: Context = Depends(context)) -> dict[str, Any]:
     _require_admin(ctx)
     size = catalogue_service.add_custom(ctx.session, body, ctx.caller.name)
-    ctx.commit(rescale=True)
     return size.to_dict()
 
 
@@ -156,16 +152,9 @@ class LocationUpdate(BaseModel):
     )
 
 
-def _shown(session: Session, row: Location) -> dict[str, Any]:
-    shown = locations.render(row)
-    if row.provider == "ssh":  # keys learned on first use, and changed ones refused since
-        shown["host_keys"] = host_key_service.view(session, row.name)
-    return shown
-
-
 @router.get("/locations/{name}")
 def get_location(name: LocationName, ctx: Context = Depends(context)) -> dict[str, Any]:
-    return _shown(ctx.session, locations.get(ctx.session, name))
+    return locations.view(ctx.session, locations.get(ctx.session, name))
 
 
 @router.put("/locations/{name}", responses=CREATED_OR_UPDATED)
@@ -177,13 +166,11 @@ def put_location(
 ) -> dict[str, Any]:
     """Add or change a location: a pool of capacity behind one provider (admin)."""
     _require_admin(ctx)
-    change = locations.LocationChange(body.provider, body.config, body.capacity.model_dump(exclude_none=True))
-    row, created = locations.put(ctx.session, name, change, ctx.caller.name)
-    if body.accept_host_keys:
-        host_key_service.accept_for_location(ctx.session, row, body.accept_host_keys, ctx.caller.name)
-    ctx.commit(rescale=True)
+    capacity = body.capacity.model_dump(exclude_none=True)
+    change = locations.LocationChange(body.provider, body.config, capacity, body.accept_host_keys or ())
+    shown, created = locations.put(ctx.session, name, change, ctx.caller.name)
     response.status_code = 201 if created else 200
-    return _shown(ctx.session, row)
+    return shown
 
 
 @router.delete("/locations/{name}", status_code=204)
@@ -191,7 +178,6 @@ def delete_location(name: LocationName, ctx: Context = Depends(context)) -> Resp
     """Remove a location nothing is in (admin); 409 while a workspace, compute or node uses it."""
     _require_admin(ctx)
     locations.delete(ctx.session, name, ctx.caller.name)
-    ctx.commit(rescale=True)
     return Response(status_code=204)
 
 
@@ -237,8 +223,7 @@ def set_quota(
     _pool(ctx, sub, location)
     limit = body.limit
     catalogue = catalogue_service.current(ctx.session)
-    quotas.set_limit(ctx.session, sub, location, name, limit, catalogue, ctx.caller.name)
-    ctx.commit(rescale=True)
+    quotas.set_quota(ctx.session, sub, location, name, limit, catalogue, ctx.caller.name)
     return {"name": name, "limit": limit, "unit": "Cores"}
 
 
@@ -278,7 +263,6 @@ def _lock_routes(path: str) -> None:
     ) -> dict[str, Any]:
         scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
         row = lock_store.put(ctx.session, scope, lock, body, ctx.caller.name)
-        ctx.commit(rescale=True)
         return lock_store.render_row(row)
 
     def list_locks(
@@ -305,7 +289,6 @@ def _lock_routes(path: str) -> None:
     ) -> Response:
         scope = _lock_scope(ctx, sub, rg, ws, name, write=True)
         lock_store.remove(ctx.session, scope, lock, ctx.caller.name)
-        ctx.commit(rescale=True)
         return Response(status_code=204)
 
     router.add_api_route(

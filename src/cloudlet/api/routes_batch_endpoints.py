@@ -16,7 +16,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.native import jobs as native_jobs
 from cloudlet.api.openapi import json_body, schema_of, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import batch_endpoints as rules
@@ -24,6 +23,7 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import batch_endpoints as service
 from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.views import jobs as native_jobs
 from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Response
 from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.native import computes as compute_view
-from cloudlet.api.native import operations as operation_view
 from cloudlet.api.openapi import json_body, named_by_url, schema_of, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.compute_spec import (
     AmlComputeSpec,
     ComputeInstanceSpec,
@@ -21,19 +17,17 @@ from cloudlet.domain.compute_spec import (
     VirtualMachineSpec,
 )
 from cloudlet.domain.errors import not_found
-from cloudlet.domain.instance_watch import explain
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import (
     computes,
-    instance_activity,
-    instance_reports,
     operations,
     workspaces,
 )
 from cloudlet.services import locks as lock_store
-from cloudlet.services import nodes as node_service
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.views import computes as compute_view
+from cloudlet.services.views import operations as operation_view
 from cloudlet.store.schema import Compute, Operation, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
@@ -62,21 +56,7 @@ def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tupl
 
 
 def _render(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]:
-    locks = lock_store.effective(ctx.session, ref, compute.name) if compute.type == "amlcompute" else []
-    catalogue = catalogue_service.current(ctx.session)
-    status = None
-    if compute.type == "computeinstance":  # from stored rows: a few local queries, no node call
-        status = explain(instance_activity.facts(ctx.session, compute, time.time()))
-    body = compute_view.render(compute, ref, locks, catalogue, ctx.state.endpoint, status)
-    if compute.type == "computeinstance":
-        body.update(instance_reports.view(ctx.session, compute))  # ssh_settings: user, port, command
-    if compute.type == "virtualmachine":  # its state from its node's row, its facts from attach
-        states = [n.state for n in node_service.live_nodes(ctx.session, compute.id)]
-        body.update(vm_rules.view(compute.spec, compute.provisioning_state, states))
-    return body
-
-
-render_compute = _render  # the ARM facade renders the same view (api/arm/computes.py)
+    return compute_view.view(ctx.session, ref, compute, ctx.state.endpoint)
 
 
 def _operation_headers(ctx: Context, op: Operation) -> dict[str, str]:
@@ -122,10 +102,12 @@ def create_or_update_compute(
     ctx: Context = Depends(context),
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    result = computes.create_or_update(ctx.session, ref, workspace, name, body, ctx.caller)
-    rendered = _render(ctx, ref, result.compute)
-    ctx.commit(rescale=True, operations=True)
-    return json_response(rendered, 201 if result.created else 200, _operation_headers(ctx, result.operation))
+    result = computes.create_or_update(
+        ctx.session, ref, workspace, name, body, ctx.caller, ctx.state.endpoint
+    )
+    return json_response(
+        result.view, 201 if result.created else 200, _operation_headers(ctx, result.operation)
+    )
 
 
 @router.patch(WS + "/computes/{name}", openapi_extra=COMPUTE_PATCH)
@@ -138,10 +120,8 @@ def update_compute(
     ctx: Context = Depends(context),
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    result = computes.patch(ctx.session, ref, workspace, name, body, ctx.caller)
-    rendered = _render(ctx, ref, result.compute)
-    ctx.commit(rescale=True, operations=True)
-    return json_response(rendered, 200, _operation_headers(ctx, result.operation))
+    result = computes.patch(ctx.session, ref, workspace, name, body, ctx.caller, ctx.state.endpoint)
+    return json_response(result.view, 200, _operation_headers(ctx, result.operation))
 
 
 @router.delete(WS + "/computes/{name}", status_code=202, responses={202: ACCEPTED})
@@ -149,7 +129,6 @@ def delete_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     op = computes.delete(ctx.session, ref, workspace, name, ctx.caller)
     rendered = operation_view.render(op, ref)
-    ctx.commit(rescale=True, operations=True)
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
 
@@ -169,7 +148,6 @@ def compute_action(
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     op = computes.act(ctx.session, ref, workspace, name, action, ctx.caller)
     rendered = operation_view.render(op, ref)
-    ctx.commit(rescale=True, operations=True)
     return json_response(rendered, 202, _operation_headers(ctx, op))
 
 

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import AppState, Context, app_state, context, json_response
-from cloudlet.api.native import jobs as native_jobs
 from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
@@ -22,7 +21,7 @@ from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
-from cloudlet.services import computes, dispatch, tracking, workspaces
+from cloudlet.services import computes, dispatch, job_cancel, tracking, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services import parent_jobs as parent_service
@@ -30,6 +29,7 @@ from cloudlet.services import pipelines as pipeline_service
 from cloudlet.services import sweeps as sweep_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE, empty_tar, pack_beneath, relative_parts
+from cloudlet.services.views import jobs as native_jobs
 from cloudlet.store.schema import Job, Node, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
@@ -127,11 +127,8 @@ def list_jobs(
 @router.post(WS + "/jobs/{name}/cancel", status_code=202)
 def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    job = job_service.get(ctx.session, workspace, name)
-    wake = dispatch.cancel_job(ctx.session, job)
-    rendered = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
-    ctx.commit(wake, rescale=True)
-    return json_response(rendered, 202)
+    job, runs = job_cancel.cancel(ctx.session, workspace, name)
+    return json_response(native_jobs.render(job, ref, runs, _base_url(ctx)), 202)
 
 
 @router.get(WS + "/jobs/{name}/logs")

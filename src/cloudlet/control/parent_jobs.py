@@ -6,7 +6,7 @@ message) it reads the children, asks the parent's kind what to do (``domain.pare
 pure), and carries the answer out (``services.parent_jobs.apply_step``). New children are placed
 at once on idle nodes of their computes, as a submission's are, and the autoscaler is told of the
 rest: a step hand-off is a child's exit, a commit and one pass, not a pass interval. The loop is
-woken whenever a commit gave a parent work (``services.job_events``: a child moved, a parent
+woken whenever a commit gave a parent work (``services.effects``: a child moved, a parent
 was submitted or asked to cancel) and passes at least every second.
 """
 

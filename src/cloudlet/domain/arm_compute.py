@@ -3,7 +3,7 @@ from cloudlet's own (the CLI v2 YAML shape, ``compute_spec.py``). Pure: no I/O.
 
 ``from_arm`` turns a ``PUT …/computes/{name}`` body into the native document that
 ``services.computes`` validates (so every rule stays there); ``to_arm`` turns the native view
-(``api/native/computes.render``) into the ARM resource; ``arm_target`` names a native field by its
+(``services/views/computes.render``) into the ARM resource; ``arm_target`` names a native field by its
 ARM path in error answers.
 """
 
@@ -269,7 +269,7 @@ def _schedules_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
 
 # -- native view → ARM resource ----------------------------------------------------------------
 def to_arm(view: dict[str, Any]) -> dict[str, Any]:
-    """The ARM resource for a native compute view (``api/native/computes.render``)."""
+    """The ARM resource for a native compute view (``services/views/computes.render``)."""
     kind = view["type"]
     outer: dict[str, Any] = {
         "computeType": ARM_TYPES.get(kind, "UnsupportedCompute"),

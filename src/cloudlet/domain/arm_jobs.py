@@ -254,7 +254,7 @@ def _identity_type(value: str) -> str:
 
 # -- document view → ARM --------------------------------------------------------------------------
 def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = None) -> dict[str, Any]:
-    """The ARM resource for a job's native view (``api.native.jobs.render``): what ``jobs.get``,
+    """The ARM resource for a job's native view (``services.views.jobs.render``): what ``jobs.get``,
     ``jobs.list`` and the answer to the PUT carry. ``workspace_id`` is the workspace's ARM id."""
     props: dict[str, Any] = {
         "jobType": JOB_TYPE,

@@ -290,7 +290,7 @@ def _space(key: str, value: Any) -> Any:
 
 # -- document view → ARM ------------------------------------------------------------------------
 def pipeline_to_arm(view: Mapping[str, Any], workspace_id: str) -> dict[str, Any]:
-    """The ARM resource for a pipeline job's native view (``api.native.jobs.render``)."""
+    """The ARM resource for a pipeline job's native view (``services.views.jobs.render``)."""
     props = _common_view(view, PIPELINE)
     props["inputs"] = {k: arm_jobs._arm_input(v) for k, v in (view.get("inputs") or {}).items()}
     props["outputs"] = {k: arm_jobs._arm_output(v) for k, v in (view.get("outputs") or {}).items()}

@@ -230,7 +230,8 @@ class AgentProtocol:
                 node_service.advance(node, NodeEvent.REGISTER, now)
             wake = _apply_runs(session, node, body.runs, now)
             wake += dispatch.schedule_freed(session, [node.id, *wake], self.data, self.server_url())
-        self.mail.deliver(dispatch.deliveries(session))
+            placed = dispatch.deliveries(session)  # handed over here, not by the commit's publisher
+        self.mail.deliver(placed)
         self.wake(wake)
         return {"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S}
 
@@ -278,7 +279,7 @@ class AgentProtocol:
             reported = {r.run for r in report.runs} | set(report.reported)
             start, cancel = dispatch.runs_for_agent(session, node, reported, now)
             terminate = node.state == NodeState.TERMINATING.value
-        placed = dispatch.deliveries(session)
+            placed = dispatch.deliveries(session)  # handed over here, not by the commit's publisher
         self.mail.deliver([(target, spec) for target, spec in placed if target != node_id])
         start += [spec for target, spec in placed if target == node_id] + self.mail.take(node_id)
         self.wake([w for w in wake if w != node_id])

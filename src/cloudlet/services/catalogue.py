@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.sizes import Catalogue, CustomSizeSpec, VmSize, load_catalogue, parse_custom_size
-from cloudlet.services import audit
+from cloudlet.services import audit, effects
 from cloudlet.store.schema import CustomSize
 
 log = logging.getLogger("cloudlet.catalogue")
@@ -73,6 +73,7 @@ def add_custom(session: Session, spec: CustomSizeSpec, actor: str) -> VmSize:
     stored = spec.model_dump(mode="json")
     session.add(CustomSize(name=size.name, spec=stored))
     audit.record(session, actor, "size.create", size_target(size.name), stored)
-    session.flush()
     event.listen(session, "after_commit", lambda _session: forget(), once=True)
+    effects.demand_changed(session)
+    session.commit()
     return size

@@ -1,8 +1,9 @@
 """Compute resources: create-or-update, patch, delete, start/stop/restart, read.
 
 Every write validates everything first (spec, size, location, locks, quota, state) and only then
-touches the store, inside the caller's transaction: a refused request leaves nothing behind.
-The work that follows (provisioning, power changes) is an operation the reconciler drives.
+touches the store; the use case commits its own unit of work (a refused request leaves nothing
+behind). The work that follows (provisioning, power changes) is an operation the reconciler
+drives: starting one records the effect that wakes it (``services.effects``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services.clock import utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.views import computes as compute_view
 from cloudlet.store.schema import Compute, Location, Operation, Principal, Workspace
 
 IMMUTABLE_FIELDS = ("type", "size", "location", "tier", "address")
@@ -54,6 +56,7 @@ class WriteResult:
     compute: Compute
     operation: Operation
     created: bool
+    view: dict[str, Any]  # as it stands once committed (``services.views.computes``)
 
 
 _BY_NAME = select(Compute).where(Compute.workspace_id == bindparam("ws"), Compute.name == bindparam("name"))
@@ -75,8 +78,18 @@ def list_all(session: Session, ws: Workspace) -> list[Compute]:
 
 
 def create_or_update(
-    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller, endpoint: str
 ) -> WriteResult:
+    """ENDPOINT: the server's public URL (an instance's services in the view)."""
+    compute, op, created = _create_or_update(session, ref, ws, name, body, caller)
+    result = WriteResult(compute, op, created, compute_view.view(session, ref, compute, endpoint))
+    session.commit()
+    return result
+
+
+def _create_or_update(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller
+) -> tuple[Compute, Operation, bool]:
     spec = parse_compute(body, name)
     catalogue = catalogue_service.current(session)
     location = _location(session, spec, ws)
@@ -97,7 +110,7 @@ def create_or_update(
 
 
 def patch(
-    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller, endpoint: str
 ) -> WriteResult:
     compute = get(session, ws, name)
     if not isinstance(body, dict):
@@ -111,11 +124,25 @@ def patch(
                 field,
             )
     merged = {k: v for k, v in {**compute.spec, **body}.items() if k != "facts"}
-    return create_or_update(session, ref, ws, name, merged, caller)
+    return create_or_update(session, ref, ws, name, merged, caller, endpoint)
 
 
-def delete(session: Session, ref: WorkspaceRef, ws: Workspace, name: str, caller: Caller) -> Operation:
+ATTACHED = ("virtualmachine", "kubernetes")
+
+
+def delete(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, caller: Caller, detach: bool = False
+) -> Operation:
+    """Delete (cloudlet's own computes) or, with DETACH, detach an attached one (the machine
+    stays): Azure's ``underlyingResourceAction``."""
     compute = get(session, ws, name)
+    if detach and compute.type not in ATTACHED:
+        raise CloudletError(
+            "ValidationError",
+            f"'{name}' is a {compute.type} compute, which cloudlet made: delete it "
+            "(underlyingResourceAction=Delete); Detach is for attached computes",
+            "underlyingResourceAction",
+        )
     _require_owner_for_instance(compute, caller, "delete")
     lock_rules.check_write(
         lock_store.effective(session, ref, name), ref.compute_id(name), lock_rules.WriteKind.DELETE
@@ -128,6 +155,7 @@ def delete(session: Session, ref: WorkspaceRef, ws: Workspace, name: str, caller
     op = operations.start(session, compute, "delete", caller.name)
     details = {"type": compute.type, "operation_id": op.id}
     audit.record(session, caller.name, "compute.delete", ref.compute_id(name), details)
+    session.commit()
     return op
 
 
@@ -154,6 +182,7 @@ def act(
     op = operations.start(session, compute, kind, caller.name)
     details = {"old_state": before, "new_state": compute.state, "operation_id": op.id}
     audit.record(session, caller.name, f"compute.{action}", ref.compute_id(name), details)
+    session.commit()
     return op
 
 
@@ -166,7 +195,7 @@ def _create(
     location: str,
     caller: Caller,
     catalogue: Catalogue,
-) -> WriteResult:
+) -> tuple[Compute, Operation, bool]:
     lock_rules.check_write(
         lock_store.effective(session, ref, spec.name), ref.compute_id(spec.name), lock_rules.WriteKind.CREATE
     )
@@ -209,7 +238,7 @@ def _create(
     if owner is not None:
         details["owner"] = owner
     audit.record(session, caller.name, "compute.create", ref.compute_id(compute.name), details)
-    return WriteResult(compute, op, True)
+    return compute, op, True
 
 
 def _update(
@@ -219,7 +248,7 @@ def _update(
     doc: dict[str, Any],
     caller: Caller,
     catalogue: Catalogue,
-) -> WriteResult:
+) -> tuple[Compute, Operation, bool]:
     for field in IMMUTABLE_FIELDS:
         before, after = compute.spec.get(field), doc.get(field)
         if field == "size" and before and after and before.lower() == after.lower():
@@ -263,7 +292,7 @@ def _update(
     op = operations.start(session, compute, "update", caller.name)
     details = {"changed": audit.changes(previous, doc), "operation_id": op.id}
     audit.record(session, caller.name, "compute.update", ref.compute_id(compute.name), details)
-    return WriteResult(compute, op, False)
+    return compute, op, False
 
 
 def _location(session: Session, spec: ComputeSpec, ws: Workspace) -> str:

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, object_session
 from cloudlet.domain import job_status
 from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.job_status import JobStatus
-from cloudlet.services import job_events
+from cloudlet.services import effects
 from cloudlet.store.schema import Job
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def set_status(
     if not isinstance(error, _Unchanged):
         job.error = error
     if job.parent_job_id is not None:
-        job_events.parent_work(object_session(job))
+        effects.parent_work(object_session(job))
 
 
 def settle(job: Job, outcome: dict[str, Any], now: float) -> None:
@@ -123,7 +123,7 @@ def update_status(
         job_status.transition(str(current), to, f"#{job_id}")  # raises: the row did not match
         raise AssertionError(f"job #{job_id} moved to {to.value} but no row changed")
     if child:
-        job_events.parent_work(session)
+        effects.parent_work(session)
 
 
 def cannot_start(name: str, exc: Exception) -> tuple[str, dict[str, Any]]:

@@ -29,7 +29,7 @@ from cloudlet.domain.pipeline_jobs import setting_warnings
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, job_events, workspaces
+from cloudlet.services import computes, effects, workspaces
 from cloudlet.services import environments as environment_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -187,7 +187,7 @@ def _submit_parent(session: Session, ws: Workspace, name: str, doc: dict[str, An
     )
     session.add(job)
     session.flush()
-    job_events.parent_work(session)
+    effects.parent_work(session)
     return job
 
 
@@ -452,7 +452,7 @@ def request_cancel(job: Job) -> None:
         raise conflict("JobAlreadyEnded", f"job '{job.name}' already ended ({job.status})", job.name)
     job.cancel_requested = True
     if job.kind != JobKind.COMMAND.value:
-        job_events.parent_work(object_session(job))  # the parent-job loop cancels its children
+        effects.parent_work(object_session(job))  # the parent-job loop cancels its children
     if job.status == JobStatus.QUEUED:
         set_status(job, JobStatus.CANCELED, time.time(), message="canceled before it started")
 

@@ -4,7 +4,7 @@ change and remove them). Every front door (the REST routes, a future ARM facade)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.errors import CloudletError, not_found, validation_error
 from cloudlet.providers.provider_set import LocationProvider
 from cloudlet.providers.registry import DEFAULT_PROVIDER, REGISTRY, ProviderRegistry
-from cloudlet.services import audit, host_keys
+from cloudlet.services import audit, effects, host_keys
 from cloudlet.services.bootstrap import DEFAULT_LOCAL_CAPACITY
 from cloudlet.store.schema import Compute, Location, Node, QuotaLimit, ResourceGroup, Workspace
 
@@ -31,6 +31,7 @@ class LocationChange:
     provider: str | None = None
     config: Mapping[str, Any] | None = None
     capacity: Mapping[str, float] | None = None  # only the fields given change
+    accept_host_keys: Sequence[str] = ()  # SSH host keys to trust from now on
 
 
 def location_target(name: str) -> str:
@@ -43,9 +44,10 @@ def put(
     change: LocationChange,
     actor: str,
     registry: ProviderRegistry = REGISTRY,
-) -> tuple[Location, bool]:
-    """Add or change a location; True when it was created. A provider change without a
-    configuration starts from the new provider's defaults (the old settings are not its)."""
+) -> tuple[dict[str, Any], bool]:
+    """Add or change a location (committed): its view, and True when it was created. A provider change without
+    a configuration starts from the new provider's defaults (the old settings are not its).
+    ``change.accept_host_keys``: SSH host keys to trust from now on (a changed host's)."""
     if not LOCATION_NAME.fullmatch(name):
         raise validation_error(
             "name", "a location name is lower-case letters, digits and '-', starting with a letter (≤ 64)"
@@ -74,7 +76,19 @@ def put(
         details = {"old": _shown(old), "new": _shown(new)}
         audit.record(session, actor, "location.write", location_target(name), details)
     session.flush()
-    return row, created
+    if change.accept_host_keys:
+        host_keys.accept_for_location(session, row, list(change.accept_host_keys), actor)
+    effects.demand_changed(session)
+    shown = view(session, row)
+    session.commit()
+    return shown, created
+
+
+def view(session: Session, row: Location) -> dict[str, Any]:
+    shown = render(row)
+    if row.provider == "ssh":  # keys learned on first use, and changed ones refused since
+        shown["host_keys"] = host_keys.view(session, row.name)
+    return shown
 
 
 def get(session: Session, name: str) -> Location:
@@ -106,7 +120,8 @@ def delete(session: Session, name: str, actor: str) -> None:
     audit.record(session, actor, "location.delete", location_target(name), {"old": _shown(_state(row))})
     host_keys.forget_scope(session, name)
     session.delete(row)
-    session.flush()
+    effects.demand_changed(session)
+    session.commit()
 
 
 def providers(registry: ProviderRegistry = REGISTRY) -> list[dict[str, Any]]:

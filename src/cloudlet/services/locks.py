@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.locks import Lock, LockLevel, scope_kind
-from cloudlet.services import audit
+from cloudlet.services import audit, effects
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import ManagementLock
@@ -79,7 +79,8 @@ def put(session: Session, scope: str, name: str, update: LockUpdate, actor: str)
     new = {"level": row.level, "notes": row.notes}
     if new != old:
         audit.record(session, actor, "lock.write", lock_target(scope, name), {"old": old, "new": new})
-    session.flush()
+    effects.demand_changed(session)  # a lock may freeze or free a cluster's scaling
+    session.commit()
     return row
 
 
@@ -93,6 +94,8 @@ def remove(session: Session, scope: str, name: str, actor: str) -> None:
         session, actor, "lock.delete", lock_target(scope, name), {"level": row.level, "notes": row.notes}
     )
     session.delete(row)
+    effects.demand_changed(session)
+    session.commit()
 
 
 def remove_scope(session: Session, scope: str) -> None:

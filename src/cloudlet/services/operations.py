@@ -1,6 +1,6 @@
 """Long-running operations on any resource: created by services, driven by the reconciler (with
 the steps the target type's step set gives, ``control/steps.py``), polled by clients. Their JSON
-view is ``api/native/operations.py``."""
+view is ``services/views/operations.py``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.errors import conflict
 from cloudlet.domain.operation_plans import first_step
 from cloudlet.domain.resources import COMPUTES
+from cloudlet.services import effects
 from cloudlet.services.clock import utcnow
 from cloudlet.store.schema import Compute, Operation
 
@@ -81,4 +82,5 @@ def start(session: Session, target: Compute | Target, kind: str, created_by: str
     )
     session.add(op)
     session.flush()
+    effects.operations_pending(session)
     return op

@@ -27,7 +27,7 @@ from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
 from cloudlet.domain.pipeline_bindings import ARTIFACTS_OUTPUT, default_artifacts_path, is_default_artifacts
-from cloudlet.services import job_events
+from cloudlet.services import effects
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller
 from cloudlet.services.job_status import set_status
@@ -195,7 +195,7 @@ def _reused(session: Session, ws: Workspace, parent: Job, child: NewChild, name:
     )
     session.add(job)
     session.flush()
-    job_events.parent_work(session)  # the parent's next steps may start at once
+    effects.parent_work(session)  # the parent's next steps may start at once
     return job
 
 

@@ -25,7 +25,7 @@ from cloudlet.domain.quota import (
 )
 from cloudlet.domain.resources import COMPUTES, JOBS
 from cloudlet.domain.sizes import Catalogue
-from cloudlet.services import audit
+from cloudlet.services import audit, effects
 from cloudlet.store.schema import (
     Compute,
     Job,
@@ -72,6 +72,20 @@ def _limit_of(current: QuotaLimits, name: str) -> int | None:
     return current.families.get(name)
 
 
+def set_quota(
+    session: Session,
+    subscription_id: str,
+    location: str,
+    name: str,
+    limit: int,
+    catalogue: Catalogue,
+    actor: str,
+) -> None:
+    """The administrator's quota change, committed (``set_limit`` within a larger unit of work)."""
+    set_limit(session, subscription_id, location, name, limit, catalogue, actor)
+    session.commit()
+
+
 def set_limit(
     session: Session,
     subscription_id: str,
@@ -108,6 +122,7 @@ def set_limit(
     if old != limit:
         details = {"name": name, "location": location, "old_limit": old, "new_limit": limit}
         audit.record(session, actor, "quota.write", quota_target(subscription_id, location, name), details)
+    effects.demand_changed(session)
     session.flush()
 
 

@@ -14,7 +14,7 @@ from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.job_spec import DEFAULT_INSTANCE_TYPE
 from cloudlet.domain.roles import Access
 from cloudlet.domain.uploads import MAX_WORKSPACE_STORAGE_GIB, UnpackBudget
-from cloudlet.services import audit, bootstrap
+from cloudlet.services import audit, bootstrap, effects
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -204,7 +204,8 @@ def create_or_update(
     if changed:
         action = "workspace.create" if created else "workspace.update"
         audit.record(session, caller.name, action, ref.arm_id, {"changed": changed})
-    session.flush()
+    effects.demand_changed(session)  # serverless jobs may wait for a default size
+    session.commit()
     return ws, created
 
 

@@ -13,7 +13,6 @@ from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, success
 from cloudlet.api.routes_admin import require_pool
-from cloudlet.api.routes_compute import render_compute
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_compute
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES
@@ -24,6 +23,7 @@ from cloudlet.services import computes, locations, operations, quotas, workspace
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.views import computes as compute_view
 from cloudlet.store.schema import Compute, Operation, Workspace
 
 router = APIRouter(tags=["azureml"], route_class=UserRoute)
@@ -96,7 +96,7 @@ def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tupl
 
 
 def _view(ctx: Context, ref: WorkspaceRef, compute: Compute) -> dict[str, Any]:
-    return arm_compute.to_arm(render_compute(ctx, ref, compute))
+    return arm_compute.to_arm(compute_view.view(ctx.session, ref, compute, ctx.state.endpoint))
 
 
 @router.get(arm.WS + "/computes")
@@ -129,12 +129,11 @@ def put_compute(
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     with arm.arm_errors(arm_compute.arm_target):
         doc = arm_compute.from_arm(body, name)
-        result = computes.create_or_update(ctx.session, ref, workspace, name, doc, ctx.caller)
-    view = _view(ctx, ref, result.compute)
-    location = result.compute.location
-    ctx.commit(rescale=True, operations=True)
-    headers = arm.lro_headers(ctx, location, result.operation)
-    return json_response(view, 201 if result.created else 200, headers)
+        result = computes.create_or_update(
+            ctx.session, ref, workspace, name, doc, ctx.caller, ctx.state.endpoint
+        )
+    headers = arm.lro_headers(ctx, result.compute.location, result.operation)
+    return json_response(arm_compute.to_arm(result.view), 201 if result.created else 200, headers)
 
 
 def _patch_doc(body: Any) -> dict[str, Any]:
@@ -170,14 +169,10 @@ def patch_compute(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     with arm.arm_errors(arm_compute.arm_target):
-        result = computes.patch(ctx.session, ref, workspace, name, _patch_doc(body), ctx.caller)
-    view = _view(ctx, ref, result.compute)
-    location = result.compute.location
-    ctx.commit(rescale=True, operations=True)
-    return json_response(view, 200, arm.lro_headers(ctx, location, result.operation))
-
-
-ATTACHED = ("virtualmachine", "kubernetes")
+        doc = _patch_doc(body)
+        result = computes.patch(ctx.session, ref, workspace, name, doc, ctx.caller, ctx.state.endpoint)
+    headers = arm.lro_headers(ctx, result.compute.location, result.operation)
+    return json_response(arm_compute.to_arm(result.view), 200, headers)
 
 
 @router.delete(
@@ -196,17 +191,8 @@ def delete_compute(
 ) -> Response:
     """Delete (cloudlet's own computes) or Detach (attached ones: the machine stays)."""
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    compute = computes.get(ctx.session, workspace, name)
-    if action == "Detach" and compute.type not in ATTACHED:
-        raise CloudletError(
-            "ValidationError",
-            f"'{name}' is {arm_compute.ARM_TYPES[compute.type]}, which cloudlet made: delete it "
-            "(underlyingResourceAction=Delete); Detach is for attached computes",
-            "underlyingResourceAction",
-        )
-    location = compute.location
-    op = computes.delete(ctx.session, ref, workspace, name, ctx.caller)
-    ctx.commit(rescale=True, operations=True)
+    location = computes.get(ctx.session, workspace, name).location
+    op = computes.delete(ctx.session, ref, workspace, name, ctx.caller, detach=action == "Detach")
     return Response(status_code=202, headers=arm.lro_headers(ctx, location, op))
 
 
@@ -228,9 +214,8 @@ def compute_action(
     ctx: Context = Depends(context),
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    op = computes.act(ctx.session, ref, workspace, name, action, ctx.caller)
     location = computes.get(ctx.session, workspace, name).location
-    ctx.commit(rescale=True, operations=True)
+    op = computes.act(ctx.session, ref, workspace, name, action, ctx.caller)
     return Response(status_code=202, headers=arm.lro_headers(ctx, location, op))
 
 

@@ -17,7 +17,6 @@ from starlette.concurrency import run_in_threadpool
 
 from cloudlet.api.arm import WS, https_base
 from cloudlet.api.deps import AML_RESOURCE_ID, AppState, Context, app_state, context, json_response
-from cloudlet.api.native import jobs as native_jobs
 from cloudlet.api.openapi import json_body
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_batch, arm_jobs, arm_pipeline_jobs
@@ -25,9 +24,10 @@ from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import FINAL, JobStatus
 from cloudlet.domain.roles import Access
-from cloudlet.services import codes, dispatch, identity, parent_jobs, sweeps, tracking, workspaces
+from cloudlet.services import codes, identity, job_cancel, parent_jobs, sweeps, tracking, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.views import jobs as native_jobs
 from cloudlet.store.schema import Job, Workspace
 
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN.pattern, max_length=255)]
@@ -187,9 +187,7 @@ def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends
     and ``Location`` (the job, which the SDK reads when the operation succeeded)."""
     ref = WorkspaceRef(sub, rg, ws)
     workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.WRITE)
-    job = job_service.get(ctx.session, workspace, name)
-    wake = dispatch.cancel_job(ctx.session, job)
-    ctx.commit(wake, rescale=True)
+    job_cancel.cancel(ctx.session, workspace, name)
     url = f"{https_base(ctx.request, ctx.state)}{ref.arm_id}/jobs/{name}"
     headers = {"Azure-AsyncOperation": f"{url}/cancelStatus", "Location": url, "Retry-After": "1"}
     return Response(status_code=202, headers=headers)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain import costs
 from cloudlet.domain.compute_spec import cluster_scaling
+from cloudlet.domain.instance_watch import explain
 from cloudlet.domain.lifecycle import allocation_state, cluster_target_nodes
 from cloudlet.domain.locks import Lock, scaling_block
 from cloudlet.domain.sizes import Catalogue
-from cloudlet.services import instances
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import instance_activity, instance_reports, instances
+from cloudlet.services import locks as lock_store
+from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import Compute
@@ -98,3 +106,19 @@ def _cluster_status(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> d
         "scaling_blocked": block.to_dict() if block is not None else None,
         "status_message": message,
     }
+
+
+def view(session: Session, ref: WorkspaceRef, compute: Compute, endpoint: str) -> dict[str, Any]:
+    """The compute's view with what it derives from other rows (locks on a cluster, an instance's
+    activity and SSH settings, an attached machine's node): a few local queries, no node call."""
+    locks = lock_store.effective(session, ref, compute.name) if compute.type == "amlcompute" else []
+    status = None
+    if compute.type == "computeinstance":
+        status = explain(instance_activity.facts(session, compute, time.time()))
+    body = render(compute, ref, locks, catalogue_service.current(session), endpoint, status)
+    if compute.type == "computeinstance":
+        body.update(instance_reports.view(session, compute))  # ssh_settings: user, port, command
+    if compute.type == "virtualmachine":  # its state from its node's row, its facts from attach
+        states = [n.state for n in node_service.live_nodes(session, compute.id)]
+        body.update(vm_rules.view(compute.spec, compute.provisioning_state, states))
+    return body
