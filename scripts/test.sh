@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 echo "== ruff"; .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 echo "== mypy"; .venv/bin/mypy
+echo "== import layers"; .venv/bin/lint-imports --no-cache
 # -rfEs: the summary names every failure and error, and every skip says why. Test files run
 # CLOUDLET_TEST_WORKERS at a time (default 2), each file's tests in one worker (--dist loadfile: a
 # module's server fixture is made once).

@@ -3,6 +3,7 @@ the same app over HTTPS on a second port, for the ARM facade: ``cloudlet/tls.py`
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import errno
 import fcntl
@@ -236,10 +237,7 @@ def build_state(
         data=data,
         url=url,
         notifier=notifier,
-        reconciler=reconciler,
-        clusters=clusters,
-        instance_watch=instance_watch,
-        parents=parents,
+        loops=(reconciler, clusters, instance_watch, parents),
         batcher=batcher,
         agents=agents,
         online=online,
@@ -516,3 +514,22 @@ def run_server(
     state, store = build_state(home_path, db, replica)
     listeners = bind_listeners(home_path, host, port, tls_port, state.installation_id, state.sessions)
     serve(state, store, listeners)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``cloudlet server``'s options (the CLI execs this: it never loads the server itself)."""
+    from cloudlet.serving import parse_workers
+
+    parser = argparse.ArgumentParser(prog="cloudlet server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8571)
+    parser.add_argument("--home")
+    parser.add_argument("--db")
+    parser.add_argument("--tls-port", type=int)
+    parser.add_argument("--workers", default=os.environ.get("CLOUDLET_WORKERS", "1"))
+    args = parser.parse_args(argv)
+    try:
+        workers = parse_workers(args.workers)
+    except ValueError as exc:
+        parser.error(f"--workers: {exc}")
+    run_server(args.host, args.port, args.home, args.db, args.tls_port, workers)

@@ -70,13 +70,12 @@ def create_app(state: AppState) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         state.notifier.bind(asyncio.get_running_loop())
         state.batcher.start(asyncio.get_running_loop())
-        loops = (state.reconciler, state.clusters, state.instance_watch, state.parents)
-        for loop in loops:
+        for loop in state.loops:
             loop.start()
         await asyncio.to_thread(state.online.load)
         state.online.start_watching()
         yield
-        for loop in loops:
+        for loop in state.loops:
             loop.stop()
         state.batcher.stop()
         await routes_instances.forwarder.close()

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from fastapi import Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.clusters import ClusterReconciler
-from cloudlet.control.dispatch_batcher import DispatchBatcher
-from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.online_replicas import OnlineRuntime
-from cloudlet.control.parent_jobs import ParentJobLoop
-from cloudlet.control.reconciler import OperationReconciler
-from cloudlet.services import dispatch
 from cloudlet.services.agent_protocol import AgentProtocol
+from cloudlet.services.batch import Work
 from cloudlet.services.context import Caller
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
@@ -60,6 +56,36 @@ class HttpsEndpoint:
         return self.value
 
 
+class PassCounts(Protocol):
+    @property
+    def passes(self) -> int: ...
+
+    @property
+    def last_pass_at(self) -> float | None: ...
+
+
+class ControlLoop(Protocol):
+    """A background loop as the server's shell sees it (``control/loop.py``)."""
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def counted(self) -> PassCounts: ...
+
+
+class Batcher(Protocol):
+    """Job submissions and run reports, applied in group commits (``control/dispatch_batcher``)."""
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None: ...
+
+    def stop(self) -> None: ...
+
+    async def apply(self, work: Work, urgent: bool = False) -> Any: ...
+
+
 @dataclass
 class AppState:
     """What the routes reach: built whole by ``server.build_state``; nothing in it is optional."""
@@ -72,11 +98,8 @@ class AppState:
     data: DataRoot
     url: ServerURL
     notifier: NodeNotifier
-    reconciler: OperationReconciler
-    clusters: ClusterReconciler
-    instance_watch: InstanceWatch
-    parents: ParentJobLoop  # pipelines and sweeps
-    batcher: DispatchBatcher  # job submissions and run reports (group commit)
+    loops: tuple[ControlLoop, ...]  # operations, clusters, instance watch, pipelines and sweeps
+    batcher: Batcher
     agents: AgentProtocol
     online: OnlineRuntime  # online endpoints' replicas and the gateway's view (issue 14)
     https: HttpsEndpoint = field(default_factory=HttpsEndpoint)  # the ARM facade's listener
@@ -85,14 +108,6 @@ class AppState:
     @property
     def endpoint(self) -> str:
         return self.url.value
-
-    def after_commit(self, wake_nodes: list[str], rescale: bool = False) -> None:
-        """Wake the agents whose work changed; wake the cluster loop only when demand changed in
-        a way that may need nodes made or released (placement itself happens inline)."""
-        for node_id in set(wake_nodes):
-            self.notifier.notify(node_id)
-        if rescale:
-            self.clusters.wake.set()
 
 
 async def app_state(request: Request) -> AppState:
@@ -126,14 +141,10 @@ class Context:
         if session is not None:
             session.close()  # the pool's reset rolls back: one ROLLBACK, not two
 
-    def commit(
-        self, wake_nodes: list[str] | None = None, rescale: bool = False, operations: bool = False
-    ) -> None:
+    def commit(self) -> None:
+        """Commit what the request wrote; the session's publisher wakes what its effects name
+        (``services/effects.py``)."""
         self.session.commit()
-        self.state.notifier.deliver(dispatch.deliveries(self.session))
-        if operations:
-            self.state.reconciler.wake.set()
-        self.state.after_commit(wake_nodes or [], rescale)
 
 
 CONTEXT_KEY = "cloudlet_context"

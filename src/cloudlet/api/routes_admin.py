@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
-from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context
 from cloudlet.api.openapi import success
@@ -18,12 +17,11 @@ from cloudlet.domain.roles import Access
 from cloudlet.domain.sizes import COMPUTE_TYPES_WITH_SIZES, CustomSizeSpec
 from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, locations, quotas, workspaces
+from cloudlet.services import locations, lock_scope, quotas, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.locks import LockUpdate
 from cloudlet.services.workspaces import WorkspaceUpdate
-from cloudlet.store.schema import ResourceGroup
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 RG = "/subscriptions/{sub}/resourceGroups/{rg}"
@@ -229,26 +227,7 @@ def set_quota(
 
 # -- locks ------------------------------------------------------------------------------------
 def _lock_scope(ctx: Context, sub: str, rg: str, ws: str | None, compute: str | None, write: bool) -> str:
-    if ws is None:
-        if write:
-            _require_admin(ctx)
-        exists = ctx.session.scalar(
-            select(ResourceGroup).where(ResourceGroup.subscription_id == sub, ResourceGroup.name == rg)
-        )
-        # A resource group is visible to its workspaces' members (and administrators) only.
-        visible = ctx.caller.is_admin or any(
-            ref.subscription_id == sub and ref.resource_group == rg
-            for _, ref in workspaces.list_visible(ctx.session, ctx.caller)
-        )
-        if exists is None or not visible:
-            raise not_found("ResourceGroup", rg)
-        return WorkspaceRef(sub, rg, "").rg_scope
-    ref = WorkspaceRef(sub, rg, ws)
-    workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.MANAGE if write else Access.READ)
-    if compute is None:
-        return ref.arm_id
-    computes.get(ctx.session, workspace, compute)
-    return ref.compute_id(compute)
+    return lock_scope.scope_for(ctx.session, ctx.caller, WorkspaceRef(sub, rg, ws or ""), compute, write)
 
 
 def _lock_routes(path: str) -> None:
@@ -314,6 +293,5 @@ def list_reconcilers(ctx: Context = Depends(context)) -> dict[str, Any]:
     """Each control loop's finished passes and when the last one began (epoch seconds): a test or
     an operator waits for N passes after a change instead of sleeping and hoping."""
     _require_admin(ctx)
-    loops = (ctx.state.reconciler, ctx.state.clusters, ctx.state.instance_watch)
-    counts = {loop.name: loop.counted() for loop in loops}
+    counts = {loop.name: loop.counted() for loop in ctx.state.loops}
     return {name: {"passes": c.passes, "lastPassAt": c.last_pass_at} for name, c in counts.items()}

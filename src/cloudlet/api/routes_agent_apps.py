@@ -11,10 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.routing import NodeRoute
-from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.nodes import FINAL
 from cloudlet.services import instance_reports
-from cloudlet.store.schema import Node
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 
@@ -46,16 +43,7 @@ def report_apps(
     state: AppState = Depends(app_state),
 ) -> Response:
     extra = instance_reports.clean_report(body.model_dump(exclude_none=True, exclude={"apps"}))
-    with state.sessions.begin() as session:
-        node = session.get(Node, node_id)  # the route checked its token against this node id
-        if node is None:
-            raise CloudletError("AuthenticationFailed", "unknown node", status=401)
-        if node.state in {s.value for s in FINAL}:
-            raise CloudletError("NodeGone", f"node {node_id} is {node.state}; stop", status=403)
-        apps = {name: s.model_dump(exclude_none=True) for name, s in body.apps.items()}
-        if apps:
-            node.apps = {**(node.apps or {}), **apps}
-        if extra:
-            node.report = {**(node.report or {}), **extra}
-    state.reconciler.wake.set()  # an instance operation may be waiting for exactly this
+    apps = {name: s.model_dump(exclude_none=True) for name, s in body.apps.items()}
+    with state.sessions() as session:  # the route checked its token against this node id
+        instance_reports.record(session, node_id, apps, extra)
     return json_response({"ok": True})

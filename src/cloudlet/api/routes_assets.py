@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
@@ -27,7 +27,10 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.store.schema import Asset, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Asset, Workspace
+
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["assets"], route_class=UserRoute)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Response
-from sqlalchemy import select
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, named_by_url, schema_of, success
@@ -16,7 +15,6 @@ from cloudlet.domain.compute_spec import (
     KubernetesSpec,
     VirtualMachineSpec,
 )
-from cloudlet.domain.errors import not_found
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import (
@@ -28,7 +26,10 @@ from cloudlet.services import locks as lock_store
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.views import computes as compute_view
 from cloudlet.services.views import operations as operation_view
-from cloudlet.store.schema import Compute, Operation, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Compute, Operation, Workspace
+
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["computes"], route_class=UserRoute)
@@ -81,9 +82,7 @@ def list_computes(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -
 @router.get(WS + "/computes/{name}")
 def show_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
     ref = WorkspaceRef(sub, rg, ws)
-    _, compute = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Compute, name)
-    if compute is None:
-        raise not_found("Compute", name)
+    _, compute = computes.readable(ctx.session, ref, ctx.caller, name)
     return json_response(_render(ctx, ref, compute))
 
 
@@ -153,22 +152,14 @@ def compute_action(
 
 @router.get("/operations/{op_id}")
 def show_operation(op_id: str, ctx: Context = Depends(context)) -> Response:
-    op = ctx.session.get(Operation, op_id[:36])
-    if op is None or not ctx.caller.can(op.workspace_id, Access.READ):
-        raise not_found("Operation", op_id)
-    workspace = ctx.session.get(Workspace, op.workspace_id)
-    assert workspace is not None
+    op = operations.visible(ctx.session, ctx.caller, op_id)
     headers = {"Retry-After": "1"} if op.status == operations.IN_PROGRESS else None
-    return json_response(operation_view.render(op, workspaces.ref_of(ctx.session, workspace)), 200, headers)
+    ref = workspaces.ref_of_id(ctx.session, op.workspace_id)
+    return json_response(operation_view.render(op, ref), 200, headers)
 
 
 @router.get(WS + "/operations")
 def list_operations(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    rows = ctx.session.scalars(
-        select(Operation)
-        .where(Operation.workspace_id == workspace.id)
-        .order_by(Operation.created_on.desc())
-        .limit(200)
-    )
+    rows = operations.recent(ctx.session, workspace.id)
     return json_response({"value": [operation_view.render(op, ref) for op in rows]})

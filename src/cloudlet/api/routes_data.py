@@ -6,14 +6,12 @@ stored or refused, never followed out of the datastore."""
 
 from __future__ import annotations
 
-import hashlib
 import tarfile
 import zlib
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy import select
 
 from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context, json_response
@@ -22,11 +20,13 @@ from cloudlet.api.routing import UserRoute
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.roles import Access
 from cloudlet.domain.uploads import MAX_UPLOAD_BYTES
-from cloudlet.services import workspaces
-from cloudlet.services.clock import utcnow
+from cloudlet.services import codes, workspaces
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.storage import pack_beneath, relative_parts, stat_beneath, unpack_beneath
-from cloudlet.store.schema import CodeAsset, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Workspace
+
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["data"], route_class=UserRoute)
@@ -63,12 +63,7 @@ async def read_upload(request: Request) -> bytes:
 @router.head(WS + "/codes/{digest}")
 def show_code(sub: str, rg: str, ws: str, digest: Digest, ctx: Context = Depends(context)) -> Response:
     workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    row = ctx.session.scalar(
-        select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
-    )
-    if row is None or not ctx.state.data.code(workspace.id, digest).exists():
-        raise not_found("Code", digest)
-    return json_response({"hash": row.hash, "size": row.size, "created_on": row.created_on.isoformat()})
+    return json_response(codes.snapshot(ctx.session, ctx.state.data, workspace, digest))
 
 
 @router.put(
@@ -88,29 +83,8 @@ async def upload_code(
 
 def _store_code(ctx: Context, sub: str, rg: str, ws: str, digest: str, body: bytes) -> Response:
     workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    if hashlib.sha256(body).hexdigest() != digest:
-        raise CloudletError(
-            "HashMismatch",
-            "the uploaded bytes do not hash to the snapshot name; the name must "
-            "be the SHA-256 of the tar.gz body",
-            "digest",
-        )
-    path = ctx.state.data.code(workspace.id, digest)
-    if not path.exists():
-        workspaces.storage_budget(ctx.session, ctx.state.data, workspace.id).check_room(len(body))
-    existing = ctx.session.scalar(
-        select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part")
-    tmp.write_bytes(body)
-    tmp.replace(path)
-    if existing is None:
-        ctx.session.add(
-            CodeAsset(workspace_id=workspace.id, hash=digest, size=len(body), created_on=utcnow())
-        )
-    ctx.commit()
-    return json_response({"hash": digest, "size": len(body)}, 200 if existing else 201)
+    shown, created = codes.upload_snapshot(ctx.session, ctx.state.data, workspace, digest, body)
+    return json_response(shown, 201 if created else 200)
 
 
 # -- datastores -------------------------------------------------------------------------------

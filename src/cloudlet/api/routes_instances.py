@@ -24,7 +24,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, WebSocket
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sqlalchemy import select
 from starlette.datastructures import Headers
 
 from cloudlet.api.body_limits import body_limit
@@ -32,13 +31,10 @@ from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Target
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.node_address import node_address
-from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.roles import Access
 from cloudlet.services import identity, instance_activity
 from cloudlet.services import instances as instance_service
-from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller
-from cloudlet.store.schema import Node
 
 router = APIRouter(tags=["instances"])
 forwarder = Forwarder()
@@ -172,15 +168,7 @@ def resolve(state: AppState, kind: str, value: str, name: str, app: str) -> Targ
             raise not_found("ComputeInstance", name)
         if compute.owner != caller.name:
             raise forbidden(f"only the owner '{compute.owner}' of instance '{name}' may open its apps", name)
-        node = session.scalar(
-            select(Node)
-            .where(
-                node_service.owned_by_compute(compute.id),
-                Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
-            )
-            .order_by(Node.created_at.desc())
-            .limit(1)
-        )
+        node = instance_activity.current_node(session, compute)
         info = (node.apps or {}).get(app) if node is not None else None
         if node is None or info is None or info.get("state") != "ready":
             if node is not None and info is None:

@@ -21,7 +21,7 @@ from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
-from cloudlet.services import computes, dispatch, job_cancel, tracking, workspaces
+from cloudlet.services import computes, dispatch, effects, job_cancel, tracking, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services import parent_jobs as parent_service
@@ -30,7 +30,7 @@ from cloudlet.services import sweeps as sweep_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE, empty_tar, pack_beneath, relative_parts
 from cloudlet.services.views import jobs as native_jobs
-from cloudlet.store.schema import Job, Node, Workspace
+from cloudlet.store.schema import Node, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=UserRoute)
@@ -75,9 +75,7 @@ async def create_job(
 @router.get(WS + "/jobs/{name}")
 def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref = WorkspaceRef(sub, rg, ws)
-    _, job = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Job, name)
-    if job is None:
-        raise not_found("Job", name)
+    _, job = job_service.readable(ctx.session, ref, ctx.caller, name)
     body = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
     body["assets"] = asset_service.uses_view(ctx.session, job.id)  # the versions resolved at submission
     body.update(tracking.job_view(ctx.session, job.id))  # MLflow: latest metric values and params
@@ -227,5 +225,7 @@ def evict_node(
     node.error = {"code": "Preempted", "message": "evicted by an operator"}
     node_service.advance(node, NodeEvent.PREEMPT, now)
     wake = dispatch.fail_runs_on_node(ctx.session, node, "preempted", now)
-    ctx.commit([*wake, node.id], rescale=True)
+    effects.wake_nodes(ctx.session, [*wake, node.id])
+    effects.demand_changed(ctx.session)
+    ctx.commit()
     return json_response(node_service.render(node))

@@ -30,7 +30,6 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
-from sqlalchemy import select
 
 from cloudlet.api import direct, openapi
 from cloudlet.api.deps import Context, end_context
@@ -38,7 +37,6 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.services import audit, identity
 from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller
-from cloudlet.store.schema import Node
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
@@ -129,10 +127,10 @@ _nodes: dict[str, tuple[float, NodeCaller]] = {}
 def _node_in_thread(request: Request, token: str, token_hash: str) -> NodeCaller:
     state = request.app.state.cloudlet
     with state.read_sessions() as session:
-        row = session.execute(select(Node.id, Node.workspace_id).where(Node.token_hash == token_hash)).first()
-    if row is None:
+        found = node_service.by_token_hash(session, token_hash)
+    if found is None:
         raise CloudletError("AuthenticationFailed", "unknown node token", status=401)
-    return NodeCaller(row.id, row.workspace_id, token)
+    return NodeCaller(found[0], found[1], token)
 
 
 async def authenticate_node(request: Request) -> NodeCaller:

@@ -6,7 +6,9 @@ as with ``az``: ``cloudlet compute list -o json``.
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
+import os
+import sys
 import time
 from typing import Annotated, Any
 
@@ -231,19 +233,17 @@ def server_cmd(
     ] = "1",
 ) -> None:
     """Run a cloudlet server (the API and the control loops) in the foreground."""
-    try:
-        module = importlib.import_module("cloudlet.server")
-    except ModuleNotFoundError as exc:  # a client-only install: `pip install cloudlet`
-        print_error(
-            f"the server needs the 'server' extra (missing {exc.name}): pip install 'cloudlet[server]'"
-        )
-        raise typer.Exit(code=1) from None
-    try:
-        count = importlib.import_module("cloudlet.serving").parse_workers(workers)
-    except ValueError as exc:
-        print_error(f"--workers: {exc}")
-        raise typer.Exit(code=2) from None
-    module.run_server(host=host, port=port, home=home, db=db, tls_port=tls_port, workers=count)
+    if importlib.util.find_spec("fastapi") is None:  # a client-only install: `pip install cloudlet`
+        print_error("the server needs the 'server' extra (missing fastapi): pip install 'cloudlet[server]'")
+        raise typer.Exit(code=1)
+    # The CLI talks HTTP only: it never loads the server, it becomes it (same process id).
+    argv = ["--host", host, "--port", str(port), "--workers", workers]
+    for flag, value in (("--home", home), ("--db", db), ("--tls-port", tls_port)):
+        if value is not None:
+            argv += [flag, str(value)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-c", "from cloudlet.server import main; main()", *argv])
 
 
 def _register() -> None:

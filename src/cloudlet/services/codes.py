@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.domain.uploads import MAX_UPLOAD_BYTES
-from cloudlet.services import blob_sas
+from cloudlet.services import blob_sas, workspaces
 from cloudlet.services.clock import utcnow
 from cloudlet.services.context import Caller
 from cloudlet.services.storage import DataRoot, pack_beneath, relative_parts, stat_beneath
@@ -228,6 +228,38 @@ def register(
     )
     session.add(row)
     return row, True
+
+
+def snapshot(session: Session, data: DataRoot, workspace: Workspace, digest: str) -> dict[str, Any]:
+    """The native snapshot named by its DIGEST (``GET …/codes/{digest}``)."""
+    row = session.scalar(
+        select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
+    )
+    if row is None or not data.code(workspace.id, digest).exists():
+        raise not_found("Code", digest)
+    return {"hash": row.hash, "size": row.size, "created_on": row.created_on.isoformat()}
+
+
+def upload_snapshot(
+    session: Session, data: DataRoot, workspace: Workspace, digest: str, archive: bytes
+) -> tuple[dict[str, Any], bool]:
+    """Store a snapshot uploaded under its name (``PUT …/codes/{digest}``), committed; True when
+    it is new. The name must be the archive's SHA-256; a new one must fit the storage quota."""
+    if hashlib.sha256(archive).hexdigest() != digest:
+        raise CloudletError(
+            "HashMismatch",
+            "the uploaded bytes do not hash to the snapshot name; the name must "
+            "be the SHA-256 of the tar.gz body",
+            "digest",
+        )
+    if not data.code(workspace.id, digest).exists():
+        workspaces.storage_budget(session, data, workspace.id).check_room(len(archive))
+    known = session.scalar(
+        select(CodeAsset.id).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
+    )
+    store_snapshot(session, data, workspace.id, archive)
+    session.commit()
+    return {"hash": digest, "size": len(archive)}, known is None
 
 
 def store_snapshot(session: Session, data: DataRoot, workspace_id: int, archive: bytes) -> str:

@@ -24,7 +24,7 @@ from cloudlet.domain.quota import CoreRequest, Tier
 from cloudlet.domain.roles import Access, Role
 from cloudlet.domain.sizes import Catalogue
 from cloudlet.domain.ssh_policy import SshPolicy, check_ssh_allowed, public_key_problem
-from cloudlet.services import audit, host_keys, instances, operations, quotas
+from cloudlet.services import audit, host_keys, instances, operations, quotas, workspaces
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import locks as lock_store
 from cloudlet.services.clock import utcnow
@@ -64,6 +64,14 @@ _BY_NAME = select(Compute).where(Compute.workspace_id == bindparam("ws"), Comput
 
 def find(session: Session, ws: Workspace, name: str) -> Compute | None:
     return session.scalar(_BY_NAME, {"ws": ws.id, "name": name})
+
+
+def readable(session: Session, ref: WorkspaceRef, caller: Caller, name: str) -> tuple[Workspace, Compute]:
+    """The workspace and its compute NAME, for a caller who may read it (404 otherwise): one query."""
+    ws, compute = workspaces.resolve_child(session, ref, caller, Access.READ, Compute, name)
+    if compute is None:
+        raise not_found("Compute", name)
+    return ws, compute
 
 
 def get(session: Session, ws: Workspace, name: str) -> Compute:

@@ -58,9 +58,8 @@ def demand_changed(session: Session) -> None:
 
 
 def operations_pending(session: Session) -> None:
-    """An operation was asked for (it also changes demand: a cluster may grow or shrink)."""
-    recorded = of(session)
-    recorded.operations_pending = recorded.demand_changed = True
+    """An operation was asked for, or one may be waiting for what just changed."""
+    of(session).operations_pending = True
 
 
 def parent_work(session: Session | None) -> None:

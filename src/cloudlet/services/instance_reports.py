@@ -28,6 +28,8 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.node_address import node_address
+from cloudlet.domain.nodes import FINAL
+from cloudlet.services import effects
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot, read_beneath
 from cloudlet.store.schema import Compute, Node
@@ -151,6 +153,23 @@ def _epoch(text: Any) -> float | None:
         return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def record(session: Session, node_id: str, apps: dict[str, Any], extra: dict[str, Any]) -> None:
+    """An instance node's report of its apps (merged into ``Node.apps``) and of its activity,
+    setup, SSH and disk (into ``Node.report``), committed; an instance operation may be waiting
+    for exactly this."""
+    node = session.get(Node, node_id)
+    if node is None:
+        raise CloudletError("AuthenticationFailed", "unknown node", status=401)
+    if node.state in {s.value for s in FINAL}:
+        raise CloudletError("NodeGone", f"node {node_id} is {node.state}; stop", status=403)
+    if apps:
+        node.apps = {**(node.apps or {}), **apps}
+    if extra:
+        node.report = {**(node.report or {}), **extra}
+    effects.operations_pending(session)
+    session.commit()
 
 
 # -- what the control plane shows ---------------------------------------------------------------

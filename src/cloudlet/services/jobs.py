@@ -326,6 +326,18 @@ def parse_datastore_uri(uri: str) -> tuple[str, str] | None:
     return (datastore, path) if sep else None
 
 
+def find_in(session: Session, workspace_id: int, name: str) -> Job | None:
+    return session.scalar(select(Job).where(Job.workspace_id == workspace_id, Job.name == name))
+
+
+def readable(session: Session, ref: WorkspaceRef, caller: Caller, name: str) -> tuple[Workspace, Job]:
+    """The workspace and its job NAME, for a caller who may read it (404 otherwise): one query."""
+    ws, job = workspaces.resolve_child(session, ref, caller, Access.READ, Job, name)
+    if job is None:
+        raise not_found("Job", name)
+    return ws, job
+
+
 def get(session: Session, ws: Workspace, name: str) -> Job:
     job = session.scalar(select(Job).where(Job.workspace_id == ws.id, Job.name == name))
     if job is None:

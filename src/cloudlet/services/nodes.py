@@ -32,6 +32,12 @@ def hash_token(token: str) -> str:
 
 
 # -- ownership: a node belongs to a compute (cluster, instance) or to a job (serverless, local) --
+def by_token_hash(session: Session, token_hash: str) -> tuple[str, int] | None:
+    """The node (id, workspace id) whose token hashes to TOKEN_HASH."""
+    row = session.execute(select(Node.id, Node.workspace_id).where(Node.token_hash == token_hash)).first()
+    return None if row is None else (row.id, row.workspace_id)
+
+
 def owned_by_compute(compute_id: int | BindParameter[Any]) -> ColumnElement[bool]:
     """Nodes of the compute COMPUTE_ID (an id, or a ``bindparam`` in a statement built once)."""
     return and_(Node.owner_type == COMPUTES, Node.owner_id == compute_id)

@@ -11,11 +11,13 @@ from typing import Any
 from sqlalchemy import BindParameter, ColumnElement, and_, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.errors import conflict
+from cloudlet.domain.errors import conflict, not_found
 from cloudlet.domain.operation_plans import first_step
 from cloudlet.domain.resources import COMPUTES
+from cloudlet.domain.roles import Access
 from cloudlet.services import effects
 from cloudlet.services.clock import utcnow
+from cloudlet.services.context import Caller
 from cloudlet.store.schema import Compute, Operation
 
 IN_PROGRESS = "InProgress"
@@ -63,6 +65,25 @@ def ensure_idle(session: Session, compute: Compute) -> None:
         )
 
 
+def visible(session: Session, caller: Caller, op_id: str) -> Operation:
+    """Operation OP_ID, for a caller who may read its workspace (404 otherwise)."""
+    op = session.get(Operation, op_id[:36])
+    if op is None or not caller.can(op.workspace_id, Access.READ):
+        raise not_found("Operation", op_id)
+    return op
+
+
+def recent(session: Session, workspace_id: int, limit: int = 200) -> list[Operation]:
+    """The workspace's newest operations."""
+    query = (
+        select(Operation)
+        .where(Operation.workspace_id == workspace_id)
+        .order_by(Operation.created_on.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
 def start(session: Session, target: Compute | Target, kind: str, created_by: str) -> Operation:
     """Record a KIND operation on TARGET at its plan's first step; the reconciler takes it up."""
     resource = target if isinstance(target, Target) else Target.of_compute(target)
@@ -83,4 +104,5 @@ def start(session: Session, target: Compute | Target, kind: str, created_by: str
     session.add(op)
     session.flush()
     effects.operations_pending(session)
+    effects.demand_changed(session)  # a cluster made, resized or deleted changes what is needed
     return op

@@ -14,8 +14,14 @@ from sqlalchemy.orm import Session
 from cloudlet.domain import tracking as rules
 from cloudlet.domain.tracking import invalid, not_found
 from cloudlet.services.tracking import RunView
-from cloudlet.services.tracking_experiments import ACTIVE, DELETED, get_experiment, now_ms
-from cloudlet.store.schema import TrackingLoggedModel, TrackingRun, Workspace
+from cloudlet.services.tracking_experiments import (
+    ACTIVE,
+    DELETED,
+    experiment_external_id,
+    get_experiment,
+    now_ms,
+)
+from cloudlet.store.schema import TrackingExperiment, TrackingLoggedModel, TrackingRun, Workspace
 
 STATUSES = ("LOGGED_MODEL_PENDING", "LOGGED_MODEL_READY", "LOGGED_MODEL_UPLOAD_FAILED")
 ATTRIBUTES = {
@@ -156,6 +162,13 @@ def log_outputs(run: RunView, models: list[dict[str, Any]]) -> None:
     known = {m.get("model_id") for m in run.row.outputs or []}
     added = [m for m in models if m.get("model_id") not in known]
     run.row.outputs = [*(run.row.outputs or []), *added]
+
+
+def shown(session: Session, model: TrackingLoggedModel, run_uuid: str) -> dict[str, Any]:
+    """The model's view, with its experiment's external id."""
+    experiment = session.get(TrackingExperiment, model.experiment_id)
+    assert experiment is not None
+    return view(model, run_uuid, experiment_external_id(experiment))
 
 
 def view(model: TrackingLoggedModel, run_uuid: str, experiment_external_id: str) -> dict[str, Any]:

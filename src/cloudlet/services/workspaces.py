@@ -92,6 +92,12 @@ def resolve_child(
     return ws, row[1] if row is not None else None
 
 
+def ref_of_id(session: Session, workspace_id: int) -> WorkspaceRef:
+    ws = session.get(Workspace, workspace_id)
+    assert ws is not None
+    return ref_of(session, ws)
+
+
 def ref_of(session: Session, ws: Workspace) -> WorkspaceRef:
     rg = session.get(ResourceGroup, ws.resource_group_id)
     assert rg is not None

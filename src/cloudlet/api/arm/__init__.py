@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import Request
@@ -29,7 +29,10 @@ from fastapi import Request
 from cloudlet.api.deps import AppState, Context
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services.context import ARM_PROVIDER, WorkspaceRef
-from cloudlet.store.schema import Operation
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Operation
+
 
 SUB = "/subscriptions/{sub}"
 RG = SUB + "/resourceGroups/{rg}"

@@ -18,7 +18,7 @@ the job then names that version in ``environmentId``, which submission resolves 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
@@ -34,7 +34,10 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.store.schema import Asset, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Asset, Workspace
+
 
 router = APIRouter(tags=["arm-assets"], route_class=UserRoute)
 Name = Annotated[str, Path(pattern=rules.NAME_PATTERN.pattern, max_length=255, description=rules.NAME_RULE)]

@@ -14,7 +14,7 @@ Thin: the rules are in ``services/codes.py``; the caller is authenticated by ``U
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
@@ -29,7 +29,10 @@ from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import blob_sas, codes, workspaces
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE
-from cloudlet.store.schema import CodeVersion, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import CodeVersion, Workspace
+
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces/{ws}"
 router = APIRouter(tags=["arm"], route_class=UserRoute)

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Body, Depends, Request, Response
 
@@ -40,7 +40,10 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import components as component_service
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.store.schema import Asset, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Asset, Workspace
+
 
 router = APIRouter(tags=["arm-components"], route_class=UserRoute)
 BASE = f"{WS}/components"

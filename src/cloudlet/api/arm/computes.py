@@ -5,7 +5,7 @@ start/stop/restart, listNodes; and per location: vmSizes, usages and the operati
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Response
 
@@ -16,7 +16,7 @@ from cloudlet.api.routes_admin import require_pool
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_compute
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES
-from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.roles import Access
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import computes, locations, operations, quotas, workspaces
@@ -24,7 +24,10 @@ from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.views import computes as compute_view
-from cloudlet.store.schema import Compute, Operation, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Compute, Workspace
+
 
 router = APIRouter(tags=["azureml"], route_class=UserRoute)
 COMPUTE = arm.WS + "/computes/{name}"
@@ -109,9 +112,7 @@ def list_computes(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -
 @router.get(COMPUTE)
 def get_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
     ref = arm.ref(sub, rg, ws)
-    _, compute = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Compute, name)
-    if compute is None:
-        raise not_found("Compute", name)
+    _, compute = computes.readable(ctx.session, ref, ctx.caller, name)
     return json_response(_view(ctx, ref, compute))
 
 
@@ -224,9 +225,7 @@ def compute_action(
 def operation_status(sub: str, location: str, op_id: str, ctx: Context = Depends(context)) -> Response:
     """What ``Azure-AsyncOperation`` points at: InProgress (with ``Retry-After``), Succeeded, or
     Failed with the operation's error (the SDK raises it as ``HttpResponseError``)."""
-    op = ctx.session.get(Operation, op_id[:36])
-    if op is None or not ctx.caller.can(op.workspace_id, Access.READ):
-        raise not_found("Operation", op_id)
+    op = operations.visible(ctx.session, ctx.caller, op_id)
     body: dict[str, Any] = {
         "id": str(ctx.request.url).split("?", 1)[0],
         "name": op.id,

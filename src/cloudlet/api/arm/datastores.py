@@ -11,7 +11,7 @@ one that reads and lists; either ends with the caller's key, user or role (``ser
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
@@ -23,7 +23,10 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import blob_sas, workspaces
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.storage import ARTIFACT_DATASTORE, DEFAULT_DATASTORE, DataRoot
-from cloudlet.store.schema import Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Workspace
+
 
 router = APIRouter(tags=["arm"], route_class=UserRoute)
 Datastore = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,255}$", max_length=255)]

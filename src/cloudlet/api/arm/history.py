@@ -11,12 +11,11 @@ Microsoft.MachineLearningServices/workspaces/{ws}/runs/{run}/details``; the run 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
 
 from cloudlet.api.arm import WS, https_base
 from cloudlet.api.deps import Context, context, json_response
@@ -29,7 +28,10 @@ from cloudlet.services import job_outputs, parent_jobs, signed_urls, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.storage import read_beneath, relative_parts
-from cloudlet.store.schema import Job
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Job
+
 
 HISTORY = "/history/v1.0" + WS
 LOG_PURPOSE = "run-log"
@@ -161,7 +163,7 @@ def run_log(reference: str, ctx: Context = Depends(context)) -> Response:
 
 
 def _parent_log(ctx: Context, workspace_id: int, name: str) -> str:
-    parent = ctx.session.scalar(select(Job).where(Job.workspace_id == workspace_id, Job.name == name))
+    parent = job_service.find_in(ctx.session, workspace_id, name)
     if parent is None:
         return ""
     steps = [

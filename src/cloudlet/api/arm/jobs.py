@@ -8,7 +8,7 @@ pages, cancel), so every rule — quota, placement, roles, names — is the nati
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
@@ -20,7 +20,7 @@ from cloudlet.api.deps import AML_RESOURCE_ID, AppState, Context, app_state, con
 from cloudlet.api.openapi import json_body
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_batch, arm_jobs, arm_pipeline_jobs
-from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import FINAL, JobStatus
 from cloudlet.domain.roles import Access
@@ -28,7 +28,10 @@ from cloudlet.services import codes, identity, job_cancel, parent_jobs, sweeps, 
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.views import jobs as native_jobs
-from cloudlet.store.schema import Job, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Job, Workspace
+
 
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN.pattern, max_length=255)]
 # The SDK's ARM body, validated by domain.arm_jobs and then as any job document.
@@ -151,9 +154,7 @@ async def create_job(
 @router.get(WS + "/jobs/{name}")
 def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref = WorkspaceRef(sub, rg, ws)
-    _, job = workspaces.resolve_child(ctx.session, ref, ctx.caller, Access.READ, Job, name)
-    if job is None:
-        raise not_found("Job", name)
+    _, job = job_service.readable(ctx.session, ref, ctx.caller, name)
     return json_response(_view(ctx, ref, job))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Response
 
@@ -14,7 +14,10 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import tracking, workspaces
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.store.schema import Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Workspace
+
 
 router = APIRouter(tags=["azureml"], route_class=UserRoute)
 WORKSPACE_TYPE = "Microsoft.MachineLearningServices/workspaces"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -37,7 +37,10 @@ from cloudlet.domain.tracking import invalid
 from cloudlet.services import audit, tracking_tokens, workspaces
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.tracking_tokens import JOB_TOKEN_PREFIX, JobScope
-from cloudlet.store.schema import Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Workspace
+
 
 BASE = "/mlflow/v1.0" + WS
 API = BASE + "/api/2.0/mlflow"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,7 +19,10 @@ from cloudlet.domain.tracking import (
     NAME_PATTERN,
 )
 from cloudlet.services import tracking_experiments as experiments
-from cloudlet.store.schema import TrackingExperiment
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import TrackingExperiment
+
 
 router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
 Id = Annotated[str, Field(min_length=1, max_length=64)]

@@ -3,7 +3,7 @@ run's outputs: create, get, finalize, tags, params, search, delete; ``runs/outpu
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
 from fastapi import Path as PathParam
@@ -24,8 +24,11 @@ from cloudlet.domain.roles import Access
 from cloudlet.domain.tracking import invalid
 from cloudlet.services import tracking
 from cloudlet.services import tracking_models as models
-from cloudlet.services.tracking_experiments import DELETED, experiment_external_id
-from cloudlet.store.schema import TrackingExperiment, TrackingLoggedModel
+from cloudlet.services.tracking_experiments import DELETED
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import TrackingLoggedModel
+
 
 router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
 ModelId = Annotated[str, PathParam(min_length=1, max_length=64)]
@@ -80,9 +83,7 @@ class LogOutputs(BaseModel):
 
 
 def _view(ctx: Context, model: TrackingLoggedModel, run_uuid: str) -> dict[str, Any]:
-    experiment = ctx.session.get(TrackingExperiment, model.experiment_id)
-    assert experiment is not None
-    return models.view(model, run_uuid, experiment_external_id(experiment))
+    return models.shown(ctx.session, model, run_uuid)
 
 
 def _writable(ctx: Context, sub: str, rg: str, ws: str, model_id: str) -> tuple[TrackingLoggedModel, str]:

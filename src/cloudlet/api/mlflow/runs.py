@@ -3,7 +3,7 @@ log-inputs, set-tag, delete-tag; a metric's history. A job's run is named by the
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
@@ -18,7 +18,10 @@ from cloudlet.services import tracking, tracking_reads
 from cloudlet.services.tracking import MetricIn, RunView
 from cloudlet.services.tracking_experiments import ACTIVE, DEFAULT_EXPERIMENT_ID, DELETED
 from cloudlet.services.tracking_reads import RunData
-from cloudlet.store.schema import Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Workspace
+
 
 router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
 RunId = Annotated[str, Field(min_length=1, max_length=128)]
