@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudlet.api import arm
 from cloudlet.api.deps import Context, context
 from cloudlet.api.openapi import success
 from cloudlet.api.routing import UserRoute
@@ -47,10 +48,18 @@ def _object(body: Any) -> dict[str, Any]:
 
 
 # -- workspaces -------------------------------------------------------------------------------
+def _base(ctx: Context) -> str:
+    """Where the workspace's MLflow tracking URI points: as the ARM facade's (the TLS listener)."""
+    return arm.https_base(ctx.request, ctx.state)
+
+
 @router.get("/workspaces")
 def list_workspaces(ctx: Context = Depends(context)) -> dict[str, Any]:
     return {
-        "value": [workspaces.render(w, ref) for w, ref in workspaces.list_visible(ctx.session, ctx.caller)]
+        "value": [
+            workspaces.render(w, ref, _base(ctx))
+            for w, ref in workspaces.list_visible(ctx.session, ctx.caller)
+        ]
     }
 
 
@@ -67,13 +76,13 @@ def put_workspace(
     workspace, created = workspaces.create_or_update(ctx.session, ref, body, ctx.caller)
     ctx.commit(rescale=True)
     response.status_code = 201 if created else 200
-    return workspaces.render(workspace, ref)
+    return workspaces.render(workspace, ref, _base(ctx))
 
 
 @router.get(WS)
 def get_workspace(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> dict[str, Any]:
     ref = WorkspaceRef(sub, rg, ws)
-    return workspaces.render(workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ), ref)
+    return workspaces.render(workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ), ref, _base(ctx))
 
 
 # -- sizes, locations, quota ------------------------------------------------------------------
