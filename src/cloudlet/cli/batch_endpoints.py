@@ -149,7 +149,10 @@ def endpoint_invoke(
         int | None, typer.Option("--mini-batch-size", help="Files per mini-batch, for this job only.")
     ] = None,
     instance_count: Annotated[
-        int | None, typer.Option("--instance-count", help="Instances, for this job only.")
+        int | None,
+        typer.Option(
+            "--instance-count", help="Instances, for this job only (recorded; a batch job runs on one node)."
+        ),
     ] = None,
     output_path: Annotated[
         str | None,
