@@ -158,6 +158,7 @@ def test_output_path_on_a_file_is_refused(api: httpx.Client, srv: RunningServer,
 SDK_INVOKE = r"""
 import json
 from azure.ai.ml import Input, MLClient, Output
+from azure.core.exceptions import HttpResponseError
 from azure.identity import DefaultAzureCredential
 
 ml = MLClient.from_config(DefaultAzureCredential())
@@ -168,7 +169,13 @@ job = ml.batch_endpoints.invoke(
     outputs={"score": Output(type="uri_folder", path="%s")},
     params_override=[{"mini_batch_size": 5}, {"output_file_name": "sdk.csv"}, {"error_threshold": 2}],
 )
-print("RESULT " + json.dumps({"name": job.name}), flush=True)
+try:
+    ml.batch_endpoints.invoke(endpoint_name="ovr", input=Input(type="uri_folder", path="rows"),
+                              job_name="o-sdk-bad", params_override=[{"mini_batch_size": 0}])
+    refused = None
+except HttpResponseError as exc:
+    refused = str(exc)
+print("RESULT " + json.dumps({"name": job.name, "refused": refused}), flush=True)
 """
 
 
@@ -182,6 +189,8 @@ def test_the_sdk_overrides_through_params_override_and_outputs(
     script = SDK_INVOKE % OUT.format("o-sdk")
     (result,) = run_sdk(script, project, azureml_env(srv.cli_env()), timeout=300)
     assert result["name"] == "o-sdk", result
+    assert "properties.miniBatchSize" in result["refused"], result  # named as the SDK's body names it
+    assert api.get(f"{srv.ws_path}/jobs/o-sdk-bad").status_code == 404
     done, log = scored(api, srv, "o-sdk")
     assert "batch driver: 2 mini-batches" in log, log
     assert done["settings"]["error_threshold"] == 2, done
