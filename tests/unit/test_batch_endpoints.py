@@ -187,3 +187,15 @@ def test_an_arm_invocation_carries_az_mls_overrides() -> None:
     )
     assert arm_batch.invocation_target("mini_batch_size") == "properties.miniBatchSize"
     assert arm_batch.invocation_target("retry_settings.timeout") == "properties.retrySettings"
+
+
+def test_an_output_path_is_a_datastore_folder_in_short_form() -> None:
+    long = "azureml://subscriptions/s/resourcegroups/r/workspaces/w/datastores/d/paths/a//./b"
+    assert (
+        rules.parse_invoke({"input": "x", "output_path": long}).output_path
+        == "azureml://datastores/d/paths/a/b/"
+    )
+    for bad in ("azureml://datastores/d/paths/", "azureml://datastores/d/paths/a/../../x", "https://h/x"):
+        with pytest.raises(CloudletError) as caught:
+            rules.parse_invoke({"input": "x", "output_path": bad})
+        assert caught.value.target == "output_path", bad

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cloudlet.domain import mlflow_models
+from cloudlet.domain.assets import short_datastore_uri
 from cloudlet.domain.errors import CloudletError, validation_error
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{2,31}$")
@@ -390,7 +391,7 @@ class InvokeRequest(_Strict):
     def _datastore_folder(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        found = OUTPUT_PATH.fullmatch(value)
+        found = OUTPUT_PATH.fullmatch(short_datastore_uri(value))  # the SDK's long form too
         parts = [p for p in found.group(2).split("/") if p not in ("", ".")] if found else []
         if not parts or ".." in parts:
             raise ValueError(
