@@ -282,6 +282,28 @@ def test_the_sdks_mlflow_tracking_uri_serves_plain_mlflow(
     assert MlflowClient(tracking_uri=uri).get_run(tracked_job).data.metrics == {"loss": 0.2}
 
 
+def test_workspace_show_gives_the_mlflow_tracking_uri(
+    srv: RunningServer, tracked_job: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cloudlet workspace show --query mlflow_tracking_uri -o tsv``, as Azure ML users read it
+    from ``az ml workspace show``: the same URI the SDK gets, and plain MLflow reads through it."""
+    args = ["workspace", "show", "--query", "mlflow_tracking_uri", "-o", "tsv"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "cloudlet", *args],
+        env=srv.cli_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert shown == tracking_uri(srv).replace(srv.endpoint, srv.https_url), shown
+    with srv.client() as api:
+        listed = api.get("/api/v1/workspaces").json()["value"]
+    assert [w["mlflow_tracking_uri"] for w in listed if w["name"] == "default"] == [shown]
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", srv.api_key)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", srv.ca_file)
+    assert MlflowClient(tracking_uri=shown).get_run(tracked_job).data.metrics == {"loss": 0.2}
+
+
 def test_a_runs_status_follows_its_job(srv: RunningServer, client: MlflowClient) -> None:
     """Failed ⇒ FAILED (whatever the script's MLflow said), Canceled ⇒ KILLED, and the client
     library's job carries the metrics too."""

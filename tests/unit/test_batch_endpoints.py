@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from cloudlet.agent import batch_driver
+from cloudlet.domain import arm_batch, batch_scoring, job_spec
 from cloudlet.domain import batch_endpoints as rules
-from cloudlet.domain import batch_scoring, job_spec
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, ParentContext
@@ -161,3 +161,41 @@ def test_the_driver_lays_the_model_out_under_its_folder_name(tmp_path: Any) -> N
     (model / "model.pt").write_text("w")
     root = batch_driver.model_root(str(model) + "/")
     assert (Path(root) / "model" / "model.pt").read_text() == "w"
+
+
+def test_an_arm_invocation_carries_az_mls_overrides() -> None:
+    """What ``az ml batch-endpoint invoke --output-path --instance-count --set`` sends through the
+    SDK: the output as a ``UriFile`` (the file name in its uri) and the instances under compute."""
+    props = {
+        "inputData": {"UriFolder": {"jobInputType": "UriFolder", "uri": "azureml:rows:1"}},
+        "outputData": {
+            "output_name": {"jobOutputType": "UriFile", "uri": "azureml://datastores/d/paths/out/p.csv"}
+        },
+        "compute": {"instanceCount": 5},
+        "miniBatchSize": 20,
+        "retrySettings": {"maxRetries": 1, "timeout": "PT1M"},
+    }
+    request = rules.parse_invoke(arm_batch.invocation_from_arm({"properties": props}))
+    assert (request.output_path, request.output_file_name) == ("azureml://datastores/d/paths/out/", "p.csv")
+    assert (request.instance_count, request.mini_batch_size) == (5, 20)
+    assert request.retry_settings is not None and request.retry_settings.timeout == 60
+    dataset = {"datastoreId": "/subscriptions/s/resourceGroups/r/workspaces/w/datastores/d2", "path": "x/y"}
+    props = {"inputData": props["inputData"], "outputDataset": dataset}
+    assert (
+        arm_batch.invocation_from_arm({"properties": props})["output_path"]
+        == "azureml://datastores/d2/paths/x/y"
+    )
+    assert arm_batch.invocation_target("mini_batch_size") == "properties.miniBatchSize"
+    assert arm_batch.invocation_target("retry_settings.timeout") == "properties.retrySettings"
+
+
+def test_an_output_path_is_a_datastore_folder_in_short_form() -> None:
+    long = "azureml://subscriptions/s/resourcegroups/r/workspaces/w/datastores/d/paths/a//./b"
+    assert (
+        rules.parse_invoke({"input": "x", "output_path": long}).output_path
+        == "azureml://datastores/d/paths/a/b/"
+    )
+    for bad in ("azureml://datastores/d/paths/", "azureml://datastores/d/paths/a/../../x", "https://h/x"):
+        with pytest.raises(CloudletError) as caught:
+            rules.parse_invoke({"input": "x", "output_path": bad})
+        assert caught.value.target == "output_path", bad

@@ -26,10 +26,7 @@ NOT_SERVED: dict[str, str] = {
     "schedule create": "schedules are not built yet",
     "workspace update": "workspaces are changed by an administrator (workspace create)",
 }
-NOT_YET: dict[str, set[str]] = {
-    # Invocation overrides: the batch job takes the deployment's settings as they are.
-    "batch-endpoint invoke": {"--f", "--instance-count", "--mini-batch-size", "--output-path", "--set"},
-}
+NOT_YET: dict[str, set[str]] = {}
 
 ROOT: Any = typer.main.get_command(app)  # typer bundles its own click: duck-typed
 

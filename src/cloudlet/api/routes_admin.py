@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from cloudlet.api import arm
 from cloudlet.api.deps import Context, context
 from cloudlet.api.openapi import success
 from cloudlet.api.routing import UserRoute
@@ -43,10 +44,18 @@ def _object(body: Any) -> dict[str, Any]:
 
 
 # -- workspaces -------------------------------------------------------------------------------
+def _base(ctx: Context) -> str:
+    """Where the workspace's MLflow tracking URI points: as the ARM facade's (the TLS listener)."""
+    return arm.https_base(ctx.request, ctx.state)
+
+
 @router.get("/workspaces")
 def list_workspaces(ctx: Context = Depends(context)) -> dict[str, Any]:
     return {
-        "value": [workspaces.render(w, ref) for w, ref in workspaces.list_visible(ctx.session, ctx.caller)]
+        "value": [
+            workspaces.render(w, ref, _base(ctx))
+            for w, ref in workspaces.list_visible(ctx.session, ctx.caller)
+        ]
     }
 
 
@@ -62,13 +71,13 @@ def put_workspace(
     ref = WorkspaceRef(sub, rg, ws)
     workspace, created = workspaces.create_or_update(ctx.session, ref, body, ctx.caller)
     response.status_code = 201 if created else 200
-    return workspaces.render(workspace, ref)
+    return workspaces.render(workspace, ref, _base(ctx))
 
 
 @router.get(WS)
 def get_workspace(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> dict[str, Any]:
     ref = WorkspaceRef(sub, rg, ws)
-    return workspaces.render(workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ), ref)
+    return workspaces.render(workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ), ref, _base(ctx))
 
 
 # -- sizes, locations, quota ------------------------------------------------------------------

@@ -4,6 +4,7 @@ data asset, a datastore URI or a local folder/file, uploaded first) and ``list-j
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -136,19 +137,90 @@ def endpoint_invoke(
     ctx: typer.Context,
     name: Annotated[str, typer.Option("-n", "--name", help="The batch endpoint.")],
     input_: Annotated[
-        str, typer.Option("--input", help="A data asset (azureml:d:1), a datastore URI, or a local path.")
-    ],
-    input_type: Annotated[str, typer.Option("--input-type", help="uri_folder or uri_file.")] = "uri_folder",
+        str | None,
+        typer.Option("--input", help="A data asset (azureml:d:1), a datastore URI, or a local path."),
+    ] = None,
+    input_type: Annotated[str | None, typer.Option("--input-type", help="uri_folder or uri_file.")] = None,
     deployment_name: Annotated[
         str | None, typer.Option("-d", "--deployment-name", help="Not the default deployment.")
     ] = None,
     job_name: Annotated[str | None, typer.Option("--job-name", help="The job's name.")] = None,
+    mini_batch_size: Annotated[
+        int | None, typer.Option("--mini-batch-size", help="Files per mini-batch, for this job only.")
+    ] = None,
+    instance_count: Annotated[
+        int | None,
+        typer.Option(
+            "--instance-count", help="Instances, for this job only (recorded; a batch job runs on one node)."
+        ),
+    ] = None,
+    output_path: Annotated[
+        str | None,
+        typer.Option(
+            "--output-path", help="Write the predictions to azureml://datastores/<ds>/paths/<folder>/."
+        ),
+    ] = None,
+    file: Annotated[
+        str | None,
+        typer.Option(
+            "-f", "--file", help="A YAML of the invocation: inputs:, outputs:, settings to override."
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="FIELD=VALUE of the invocation (output_file_name=…), repeatable."),
+    ] = None,
 ) -> None:
-    """Score INPUT: submits a batch job (its child's output `score` holds the predictions)."""
-    job = _endpoints(ctx).invoke(
-        name, input=input_, input_type=input_type, deployment_name=deployment_name, job_name=job_name
-    )
+    """Score INPUT: submits a batch job (its child's output `score` holds the predictions). The
+    flags, --file and --set override the deployment's settings for this one job."""
+    doc = invocation_from_file(load_yaml_file(file, "batch invocation"), _base(file)) if file else {}
+    flags = {
+        "input": input_,
+        "input_type": input_type,
+        "deployment_name": deployment_name,
+        "job_name": job_name,
+        "mini_batch_size": mini_batch_size,
+        "instance_count": instance_count,
+        "output_path": output_path,
+    }
+    try:
+        body = build_body(doc, set_, flags)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    if not body.get("input"):
+        raise ConfigurationError("give what to score: --input, or inputs: in --file")
+    job = _endpoints(ctx).invoke(name, **body)
     state(ctx).emit(job._to_dict(), "job")
+
+
+def invocation_from_file(doc: dict[str, Any], base: Path) -> dict[str, Any]:
+    """An invocation YAML (``az ml batch-endpoint invoke --file``) as the invocation's fields:
+    its one data input (``inputs: {<name>: {type, path}}``, a local path relative to the file) as
+    ``input``/``input_type``, its one output's ``path`` as ``output_path``; the rest as it is."""
+    body = {k: v for k, v in doc.items() if k not in ("inputs", "outputs")}
+    inputs = doc.get("inputs") or {}
+    if not isinstance(inputs, dict) or len(inputs) > 1:
+        raise ConfigurationError(
+            "inputs: a model deployment scores one data input: give one (inputs: {data: {type: uri_folder, "
+            "path: …}})"
+        )
+    for key, value in inputs.items():
+        value = value if isinstance(value, dict) else {"path": value}
+        if value.get("type", "uri_folder") not in ("uri_folder", "uri_file") or not value.get("path"):
+            raise ConfigurationError(f"inputs.{key}: a uri_folder or uri_file with a path")
+        path = str(value["path"])
+        local = not re.match(r"^(azureml:|https?://|wasbs?://|abfss?://)", path)
+        body["input"] = str((base / path).resolve()) if local else path
+        body["input_type"] = value.get("type", "uri_folder")
+    outputs = doc.get("outputs") or {}
+    if not isinstance(outputs, dict) or len(outputs) > 1:
+        raise ConfigurationError("outputs: a model deployment's batch job has one output (score)")
+    for key, value in outputs.items():
+        if isinstance(value, dict) and value.get("path"):
+            body["output_path"] = str(value["path"])
+        elif not isinstance(value, dict):
+            raise ConfigurationError(f"outputs.{key}: a mapping (type, path)")
+    return body
 
 
 @endpoint_app.command("list-jobs")

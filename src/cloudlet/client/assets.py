@@ -22,9 +22,9 @@ import yaml
 from cloudlet.client._rest import CloudletClientError, quote_segment
 from cloudlet.client.artifacts import Upload, upload_data
 from cloudlet.client.operations import _Operations
+from cloudlet.domain import build_context
+from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import is_remote_path
-
-CONDA_NAMES = ("conda.yaml", "conda.yml", "conda_dependencies.yaml", "environment.yml", "environment.yaml")
 
 
 class AssetTypes:
@@ -189,14 +189,9 @@ def _read_conda(path: Path, target: str) -> dict[str, Any]:
     return conda
 
 
-def _requirements(path: Path) -> list[str]:
-    lines = [line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    return [line for line in lines if line and not line.startswith("-")]
-
-
 def inline_environment(body: dict[str, Any], base: Path) -> None:
     """A local ``conda_file`` becomes its mapping; ``build.path``'s requirements.txt becomes ``pip``
-    (or its conda file, ``conda_file``)."""
+    (or its conda file, ``conda_file``), as ``domain.build_context`` says."""
     conda = body.get("conda_file")
     if isinstance(conda, str):
         if is_remote_path(conda):
@@ -209,37 +204,18 @@ def inline_environment(body: dict[str, Any], base: Path) -> None:
     if not isinstance(folder_value, str) or is_remote_path(folder_value):
         raise AssetValidationError("build.path", "build.path must name a local folder")
     folder = _local(base, folder_value, "build.path")
-    if not body.get("image"):  # the Dockerfile's base image names its Python (python:3.10 …)
-        image = _dockerfile_base(folder / str(build.get("dockerfile_path") or "Dockerfile"))
-        if image:
-            body["image"] = image
-    requirements = folder / "requirements.txt"
-    if requirements.is_file():
-        body["pip"] = [*(body.get("pip") or []), *_requirements(requirements)]
-        return
-    found = next((folder / n for n in CONDA_NAMES if (folder / n).is_file()), None)
-    if found is not None and "conda_file" not in body:
-        body["conda_file"] = _read_conda(found, "build.path")
-        return
-    raise AssetValidationError(
-        "build.path",
-        f"{folder} has no requirements.txt or conda file ({', '.join(CONDA_NAMES)}): cloudlet builds a "
-        "build context from those; its Dockerfile is not run, because a Docker build needs a node "
-        "with Docker or Podman and none here has one. Put the packages in a requirements.txt or "
-        "conda file beside the Dockerfile, or use 'image' with 'conda_file' instead",
-    )
 
+    def read(name: str) -> str | None:
+        path = folder / name
+        try:
+            return path.read_text(encoding="utf-8") if path.is_file() else None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AssetValidationError("build.path", f"cannot read {path}: {exc}") from None
 
-def _dockerfile_base(path: Path) -> str | None:
-    """The last stage's ``FROM`` image of a Dockerfile (None: no such file, or a templated name)."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    froms = [line.split() for line in lines if line.strip().upper().startswith("FROM ")]
-    images = [words[1] for words in froms if len(words) > 1]
-    image = images[-1] if images else None
-    return image if image and "{" not in image and "$" not in image else None
+        build_context.from_context(body, read, build.get("dockerfile_path"), str(folder), "build.path")
+    except CloudletError as exc:
+        raise AssetValidationError("build.path", exc.message) from None
 
 
 class _AssetOperations(_Operations):

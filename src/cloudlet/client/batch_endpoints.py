@@ -69,13 +69,17 @@ class BatchEndpointOperations(_Operations):
         input_type: str = "uri_folder",
         deployment_name: str | None = None,
         job_name: str | None = None,
+        **overrides: Any,
     ) -> RestObject:
         """Score INPUT (a data asset ``azureml:d:1``, a datastore URI, or a local path: uploaded
-        first); returns the batch job (a parent whose child's output ``score`` holds the rows)."""
+        first); returns the batch job (a parent whose child's output ``score`` holds the rows).
+        OVERRIDES (``mini_batch_size``, ``instance_count``, ``output_path``, ``output_file_name``,
+        ``error_threshold``, ``retry_settings``) replace the deployment's for this job only."""
         value = input
         if not is_remote_path(value) and not value.startswith("azureml:"):
             value = upload_data(self._rest, self._scope.ws_path(), Path(value)).uri
         body = {
+            **overrides,
             "input": value,
             "input_type": input_type,
             "deployment_name": deployment_name,

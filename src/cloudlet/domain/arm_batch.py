@@ -102,12 +102,7 @@ def deployment_from_arm(body: Any, endpoint: str, name: str, code: str | None) -
         doc["logging_level"] = str(props["loggingLevel"]).lower()
     retry = props.get("retrySettings")
     if isinstance(retry, Mapping):
-        settings: dict[str, Any] = {}
-        if retry.get("maxRetries") is not None:
-            settings["max_retries"] = retry["maxRetries"]
-        if retry.get("timeout"):
-            settings["timeout"] = iso_seconds(str(retry["timeout"]), "properties.retrySettings.timeout")
-        doc["retry_settings"] = settings
+        doc["retry_settings"] = _retry(retry)
     resources = props.get("resources")
     if isinstance(resources, Mapping) and resources.get("instanceCount"):
         doc["resources"] = {"instance_count": resources["instanceCount"]}
@@ -159,7 +154,11 @@ def deployment_to_arm(
 
 
 def invocation_from_arm(body: Any) -> dict[str, Any]:
-    """``{properties: {inputData: {<name>: {jobInputType, uri}}}}`` → an ``InvokeRequest`` body."""
+    """``{properties: {inputData: {<name>: {jobInputType, uri}}, …}}`` → an ``InvokeRequest`` body,
+    with the overrides ``batch_endpoints.invoke(params_override=…)`` and ``az ml batch-endpoint invoke``
+    send: ``miniBatchSize``, ``compute.instanceCount``, ``errorThreshold``, ``outputFileName``,
+    ``retrySettings``, and the output as ``outputData`` (one output; a ``UriFile`` names the file
+    too) or ``outputDataset`` (``{datastoreId, path}``)."""
     props = _object(_object(body, "").get("properties") or {}, "properties")
     data = _object(props.get("inputData") or {}, "properties.inputData")
     if len(data) != 1:
@@ -170,7 +169,74 @@ def invocation_from_arm(body: Any) -> dict[str, Any]:
     name = props.get("name") or props.get("jobName")  # invoke(job_name=…)
     if name:
         out["job_name"] = name
+    for arm_key, key in (
+        ("miniBatchSize", "mini_batch_size"),
+        ("errorThreshold", "error_threshold"),
+        ("outputFileName", "output_file_name"),
+    ):
+        if props.get(arm_key) is not None:
+            out[key] = props[arm_key]
+    compute = _object(props.get("compute") or {}, "properties.compute")
+    if compute.get("instanceCount") is not None:
+        out["instance_count"] = compute["instanceCount"]
+    retry = _object(props.get("retrySettings") or {}, "properties.retrySettings")
+    if retry:
+        out["retry_settings"] = _retry(retry)
+    out.update(_output_from_arm(props))
     return out
+
+
+_INVOCATION_FIELDS = {
+    "input": "properties.inputData",
+    "input_type": "properties.inputData",
+    "job_name": "properties.name",
+    "mini_batch_size": "properties.miniBatchSize",
+    "instance_count": "properties.compute.instanceCount",
+    "error_threshold": "properties.errorThreshold",
+    "output_file_name": "properties.outputFileName",
+    "retry_settings": "properties.retrySettings",
+    "output_path": "properties.outputData",
+}
+
+
+def invocation_target(target: str | None) -> str | None:
+    """An invocation's native field as the SDK's body names it (``mini_batch_size`` →
+    ``properties.miniBatchSize``)."""
+    head = (target or "").split(".")[0]
+    return _INVOCATION_FIELDS.get(head, target)
+
+
+def _retry(retry: Mapping[str, Any]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    if retry.get("maxRetries") is not None:
+        settings["max_retries"] = retry["maxRetries"]
+    if retry.get("timeout"):
+        settings["timeout"] = iso_seconds(str(retry["timeout"]), "properties.retrySettings.timeout")
+    return settings
+
+
+def _output_from_arm(props: Mapping[str, Any]) -> dict[str, Any]:
+    """``output_path`` (and, from a ``UriFile`` output, ``output_file_name``) of an invocation."""
+    outputs = _object(props.get("outputData") or {}, "properties.outputData")
+    if len(outputs) > 1:
+        raise validation_error(
+            "properties.outputData", "a model deployment's batch job has one output (score): give one"
+        )
+    if outputs:
+        ((_, item),) = outputs.items()
+        item = _object(item, "properties.outputData")
+        uri = str(item.get("uri") or "")
+        if not uri:
+            return {}
+        if str(item.get("jobOutputType") or "").lower() == "urifile":
+            folder, _, file_name = uri.rstrip("/").rpartition("/")
+            return {"output_path": folder, "output_file_name": file_name}
+        return {"output_path": uri}
+    dataset = _object(props.get("outputDataset") or {}, "properties.outputDataset")
+    if not dataset.get("path"):
+        return {}
+    store = str(dataset.get("datastoreId") or "workspaceblobstore").rstrip("/").rpartition("/")[2]
+    return {"output_path": f"azureml://datastores/{store}/paths/{str(dataset['path']).lstrip('/')}"}
 
 
 def invocation_to_arm(ws_id: str, endpoint: str, name: str, status: str) -> dict[str, Any]:

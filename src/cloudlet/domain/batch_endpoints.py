@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cloudlet.domain import mlflow_models
+from cloudlet.domain.assets import short_datastore_uri
 from cloudlet.domain.errors import CloudletError, validation_error
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{2,31}$")
@@ -300,10 +301,16 @@ def driver_command(deployment: dict[str, Any]) -> str:
 
 
 def scoring_job(
-    endpoint: str, deployment: dict[str, Any], data: dict[str, Any], code: str, job_name: str
+    endpoint: str,
+    deployment: dict[str, Any],
+    data: dict[str, Any],
+    code: str,
+    job_name: str,
+    output_path: str | None = None,
 ) -> dict[str, Any]:
     """The ``batch_scoring`` parent job of one invocation. DATA is the input (``type``, ``path``),
-    CODE the child's snapshot (the scoring code with the driver added)."""
+    CODE the child's snapshot (the scoring code with the driver added); DEPLOYMENT's settings are
+    those this job runs (``with_overrides``); OUTPUT_PATH, a datastore folder, replaces the job's own."""
     inputs: dict[str, Any] = {"data": data}
     if deployment.get("model"):
         model = str(deployment["model"])
@@ -311,7 +318,7 @@ def scoring_job(
         kind = "uri_folder" if re.match(r"^(azureml://|https?://)", model) else "custom_model"
         inputs["model"] = {"type": kind, "path": model}
     # One folder: the parent's ``score`` and its child's are the same files.
-    score = {"type": "uri_folder", "path": SCORE_PATH.format(job=job_name)}
+    score = {"type": "uri_folder", "path": output_path or SCORE_PATH.format(job=job_name)}
     child: dict[str, Any] = {
         "type": "command",
         "display_name": f"{job_name}-{OUTPUT_NAME}",
@@ -335,29 +342,87 @@ def scoring_job(
         "deployment": str(deployment["name"]),
         "inputs": {"data": data},
         "outputs": {OUTPUT_NAME: score},
+        # what this job ran with: the deployment's mini-batch settings, overridden or not
+        "settings": {
+            "mini_batch_size": deployment.get("mini_batch_size", 10),
+            "instance_count": (deployment.get("resources") or {}).get("instance_count", 1),
+            "error_threshold": deployment.get("error_threshold", -1),
+            "output_file_name": deployment.get("output_file_name", "predictions.csv"),
+            "retry_settings": dict(deployment.get("retry_settings") or {}),
+        },
         "child": child,
     }
 
 
+class InvokeRetry(_Strict):
+    max_retries: int | None = Field(default=None, ge=0, le=100)
+    timeout: int | None = Field(default=None, ge=1, le=86_400)
+
+
+OUTPUT_PATH = re.compile(r"^azureml://datastores/([A-Za-z0-9_.-]+)/paths/(.+)$")
+OVERRIDES = ("mini_batch_size", "instance_count", "error_threshold", "output_file_name", "retry_settings")
+
+
 class InvokeRequest(_Strict):
     """``POST …/batchEndpoints/{e}/invoke``: what to score (a data asset ``azureml:d:1`` or a
-    datastore URI, uploaded first by the CLI when local) and, optionally, with which deployment."""
+    datastore URI, uploaded first by the CLI when local), optionally with which deployment, and
+    what of that deployment's settings this one batch job overrides (``az ml batch-endpoint invoke
+    --mini-batch-size --instance-count --output-path --set``): OVERRIDES, and ``output_path``, the
+    datastore folder the predictions are written to instead of the job's own."""
 
     input: str = Field(min_length=1, max_length=2048)
     input_type: Literal["uri_folder", "uri_file"] = "uri_folder"
     deployment_name: str | None = Field(default=None, max_length=64)
     job_name: str | None = Field(default=None, max_length=MAX_JOB_NAME)
+    mini_batch_size: int | None = Field(default=None, ge=1, le=100_000)
+    instance_count: int | None = Field(default=None, ge=1, le=1000)
+    error_threshold: int | None = Field(default=None, ge=-1)
+    output_file_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,255}$")
+    retry_settings: InvokeRetry | None = None
+    output_path: str | None = Field(default=None, max_length=2048)
 
     @field_validator("input_type", mode="before")
     @classmethod
     def _fold(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
+    @field_validator("output_path")
+    @classmethod
+    def _datastore_folder(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        found = OUTPUT_PATH.fullmatch(short_datastore_uri(value))  # the SDK's long form too
+        parts = [p for p in found.group(2).split("/") if p not in ("", ".")] if found else []
+        if not parts or ".." in parts:
+            raise ValueError(
+                "output_path is a datastore folder, azureml://datastores/<datastore>/paths/<folder>/ "
+                "(no '..')"
+            )
+        return f"azureml://datastores/{found.group(1)}/paths/{'/'.join(parts)}/" if found else None
+
 
 def parse_invoke(doc: Any) -> InvokeRequest:
+    if isinstance(doc, dict):
+        for key in doc:
+            if key not in InvokeRequest.model_fields:
+                known = ", ".join(InvokeRequest.model_fields)
+                raise validation_error(
+                    key, f"batch invocation: {key} is not an invocation field; known: {known}"
+                )
     request = _parse(InvokeRequest, doc, "batch invocation")
     assert isinstance(request, InvokeRequest)
     return request
+
+
+def with_overrides(deployment: dict[str, Any], request: InvokeRequest) -> dict[str, Any]:
+    """The deployment's settings as this one batch job runs them: REQUEST's overrides win."""
+    given = request.model_dump(include=set(OVERRIDES), exclude_none=True)
+    out = {**deployment, **{k: v for k, v in given.items() if k not in ("instance_count", "retry_settings")}}
+    if "retry_settings" in given:
+        out["retry_settings"] = {**(deployment.get("retry_settings") or {}), **given["retry_settings"]}
+    if "instance_count" in given:
+        out["resources"] = {**(deployment.get("resources") or {}), "instance_count": given["instance_count"]}
+    return out
 
 
 def input_of(request: InvokeRequest) -> dict[str, Any]:

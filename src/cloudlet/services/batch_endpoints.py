@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from cloudlet.agent import batch_driver
 from cloudlet.domain import batch_endpoints as rules
 from cloudlet.domain import environments, mlflow_models
-from cloudlet.domain.errors import conflict, not_found, validation_error
+from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
 from cloudlet.domain.uploads import UnpackBudget, UploadLimits
@@ -242,10 +242,28 @@ def invoke(
     config = chosen.spec.get("code_configuration")
     archive = _snapshot(ws, data, config["code"]).read_bytes() if config else _EMPTY_ARCHIVE
     digest = codes.store_snapshot(session, data, ws.id, with_driver(archive, with_scorer=not config))
-    doc = rules.scoring_job(endpoint_name, chosen.spec, data_input, f"codes/{digest}", job_name)
+    settings = rules.with_overrides(chosen.spec, request)
+    if request.output_path:
+        _writable(ws, data, request.output_path)
+    code_id = f"codes/{digest}"
+    doc = rules.scoring_job(endpoint_name, settings, data_input, code_id, job_name, request.output_path)
     prepared = job_service.prepare(doc, job_name)
     job, _ = job_service.submit(session, ws, job_name, prepared, caller, data)
     return job
+
+
+def _writable(ws: Workspace, data: DataRoot, output_path: str) -> None:
+    """OUTPUT_PATH names a folder inside its datastore, and not a file already there."""
+    parsed = job_service.parse_datastore_uri(output_path)
+    assert parsed is not None  # InvokeRequest checked its shape
+    try:
+        target = data.datastore_path(ws.id, *parsed)
+    except CloudletError as exc:
+        raise validation_error("output_path", f"output_path: {exc.message}") from None
+    if target.is_file():
+        raise validation_error(
+            "output_path", f"output_path {output_path} is a file; give a folder for the predictions"
+        )
 
 
 def _empty_archive() -> bytes:

@@ -258,7 +258,11 @@ def list_visible(session: Session, caller: Caller) -> list[tuple[Workspace, Work
     ]
 
 
-def render(ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
+def render(ws: Workspace, ref: WorkspaceRef, server_url: str | None = None) -> dict[str, Any]:
+    """A workspace's native view; on a server at SERVER_URL, with its MLflow tracking URI (the one
+    the ARM facade gives, ``az ml workspace show --query mlflow_tracking_uri``)."""
+    from cloudlet.services import tracking  # it imports this module
+
     return {
         "name": ws.name,
         "id": ref.arm_id,
@@ -271,4 +275,5 @@ def render(ws: Workspace, ref: WorkspaceRef) -> dict[str, Any]:
         "default_instance_type": default_instance_type(ws),
         "storage_quota_gib": ws.storage_quota_gib,  # null: the server's default
         "created_on": iso(ws.created_on),
+        "mlflow_tracking_uri": tracking.tracking_uri(server_url, ref) if server_url else None,
     }

@@ -32,7 +32,7 @@ from cloudlet.domain.assets import AssetKind
 from cloudlet.domain.errors import validation_error
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
-from cloudlet.services import workspaces
+from cloudlet.services import build_contexts, workspaces
 from cloudlet.services.context import WorkspaceRef
 
 if TYPE_CHECKING:
@@ -265,9 +265,12 @@ def _routes(kind: AssetKind) -> None:
     ) -> Response:
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
         arm = arm_assets.from_arm(kind, body, ref.workspace)  # its errors name ARM properties
+        doc = arm.doc
         with arm_errors(rename):
+            if kind == "environment" and doc.get("build") is not None:  # the SDK's uploaded context
+                doc = build_contexts.inline(doc, ctx.state.data, workspace.id)
             result = asset_service.create_or_update(
-                ctx.session, ref, workspace, kind, name, version, arm.doc, ctx.caller, ctx.state.data
+                ctx.session, ref, workspace, kind, name, version, doc, ctx.caller, ctx.state.data
             )
         asset = result.asset
         if arm.archived is not None and arm.archived != asset.archived:

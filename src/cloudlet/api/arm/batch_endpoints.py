@@ -182,9 +182,10 @@ def arm_invoke_batch_endpoint(
     deployment = ctx.request.headers.get("azureml-model-deployment")
     if deployment:
         wanted["deployment_name"] = deployment
-    job = service.invoke(
-        ctx.session, workspace, endpoint, rules.parse_invoke(wanted), ctx.caller, ctx.state.data
-    )
+    with arm.arm_errors(arm_batch.invocation_target):
+        job = service.invoke(
+            ctx.session, workspace, endpoint, rules.parse_invoke(wanted), ctx.caller, ctx.state.data
+        )
     answer = arm_batch.invocation_to_arm(_ws_id(ref), endpoint, job.name, job.status)
     ctx.commit()
     return json_response(answer)
