@@ -15,18 +15,13 @@ from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
-from cloudlet.services import assets as asset_service
-from cloudlet.services import computes, dispatch, effects, job_cancel, tracking, workspaces
+from cloudlet.services import computes, dispatch, effects, job_cancel, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
-from cloudlet.services import parent_jobs as parent_service
-from cloudlet.services import pipelines as pipeline_service
-from cloudlet.services import sweeps as sweep_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE, empty_tar, pack_beneath, relative_parts
 from cloudlet.services.views import jobs as native_jobs
@@ -76,19 +71,7 @@ async def create_job(
 def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref = WorkspaceRef(sub, rg, ws)
     _, job = job_service.readable(ctx.session, ref, ctx.caller, name)
-    body = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
-    body["assets"] = asset_service.uses_view(ctx.session, job.id)  # the versions resolved at submission
-    body.update(tracking.job_view(ctx.session, job.id))  # MLflow: latest metric values and params
-    if job.kind != JobKind.COMMAND.value:
-        kids = parent_service.children(ctx.session, job)
-        body["children"] = native_jobs.render_children(kids)
-        if job.kind == JobKind.PIPELINE.value:
-            body["dag"] = pipeline_service.dag(job, kids)
-            for output, path in pipeline_service.outputs(job, kids).items():
-                body["outputs"].setdefault(output, {})["uri"] = path
-        if job.kind == JobKind.SWEEP.value:  # the best trial; each trial's values and metric
-            body["sweep"] = sweep_service.view(ctx.session, job, kids, tracking.metric_history)
-    return json_response(body)
+    return json_response(native_jobs.view(ctx.session, ref, job, _base_url(ctx)))
 
 
 @router.get(WS + "/jobs")
