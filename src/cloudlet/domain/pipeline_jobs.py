@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cloudlet.domain import components
+from cloudlet.domain import components, pipeline_parallel
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.job_spec import (
     IO_NAME_PATTERN,
@@ -94,7 +94,7 @@ COMMAND_STEP = frozenset(
     }
 )
 COMPONENT_STEP = frozenset({"type", "component", "inputs", "outputs", *components.OVERRIDABLE})
-_OTHER_STEP_TYPES = ("sweep", "pipeline", "parallel", "spark", "automl", "data_transfer", "import")
+_OTHER_STEP_TYPES = ("sweep", "spark", "automl", "data_transfer", "import")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -283,9 +283,13 @@ def _step(step: Any, where: str) -> dict[str, Any]:
     kind = str(step.get("type", "command")).lower()
     if kind == "pipeline":
         return _pipeline_step(step, where)
+    if kind == "parallel":
+        return pipeline_parallel.parse_step(step, where)
     if kind != "command":
         what = "are not supported in pipelines yet" if kind in _OTHER_STEP_TYPES else "are unknown"
-        raise validation_error(f"{where}.type", f"steps of type {kind!r} {what}; use type: command")
+        raise validation_error(
+            f"{where}.type", f"steps of type {kind!r} {what}; use type: command, parallel or pipeline"
+        )
     if "component" in step:
         allowed = COMPONENT_STEP
         component = step["component"]
