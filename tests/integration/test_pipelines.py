@@ -303,6 +303,54 @@ def test_a_pipeline_component_runs_as_a_step_and_feeds_the_next(
     assert datastore(srv, relative + "report.txt").read_text().strip() == "4"
 
 
+def test_a_registered_pipeline_component_runs_as_a_step_by_reference(
+    api: httpx.Client, srv: RunningServer, tmp_path: Path
+) -> None:
+    # `cloudlet component create --file data_pipeline.yml` (type: pipeline) registers it with its
+    # steps' component files inlined and code uploaded; a pipeline names it azureml:…@latest.
+    folder = DATA / "pipeline_component"
+    made = cli(
+        srv,
+        "-o",
+        "json",
+        "component",
+        "create",
+        "--file",
+        str(folder / "data_pipeline" / "data_pipeline.yml"),
+    )
+    assert made.returncode == 0, made.stderr
+    shown = cli(srv, "-o", "json", "component", "show", "-n", "data_pipeline", "-v", "1")
+    assert shown.returncode == 0 and '"pipeline"' in shown.stdout, shown.stdout + shown.stderr
+    doc = yaml.safe_load((folder / "pipeline.yml").read_text())
+    doc["jobs"]["data_pipeline"]["component"] = "azureml:data_pipeline@latest"
+    doc["settings"]["force_rerun"] = True
+    path = tmp_path / "registered.yml"
+    path.write_text(yaml.safe_dump(doc))
+    for part in ("data", "train_src"):  # the pipeline's own local files, beside it
+        subprocess.run(["cp", "-r", str(folder / part), str(tmp_path / part)], check=True)
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "pcomp-reg", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    done = wait_job(api, srv, "pcomp-reg", timeout=180)
+    assert done["status"] == "Completed", (done.get("status_message"), done.get("error"), done.get("dag"))
+    inner = job(api, srv, children(api, srv, "pcomp-reg")["data_pipeline"]["name"])
+    assert {c["key"] for c in inner["children"]} == {"prep_job", "transform_job"}, inner
+    report = job(api, srv, "pcomp-reg")["outputs"]["pipeline_job_score_report"]["uri"]
+    assert datastore(srv, report.split("/paths/", 1)[1] + "report.txt").read_text().strip() == "4"
+    bad = dict(doc, jobs={**doc["jobs"], "data_pipeline": {**doc["jobs"]["data_pipeline"]}})
+    bad["jobs"]["data_pipeline"]["inputs"] = {**bad["jobs"]["data_pipeline"]["inputs"], "nope": 1}
+    bad["jobs"]["train_job"] = {
+        "command": "true",
+        "inputs": {"d": "${{parent.jobs.data_pipeline.outputs.train_data}}"},
+    }
+    refused = api.put(f"{srv.ws_path}/jobs/pcomp-refused", json=bad)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["target"] == "jobs.data_pipeline.inputs.nope", refused.text
+    bad["jobs"]["data_pipeline"]["component"] = "azureml:make_nothing@latest"
+    refused = api.put(f"{srv.ws_path}/jobs/pcomp-refused", json=bad)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["target"] == "jobs.data_pipeline.component", refused.text
+
+
 def test_a_parallel_step_scores_mini_batches_and_feeds_the_next_step(
     api: httpx.Client, srv: RunningServer
 ) -> None:

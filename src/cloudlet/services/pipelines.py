@@ -46,7 +46,9 @@ def resolve(session: Session, ws: Workspace, doc: dict[str, Any], data: DataRoot
         if component is None:
             continue
         try:
-            if is_reference(component):
+            if step.get("type") == "pipeline" and is_reference(component):
+                component = component_service.resolve_pipeline(session, ws, component)
+            elif is_reference(component):
                 component = components.component_to_doc(
                     component_service.resolve(session, ws, component, None)
                 )
