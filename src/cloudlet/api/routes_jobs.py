@@ -163,6 +163,8 @@ def job_output(
     data = ctx.state.data
     declared = job.spec["outputs"][output]
     given = declared.get("path") if isinstance(declared, dict) else None
+    if given is None and job.kind == JobKind.PIPELINE.value:  # where the step bound to it wrote
+        given = pipeline_service.outputs(job, parent_service.children(ctx.session, job)).get(output)
     at = job_service.parse_datastore_uri(given) if isinstance(given, str) else None
     if at is None:
         default = data.job_output(workspace.id, job.name, output)
