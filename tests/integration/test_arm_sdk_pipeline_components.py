@@ -70,6 +70,29 @@ done = ml.jobs.get(created.name)
 out("done", status=str(done.status), steps=sorted(done.jobs))
 ml.jobs.download(created.name, download_path="./dl", output_name="model")
 out("download", text=[p.read_text() for p in pathlib.Path("dl").rglob("model.txt")])
+
+from azure.ai.ml import load_component
+registered = ml.components.create_or_update(load_component(source="hello_pc.yml"))
+got = ml.components.get("hello_pc", version="1")
+out("component", type=got.type, name=got.name, version=got.version, jobs=sorted(got.jobs))
+"""
+HELLO_PC = """
+$schema: https://azuremlschemas.azureedge.net/latest/pipelineComponent.schema.json
+name: hello_pc
+version: 1
+type: pipeline
+inputs:
+  greeting: {type: string, default: hello}
+jobs:
+  say:
+    type: command
+    component:
+      command: echo ${{inputs.word}}
+      environment: azureml://registries/azureml/environments/sklearn-1.5/labels/latest
+      inputs:
+        word: {type: string}
+    inputs:
+      word: ${{parent.inputs.greeting}}
 """
 
 
@@ -88,9 +111,18 @@ def test_a_dsl_pipeline_runs_as_a_component_of_another(srv: RunningServer, tmp_p
     )
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "rows.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "hello_pc.yml").write_text(HELLO_PC)
     steps = {r["step"]: r for r in run_sdk(SDK_SCRIPT, tmp_path, azureml_env(srv.cli_env()), timeout=400)}
     assert steps["created"]["type"] == "pipeline", steps
     done = steps["done"]
     assert done["status"].upper().endswith("COMPLETED"), done
     assert done["steps"] == ["second", "sub"], done
     assert steps["download"]["text"] == ["a,b\n1,2\nrows=7\n"], steps["download"]
+    # A pipeline component from its YAML, registered by the SDK and read back as one.
+    assert steps["component"] == {
+        "step": "component",
+        "type": "pipeline",
+        "name": "hello_pc",
+        "version": "1",
+        "jobs": ["say"],
+    }

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudlet.domain.arm_assets import PROVIDER_TYPE, VersionRow, _system
-from cloudlet.domain.arm_pipeline_jobs import pipeline_component_jobs
+from cloudlet.domain.arm_pipeline_jobs import pipeline_component_jobs, pipeline_component_jobs_to_arm
 from cloudlet.domain.components import ANONYMOUS_NAME
 from cloudlet.domain.errors import validation_error
 from cloudlet.domain.job_spec import LITERAL_TYPES, literal_string
@@ -117,6 +117,8 @@ def version_view(workspace_id: str, row: VersionRow, code_id: str | None) -> dic
         spec["code"] = f"azureml:{code_id}"
     spec["inputs"] = {k: _literal_strings(v) for k, v in (doc.get("inputs") or {}).items()}
     spec["outputs"] = dict(doc.get("outputs") or {})
+    if spec["type"] == "pipeline":  # its steps as the SDK sends (and reads) them
+        spec["jobs"] = pipeline_component_jobs_to_arm(doc.get("jobs") or {}, workspace_id)
     props: dict[str, Any] = {
         "componentSpec": spec,
         "description": doc.get("description"),

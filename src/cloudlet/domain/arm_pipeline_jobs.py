@@ -314,11 +314,23 @@ def pipeline_to_arm(view: Mapping[str, Any], workspace_id: str) -> dict[str, Any
     return arm_jobs.job_resource(view, workspace_id, props)
 
 
+def pipeline_component_jobs_to_arm(jobs: Mapping[str, Any], workspace_id: str) -> dict[str, Any]:
+    """A stored pipeline component's ``jobs`` in the REST shape the SDK reads (``componentId``)."""
+    return {
+        key: _arm_step(key, step, workspace_id) for key, step in jobs.items() if isinstance(step, Mapping)
+    }
+
+
 def _arm_step(key: str, step: Mapping[str, Any], workspace_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {"name": key, "type": "pipeline" if step.get("type") == "pipeline" else "command"}
     component = step.get("component")
     if isinstance(component, Mapping) and component.get("name") and component.get("version"):
         out["componentId"] = f"{workspace_id}/components/{component['name']}/versions/{component['version']}"
+    elif isinstance(component, str) and component.startswith("azureml:") and "/" not in component:
+        named = component.removeprefix("azureml:")  # azureml:name:version / azureml:name@label
+        name, _, version = named.partition(":") if ":" in named else named.partition("@")
+        where = "versions" if ":" in named else "labels"
+        out["componentId"] = f"{workspace_id}/components/{name}/{where}/{version}"
     elif isinstance(component, str):
         out["componentId"] = component
     for field in ("display_name", "description", "tags", "environment_variables"):
