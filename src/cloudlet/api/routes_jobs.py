@@ -14,16 +14,16 @@ from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
-from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
-from cloudlet.services import computes, dispatch, effects, job_cancel, workspaces
+from cloudlet.services import computes, dispatch, effects, job_cancel, job_outputs, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.storage import DEFAULT_DATASTORE, empty_tar, pack_beneath, relative_parts
+from cloudlet.services.storage import empty_tar
 from cloudlet.services.views import jobs as native_jobs
 from cloudlet.store.schema import Node, Workspace
 
@@ -134,18 +134,7 @@ def job_output(
 ) -> Response:
     _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     job = job_service.get(ctx.session, workspace, name)
-    if output not in (job.spec.get("outputs") or {}):
-        raise not_found("Output", output)
-    # The output folder is the job's to write (links included): pack it without following any.
-    # An output with a datastore path (a pipeline step's, a reused step's) is read there.
-    data = ctx.state.data
-    declared = job.spec["outputs"][output]
-    given = declared.get("path") if isinstance(declared, dict) else None
-    at = job_service.parse_datastore_uri(given) if isinstance(given, str) else None
-    if at is None:
-        default = data.job_output(workspace.id, job.name, output)
-        at = (DEFAULT_DATASTORE, str(default.relative_to(data.datastore(workspace.id))))
-    packed = pack_beneath(data.datastore(workspace.id, at[0]), relative_parts(at[1], "output"))
+    packed = job_outputs.pack(ctx.session, ctx.state.data, workspace, job, output)
     return Response(packed or empty_tar(), media_type="application/gzip")
 
 
