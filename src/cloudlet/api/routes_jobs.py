@@ -15,14 +15,13 @@ from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
-from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.errors import not_found
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
-from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
-from cloudlet.services import computes, dispatch, tracking, workspaces
+from cloudlet.services import computes, dispatch, preemption, tracking, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services import parent_jobs as parent_service
@@ -30,7 +29,7 @@ from cloudlet.services import pipelines as pipeline_service
 from cloudlet.services import sweeps as sweep_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE, empty_tar, pack_beneath, relative_parts
-from cloudlet.store.schema import Job, Node, Workspace
+from cloudlet.store.schema import Job, Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=UserRoute)
@@ -210,25 +209,6 @@ def evict_node(
     """Evict a low-priority node (operators and tests, C12): its jobs are requeued."""
     _, workspace = _workspace(ctx, sub, rg, ws, Access.MANAGE)
     compute = computes.get(ctx.session, workspace, name)
-    node_id = body.node_id
-    node = ctx.session.get(Node, node_id)
-    if node is None or node_service.compute_of(node) != compute.id:
-        raise CloudletError(
-            "NodeNotFound",
-            f"'{name}' has no node '{node_id}'; see `cloudlet compute list-nodes`",
-            "node_id",
-            404,
-        )
-    if node.tier != "low_priority":
-        raise CloudletError(
-            "NotLowPriority",
-            f"node {node_id} is dedicated; only low-priority nodes are evicted",
-            "node_id",
-            409,
-        )
-    now = time.time()
-    node.error = {"code": "Preempted", "message": "evicted by an operator"}
-    node_service.advance(node, NodeEvent.PREEMPT, now)
-    wake = dispatch.fail_runs_on_node(ctx.session, node, "preempted", now)
-    ctx.commit([*wake, node.id], rescale=True)
+    node, wake = preemption.operator_evicts(ctx.session, compute, body.node_id, time.time())
+    ctx.commit(wake, rescale=True)
     return json_response(node_service.render(node))
