@@ -7,6 +7,7 @@ Every function returns the node ids whose agents should be woken once the transa
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -275,27 +276,24 @@ def _schedule_window(
             job_status.set_status(job, JobStatus.CANCELED, time.time())
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
+    # A session holding the nodes (the reconciler's) loads the placed jobs in one query and
+    # writes once at commit (a get per placement would flush the previous one each time); one
+    # that does not places through plain SQL (``_place_rows``).
+    objects = bool(placements) and isinstance(idle[0], Node)
+    jobs = _jobs_by_id(session, [ids[p.job] for p in placements]) if objects else {}
     wake: list[str] = []
-    if placements and isinstance(idle[0], Node):
-        # The session holds the nodes (the reconciler's): load the placed jobs in one query and
-        # write once at commit; a get per placement would flush the previous one each time.
-        jobs = _jobs_by_id(session, [ids[p.job] for p in placements])
-        with session.no_autoflush:
-            for placement in placements:
-                nodes = [by_id[i] for i in placement.nodes]
-                try:
-                    wake += place(session, jobs[ids[placement.job]], nodes, data, server_url, compute)
-                except prepared_specs.Deferred:  # the rest waits behind it, in priority order
-                    prepared_specs.want(session, compute.id)
-                    break
-        return wake
-    for placement in placements:
-        nodes = [by_id[i] for i in placement.nodes]
-        try:
-            wake += _place_either(session, ids[placement.job], nodes, data, server_url, compute)
-        except prepared_specs.Deferred:
-            prepared_specs.want(session, compute.id)
-            break
+    with session.no_autoflush if objects else contextlib.nullcontext():
+        for placement in placements:
+            nodes = [by_id[i] for i in placement.nodes]
+            job = jobs.get(ids[placement.job])
+            try:
+                if job is not None:
+                    wake += place(session, job, nodes, data, server_url, compute)
+                else:
+                    wake += _place_either(session, ids[placement.job], nodes, data, server_url, compute)
+            except prepared_specs.Deferred:  # the rest waits behind it, in priority order
+                prepared_specs.want(session, compute.id)
+                break
     return wake
 
 
