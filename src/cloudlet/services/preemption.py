@@ -25,7 +25,6 @@ from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Compute, Node
 
 PREEMPTED = "preempted"  # the run exit reason an agent reports for its node's preemption
-PREEMPTIBLE = eviction.PREEMPTIBLE
 
 
 def candidate(node: Node) -> eviction.Candidate:
