@@ -197,7 +197,7 @@ def test_specs_prepared_for_a_state_that_moved_are_not_written(store: Store) -> 
     job_id = _big_job_on_idle_nodes(store, TF_256)
     with prepared_specs.read_only(store.sessions) as reads:
         compute = reads.scalars(select(Compute).where(Compute.name == "big")).one()
-        prepared = dispatch.prepare_compute(reads, compute, store.data, URL)
+        prepared = dispatch.prepare_compute(reads, compute.id, store.data, URL)
     assert [key[:2] for key in prepared] == [(job_id, 1)]
     with store.sessions.begin() as session:  # meanwhile an attempt started and was requeued
         session.execute(update(Job).where(Job.id == job_id).values(attempt=1))

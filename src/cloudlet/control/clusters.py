@@ -170,10 +170,7 @@ class ClusterReconciler(ReconcileLoop):
         """Read without the write lock what this pass's scheduling round will place, and build
         the run specs of its large attempts there (``services/prepared_specs.py``)."""
         with prepared_specs.read_only(self.sessions) as reads:
-            compute = reads.get(Compute, compute_id)
-            if compute is None or compute.provisioning_state == ProvisioningState.DELETING.value:
-                return {}
-            return dispatch.prepare_compute(reads, compute, self.data, self.server_url())
+            return dispatch.prepare_compute(reads, compute_id, self.data, self.server_url())
 
 
 RECONCILE_FAILED = "ReconcileFailed"

@@ -11,7 +11,7 @@ import contextlib
 import time
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, insert, or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import job_outcome
@@ -195,9 +195,16 @@ _IDLE_NODES_TO_PREPARE = (
     .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
     .order_by(Node.created_at)
 )
-_JOB_TO_PLACE = select(
-    Job.id, Job.name, Job.workspace_id, Job.compute_name, Job.spec, Job.attempt, Job.parent_job_id
-).where(Job.id == bindparam("job"))
+_JOB_COLUMNS = (
+    Job.id,
+    Job.name,
+    Job.workspace_id,
+    Job.compute_name,
+    Job.spec,
+    Job.attempt,
+    Job.parent_job_id,
+)
+_JOB_TO_PLACE = select(*_JOB_COLUMNS).where(Job.id == bindparam("job"))
 _ATTEMPT_RUNS = select(JobRun).where(
     JobRun.job_id == bindparam("job"), JobRun.attempt == bindparam("attempt")
 )
@@ -310,17 +317,19 @@ def _place_either(
 
 
 def prepare_compute(
-    reads: Session, compute: Compute, data: DataRoot, server_url: str
+    reads: Session, compute_id: int, data: DataRoot, server_url: str
 ) -> dict[prepared_specs.Key, prepared_specs.Prepared]:
     """Outside any write transaction (READS takes no write lock): the run specs of the large
-    attempts the next scheduling round of COMPUTE would place, by the same rule over the same
+    attempts the next scheduling round of the compute would place, by the same rule over the same
     queue and idle nodes. The round re-checks under the lock (the key names the job's attempt and
-    its nodes: a moved state does not match) and writes them (``services/prepared_specs.py``)."""
-    if compute.type in ("computeinstance", "virtualmachine"):
-        return {}  # one node: its attempts are bounded by its vCPUs, built in the round
-    idle = list(reads.execute(_IDLE_NODES_TO_PREPARE, {"compute": compute.id}))
+    its nodes: a moved state does not match) and writes them (``services/prepared_specs.py``).
+    A busy cluster (no idle node) costs one query."""
+    idle = list(reads.execute(_IDLE_NODES_TO_PREPARE, {"compute": compute_id}))
     if not idle:
         return {}
+    compute = reads.get(Compute, compute_id)
+    if compute is None or compute.type in ("computeinstance", "virtualmachine"):
+        return {}  # one node: its attempts are bounded by its vCPUs, built in the round
     params = {"ws": compute.workspace_id, "compute": compute.name, "window": SCHEDULE_WINDOW}
     ready = [row for row in reads.execute(_QUEUE_HEAD, params) if not row.cancel_requested]
     views = [QueuedJob(r.name, r.instance_count, r.priority, r.submitted_at) for r in ready]
@@ -328,15 +337,34 @@ def prepare_compute(
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
     prepared: dict[prepared_specs.Key, prepared_specs.Prepared] = {}
+    maybe = _maybe_large(reads, [ids[p.job] for p in placements])
     for placement in placements:
-        job = reads.execute(_JOB_TO_PLACE, {"job": ids[placement.job]}).one()
-        if not prepared_specs.is_large(job.spec, len(placement.nodes)):
+        job = maybe.get(ids[placement.job])
+        if job is None or not prepared_specs.is_large(job.spec, len(placement.nodes)):
             continue
         attempt = run_specs.Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
         targets = [(i, node_address(by_id[i].resources) or "") for i in placement.nodes]
         made = build(reads, attempt, targets, data, server_url, compute).encode()
         prepared[prepared_specs.key(job.id, attempt.number, placement.nodes)] = made
     return prepared
+
+
+_MAYBE_LARGE = select(*_JOB_COLUMNS).where(
+    or_(
+        Job.spec["distribution"].as_string().is_not(None),  # several processes a node, or TF tasks
+        Job.instance_count > prepared_specs.LARGE_PROCESSES,
+    )
+)
+
+
+def _maybe_large(reads: Session, job_ids: list[int]) -> dict[int, Any]:
+    """The jobs among JOB_IDS that may start more than ``LARGE_PROCESSES`` processes (a
+    distribution, or that many nodes), as ``_JOB_TO_PLACE`` rows: the others' specs stay unread."""
+    found: dict[int, Any] = {}
+    for start in range(0, len(job_ids), 500):  # bound the IN list
+        chunk = job_ids[start : start + 500]
+        found.update((row.id, row) for row in reads.execute(_MAYBE_LARGE.where(Job.id.in_(chunk))))
+    return found
 
 
 def _jobs_by_id(session: Session, job_ids: list[int]) -> dict[int, Job]:
