@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
@@ -14,18 +14,18 @@ from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
-from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
-from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.roles import Access
-from cloudlet.services import computes, dispatch, effects, job_cancel, job_outputs, workspaces
+from cloudlet.services import computes, job_cancel, job_outputs, preemption, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import empty_tar
 from cloudlet.services.views import jobs as native_jobs
-from cloudlet.store.schema import Node, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=UserRoute)
@@ -177,27 +177,4 @@ def evict_node(
     """Evict a low-priority node (operators and tests, C12): its jobs are requeued."""
     _, workspace = _workspace(ctx, sub, rg, ws, Access.MANAGE)
     compute = computes.get(ctx.session, workspace, name)
-    node_id = body.node_id
-    node = ctx.session.get(Node, node_id)
-    if node is None or node_service.compute_of(node) != compute.id:
-        raise CloudletError(
-            "NodeNotFound",
-            f"'{name}' has no node '{node_id}'; see `cloudlet compute list-nodes`",
-            "node_id",
-            404,
-        )
-    if node.tier != "low_priority":
-        raise CloudletError(
-            "NotLowPriority",
-            f"node {node_id} is dedicated; only low-priority nodes are evicted",
-            "node_id",
-            409,
-        )
-    now = time.time()
-    node.error = {"code": "Preempted", "message": "evicted by an operator"}
-    node_service.advance(node, NodeEvent.PREEMPT, now)
-    wake = dispatch.fail_runs_on_node(ctx.session, node, "preempted", now)
-    effects.wake_nodes(ctx.session, [*wake, node.id])
-    effects.demand_changed(ctx.session)
-    ctx.commit()
-    return json_response(node_service.render(node))
+    return json_response(preemption.operator_evicts(ctx.session, compute, body.node_id, time.time()))
