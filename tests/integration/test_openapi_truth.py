@@ -110,7 +110,12 @@ def test_documented_bounds_hold_on_mlflow_bodies(srv: RunningServer, doc: dict[s
         assert "*/*" in shown  # the type it was uploaded with
 
 
-def test_arm_scale_settings_must_be_an_object_that_says_something(srv: RunningServer) -> None:
+def test_arm_scale_settings_must_be_an_object_that_says_something(
+    srv: RunningServer, doc: dict[str, Any]
+) -> None:
+    put_body = doc["paths"][ARM_TEMPLATE + "/computes/{name}"]["put"]["requestBody"]["content"]
+    identity = put_body["application/json"]["schema"]["properties"]["identity"]
+    assert {"type": "null"} in identity["properties"]["type"]["anyOf"]  # null: as None, as taken
     computes = f"{ARM.format(sub=srv.subscription_id)}/computes/truth-cluster"
     with srv.client() as api:
         patch = api.patch(computes, json={"tags": {}, "properties": {"scaleSettings": {}}})

@@ -38,12 +38,14 @@ ARM_DOCUMENT = json_body(
             "tags": {"type": "object", "additionalProperties": {"type": "string"}},
             "identity": {
                 "type": "object",
-                "properties": {
-                    "type": {
-                        "type": "string",
-                        "enum": ["SystemAssigned", "UserAssigned", "SystemAssigned,UserAssigned", "None"],
+                "properties": nullable(  # null: as None
+                    {
+                        "type": {
+                            "type": "string",
+                            "enum": ["SystemAssigned", "UserAssigned", "SystemAssigned,UserAssigned", "None"],
+                        }
                     }
-                },
+                ),
             },
             "properties": {
                 "type": "object",
