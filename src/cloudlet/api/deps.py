@@ -18,6 +18,7 @@ from cloudlet.control.online_replicas import OnlineRuntime
 from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.services import dispatch
+from cloudlet.services import online_endpoints as online_service
 from cloudlet.services.agent_protocol import AgentProtocol
 from cloudlet.services.context import Caller
 from cloudlet.services.notify import NodeNotifier
@@ -133,6 +134,8 @@ class Context:
         self.state.notifier.deliver(dispatch.deliveries(self.session))
         if operations:
             self.state.reconciler.wake.set()
+        if online_service.desired_changed(self.session):  # the online loop converges on it
+            self.state.online.loop.changed()
         self.state.after_commit(wake_nodes or [], rescale)
 
 
