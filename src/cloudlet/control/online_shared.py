@@ -145,8 +145,9 @@ class OwnerRuntime(OnlineRuntime):
         super()._report(deployment_id, generation, stage, state, reason)
 
     def asked(self, payload: str) -> None:
-        """A follower's request, from the wake bus's thread."""
-        self._act(payload)
+        """A follower's request, from the wake bus's thread (a bad one stops no other)."""
+        with one_item("acting on another worker's request", logger=log):
+            self._act(payload)
 
     def _act(self, payload: str) -> None:
         ask = json.loads(payload)
