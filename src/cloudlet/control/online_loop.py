@@ -8,7 +8,8 @@ A pass reads every endpoint and deployment row and
 - gives the gateway each endpoint's keys, traffic and scoring path;
 - rolls out each deployment's stored generation that the runtime has not taken up yet (after a
   restart: every one, so a killed server's deployments come back from the store by themselves);
-- watches the replicas' liveness (a dead or failing one is replaced);
+- watches the replicas' liveness (a dead or failing one is replaced; in a thread of its own, one
+  watch at a time, as a restart may wait for a node to be made);
 - adds what this worker's gateway counted to each deployment's stored metrics
   (``services/online_metrics.py``).
 
@@ -86,6 +87,7 @@ class OnlineLoop(ReconcileLoop):
         self.runtime, self.sessions, self.full = runtime, sessions, full
         self._converged = threading.Condition()
         self._began = self._done = 0  # converges begun / the last one ended
+        self._watching: threading.Thread | None = None
 
     def changed(self, wait_s: float = CHANGED_WAIT_S) -> None:
         """The desired state changed (a commit): wake the loop and wait (bounded) until a converge
@@ -111,8 +113,12 @@ class OnlineLoop(ReconcileLoop):
             with self._converged:
                 self._done = mine
                 self._converged.notify_all()
-        if self.full:
-            self.runtime.watch_once()
+        if self.full and (self._watching is None or not self._watching.is_alive()):
+            # In a thread: restarting a dead replica may wait minutes for a node to be made, and
+            # the next pass must still take up writes; one watch at a time.
+            self._watching = threading.Thread(target=self.runtime.watch_once, name="online-liveness")
+            self._watching.daemon = True
+            self._watching.start()
         self.flush_metrics()
         return self.interval_s
 
