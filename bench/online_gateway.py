@@ -50,7 +50,7 @@ def run(raw):
 SKLEARN = """import json, os, joblib
 def init():
     global model
-    model = joblib.load(os.path.join(os.environ["AZUREML_MODEL_DIR"], "model.pkl"))
+    model = joblib.load(os.path.join(os.environ["AZUREML_MODEL_DIR"], "model", "model.pkl"))
 def run(raw):
     return model.predict(json.loads(raw)["data"]).tolist()
 """

@@ -213,9 +213,14 @@ def build_state(
     )
     for made in (store.dispatch, control):  # their owners hand placed run specs over themselves
         publisher.install(made)
-    # A request's placed run specs go to the agents' long polls once it commits.
-    with_deliveries = replace(publisher, after=lambda session: notifier.deliver(dispatch.deliveries(session)))
-    with_deliveries.install(store.sessions)
+    # A request's placed run specs go to the agents' long polls once it commits; a request that
+    # changed an online endpoint's desired state waits (bounded) for the online loop to take it.
+    requests = replace(
+        publisher,
+        after=lambda session: notifier.deliver(dispatch.deliveries(session)),
+        on_endpoints=online.loop.changed,
+    )
+    requests.install(store.sessions)
     batcher = DispatchBatcher(
         store.dispatch, data, url, notifier, clusters.wake.set, queue_timeout_s=store.limits.write_timeout_s
     )

@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from cloudlet.agent import envs
 from cloudlet.domain.environments import resolve_environment
+from cloudlet.nodekit import envs
 from cloudlet.providers.base import NodeRequest
 from cloudlet.providers.local import LocalProvider, process_alive
 from tests.conftest import RunningServer

@@ -1,6 +1,8 @@
 """Online endpoints under ``cloudlet server --workers 2`` (``control/online_shared.py``), with real
 replicas of the real ``azureml-inference-server-http`` and real HTTP to each worker:
 
+- a deployment on a compute instance works: the agent's reports may reach either worker;
+- ``show`` counts the requests sent through either worker;
 - worker 0 runs the replicas, once (not one set per worker); the other worker's gateway serves
   invoke from the view worker 0 publishes;
 - what is asked through the other worker (create, deploy, traffic, regenerate keys, delete) is
@@ -24,9 +26,9 @@ import httpx
 import pytest
 
 from cloudlet.client import MLClient
-from cloudlet.client._rest import HttpResponseError
 from cloudlet.control.online_replicas import leftover_replicas
 from tests.conftest import RunningServer
+from tests.instance_helpers import create_instance
 from tests.jobs_helpers import require_inference_environment, wait_until
 
 pytestmark = pytest.mark.timeout(400)
@@ -129,27 +131,64 @@ def _the_429_bound_counts_every_workers_requests(
         http.close()
 
 
-def _a_deployment_on_an_instance_is_refused(
-    srv: RunningServer, replicas: list[str], base: Path, doc: dict[str, Any]
+def _show_counts_requests_through_either_worker(
+    srv: RunningServer, replicas: list[str], uri: str, key: str
 ) -> None:
-    """Replicas on a compute instance are driven through one process's board: under --workers each
-    worker refuses them with a 400 naming ``compute`` and the fix, and nothing is written."""
+    """green, still at 0 % traffic, is sent 3 pinned requests through each worker: ``show``
+    through either worker counts all 6 (the deployment's metrics, stored, not one worker's)."""
+    path = urlsplit(uri).path
+    headers = {"Authorization": f"Bearer {key}", "azureml-model-deployment": "green"}
+    for replica in replicas:
+        http = _client_on(srv, replica)
+        try:
+            for _ in range(3):
+                assert http.post(path, json=BODY, headers=headers).status_code == 200
+        finally:
+            http.close()
     for replica in replicas:
         with _ml_on(srv, replica) as ml:
-            with pytest.raises(HttpResponseError) as refused:
-                ml.online_deployments.create_or_update({**doc, "compute": "azureml:ci-1"}, base_path=base)
-            assert refused.value.status_code == 400, refused.value
-            assert "compute" in str(refused.value) and "--workers 1" in str(refused.value), refused.value
-            with pytest.raises(HttpResponseError) as missing:
-                ml.online_deployments.get("ep-w", doc["name"])
-            assert missing.value.status_code == 404
+
+            def counted(ml: MLClient = ml) -> bool:
+                return bool(ml.online_deployments.get("ep-w", "green")["metrics"]["requests"] == 6)
+
+            wait_until(counted, 10, f"show through {replica} counting both workers' requests", interval=0.1)
+
+
+def _a_deployment_on_an_instance_serves_through_either_worker(
+    srv: RunningServer, replicas: list[str], base: Path, doc: dict[str, Any], uri: str, key: str
+) -> None:
+    """A replica on a compute instance is driven by worker 0's board of what each agent runs; the
+    agent's reports may reach either worker (the other answers from the board worker 0 publishes):
+    deployed through worker 1, it serves pinned requests through both, and its deletion stops it."""
+    with srv.client() as api:
+        create_instance(api, srv, "ci-w")
+    with _ml_on(srv, replicas[1]) as ml:
+        created = ml.online_deployments.create_or_update({**doc, "compute": "azureml:ci-w"}, base_path=base)
+        shown = ml.online_deployments.wait("ep-w", doc["name"], generation=created["generation"])
+        assert shown["provisioning_state"] == "Succeeded", shown
+        assert shown["compute"] == "ci-w", shown
+    with _ml_on(srv, replicas[0]) as ml:  # the owner knows the node (the other worker's view: addresses)
+        assert ml.online_deployments.get("ep-w", doc["name"])["replicas"][0]["node"], "on the instance"
+    path = urlsplit(uri).path
+    headers = {"Authorization": f"Bearer {key}", "azureml-model-deployment": doc["name"]}
+    for replica in replicas:
+        http = _client_on(srv, replica)
+        try:
+            answer = http.post(path, json=BODY, headers=headers)
+            assert answer.status_code == 200 and answer.json()["who"] == doc["name"], answer.text
+        finally:
+            http.close()
+    with _ml_on(srv, replicas[0]) as ml:
+        ml.online_deployments.delete("ep-w", doc["name"])
+    wait_until(lambda: len(_replica_ports(srv.installation)) == 1, 60, "the instance's replica stopped")
 
 
 def test_every_worker_serves_invoke_of_replicas_run_once(
     server_factory: Callable[..., RunningServer], tmp_path: Path
 ) -> None:
     require_inference_environment()
-    srv = server_factory(extra_env={"CLOUDLET_WORKERS": "2"}, timeout=240)  # a busy machine
+    # a busy machine; the compute instance needs only its machine (no JupyterLab)
+    srv = server_factory(extra_env={"CLOUDLET_WORKERS": "2", "CLOUDLET_INSTANCE_APPS": ""}, timeout=240)
     seen: set[str] = set()
 
     def both() -> bool:
@@ -191,7 +230,9 @@ def test_every_worker_serves_invoke_of_replicas_run_once(
         endpoint = ml.online_endpoints.update_traffic("ep-w", {"blue": 100})
         keys = ml.online_endpoints.get_keys("ep-w")
     uri, old_key = endpoint["scoring_uri"], keys["primaryKey"]
-    _a_deployment_on_an_instance_is_refused(srv, [owner, follower], tmp_path, doc("oninst"))
+    _a_deployment_on_an_instance_serves_through_either_worker(
+        srv, [owner, follower], tmp_path, doc("oninst"), uri, old_key
+    )
     _each_worker_answers(srv, [owner, follower], uri, old_key, who("blue"), "blue")
     assert len(_replica_ports(srv.installation)) == 1, "one replica, not one per worker"
 
@@ -200,6 +241,7 @@ def test_every_worker_serves_invoke_of_replicas_run_once(
         created = ml.online_deployments.create_or_update(doc("green"), base_path=tmp_path)
         shown = ml.online_deployments.wait("ep-w", "green", generation=created["generation"])
         assert shown["provisioning_state"] == "Succeeded", shown
+    _show_counts_requests_through_either_worker(srv, [owner, follower], uri, old_key)
     with _ml_on(srv, follower) as ml:
         ml.online_endpoints.update_traffic("ep-w", {"blue": 0, "green": 100})
         ml.online_endpoints.regenerate_keys("ep-w", key_type="Primary")

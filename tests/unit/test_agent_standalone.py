@@ -1,6 +1,8 @@
 """The agent ships to another host as one artifact: ``cloudlet.agent`` imports nothing of cloudlet
-outside itself, and nothing outside the standard library. Checked statically (every import of
-every module, lazy ones too) and by running a copy of the package alone, with no site-packages."""
+outside itself and ``cloudlet.nodekit`` (what it shares with the control plane, shipped with it:
+``providers/ssh_hosts.agent_bundle``), and nothing outside the standard library. Checked
+statically (every import of every module, lazy ones too) and by running a copy of the two packages
+alone, with no site-packages. The other way round, the control plane imports no agent code."""
 
 from __future__ import annotations
 
@@ -12,9 +14,14 @@ from pathlib import Path
 
 import cloudlet
 import cloudlet.agent
+import cloudlet.nodekit
 
 AGENT = Path(cloudlet.agent.__file__).resolve().parent
+NODEKIT = Path(cloudlet.nodekit.__file__).resolve().parent
 PACKAGE = Path(cloudlet.__file__).resolve().parent
+SHIPPED = ("cloudlet.agent", "cloudlet.nodekit")
+# What still imports the agent from the control plane: the batch driver (issue 26, batch's part).
+STILL_IMPORTS_THE_AGENT = {"cloudlet/services/batch_endpoints.py", "cloudlet/cli/azureml.py"}
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -30,23 +37,52 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+def _shipped(name: str) -> bool:
+    return any(name == s or name.startswith(s + ".") for s in SHIPPED)
+
+
 def test_every_agent_module_imports_only_the_agent_and_the_standard_library() -> None:
-    modules = sorted(AGENT.rglob("*.py"))
+    modules = sorted(AGENT.rglob("*.py")) + sorted(NODEKIT.rglob("*.py"))
     assert len(modules) > 10
     offending = []
     for path in modules:
         for line, name in imported_modules(path):
             top = name.split(".")[0]
-            inside_agent = name == "cloudlet.agent" or name.startswith("cloudlet.agent.")
-            if inside_agent or (top in sys.stdlib_module_names and top != "cloudlet"):
+            if _shipped(name) or (top in sys.stdlib_module_names and top != "cloudlet"):
                 continue
             offending.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {name}")
+    assert offending == []
+
+
+def test_the_nodekit_imports_no_agent_code() -> None:
+    offending = [
+        f"{path.name}:{line} imports {name}"
+        for path in sorted(NODEKIT.rglob("*.py"))
+        for line, name in imported_modules(path)
+        if name.startswith("cloudlet.agent")
+    ]
+    assert offending == []
+
+
+def test_the_control_plane_imports_no_agent_code() -> None:
+    """What the server runs shares with the agent through ``cloudlet.nodekit`` only."""
+    offending = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(PACKAGE.parent))
+        if path.is_relative_to(AGENT) or where in STILL_IMPORTS_THE_AGENT:
+            continue
+        offending += [
+            f"{where}:{line} imports {name}"
+            for line, name in imported_modules(path)
+            if name.startswith("cloudlet.agent")
+        ]
     assert offending == []
 
 
 def test_a_copy_of_the_agent_alone_runs_without_site_packages(tmp_path: Path) -> None:
     target = tmp_path / "cloudlet"
     shutil.copytree(AGENT, target / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(NODEKIT, target / "nodekit", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(PACKAGE / "__init__.py", target / "__init__.py")
     probe = (
         "import importlib, pkgutil, runpy, sys\n"

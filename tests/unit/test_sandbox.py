@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cloudlet.agent import safe_paths
-from cloudlet.agent.sandbox import (
+from cloudlet.nodekit import safe_paths
+from cloudlet.nodekit.sandbox import (
     Bind,
     Policy,
     Sandbox,

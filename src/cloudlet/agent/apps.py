@@ -15,7 +15,7 @@ A failed script stops there: the apps are not started and the report says why.
 The home (``$CLOUDLET_OS_DISK``, the persistent OS disk) is prepared on every start by
 ``agent/home.py`` (``~/.venv``, the kernel, ``~/mnt`` → the temp disk, ``~/cloudfiles/code`` →
 the share). Everything the instance's user runs — the home's preparation, setup scripts, sshd,
-Jupyter with its kernels and terminals — runs in the node's sandbox (``agent/sandbox.py``) as the
+Jupyter with its kernels and terminals — runs in the node's sandbox (``nodekit/sandbox.py``) as the
 instance's user, seeing the OS disk, the temp disk and the file share read-write and nothing else
 of the host. Standard library only, like the rest of the agent.
 """
@@ -36,19 +36,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cloudlet.agent import home, instance, safe_paths
+from cloudlet.agent import home, instance
 from cloudlet.agent.client import AgentClient
 from cloudlet.agent.config import log
 from cloudlet.agent.runstate import signal_group
-from cloudlet.agent.sandbox import Bind, Policy, Sandbox, user_environment
 from cloudlet.agent.sshd import SshdHandle
+from cloudlet.nodekit import safe_paths
+from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox, user_environment
 
 JUPYTER = "jupyterlab"
 READY_TIMEOUT_S = 150.0
 MAX_RESTARTS = 3
 LOG_TAIL_BYTES = 4096
 HOME_SETUP_TIMEOUT_S = 120.0
-# The instance's own variables its user's processes get (beside the allowlist of agent/sandbox.py);
+# The instance's own variables its user's processes get (beside the allowlist of nodekit/sandbox.py);
 # never the node's token, nor the app token under its agent name (Jupyter gets it as JUPYTER_TOKEN).
 INSTANCE_ENV = (
     "CLOUDLET_OS_DISK",

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudlet.agent import disks
 from cloudlet.agent.activity import ActivityCollector
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
-from cloudlet.agent.sandbox import Bind, Sandbox
 from cloudlet.agent.setup_scripts import Kind, ScriptResult, ScriptSpec, log_path, run_script
 from cloudlet.agent.sshd import SshdError, SshdHandle, start_sshd, stop_sshd_handle
+from cloudlet.nodekit import disks
+from cloudlet.nodekit.sandbox import Bind, Sandbox
 
 DEFAULT_REPORT_S = 10.0
 KINDS: tuple[Kind, ...] = ("creation", "startup")

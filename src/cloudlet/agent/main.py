@@ -16,8 +16,8 @@ from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked
 from cloudlet.agent.config import AGENT_VERSION, AgentConfig, ConfigError, log
 from cloudlet.agent.replicas import ReplicaSupervisor
 from cloudlet.agent.runner import KILL_AFTER_S, RunManager
-from cloudlet.agent.sandbox import Sandbox, SandboxError
 from cloudlet.agent.usage import UsageSampler, resources
+from cloudlet.nodekit.sandbox import Sandbox, SandboxError
 
 
 class Agent:

@@ -4,7 +4,7 @@ The control plane keeps, per node, the replicas it wants there (its online runti
 ``control/replica_hosts.py``). ``ReplicaSupervisor`` reconciles to that desired set: every
 ``period`` it POSTs what it runs to ``/agent/v1/nodes/{node}/replicas`` and the answer is the
 desired set. A new replica's code and model are downloaded through the server's API, its
-environment is prepared as a job's is (``agent/envs.py``; none given: the node's inference
+environment is prepared as a job's is (``nodekit/envs.py``; none given: the node's inference
 interpreter), and ``azmlinfsrv`` starts in the node's sandbox with ``AML_APP_ROOT``,
 ``AZUREML_ENTRY_SCRIPT`` and ``AZUREML_MODEL_DIR``, on a free port of the node's address. The
 report says where it listens, whether its process lives, and the tail of its log; readiness and
@@ -33,7 +33,7 @@ from typing import Any
 
 from cloudlet.agent.client import AgentClient, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
-from cloudlet.agent.sandbox import Bind, Sandbox, user_environment
+from cloudlet.nodekit.sandbox import Bind, Sandbox, user_environment
 
 PERIOD_S = 0.5  # while a replica starts or goes, or its log grows
 IDLE_PERIOD_S = 2.0  # otherwise (an exit is seen within this long)
@@ -223,7 +223,7 @@ class ReplicaSupervisor:
         env.setdefault("PATH", "/usr/bin:/bin")
         spec = replica.spec.get("environment")
         if isinstance(spec, dict) and spec.get("kind") in ("venv", "image"):
-            from cloudlet.agent import envs  # imported on first use: the idle agent stays small
+            from cloudlet.nodekit import envs  # imported on first use: the idle agent stays small
 
             cache = envs.cache_root(self.root.parent, self.env)
             added = envs.prepare(

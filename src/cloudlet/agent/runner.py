@@ -23,8 +23,8 @@ from cloudlet.agent import remote_data
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
 from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group, utf8_cut
-from cloudlet.agent.safe_paths import UnsafePath
-from cloudlet.agent.sandbox import Bind, Policy, Sandbox, user_environment
+from cloudlet.nodekit.safe_paths import UnsafePath
+from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox, user_environment
 
 CHUNK = 64 * 1024
 BATCH_S = 0.1
@@ -36,7 +36,7 @@ REPORT_RUNNING_AFTER_S = 0.05
 DEFAULT_ARTIFACTS = ("outputs", "logs")  # folders of a run's working directory kept after it
 DOWNLOAD_FAILED = "download_failed"  # the exit reason of a run whose http(s) input failed
 UPLOAD_FAILED = "upload_failed"  # ... of a run whose data (no shared disk) could not be uploaded
-RUN_VENV = ".cloudlet-venv"  # the run's own venv, in its working directory (agent/envs.py: overlay)
+RUN_VENV = ".cloudlet-venv"  # the run's own venv, in its working directory (nodekit/envs.py: overlay)
 SIGNAL_RACE_S = 1.0  # how long a run killed by SIGTERM waits to learn whether the node got it too
 
 
@@ -232,7 +232,7 @@ class RunManager:
         finally:
             for fd in fds:
                 os.close(fd)
-        # The sandbox's outer bwrap leads the group: spared by SIGTERM (see agent/sandbox.py).
+        # The sandbox's outer bwrap leads the group: spared by SIGTERM (see nodekit/sandbox.py).
         spare = proc.pid if sandbox.enabled else None
         assert proc.stdout is not None
         run.pid = proc.pid
@@ -409,7 +409,7 @@ class RunManager:
     def _prepare_environment(self, run: Run, env: dict[str, str]) -> bool:
         """Build or reuse the run's environment (its output goes to the run's log) and add its
         variables to ``env``. False when the run has ended (the build failed or was canceled)."""
-        from cloudlet.agent import envs  # imported on first use: the idle agent stays small
+        from cloudlet.nodekit import envs  # imported on first use: the idle agent stays small
 
         if run.stop_requested.is_set():
             return True  # the caller ends the run as canceled

@@ -11,7 +11,7 @@ survives stop/start; the result carries its tail. A script that outlives its tim
 with its whole process group (SIGTERM, then SIGKILL).
 
 The OS disk is the instance user's: the agent (root) opens, writes and reads the log and the
-marker there without following a link the user may have left (``agent/safe_paths.py``), and
+marker there without following a link the user may have left (``nodekit/safe_paths.py``), and
 ``wrap`` runs the script in the instance's sandbox.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cloudlet.agent import safe_paths
+from cloudlet.nodekit import safe_paths
 
 Kind = Literal["creation", "startup"]
 Wrap = Callable[[Sequence[str]], list[str]]

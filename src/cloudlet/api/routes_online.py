@@ -137,7 +137,6 @@ def put_online_endpoint(
     written = service.put_endpoint(ctx.session, ref, workspace, name, body, ctx.caller.name)
     rendered = _render(ctx, written.row, ref)
     ctx.commit()
-    ctx.state.online.sync_endpoint(written.row, ref)
     return json_response(rendered, 201 if written.created else 200)
 
 
@@ -151,10 +150,9 @@ def show_online_endpoint(sub: str, rg: str, ws: str, name: Name, ctx: Context = 
 def delete_online_endpoint(
     sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)
 ) -> Response:
-    ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
+    ref, _, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
     service.delete_endpoint(ctx.session, ref, row, ctx.caller.name)
     ctx.commit()
-    ctx.state.online.drop_endpoint(workspace.id, name)
     return Response(status_code=204)
 
 
@@ -187,7 +185,6 @@ def regenerate_online_endpoint_keys(
     key_type = body.get("keyType") if isinstance(body, dict) else None
     service.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
     ctx.commit()
-    ctx.state.online.sync_endpoint(row, ref)
     return json_response({"keyType": str(key_type).capitalize()})
 
 
@@ -198,7 +195,7 @@ def list_online_deployments(
     ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.READ)
     runtime = ctx.state.online
     value = [
-        service.render_deployment(d, ref, name, runtime.live(workspace.id, name, d.name))
+        service.render_deployment(d, ref, name, runtime.live(ctx.session, workspace.id, name, d.name))
         for d in service.deployments_of(ctx.session, row)
     ]
     return json_response({"value": value})
@@ -229,14 +226,12 @@ def put_online_deployment(
         body,
         ctx.caller.name,
         local,
-        on_instances=ctx.state.online.ON_INSTANCES,
         data=ctx.state.data,
     )
     rendered = service.render_deployment(
-        written.row, ref, name, ctx.state.online.live(workspace.id, name, deployment)
+        written.row, ref, name, ctx.state.online.live(ctx.session, workspace.id, name, deployment)
     )
     ctx.commit()
-    ctx.state.online.deploy(row, written.row, ref)
     return json_response(rendered, 201 if written.created else 200)
 
 
@@ -247,7 +242,7 @@ def show_online_deployment(
     ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.READ)
     found = service.get_deployment(ctx.session, row, deployment)
     live = {
-        **ctx.state.online.live(workspace.id, name, deployment),
+        **ctx.state.online.live(ctx.session, workspace.id, name, deployment),
         "nodes": service.nodes_of(ctx.session, found),
     }
     return json_response(service.render_deployment(found, ref, name, live))
@@ -257,12 +252,10 @@ def show_online_deployment(
 def delete_online_deployment(
     sub: str, rg: str, ws: str, name: Name, deployment: Name, ctx: Context = Depends(context)
 ) -> Response:
-    ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
+    ref, _, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
     found = service.get_deployment(ctx.session, row, deployment)
     service.delete_deployment(ctx.session, ref, row, found, ctx.caller.name)
     ctx.commit()
-    ctx.state.online.sync_endpoint(row, ref)
-    ctx.state.online.drop_deployment(workspace.id, name, deployment)
     return Response(status_code=204)
 
 

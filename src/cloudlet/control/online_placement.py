@@ -59,7 +59,7 @@ class Placement:
 
 
 def replica_environment(spec: rules.DeploymentSpec) -> dict[str, object] | None:
-    """What the node prepares for the replica, as for a job (``agent/envs.py``): the deployment's
+    """What the node prepares for the replica, as for a job (``nodekit/envs.py``): the deployment's
     inline environment (image + conda_file, or pip; a registered one is inlined when the
     deployment is written) with the inference server added; None (the node's inference
     interpreter) when none is given or it is only named. An image with no packages is passed as

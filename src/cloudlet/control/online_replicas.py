@@ -32,27 +32,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.loop import one_item
 from cloudlet.control.online_autoscaler import Autoscaler
 from cloudlet.control.online_inflight import InFlightBoard
+from cloudlet.control.online_loop import OnlineLoop
 from cloudlet.control.online_placement import AgentHosts, Placement
 from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard, ReplicaProcess
 from cloudlet.control.replica_process import ProcessReplicas
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.scoring import mlflow_scorer
 from cloudlet.services import online_endpoints as service
-from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.online_metrics import Counts
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
 
 log = logging.getLogger("cloudlet.online")
 READY_CAP_S = 120.0  # the readiness wait is Azure's probe budget, bounded by this
 LOG_TAIL = 3000
-WATCH_S = 0.5  # how often the liveness watcher looks
 DRAIN_S = 10.0  # the longest a retired replica's requests are waited for
 LOG_FRESH_S = 3.0  # get-logs waits this long at most for a node's next report
 MLFLOW_SCORER = Path(mlflow_scorer.__file__)  # a no-code MLflow deployment's scoring script
@@ -141,6 +140,10 @@ class DeploymentState:
     waiting: int = 0  # requests the gateway holds until a replica is ready (scale from zero)
     samples: list[Any] = field(default_factory=list)
     next_sample: float = 0.0
+    flushed: Counts = field(default_factory=Counts)  # what the store has of this worker's counts
+
+    def counted(self) -> Counts:
+        return Counts(self.requests, self.failures, self.latency_ms)
 
     def ready(self) -> list[Replica]:
         return [r for r in self.replicas if r.ready and r.proc.poll() is None]
@@ -152,7 +155,9 @@ class DeploymentState:
         self.next = (self.next + 1) % len(ready)
         return ready[self.next]
 
-    def live(self) -> dict[str, Any]:
+    def live(self, metrics: Counts | None = None) -> dict[str, Any]:
+        """What ``show`` says of it; METRICS: the deployment's (every worker's), else this one's."""
+        counts = metrics or self.counted()
         return {
             "replicas": [
                 {
@@ -169,10 +174,10 @@ class DeploymentState:
             "restarts": self.restarts,
             "waiting": self.waiting,
             "metrics": {
-                "requests": self.requests,
-                "failures": self.failures,
+                "requests": counts.requests,
+                "failures": counts.failures,
                 "in_flight": self.in_flight,
-                "mean_latency_ms": round(self.latency_ms / self.requests, 3) if self.requests else None,
+                "mean_latency_ms": round(counts.latency_ms / counts.requests, 3) if counts.requests else None,
             },
         }
 
@@ -191,11 +196,10 @@ class EndpointState:
 
 
 class OnlineRuntime:
-    """Runs the replicas and holds the gateway's view of every endpoint (refreshed after commits)."""
+    """Runs the replicas and holds the gateway's view of every endpoint; ``loop``
+    (``control/online_loop.py``) converges both on the store."""
 
-    # Replicas on compute instances' agents: their board (control/replica_hosts.py) is this
-    # process's, so a server of several workers (control/online_shared.py) refuses them.
-    ON_INSTANCES = True
+    FULL = True  # this worker runs the replicas (control/online_shared.py: not a follower)
 
     def __init__(
         self,
@@ -230,6 +234,8 @@ class OnlineRuntime:
         self.autoscaler = Autoscaler(self)
         # Replicas on nodes' agents: instances', and nodes made for managed deployments.
         self.hosts = AgentHosts(sessions, ReplicaBoard(), nodes, self.python, self.stopping)
+        self.rolling: dict[int, int] = {}  # deployment id → the generation rolled out (or rolling)
+        self.loop = OnlineLoop(self, sessions, full=self.FULL)
 
     def in_flight(self, deployment: DeploymentState) -> int:
         """DEPLOYMENT's requests in flight: this process's, or every worker's under --workers."""
@@ -244,22 +250,16 @@ class OnlineRuntime:
     # --- the store's view -------------------------------------------------------------------
 
     def start_watching(self) -> None:
-        thread = threading.Thread(target=self._watch, name="online-liveness", daemon=True)
-        self.threads.append(thread)
-        thread.start()
+        self.loop.start()
         scaler = threading.Thread(target=self.autoscaler.run, name="online-autoscale", daemon=True)
         self.threads.append(scaler)
         scaler.start()
 
-    def _watch(self) -> None:
-        """Liveness: a replica whose process ended, or that failed ``failure_threshold`` liveness
-        probes in a row (after ``initial_delay``, every ``period``), is replaced by a new process
-        on the same code and model; it takes traffic again once its readiness probe answers."""
-        while not self.stopping.wait(WATCH_S):
-            self.watch_once()
-
     def watch_once(self) -> None:
-        """One look at every replica; each is its own: one that fails stops no other's watch."""
+        """Liveness, once per pass of the loop: a replica whose process ended, or that failed
+        ``failure_threshold`` liveness probes in a row (after ``initial_delay``, every ``period``),
+        is replaced by a new process on the same code and model; it takes traffic again once its
+        readiness probe answers. Each replica is its own: one that fails stops no other's watch."""
         with self.lock:
             deployments = [d for e in self.endpoints.values() for d in e.deployments.values()]
         for deployment in deployments:
@@ -303,20 +303,13 @@ class OnlineRuntime:
             fresh.stop()
 
     def load(self) -> None:
-        """At start: every endpoint's state, and each deployment's replicas started again (those a
-        killed predecessor left behind are ended first)."""
+        """At start: replicas a killed predecessor left behind are ended (their processes, the
+        nodes made for them), then the loop's first pass starts every stored deployment again."""
         for pid in leftover_replicas(self.installation):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         self.hosts.release_leftovers()
-        with self.sessions() as session:
-            for row in session.scalars(select(OnlineEndpoint)).all():
-                ws = session.get(Workspace, row.workspace_id)
-                assert ws is not None
-                ref = workspaces.ref_of(session, ws)
-                for deployment in service.deployments_of(session, row):
-                    self.deploy(row, deployment, ref)
-                self.sync_endpoint(row, ref)
+        self.loop.run_pass()
 
     def sync_endpoint(self, row: OnlineEndpoint, ref: WorkspaceRef | None = None) -> None:
         with self.lock:
@@ -338,29 +331,20 @@ class OnlineRuntime:
         key = self.paths.get((sub, rg, ws, name))
         return None if key is None else self.endpoints.get(key)
 
-    def live(self, ws_id: int, endpoint: str, deployment: str) -> dict[str, Any]:
+    def live(self, session: Session, ws_id: int, endpoint: str, deployment: str) -> dict[str, Any]:
+        """What ``show`` says of a deployment's replicas, with its metrics (every worker's: stored
+        in SESSION, the caller's, plus this worker's not flushed yet)."""
         state = self.endpoints.get((ws_id, endpoint))
         found = state.deployments.get(deployment) if state else None
-        return found.live() if found else {"replicas": [], "ready_replicas": 0}
-
-    def drop_endpoint(self, ws_id: int, name: str) -> None:
-        with self.lock:
-            state = self.endpoints.pop((ws_id, name), None)
-            self.paths = {path: key for path, key in self.paths.items() if key != (ws_id, name)}
-        for deployment in state.deployments.values() if state else ():
-            self._retire(deployment.replicas)
-
-    def drop_deployment(self, ws_id: int, endpoint: str, name: str) -> None:
-        with self.lock:
-            state = self.endpoints.get((ws_id, endpoint))
-            gone = state.deployments.pop(name, None) if state else None
-        if gone is not None:
-            self._retire(gone.replicas)
+        if found is None:
+            return {"replicas": [], "ready_replicas": 0}
+        return found.live(self.loop.metrics_of(session, found))
 
     # --- deploying ----------------------------------------------------------------------------
 
     def deploy(self, endpoint: OnlineEndpoint, row: OnlineDeployment, ref: WorkspaceRef) -> None:
         """Start ROW's generation in a thread: ready replicas replace the serving ones."""
+        self.rolling[row.id] = row.generation  # taken up: the loop does not start it again
         spec = rules.parse_deployment(row.spec, endpoint.name, row.name)
         self.sync_endpoint(endpoint, ref)
         makes_nodes = self.hosts.nodes is not None
@@ -537,6 +521,7 @@ class OnlineRuntime:
 
     def stop(self) -> None:
         self.stopping.set()
+        self.loop.stop()
         for thread in self.threads:
             thread.join(10)
         with self.lock:

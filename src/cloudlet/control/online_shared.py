@@ -11,14 +11,13 @@ changes (looked at every ``PUBLISH_S``), atomically, and wakes the other workers
 Every other worker is a **follower**: its gateway reads the same in-memory shapes
 (``EndpointState``/``DeploymentState``), loaded from that file on the wake-up (and every
 ``REFRESH_S`` when a wake-up was dropped); a deployment's state object is kept across reloads, so
-its in-flight count (the 429 rule) and its metrics carry on. What a follower's routes ask of the
-runtime after a commit (deploy, a changed endpoint, a deletion) goes to the owner as a wake-up
-(kind ``ASK``) naming the rows; the owner reads them from the store and acts, as if asked itself.
-A follower applies an endpoint's new keys and traffic to its own view at once too.
+its in-flight count (the 429 rule) and its metrics carry on.
 
-Limits (docs/online-endpoints.md): the request metrics in ``show`` are per worker (the in-flight
-count of the 429 rule and the autoscaler is every worker's: ``control/online_inflight.py``); an
-``ASK`` lost in a full inbox is not retried.
+Both run the online loop (``control/online_loop.py``) over the stored desired state: the owner's
+in full (replicas), a follower's for its own gateway only (an endpoint's new keys and traffic at
+once, its request metrics flushed to the store, so ``show`` counts every worker's). A write
+through a follower wakes the owner's loop too (kind ``ASK``, op ``reconcile``); one lost in a full
+inbox costs the owner's next pass at most.
 """
 
 from __future__ import annotations
@@ -32,11 +31,9 @@ from typing import Any
 
 from cloudlet.control.loop import one_item
 from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime, Replica
+from cloudlet.control.replica_board_shared import MirroredBoard, PublishedBoard, board_path
 from cloudlet.domain import online_endpoints as rules
-from cloudlet.services import workspaces
-from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.wake import WakeBus
-from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
 
 log = logging.getLogger("cloudlet.online.shared")
 VIEW = b"v"  # owner → followers: the view file changed
@@ -103,12 +100,13 @@ def _replica(host: str, port: int, ready: bool) -> Replica:
 class OwnerRuntime(OnlineRuntime):
     """Worker 0's runtime: the replicas, and the view published for the other workers."""
 
-    ON_INSTANCES = False  # an agent's replica reports may reach any worker
-
     def __init__(self, bus: WakeBus, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.bus = bus
         self.view = view_path(self.root.parent)
+        # what the agents of compute instances should run, for the other workers to answer
+        self.hosts.board = board = PublishedBoard(board_path(self.root.parent))
+        board.publish()  # an earlier run's board is not answered to any agent
         self.publishing = threading.Lock()
         self.published = ""
 
@@ -147,34 +145,19 @@ class OwnerRuntime(OnlineRuntime):
         super()._report(deployment_id, generation, stage, state, reason)
 
     def asked(self, payload: str) -> None:
-        """A follower's request, from the wake bus's thread: acted on in a thread of its own (a
-        deletion drains for seconds; the bus carries the nodes' wake-ups too)."""
-        threading.Thread(target=self._act, args=(payload,), name="online-asked", daemon=True).start()
+        """A follower's request, from the wake bus's thread (a bad one stops no other)."""
+        with one_item("acting on another worker's request", logger=log):
+            self._act(payload)
 
     def _act(self, payload: str) -> None:
         ask = json.loads(payload)
         op = ask["op"]
         if op == "hold":
             self._held(int(ask["ws_id"]), str(ask["endpoint"]), str(ask["deployment"]), float(ask["for_s"]))
-            return
-        if op == "drop_endpoint":
-            self.drop_endpoint(int(ask["ws_id"]), str(ask["endpoint"]))
-            return
-        if op == "drop_deployment":
-            self.drop_deployment(int(ask["ws_id"]), str(ask["endpoint"]), str(ask["deployment"]))
-        with self.sessions() as session:
-            row = session.get(OnlineEndpoint, int(ask["endpoint_id"]))
-            if row is None:
-                return
-            ws = session.get(Workspace, row.workspace_id)
-            assert ws is not None
-            ref = workspaces.ref_of(session, ws)
-            if op == "deploy":
-                deployment = session.get(OnlineDeployment, int(ask["deployment_id"]))
-                if deployment is not None:
-                    self.deploy(row, deployment, ref)
-            else:  # "sync" (and after a deployment's deletion)
-                self.sync_endpoint(row, ref)
+        if op == "report":  # an agent's report of its replicas, to another worker
+            self.hosts.board.report(str(ask["node"]), dict(ask["statuses"]))
+        if op == "reconcile":  # the desired state changed through another worker
+            self.loop.wake.set()
 
     def _held(self, ws_id: int, endpoint: str, name: str, for_s: float) -> None:
         """A request a follower holds for a replica counts as held here for FOR_S (its bound)."""
@@ -214,11 +197,23 @@ class _AskForReplica:
             )
 
 
+class _WakeOwnerToo(threading.Event):
+    """A follower's loop's wake-up: its own pass (keys, traffic) and the owner's (replicas)."""
+
+    def __init__(self, follower: FollowerRuntime) -> None:
+        super().__init__()
+        self.follower = follower
+
+    def set(self) -> None:
+        super().set()
+        self.follower.ask({"op": "reconcile"})
+
+
 class FollowerRuntime(OnlineRuntime):
     """Another worker's runtime: runs no replica; its gateway's view is the owner's, read from the
-    view file; what its routes ask is sent to the owner."""
+    view file; its loop keeps only its gateway's keys and traffic and its metrics."""
 
-    ON_INSTANCES = False
+    FULL = False
 
     def __init__(self, bus: WakeBus, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -227,6 +222,11 @@ class FollowerRuntime(OnlineRuntime):
         self.seen: tuple[int, int] | None = None  # the view file's (mtime_ns, size) last read
         self.changed = threading.Event()
         self.autoscaler.wake = _AskForReplica(self)  # type: ignore[assignment]
+        self.loop.wake = _WakeOwnerToo(self)
+        self.hosts.board = MirroredBoard(board_path(self.root.parent), self._reported)
+
+    def _reported(self, node_id: str, statuses: dict[str, Any]) -> None:
+        self.ask({"op": "report", "node": node_id, "statuses": statuses})
 
     def ask(self, message: dict[str, Any]) -> None:
         self.bus.send(ASK, json.dumps(message))
@@ -239,10 +239,12 @@ class FollowerRuntime(OnlineRuntime):
         thread = threading.Thread(target=self._watch_view, name="online-view", daemon=True)
         self.threads.append(thread)
         thread.start()
+        self.loop.start()
 
     def stop(self) -> None:
         self.stopping.set()
         self.changed.set()
+        self.loop.stop()
         for thread in self.threads:
             thread.join(10)
 
@@ -312,37 +314,6 @@ class FollowerRuntime(OnlineRuntime):
 
     def on_view(self, _payload: str) -> None:
         self.changed.set()
-
-    # what the routes call after a commit: the owner acts
-    def sync_endpoint(self, row: OnlineEndpoint, ref: WorkspaceRef | None = None) -> None:
-        super().sync_endpoint(row, ref)  # this worker's view at once (keys, traffic)
-        self.ask({"op": "sync", "endpoint_id": row.id})
-
-    def deploy(self, endpoint: OnlineEndpoint, row: OnlineDeployment, ref: WorkspaceRef) -> None:
-        super().sync_endpoint(endpoint, ref)
-        self.ask({"op": "deploy", "endpoint_id": endpoint.id, "deployment_id": row.id})
-
-    def drop_endpoint(self, ws_id: int, name: str) -> None:
-        with self.lock:
-            self.endpoints.pop((ws_id, name), None)
-            self.paths = {path: key for path, key in self.paths.items() if key != (ws_id, name)}
-        self.ask({"op": "drop_endpoint", "ws_id": ws_id, "endpoint": name})
-
-    def drop_deployment(self, ws_id: int, endpoint: str, name: str) -> None:
-        with self.lock:
-            state = self.endpoints.get((ws_id, endpoint))
-            if state is not None:
-                state.deployments.pop(name, None)
-            endpoint_id = state.id if state is not None else 0
-        self.ask(
-            {
-                "op": "drop_deployment",
-                "ws_id": ws_id,
-                "endpoint": endpoint,
-                "deployment": name,
-                "endpoint_id": endpoint_id,
-            }
-        )
 
 
 def runtime(bus: WakeBus, owner: bool, *args: Any, **kwargs: Any) -> tuple[OnlineRuntime, dict[bytes, Any]]:

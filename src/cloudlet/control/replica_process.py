@@ -15,9 +15,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cloudlet.agent.sandbox import Bind, Policy, Sandbox, user_environment
 from cloudlet.control.online_placement import replica_environment
 from cloudlet.domain import online_endpoints as rules
+from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox, user_environment
 from cloudlet.providers.local import sandbox_env
 
 
@@ -37,14 +37,14 @@ def process_interpreter(
 ) -> tuple[str, dict[str, str]]:
     """The interpreter of a replica run as a process of this machine (``--local``, and every
     replica under ``--workers N``), and the variables its environment adds: the deployment's
-    environment built here as a node's agent builds it (``agent/envs.py``, in the sandbox, cached
+    environment built here as a node's agent builds it (``nodekit/envs.py``, in the sandbox, cached
     by hash beside the local provider's job environments), else DEFAULT_PYTHON (the server's
     inference interpreter), as ``replica_environment`` decides for nodes. The build's notes go to
     LOG_PATH (the replica's log: ``get-logs`` shows them); a failed build raises ``BuildFailed``."""
     wanted = replica_environment(spec)
     if wanted is None or wanted.get("kind") not in ("venv", "image"):
         return default_python, {}
-    from cloudlet.agent import envs  # imported on first use, as the agent does
+    from cloudlet.nodekit import envs  # imported on first use, as the agent does
 
     base = {
         "LANG": "C.UTF-8",
@@ -80,7 +80,7 @@ class ProcessReplicas:
         self.spawner, self.stopping = spawner, stopping
 
     def sandbox(self, folder: Path) -> Sandbox:
-        """The node sandbox of jobs (agent/sandbox.py), with the settings the local provider gives
+        """The node sandbox of jobs (nodekit/sandbox.py), with the settings the local provider gives
         its agents (``CLOUDLET_SANDBOX``: bwrap unless ``none``)."""
         settings = sandbox_env()
         policy = Policy.from_env({**os.environ, **settings})

@@ -40,7 +40,7 @@ TERM_WAIT_S = 2.0
 PASS_ENV = (
     *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH"),
     *("CLOUDLET_UV", "CLOUDLET_ENV_CACHE"),  # job environments: uv to build them with, their cache
-    "CLOUDLET_PYTHONS",  # ... and the interpreters a pinned Python may be built on (agent/envs.py)
+    "CLOUDLET_PYTHONS",  # ... and the interpreters a pinned Python may be built on (nodekit/envs.py)
     "CLOUDLET_BOOT_DELAY_S",  # a simulated boot time (see agent/main.py)
     "CLOUDLET_AGENT_ORPHAN_GRACE_S",  # how long an agent waits for an unreachable control plane
     # http(s) inputs: the host's proxy (the agent's control-plane client does not use it), limits
@@ -120,7 +120,7 @@ def agent_env(
 
 
 def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The agent's sandbox settings (agent/sandbox.py) from the server's environment:
+    """The agent's sandbox settings (nodekit/sandbox.py) from the server's environment:
     ``CLOUDLET_SANDBOX`` (``bwrap``, the default, or ``none``), ``CLOUDLET_SANDBOX_UID``/``_GID``.
     Raises ProviderError when the sandbox cannot be had (no ``bwrap``) or is misconfigured."""
     base = dict(os.environ) if base is None else base

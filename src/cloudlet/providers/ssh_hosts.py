@@ -3,9 +3,9 @@ nodes, uninstall. Reusable by anything that runs the agent on a machine it reach
 locations, attached VMs).
 
 The agent is standard-library only, so the host needs a Python (>= 3.10) and nothing from the
-internet: ``agent_bundle()`` packs ``cloudlet/__init__.py`` and ``cloudlet/agent/`` of this server
-into a tarball named by its hash, ``install_agent`` copies it over SFTP into
-``<agent dir>/versions/<hash>/`` (once per version) and the host runs it as
+internet: ``agent_bundle()`` packs ``cloudlet/__init__.py``, ``cloudlet/agent/`` and
+``cloudlet/nodekit/`` of this server into a tarball named by its hash, ``install_agent`` copies
+it over SFTP into ``<agent dir>/versions/<hash>/`` (once per version) and the host runs it as
 ``python3 -m cloudlet.agent`` with that folder on ``PYTHONPATH``. Nodes are driven by the bundle's
 ``cloudlet.agent.hostctl`` (one command per call, one JSON line back).
 
@@ -128,9 +128,12 @@ class AgentBundle:
 
 @lru_cache(maxsize=1)
 def agent_bundle() -> AgentBundle:
-    """``cloudlet/__init__.py`` and ``cloudlet/agent/*.py`` as a reproducible tar.gz."""
+    """``cloudlet/__init__.py``, ``cloudlet/agent/*.py`` and ``cloudlet/nodekit/*.py`` as a
+    reproducible tar.gz."""
     package = Path(cloudlet.__file__).resolve().parent
-    files = [package / "__init__.py", *sorted((package / "agent").glob("*.py"))]
+    files = [package / "__init__.py"]
+    for part in ("agent", "nodekit"):  # nodekit: what the agent shares with the control plane
+        files += sorted((package / part).glob("*.py"))
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in files:

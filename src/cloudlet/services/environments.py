@@ -11,15 +11,15 @@ import functools
 import sys
 from typing import Any
 
-from cloudlet.agent import envs
 from cloudlet.domain import environments
 from cloudlet.domain.errors import CloudletError
+from cloudlet.nodekit import envs
 
 
 @functools.lru_cache(maxsize=64)
 def has_python(version: str) -> bool:
     """Whether this host has an interpreter of VERSION that runs, found as a node of the local
-    provider finds one (``agent/envs.find_python``: ``CLOUDLET_PYTHONS``, then ``python<version>``
+    provider finds one (``nodekit/envs.find_python``: ``CLOUDLET_PYTHONS``, then ``python<version>``
     on PATH); asked once per version per process (a few ms, at submission)."""
     return envs.find_python(version) is not None
 

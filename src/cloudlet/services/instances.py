@@ -30,8 +30,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.agent import disks
 from cloudlet.domain.errors import CloudletError
+from cloudlet.nodekit import disks
 from cloudlet.providers.base import HOST_DISK_ENV, HOST_SHARE_ENV, HOST_SHARE_USER_ENV, PIN_HOST_ENV
 from cloudlet.services import identity, instance_reports, workspaces
 from cloudlet.services.storage import DataRoot
@@ -209,7 +209,7 @@ def for_provider(env: dict[str, str], disks_on_host: bool, instance: str = "") -
     if disks_on_host:
         return {k: v for k, v in env.items() if k not in SERVER_DISK_KEYS}
     if env.get("CLOUDLET_OS_DISK"):
-        # A size-limited filesystem (``agent/disks.py``: a loop-mounted ext4 image, else tmpfs,
+        # A size-limited filesystem (``nodekit/disks.py``: a loop-mounted ext4 image, else tmpfs,
         # else usage accounting), made on first use and mounted again with its files each start.
         path = Path(env["CLOUDLET_OS_DISK"])
         path.parent.mkdir(parents=True, exist_ok=True)

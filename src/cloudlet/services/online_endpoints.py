@@ -2,7 +2,8 @@
 
 Each call is one unit of work on the store: validate the whole document (``domain/online_endpoints``)
 and what it names (the code snapshot, the model, the size), then write. The replicas themselves
-are run by ``control/online_replicas.OnlineRuntime``, which the routes tell after each commit.
+are run by ``control/online_loop.OnlineLoop``, a reconcile loop over what these calls store: each
+write records the effect and its commit wakes the loop (``services/effects.py``).
 
 Keys are two random secrets per endpoint; an ``aml_token`` is ``<expiry>.<HMAC>`` signed with the
 server's token secret over the endpoint and its primary key, so regenerating the primary key also
@@ -29,7 +30,7 @@ from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.quota import CoreRequest, Tier, check_request
 from cloudlet.domain.resources import ONLINE_DEPLOYMENTS
 from cloudlet.services import assets as asset_service
-from cloudlet.services import audit, quotas
+from cloudlet.services import audit, effects, quotas
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import iso, utcnow
@@ -58,6 +59,11 @@ def new_key() -> str:
 def _target(ref: WorkspaceRef, endpoint: str, deployment: str | None = None) -> str:
     base = f"{ref.arm_id}/onlineEndpoints/{endpoint}"
     return base if deployment is None else f"{base}/deployments/{deployment}"
+
+
+def _changed(session: Session) -> None:
+    """Endpoints' or deployments' desired state was written: its commit wakes the online loop."""
+    effects.endpoints_changed(session)
 
 
 def get_endpoint(session: Session, ws: Workspace, name: str) -> OnlineEndpoint:
@@ -136,6 +142,7 @@ def put_endpoint(
             )
         row.spec = spec.to_doc()
     _check_traffic_names(session, row, spec)
+    _changed(session)
     audit.record(
         session,
         actor,
@@ -180,6 +187,7 @@ def delete_endpoint(session: Session, ref: WorkspaceRef, row: OnlineEndpoint, ac
     for deployment in deployments_of(session, row):
         session.delete(deployment)
     session.delete(row)
+    _changed(session)
     audit.record(session, actor, "onlineendpoint.delete", _target(ref, row.name))
 
 
@@ -201,6 +209,7 @@ def regenerate(session: Session, ref: WorkspaceRef, row: OnlineEndpoint, key_typ
         row.primary_key = new_key()
     else:
         row.secondary_key = new_key()
+    _changed(session)
     audit.record(session, actor, "onlineendpoint.regeneratekeys", _target(ref, row.name), {"keyType": kind})
 
 
@@ -324,11 +333,8 @@ def _check_size_and_quota(
     check_request(current, others, request)
 
 
-def _check_placement(
-    session: Session, ws: Workspace, spec: rules.DeploymentSpec, local: bool, on_instances: bool
-) -> None:
-    """``compute`` names a compute instance of the workspace (and this server can run replicas on
-    one: ON_INSTANCES); an inline environment resolves."""
+def _check_placement(session: Session, ws: Workspace, spec: rules.DeploymentSpec, local: bool) -> None:
+    """``compute`` names a compute instance of the workspace; an inline environment resolves."""
     if spec.environment_doc is not None:
         environments.resolve_environment(spec.environment_doc)  # errors name environment.*
     if spec.compute is None:
@@ -336,13 +342,6 @@ def _check_placement(
     if local:
         raise validation_error(
             "compute", "a --local deployment runs on this machine: drop 'compute' or drop --local"
-        )
-    if not on_instances:
-        raise validation_error(
-            "compute",
-            "this server runs with several workers (--workers N), and a replica on a compute "
-            "instance is driven by one process's board of what each agent runs: run the server "
-            "with --workers 1 for deployments on compute instances, or omit 'compute'",
         )
     compute = session.scalar(
         select(Compute).where(Compute.workspace_id == ws.id, Compute.name == spec.compute)
@@ -383,7 +382,6 @@ def put_deployment(
     doc: Any,
     actor: str,
     local: bool = False,
-    on_instances: bool = True,
     data: DataRoot | None = None,
 ) -> Written:
     spec = registered_environment(session, ws, rules.parse_deployment(doc, endpoint.name, name))
@@ -396,7 +394,7 @@ def put_deployment(
             OnlineDeployment.endpoint_id == endpoint.id, OnlineDeployment.name == name
         )
     )
-    _check_placement(session, ws, spec, local, on_instances)
+    _check_placement(session, ws, spec, local)
     _check_size_and_quota(session, ref, ws, endpoint, spec, local)
     created = row is None
     if row is None:
@@ -420,6 +418,7 @@ def put_deployment(
         row.stage = "provisioning"
         row.local = local
     session.flush()
+    _changed(session)
     audit.record(
         session,
         actor,
@@ -439,6 +438,7 @@ def delete_deployment(
         mirror.pop(row.name)
         endpoint.spec = {**endpoint.spec, "mirror_traffic": mirror}
     session.delete(row)
+    _changed(session)
     audit.record(session, actor, "onlinedeployment.delete", _target(ref, endpoint.name, row.name))
 
 

@@ -575,6 +575,20 @@ class OnlineDeployment(Base):
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class OnlineDeploymentMetrics(Base):
+    """A deployment's request metrics, summed over every worker of every server: each adds what
+    its gateway counted since its last flush (``control/online_loop.py``), so ``show`` reports
+    the deployment's requests, not one worker's."""
+
+    __tablename__ = "online_deployment_metrics"
+    deployment_id: Mapped[int] = mapped_column(
+        ForeignKey("online_deployments.id", ondelete="CASCADE"), primary_key=True
+    )
+    requests: Mapped[int] = mapped_column(BigInteger, default=0)
+    failures: Mapped[int] = mapped_column(BigInteger, default=0)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+
+
 class BatchEndpoint(Base):
     """A batch endpoint (``domain/batch_endpoints.py``): its validated document (name, default
     deployment). Invoking it makes a ``batch_scoring`` job; it owns no nodes."""

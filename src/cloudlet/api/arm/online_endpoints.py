@@ -156,7 +156,6 @@ def arm_put_online_endpoint(
         written = service.put_endpoint(ctx.session, ref, workspace, endpoint, doc, ctx.caller.name)
     rendered = _endpoint(ctx, written.row, ref, workspace)
     ctx.commit()
-    ctx.state.online.sync_endpoint(written.row, ref)
     return json_response(rendered, 201 if written.created else 200)
 
 
@@ -171,7 +170,6 @@ def arm_patch_online_endpoint(
         written = service.put_endpoint(ctx.session, ref, workspace, endpoint, doc, ctx.caller.name)
     rendered = _endpoint(ctx, written.row, ref, workspace)
     ctx.commit()
-    ctx.state.online.sync_endpoint(written.row, ref)
     return json_response(rendered)
 
 
@@ -185,7 +183,6 @@ def arm_delete_online_endpoint(
         return Response(status_code=204)
     service.delete_endpoint(ctx.session, ref, row, ctx.caller.name)
     ctx.commit()
-    ctx.state.online.drop_endpoint(workspace.id, endpoint)
     return Response(status_code=200)
 
 
@@ -220,7 +217,6 @@ def arm_regenerate_online_endpoint_keys(
     key_type = body.get("keyType") if isinstance(body, dict) else None
     service.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
     ctx.commit()
-    ctx.state.online.sync_endpoint(row, ref)
     return Response(status_code=200)
 
 
@@ -269,13 +265,11 @@ def arm_put_online_deployment(
             deployment,
             doc,
             ctx.caller.name,
-            on_instances=ctx.state.online.ON_INSTANCES,
             data=ctx.state.data,
         )
     rendered = _deployment(ctx, written.row, endpoint, ref, workspace)
     generation = written.row.generation
     ctx.commit()
-    ctx.state.online.deploy(row, written.row, ref)
     url = f"{arm.https_base(ctx.request, ctx.state)}{ref.arm_id}/onlineEndpoints/{endpoint}"
     url += f"/deployments/{deployment}/operations/{generation}"
     headers = {"Azure-AsyncOperation": url, "Retry-After": "1"}
@@ -305,15 +299,13 @@ def arm_online_deployment_operation(
 def arm_delete_online_deployment(
     sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
 ) -> Response:
-    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    ref, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
     found = next((d for d in service.deployments_of(ctx.session, row) if d.name == deployment), None)
     if found is None:
         return Response(status_code=204)
     with arm.arm_errors(arm_online.arm_target):
         service.delete_deployment(ctx.session, ref, row, found, ctx.caller.name)
     ctx.commit()
-    ctx.state.online.sync_endpoint(row, ref)
-    ctx.state.online.drop_deployment(workspace.id, endpoint, deployment)
     return Response(status_code=200)
 
 

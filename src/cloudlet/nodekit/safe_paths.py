@@ -1,6 +1,6 @@
 """File-system work the agent does as root on paths that sandboxed users can change.
 
-A node's user processes run as an unprivileged user (``agent/sandbox.py``) but write in folders
+A node's user processes run as an unprivileged user (``nodekit/sandbox.py``) but write in folders
 the agent later touches as root: a job's datastore mounts, an instance's OS disk and file share,
 setup-script logs. A symlink planted there must never redirect the agent, or it would read, write
 or chown a host file (the credentials, ``/etc/passwd``) on the user's behalf. So paths are walked

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported lazily at run time, like this module
-    from cloudlet.agent.sandbox import Bind, Sandbox
+    from cloudlet.nodekit.sandbox import Bind, Sandbox
 
 MARKER = ".cloudlet-env.json"
 KILL_AFTER_S = 1.0
@@ -382,7 +382,7 @@ def _sandboxed(
     binds the build sees; none without a sandbox."""
     if sandbox is None or not sandbox.enabled:
         return []
-    from cloudlet.agent.sandbox import Bind, is_under
+    from cloudlet.nodekit.sandbox import Bind, is_under
 
     cache = build_cache(target.parent)
     target.mkdir()
@@ -441,7 +441,7 @@ def overlay(venv: Path, target: Path, env: Mapping[str, str]) -> dict[str, str]:
 
 def _write_marker(path: Path, text: str) -> None:
     """As root into a folder the build's user owned: never through a link the build left there."""
-    from cloudlet.agent import safe_paths
+    from cloudlet.nodekit import safe_paths
 
     safe_paths.write_bytes(str(path), text.encode())
 

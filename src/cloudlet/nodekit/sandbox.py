@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cloudlet.agent import safe_paths
+from cloudlet.nodekit import safe_paths
 
 MODES = ("bwrap", "none")
 DEFAULT_UID = DEFAULT_GID = 65534
@@ -122,7 +122,7 @@ def interpreter_paths(python: str = sys.executable) -> list[str]:
     """What the agent's interpreter needs to run: its prefixes, the folder of the real executable,
     and the folder that holds the ``cloudlet`` package when it is not installed in a prefix."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(python))}
-    # <root>/cloudlet/agent/sandbox.py: found from this file, so the agent needs no other module.
+    # <root>/cloudlet/nodekit/sandbox.py: found from this file, so the agent needs no other module.
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     paths.add(package_root)
     return sorted(p for p in paths if p and os.path.isdir(p))
