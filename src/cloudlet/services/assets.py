@@ -27,6 +27,7 @@ from cloudlet.domain.errors import CloudletError, conflict, not_found, validatio
 from cloudlet.domain.job_spec import MODEL_TYPES, PATH_TYPES
 from cloudlet.services import audit
 from cloudlet.services import job_status as job_status_service
+from cloudlet.services.component_code import checked_code
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE, DataRoot
 from cloudlet.store.schema import Asset, AssetUse, Job, Workspace
@@ -135,8 +136,6 @@ def create_or_update(
     spec = rules.parse_asset(kind, body, name, version)
     _check_path_exists(ws, kind, spec.doc, data)
     if kind == "component":  # its code: the uploaded snapshot it runs
-        from cloudlet.services.components import checked_code  # it builds on this module
-
         spec = replace(spec, doc=checked_code(session, ws, spec.doc))
     versions = _versions(session, ws, kind, name)
     wanted = spec.version or rules.next_version(v.version for v in versions)
