@@ -243,7 +243,9 @@ def server_cmd(
             argv += [flag, str(value)]
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-c", "from cloudlet.server import main; main()", *argv])
+    os.execv(
+        sys.executable, [sys.executable, "-c", "from cloudlet.server_command import main; main()", *argv]
+    )
 
 
 def _register() -> None:
