@@ -64,7 +64,7 @@ from cloudlet.domain.job_models import (
     translate_error,
 )
 
-# The models and rules this module builds on (domain/job_models.py), re-exported.
+# parse_job and job_to_doc, and the models and rules they build on (domain/job_models.py), re-exported.
 __all__ = [
     "CODE_SNAPSHOT_PATTERN",
     "DEFAULT_INSTANCE_TYPE",
