@@ -3,7 +3,6 @@ the same app over HTTPS on a second port, for the ARM facade: ``cloudlet/tls.py`
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import errno
 import fcntl
@@ -167,7 +166,7 @@ def build_state(
     url = ServerURL()
     notifier = NodeNotifier(peers=wake.NodePeers(bus) if bus.shared else None)
     providers = provider_set(control, home, installation_id, store.read_sessions)
-    https = HttpsEndpoint()  # set once the TLS socket is bound (run_server)
+    https = HttpsEndpoint()  # set once the TLS socket is bound (bind_listeners)
     instances = InstanceDriver(
         control, providers, installation_id, data, url, secret, https=lambda: (https.value, https.ca_file)
     )
@@ -498,45 +497,3 @@ def serve(state: AppState, store: Store, listeners: Listeners) -> None:
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def run_server(
-    host: str = "127.0.0.1",
-    port: int = 8571,
-    home: str | None = None,
-    db: str | None = None,
-    tls_port: int | None = None,
-    workers: int = 1,
-) -> None:
-    """TLS_PORT None: the port after PORT (8572 beside the default 8571), or ephemeral when PORT is
-    0; 0: ephemeral. WORKERS > 1: that many server processes under a supervisor (``serving.py``)."""
-    if workers > 1:
-        from cloudlet import serving
-
-        serving.supervise(host, port, home, db, tls_port, workers)
-        return
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    home_path = resolve_home(home)
-    replica = replica_identity(home_path)
-    state, store = build_state(home_path, db, replica)
-    listeners = bind_listeners(home_path, host, port, tls_port, state.installation_id, state.sessions)
-    serve(state, store, listeners)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``cloudlet server``'s options (the CLI execs this: it never loads the server itself)."""
-    from cloudlet.serving import parse_workers
-
-    parser = argparse.ArgumentParser(prog="cloudlet server")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8571)
-    parser.add_argument("--home")
-    parser.add_argument("--db")
-    parser.add_argument("--tls-port", type=int)
-    parser.add_argument("--workers", default=os.environ.get("CLOUDLET_WORKERS", "1"))
-    args = parser.parse_args(argv)
-    try:
-        workers = parse_workers(args.workers)
-    except ValueError as exc:
-        parser.error(f"--workers: {exc}")
-    run_server(args.host, args.port, args.home, args.db, args.tls_port, workers)

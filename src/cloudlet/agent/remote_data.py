@@ -189,14 +189,35 @@ class RemoteData:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def data_members(tar: Any) -> list[Any]:
+    """The members of a code snapshot (or a run's data archive) that the "data" extraction filter
+    would let through (plain files, folders and links that stay inside); anything else refuses the
+    whole archive. The runner's snapshot download uses it too."""
+    members = []
+    for member in tar.getmembers():
+        name = member.name
+        parts = name.replace("\\", "/").split("/")
+        if name.startswith("/") or ".." in parts:
+            raise RuntimeError(f"the code snapshot holds a path outside its folder: {name!r}")
+        if member.issym() or member.islnk():
+            target = member.linkname
+            if target.startswith("/") or ".." in target.split("/"):
+                raise RuntimeError(f"the code snapshot holds a link out of its folder: {name!r}")
+        elif not (member.isfile() or member.isdir()):
+            raise RuntimeError(f"the code snapshot holds a special file: {name!r}")
+        member.mode = (member.mode | 0o600) & 0o755  # no set-id bits, always owner-writable
+        member.uid = member.gid = 0
+        member.uname = member.gname = ""
+        members.append(member)
+    return members
+
+
 def _extract(archive: Path, folder: Path) -> None:
     with tarfile.open(archive, "r:gz") as tar:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(folder, filter="data")
         else:  # Python < 3.11.4 (a host's system Python): the same rules, checked here
-            from cloudlet.agent.runner import _data_members
-
-            tar.extractall(folder, members=_data_members(tar))
+            tar.extractall(folder, members=data_members(tar))
 
 
 def _signature(path: Path) -> object:

@@ -180,7 +180,7 @@ class RunManager:
                 if hasattr(tarfile, "data_filter"):
                     tar.extractall(run.cwd, filter="data")
                 else:  # Python < 3.11.4 (a host's system Python): the same rules, checked here
-                    tar.extractall(run.cwd, members=_data_members(tar))
+                    tar.extractall(run.cwd, members=remote_data.data_members(tar))
         finally:
             archive.unlink(missing_ok=True)
 
@@ -553,28 +553,6 @@ class RunManager:
             if isinstance(spec, dict):
                 self.start(spec)
         self.on_change()
-
-
-def _data_members(tar: Any) -> list[Any]:
-    """The members of a code snapshot that the "data" extraction filter would let through (plain
-    files, folders and links that stay inside); anything else refuses the whole snapshot."""
-    members = []
-    for member in tar.getmembers():
-        name = member.name
-        parts = name.replace("\\", "/").split("/")
-        if name.startswith("/") or ".." in parts:
-            raise RuntimeError(f"the code snapshot holds a path outside its folder: {name!r}")
-        if member.issym() or member.islnk():
-            target = member.linkname
-            if target.startswith("/") or ".." in target.split("/"):
-                raise RuntimeError(f"the code snapshot holds a link out of its folder: {name!r}")
-        elif not (member.isfile() or member.isdir()):
-            raise RuntimeError(f"the code snapshot holds a special file: {name!r}")
-        member.mode = (member.mode | 0o600) & 0o755  # no set-id bits, always owner-writable
-        member.uid = member.gid = 0
-        member.uname = member.gname = ""
-        members.append(member)
-    return members
 
 
 def interface_of(address: str) -> str | None:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from cloudlet.cli.compute import load_yaml_file, state
-from cloudlet.cli.main import CliState
+from cloudlet.cli.state import CliState
 from cloudlet.client._rest import API_PREFIX
 from cloudlet.client.locations import LocationOperations
 from cloudlet.client.operations import _Scope

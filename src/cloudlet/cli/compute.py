@@ -6,20 +6,18 @@ import datetime as _dt
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import Annotated, Any, cast
 
 import typer
 import yaml
 from rich.markup import escape
 
 from cloudlet.cli.output import err_console
+from cloudlet.cli.state import CliState
 from cloudlet.cli.whatif import HELP as WHAT_IF_HELP
 from cloudlet.cli.whatif import what_if
 from cloudlet.client._config import ConfigurationError
 from cloudlet.client._rest import API_PREFIX
-
-if TYPE_CHECKING:
-    from cloudlet.cli.main import CliState
 
 app = typer.Typer(
     help="Manage compute targets (clusters, instances, attached machines).", no_args_is_help=True
@@ -32,8 +30,8 @@ _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
 def state(ctx: typer.Context) -> CliState:
-    """The ``CliState`` the root callback stored (imported lazily: main imports this module)."""
-    return cast("CliState", ctx.find_root().obj)
+    """The ``CliState`` the root callback stored."""
+    return cast(CliState, ctx.find_root().obj)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,14 +6,12 @@ import os
 import shlex
 import shutil
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import Annotated, Any, cast
 
 import typer
 
+from cloudlet.cli.state import CliState
 from cloudlet.client._config import ConfigurationError
-
-if TYPE_CHECKING:
-    from cloudlet.cli.main import CliState
 
 NameOpt = Annotated[str, typer.Option("-n", "--name", help="Compute instance name.")]
 
@@ -24,7 +22,7 @@ class Script(StrEnum):
 
 
 def _state(ctx: typer.Context) -> CliState:
-    return cast("CliState", ctx.find_root().obj)
+    return cast(CliState, ctx.find_root().obj)
 
 
 def show_setup_log(

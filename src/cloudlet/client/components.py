@@ -20,8 +20,10 @@ from typing import Any, ClassVar
 import yaml
 
 from cloudlet.client._rest import RestClient
-from cloudlet.client.artifacts import Upload, upload_code
+from cloudlet.client.artifacts import Upload
 from cloudlet.client.assets import AssetValidationError, _Asset, _AssetOperations, _local
+from cloudlet.client.component_code import upload_component_code
+from cloudlet.client.pipelines import prepare_pipeline_component
 from cloudlet.domain.components import parse_component
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import is_remote_path
@@ -81,7 +83,7 @@ def prepare_component(
     body.pop("$schema", None)
     uploads: builtins.list[Upload] = []
     if str(body.get("type", "command")).lower() == "pipeline":
-        return _prepare_pipeline_component(rest, ws, body, base, uploads), uploads
+        return prepare_pipeline_component(rest, ws, body, base, uploads), uploads
     env = body.get("environment")
     if isinstance(env, dict) and isinstance(env.get("conda_file"), str):
         if is_remote_path(env["conda_file"]):
@@ -102,60 +104,6 @@ def prepare_component(
         raise AssetValidationError(exc.target or "$", exc.message) from None
     upload_component_code(rest, ws, body, base, uploads)
     return body, uploads
-
-
-def _prepare_pipeline_component(
-    rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: builtins.list[Upload]
-) -> dict[str, Any]:
-    """A pipeline component's steps prepared as a pipeline's are (their component files inlined,
-    code and local inputs uploaded), then checked as the pipeline it runs."""
-    from cloudlet.client.jobs import JobValidationError
-    from cloudlet.client.pipelines import prepare_pipeline
-    from cloudlet.domain.pipeline_jobs import registered_pipeline_component
-
-    try:
-        body = prepare_pipeline(rest, ws, body, base, uploads, check=False)
-        if all(
-            not isinstance(s, dict) or not isinstance(s.get("component"), str) for s in body["jobs"].values()
-        ):
-            registered_pipeline_component(body, None, None)
-    except JobValidationError as exc:
-        error = exc.error
-        target = getattr(error, "target", None) or "$"
-        raise AssetValidationError(target, str(getattr(error, "message", exc))) from None
-    except CloudletError as exc:
-        raise AssetValidationError(exc.target or "$", exc.message) from None
-    return body
-
-
-def upload_component_code(
-    rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: builtins.list[Upload]
-) -> None:
-    """BODY's local ``code`` (relative to BASE) uploaded with its ``additional_includes`` copied in
-    (each file or folder at the snapshot's top under its own name, as Azure ML does): BODY's
-    ``code`` becomes ``codes/<sha256>`` and its ``additional_includes`` go (they are in it)."""
-    includes = body.pop("additional_includes", None) or []
-    if not isinstance(includes, builtins.list) or not all(isinstance(i, str) and i for i in includes):
-        raise AssetValidationError(
-            "additional_includes", "additional_includes must list local files or folders"
-        )
-    code = body.get("code")
-    local = isinstance(code, str) and not is_remote_path(code)
-    if code is not None and not local and includes:
-        raise AssetValidationError(
-            "additional_includes",
-            f"additional_includes are copied into a local code folder, not into {code!r}",
-        )
-    if not local and not includes:
-        return
-    folder = _local(base, code, "code") if isinstance(code, str) and local else None
-    paths = [_local(base, item, f"additional_includes[{n}]") for n, item in enumerate(includes)]
-    try:
-        upload = upload_code(rest, ws, folder, paths)
-    except ValueError as exc:
-        raise AssetValidationError("additional_includes", str(exc)) from None
-    uploads.append(upload)
-    body["code"] = upload.uri
 
 
 class ComponentOperations(_AssetOperations):

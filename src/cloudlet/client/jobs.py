@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import builtins
 import copy
-import datetime as _dt
 import sys
 import time
 from pathlib import Path
@@ -39,40 +38,14 @@ from cloudlet.client.job_entities import (
     generate_job_name,
     load_job,
 )
+from cloudlet.client.job_support import inline_conda_file, job_summary, local_path
 from cloudlet.client.operations import LROPoller, _Operations
+from cloudlet.client.pipelines import prepare_pipeline, stream_pipeline
+from cloudlet.client.sweep_stream import stream_sweep
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path, parse_job
-from cloudlet.domain.job_status import FINAL, JobStatus
+from cloudlet.domain.job_status import FINAL
 from cloudlet.domain.sweep_jobs import parse_sweep
-
-
-def job_summary(job: dict[str, Any]) -> str:
-    """One line: ``Job <name> Completed in 12s (exit code 0)`` (+ the error of a failed job)."""
-    name, status = job.get("name"), job.get("status")
-    text = f"Job {name} {status}"
-    duration = _duration(job.get("start_time"), job.get("end_time"))
-    if duration is not None:
-        text += f" in {duration}"
-    if job.get("exit_code") is not None:
-        text += f" (exit code {job['exit_code']})"
-    error = job.get("error")
-    if isinstance(error, dict) and error.get("message"):
-        text += f": {error['message']}"
-    elif status != JobStatus.COMPLETED and job.get("status_message"):
-        text += f": {job['status_message']}"
-    return text
-
-
-def _duration(start: Any, end: Any) -> str | None:
-    try:
-        begin = _dt.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        finish = _dt.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    seconds = max(0, int((finish - begin).total_seconds()))
-    minutes, secs = divmod(seconds, 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
 
 # ----------------------------------------------------------------------------------------------
 # Operations.
@@ -107,14 +80,12 @@ class JobOperations(_Operations):
         else:
             raise TypeError(f"cannot submit a {type(job).__name__}; pass a CommandJob or a dict")
         if str(body.get("type", "")).lower() == "pipeline":  # its steps' local files: client.pipelines
-            from cloudlet.client.pipelines import prepare_pipeline
-
             self.last_uploads = []
             return prepare_pipeline(self._rest, self._scope.ws_path(), body, base, self.last_uploads)
         sweep = str(body.get("type", "")).lower() == "sweep"
         trial = body.get("trial") if sweep else body  # a sweep's code and environment are its trial's
         if isinstance(trial, dict):
-            _inline_conda_file(trial, base, "trial." if sweep else "")
+            inline_conda_file(trial, base, "trial." if sweep else "")
         try:
             if sweep:
                 parse_sweep(body)
@@ -133,7 +104,7 @@ class JobOperations(_Operations):
         ws = self._scope.ws_path()
         code = holder.get("code")
         if isinstance(code, str) and not is_remote_path(code):
-            local = _local(base, code, f"{prefix}code")
+            local = local_path(base, code, f"{prefix}code")
             upload = upload_code(self._rest, ws, local)
             self.last_uploads.append(upload)
             self.last_upload_skipped = upload.skipped
@@ -143,7 +114,7 @@ class JobOperations(_Operations):
                 continue
             if item.get("type", "uri_folder") not in PATH_TYPES or is_remote_path(item["path"]):
                 continue
-            local = _local(base, item["path"], f"inputs.{key}.path")
+            local = local_path(base, item["path"], f"inputs.{key}.path")
             if item.get("type", "uri_folder") == "uri_folder" and not local.is_dir():
                 raise JobValidationError.at(f"inputs.{key}.path", f"{local} is not a folder (uri_folder)")
             if item.get("type") == "uri_file" and not local.is_file():
@@ -214,13 +185,9 @@ class JobOperations(_Operations):
         stream = out if out is not None else sys.stdout
         kind = self.get(name)._to_dict().get("type") if attempt is None and file is None else None
         if kind == "pipeline":
-            from cloudlet.client.pipelines import stream_pipeline  # its steps' logs, in turn
-
-            return stream_pipeline(self, name, stream, timeout)
+            return stream_pipeline(self, name, stream, timeout)  # its steps' logs, in turn
         if kind == "sweep":
-            from cloudlet.client.sweep_stream import stream_sweep  # each trial as it starts and ends
-
-            return stream_sweep(self, name, stream, timeout)
+            return stream_sweep(self, name, stream, timeout)  # each trial as it starts and ends
         deadline = None if timeout is None else time.monotonic() + timeout
         offset = 0
         fixed = attempt
@@ -297,31 +264,6 @@ class JobOperations(_Operations):
             log.write_text("".join(text), encoding="utf-8")
             written.append(log)
         return written
-
-
-def _local(base: Path, value: str, target: str) -> Path:
-    path = Path(value.removeprefix("file:")).expanduser()
-    resolved = path if path.is_absolute() else (base / path)
-    if not resolved.exists():
-        raise JobValidationError.at(target, f"local path '{value}' does not exist (looked at {resolved})")
-    return resolved.resolve()
-
-
-def _inline_conda_file(body: dict[str, Any], base: Path, prefix: str = "") -> None:
-    """An inline environment's local ``conda_file`` and ``build.path`` read as environment assets'
-    are (``client.assets.inline_environment``)."""
-    from cloudlet.client.assets import AssetValidationError, inline_environment
-
-    env = body.get("environment")
-    if not isinstance(env, dict) or not (isinstance(env.get("conda_file"), str) or "build" in env):
-        return
-    env = dict(env)
-    try:
-        inline_environment(env, base)
-    except AssetValidationError as exc:
-        message = str(exc).removeprefix(f"{exc.target}: ")
-        raise JobValidationError.at(f"{prefix}environment.{exc.target}", message) from None
-    body["environment"] = env
 
 
 __all__ = [

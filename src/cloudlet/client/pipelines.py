@@ -17,21 +17,22 @@ from __future__ import annotations
 import copy
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 import yaml
 
 from cloudlet.client._rest import RestClient
 from cloudlet.client.artifacts import Upload, upload_code, upload_data
 from cloudlet.client.assets import AssetValidationError
+from cloudlet.client.component_code import upload_component_code
+from cloudlet.client.job_entities import Job, JobValidationError
+from cloudlet.client.job_support import JobFollower, inline_conda_file, job_summary, local_path
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path
 from cloudlet.domain.job_status import FINAL
 from cloudlet.domain.pipeline_bindings import binding_of
 from cloudlet.domain.pipeline_dag import is_reference
-
-if TYPE_CHECKING:
-    from cloudlet.client.jobs import Job, JobOperations
+from cloudlet.domain.pipeline_jobs import PIPELINE, registered_pipeline_component
 
 
 def prepare_pipeline(
@@ -40,8 +41,6 @@ def prepare_pipeline(
     """BODY with its local files inlined or uploaded (UPLOADS gets each upload), checked locally
     when every component is inline (``domain.pipeline_jobs``) and CHECK. A pipeline step's
     component file (``type: pipeline``) is prepared the same way, relative to its own folder."""
-    from cloudlet.client.jobs import JobValidationError, _inline_conda_file, _local
-
     body = copy.deepcopy(body)
     jobs = body.get("jobs")
     if not isinstance(jobs, dict):
@@ -52,7 +51,7 @@ def prepare_pipeline(
         where = f"jobs.{key}"
         component = step.get("component")
         if isinstance(component, str) and not is_reference(component):  # a local file
-            path = _local(base, component, f"{where}.component")
+            path = local_path(base, component, f"{where}.component")
             try:
                 loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
             except (OSError, yaml.YAMLError) as exc:
@@ -68,20 +67,18 @@ def prepare_pipeline(
             step["component"] = prepare_pipeline(rest, ws, component, base, uploads, check=False)
         elif isinstance(component, dict):
             step["component"] = _local_parts(rest, ws, component, base, f"{where}.component", uploads)
-        _inline_conda_file(step, base)
+        inline_conda_file(step, base)
         _upload_code(rest, ws, step, base, where, uploads)
         task = step.get("task")
         if str(step.get("type", "")).lower() == "parallel" and isinstance(task, dict):
             step["task"] = task = dict(task)  # a parallel step's code and environment are its task's
-            _inline_conda_file(task, base, f"{where}.task.")
+            inline_conda_file(task, base, f"{where}.task.")
             _upload_code(rest, ws, task, base, f"{where}.task", uploads)
         _upload_inputs(rest, ws, step, base, where, uploads)
     _upload_inputs(rest, ws, body, base, "", uploads)
     if check and all(
         not isinstance(s, dict) or not isinstance(s.get("component"), str) for s in jobs.values()
     ):
-        from cloudlet.domain.pipeline_jobs import PIPELINE
-
         try:
             PIPELINE.parse(body, str(body.get("name") or "pipeline"))
         except CloudletError as exc:
@@ -92,11 +89,8 @@ def prepare_pipeline(
 def _local_parts(
     rest: RestClient, ws: str, doc: dict[str, Any], base: Path, where: str, uploads: list[Upload]
 ) -> dict[str, Any]:
-    from cloudlet.client.components import upload_component_code
-    from cloudlet.client.jobs import JobValidationError, _inline_conda_file
-
     doc = dict(doc)
-    _inline_conda_file(doc, base)
+    inline_conda_file(doc, base)
     try:  # its code with its additional_includes
         upload_component_code(rest, ws, doc, base, uploads)
     except AssetValidationError as exc:
@@ -107,11 +101,9 @@ def _local_parts(
 def _upload_code(
     rest: RestClient, ws: str, doc: dict[str, Any], base: Path, where: str, uploads: list[Upload]
 ) -> None:
-    from cloudlet.client.jobs import _local
-
     code = doc.get("code")
     if isinstance(code, str) and not is_remote_path(code):
-        upload = upload_code(rest, ws, _local(base, code, f"{where}.code".lstrip(".")))
+        upload = upload_code(rest, ws, local_path(base, code, f"{where}.code".lstrip(".")))
         uploads.append(upload)
         doc["code"] = upload.uri
 
@@ -119,8 +111,6 @@ def _upload_code(
 def _upload_inputs(
     rest: RestClient, ws: str, doc: dict[str, Any], base: Path, where: str, uploads: list[Upload]
 ) -> None:
-    from cloudlet.client.jobs import JobValidationError, _local
-
     inputs = doc.get("inputs")
     if not isinstance(inputs, dict):
         return
@@ -136,18 +126,16 @@ def _upload_inputs(
                 continue
         except CloudletError as exc:
             raise JobValidationError.from_error(exc) from None
-        local = _local(base, path, target)
+        local = local_path(base, path, target)
         upload = upload_data(rest, ws, local)
         uploads.append(upload)
         inputs[name] = {**item, "type": item.get("type", "uri_folder"), "path": upload.uri}
 
 
-def stream_pipeline(ops: JobOperations, name: str, out: TextIO, timeout: float | None) -> Job:
+def stream_pipeline(ops: JobFollower, name: str, out: TextIO, timeout: float | None) -> Job:
     """Follow a pipeline: each step's log in the order the steps started (``--- step a (job
     p-a) ---``, then its log and summary line; a reused step says which job it reused), until
     the pipeline has ended; then the pipeline's summary line."""
-    from cloudlet.client.jobs import job_summary
-
     deadline = None if timeout is None else time.monotonic() + timeout
     followed: set[str] = set()
     while True:
@@ -173,3 +161,23 @@ def stream_pipeline(ops: JobOperations, name: str, out: TextIO, timeout: float |
     out.write(job_summary(job._to_dict()) + "\n")
     out.flush()
     return job
+
+
+def prepare_pipeline_component(
+    rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: list[Upload]
+) -> dict[str, Any]:
+    """A pipeline component's steps prepared as a pipeline's are (their component files inlined,
+    code and local inputs uploaded), then checked as the pipeline it runs."""
+    try:
+        body = prepare_pipeline(rest, ws, body, base, uploads, check=False)
+        if all(
+            not isinstance(s, dict) or not isinstance(s.get("component"), str) for s in body["jobs"].values()
+        ):
+            registered_pipeline_component(body, None, None)
+    except JobValidationError as exc:
+        error = exc.error
+        target = getattr(error, "target", None) or "$"
+        raise AssetValidationError(target, str(getattr(error, "message", exc))) from None
+    except CloudletError as exc:
+        raise AssetValidationError(exc.target or "$", exc.message) from None
+    return body

@@ -7,13 +7,11 @@ and ``job stream`` follow its trials instead of its log, as Azure ML's studio li
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from cloudlet.client.job_entities import Job
+from cloudlet.client.job_support import JobFollower, job_summary
 from cloudlet.domain.job_status import FINAL, JobStatus
-
-if TYPE_CHECKING:
-    from cloudlet.client.job_entities import Job
-    from cloudlet.client.jobs import JobOperations
 
 # A trial canceled while queued never started: it gets only its end line.
 STARTED = frozenset({JobStatus.RUNNING, JobStatus.FINALIZING, JobStatus.COMPLETED, JobStatus.FAILED})
@@ -49,9 +47,7 @@ def trial_events(trials: list[dict[str, Any]], seen: dict[str, str], metric: str
     return lines
 
 
-def stream_sweep(ops: JobOperations, name: str, out: TextIO, timeout: float | None) -> Job:
-    from cloudlet.client.jobs import job_summary
-
+def stream_sweep(ops: JobFollower, name: str, out: TextIO, timeout: float | None) -> Job:
     deadline = None if timeout is None else time.monotonic() + timeout
     seen: dict[str, str] = {}
     while True:

@@ -17,29 +17,39 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+# The names and references of assets live in domain/asset_refs.py (re-exported here).
+from cloudlet.domain.asset_refs import (
+    COLLECTIONS as COLLECTIONS,
+)
+from cloudlet.domain.asset_refs import (
+    KIND_OF_COLLECTION as KIND_OF_COLLECTION,
+)
+from cloudlet.domain.asset_refs import (
+    KINDS as KINDS,
+)
+from cloudlet.domain.asset_refs import (
+    LATEST,
+    NAME_PATTERN,
+    NAME_RULE,
+    VERSION_PATTERN,
+    VERSION_RULE,
+    AssetKind,
+    short_datastore_uri,
+)
+from cloudlet.domain.asset_refs import (
+    AssetRef as AssetRef,
+)
+from cloudlet.domain.asset_refs import (
+    parse_reference as parse_reference,
+)
 from cloudlet.domain.components import ComponentSpec, component_to_doc, parse_component
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.validation import FieldProblem, translate
 
-AssetKind = Literal["data", "model", "environment", "component"]
-KINDS: tuple[AssetKind, ...] = ("data", "model", "environment", "component")
-# The REST collection of each kind (Azure ML's: .../workspaces/W/data|models|environments/...).
-COLLECTIONS: dict[AssetKind, str] = {
-    "data": "data",
-    "model": "models",
-    "environment": "environments",
-    "component": "components",  # command components (domain/components.py)
-}
-KIND_OF_COLLECTION: dict[str, AssetKind] = {v: k for k, v in COLLECTIONS.items()}
 DATA_TYPES = ("uri_file", "uri_folder", "mltable")
 MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
-VERSION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-LATEST = "latest"
 # Fields of an existing version that an update may change (Azure ML: the rest is immutable).
 MUTABLE_FIELDS = frozenset({"description", "tags", "properties", "stage"})
-NAME_RULE = "1–255 letters, digits, '_', '-' or '.', starting with a letter or digit"
-VERSION_RULE = "1–64 letters, digits, '_', '-' or '.', starting with a letter or digit (e.g. 1, 2, 1.0)"
 
 
 class _Strict(BaseModel):
@@ -78,20 +88,6 @@ class _AssetBase(_Strict):
         if isinstance(value, dict):
             return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
         return value
-
-
-# The long form azure-ai-ml writes for what it uploaded: the workspace's datastore, spelled out.
-_LONG_DATASTORE = re.compile(
-    r"^azureml://subscriptions/[^/]+/resource[gG]roups/[^/]+/(?:providers/Microsoft\.MachineLearningServices/)?"
-    r"workspaces/[^/]+/datastores/(?P<datastore>[^/]+)/paths/(?P<path>.*)$"
-)
-
-
-def short_datastore_uri(path: str) -> str:
-    """``azureml://subscriptions/…/workspaces/W/datastores/D/paths/P`` → ``azureml://datastores/D/paths/P``
-    (other text unchanged). Which workspace it names is the caller's to check."""
-    match = _LONG_DATASTORE.fullmatch(path.strip())
-    return f"azureml://datastores/{match['datastore']}/paths/{match['path']}" if match else path
 
 
 def _check_path(path: str, what: str) -> str:
@@ -192,11 +188,6 @@ class AssetSpec:
 
 def parse_asset(kind: AssetKind, doc: Any, name: str | None = None, version: str | None = None) -> AssetSpec:
     """Validate an asset document; NAME and VERSION (from the URL) must agree with the body's."""
-    if kind == "component" and isinstance(doc, dict) and str(doc.get("type", "")).lower() == "pipeline":
-        from cloudlet.domain.pipeline_jobs import registered_pipeline_component  # it builds on this module
-
-        named, wanted, stored = registered_pipeline_component(doc, name, version)
-        return AssetSpec(kind, named, wanted, stored)
     if kind == "component":  # its own rules (inputs, command); stored the same way
         component = parse_component(doc, name, version)
         if component.name is None:
@@ -271,47 +262,6 @@ def pick_latest(rows: Sequence[VersionRow]) -> VersionRow | None:
 
 # ----------------------------------------------------------------------------------------------
 # References from jobs.
-
-
-@dataclass(frozen=True)
-class AssetRef:
-    kind: AssetKind | None  # None when the reference does not say (azureml:name:1)
-    name: str
-    version: str | None  # None: the label (latest)
-
-    @property
-    def text(self) -> str:
-        return f"azureml:{self.name}:{self.version}" if self.version else f"azureml:{self.name}@latest"
-
-
-_SHORT = re.compile(
-    r"^azureml:(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(?::(?P<version>[^:/@]+)|@(?P<label>[^:/@]+))$"
-)
-_LONG = re.compile(
-    r"^(?:azureml:)?(?:azureml:/)?/(?:subscriptions|locations)/.+?/workspaces/[^/]+/"
-    r"(?P<collection>data|models|environments|components)/(?P<name>[^/]+)"
-    r"(?:/versions/(?P<version>[^/]+)|/labels/(?P<label>[^/]+))?$",
-    flags=re.IGNORECASE,
-)
-
-
-def parse_reference(text: str) -> AssetRef | None:
-    """A workspace asset reference, or None when TEXT is something else (a datastore URI, a
-    registry's asset, a local path). ``latest`` is the only label; an unknown one is a 400."""
-    value = text.strip()
-    match = _SHORT.fullmatch(value) or _LONG.fullmatch(value)
-    if match is None:
-        return None
-    groups = match.groupdict()
-    label = groups.get("label")
-    version = groups.get("version")
-    if label is not None and label.lower() != LATEST:
-        raise validation_error("path", f"'{value}': the only label is 'latest' (azureml:<name>@latest)")
-    if label is None and version is None:
-        label = LATEST  # .../data/<name> alone names its latest version
-    collection = groups.get("collection")
-    kind = KIND_OF_COLLECTION[collection.lower()] if collection else None
-    return AssetRef(kind, groups["name"], version)
 
 
 def input_kind(input_type: str) -> AssetKind | None:

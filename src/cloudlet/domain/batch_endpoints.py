@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cloudlet.domain import mlflow_models
-from cloudlet.domain.assets import short_datastore_uri
+from cloudlet.domain.asset_refs import short_datastore_uri
 from cloudlet.domain.errors import CloudletError, validation_error
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9-]{2,31}$")

@@ -22,8 +22,10 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cloudlet.domain.asset_refs import LATEST, VERSION_PATTERN, VERSION_RULE
+from cloudlet.domain.environments import check_environment_name
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
-from cloudlet.domain.job_spec import (
+from cloudlet.domain.job_models import (
     IO_NAME_PATTERN,
     LITERAL_TYPES,
     OPTIONAL_PART,
@@ -39,12 +41,12 @@ from cloudlet.domain.job_spec import (
     ResourcesSpec,
     _fits,
     _placeholders,
-    _prevalidate,
     _split_ref,
     check_command,
     literal_string,
     translate_error,
 )
+from cloudlet.domain.job_spec import _prevalidate
 from cloudlet.domain.validation import FieldProblem
 
 # azure-ai-ml's rule for component names (``ComponentNameStr``): the SDK refuses anything else.
@@ -234,8 +236,6 @@ class ComponentSpec(_Frozen):
     @field_validator("version", mode="before")
     @classmethod
     def _version(cls, value: Any) -> Any:
-        from cloudlet.domain.assets import LATEST, VERSION_PATTERN, VERSION_RULE  # it builds on this module
-
         if isinstance(value, int | float) and not isinstance(value, bool):
             value = str(value)  # YAML reads `version: 1` as a number
         if isinstance(value, str) and not VERSION_PATTERN.fullmatch(value):
@@ -315,11 +315,7 @@ def parse_component(doc: Any, name: str | None = None, version: str | None = Non
     except ValidationError as exc:
         raise translate_error(exc, ComponentSpec, "", "a command component") from None
     if isinstance(spec.environment, str):
-        from cloudlet.domain.assets import parse_reference
-        from cloudlet.domain.environments import curated_environment, resolve_environment
-
-        if curated_environment(spec.environment) is None and parse_reference(spec.environment) is None:
-            resolve_environment(spec.environment)  # unknown names can never run: this says so
+        check_environment_name(spec.environment)  # unknown names can never run: this says so
     return spec
 
 

@@ -25,9 +25,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
+from cloudlet.domain.asset_refs import parse_reference
 from cloudlet.domain.conda import conda_dependencies, image_python, python_minor, with_base_packages
 from cloudlet.domain.errors import validation_error
-from cloudlet.domain.job_spec import InlineEnvironment, translate_error
+from cloudlet.domain.job_models import InlineEnvironment, translate_error
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,14 @@ def _resolved(
     canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()
     return ResolvedEnvironment(kind, pip, image, digest, name, python, list(warnings or []))
+
+
+def check_environment_name(name: str) -> None:
+    """A job's or component's ``environment`` given by name: a curated environment, an environment
+    asset (``azureml:name:1``, resolved when it runs) or a name that resolves; an unknown name can
+    never run, and resolving it raises the ``CloudletError`` that says so."""
+    if curated_environment(name) is None and parse_reference(name) is None:
+        resolve_environment(name)
 
 
 def resolve_environment(env: str | InlineEnvironment | dict[str, Any] | None) -> ResolvedEnvironment:

@@ -18,7 +18,7 @@ from cloudlet.domain.bounds import (
     MAX_TENSORFLOW_TASKS,
 )
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import CommandJobSpec, TensorFlowDistribution
+from cloudlet.domain.job_models import CommandJobSpec, TensorFlowDistribution
 
 NEVER_RUNS = "JobCanNeverRun"
 INSTANCE_COUNT = "resources.instance_count"

@@ -24,7 +24,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cloudlet.domain import components, pipeline_parallel
+from cloudlet.domain import assets, components, pipeline_parallel
+from cloudlet.domain.assets import AssetKind, AssetSpec
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.job_spec import (
     IO_NAME_PATTERN,
@@ -558,3 +559,11 @@ class PipelineKind:
 
 
 PIPELINE = PipelineKind()
+
+
+def parse_asset(kind: AssetKind, doc: Any, name: str | None = None, version: str | None = None) -> AssetSpec:
+    """``domain.assets.parse_asset``, and a ``type: pipeline`` component (which builds on it) too."""
+    if kind == "component" and isinstance(doc, dict) and str(doc.get("type", "")).lower() == "pipeline":
+        named, wanted, stored = registered_pipeline_component(doc, name, version)
+        return AssetSpec(kind, named, wanted, stored)
+    return assets.parse_asset(kind, doc, name, version)

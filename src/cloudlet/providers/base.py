@@ -19,6 +19,20 @@ class ProviderError(Exception):
 
 
 @dataclass(frozen=True)
+class ProviderContext:
+    """What the server knows that a provider may need (``providers/registry.py`` hands it to each
+    kind's factory): its home (the local provider's nodes live under it by default) and its
+    installation id (every node is tagged with it)."""
+
+    home: Path
+    installation_id: str = ""
+    # SSH providers: where host keys learned on first use are kept (``services/host_keys.py``'s
+    # HostKeyBook; None: in memory only) and the scope they are kept under (the location's name).
+    host_keys: Any = None
+    scope: str = ""
+
+
+@dataclass(frozen=True)
 class NodeRequest:
     node_id: str
     token: str

@@ -7,17 +7,14 @@ import os
 import re
 import urllib.parse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from cloudlet.providers.base import NodeProvider
+from cloudlet.providers.base import NodeProvider, ProviderContext
 from cloudlet.providers.kube import ClusterAccess, KubernetesProvider
 from cloudlet.providers.kube_pods import PodSettings
-
-if TYPE_CHECKING:
-    from cloudlet.providers.registry import ProviderContext
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")

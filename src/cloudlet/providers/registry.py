@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cloudlet.domain.errors import validation_error
 from cloudlet.providers import kube_config, ssh_config
-from cloudlet.providers.base import NodeProvider
+from cloudlet.providers.base import NodeProvider, ProviderContext
 from cloudlet.providers.kube_config import KubernetesConfig, kubernetes_provider
 from cloudlet.providers.local import LocalProvider
 from cloudlet.providers.slurm import SlurmConfig, SlurmProvider
@@ -33,19 +33,6 @@ from cloudlet.providers.ssh_config import SshConfig
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 DEFAULT_PROVIDER = "local"  # what a location without a named provider (and bootstrap's) uses
 MASK = "***"
-
-
-@dataclass(frozen=True)
-class ProviderContext:
-    """What the server knows that a provider may need: its home (the local provider's nodes live
-    under it by default) and its installation id (every node is tagged with it)."""
-
-    home: Path
-    installation_id: str = ""
-    # SSH providers: where host keys learned on first use are kept (``services/host_keys.py``'s
-    # HostKeyBook; None: in memory only) and the scope they are kept under (the location's name).
-    host_keys: Any = None
-    scope: str = ""
 
 
 @dataclass(frozen=True)

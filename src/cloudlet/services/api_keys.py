@@ -15,10 +15,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.errors import CloudletError, conflict, forbidden, not_found, validation_error
+from cloudlet.domain.errors import conflict, forbidden, not_found, validation_error
 from cloudlet.services import audit, identity
 from cloudlet.services.clock import as_utc, given_time, iso, utcnow
 from cloudlet.services.context import Caller
@@ -176,7 +176,7 @@ def revoke(session: Session, principal: Principal, key_id: str, actor: str) -> b
     row = find(session, principal, key_id)
     if row.revoked:
         return False
-    ensure_an_administrator_remains(session, principal, row)
+    identity.ensure_an_administrator_remains(session, principal, row)
     row.revoked, row.revoked_on = True, utcnow()
     audit.record(
         session,
@@ -244,32 +244,3 @@ def rotate(
     audit.record(session, actor, "apiKey.rotate", key_target(principal, old.id), details)
     identity.forget_callers_on_commit(session)
     return Rotation(issued, old)
-
-
-def ensure_an_administrator_remains(session: Session, principal: Principal, ending: ApiKey | None) -> None:
-    """Refuse to end the last way in: revoking ``ending`` (or, with None, disabling ``principal``)
-    must leave some enabled administrator with a key that works."""
-    if not principal.is_admin or principal.disabled_on is not None:
-        return
-    now = utcnow()
-    stmt = (
-        select(ApiKey.id)
-        .join(Principal, Principal.id == ApiKey.principal_id)
-        .where(
-            Principal.is_admin.is_(True),
-            Principal.disabled_on.is_(None),
-            ApiKey.revoked.is_(False),
-            or_(ApiKey.expires_on.is_(None), ApiKey.expires_on > now),
-        )
-    )
-    # Disabling: another administrator must have a working key; revoking: another working key
-    # (this administrator's or another's) must remain.
-    stmt = stmt.where(Principal.id != principal.id if ending is None else ApiKey.id != ending.id)
-    if session.scalar(stmt.limit(1)) is None:
-        raise CloudletError(
-            "LastAdministratorKey",
-            "this would leave no enabled administrator with a working API key; create another first "
-            "(`cloudlet user key-create <admin>`, or `cloudlet user create <name> --admin`)",
-            principal.name,
-            409,
-        )

@@ -21,12 +21,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import assets as rules
+from cloudlet.domain import pipeline_jobs as pipeline_rules
 from cloudlet.domain.assets import AssetKind, AssetRef
 from cloudlet.domain.environments import curated_environment
 from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.domain.job_spec import MODEL_TYPES, PATH_TYPES
 from cloudlet.services import audit
 from cloudlet.services import job_status as job_status_service
+from cloudlet.services.component_code import checked_code
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DEFAULT_DATASTORE, DataRoot
 from cloudlet.store.schema import Asset, AssetUse, Job, Workspace
@@ -132,11 +134,9 @@ def create_or_update(
 ) -> Created:
     """Create NAME:VERSION (the next version when None), or update an existing version's
     description, tags, properties and stage (anything else of a version is immutable: 409)."""
-    spec = rules.parse_asset(kind, body, name, version)
+    spec = pipeline_rules.parse_asset(kind, body, name, version)
     _check_path_exists(ws, kind, spec.doc, data)
     if kind == "component":  # its code: the uploaded snapshot it runs
-        from cloudlet.services.components import checked_code  # it builds on this module
-
         spec = replace(spec, doc=checked_code(session, ws, spec.doc))
     versions = _versions(session, ws, kind, name)
     wanted = spec.version or rules.next_version(v.version for v in versions)

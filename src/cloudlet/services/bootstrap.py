@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 from cloudlet.providers.registry import DEFAULT_PROVIDER
 from cloudlet.services import api_keys, audit, identity
 from cloudlet.services.clock import utcnow
+from cloudlet.services.workspaces import DEFAULT_LOCATION
 from cloudlet.store.schema import Installation, Location, ResourceGroup, Subscription, Workspace
 
-DEFAULT_LOCATION = "local"
 DEFAULT_RESOURCE_GROUP = "default"
 DEFAULT_WORKSPACE = "default"
 # The local pool: room for a few 4-vCPU nodes on a small machine (overcommitted, see docs).

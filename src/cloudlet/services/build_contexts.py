@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from cloudlet.domain import build_context
-from cloudlet.domain.assets import short_datastore_uri
+from cloudlet.domain.asset_refs import short_datastore_uri
 from cloudlet.domain.errors import validation_error
 from cloudlet.domain.paths import relative_parts
 from cloudlet.services import blob_sas

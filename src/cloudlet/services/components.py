@@ -5,8 +5,9 @@ jobs and pipeline steps that run them.
   names — ``azureml:name:1``, ``azureml:name@latest``, ``name:1``, ``name@latest``, an ARM id
   (``azureml:/subscriptions/…/components/name/versions/1``), a local YAML file relative to
   BASE_DIR, or an inline mapping (an anonymous component);
-- ``checked_code``: what a stored component's ``code`` becomes (``codes/<sha256>``, the snapshot
-  agents download): the code is uploaded before a component is registered, as for jobs;
+- ``checked_code`` (from ``services/component_code.py``): what a stored component's ``code``
+  becomes (``codes/<sha256>``, the snapshot agents download): the code is uploaded before a
+  component is registered, as for jobs;
 - ``register_anonymous``: an inline component recorded as ``azureml_anonymous:<content hash>``
   (the same content is the same version, so a rerun registers nothing new).
 """
@@ -33,10 +34,10 @@ from cloudlet.domain.components import (
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, InlineEnvironment, is_remote_path
 from cloudlet.services import assets as asset_service
-from cloudlet.services import codes as code_service
+from cloudlet.services.component_code import checked_code
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.schema import Asset, CodeAsset, CodeVersion, Workspace
+from cloudlet.store.schema import Asset, CodeVersion, Workspace
 
 KIND: AssetKind = "component"
 # The target of resolve's own errors: the reference as a whole (a pipeline puts it under its step,
@@ -44,8 +45,6 @@ KIND: AssetKind = "component"
 REF = "$"
 # ``name:1`` / ``name@latest`` without the ``azureml:`` prefix (as a pipeline step may write them).
 _BARE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(?::(?P<version>[^:/@]+)|@(?P<label>[^:/@]+))$")
-# ``azureml:name:version`` of a code asset (``code: azureml:my-code:1``).
-_CODE_REF = re.compile(r"^azureml:(?P<name>[^:/@]+):(?P<version>[^:/@]+)$")
 _FILE_SUFFIXES = (".yml", ".yaml")
 
 
@@ -159,58 +158,6 @@ def with_local_paths(spec: ComponentSpec, folder: Path) -> ComponentSpec:
         conda = str((folder / env.conda_file).resolve())
         update["environment"] = env.model_copy(update={"conda_file": conda})
     return spec.model_copy(update=update) if update else spec
-
-
-def checked_code(session: Session, workspace: Workspace, doc: dict[str, Any]) -> dict[str, Any]:
-    """DOC (a component to register) with its ``code`` as the snapshot it runs (``codes/<sha256>``):
-    an uploaded snapshot, a code version (its ARM id or ``azureml:name:version``). A local folder
-    is refused: the CLI and client upload it first."""
-    if doc.get("additional_includes"):
-        raise validation_error(
-            "additional_includes",
-            "additional_includes are local files and folders: create the component (or submit the "
-            "pipeline) with the cloudlet CLI or client, which copies them into its code snapshot",
-        )
-    code = doc.get("code")
-    if code is None:
-        return doc
-    if not isinstance(code, str) or not code.strip():
-        raise validation_error("code", "code must name the component's code folder")
-    text = code.strip()
-    if CODE_SNAPSHOT_PATTERN.fullmatch(text):
-        digest = text.split("/", 1)[1]
-        query = select(CodeAsset.id).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
-        if session.scalar(query) is None:
-            raise validation_error(
-                "code",
-                f"code snapshot {text} is not in this workspace; upload it first (PUT …/codes/{digest})",
-            )
-        return doc
-    if "/codes/" in text and "/versions/" in text:
-        try:
-            return {**doc, "code": code_service.snapshot_for(session, workspace, text)}
-        except CloudletError as exc:
-            raise validation_error("code", exc.message) from None
-    found = _CODE_REF.fullmatch(text)
-    if found is not None:
-        try:
-            row = code_service.get(session, workspace, found["name"], found["version"])
-        except CloudletError as exc:
-            raise validation_error(
-                "code", f"{exc.message.rstrip('.')}: fix the code's name or version"
-            ) from None
-        return {**doc, "code": f"codes/{row.snapshot}"}
-    if is_remote_path(text):
-        raise validation_error(
-            "code",
-            f"code {text!r}: a component's code is an uploaded snapshot (codes/<sha256>) or a code "
-            "version (azureml:<name>:<version>); git and URL sources are not fetched here",
-        )
-    raise validation_error(
-        "code",
-        f"code {text!r} is a local folder; create the component with the cloudlet CLI or client "
-        "(cloudlet component create --file F), which uploads it once (content-hashed)",
-    )
 
 
 def code_version_id(session: Session, workspace: Workspace, ref: WorkspaceRef, code: str) -> str | None:

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 import jwt
-from sqlalchemy import Engine, event, select, update
+from sqlalchemy import Engine, event, or_, select, update
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, conflict, not_found
@@ -32,7 +32,7 @@ from cloudlet.domain.roles import Role
 from cloudlet.services import audit
 from cloudlet.services.clock import as_utc, iso, utcnow
 from cloudlet.services.context import Caller
-from cloudlet.store.schema import ApiKey, Installation, Principal, RoleAssignment, Workspace
+from cloudlet.store.schema import ApiKey, Installation, Principal, RoleAssignment
 
 log = logging.getLogger("cloudlet.identity")
 
@@ -108,8 +108,6 @@ def render_principal(principal: Principal) -> dict[str, Any]:
 def set_enabled(session: Session, principal: Principal, enabled: bool, caller: Caller) -> bool:
     """Disable (or enable again) a user; False when it already was so. A disabled user's keys and
     tokens stop authenticating within the caller cache period (at once on this process)."""
-    from cloudlet.services import api_keys  # api_keys imports this module
-
     if enabled == (principal.disabled_on is None):
         return False
     if not enabled:
@@ -117,12 +115,41 @@ def set_enabled(session: Session, principal: Principal, enabled: bool, caller: C
             raise conflict(
                 "CannotDisableSelf", "you cannot disable yourself; ask another administrator", principal.name
             )
-        api_keys.ensure_an_administrator_remains(session, principal, None)
+        ensure_an_administrator_remains(session, principal, None)
     principal.disabled_on = None if enabled else utcnow()
     action = "principal.enable" if enabled else "principal.disable"
     audit.record(session, caller.name, action, principal_target(principal.name), {"enabled": enabled})
     forget_callers_on_commit(session)
     return True
+
+
+def ensure_an_administrator_remains(session: Session, principal: Principal, ending: ApiKey | None) -> None:
+    """Refuse to end the last way in: revoking ``ending`` (or, with None, disabling ``principal``)
+    must leave some enabled administrator with a key that works."""
+    if not principal.is_admin or principal.disabled_on is not None:
+        return
+    now = utcnow()
+    stmt = (
+        select(ApiKey.id)
+        .join(Principal, Principal.id == ApiKey.principal_id)
+        .where(
+            Principal.is_admin.is_(True),
+            Principal.disabled_on.is_(None),
+            ApiKey.revoked.is_(False),
+            or_(ApiKey.expires_on.is_(None), ApiKey.expires_on > now),
+        )
+    )
+    # Disabling: another administrator must have a working key; revoking: another working key
+    # (this administrator's or another's) must remain.
+    stmt = stmt.where(Principal.id != principal.id if ending is None else ApiKey.id != ending.id)
+    if session.scalar(stmt.limit(1)) is None:
+        raise CloudletError(
+            "LastAdministratorKey",
+            "this would leave no enabled administrator with a working API key; create another first "
+            "(`cloudlet user key-create <admin>`, or `cloudlet user create <name> --admin`)",
+            principal.name,
+            409,
+        )
 
 
 def load_caller(session: Session, principal: Principal, key_id: str | None = None) -> Caller:
@@ -508,52 +535,3 @@ def installation(session: Session) -> Installation:
     if row is None:
         raise RuntimeError("the store has not been bootstrapped")
     return row
-
-
-def _identity_principal_name(compute_name: str, workspace_id: int) -> str:
-    return f"{compute_name}.{workspace_id}{IDENTITY_SUFFIX}"
-
-
-def _has_identity(identity_spec: dict[str, object] | None) -> bool:
-    return bool(identity_spec) and (identity_spec or {}).get("type") not in (None, "none")
-
-
-def grant_compute_identity(
-    session: Session, compute_name: str, workspace_id: int, identity_spec: dict[str, object] | None
-) -> None:
-    """C13, at submission (the use case that grants a job its identity): a job on a cluster with a
-    managed identity runs as the cluster's own principal (``<compute>@identity``, Reader on the
-    workspace unless granted more); made here, with its role assignment and audit rows, the first
-    time a job needs it. Placing the job only reads it (``compute_identity_token``)."""
-    from cloudlet.services import role_assignments  # it imports this module
-
-    if not _has_identity(identity_spec):
-        return
-    name = _identity_principal_name(compute_name, workspace_id)
-    if find_principal(session, name) is not None:
-        return
-    actor = audit.system("submission")
-    principal = create_principal(session, name, actor)
-    workspace = session.get(Workspace, workspace_id)
-    assert workspace is not None
-    role_assignments.assign(session, workspace, principal, Role.READER, actor)
-    session.flush()
-
-
-def compute_identity_token(
-    session: Session,
-    compute_name: str,
-    workspace_id: int,
-    identity_spec: dict[str, object] | None,
-    lifetime_s: int,
-) -> str | None:
-    """A short-lived token of the cluster's identity principal for a job placed on it (reads only:
-    the principal was made at submission, ``grant_compute_identity``); None when the cluster has
-    no identity or its principal was never made."""
-    if not _has_identity(identity_spec):
-        return None
-    principal = find_principal(session, _identity_principal_name(compute_name, workspace_id))
-    if principal is None:
-        return None
-    token, _ = mint_token(principal.id, installation(session).token_secret, lifetime_s)
-    return token

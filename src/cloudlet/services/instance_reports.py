@@ -31,6 +31,7 @@ from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import FINAL
 from cloudlet.services import effects
 from cloudlet.services import nodes as node_service
+from cloudlet.services.instance_paths import os_disk_path
 from cloudlet.services.storage import DataRoot, read_beneath
 from cloudlet.store.schema import Compute, Node
 
@@ -219,8 +220,6 @@ def ssh_settings(compute: Compute, node: Node | None) -> dict[str, Any] | None:
 def setup_logs(data: DataRoot, compute: Compute, node: Node | None) -> dict[str, Any]:
     """Each configured script's last result and its log (the file on the OS disk while it is
     readable from here, else the tail the agent reported)."""
-    from cloudlet.services.instances import os_disk_path
-
     setup = ((node.report or {}).get("setup") or {}) if node is not None else {}
     scripts = (compute.spec or {}).get("setup_scripts") or {}
     out: dict[str, Any] = {"name": compute.name, "node": node.id if node else None, "scripts": {}}

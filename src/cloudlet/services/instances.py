@@ -34,6 +34,7 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.nodekit import disks
 from cloudlet.providers.base import HOST_DISK_ENV, HOST_SHARE_ENV, HOST_SHARE_USER_ENV, PIN_HOST_ENV
 from cloudlet.services import identity, instance_reports, workspaces
+from cloudlet.services.instance_paths import instance_root, os_disk_path
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Node, Workspace
 
@@ -58,14 +59,6 @@ def instance_disk_key(compute: Compute) -> str:
     """The OS disk's name on a host: the instance's name and record id (a deleted instance's
     leftover disk is never a new one of the same name)."""
     return f"{compute.name}-{compute.id}"
-
-
-def instance_root(data: DataRoot, compute: Compute) -> Path:
-    return data.workspace(compute.workspace_id) / "instances" / compute.name
-
-
-def os_disk_path(data: DataRoot, compute: Compute) -> Path:
-    return instance_root(data, compute) / "os"
 
 
 def os_disk_gb() -> float:

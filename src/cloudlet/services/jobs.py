@@ -29,7 +29,7 @@ from cloudlet.domain.pipeline_jobs import setting_warnings
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, effects, identity, workspaces
+from cloudlet.services import compute_identity, computes, effects, workspaces
 from cloudlet.services import environments as environment_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -139,7 +139,7 @@ def submit(
     compute_name, compute = _target(session, ws, doc, memo if memo is not None else {}, warnings)
     _check_inputs(ws, doc, data)
     if compute is not None:  # the job runs as the cluster's identity: granted now, not at placement
-        identity.grant_compute_identity(session, compute.name, ws.id, compute.spec.get("identity"))
+        compute_identity.grant_compute_identity(session, compute.name, ws.id, compute.spec.get("identity"))
     job = Job(
         workspace_id=ws.id,
         name=name,

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import environments, job_inputs, job_outcome, job_spec
-from cloudlet.services import identity, tracking, tracking_tokens
+from cloudlet.services import compute_identity, tracking, tracking_tokens
 from cloudlet.services import jobs as job_service
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute
@@ -124,7 +124,7 @@ def _identity_env(
     if compute is None:
         return {}
     lifetime = int((attempt.spec.get("limits") or {}).get("timeout") or 3600) + 600
-    token = identity.compute_identity_token(
+    token = compute_identity.compute_identity_token(
         session, compute.name, compute.workspace_id, compute.spec.get("identity"), lifetime
     )
     if token is None:

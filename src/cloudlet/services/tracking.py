@@ -39,6 +39,7 @@ from cloudlet.services.tracking_experiments import (
     inserted,
     now_ms,
 )
+from cloudlet.services.workspaces import tracking_uri
 from cloudlet.store.schema import (
     Job,
     TrackingExperiment,
@@ -140,11 +141,6 @@ def job_view(session: Session, job_id: int) -> dict[str, Any]:
 
 # -- a job's environment --------------------------------------------------------------------------
 _placing: dict[tuple[str, int], WorkspaceRef] = {}  # (store, workspace id) → its ARM reference
-
-
-def tracking_uri(server_url: str, ref: WorkspaceRef) -> str:
-    """A workspace's MLflow tracking URI on a server at SERVER_URL (api/mlflow/)."""
-    return f"{server_url.rstrip('/')}/mlflow/v1.0{ref.arm_id}"
 
 
 def job_environment(

@@ -14,7 +14,7 @@ from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.job_spec import DEFAULT_INSTANCE_TYPE
 from cloudlet.domain.roles import Access
 from cloudlet.domain.uploads import MAX_WORKSPACE_STORAGE_GIB, UnpackBudget
-from cloudlet.services import audit, bootstrap, effects
+from cloudlet.services import audit, effects
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services.clock import iso, utcnow
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -106,6 +106,7 @@ def ref_of(session: Session, ws: Workspace) -> WorkspaceRef:
 
 WORKSPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{1,32}$")
 RESOURCE_GROUP_NAME = re.compile(r"^[-\w._()]{1,90}$")
+DEFAULT_LOCATION = "local"  # a workspace's location when none is given (bootstrap makes it)
 
 
 class WorkspaceUpdate(BaseModel):
@@ -168,7 +169,7 @@ def create_or_update(
         rg = ResourceGroup(
             subscription_id=ref.subscription_id,
             name=ref.resource_group,
-            location=location or bootstrap.DEFAULT_LOCATION,
+            location=location or DEFAULT_LOCATION,
         )
         session.add(rg)
         session.flush()
@@ -258,11 +259,15 @@ def list_visible(session: Session, caller: Caller) -> list[tuple[Workspace, Work
     ]
 
 
+def tracking_uri(server_url: str, ref: WorkspaceRef) -> str:
+    """A workspace's MLflow tracking URI on a server at SERVER_URL (api/mlflow/; ``services/tracking.py``
+    gives it to jobs)."""
+    return f"{server_url.rstrip('/')}/mlflow/v1.0{ref.arm_id}"
+
+
 def render(ws: Workspace, ref: WorkspaceRef, server_url: str | None = None) -> dict[str, Any]:
     """A workspace's native view; on a server at SERVER_URL, with its MLflow tracking URI (the one
     the ARM facade gives, ``az ml workspace show --query mlflow_tracking_uri``)."""
-    from cloudlet.services import tracking  # it imports this module
-
     return {
         "name": ws.name,
         "id": ref.arm_id,
@@ -275,5 +280,5 @@ def render(ws: Workspace, ref: WorkspaceRef, server_url: str | None = None) -> d
         "default_instance_type": default_instance_type(ws),
         "storage_quota_gib": ws.storage_quota_gib,  # null: the server's default
         "created_on": iso(ws.created_on),
-        "mlflow_tracking_uri": tracking.tracking_uri(server_url, ref) if server_url else None,
+        "mlflow_tracking_uri": tracking_uri(server_url, ref) if server_url else None,
     }
