@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.context import PassContext
 from cloudlet.control.loop import one_item
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import failure_text
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.nodes import HOLDING, NodeState
@@ -168,7 +169,7 @@ def _size_and_quota(session: Session, job: Job, missing: int) -> tuple[VmSize | 
         return host_size(), "dedicated", ""
     catalogue = catalogue_service.current(session)
     resources = job.spec.get("resources") or {}
-    size = catalogue.require_size(str(resources.get("instance_type")), "amlcompute")
+    size = catalogue.require_size(str(resources.get("instance_type")), ComputeType.AMLCOMPUTE)
     tier = (
         Tier.LOW_PRIORITY
         if (job.spec.get("queue_settings") or {}).get("job_tier") == "spot"

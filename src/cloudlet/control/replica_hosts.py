@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import FAILED, NodeState
 from cloudlet.domain.resources import ONLINE_DEPLOYMENTS
@@ -256,7 +257,9 @@ class NodeMaker:
         with self.sessions.begin() as session:
             ws = session.get(Workspace, ws_id)
             assert ws is not None
-            size = catalogue_service.current(session).require_size(size_name, "amlcompute", "instance_type")
+            size = catalogue_service.current(session).require_size(
+                size_name, ComputeType.AMLCOMPUTE, "instance_type"
+            )
             owner = node_service.Owner(ONLINE_DEPLOYMENTS, deployment_id, ws_id)
             node, token = node_service.new_node(
                 session,
