@@ -24,6 +24,7 @@ from cloudlet.control.steps import AfterCommitQueue, Pending, StepOutcome
 from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.nodes import FAILED, SERVING, NodeState
+from cloudlet.domain.run_state import ExitReason
 from cloudlet.providers.base import NodeProvider, NodeRequest
 from cloudlet.services import dispatch, host_keys
 from cloudlet.services import nodes as node_service
@@ -168,7 +169,7 @@ class VmDriver(AfterCommitQueue):
         nodes = node_service.live_nodes(session, compute.id)
         actions, now = Actions(), self.clock.now()
         for node in nodes:
-            dispatch.fail_runs_on_node(session, node, "canceled", now)
+            dispatch.fail_runs_on_node(session, node, ExitReason.CANCELED, now)
             if node.state == NodeState.TERMINATING.value:
                 actions.terminations.append((node.id, node.location, dict(node.provider_ref)))
             else:
