@@ -19,7 +19,9 @@ from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.nodes import NodeEvent
+from cloudlet.domain.quota import Tier
 from cloudlet.domain.roles import Access
+from cloudlet.domain.run_state import ExitReason
 from cloudlet.services import assets as asset_service
 from cloudlet.services import computes, dispatch, effects, job_cancel, tracking, workspaces
 from cloudlet.services import jobs as job_service
@@ -214,7 +216,7 @@ def evict_node(
             "node_id",
             404,
         )
-    if node.tier != "low_priority":
+    if node.tier != Tier.LOW_PRIORITY:
         raise CloudletError(
             "NotLowPriority",
             f"node {node_id} is dedicated; only low-priority nodes are evicted",
@@ -224,7 +226,7 @@ def evict_node(
     now = time.time()
     node.error = {"code": "Preempted", "message": "evicted by an operator"}
     node_service.advance(node, NodeEvent.PREEMPT, now)
-    wake = dispatch.fail_runs_on_node(ctx.session, node, "preempted", now)
+    wake = dispatch.fail_runs_on_node(ctx.session, node, ExitReason.PREEMPTED, now)
     effects.wake_nodes(ctx.session, [*wake, node.id])
     effects.demand_changed(ctx.session)
     ctx.commit()

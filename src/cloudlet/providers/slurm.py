@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cloudlet.domain.quota import Tier
 from cloudlet.providers import slurm_commands as sc
 from cloudlet.providers.base import Capacity, NodeHandle, NodeRequest, NodeStatus, ProviderError
 from cloudlet.providers.local import NODE_SUBDIRS, agent_env, sandbox_env
@@ -138,7 +139,7 @@ class SlurmProvider:
 
     def placement(self, tier: str) -> sc.Placement:
         c = self.config
-        if tier == "low_priority":
+        if tier == Tier.LOW_PRIORITY:
             partition, qos = c.low_priority_partition or c.partition, c.low_priority_qos or c.qos
             return sc.Placement(partition, c.account, qos)
         return sc.Placement(c.partition, c.account, c.qos)
