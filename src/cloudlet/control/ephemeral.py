@@ -166,7 +166,7 @@ def _advance(
 
 def _size_and_quota(session: Session, job: Job, missing: int) -> tuple[VmSize | None, str, str]:
     if job.compute_name == job_service.LOCAL_COMPUTE:
-        return host_size(), "dedicated", ""
+        return host_size(), Tier.DEDICATED, ""
     catalogue = catalogue_service.current(session)
     resources = job.spec.get("resources") or {}
     size = catalogue.require_size(str(resources.get("instance_type")), ComputeType.AMLCOMPUTE)

@@ -32,6 +32,7 @@ from cloudlet.control.steps import AfterCommitQueue, Pending, StepOutcome
 from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
+from cloudlet.domain.quota import Tier
 from cloudlet.domain.run_state import ExitReason
 from cloudlet.providers.base import (
     HostsInstanceDisks,
@@ -195,7 +196,7 @@ class InstanceDriver(AfterCommitQueue):
             installation_id=self.installation_id,
             location=compute.location,
             size=size,
-            tier="dedicated",
+            tier=Tier.DEDICATED,
             now=self.clock.now(),
         )
         node.operation_id = op.id

@@ -35,6 +35,7 @@ from cloudlet.control.actions import Actions, launch_node, release, terminate_no
 from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import FAILED, NodeState
+from cloudlet.domain.quota import Tier
 from cloudlet.domain.resources import ONLINE_DEPLOYMENTS
 from cloudlet.providers.base import NodeProvider
 from cloudlet.services import catalogue as catalogue_service
@@ -267,7 +268,7 @@ class NodeMaker:
                 installation_id=self.installation_id,
                 location=ws.location,
                 size=size,
-                tier="dedicated",
+                tier=Tier.DEDICATED,
             )
             env = {"CLOUDLET_ONLINE_REPLICAS": "1"}
             request = node_service.launch_request(node, token, self.installation_id, self.server_url(), env)

@@ -369,7 +369,7 @@ def _check_quota(session: Session, ref: WorkspaceRef, compute: Compute, catalogu
         request = CoreRequest(
             compute.name,
             size.family,
-            Tier(compute.spec.get("tier", "dedicated")),
+            Tier(compute.spec.get("tier", Tier.DEDICATED)),
             size.vcpus,
             nodes,
             "min_instances",
