@@ -227,7 +227,9 @@ def build_state(
         for node_id in set(nodes):
             notifier.notify(node_id)
 
-    agents = AgentProtocol(store.sessions, store.read_sessions, data, url, notifier, wake_nodes)
+    agents = AgentProtocol(
+        store.sessions, store.read_sessions, data, url, notifier, wake_nodes, clusters.wake.set
+    )
     state = AppState(
         sessions=store.sessions,
         read_sessions=store.read_sessions,

@@ -8,6 +8,9 @@ own under tests/data/azureml_samples/batch/ laid out as ``cli/endpoints/batch/de
   code_configuration or environment (``heart-classifier-mlflow/deployment-simple``) is scored by
   its own flavor in an environment built from its conda.yaml; ``predictions.csv`` has a row per
   input row, ``row,prediction,file``, as Azure writes it.
+- Pipeline-component deployments (``type: pipeline``, ``deploy-pipelines/``): a pipeline component
+  from its YAML file (one step a registered component) and a registered one by reference; invoking
+  the endpoint runs the component as a pipeline job with the invocation's input.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pytest
 
 from cloudlet.control.online_replicas import default_python
 from tests.conftest import RunningServer
-from tests.jobs_helpers import cli_json, create_compute, finished_parent, served
+from tests.jobs_helpers import cli_json, create_compute, finished_parent, log_text, served
 
 SAMPLES = Path(__file__).parent.parent / "data" / "azureml_samples"
 CLUSTER = "batch-cluster"
@@ -156,3 +159,91 @@ def test_a_custom_model_without_code_is_refused(srv: RunningServer, tmp_path: Pa
     done = subprocess.run(argv, env=srv.cli_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0, done.stdout
     assert "code_configuration" in done.stderr and "mlflow_model" in done.stderr, done.stderr
+
+
+def test_pipeline_component_deployments_run_the_pipeline_with_the_invocation_input(
+    api: httpx.Client, srv: RunningServer, tmp_path: Path
+) -> None:
+    # deploy-pipelines/batch-scoring-with-preprocessing's steps, then hello-batch's.
+    root = tmp_path / "pipeline-shaped"
+    shutil.copytree(SAMPLES / "batch" / "pipeline-shaped", root)
+    cli(srv, "component", "create", "-f", "components/prepare/prepare.yml", cwd=root)
+    cli(srv, "batch-endpoint", "create", "-f", "endpoint.yml", cwd=root)
+    made = cli(srv, "batch-deployment", "create", "--file", "deployment.yml", "--set-default", cwd=root)
+    assert made["type"] == "pipeline" and made["settings"]["default_compute"] == CLUSTER, made
+    assert set(made["component"]["jobs"]) == {"preprocess_job", "score_job"}, made
+    started = cli(
+        srv, "batch-endpoint", "invoke", "--name", "rows-pipeline-batch", "--input", "data", cwd=root
+    )
+    done = finished(api, srv, started["name"])
+    assert done["status"] == "Completed", done
+    assert done["type"] == "pipeline" and done["tags"]["batch_deployment"] == "rows-prepros"
+    out = tmp_path / "out"
+    cli(
+        srv,
+        "job",
+        "download",
+        "--name",
+        started["name"],
+        "--output-name",
+        "scores",
+        "--download-path",
+        str(out),
+    )
+    assert next(out.rglob("scores.csv")).read_text().split() == [
+        "alpha,5,append",
+        "beta,4,append",
+        "gamma,5,append",
+    ]
+    listed = cli(srv, "batch-endpoint", "list-jobs", "--name", "rows-pipeline-batch")
+    assert started["name"] in [j["name"] for j in listed], listed
+
+    cli(srv, "component", "create", "-f", "hello-component/hello.yml", cwd=root)
+    cli(srv, "batch-deployment", "create", "--file", "hello-deployment.yml", cwd=root)
+    hello = cli(
+        srv,
+        "batch-endpoint",
+        "invoke",
+        "-n",
+        "rows-pipeline-batch",
+        "-d",
+        "hello-batch-dpl",
+        "--input",
+        "data",
+        cwd=root,
+    )
+    done = finished(api, srv, hello["name"])
+    assert done["status"] == "Completed", done
+    step = next(c for c in done["children"] if c["key"] == "main_job")
+    assert "hello from a pipeline batch deployment" in log_text(api, srv, step["reused_from"] or step["name"])
+
+
+def test_a_pipeline_deployment_is_refused_naming_the_field(api: httpx.Client, srv: RunningServer) -> None:
+    cli(srv, "batch-endpoint", "create", "-f", str(SAMPLES / "batch" / "pipeline-shaped" / "endpoint.yml"))
+    base = {
+        "type": "pipeline",
+        "component": "azureml:no_such_pipeline@latest",
+        "settings": {"default_compute": CLUSTER},
+    }
+    path = f"{srv.ws_path}/batchEndpoints/rows-pipeline-batch/deployments/bad"
+    for body, target in (
+        (base, "component"),
+        ({**base, "settings": {}}, "settings.default_compute"),
+        (
+            {
+                **base,
+                "settings": {"default_compute": "nope"},
+                "component": {"type": "pipeline", "jobs": {"a": {"command": "true"}}},
+            },
+            "settings.default_compute",
+        ),
+        ({**base, "compute": CLUSTER}, "compute"),
+        (
+            {**base, "component": {"type": "pipeline", "jobs": {"a": {"command": "echo ${{inputs.x}}"}}}},
+            "component.jobs.a.command",
+        ),
+    ):
+        refused = api.put(path, json=body)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["target"] == target, (body, refused.text)
+    assert api.get(path).status_code == 404

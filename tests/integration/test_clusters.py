@@ -249,6 +249,9 @@ def test_evicted_low_priority_job_requeues_and_resumes_from_checkpoint(
     assert response.status_code == 200, response.text
     evicted = response.json()
     assert evicted["nodeState"] == "preempted" and evicted["error"]["code"] == "Preempted", evicted
+    again = api.post(f"{srv.ws_path}/computes/{name}/evict", json={"node_id": node_id})
+    assert again.status_code == 409 and again.json()["error"]["code"] == "NodeNotLive", again.text
+    assert again.json()["error"]["target"] == "node_id", again.text
 
     requeued = job(api, srv, "ckpt")
     assert requeued["status"] == "Queued", requeued

@@ -17,9 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from cloudlet.services.prepared_specs import LARGE_PROCESSES
 from tests.conftest import RunningServer
 from tests.integration.test_arm_jobs_api import arm_body, arm_jobs_path
-from tests.jobs_helpers import served, submit, wait_job
+from tests.jobs_helpers import create_compute, delete_compute, served, submit, wait_job
 
 HUGE_TF = {"type": "tensorflow", "worker_count": 10_000, "parameter_server_count": 10_000}
 
@@ -86,3 +87,25 @@ def test_the_reproducer_is_refused_by_every_way_in_and_nothing_is_written(
     submit(api, srv, "after", {"command": "echo still-here", "compute": "local"})
     assert wait_job(api, srv, "after", timeout=90)["status"] == "Completed"
     assert _healthz_s(srv) < 1.0
+
+
+def test_a_large_attempt_is_placed_by_the_pass_that_builds_it_before_the_lock(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    """More processes than ``prepared_specs.LARGE_PROCESSES``: the submission's and the agent's
+    transactions leave it queued, the cluster pass builds its run specs without the write lock and
+    places it; every process runs."""
+    cluster = {"type": "amlcompute", "size": "Standard_DS3_v2", "min_instances": 0, "max_instances": 1}
+    create_compute(api, srv, "wide", cluster)
+    processes = LARGE_PROCESSES + 2
+    doc = {
+        "command": "echo rank=$RANK",
+        "compute": "azureml:wide",
+        "distribution": {"type": "pytorch", "process_count_per_instance": processes},
+    }
+    submit(api, srv, "wide-job", doc)
+    done = wait_job(api, srv, "wide-job", timeout=120)
+    assert done["status"] == "Completed", done
+    logs = api.get(f"{srv.ws_path}/jobs/wide-job/logs").json()["files"]
+    assert len([f for f in logs if f.startswith("user_logs/std_log_process_")]) == processes, logs
+    delete_compute(api, srv, "wide")

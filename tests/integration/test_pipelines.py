@@ -303,6 +303,95 @@ def test_a_pipeline_component_runs_as_a_step_and_feeds_the_next(
     assert datastore(srv, relative + "report.txt").read_text().strip() == "4"
 
 
+def test_a_registered_pipeline_component_runs_as_a_step_by_reference(
+    api: httpx.Client, srv: RunningServer, tmp_path: Path
+) -> None:
+    # `cloudlet component create --file data_pipeline.yml` (type: pipeline) registers it with its
+    # steps' component files inlined and code uploaded; a pipeline names it azureml:…@latest.
+    folder = DATA / "pipeline_component"
+    made = cli(
+        srv,
+        "-o",
+        "json",
+        "component",
+        "create",
+        "--file",
+        str(folder / "data_pipeline" / "data_pipeline.yml"),
+    )
+    assert made.returncode == 0, made.stderr
+    shown = cli(srv, "-o", "json", "component", "show", "-n", "data_pipeline", "-v", "1")
+    assert shown.returncode == 0 and '"pipeline"' in shown.stdout, shown.stdout + shown.stderr
+    doc = yaml.safe_load((folder / "pipeline.yml").read_text())
+    doc["jobs"]["data_pipeline"]["component"] = "azureml:data_pipeline@latest"
+    doc["settings"]["force_rerun"] = True
+    path = tmp_path / "registered.yml"
+    path.write_text(yaml.safe_dump(doc))
+    for part in ("data", "train_src"):  # the pipeline's own local files, beside it
+        subprocess.run(["cp", "-r", str(folder / part), str(tmp_path / part)], check=True)
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "pcomp-reg", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    done = wait_job(api, srv, "pcomp-reg", timeout=180)
+    assert done["status"] == "Completed", (done.get("status_message"), done.get("error"), done.get("dag"))
+    inner = job(api, srv, children(api, srv, "pcomp-reg")["data_pipeline"]["name"])
+    assert {c["key"] for c in inner["children"]} == {"prep_job", "transform_job"}, inner
+    report = job(api, srv, "pcomp-reg")["outputs"]["pipeline_job_score_report"]["uri"]
+    assert datastore(srv, report.split("/paths/", 1)[1] + "report.txt").read_text().strip() == "4"
+    bad = dict(doc, jobs={**doc["jobs"], "data_pipeline": {**doc["jobs"]["data_pipeline"]}})
+    bad["jobs"]["data_pipeline"]["inputs"] = {**bad["jobs"]["data_pipeline"]["inputs"], "nope": 1}
+    bad["jobs"]["train_job"] = {
+        "command": "true",
+        "inputs": {"d": "${{parent.jobs.data_pipeline.outputs.train_data}}"},
+    }
+    refused = api.put(f"{srv.ws_path}/jobs/pcomp-refused", json=bad)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["target"] == "jobs.data_pipeline.inputs.nope", refused.text
+    bad["jobs"]["data_pipeline"]["component"] = "azureml:make_nothing@latest"
+    refused = api.put(f"{srv.ws_path}/jobs/pcomp-refused", json=bad)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["target"] == "jobs.data_pipeline.component", refused.text
+
+
+def test_a_parallel_step_scores_mini_batches_and_feeds_the_next_step(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    # cli/jobs/parallel/3a_mnist_batch_identification's shape: prepare_data writes 7 files, the
+    # parallel step scores them 3 to a mini-batch with the batch driver (init() reads --model from
+    # program_arguments), its rows appended to a uri_file output, which summarize reads.
+    path = DATA / "parallel" / "pipeline.yml"
+    made = cli(srv, "job", "create", "--file", str(path), "--name", "par1", cwd=path.parent)
+    assert made.returncode == 0, made.stderr
+    done = wait_job(api, srv, "par1", timeout=180)
+    assert done["status"] == "Completed", done
+    steps = children(api, srv, "par1")
+    assert set(steps) == {"prepare_data", "identify_letters", "summarize"}, steps
+    scored = log_text(api, srv, steps["identify_letters"]["reused_from"] or steps["identify_letters"]["name"])
+    assert "batch driver: 3 mini-batches on 2 processes" in scored, scored
+    assert "AZUREML_PARALLEL_EXAMPLE=3a_yaml" in scored, scored
+    rows = [f"{i}.txt: {c}" for i, c in enumerate("ABCDEFG")]
+    summary = log_text(api, srv, steps["summarize"]["reused_from"] or steps["summarize"]["name"])
+    assert summary.strip().split("\n") == [*rows, "rows=7"], summary
+    written = datastore(srv, "par1-identify_letters/aggregated_returns.csv")
+    assert written.read_text().splitlines() == rows
+
+
+def test_a_parallel_step_is_refused_at_submission_naming_the_field(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    doc = yaml.safe_load((DATA / "parallel" / "pipeline.yml").read_text())
+    step = doc["jobs"]["identify_letters"]
+    step["task"]["code"] = "codes/" + "0" * 64  # never uploaded
+    step["inputs"]["score_model"]["path"] = "azureml://datastores/workspaceblobstore/paths/m/"
+    doc["jobs"]["prepare_data"] = {"command": "true", "outputs": {"letters": None}, "compute": CLUSTER}
+    refused = api.put(f"{srv.ws_path}/jobs/par-refused", json=doc)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["target"] == "jobs.identify_letters.task.code", refused.text
+    step["mini_batch_size"] = "10kb"
+    refused = api.put(f"{srv.ws_path}/jobs/par-refused", json=doc)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["target"] == "jobs.identify_letters.mini_batch_size", refused.text
+    assert api.get(f"{srv.ws_path}/jobs/par-refused").status_code == 404
+
+
 def test_four_steps_on_a_cluster_an_instance_serverless_and_local(
     api: httpx.Client, srv: RunningServer
 ) -> None:

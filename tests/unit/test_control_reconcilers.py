@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions
 from cloudlet.control.clusters import ClusterReconciler
-from cloudlet.control.eviction import evict_low_priority, eviction_order
+from cloudlet.control.eviction import evict_low_priority
 from cloudlet.control.sweep import TERMINATE_FAILED
 from cloudlet.domain.nodes import (
     LAUNCH_RECORD_TIMEOUT_S,
@@ -183,26 +183,6 @@ def test_an_engine_that_owns_its_capacity_bounds_the_cluster(tmp_path: Path) -> 
 
 
 # -- eviction -----------------------------------------------------------------------------------
-def test_eviction_order_is_idle_first_then_youngest() -> None:
-    def node(node_id: str, state: NodeState, created: float) -> Node:
-        return Node(id=node_id, state=state.value, created_at=created)
-
-    victims = [
-        node("old-busy", NodeState.BUSY, 1),
-        node("new-busy", NodeState.BUSY, 5),
-        node("old-idle", NodeState.IDLE, 2),
-        node("starting", NodeState.STARTING, 4),
-        node("new-idle", NodeState.IDLE, 3),
-    ]
-    assert [n.id for n in eviction_order(victims)] == [
-        "new-idle",
-        "old-idle",
-        "new-busy",
-        "starting",
-        "old-busy",
-    ]
-
-
 def test_eviction_frees_what_is_needed_and_no_more(world: World) -> None:
     with world.sessions.begin() as session:
         idle = world.record_node(session, tier="low_priority", state=NodeState.IDLE.value)

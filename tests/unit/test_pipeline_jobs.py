@@ -293,8 +293,9 @@ def test_a_pipeline_component_step_becomes_a_child_pipeline() -> None:
     unknown = {**doc["jobs"]["data"], "inputs": {"nope": 1}}
     assert refused({**doc, "jobs": {"data": unknown}}).target == "jobs.data.inputs.nope"
     registered = {**doc["jobs"]["data"], "component": "azureml:data_pipeline@latest"}
-    err = refused({**doc, "jobs": {"data": registered}})
-    assert err.target == "jobs.data.component" and "YAML file" in err.message
+    assert (
+        parse({**doc, "jobs": {"data": registered}})["jobs"]["data"]["component"] == registered["component"]
+    )
     broken = {**PIPELINE_COMPONENT, "jobs": {"prep": {"command": "echo ${{inputs.x}}"}}}
     err = refused({**doc, "jobs": {"data": {**doc["jobs"]["data"], "component": broken}}})
     assert err.target.startswith("jobs.data.component.jobs.prep"), err
@@ -553,3 +554,45 @@ def test_the_failed_step_is_named_not_the_one_the_pipeline_cancelled_after_it() 
     stored = parse(io_pipeline())  # order: a, b, c; c fails while a runs, a is then cancelled
     step = PIPELINE.advance(stored, [child("a", S.CANCELED), child("c", S.FAILED, "exit code 1")], NOW)
     assert step.outcome is S.FAILED and step.message == "step c failed: exit code 1"
+
+
+def test_a_registered_pipeline_component_is_checked_and_named_by_reference() -> None:
+    from cloudlet.domain.pipeline_jobs import registered_pipeline_component
+
+    component = {
+        "type": "pipeline",
+        "name": "inner",
+        "version": "2",
+        "inputs": {"x": {"type": "string", "default": "hi"}},
+        "outputs": {"o": {"type": "uri_folder"}},
+        "jobs": {
+            "a": {
+                "command": "echo ${{inputs.s}}",
+                "inputs": {"s": "${{parent.inputs.x}}"},
+                "outputs": {"o": "${{parent.outputs.o}}"},
+            }
+        },
+    }
+    name, version, stored = registered_pipeline_component(component, None, None)
+    assert (name, version) == ("inner", "2")
+    assert stored["type"] == "pipeline" and set(stored["jobs"]) == {"a"} and "name" not in stored
+    with pytest.raises(CloudletError) as info:
+        registered_pipeline_component({**component, "name": None}, None, None)
+    assert info.value.target == "name"
+    with pytest.raises(CloudletError) as info:
+        registered_pipeline_component(
+            {**component, "jobs": {"a": {"command": "echo ${{inputs.nope}}"}}}, None, None
+        )
+    assert info.value.target == "jobs.a.command"
+    doc = parse(
+        {
+            "type": "pipeline",
+            "jobs": {
+                "p": {"type": "pipeline", "component": "azureml:inner@latest"},
+                "b": {"command": "ls ${{inputs.d}}", "inputs": {"d": "${{parent.jobs.p.outputs.o}}"}},
+            },
+        }
+    )
+    assert doc["jobs"]["p"]["component"] == "azureml:inner@latest"  # resolved by the server
+    resolved = {**doc, "jobs": {**doc["jobs"], "p": {**doc["jobs"]["p"], "component": stored}}}
+    assert parse(resolved)["jobs"]["p"]["component"]["outputs"] == {"o": {"type": "uri_folder"}}

@@ -9,9 +9,14 @@ or one file), splits them into mini-batches of ``--mini-batch-size`` files, and 
 lies under ``AZUREML_MODEL_DIR`` by its folder's name, as on Azure. A mini-batch that
 raises or runs past ``--timeout`` seconds is retried up to ``--max-retries`` times; one that still
 fails counts its files against ``--error-threshold`` (-1: ignore failures), past which the driver
-stops with exit code 3. With ``append_row`` the rows ``run()`` returned (a list, or a DataFrame:
-one line per row, values joined by spaces) are written in mini-batch order to
-``--output-file-name`` in ``--output``; ``summary_only`` writes none.
+stops with exit code 3; likewise more than ``--mini-batch-error-threshold`` failed mini-batches.
+With ``append_row`` the rows ``run()`` returned (a list, or a DataFrame: one line per row, values
+joined by spaces) are written in mini-batch order to ``--output-file-name`` in ``--output``, or to
+``--append-row-to`` (a file, or a folder that gets ``--output-file-name``); ``summary_only``
+writes none.
+
+What follows ``--`` is the entry script's own command line (a pipeline's ``parallel`` step's
+``program_arguments``): ``sys.argv`` of every worker, which ``init()`` may parse.
 """
 
 from __future__ import annotations
@@ -92,18 +97,24 @@ def model_root(model: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="batch_driver")
     parser.add_argument("--input", required=True)
-    parser.add_argument("--output", required=True)
+    parser.add_argument("--output")
+    parser.add_argument("--append-row-to")
     parser.add_argument("--scoring-script", required=True)
     parser.add_argument("--mini-batch-size", type=int, default=10)
     parser.add_argument("--max-concurrency", type=int, default=1)
     parser.add_argument("--max-retries", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--error-threshold", type=int, default=-1)
+    parser.add_argument("--mini-batch-error-threshold", type=int, default=-1)
     parser.add_argument("--output-action", choices=("append_row", "summary_only"), default="append_row")
     parser.add_argument("--output-file-name", default="predictions.csv")
     parser.add_argument("--logging-level", default="info")
     parser.add_argument("--model-dir")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    own, program = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    args = parser.parse_args(own)
+    # The workers are spawned: each starts with this sys.argv, the entry script's command line.
+    sys.argv = [os.path.abspath(args.scoring_script), *program]
     if args.model_dir:
         os.environ["AZUREML_MODEL_DIR"] = model_root(args.model_dir)
     batches = mini_batches(input_files(args.input), args.mini_batch_size)
@@ -146,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         pool.terminate()
     failed_files = sum(len(batches[i]) for i in failed)
     rows = [row for index in sorted(results) for row in results[index]]
-    if args.output_action == "append_row":
-        os.makedirs(args.output, exist_ok=True)
-        with open(os.path.join(args.output, args.output_file_name), "w", encoding="utf-8") as out:
+    target = row_file(args)
+    if target is not None:
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        with open(target, "w", encoding="utf-8") as out:
             out.writelines(f"{row}\n" for row in rows)
     print(
         f"batch driver: {len(results)} mini-batches scored, {len(failed)} failed ({failed_files} files), "
@@ -163,7 +175,30 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         return THRESHOLD_EXIT
+    if args.mini_batch_error_threshold != -1 and len(failed) > args.mini_batch_error_threshold:
+        print(
+            f"mini_batch_error_threshold exceeded: mini-batches {sorted(failed)} failed, "
+            f"mini_batch_error_threshold is {args.mini_batch_error_threshold}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return THRESHOLD_EXIT
     return 0
+
+
+def row_file(args: argparse.Namespace) -> str | None:
+    """Where the rows go: ``--append-row-to`` (a folder, existing or ending in '/', gets
+    ``--output-file-name``), else ``--output-file-name`` in ``--output``; None for summary_only."""
+    if args.output_action != "append_row":
+        return None
+    if args.append_row_to:
+        path = str(args.append_row_to)
+        if path.endswith("/") or os.path.isdir(path):
+            return os.path.join(path, args.output_file_name)
+        return path
+    if not args.output:
+        return None
+    return os.path.join(args.output, args.output_file_name)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field
 
@@ -45,6 +45,13 @@ def success(code: int, description: str) -> dict[int | str, dict[str, Any]]:
     return {code: {"description": description}}
 
 
+def deleted(more: dict[int | str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Route arguments for an ARM DELETE that answers 200 with no body, as Azure's do (MORE: other
+    responses, e.g. ``success(204, …)``)."""
+    gone = {200: {"description": "Deleted (no body)", "content": {}}}
+    return {"status_code": 200, "response_class": Response, "responses": {**gone, **(more or {})}}
+
+
 def json_body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
     """``openapi_extra`` for a route that takes a JSON document validated by the domain (so its
     model, not a copy of it, is the schema)."""
@@ -69,9 +76,9 @@ def nullable(properties: dict[str, Any]) -> dict[str, Any]:
     return {name: {"anyOf": [schema, {"type": "null"}]} for name, schema in properties.items()}
 
 
-def binary_body(media_type: str, description: str) -> dict[str, Any]:
+def binary_body(media_type: str, description: str, required: bool = True) -> dict[str, Any]:
     content = {media_type: {"schema": {"type": "string", "format": "binary"}}}
-    return {"requestBody": {"required": True, "description": description, "content": content}}
+    return {"requestBody": {"required": required, "description": description, "content": content}}
 
 
 def schema_of(*models: type[BaseModel]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
@@ -14,25 +14,18 @@ from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
-from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
-from cloudlet.domain.nodes import NodeEvent
-from cloudlet.domain.quota import Tier
 from cloudlet.domain.roles import Access
-from cloudlet.domain.run_state import ExitReason
-from cloudlet.services import assets as asset_service
-from cloudlet.services import computes, dispatch, effects, job_cancel, tracking, workspaces
+from cloudlet.services import computes, job_cancel, job_outputs, preemption, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
-from cloudlet.services import parent_jobs as parent_service
-from cloudlet.services import pipelines as pipeline_service
-from cloudlet.services import sweeps as sweep_service
 from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.storage import DEFAULT_DATASTORE, empty_tar, pack_beneath, relative_parts
+from cloudlet.services.storage import empty_tar
 from cloudlet.services.views import jobs as native_jobs
-from cloudlet.store.schema import Node, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Workspace
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["jobs"], route_class=UserRoute)
@@ -78,19 +71,7 @@ async def create_job(
 def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref = WorkspaceRef(sub, rg, ws)
     _, job = job_service.readable(ctx.session, ref, ctx.caller, name)
-    body = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), _base_url(ctx))
-    body["assets"] = asset_service.uses_view(ctx.session, job.id)  # the versions resolved at submission
-    body.update(tracking.job_view(ctx.session, job.id))  # MLflow: latest metric values and params
-    if job.kind != JobKind.COMMAND.value:
-        kids = parent_service.children(ctx.session, job)
-        body["children"] = native_jobs.render_children(kids)
-        if job.kind == JobKind.PIPELINE.value:
-            body["dag"] = pipeline_service.dag(job, kids)
-            for output, path in pipeline_service.outputs(job, kids).items():
-                body["outputs"].setdefault(output, {})["uri"] = path
-        if job.kind == JobKind.SWEEP.value:  # the best trial; each trial's values and metric
-            body["sweep"] = sweep_service.view(ctx.session, job, kids, tracking.metric_history)
-    return json_response(body)
+    return json_response(native_jobs.view(ctx.session, ref, job, _base_url(ctx)))
 
 
 @router.get(WS + "/jobs")
@@ -153,18 +134,7 @@ def job_output(
 ) -> Response:
     _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     job = job_service.get(ctx.session, workspace, name)
-    if output not in (job.spec.get("outputs") or {}):
-        raise not_found("Output", output)
-    # The output folder is the job's to write (links included): pack it without following any.
-    # An output with a datastore path (a pipeline step's, a reused step's) is read there.
-    data = ctx.state.data
-    declared = job.spec["outputs"][output]
-    given = declared.get("path") if isinstance(declared, dict) else None
-    at = job_service.parse_datastore_uri(given) if isinstance(given, str) else None
-    if at is None:
-        default = data.job_output(workspace.id, job.name, output)
-        at = (DEFAULT_DATASTORE, str(default.relative_to(data.datastore(workspace.id))))
-    packed = pack_beneath(data.datastore(workspace.id, at[0]), relative_parts(at[1], "output"))
+    packed = job_outputs.pack(ctx.session, ctx.state.data, workspace, job, output)
     return Response(packed or empty_tar(), media_type="application/gzip")
 
 
@@ -207,27 +177,4 @@ def evict_node(
     """Evict a low-priority node (operators and tests, C12): its jobs are requeued."""
     _, workspace = _workspace(ctx, sub, rg, ws, Access.MANAGE)
     compute = computes.get(ctx.session, workspace, name)
-    node_id = body.node_id
-    node = ctx.session.get(Node, node_id)
-    if node is None or node_service.compute_of(node) != compute.id:
-        raise CloudletError(
-            "NodeNotFound",
-            f"'{name}' has no node '{node_id}'; see `cloudlet compute list-nodes`",
-            "node_id",
-            404,
-        )
-    if node.tier != Tier.LOW_PRIORITY:
-        raise CloudletError(
-            "NotLowPriority",
-            f"node {node_id} is dedicated; only low-priority nodes are evicted",
-            "node_id",
-            409,
-        )
-    now = time.time()
-    node.error = {"code": "Preempted", "message": "evicted by an operator"}
-    node_service.advance(node, NodeEvent.PREEMPT, now)
-    wake = dispatch.fail_runs_on_node(ctx.session, node, ExitReason.PREEMPTED, now)
-    effects.wake_nodes(ctx.session, [*wake, node.id])
-    effects.demand_changed(ctx.session)
-    ctx.commit()
-    return json_response(node_service.render(node))
+    return json_response(preemption.operator_evicts(ctx.session, compute, body.node_id, time.time()))

@@ -98,13 +98,7 @@ KEYS_SCHEMA = {
     "properties": {"keyType": {"type": "string", "enum": ["Primary", "Secondary"]}},
     "required": ["keyType"],
 }
-LOGS_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "containerType": {"type": "string", "enum": ["InferenceServer", "StorageInitializer"]},
-        "tail": {"type": "integer", "minimum": 1, "maximum": 10000},
-    },
-}
+LOGS_SCHEMA = {"anyOf": [rules.LOGS_SCHEMA, {"type": "null"}]}  # null: as no body
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
@@ -286,6 +280,5 @@ def online_deployment_logs(
 ) -> Response:
     _, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.READ)
     service.get_deployment(ctx.session, row, deployment)
-    lines = body.get("tail") if isinstance(body, dict) else None
-    count = lines if isinstance(lines, int) and not isinstance(lines, bool) and 0 < lines <= 10000 else 200
+    count = rules.log_lines(body)
     return json_response({"content": ctx.state.online.logs(workspace.id, name, deployment, count)})

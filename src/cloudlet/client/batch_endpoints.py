@@ -20,6 +20,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from cloudlet.client._rest import quote_segment
 from cloudlet.client.artifacts import Upload, upload_code, upload_data
 from cloudlet.client.assets import inline_environment
@@ -121,6 +123,8 @@ class BatchDeploymentOperations(_Operations):
         base = Path(base_path or Path.cwd())
         ws = self._scope.ws_path()
         self.last_uploads = []
+        if str(body.get("type") or "").lower() == "pipeline":  # a pipeline component's deployment
+            body["component"] = self._pipeline_component(body.get("component"), base)
         code = (body.get("code_configuration") or {}).get("code")
         if isinstance(code, str) and not code.startswith("codes/") and not is_remote_path(code):
             upload = upload_code(self._rest, ws, _local(base, code))
@@ -140,6 +144,28 @@ class BatchDeploymentOperations(_Operations):
             "PUT", path, json=body, params={"set_default": "true" if set_default else None}
         )
         return BatchDeployment(answer)
+
+    def _pipeline_component(self, component: Any, base: Path) -> Any:
+        """A pipeline deployment's ``component``: a local YAML file (or inline mapping) with its
+        steps prepared as a pipeline's are (``prepare_pipeline``); a registered one as it is."""
+        from cloudlet.client.pipelines import prepare_pipeline
+        from cloudlet.domain.pipeline_dag import is_reference
+
+        if isinstance(component, str) and not is_reference(component):
+            path = _local(base, component.removeprefix("file:"))
+            try:
+                loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError) as exc:
+                raise ValueError(f"component: cannot read {path}: {exc}") from None
+            if not isinstance(loaded, dict):
+                raise ValueError(f"component: {path} must hold a pipeline component mapping")
+            loaded.pop("$schema", None)
+            component, base = loaded, path.parent
+        if isinstance(component, dict):
+            return prepare_pipeline(
+                self._rest, self._scope.ws_path(), component, base, self.last_uploads, check=False
+            )
+        return component
 
     def get(self, name: str, endpoint_name: str) -> BatchDeployment:
         return BatchDeployment(self._rest.get(self._path(endpoint_name, name)))

@@ -51,6 +51,8 @@ class Component(_Asset):
         "resources",
         "distribution",
         "environment_variables",
+        "jobs",  # a pipeline component's steps (type: pipeline)
+        "settings",
     )
 
 
@@ -77,6 +79,9 @@ def prepare_component(
     resolve against BASE. Returns the body to send and what was uploaded."""
     body = copy.deepcopy(doc)
     body.pop("$schema", None)
+    uploads: builtins.list[Upload] = []
+    if str(body.get("type", "command")).lower() == "pipeline":
+        return _prepare_pipeline_component(rest, ws, body, base, uploads), uploads
     env = body.get("environment")
     if isinstance(env, dict) and isinstance(env.get("conda_file"), str):
         if is_remote_path(env["conda_file"]):
@@ -95,9 +100,32 @@ def prepare_component(
         parse_component(body)
     except CloudletError as exc:
         raise AssetValidationError(exc.target or "$", exc.message) from None
-    uploads: builtins.list[Upload] = []
     upload_component_code(rest, ws, body, base, uploads)
     return body, uploads
+
+
+def _prepare_pipeline_component(
+    rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: builtins.list[Upload]
+) -> dict[str, Any]:
+    """A pipeline component's steps prepared as a pipeline's are (their component files inlined,
+    code and local inputs uploaded), then checked as the pipeline it runs."""
+    from cloudlet.client.jobs import JobValidationError
+    from cloudlet.client.pipelines import prepare_pipeline
+    from cloudlet.domain.pipeline_jobs import registered_pipeline_component
+
+    try:
+        body = prepare_pipeline(rest, ws, body, base, uploads, check=False)
+        if all(
+            not isinstance(s, dict) or not isinstance(s.get("component"), str) for s in body["jobs"].values()
+        ):
+            registered_pipeline_component(body, None, None)
+    except JobValidationError as exc:
+        error = exc.error
+        target = getattr(error, "target", None) or "$"
+        raise AssetValidationError(target, str(getattr(error, "message", exc))) from None
+    except CloudletError as exc:
+        raise AssetValidationError(exc.target or "$", exc.message) from None
+    return body
 
 
 def upload_component_code(

@@ -4,9 +4,10 @@
 server takes: each step's ``component: ./train.yml`` (or ``file:./train.yml``) is read, relative
 to the pipeline's folder, and inlined; a step's or component's local ``code`` is uploaded (a
 component's relative to the component file's folder) and becomes ``codes/<sha256>``; local
-``conda_file`` files are inlined; local ``uri_file``/``uri_folder`` inputs (the pipeline's and each
-step's) are uploaded to ``LocalUpload/<hash>/<name>``. Registered components (``azureml:train:1``,
-``azureml:train@latest``, ``train:1``) are left for the server to resolve.
+``conda_file`` files are inlined (a ``parallel`` step's, under its ``task``, too); local
+``uri_file``/``uri_folder`` inputs (the pipeline's and each step's) are uploaded to
+``LocalUpload/<hash>/<name>``. Registered components (``azureml:train:1``, ``azureml:train@latest``,
+``train:1``) are left for the server to resolve.
 
 ``stream_pipeline`` (``JobOperations.stream`` of a pipeline) follows its steps' logs.
 """
@@ -69,6 +70,11 @@ def prepare_pipeline(
             step["component"] = _local_parts(rest, ws, component, base, f"{where}.component", uploads)
         _inline_conda_file(step, base)
         _upload_code(rest, ws, step, base, where, uploads)
+        task = step.get("task")
+        if str(step.get("type", "")).lower() == "parallel" and isinstance(task, dict):
+            step["task"] = task = dict(task)  # a parallel step's code and environment are its task's
+            _inline_conda_file(task, base, f"{where}.task.")
+            _upload_code(rest, ws, task, base, f"{where}.task", uploads)
         _upload_inputs(rest, ws, step, base, where, uploads)
     _upload_inputs(rest, ws, body, base, "", uploads)
     if check and all(

@@ -37,7 +37,7 @@ from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.providers.base import NodeProvider
 from cloudlet.providers.capacity import CapacityReadings
-from cloudlet.services import audit, dispatch, job_status, workspaces
+from cloudlet.services import audit, dispatch, job_status, prepared_specs, workspaces
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.services.notify import NodeNotifier
@@ -136,12 +136,14 @@ class ClusterReconciler(ReconcileLoop):
         self, compute_id: int, token: int, now: float, demands: dict[tuple[int, str], autoscale.Demand]
     ) -> Actions:
         actions = Actions()
+        prepared = self._prepare(compute_id)  # large attempts' run specs: built before the lock
         with self.sessions.begin() as session:
             if not self.leases.still_held(session, f"compute:{compute_id}", token):
                 return actions
             compute = session.get(Compute, compute_id)
             if compute is None:
                 return actions
+            prepared_specs.install(session, prepared, inline=True)  # this pass must make progress
             if any(e.get("code") == RECONCILE_FAILED for e in compute.errors or []):
                 compute.errors = without_reconcile_error(compute.errors)  # recovered (committed if it holds)
             nodes = node_service.live_nodes(session, compute.id, for_pass=True)
@@ -164,6 +166,12 @@ class ClusterReconciler(ReconcileLoop):
             self.wake.set()
         actions.deliveries = dispatch.deliveries(session)  # committed: hand them to the agents
         return actions
+
+    def _prepare(self, compute_id: int) -> dict[prepared_specs.Key, prepared_specs.Prepared]:
+        """Read without the write lock what this pass's scheduling round will place, and build
+        the run specs of its large attempts there (``services/prepared_specs.py``)."""
+        with prepared_specs.read_only(self.sessions) as reads:
+            return dispatch.prepare_compute(reads, compute_id, self.data, self.server_url())
 
 
 RECONCILE_FAILED = "ReconcileFailed"

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy.exc import TimeoutError as StoreTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.services import dispatch
+from cloudlet.services import dispatch, prepared_specs
 from cloudlet.services.batch import Answer, Deliveries, Round, Work
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
@@ -195,7 +195,9 @@ class DispatchBatcher:
         wake = dispatch.schedule_freed(
             round_.session, round_.freed, self._data, self._endpoint(), fed=round_.fed, also=round_.freed_on
         )
-        return wake + round_.freed, any(check() for check in round_.rescale_if)
+        # A large attempt left queued: the cluster pass builds its specs before taking the lock.
+        prepare = prepared_specs.wanted(round_.session)
+        return wake + round_.freed, prepare or any(check() for check in round_.rescale_if)
 
     def _resolve(self, outcomes: list[tuple[_Request, Any, BaseException | None]]) -> None:
         loop = self._loop

@@ -63,8 +63,7 @@ def apply_statuses(
 
 
 def _preempted(session: Session, node: Node, status: NodeStatus, actions: Actions, now: float) -> None:
-    if NodeState(node.state) in preemption.PREEMPTIBLE:
-        actions.wake += preemption.engine_preempted(session, node, status.message, now)
+    actions.wake += preemption.engine_preempted(session, node, status.message, now)
     if NodeState(node.state) is NodeState.PREEMPTED:
         release(node, actions, now)  # no-op once its machine is released
 

@@ -22,11 +22,12 @@ from cloudlet.control.loop import one_item
 from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import failure_text
 from cloudlet.domain.job_status import JobStatus
+from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import HOLDING, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.sizes import VmSize
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch, job_status, quotas, workspaces
+from cloudlet.services import dispatch, job_status, prepared_specs, quotas, run_specs, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Job, Node, Workspace
@@ -65,23 +66,14 @@ def reconcile(owner: PassContext, now: float) -> Actions:
     token = owner.leases.token(LEASE, now)
     if token is None:
         return actions
+    prepared = _prepare(owner)  # the run specs of jobs about to be placed: built before the lock
     with owner.sessions.begin() as session:
         if not owner.leases.still_held(session, LEASE, token):
             return actions
-        jobs = list(
-            session.scalars(
-                select(Job).where(
-                    Job.compute_name.in_((job_service.SERVERLESS, job_service.LOCAL_COMPUTE)),
-                    Job.status.in_(job_status.ACTIVE_VALUES),
-                )
-            )
-        )
+        prepared_specs.install(session, prepared, inline=True)  # this pass must make progress
+        jobs = list(session.scalars(_ACTIVE_JOBS))
         keys = {j.id for j in jobs}
-        nodes = list(
-            session.scalars(
-                select(Node).where(node_service.OWNED_BY_A_JOB, Node.state != NodeState.TERMINATED.value)
-            )
-        )
+        nodes = list(session.scalars(_JOB_NODES))
         by_job: dict[int | None, list[Node]] = {}
         for node in nodes:
             by_job.setdefault(node.owner_id, []).append(node)
@@ -99,6 +91,45 @@ def reconcile(owner: PassContext, now: float) -> Actions:
                     _release(job_nodes, actions, now)
     actions.deliveries = dispatch.deliveries(session)
     return actions
+
+
+_ACTIVE_JOBS = select(Job).where(
+    Job.compute_name.in_((job_service.SERVERLESS, job_service.LOCAL_COMPUTE)),
+    Job.status.in_(job_status.ACTIVE_VALUES),
+)
+# In creation order: the job's first idle nodes are the ones both the preparing read and the
+# placing pass pick.
+_JOB_NODES = (
+    select(Node)
+    .where(node_service.OWNED_BY_A_JOB, Node.state != NodeState.TERMINATED.value)
+    .order_by(Node.created_at, Node.id)
+)
+
+
+def _prepare(owner: PassContext) -> dict[prepared_specs.Key, prepared_specs.Prepared]:
+    """Read without the write lock which queued jobs have all their nodes idle (the ones this
+    pass places), and build their run specs there; the pass re-checks under the lock that the job
+    is still queued at that attempt on those nodes (``services/prepared_specs.py``)."""
+    prepared: dict[prepared_specs.Key, prepared_specs.Prepared] = {}
+    with prepared_specs.read_only(owner.sessions) as reads:
+        queued = [
+            j for j in reads.scalars(_ACTIVE_JOBS) if j.status == JobStatus.QUEUED and not j.cancel_requested
+        ]
+        if not queued:
+            return prepared
+        idle: dict[int | None, list[Node]] = {}
+        for node in reads.scalars(_JOB_NODES):
+            if node.state == NodeState.IDLE.value:
+                idle.setdefault(node.owner_id, []).append(node)
+        for job in queued:
+            nodes = idle.get(job.id, [])[: job.instance_count]
+            if job.instance_count and len(nodes) == job.instance_count:
+                number = job.attempt + 1
+                attempt = run_specs.Attempt(job.name, job.workspace_id, job.compute_name, job.spec, number)
+                targets = [(n.id, node_address(n.resources) or "") for n in nodes]
+                made = dispatch.build(reads, attempt, targets, owner.data, owner.server_url(), None).encode()
+                prepared[prepared_specs.key(job.id, number, [n.id for n in nodes])] = made
+    return prepared
 
 
 def _undo(session: Session, actions: Actions) -> Callable[[Exception | None], None]:

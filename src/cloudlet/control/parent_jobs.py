@@ -26,7 +26,7 @@ from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_kinds import KINDS
-from cloudlet.services import dispatch
+from cloudlet.services import dispatch, prepared_specs
 from cloudlet.services import parent_jobs as service
 from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.services.job_status import ACTIVE_VALUES, set_status
@@ -123,6 +123,7 @@ class ParentJobLoop(ReconcileLoop):
                 session, [], self.data, self.server_url(), fed=applied.fed
             )
             submitted = len(step.submit) > 0
+        submitted = submitted or prepared_specs.wanted(session)  # the cluster pass prepares it
         return _After(dispatch.deliveries(session), wake, submitted)
 
     def _metrics(

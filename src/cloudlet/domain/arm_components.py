@@ -12,6 +12,9 @@ validates). Pure: the rules stay in ``domain/components.py``. Recorded bodies:
   too, the spec's name kept as its display name when it has none;
 - ``version_view``: the ARM resource, its ``componentSpec`` as the SDK reads it back (literal
   defaults, min and max as strings, the code as a code version's ARM id);
+- a pipeline component's spec (``type: pipeline``, what the SDK registers for a ``@dsl.pipeline``
+  used inside another) has its ``jobs`` in the REST shape of a pipeline job's steps: they become
+  the document's (``arm_pipeline_jobs.pipeline_component_jobs``);
 - ``arm_target``: a native error's field target as the ARM body names it.
 """
 
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudlet.domain.arm_assets import PROVIDER_TYPE, VersionRow, _system
+from cloudlet.domain.arm_pipeline_jobs import pipeline_component_jobs, pipeline_component_jobs_to_arm
 from cloudlet.domain.components import ANONYMOUS_NAME
 from cloudlet.domain.errors import validation_error
 from cloudlet.domain.job_spec import LITERAL_TYPES, literal_string
@@ -31,7 +35,7 @@ COLLECTION = "components"
 DEFAULT_VERSION = "azureml_default"
 SPEC = "properties.componentSpec"
 # What the SDK adds to a spec that is not the component's (its loader's bookkeeping).
-_DROPPED = ("_source", "$schema", "id", "creation_context", "is_anonymous")
+_DROPPED = ("_source", "$schema", "id", "creation_context", "is_anonymous", "sourceJobId")
 _LITERAL_KEYS = ("default", "min", "max")
 
 
@@ -77,6 +81,8 @@ def from_arm(body: Any, name: str, version: str) -> ArmComponent:
         items = doc.get(section)
         if isinstance(items, Mapping):
             doc[section] = {k: _folded(v) for k, v in items.items()}
+    if str(doc.get("type") or "").lower() == "pipeline":  # a @dsl.pipeline used as a component
+        doc["jobs"] = pipeline_component_jobs(doc.get("jobs"), f"{SPEC}.jobs")
     archived = props.get("isArchived")
     if archived is not None and not isinstance(archived, bool):
         raise validation_error("properties.isArchived", "isArchived must be true or false")
@@ -111,6 +117,8 @@ def version_view(workspace_id: str, row: VersionRow, code_id: str | None) -> dic
         spec["code"] = f"azureml:{code_id}"
     spec["inputs"] = {k: _literal_strings(v) for k, v in (doc.get("inputs") or {}).items()}
     spec["outputs"] = dict(doc.get("outputs") or {})
+    if spec["type"] == "pipeline":  # its steps as the SDK sends (and reads) them
+        spec["jobs"] = pipeline_component_jobs_to_arm(doc.get("jobs") or {}, workspace_id)
     props: dict[str, Any] = {
         "componentSpec": spec,
         "description": doc.get("description"),

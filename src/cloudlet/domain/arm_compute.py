@@ -79,6 +79,38 @@ def as_object(value: Any, target: str) -> dict[str, Any]:
     return value
 
 
+# The fields the OpenAPI document types (api/arm/computes.py): given, they are of that type; a
+# string may be null (as GET shows it: a resource read and sent back), an object may not
+# (scaleSettings is a PATCH's, read there).
+NULLABLE_STRINGS = ("location", "computeLocation", "description", "resourceId")
+_RESOURCE_TYPES: dict[str, Any] = {"location": str, "tags": dict, "identity": dict, "properties": dict}
+_PROPERTIES_TYPES: dict[str, Any] = {
+    "computeType": str,
+    "computeLocation": str,
+    "description": str,
+    "resourceId": str,
+    "properties": dict,
+    "scaleSettings": dict,
+}
+
+
+def _check_types(parent: dict[str, Any], types: dict[str, Any], prefix: str) -> None:
+    for key, kind in types.items():
+        value = parent.get(key)
+        if key not in parent or isinstance(value, kind) or (value is None and key in NULLABLE_STRINGS):
+            continue
+        raise _invalid(
+            prefix + key, f"'{prefix}{key}' must be {'a string' if kind is str else 'a JSON object'}"
+        )
+
+
+def given_object(parent: dict[str, Any], key: str, target: str) -> dict[str, Any]:
+    """PARENT[KEY], which when given (null included) is a JSON object; {} when not given."""
+    if key in parent and not isinstance(parent[key], dict):
+        raise _invalid(target, f"'{target}' must be a JSON object")
+    return as_object(parent.get(key), target)
+
+
 def _set(doc: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         doc[key] = value
@@ -87,7 +119,9 @@ def _set(doc: dict[str, Any], key: str, value: Any) -> None:
 def from_arm(body: Any, name: str) -> dict[str, Any]:
     """The native compute document for an ARM compute resource body."""
     resource = as_object(body, "$")
+    _check_types(resource, _RESOURCE_TYPES, "")
     outer = as_object(resource.get("properties"), "properties")
+    _check_types(outer, _PROPERTIES_TYPES, "properties.")
     arm_type = outer.get("computeType")
     if not isinstance(arm_type, str) or arm_type.lower() not in NATIVE_TYPES:
         raise CloudletError(
@@ -149,8 +183,10 @@ def _vm_to_arm(view: dict[str, Any]) -> dict[str, Any]:
 def _identity_from_arm(value: Any) -> dict[str, Any] | None:
     identity = as_object(value, "identity")
     kind = identity.get("type")
-    if not isinstance(kind, str) or kind.lower() == "none":
+    if kind is None or (isinstance(kind, str) and kind.lower() == "none"):
         return None
+    if not isinstance(kind, str):
+        raise _invalid("identity.type", "identity.type is a string: SystemAssigned or UserAssigned")
     folded = kind.replace(" ", "").lower()
     native = {
         "systemassigned": "system_assigned",

@@ -98,22 +98,30 @@ def pipeline_from_arm(body: Any, name: str) -> dict[str, Any]:
     return doc
 
 
-def _step(key: str, value: Any) -> dict[str, Any]:
-    where = f"properties.jobs.{key}"
+def pipeline_component_jobs(jobs: Any, where: str) -> dict[str, Any]:
+    """A pipeline component's ``jobs`` as the SDK sends them (the REST shape of a pipeline job's
+    steps) as the document's."""
+    steps = _object(jobs, where)
+    return {str(key): _step(str(key), step, f"{where}.{key}") for key, step in steps.items()}
+
+
+def _step(key: str, value: Any, where: str | None = None) -> dict[str, Any]:
+    where = where or f"properties.jobs.{key}"
     step = _object(value, where)
     kind = str(step.get("type") or "command").lower()
-    if kind != "command":
+    if kind not in ("command", "pipeline"):
         raise validation_error(
-            f"{where}.type", f"steps of type {kind!r} are not supported in pipelines yet; use command steps"
+            f"{where}.type",
+            f"steps of type {kind!r} are not supported in pipelines yet; use command (or pipeline) steps",
         )
     component = step.get("componentId") or step.get("component_id")
     if not component:
         raise validation_error(
             f"{where}.componentId", "a step needs 'componentId' (the component the SDK registered for it)"
         )
-    out: dict[str, Any] = {"type": "command", "component": component_reference(str(component), where)}
+    out: dict[str, Any] = {"type": kind, "component": component_reference(str(component), where)}
     for arm, field in _STEP_FIELDS.items():
-        if step.get(arm) is not None:
+        if step.get(arm) is not None and (kind == "command" or field in ("display_name", "description")):
             out[field] = step[arm]
     compute = step.get("computeId") or step.get("compute_id") or step.get("compute")
     if compute:
@@ -122,6 +130,8 @@ def _step(key: str, value: Any) -> dict[str, Any]:
     out["inputs"] = {k: _step_input(v, f"{where}.inputs.{k}") for k, v in inputs.items()}
     outputs = _object(step.get("outputs") or {}, f"{where}.outputs")
     out["outputs"] = {k: _step_output(v, f"{where}.outputs.{k}") for k, v in outputs.items()}
+    if kind == "pipeline":  # a pipeline component: its steps have their own resources
+        return out
     if step.get("resources"):
         out["resources"] = arm_jobs._resources(
             _snake_to_camel(_object(step["resources"], f"{where}.resources"))
@@ -304,11 +314,23 @@ def pipeline_to_arm(view: Mapping[str, Any], workspace_id: str) -> dict[str, Any
     return arm_jobs.job_resource(view, workspace_id, props)
 
 
+def pipeline_component_jobs_to_arm(jobs: Mapping[str, Any], workspace_id: str) -> dict[str, Any]:
+    """A stored pipeline component's ``jobs`` in the REST shape the SDK reads (``componentId``)."""
+    return {
+        key: _arm_step(key, step, workspace_id) for key, step in jobs.items() if isinstance(step, Mapping)
+    }
+
+
 def _arm_step(key: str, step: Mapping[str, Any], workspace_id: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": key, "type": "command"}
+    out: dict[str, Any] = {"name": key, "type": "pipeline" if step.get("type") == "pipeline" else "command"}
     component = step.get("component")
     if isinstance(component, Mapping) and component.get("name") and component.get("version"):
         out["componentId"] = f"{workspace_id}/components/{component['name']}/versions/{component['version']}"
+    elif isinstance(component, str) and component.startswith("azureml:") and "/" not in component:
+        named = component.removeprefix("azureml:")  # azureml:name:version / azureml:name@label
+        name, _, version = named.partition(":") if ":" in named else named.partition("@")
+        where = "versions" if ":" in named else "labels"
+        out["componentId"] = f"{workspace_id}/components/{name}/{where}/{version}"
     elif isinstance(component, str):
         out["componentId"] = component
     for field in ("display_name", "description", "tags", "environment_variables"):

@@ -192,6 +192,11 @@ class AssetSpec:
 
 def parse_asset(kind: AssetKind, doc: Any, name: str | None = None, version: str | None = None) -> AssetSpec:
     """Validate an asset document; NAME and VERSION (from the URL) must agree with the body's."""
+    if kind == "component" and isinstance(doc, dict) and str(doc.get("type", "")).lower() == "pipeline":
+        from cloudlet.domain.pipeline_jobs import registered_pipeline_component  # it builds on this module
+
+        named, wanted, stored = registered_pipeline_component(doc, name, version)
+        return AssetSpec(kind, named, wanted, stored)
     if kind == "component":  # its own rules (inputs, command); stored the same way
         component = parse_component(doc, name, version)
         if component.name is None:

@@ -448,3 +448,30 @@ def check_deletable(endpoint: EndpointSpec, deployment: str) -> None:
             "traffic",
             409,
         )
+
+
+LOG_CONTAINERS = ("InferenceServer", "StorageInitializer")
+DEFAULT_LOG_LINES, MAX_LOG_LINES = 200, 10000
+LOGS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "containerType": {"type": "string", "enum": list(LOG_CONTAINERS)},
+        "tail": {"type": "integer", "minimum": 1, "maximum": MAX_LOG_LINES},
+    },
+}
+
+
+def log_lines(body: Any) -> int:
+    """getLogs' body (``LOGS_SCHEMA``; none: the last 200 lines): how many lines to show."""
+    if body is None:
+        return DEFAULT_LOG_LINES
+    if not isinstance(body, dict):
+        raise validation_error("body", "getLogs takes a JSON object: {tail, containerType}, or none")
+    tail = body.get("tail", DEFAULT_LOG_LINES)
+    if isinstance(tail, float) and tail.is_integer():
+        tail = int(tail)  # JSON Schema's integer: 5.0 is 5
+    if type(tail) is not int or not 1 <= tail <= MAX_LOG_LINES:
+        raise validation_error("tail", f"tail is a number of lines from 1 to {MAX_LOG_LINES}")
+    if "containerType" in body and body["containerType"] not in LOG_CONTAINERS:
+        raise validation_error("containerType", f"containerType is one of {', '.join(LOG_CONTAINERS)}")
+    return tail

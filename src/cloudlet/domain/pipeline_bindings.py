@@ -249,6 +249,8 @@ def step_reuse_key(
 
 
 def retarget(exc: CloudletError, where: str) -> CloudletError:
-    """EXC with its target under WHERE (``jobs.train``)."""
+    """EXC with its target under WHERE (``jobs.train``; "" leaves it as it is)."""
+    if not where:
+        return exc
     target = f"{where}.{exc.target}" if exc.target and exc.target != "$" else where
     return CloudletError(exc.code, exc.message, target, exc.status, exc.details)

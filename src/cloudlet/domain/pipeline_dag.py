@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudlet.domain import components
+from cloudlet.domain import components, pipeline_parallel
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.job_spec import normalise_compute
 from cloudlet.domain.job_status import ACTIVE, JobStatus
@@ -238,7 +238,10 @@ def child_doc(doc: Mapping[str, Any], key: str, upstream: Mapping[str, Mapping[s
         except CloudletError as exc:
             raise retarget(exc, where) from None
     else:
-        result = {k: v for k, v in step.items() if k not in ("inputs", "outputs", "name")}
+        if step.get("type") == "parallel":
+            result = pipeline_parallel.command_job(step)
+        else:
+            result = {k: v for k, v in step.items() if k not in ("inputs", "outputs", "name")}
         result["inputs"] = {n: _typed_input(v) for n, v in inputs.items()}
         result["outputs"] = outputs
     result["type"] = "command"

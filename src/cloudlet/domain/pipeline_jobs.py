@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cloudlet.domain import components
+from cloudlet.domain import components, pipeline_parallel
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.job_spec import (
     IO_NAME_PATTERN,
@@ -94,7 +94,7 @@ COMMAND_STEP = frozenset(
     }
 )
 COMPONENT_STEP = frozenset({"type", "component", "inputs", "outputs", *components.OVERRIDABLE})
-_OTHER_STEP_TYPES = ("sweep", "pipeline", "parallel", "spark", "automl", "data_transfer", "import")
+_OTHER_STEP_TYPES = ("sweep", "spark", "automl", "data_transfer", "import")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -283,9 +283,13 @@ def _step(step: Any, where: str) -> dict[str, Any]:
     kind = str(step.get("type", "command")).lower()
     if kind == "pipeline":
         return _pipeline_step(step, where)
+    if kind == "parallel":
+        return pipeline_parallel.parse_step(step, where)
     if kind != "command":
         what = "are not supported in pipelines yet" if kind in _OTHER_STEP_TYPES else "are unknown"
-        raise validation_error(f"{where}.type", f"steps of type {kind!r} {what}; use type: command")
+        raise validation_error(
+            f"{where}.type", f"steps of type {kind!r} {what}; use type: command, parallel or pipeline"
+        )
     if "component" in step:
         allowed = COMPONENT_STEP
         component = step["component"]
@@ -352,12 +356,8 @@ def _pipeline_step(step: dict[str, Any], where: str) -> dict[str, Any]:
                 f"'{key}' cannot be set on a pipeline step; allowed: {', '.join(sorted(PIPELINE_STEP))}",
             )
     component = step.get("component")
-    if is_reference(component):
-        raise validation_error(
-            f"{where}.component",
-            f"registered pipeline components ({component}) are not supported yet; name the component's "
-            "YAML file (component: ./data_pipeline.yml), which the CLI and client inline",
-        )
+    if is_reference(component):  # a registered pipeline component: the server resolves it, then parses again
+        return _pipeline_reference(step, where)
     if not isinstance(component, dict):
         raise validation_error(
             f"{where}.component", "a pipeline step needs 'component': a pipeline component (its YAML file)"
@@ -385,6 +385,44 @@ def _pipeline_step(step: dict[str, Any], where: str) -> dict[str, Any]:
             )
         out["compute"] = _compute(out["compute"], f"{where}.compute")
     return {**out, "type": "pipeline", "component": inner}
+
+
+def _pipeline_reference(step: dict[str, Any], where: str) -> dict[str, Any]:
+    out = {k: v for k, v in step.items() if v is not None or k == "outputs"}
+    for field in ("inputs", "outputs"):
+        if out.get(field) is not None and not isinstance(out[field], dict):
+            raise validation_error(f"{where}.{field}", f"'{field}' must be a mapping of names")
+    if out.get("compute") is not None:
+        if not isinstance(out["compute"], str):
+            raise validation_error(
+                f"{where}.compute", "'compute' must name a compute, e.g. azureml:cpu-cluster"
+            )
+        out["compute"] = _compute(out["compute"], f"{where}.compute")
+    return {**out, "type": "pipeline"}
+
+
+def registered_pipeline_component(
+    doc: dict[str, Any], name: str | None, version: str | None
+) -> tuple[str, str | None, dict[str, Any]]:
+    """A pipeline component to register (``cloudlet component create`` of a ``type: pipeline``
+    YAML): its name, version and stored form (checked as the pipeline it runs; what a step runs)."""
+    doc = document_for(doc, name, "component")
+    given = doc.get("version")
+    if version is not None and given is not None and str(given) != version:
+        raise validation_error(
+            "version", f"the body says version '{given}' but the request is for '{version}'; make them match"
+        )
+    wanted = version if version is not None else (str(given) if given is not None else None)
+    named = doc.get("name")
+    if not isinstance(named, str) or not components.NAME_PATTERN.fullmatch(named):
+        raise validation_error("name", f"a component needs a name to be registered: {components.NAME_RULE}")
+    body = {k: v for k, v in doc.items() if k not in ("name", "version", "$schema")}
+    stored = pipeline_component(body, "")
+    for key in ("display_name", "description", "tags", "is_deterministic"):
+        if body.get(key) is not None:
+            stored[key] = body[key]
+    stored.pop("name", None)
+    return named, wanted, stored
 
 
 def pipeline_component(component: dict[str, Any], where: str) -> dict[str, Any]:
@@ -424,7 +462,8 @@ def pipeline_component(component: dict[str, Any], where: str) -> dict[str, Any]:
     except CloudletError as exc:
         raise retarget(exc, where) from None
     outputs = {n: {"type": "uri_folder", **o} for n, o in parsed["outputs"].items()}
-    return {**parsed, "inputs": declared, "outputs": outputs}
+    named = {k: str(component[k]) for k in ("name", "version") if component.get(k) is not None}
+    return {**parsed, **named, "inputs": declared, "outputs": outputs}
 
 
 # ----------------------------------------------------------------------------------------------

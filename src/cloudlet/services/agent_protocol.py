@@ -22,7 +22,7 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.node_address import reported_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.run_state import CANCEL_REQUESTED, ExitReason, RunState
-from cloudlet.services import dispatch, exits, preemption, tracking_tokens
+from cloudlet.services import dispatch, exits, preemption, prepared_specs, tracking_tokens
 from cloudlet.services import nodes as node_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.storage import DataRoot, append_at, link_once
@@ -205,6 +205,8 @@ class AgentProtocol:
     server_url: Callable[[], str]
     mail: Mailbox
     wake: Callable[[list[str]], None]
+    # Wakes the cluster pass, which builds a large attempt's run specs before taking the lock.
+    prepare: Callable[[], None] = lambda: None
 
     def register(
         self, node_id: str, token: str, body: Registration, peer: str | None = None
@@ -234,6 +236,8 @@ class AgentProtocol:
             placed = dispatch.deliveries(session)  # handed over here, not by the commit's publisher
         self.mail.deliver(placed)
         self.wake(wake)
+        if prepared_specs.wanted(session):
+            self.prepare()
         return {"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S}
 
     def quiet(self, node_id: str, token: str, report: PollReport, now: float) -> bool:
@@ -281,6 +285,8 @@ class AgentProtocol:
             start, cancel = dispatch.runs_for_agent(session, node, reported, now)
             terminate = node.state == NodeState.TERMINATING.value
             placed = dispatch.deliveries(session)  # handed over here, not by the commit's publisher
+        if prepared_specs.wanted(session):
+            self.prepare()
         self.mail.deliver([(target, spec) for target, spec in placed if target != node_id])
         start += [spec for target, spec in placed if target == node_id] + self.mail.take(node_id)
         self.wake([w for w in wake if w != node_id])

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.agent import batch_driver
 from cloudlet.domain import batch_endpoints as rules
-from cloudlet.domain import environments, mlflow_models
+from cloudlet.domain import batch_pipelines, environments, mlflow_models
 from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
@@ -30,6 +30,7 @@ from cloudlet.domain.uploads import UnpackBudget, UploadLimits
 from cloudlet.scoring import mlflow_scorer
 from cloudlet.services import assets as asset_service
 from cloudlet.services import audit, codes, computes
+from cloudlet.services import batch_pipelines as pipeline_deployments
 from cloudlet.services import jobs as job_service
 from cloudlet.services import online_endpoints as online
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -126,17 +127,10 @@ def create_or_update_deployment(
     """Create or replace a deployment; the endpoint's first deployment (or SET_DEFAULT) becomes
     its default. The cluster must exist and the code must be an uploaded snapshot."""
     endpoint = get_endpoint(session, ws, endpoint_name)
-    spec = rules.parse_deployment(body, endpoint_name, name)
-    compute = computes.find(session, ws, spec["compute"])
-    if compute is None or compute.type != ComputeType.AMLCOMPUTE:
-        raise validation_error(
-            "compute",
-            f"batch deployments run on a cluster; '{spec['compute']}' is not a cluster in this workspace "
-            "(cloudlet compute create --type amlcompute)",
-        )
-    if spec.get("code_configuration"):
-        _snapshot(ws, data, spec["code_configuration"]["code"])
-    spec = _with_environment(session, ws, _no_code(session, ws, spec, data))
+    if batch_pipelines.is_pipeline(body):  # type: pipeline, a pipeline component (its own module)
+        spec = pipeline_deployments.checked_deployment(session, ws, endpoint_name, name, body)
+    else:
+        spec = _model_deployment(session, ws, endpoint_name, name, body, data)
     existing = {d.name: d for d in deployments(session, endpoint)}
     now = time.time()
     row = existing.get(name)
@@ -160,6 +154,23 @@ def create_or_update_deployment(
     target = f"{ref.arm_id}/batchEndpoints/{endpoint_name}/deployments/{name}"
     audit.record(session, caller.name, "batchDeployment.write", target)
     return row, created
+
+
+def _model_deployment(
+    session: Session, ws: Workspace, endpoint_name: str, name: str, body: Any, data: DataRoot
+) -> dict[str, Any]:
+    """The stored form of a model deployment: its cluster exists, its code is an uploaded snapshot."""
+    spec = rules.parse_deployment(body, endpoint_name, name)
+    compute = computes.find(session, ws, spec["compute"])
+    if compute is None or compute.type != ComputeType.AMLCOMPUTE:
+        raise validation_error(
+            "compute",
+            f"batch deployments run on a cluster; '{spec['compute']}' is not a cluster in this workspace "
+            "(cloudlet compute create --type amlcompute)",
+        )
+    if spec.get("code_configuration"):
+        _snapshot(ws, data, spec["code_configuration"]["code"])
+    return _with_environment(session, ws, _no_code(session, ws, spec, data))
 
 
 def _no_code(session: Session, ws: Workspace, spec: dict[str, Any], data: DataRoot) -> dict[str, Any]:
@@ -240,6 +251,8 @@ def invoke(
     rows = {d.name: d for d in deployments(session, endpoint)}
     chosen = rows[rules.deployment_for(endpoint.spec, request.deployment_name, sorted(rows))]
     data_input = rules.input_of(request)
+    if chosen.spec.get("type") == "pipeline":  # its component as a pipeline job
+        return pipeline_deployments.invoke(session, ws, chosen.spec, data_input, job_name, caller, data)
     config = chosen.spec.get("code_configuration")
     archive = _snapshot(ws, data, config["code"]).read_bytes() if config else _EMPTY_ARCHIVE
     digest = codes.store_snapshot(session, data, ws.id, with_driver(archive, with_scorer=not config))
@@ -317,4 +330,14 @@ def invocations(session: Session, ws: Workspace, endpoint_name: str) -> list[Job
         .order_by(Job.submitted_at.desc())
         .limit(1000)
     )
-    return [job for job in session.scalars(query) if job.spec.get("endpoint") == endpoint_name]
+    found = [job for job in session.scalars(query) if job.spec.get("endpoint") == endpoint_name]
+    pipelines = (
+        select(Job)
+        .where(Job.workspace_id == ws.id, Job.kind == JobKind.PIPELINE.value, Job.parent_job_id.is_(None))
+        .order_by(Job.submitted_at.desc())
+        .limit(1000)
+    )
+    found += [
+        job for job in session.scalars(pipelines) if pipeline_deployments.is_invocation(job, endpoint_name)
+    ]
+    return sorted(found, key=lambda job: job.submitted_at, reverse=True)

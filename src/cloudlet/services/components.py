@@ -79,8 +79,40 @@ def resolve(
                 REF,
                 400,
             ) from None
+        if str(asset.spec.get("type", "")).lower() == "pipeline":
+            raise validation_error(
+                REF,
+                f"'{text}' is a pipeline component: run it as a step of type: pipeline "
+                "(type: pipeline, component: …)",
+            )
         return spec_of(asset)
     return load_file(text, base_dir)
+
+
+def resolve_pipeline(session: Session, workspace: Workspace, ref: str) -> dict[str, Any]:
+    """The stored form of the registered pipeline component REF names (``azureml:name:1``,
+    ``azureml:name@latest``, ``name@latest``, an ARM id): what a ``type: pipeline`` step runs."""
+    text = ref.strip()
+    reference = _reference(text)
+    if reference is None or reference.kind not in (None, KIND):
+        raise validation_error(REF, f"'{text}' does not name a registered component (azureml:<name>@latest)")
+    try:
+        asset = asset_service.get_version(session, workspace, KIND, reference.name, reference.version)
+    except CloudletError as exc:
+        if exc.status != 404:
+            raise
+        raise CloudletError(
+            "ComponentNotFound",
+            f"{exc.message.rstrip('.')}: create it first (cloudlet component create --file F) or fix "
+            "the name or version",
+            REF,
+            400,
+        ) from None
+    if str(asset.spec.get("type", "")).lower() != "pipeline":
+        raise validation_error(
+            REF, f"'{text}' is a command component: run it as a step of type: command (or leave type out)"
+        )
+    return {**asset.spec, "name": asset.name, "version": asset.version}
 
 
 def _reference(text: str) -> rules.AssetRef | None:

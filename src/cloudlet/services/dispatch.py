@@ -7,10 +7,11 @@ Every function returns the node ids whose agents should be woken once the transa
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select
+from sqlalchemy import bindparam, insert, or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import job_outcome
@@ -19,7 +20,7 @@ from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.services import assets as asset_service
-from cloudlet.services import job_status, run_specs
+from cloudlet.services import job_status, prepared_specs, run_specs
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
@@ -53,8 +54,57 @@ def _run_row(job_id: int, node_id: str, spec: dict[str, Any], now: float) -> dic
     }
 
 
+def _write_runs(session: Session, job_id: int, made: prepared_specs.Prepared, now: float) -> None:
+    """The attempt's runs, recorded as sent in one statement (ORM objects for a thousand runs cost
+    more than their insert; specs made before the lock come encoded), and queued in
+    ``session.info`` for delivery after commit."""
+    specs = made.specs or []
+    rows = [_run_row(job_id, node_id, spec, now) for node_id, spec in specs]
+    for row, encoded in zip(rows, made.encoded or [], strict=False):
+        row["spec"] = encoded
+    session.connection().execute(insert(JobRun), rows)
+    session.info.setdefault(DELIVERIES, []).extend(specs)
+
+
 def _preparing_message(attempt: int, nodes: int) -> str:
     return f"attempt {attempt} on {nodes} node(s)"
+
+
+def _specs_for(
+    session: Session,
+    job_id: int,
+    attempt: run_specs.Attempt,
+    targets: list[tuple[str, str]],
+    data: DataRoot,
+    server_url: str,
+    compute: Compute | None,
+) -> prepared_specs.Prepared:
+    """The attempt's run specs: those built before this transaction for this very placement
+    (``prepare_compute``), else built here when the attempt is small or the session may build
+    large ones; else ``Deferred`` (nothing written)."""
+    node_ids = [node_id for node_id, _ in targets]
+    found = prepared_specs.take(session, prepared_specs.key(job_id, attempt.number, node_ids))
+    if found is not None:
+        return found
+    if prepared_specs.is_large(attempt.spec, len(targets)) and not prepared_specs.may_build_large(session):
+        raise prepared_specs.Deferred(attempt.name)
+    return build(session, attempt, targets, data, server_url, compute)
+
+
+def build(
+    session: Session,
+    attempt: run_specs.Attempt,
+    targets: list[tuple[str, str]],
+    data: DataRoot,
+    server_url: str,
+    compute: Compute | None,
+) -> prepared_specs.Prepared:
+    """Build the run specs, or keep why they cannot be made (the job then fails alone)."""
+    try:
+        made = run_specs.run_specs(session, attempt, targets, data, server_url, compute)
+    except Exception as exc:
+        return prepared_specs.Prepared(None, exc)
+    return prepared_specs.Prepared(made)
 
 
 def place(
@@ -71,9 +121,9 @@ def place(
     number = job.attempt + 1
     attempt = run_specs.Attempt(job.name, job.workspace_id, job.compute_name, job.spec, number)
     targets = [(node.id, node_address(node.resources) or "") for node in nodes]
-    try:  # before anything is written: a job whose runs cannot be made fails alone
-        specs = run_specs.run_specs(session, attempt, targets, data, server_url, compute)
-    except Exception as exc:
+    made = _specs_for(session, job.id, attempt, targets, data, server_url, compute)
+    if made.specs is None:  # before anything is written: a job whose runs cannot be made fails alone
+        exc = made.error or ValueError("no run specs")
         job_status.set_status(job, JobStatus.PREPARING, now)
         job.attempt = number
         message, error = job_status.cannot_start(job.name, exc)
@@ -81,9 +131,7 @@ def place(
         return []
     job_status.set_status(job, JobStatus.PREPARING, now, message=_preparing_message(number, len(nodes)))
     job.attempt = number
-    for node_id, spec in specs:
-        session.add(JobRun(**_run_row(job.id, node_id, spec, now)))
-    session.info.setdefault(DELIVERIES, []).extend(specs)
+    _write_runs(session, job.id, made, now)
     for node in nodes:
         if node.state == NodeState.IDLE.value:  # an instance's node may already run other jobs
             node_service.advance(node, NodeEvent.ASSIGN, now)
@@ -107,9 +155,9 @@ def _place_rows(
     attempt = run_specs.Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
     now = time.time()
     targets = [(node.id, node_address(node.resources) or "") for node in nodes]
-    try:  # before anything is written: a job whose runs cannot be made fails alone
-        specs = run_specs.run_specs(session, attempt, targets, data, server_url, compute)
-    except Exception as exc:
+    made = _specs_for(session, job.id, attempt, targets, data, server_url, compute)
+    if made.specs is None:  # before anything is written: a job whose runs cannot be made fails alone
+        exc = made.error or ValueError("no run specs")
         child = job.parent_job_id is not None
         job_status.update_status(session, job.id, JobStatus.PREPARING, now, {"attempt": attempt.number})
         message, error = job_status.cannot_start(job.name, exc)
@@ -118,13 +166,10 @@ def _place_rows(
         return []
     preparing = {"attempt": attempt.number, "status_message": _preparing_message(attempt.number, len(nodes))}
     job_status.update_status(session, job.id, JobStatus.PREPARING, now, preparing)
-    session.connection().execute(
-        insert(JobRun), [_run_row(job.id, node_id, spec, now) for node_id, spec in specs]
-    )
+    _write_runs(session, job.id, made, now)
     for node in nodes:
         assigned = node_service.transition(node.id, node.state, NodeEvent.ASSIGN, now)
         update_row(session, Node, node.id, {**assigned, "current_run": job.name})
-    session.info.setdefault(DELIVERIES, []).extend(specs)
     return [node.id for node in nodes]
 
 
@@ -144,9 +189,22 @@ _IDLE_NODE_ROWS = (
     .order_by(Node.created_at)
     .with_for_update()
 )
-_JOB_TO_PLACE = select(
-    Job.id, Job.name, Job.workspace_id, Job.compute_name, Job.spec, Job.attempt, Job.parent_job_id
-).where(Job.id == bindparam("job"))
+# The same, read without the write lock (and without locking rows) to prepare large attempts.
+_IDLE_NODES_TO_PREPARE = (
+    select(Node.id, Node.state, Node.resources)
+    .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
+    .order_by(Node.created_at)
+)
+_JOB_COLUMNS = (
+    Job.id,
+    Job.name,
+    Job.workspace_id,
+    Job.compute_name,
+    Job.spec,
+    Job.attempt,
+    Job.parent_job_id,
+)
+_JOB_TO_PLACE = select(*_JOB_COLUMNS).where(Job.id == bindparam("job"))
 _ATTEMPT_RUNS = select(JobRun).where(
     JobRun.job_id == bindparam("job"), JobRun.attempt == bindparam("attempt")
 )
@@ -225,26 +283,88 @@ def _schedule_window(
             job_status.set_status(job, JobStatus.CANCELED, time.time())
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
+    # A session holding the nodes (the reconciler's) loads the placed jobs in one query and
+    # writes once at commit (a get per placement would flush the previous one each time); one
+    # that does not places through plain SQL (``_place_rows``).
+    objects = bool(placements) and isinstance(idle[0], Node)
+    jobs = _jobs_by_id(session, [ids[p.job] for p in placements]) if objects else {}
     wake: list[str] = []
-    if placements and isinstance(idle[0], Node):
-        # The session holds the nodes (the reconciler's): load the placed jobs in one query and
-        # write once at commit; a get per placement would flush the previous one each time.
-        jobs = _jobs_by_id(session, [ids[p.job] for p in placements])
-        with session.no_autoflush:
-            for placement in placements:
-                nodes = [by_id[i] for i in placement.nodes]
-                wake += place(session, jobs[ids[placement.job]], nodes, data, server_url, compute)
-        return wake
-    for placement in placements:
-        nodes = [by_id[i] for i in placement.nodes]
-        placed = _place_rows(session, ids[placement.job], nodes, data, server_url, compute)
-        if placed is None:  # the session holds the job or a node as an object
-            job = session.get(Job, ids[placement.job])
-            assert job is not None
-            objects = [session.get(Node, n.id) for n in nodes]
-            placed = place(session, job, [n for n in objects if n is not None], data, server_url, compute)
-        wake += placed
+    with session.no_autoflush if objects else contextlib.nullcontext():
+        for placement in placements:
+            nodes = [by_id[i] for i in placement.nodes]
+            job = jobs.get(ids[placement.job])
+            try:
+                if job is not None:
+                    wake += place(session, job, nodes, data, server_url, compute)
+                else:
+                    wake += _place_either(session, ids[placement.job], nodes, data, server_url, compute)
+            except prepared_specs.Deferred:  # the rest waits behind it, in priority order
+                prepared_specs.want(session, compute.id)
+                break
     return wake
+
+
+def _place_either(
+    session: Session, job_id: int, nodes: list[Any], data: DataRoot, server_url: str, compute: Compute
+) -> list[str]:
+    placed = _place_rows(session, job_id, nodes, data, server_url, compute)
+    if placed is None:  # the session holds the job or a node as an object
+        job = session.get(Job, job_id)
+        assert job is not None
+        objects = [session.get(Node, n.id) for n in nodes]
+        placed = place(session, job, [n for n in objects if n is not None], data, server_url, compute)
+    return placed
+
+
+def prepare_compute(
+    reads: Session, compute_id: int, data: DataRoot, server_url: str
+) -> dict[prepared_specs.Key, prepared_specs.Prepared]:
+    """Outside any write transaction (READS takes no write lock): the run specs of the large
+    attempts the next scheduling round of the compute would place, by the same rule over the same
+    queue and idle nodes. The round re-checks under the lock (the key names the job's attempt and
+    its nodes: a moved state does not match) and writes them (``services/prepared_specs.py``).
+    A busy cluster (no idle node) costs one query."""
+    idle = list(reads.execute(_IDLE_NODES_TO_PREPARE, {"compute": compute_id}))
+    if not idle:
+        return {}
+    compute = reads.get(Compute, compute_id)
+    if compute is None or compute.type in ("computeinstance", "virtualmachine"):
+        return {}  # one node: its attempts are bounded by its vCPUs, built in the round
+    params = {"ws": compute.workspace_id, "compute": compute.name, "window": SCHEDULE_WINDOW}
+    ready = [row for row in reads.execute(_QUEUE_HEAD, params) if not row.cancel_requested]
+    views = [QueuedJob(r.name, r.instance_count, r.priority, r.submitted_at) for r in ready]
+    placements = schedule(views, [n.id for n in idle])
+    ids = {r.name: r.id for r in ready}
+    by_id = {n.id: n for n in idle}
+    prepared: dict[prepared_specs.Key, prepared_specs.Prepared] = {}
+    maybe = _maybe_large(reads, [ids[p.job] for p in placements])
+    for placement in placements:
+        job = maybe.get(ids[placement.job])
+        if job is None or not prepared_specs.is_large(job.spec, len(placement.nodes)):
+            continue
+        attempt = run_specs.Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
+        targets = [(i, node_address(by_id[i].resources) or "") for i in placement.nodes]
+        made = build(reads, attempt, targets, data, server_url, compute).encode()
+        prepared[prepared_specs.key(job.id, attempt.number, placement.nodes)] = made
+    return prepared
+
+
+_MAYBE_LARGE = select(*_JOB_COLUMNS).where(
+    or_(
+        Job.spec["distribution"].as_string().is_not(None),  # several processes a node, or TF tasks
+        Job.instance_count > prepared_specs.LARGE_PROCESSES,
+    )
+)
+
+
+def _maybe_large(reads: Session, job_ids: list[int]) -> dict[int, Any]:
+    """The jobs among JOB_IDS that may start more than ``LARGE_PROCESSES`` processes (a
+    distribution, or that many nodes), as ``_JOB_TO_PLACE`` rows: the others' specs stay unread."""
+    found: dict[int, Any] = {}
+    for start in range(0, len(job_ids), 500):  # bound the IN list
+        chunk = job_ids[start : start + 500]
+        found.update((row.id, row) for row in reads.execute(_MAYBE_LARGE.where(Job.id.in_(chunk))))
+    return found
 
 
 def _jobs_by_id(session: Session, job_ids: list[int]) -> dict[int, Job]:
@@ -273,7 +393,11 @@ def _schedule_instance(session: Session, compute: Compute, data: DataRoot, serve
             continue
         need = min(processes_per_node(job.spec), node.vcpus)
         if need <= free:
-            wake += place(session, job, [node], data, server_url, compute)
+            try:
+                wake += place(session, job, [node], data, server_url, compute)
+            except prepared_specs.Deferred:
+                prepared_specs.want(session, compute.id)
+                break
             free -= need
     return wake
 

@@ -41,7 +41,10 @@ class Effects:
 
 
 def of(session: Session) -> Effects:
-    """The effects SESSION's transaction has recorded so far (made on first use)."""
+    """The effects SESSION's transaction has recorded so far (made on first use). Recording
+    begins the session's transaction if nothing has yet, so a rollback always forgets them."""
+    if not session.in_transaction():
+        session.begin()
     found = session.info.get(_KEY)
     if found is None:
         found = session.info[_KEY] = Effects()

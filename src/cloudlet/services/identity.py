@@ -510,6 +510,36 @@ def installation(session: Session) -> Installation:
     return row
 
 
+def _identity_principal_name(compute_name: str, workspace_id: int) -> str:
+    return f"{compute_name}.{workspace_id}{IDENTITY_SUFFIX}"
+
+
+def _has_identity(identity_spec: dict[str, object] | None) -> bool:
+    return bool(identity_spec) and (identity_spec or {}).get("type") not in (None, "none")
+
+
+def grant_compute_identity(
+    session: Session, compute_name: str, workspace_id: int, identity_spec: dict[str, object] | None
+) -> None:
+    """C13, at submission (the use case that grants a job its identity): a job on a cluster with a
+    managed identity runs as the cluster's own principal (``<compute>@identity``, Reader on the
+    workspace unless granted more); made here, with its role assignment and audit rows, the first
+    time a job needs it. Placing the job only reads it (``compute_identity_token``)."""
+    from cloudlet.services import role_assignments  # it imports this module
+
+    if not _has_identity(identity_spec):
+        return
+    name = _identity_principal_name(compute_name, workspace_id)
+    if find_principal(session, name) is not None:
+        return
+    actor = audit.system("submission")
+    principal = create_principal(session, name, actor)
+    workspace = session.get(Workspace, workspace_id)
+    assert workspace is not None
+    role_assignments.assign(session, workspace, principal, Role.READER, actor)
+    session.flush()
+
+
 def compute_identity_token(
     session: Session,
     compute_name: str,
@@ -517,20 +547,13 @@ def compute_identity_token(
     identity_spec: dict[str, object] | None,
     lifetime_s: int,
 ) -> str | None:
-    """C13: a cluster with a managed identity gives its jobs a short-lived token of its own principal
-    (``<compute>@identity``, Reader on the workspace unless granted more), never the submitter's."""
-    from cloudlet.services import role_assignments  # it imports this module
-
-    if not identity_spec or identity_spec.get("type") in (None, "none"):
+    """A short-lived token of the cluster's identity principal for a job placed on it (reads only:
+    the principal was made at submission, ``grant_compute_identity``); None when the cluster has
+    no identity or its principal was never made."""
+    if not _has_identity(identity_spec):
         return None
-    name = f"{compute_name}.{workspace_id}{IDENTITY_SUFFIX}"
-    principal = find_principal(session, name)
+    principal = find_principal(session, _identity_principal_name(compute_name, workspace_id))
     if principal is None:
-        actor = audit.system("dispatch")
-        principal = create_principal(session, name, actor)
-        workspace = session.get(Workspace, workspace_id)
-        assert workspace is not None
-        role_assignments.assign(session, workspace, principal, Role.READER, actor)
-        session.flush()
+        return None
     token, _ = mint_token(principal.id, installation(session).token_secret, lifetime_s)
     return token

@@ -11,11 +11,32 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import arm_outputs
+from cloudlet.domain.errors import not_found
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.pipeline_bindings import DEFAULT_DATASTORE, default_output_path
 from cloudlet.services import parent_jobs, pipelines
 from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.jobs import parse_datastore_uri
+from cloudlet.services.storage import DataRoot, pack_beneath, relative_parts
 from cloudlet.store.schema import Job, Workspace
+
+
+def pack(session: Session, data: DataRoot, ws: Workspace, job: Job, output: str) -> bytes | None:
+    """Job output OUTPUT as a tar.gz (None when nothing was written). It is read where it was
+    written: its datastore path when it names one (a pipeline step's, a reused step's), for a
+    pipeline's own output where the step bound to it wrote, else the job's default folder. The
+    folder is the job's to write (links included): it is packed without following any."""
+    if output not in (job.spec.get("outputs") or {}):
+        raise not_found("Output", output)
+    declared = job.spec["outputs"][output]
+    given = declared.get("path") if isinstance(declared, dict) else None
+    if given is None and job.kind == JobKind.PIPELINE.value:
+        given = pipelines.outputs(job, parent_jobs.children(session, job)).get(output)
+    at = parse_datastore_uri(given) if isinstance(given, str) else None
+    if at is None:
+        default = data.job_output(ws.id, job.name, output)
+        at = (DEFAULT_DATASTORE, str(default.relative_to(data.datastore(ws.id))))
+    return pack_beneath(data.datastore(ws.id, at[0]), relative_parts(at[1], "output"))
 
 
 def outputs(session: Session, job: Job) -> dict[str, dict[str, Any]]:

@@ -38,7 +38,7 @@ from cloudlet.domain.pipeline_jobs import setting_warnings
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, effects, workspaces
+from cloudlet.services import computes, effects, identity, workspaces
 from cloudlet.services import environments as environment_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -141,12 +141,14 @@ def submit(
             "name",
         )
     if spec is None:
-        return _submit_parent(session, ws, name, doc, caller), None
+        return _submit_parent(session, ws, name, doc, caller, data), None
     resolved = asset_service.resolve_job(session, ws, doc)  # azureml:name:1 / @latest → its path
     doc = resolved.doc  # resolved first: the CUDA check reads an environment asset's image
     warnings = environment_service.job_warnings(doc)  # first: an inline one may be refused
     compute_name, compute = _target(session, ws, doc, memo if memo is not None else {}, warnings)
     _check_inputs(ws, doc, data)
+    if compute is not None:  # the job runs as the cluster's identity: granted now, not at placement
+        identity.grant_compute_identity(session, compute.name, ws.id, compute.spec.get("identity"))
     job = Job(
         workspace_id=ws.id,
         name=name,
@@ -169,14 +171,16 @@ def submit(
     return job, compute
 
 
-def _submit_parent(session: Session, ws: Workspace, name: str, doc: dict[str, Any], caller: Caller) -> Job:
+def _submit_parent(
+    session: Session, ws: Workspace, name: str, doc: dict[str, Any], caller: Caller, data: DataRoot
+) -> Job:
     """Record a queued parent job (its kind validated DOC): it takes no node, so no compute
     (dispatch and the autoscaler never see it); the parent-job loop starts its children."""
     warnings: list[str] = []
     if doc.get("type") == JobKind.PIPELINE.value:  # registered components: the store knows them
         from cloudlet.services import pipelines
 
-        doc = pipelines.resolve(session, ws, doc)
+        doc = pipelines.resolve(session, ws, doc, data)
         warnings = setting_warnings(doc)  # what Azure ML ignores, said rather than refused
     job = Job(
         workspace_id=ws.id,

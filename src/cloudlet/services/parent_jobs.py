@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import bindparam, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from cloudlet.domain import job_status as statuses
 from cloudlet.domain.job_kind import JobKind
@@ -77,12 +77,15 @@ def error_text(job: Job) -> str | None:
 
 
 def view_of(child: Job, metrics: Mapping[str, Sequence[tuple[int, float]]] | None = None) -> ChildView:
+    # A reused step's outputs (its default artifacts too) are in its spec: the earlier job's.
+    outputs = output_uris(child.reused_from or child.name, child.spec, child.attempt)
+    if child.kind == JobKind.PIPELINE.value and child.status == JobStatus.COMPLETED.value:
+        outputs = {**outputs, **_pipeline_outputs(child)}
     return ChildView(
         key=child.child_key or child.name,
         name=child.name,
         status=JobStatus(child.status),
-        # A reused step's outputs (its default artifacts too) are in its spec: the earlier job's.
-        outputs=output_uris(child.reused_from or child.name, child.spec, child.attempt),
+        outputs=outputs,
         inputs=literal_inputs(child.spec),
         error=error_text(child),
         reused_from=child.reused_from,
@@ -91,6 +94,17 @@ def view_of(child: Job, metrics: Mapping[str, Sequence[tuple[int, float]]] | Non
         metrics=metrics or {},
         exit_code=child.exit_code,
     )
+
+
+def _pipeline_outputs(pipeline: Job) -> dict[str, str]:
+    """Where a completed child pipeline's outputs are: its steps' (a reused step's are the earlier
+    job's paths, not the ones the pipeline gave it), so the steps after it read what was written."""
+    from cloudlet.domain.pipeline_dag import parent_outputs
+
+    session = object_session(pipeline)
+    if session is None:
+        return {}
+    return parent_outputs(pipeline.spec, [view_of(kid) for kid in children(session, pipeline)])
 
 
 # -- writing ---------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 - ``resolve``: a submitted pipeline's registered components (``component: azureml:train:1``,
   ``azureml:train@latest``) replaced by the components themselves (``services.components``), and
   each component's ``code`` by the snapshot it runs, then the whole document checked again
-  (``domain.pipeline_jobs``) against the components its steps now run;
+  (``domain.pipeline_jobs``) against the components its steps now run; a ``parallel`` step's
+  task code becomes a snapshot with cloudlet's batch driver added (``services.batch_endpoints.
+  with_driver``: the driver batch deployments run), which its command job runs;
 - ``dag``: the text DAG of ``job show`` (each step, its status, its upstream, reuse);
 - ``outputs``: where the pipeline's outputs are (the step outputs bound to them).
 """
@@ -16,26 +18,37 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import components
-from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.errors import CloudletError, validation_error
+from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN
 from cloudlet.domain.pipeline_bindings import retarget
 from cloudlet.domain.pipeline_dag import dag_text, is_reference, parent_outputs
 from cloudlet.domain.pipeline_jobs import PIPELINE
+from cloudlet.services import batch_endpoints, codes
 from cloudlet.services import components as component_service
 from cloudlet.services.parent_jobs import view_of
+from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Job, Workspace
 
 
-def resolve(session: Session, ws: Workspace, doc: dict[str, Any]) -> dict[str, Any]:
+def resolve(session: Session, ws: Workspace, doc: dict[str, Any], data: DataRoot) -> dict[str, Any]:
     """DOC (a parsed pipeline) with its registered components resolved and code snapshots
-    checked; parsed again, so a step is checked against the component it now runs."""
+    checked (a parallel step's with the batch driver added); parsed again, so a step is checked
+    against the component it now runs."""
     jobs = doc.get("jobs") or {}
     changed: dict[str, Any] = {}
     for key, step in jobs.items():
+        if step.get("type") == "parallel":
+            task = {**step["task"], "code": _with_driver(session, ws, data, step["task"]["code"], key)}
+            if task != step["task"]:
+                changed[key] = {**step, "task": task}
+            continue
         component = step.get("component")
         if component is None:
             continue
         try:
-            if is_reference(component):
+            if step.get("type") == "pipeline" and is_reference(component):
+                component = component_service.resolve_pipeline(session, ws, component)
+            elif is_reference(component):
                 component = components.component_to_doc(
                     component_service.resolve(session, ws, component, None)
                 )
@@ -48,6 +61,22 @@ def resolve(session: Session, ws: Workspace, doc: dict[str, Any]) -> dict[str, A
         return doc
     resolved = {**doc, "jobs": {key: changed.get(key, step) for key, step in jobs.items()}}
     return PIPELINE.parse(resolved, str(doc["name"]))
+
+
+def _with_driver(session: Session, ws: Workspace, data: DataRoot, code: str, key: str) -> str:
+    """The snapshot that runs parallel step KEY: its task's code with the batch driver added."""
+    target = f"jobs.{key}.task.code"
+    if not CODE_SNAPSHOT_PATTERN.fullmatch(code):
+        raise validation_error(
+            target,
+            f"code {code!r} is not an uploaded snapshot (codes/<sha256>); the CLI and client upload a "
+            "local folder for you",
+        )
+    path = data.code(ws.id, code.removeprefix("codes/"))
+    if not path.is_file():
+        raise validation_error(target, f"code snapshot {code!r} was not uploaded to this workspace")
+    digest = codes.store_snapshot(session, data, ws.id, batch_endpoints.with_driver(path.read_bytes()))
+    return f"codes/{digest}"
 
 
 def dag(parent: Job, kids: Sequence[Job]) -> str:

@@ -18,7 +18,7 @@ import math
 import random
 from collections.abc import Iterable
 
-from cloudlet.domain import autoscale
+from cloudlet.domain import autoscale, eviction
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.domain.quota import CoreHolder, QuotaLimits, Tier
 from cloudlet.domain.scheduling import schedule
@@ -37,9 +37,6 @@ from cloudlet.sim.records import (
 
 __all__ = ["ClusterSpec", "JobSpec", "Simulator"]
 
-_EVICTABLE = frozenset(
-    {NodeState.REQUESTED, NodeState.ALLOCATED, NodeState.STARTING, NodeState.IDLE, NodeState.BUSY}
-)
 SeriesPoint = tuple[float, int, int, int]  # time, machines held, jobs queued, nodes running jobs
 
 
@@ -184,7 +181,11 @@ class Simulator:
     def _evicted(self, node_id: str) -> None:
         cluster = self._where.get(node_id)
         node = cluster.nodes.get(node_id) if cluster else None
-        if cluster is None or node is None or node.state not in _EVICTABLE:
+        if cluster is None or node is None:
+            return
+        # Its machine taken back (a low-priority node: only those get EVICTED events), by the
+        # server's own rule (domain/eviction).
+        if eviction.refusal(eviction.Candidate(node.id, node.state, True), eviction.Cause.ENGINE):
             return
         job = node.job
         node.advance(NodeEvent.PREEMPT, self.clock.now)

@@ -47,6 +47,18 @@ def load_json(text: str | bytes) -> Any:
         return json.loads(text)
 
 
+class EncodedJson(str):
+    """A JSON column's value already encoded (outside the write lock: a thousand run specs cost
+    more to encode than to insert); written as it is."""
+
+
+def dump_json(value: Any) -> str:
+    """A JSON column's text: what SQLAlchemy's default (``json.dumps``) writes, unless encoded."""
+    if isinstance(value, EncodedJson):
+        return str.__str__(value)
+    return json.dumps(value)
+
+
 class StoreBusy(exc.TimeoutError):
     """The store could not be had in time (no pooled connection, or the write lock was held):
     the request should be retried shortly. A ``sqlalchemy.exc.TimeoutError``, like the pool's own."""
@@ -157,6 +169,7 @@ def make_engine(
         engine = create_engine(
             url,
             json_deserializer=load_json,
+            json_serializer=dump_json,
             connect_args={"check_same_thread": False, "timeout": busy_s},
             pool_size=pool_size,
             max_overflow=0,
@@ -177,6 +190,7 @@ def make_engine(
     engine = create_engine(
         url,
         json_deserializer=load_json,
+        json_serializer=dump_json,
         connect_args=connect_args,
         pool_size=pool_size,
         max_overflow=0,

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
 from cloudlet.api.arm import WS, arm_errors, page
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.openapi import json_body, success
+from cloudlet.api.openapi import deleted, json_body, success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_assets
 from cloudlet.domain import assets as rules
@@ -195,7 +195,7 @@ def container_routes(target: APIRouter, kind: AssetKind, base: str, body: dict[s
 def delete_version_route(target: APIRouter, kind: AssetKind, base: str) -> None:
     """``DELETE {base}/{name}/versions/{version}`` on TARGET, shared with components."""
 
-    @target.delete(base + "/{name}/versions/{version}", name=f"arm_delete_version_{kind}")
+    @target.delete(base + "/{name}/versions/{version}", name=f"arm_delete_version_{kind}", **deleted())
     def delete_version(
         sub: str, rg: str, ws: str, name: Name, version: Version, ctx: Context = Depends(context)
     ) -> Response:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Body, Depends, Response
 
 from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.openapi import json_body, success
+from cloudlet.api.openapi import deleted, json_body, success
 from cloudlet.api.routes_batch_endpoints import Name
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_batch
@@ -94,7 +94,7 @@ def arm_put_batch_endpoint(
     return json_response(rendered, 201 if created else 200)
 
 
-@router.delete(EP, status_code=200, responses=success(204, "No such endpoint"))
+@router.delete(EP, **deleted(success(204, "No such endpoint")))
 def arm_delete_batch_endpoint(
     sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
 ) -> Response:
@@ -157,7 +157,7 @@ def arm_put_batch_deployment(
     return json_response(rendered, 201 if created else 200)
 
 
-@router.delete(EP + "/deployments/{deployment}", status_code=200)
+@router.delete(EP + "/deployments/{deployment}", **deleted())
 def arm_delete_batch_deployment(
     sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
 ) -> Response:

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body, Depends, Query, Response
 
 from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.openapi import json_body, success
+from cloudlet.api.openapi import json_body, nullable, success
 from cloudlet.api.routes_admin import require_pool
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_compute
@@ -37,24 +37,30 @@ ARM_DOCUMENT = json_body(
         "type": "object",
         "description": "an ARM compute resource, as azure-ai-ml sends it (domain/arm_compute.py)",
         "properties": {
-            "location": {"type": "string"},
+            **nullable({"location": {"type": "string"}}),
             "tags": {"type": "object", "additionalProperties": {"type": "string"}},
             "identity": {
                 "type": "object",
-                "properties": {
-                    "type": {
-                        "type": "string",
-                        "enum": ["SystemAssigned", "UserAssigned", "SystemAssigned,UserAssigned", "None"],
+                "properties": nullable(  # null: as None
+                    {
+                        "type": {
+                            "type": "string",
+                            "enum": ["SystemAssigned", "UserAssigned", "SystemAssigned,UserAssigned", "None"],
+                        }
                     }
-                },
+                ),
             },
             "properties": {
                 "type": "object",
                 "properties": {
                     "computeType": {"type": "string", "enum": list(arm_compute.ARM_TYPES.values())},
-                    "computeLocation": {"type": "string"},
-                    "description": {"type": "string"},
-                    "resourceId": {"type": "string"},
+                    **nullable(
+                        {
+                            "computeLocation": {"type": "string"},
+                            "description": {"type": "string"},
+                            "resourceId": {"type": "string"},
+                        }
+                    ),
                     "properties": {"type": "object", "description": "vmSize, vmPriority, scaleSettings, …"},
                     "scaleSettings": {"type": "object", "description": "PATCH: the new scale settings"},
                 },
@@ -64,6 +70,7 @@ ARM_DOCUMENT = json_body(
 )
 
 # What a PATCH reads (anything else in the document is ignored): tags, or scale settings.
+SCALE_KEYS = ("minNodeCount", "maxNodeCount", "nodeIdleTimeBeforeScaleDown")
 _SCALE = {
     "type": "object",
     "properties": {
@@ -75,7 +82,7 @@ _SCALE = {
             "pattern": f"^(?!PT?$){arm_compute.ISO_DURATION.pattern}$",
         },
     },
-    "anyOf": [{"required": [key]} for key in ("minNodeCount", "maxNodeCount", "nodeIdleTimeBeforeScaleDown")],
+    "anyOf": [{"required": [key]} for key in SCALE_KEYS],
 }
 PATCH_DOCUMENT = json_body(
     {
@@ -142,9 +149,12 @@ def _patch_doc(body: Any) -> dict[str, Any]:
     resource = arm_compute.as_object(body, "$")
     out: dict[str, Any] = {}
     target = "properties.scaleSettings"
-    scale = arm_compute.as_object(
-        arm_compute.as_object(resource.get("properties"), "properties").get("scaleSettings"), target
-    )
+    props = arm_compute.given_object(resource, "properties", "properties")
+    scale = arm_compute.given_object(props, "scaleSettings", target)
+    if "scaleSettings" in props and all(scale.get(key) is None for key in SCALE_KEYS):
+        raise CloudletError(
+            "ValidationError", f"scaleSettings gives none of {', '.join(SCALE_KEYS)}: give one", target
+        )
     for arm_name, native in (("minNodeCount", "min_instances"), ("maxNodeCount", "max_instances")):
         if scale.get(arm_name) is not None:
             out[native] = scale[arm_name]

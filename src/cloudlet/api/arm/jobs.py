@@ -24,7 +24,7 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import FINAL, JobStatus
 from cloudlet.domain.roles import Access
-from cloudlet.services import codes, identity, job_cancel, parent_jobs, sweeps, tracking, workspaces
+from cloudlet.services import codes, identity, job_cancel, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.views import jobs as native_jobs
@@ -206,16 +206,13 @@ def cancel_status(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depe
 
 
 def _view(ctx: Context, ref: WorkspaceRef, job: Job) -> dict[str, Any]:
-    base = https_base(ctx.request, ctx.state)
-    view = native_jobs.render(job, ref, job_service.runs_of(ctx.session, job), base)
+    view = native_jobs.view(ctx.session, ref, job, https_base(ctx.request, ctx.state))
     arm = to_arm(view, ref.arm_id)
-    if job.kind == "sweep":  # the best trial, as Azure's sweep properties name it (jobs.download reads it)
-        kids = parent_jobs.children(ctx.session, job)
-        best = sweeps.view(ctx.session, job, kids, tracking.metric_history)["best_trial"]
-        if best is not None:
-            arm["properties"]["properties"].update(
-                {"best_child_run_id": best["name"], "score": str(best["metric"])}
-            )
+    best = (view.get("sweep") or {}).get("best_trial")
+    if best is not None:  # the best trial, as Azure's sweep properties name it (jobs.download reads it)
+        arm["properties"]["properties"].update(
+            {"best_child_run_id": best["name"], "score": str(best["metric"])}
+        )
     return arm
 
 

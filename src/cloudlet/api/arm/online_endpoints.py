@@ -21,10 +21,11 @@ from fastapi import APIRouter, Body, Depends, Response
 
 from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
-from cloudlet.api.openapi import json_body, nullable, success
+from cloudlet.api.openapi import deleted, json_body, nullable, success
 from cloudlet.api.routes_online import KEYS_SCHEMA, LOGS_SCHEMA
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import arm_online
+from cloudlet.domain.online_endpoints import log_lines
 from cloudlet.domain.roles import Access
 from cloudlet.services import codes, workspaces
 from cloudlet.services import online_endpoints as service
@@ -174,7 +175,7 @@ def arm_patch_online_endpoint(
     return json_response(rendered)
 
 
-@router.delete(EP, status_code=200, responses=success(204, "No such endpoint"))
+@router.delete(EP, **deleted(success(204, "No such endpoint")))
 def arm_delete_online_endpoint(
     sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
 ) -> Response:
@@ -300,7 +301,7 @@ def arm_online_deployment_operation(
     return json_response(body, 200, headers)
 
 
-@router.delete(DEP, status_code=200, responses=success(204, "No such deployment"))
+@router.delete(DEP, **deleted(success(204, "No such deployment")))
 def arm_delete_online_deployment(
     sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
 ) -> Response:
@@ -328,6 +329,5 @@ def arm_online_deployment_logs(
 ) -> Response:
     _, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
     service.get_deployment(ctx.session, row, deployment)
-    lines = body.get("tail") if isinstance(body, dict) else None
-    count = lines if isinstance(lines, int) and not isinstance(lines, bool) and 0 < lines <= 10000 else 200
+    count = log_lines(body)
     return json_response({"content": ctx.state.online.logs(workspace.id, endpoint, deployment, count)})

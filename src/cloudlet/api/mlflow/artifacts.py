@@ -31,7 +31,10 @@ from cloudlet.services.storage import DEFAULT_DATASTORE, relative_parts
 router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
 MAX_ARTIFACT_BYTES = 5000 << 20
 BYTES: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"application/octet-stream": {}}, "description": "The artifact's bytes"}
+    200: {
+        "content": {"*/*": {}},
+        "description": "The artifact's bytes, as the type they were uploaded with (else octet-stream)",
+    }
 }
 
 
@@ -77,7 +80,7 @@ def _writable(ctx: Context, sub: str, rg: str, ws: str, path: str) -> tuple[int,
 
 @router.put(
     ARTIFACTS + "/{path:path}",
-    openapi_extra=binary_body("application/octet-stream", "The artifact's bytes"),
+    openapi_extra=binary_body("application/octet-stream", "The artifact's bytes (none: empty)", False),
 )
 @body_limit(MAX_ARTIFACT_BYTES)
 async def upload_artifact(

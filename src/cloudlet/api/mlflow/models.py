@@ -42,14 +42,14 @@ class CreateModel(BaseModel):
     experiment_id: Annotated[str, Field(max_length=64)] = "0"
     name: Annotated[str, Field(max_length=256)] = ""
     model_type: Annotated[str, Field(max_length=256)] | None = None
-    source_run_id: RunId | None = None
+    source_run_id: RunId = ""  # required (above); missing: a 400 naming it
     params: Annotated[list[Param], Field(max_length=100)] = []
     tags: Pairs = []
 
 
 class Finalize(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    status: Annotated[str, Field(max_length=32)]
+    status: Annotated[str, Field(json_schema_extra={"enum": list(models.STATUSES)})]
 
 
 class ModelTags(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.mlflow import API, MlflowRoute, readable_runs, run_reader, run_writer, workspace
@@ -28,9 +28,10 @@ RunId = Annotated[str, Field(min_length=1, max_length=128)]
 # Strict: false is not 0 (JSON Schema's integer excludes booleans); 5.0 is 5, as JSON Schema says.
 Millis = Annotated[StrictInt, Field(ge=0, le=2**63 - 1), WHOLE_FLOAT]
 Step = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1), WHOLE_FLOAT]
+# Strict numbers: a string is not coerced to a float past the string branch's pattern and length.
 MetricValue = (
-    float
-    | int
+    StrictFloat
+    | StrictInt
     | Annotated[str, Field(max_length=40, json_schema_extra={"pattern": rules.METRIC_STRING_PATTERN})]
 )
 ARTIFACT_ROOT = "mlflow-artifacts:/"

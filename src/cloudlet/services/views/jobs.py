@@ -9,10 +9,35 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.job_kind import JobKind
+from cloudlet.services import assets as asset_service
+from cloudlet.services import jobs as job_service
+from cloudlet.services import parent_jobs, pipelines, sweeps, tracking
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.jobs import JobFields
 from cloudlet.store.schema import Job, JobRun
+
+
+def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[str, Any]:
+    """The job as every front door shows it: ``render`` with the asset versions resolved at
+    submission, its MLflow metrics and params, and a parent's children (a pipeline's graph and
+    outputs; a sweep's trials and best trial). The ARM facade translates this same view."""
+    body = render(job, ref, job_service.runs_of(session, job), base_url)
+    body["assets"] = asset_service.uses_view(session, job.id)
+    body.update(tracking.job_view(session, job.id))
+    if job.kind != JobKind.COMMAND.value:
+        kids = parent_jobs.children(session, job)
+        body["children"] = render_children(kids)
+        if job.kind == JobKind.PIPELINE.value:
+            body["dag"] = pipelines.dag(job, kids)
+            for output, path in pipelines.outputs(job, kids).items():
+                body["outputs"].setdefault(output, {})["uri"] = path
+        if job.kind == JobKind.SWEEP.value:
+            body["sweep"] = sweeps.view(session, job, kids, tracking.metric_history)
+    return body
 
 
 def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
