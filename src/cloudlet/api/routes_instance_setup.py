@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Response
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, forbidden
 from cloudlet.domain.roles import Access
 from cloudlet.services import computes, instance_reports, workspaces
@@ -21,7 +22,7 @@ router = APIRouter(prefix="/api/v1", tags=["computes"], route_class=UserRoute)
 def setup_logs(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
     workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)
     compute = computes.get(ctx.session, workspace, name)
-    if compute.type != "computeinstance":
+    if compute.type != ComputeType.COMPUTE_INSTANCE:
         raise CloudletError(
             "OperationNotSupported",
             f"'{name}' is {compute.type}; setup scripts are for compute instances",

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cloudlet.cli.output import OutputFormat, dump_json, dump_yaml, err_console, print_error
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.quota import Tier
 
@@ -144,7 +145,7 @@ def check_setting(raw: RawSetting) -> Setting:
     from cloudlet.sim.whatif import Setting
 
     try:
-        size = load_catalogue().require_size(raw.size, "amlcompute", target="--size")
+        size = load_catalogue().require_size(raw.size, ComputeType.AMLCOMPUTE, target="--size")
     except CloudletError as exc:
         raise WhatIfInputError(f"--size {raw.size} ({raw.origin}): {exc.message}") from None
     if raw.max_nodes is None:

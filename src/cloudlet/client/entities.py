@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, ClassVar
 
+from cloudlet.domain.compute_types import ComputeType
+
 # Read-only attributes every compute exposes (None until the server fills them).
 STATUS_FIELDS: tuple[str, ...] = (
     "id",
@@ -194,7 +196,7 @@ class _GenericCompute(Compute):
 class AmlCompute(Compute):
     """Compute cluster (``type: amlcompute``)."""
 
-    _type = "amlcompute"
+    _type = ComputeType.AMLCOMPUTE.value
 
     def __init__(
         self,
@@ -228,7 +230,7 @@ class AmlCompute(Compute):
 class ComputeInstance(Compute):
     """Single-user workstation (``type: computeinstance``)."""
 
-    _type = "computeinstance"
+    _type = ComputeType.COMPUTE_INSTANCE.value
 
     def __init__(
         self,
@@ -264,7 +266,7 @@ class ComputeInstance(Compute):
 class VirtualMachineCompute(Compute):
     """Attached remote machine reached over SSH (``type: virtualmachine``)."""
 
-    _type = "virtualmachine"
+    _type = ComputeType.VIRTUAL_MACHINE.value
 
     def __init__(
         self,
@@ -285,7 +287,7 @@ class VirtualMachineCompute(Compute):
 class KubernetesCompute(Compute):
     """Attached Kubernetes cluster (``type: kubernetes``)."""
 
-    _type = "kubernetes"
+    _type = ComputeType.KUBERNETES.value
 
     def __init__(
         self,

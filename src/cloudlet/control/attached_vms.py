@@ -24,6 +24,8 @@ from cloudlet.control.steps import AfterCommitQueue, Pending, StepOutcome
 from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.domain.nodes import FAILED, SERVING, NodeState
+from cloudlet.domain.quota import Tier
+from cloudlet.domain.run_state import ExitReason
 from cloudlet.providers.base import NodeProvider, NodeRequest
 from cloudlet.services import dispatch, host_keys
 from cloudlet.services import nodes as node_service
@@ -63,7 +65,7 @@ def keep_node(
         installation_id=installation_id,
         location=vm_rules.provider_key(compute.id),
         size=vm_rules.vm_size(compute.spec.get("facts") or {}),
-        tier="dedicated",
+        tier=Tier.DEDICATED,
         now=now,
         provider_kind="ssh",
     )
@@ -145,7 +147,7 @@ class VmDriver(AfterCommitQueue):
             installation_id=self.installation_id,
             location=vm_rules.provider_key(compute.id),
             size=size,
-            tier="dedicated",
+            tier=Tier.DEDICATED,
             now=self.clock.now(),
             provider_kind="ssh",
         )
@@ -168,7 +170,7 @@ class VmDriver(AfterCommitQueue):
         nodes = node_service.live_nodes(session, compute.id)
         actions, now = Actions(), self.clock.now()
         for node in nodes:
-            dispatch.fail_runs_on_node(session, node, "canceled", now)
+            dispatch.fail_runs_on_node(session, node, ExitReason.CANCELED, now)
             if node.state == NodeState.TERMINATING.value:
                 actions.terminations.append((node.id, node.location, dict(node.provider_ref)))
             else:

@@ -33,6 +33,7 @@ from cloudlet.control.provider_work import ProviderWork
 from cloudlet.control.scaling import ClusterScaler, workspace_of
 from cloudlet.control.sweep import ProviderSweep
 from cloudlet.domain import autoscale
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.lifecycle import ProvisioningState
 from cloudlet.providers.base import NodeProvider
 from cloudlet.providers.capacity import CapacityReadings
@@ -99,7 +100,7 @@ class ClusterReconciler(ReconcileLoop):
         with self.sessions() as session:
             # Attached VMs too: their node is recorded (lost when its agent goes quiet), fed and,
             # once lost, made again (``attached_vms.keep_node``); they never scale.
-            kinds = ("amlcompute", "virtualmachine")
+            kinds = (ComputeType.AMLCOMPUTE, ComputeType.VIRTUAL_MACHINE)
             ids = list(session.scalars(select(Compute.id).where(Compute.type.in_(kinds))))
             demands = _demands(session) if ids else {}
         for compute_id in ids:
@@ -152,7 +153,7 @@ class ClusterReconciler(ReconcileLoop):
                     release(node, actions, now)
                 return actions
             actions.wake += dispatch.schedule_compute(session, compute, self.data, self.server_url())
-            if compute.type == "virtualmachine":
+            if compute.type == ComputeType.VIRTUAL_MACHINE:
                 attached_vms.keep_node(
                     session, compute, nodes, self.installation_id, self.server_url(), now, actions
                 )

@@ -20,12 +20,14 @@ from cloudlet.control.attached_vms import VmDriver
 from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.steps import Pending, StepOutcome
 from cloudlet.domain import attached_vms as vm_rules
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.job_status import ACTIVE as JOB_ACTIVE
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.operation_plans import COMPUTE_PLANS, Plan
 from cloudlet.domain.resources import COMPUTES
+from cloudlet.domain.run_state import ExitReason
 from cloudlet.services import dispatch, job_status, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services import nodes as node_service
@@ -37,7 +39,7 @@ StepFn = Callable[[Session, Operation, Compute], None]
 
 def _instance_event(event: InstanceEvent) -> StepFn:
     def step(_session: Session, _op: Operation, compute: Compute) -> None:
-        if compute.type == "computeinstance":
+        if compute.type == ComputeType.COMPUTE_INSTANCE:
             compute.state = advance_instance(compute.state, event, compute.name)
 
     return step
@@ -73,7 +75,7 @@ def _release(session: Session, _op: Operation, compute: Compute) -> None:
         job.cancel_requested = True
     for node in node_service.live_nodes(session, compute.id):
         if node.state != NodeState.TERMINATING.value:
-            dispatch.fail_runs_on_node(session, node, "canceled", now)
+            dispatch.fail_runs_on_node(session, node, ExitReason.CANCELED, now)
             node_service.advance(node, NodeEvent.TERMINATE, now)
     for job in active:
         if job.status in JOB_ACTIVE:
@@ -126,7 +128,7 @@ class ComputeSteps:
                     compute.last_modified_on = utcnow()
                 return outcome
         instances = self.instances
-        if instances is not None and compute.type == "computeinstance" and step in instances.STEPS:
+        if instances is not None and compute.type == ComputeType.COMPUTE_INSTANCE and step in instances.STEPS:
             outcome = instances.step(session, op, step, compute)
             if outcome is not None or step != "remove":
                 if not isinstance(outcome, Pending):

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.context import PassContext
 from cloudlet.control.loop import one_item
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import failure_text
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.node_address import node_address
@@ -196,10 +197,10 @@ def _advance(
 
 def _size_and_quota(session: Session, job: Job, missing: int) -> tuple[VmSize | None, str, str]:
     if job.compute_name == job_service.LOCAL_COMPUTE:
-        return host_size(), "dedicated", ""
+        return host_size(), Tier.DEDICATED, ""
     catalogue = catalogue_service.current(session)
     resources = job.spec.get("resources") or {}
-    size = catalogue.require_size(str(resources.get("instance_type")), "amlcompute")
+    size = catalogue.require_size(str(resources.get("instance_type")), ComputeType.AMLCOMPUTE)
     tier = (
         Tier.LOW_PRIORITY
         if (job.spec.get("queue_settings") or {}).get("job_tier") == "spot"

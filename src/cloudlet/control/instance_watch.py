@@ -28,9 +28,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.clusters import RECONCILE_FAILED, reconcile_error, without_reconcile_error
 from cloudlet.control.loop import LeaseCache, ReconcileLoop, one_item
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.instance_watch import AGENT_LOST, DISK_FULL, InstanceFacts, decide_tick, without_unusable
 from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, advance_instance
 from cloudlet.domain.nodes import NodeEvent
+from cloudlet.domain.run_state import ExitReason
 from cloudlet.services import audit, dispatch, operations, workspaces
 from cloudlet.services import instance_activity as activity
 from cloudlet.services import instances as instance_service
@@ -87,7 +89,9 @@ class InstanceWatch(ReconcileLoop):
             if not self.leases.still_held(session, LEASE, token):
                 return []
             computes = session.scalars(
-                select(Compute).where(Compute.type == "computeinstance", Compute.state.in_(WATCHED))
+                select(Compute).where(
+                    Compute.type == ComputeType.COMPUTE_INSTANCE, Compute.state.in_(WATCHED)
+                )
             )
             for compute in list(computes):
                 what = ""  # each instance is its own: one that fails says so on its errors
@@ -162,7 +166,7 @@ class InstanceWatch(ReconcileLoop):
         if code == AGENT_LOST and node is not None:
             node.error = {"code": "NodeLost", "message": "the instance's agent stopped reporting"}
             node_service.advance(node, NodeEvent.LOSE, now)
-            dispatch.fail_runs_on_node(session, node, "lost", now)
+            dispatch.fail_runs_on_node(session, node, ExitReason.LOST, now)
         log.warning("instance %s is Unusable: %s", compute.name, reason)
         return f"unusable: {reason}"
 

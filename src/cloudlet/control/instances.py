@@ -29,8 +29,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
 from cloudlet.control.steps import AfterCommitQueue, Pending, StepOutcome
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
 from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
+from cloudlet.domain.quota import Tier
+from cloudlet.domain.run_state import ExitReason
 from cloudlet.providers.base import (
     HostsInstanceDisks,
     NodeHandle,
@@ -184,14 +187,16 @@ class InstanceDriver(AfterCommitQueue):
         return Pending(f"waiting for {', '.join(missing)} on node {node.id}")
 
     def _new_node(self, session: Session, op: Operation, compute: Compute) -> None:
-        size = catalogue_service.current(session).require_size(compute.size or "", "computeinstance")
+        size = catalogue_service.current(session).require_size(
+            compute.size or "", ComputeType.COMPUTE_INSTANCE
+        )
         node, token = node_service.new_node(
             session,
             owner=compute,
             installation_id=self.installation_id,
             location=compute.location,
             size=size,
-            tier="dedicated",
+            tier=Tier.DEDICATED,
             now=self.clock.now(),
         )
         node.operation_id = op.id
@@ -266,7 +271,7 @@ class InstanceDriver(AfterCommitQueue):
         actions, now = Actions(), self.clock.now()
         for node in nodes:
             # Jobs running on the instance end with it and wait for its next start (requeued).
-            dispatch.fail_runs_on_node(session, node, "stopped", now)
+            dispatch.fail_runs_on_node(session, node, ExitReason.STOPPED, now)
             if node.state == NodeState.TERMINATING.value:
                 actions.terminations.append((node.id, node.location, dict(node.provider_ref)))
             else:

@@ -32,8 +32,10 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import FAILED, NodeState
+from cloudlet.domain.quota import Tier
 from cloudlet.domain.resources import ONLINE_DEPLOYMENTS
 from cloudlet.providers.base import NodeProvider
 from cloudlet.services import catalogue as catalogue_service
@@ -256,7 +258,9 @@ class NodeMaker:
         with self.sessions.begin() as session:
             ws = session.get(Workspace, ws_id)
             assert ws is not None
-            size = catalogue_service.current(session).require_size(size_name, "amlcompute", "instance_type")
+            size = catalogue_service.current(session).require_size(
+                size_name, ComputeType.AMLCOMPUTE, "instance_type"
+            )
             owner = node_service.Owner(ONLINE_DEPLOYMENTS, deployment_id, ws_id)
             node, token = node_service.new_node(
                 session,
@@ -264,7 +268,7 @@ class NodeMaker:
                 installation_id=self.installation_id,
                 location=ws.location,
                 size=size,
-                tier="dedicated",
+                tier=Tier.DEDICATED,
             )
             env = {"CLOUDLET_ONLINE_REPLICAS": "1"}
             request = node_service.launch_request(node, token, self.installation_id, self.server_url(), env)

@@ -12,15 +12,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cloudlet.domain import compute_types
 from cloudlet.domain.compute_spec import seconds_to_iso
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.quota import Tier
 
 ARM_COMPUTE_TYPE = "Microsoft.MachineLearningServices/workspaces/computes"
-ARM_TYPES = {
-    "amlcompute": "AmlCompute",
-    "computeinstance": "ComputeInstance",
-    "virtualmachine": "VirtualMachine",
-    "kubernetes": "Kubernetes",
+ARM_TYPES: dict[str, str] = {
+    ComputeType.AMLCOMPUTE: "AmlCompute",
+    ComputeType.COMPUTE_INSTANCE: "ComputeInstance",
+    ComputeType.VIRTUAL_MACHINE: "VirtualMachine",
+    ComputeType.KUBERNETES: "Kubernetes",
 }
 NATIVE_TYPES = {arm.lower(): native for native, arm in ARM_TYPES.items()}
 ISO_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
@@ -135,13 +138,13 @@ def from_arm(body: Any, name: str) -> dict[str, Any]:
     _set(doc, "tags", resource.get("tags"))
     identity = _identity_from_arm(resource.get("identity"))
     _set(doc, "identity", identity)
-    if kind == "amlcompute":
+    if kind == ComputeType.AMLCOMPUTE:
         _aml_from_arm(inner, doc)
-    elif kind == "computeinstance":
+    elif kind == ComputeType.COMPUTE_INSTANCE:
         _instance_from_arm(inner, doc)
     else:
         _set(doc, "resource_id", outer.get("resourceId"))
-        if kind == "virtualmachine":
+        if kind == ComputeType.VIRTUAL_MACHINE:
             _set(doc, "address", inner.get("address"))
             _vm_ssh_from_arm(inner, doc)
         else:
@@ -320,17 +323,17 @@ def to_arm(view: dict[str, Any]) -> dict[str, Any]:
         or None,
         "createdOn": view.get("created_on"),
         "modifiedOn": view.get("last_modified_on"),
-        "isAttachedCompute": kind in ("virtualmachine", "kubernetes"),
+        "isAttachedCompute": kind in compute_types.ATTACHED,
         "disableLocalAuth": True,
         "resourceId": view.get("resource_id"),
     }
-    if kind == "amlcompute":
+    if kind == ComputeType.AMLCOMPUTE:
         outer["properties"] = _aml_to_arm(view)
-    elif kind == "computeinstance":
+    elif kind == ComputeType.COMPUTE_INSTANCE:
         outer["properties"] = _instance_to_arm(view)
     else:
-        inner = _vm_to_arm(view) if kind == "virtualmachine" else {}
-        if kind == "kubernetes":
+        inner = _vm_to_arm(view) if kind == ComputeType.VIRTUAL_MACHINE else {}
+        if kind == ComputeType.KUBERNETES:
             inner["namespace"] = view.get("namespace")
         outer["properties"] = inner
     resource: dict[str, Any] = {
@@ -353,10 +356,10 @@ def to_arm(view: dict[str, Any]) -> dict[str, Any]:
 
 
 def _aml_to_arm(view: dict[str, Any]) -> dict[str, Any]:
-    tier = view.get("tier", "dedicated")
+    tier = view.get("tier", Tier.DEDICATED)
     return {
         "vmSize": view.get("size"),
-        "vmPriority": "LowPriority" if tier == "low_priority" else "Dedicated",
+        "vmPriority": "LowPriority" if tier == Tier.LOW_PRIORITY else "Dedicated",
         "scaleSettings": {
             "minNodeCount": view.get("min_instances", 0),
             "maxNodeCount": view.get("max_instances"),

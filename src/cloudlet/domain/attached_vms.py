@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cloudlet.domain import host_keys
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.sizes import VmSize
 
@@ -29,7 +30,7 @@ def provider_key(compute_id: int) -> str:
 
 def is_attached(doc: Mapping[str, Any]) -> bool:
     """A VM cloudlet reaches (an ``address``), not an Azure record only."""
-    return doc.get("type") == "virtualmachine" and bool(doc.get("address"))
+    return doc.get("type") == ComputeType.VIRTUAL_MACHINE and bool(doc.get("address"))
 
 
 def host_config(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,9 +24,12 @@ from pydantic import (
     model_validator,
 )
 
+from cloudlet.domain import compute_types
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_IDLE_SECONDS, MAX_TAGS, MAX_TEXT
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.instance_schedule import parse_schedules
+from cloudlet.domain.quota import Tier
 from cloudlet.domain.sizes import DEFAULT_SIZE
 from cloudlet.domain.validation import FieldProblem, translate
 
@@ -35,7 +38,9 @@ INSTANCE_IDLE_MIN_MINUTES = 15
 INSTANCE_IDLE_MAX_MINUTES = 3 * 24 * 60
 DEFAULT_MAX_INSTANCES = 4
 DEFAULT_IDLE_SCALE_DOWN_S = 120
-COMPUTE_TYPES = ("amlcompute", "computeinstance", "virtualmachine", "kubernetes")
+COMPUTE_TYPES = compute_types.ALL
+# A tier as Azure spells it (LowPriority, low-priority, …), folded, to the ``Tier`` value stored.
+_TIER_SPELLINGS = {t.value.replace("_", ""): t.value for t in Tier}
 
 
 class _Strict(BaseModel):
@@ -171,7 +176,7 @@ class AmlComputeSpec(_ComputeBase):
     def _tier(cls, value: Any) -> Any:
         if isinstance(value, str):
             folded = value.replace("_", "").replace("-", "").lower()
-            return {"dedicated": "dedicated", "lowpriority": "low_priority"}.get(folded, value)
+            return _TIER_SPELLINGS.get(folded, value)
         return value
 
     @model_validator(mode="after")
@@ -263,10 +268,10 @@ class KubernetesSpec(_ComputeBase):
 
 ComputeSpec = AmlComputeSpec | ComputeInstanceSpec | VirtualMachineSpec | KubernetesSpec
 _SPEC_BY_TYPE: dict[str, type[_ComputeBase]] = {
-    "amlcompute": AmlComputeSpec,
-    "computeinstance": ComputeInstanceSpec,
-    "virtualmachine": VirtualMachineSpec,
-    "kubernetes": KubernetesSpec,
+    ComputeType.AMLCOMPUTE: AmlComputeSpec,
+    ComputeType.COMPUTE_INSTANCE: ComputeInstanceSpec,
+    ComputeType.VIRTUAL_MACHINE: VirtualMachineSpec,
+    ComputeType.KUBERNETES: KubernetesSpec,
 }
 
 

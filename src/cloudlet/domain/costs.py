@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cloudlet.domain.lifecycle import InstanceState
 from cloudlet.domain.sizes import VmSize
 
 HOURS_PER_MONTH = 730.0
 OS_DISK_USD_PER_GB_MONTH = 0.154  # Premium SSD LRS: a 128 GiB P10 disk is $19.71 a month
+_I = InstanceState
 # Instance states in which its machine is allocated (and billed).
-BILLED_INSTANCE_STATES = frozenset({"Creating", "Running", "Starting", "Restarting", "Stopping", "Unusable"})
+BILLED_INSTANCE_STATES: frozenset[InstanceState] = frozenset(
+    {_I.CREATING, _I.RUNNING, _I.STARTING, _I.RESTARTING, _I.STOPPING, _I.UNUSABLE}
+)
 
 
 @dataclass(frozen=True)

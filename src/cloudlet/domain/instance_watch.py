@@ -25,6 +25,7 @@ from typing import Any
 
 from cloudlet.domain.idleness import IdleDecision, decide_idle, report_from_wire
 from cloudlet.domain.instance_schedule import DueAction, StartStop, due_action, next_action
+from cloudlet.domain.lifecycle import InstanceState
 from cloudlet.domain.nodes import LOST_AFTER_S
 
 AGENT_LOST_AFTER_S = LOST_AFTER_S  # as for cluster nodes
@@ -89,9 +90,9 @@ def decide_tick(facts: InstanceFacts) -> TickVerdict:
     now, checked = facts.now, facts.schedule_checked_at
     if facts.operation is not None:
         return TickVerdict(checked or now, why=f"{facts.operation} in progress")
-    if facts.state == "Running":
+    if facts.state == InstanceState.RUNNING:
         return _running(facts)
-    if facts.state == "Unusable":
+    if facts.state == InstanceState.UNUSABLE:
         # Paused: nothing fires, and the window still advances (paused actions are skipped).
         return TickVerdict(now, why=f"paused: {facts.unusable_reason}")
     due = due_action(facts.schedules, checked, now)
@@ -123,9 +124,9 @@ def explain(facts: InstanceFacts) -> dict[str, Any]:
     """``compute show``'s view: why it is (not) idle and when it stops, the next scheduled action,
     and why it is Unusable."""
     out: dict[str, Any] = {"idle_shutdown": None, "next_scheduled_action": None, "unusable_reason": None}
-    if facts.state == "Unusable":
+    if facts.state == InstanceState.UNUSABLE:
         out["unusable_reason"] = facts.unusable_reason
-    if facts.state in ("Running", "Unusable"):
+    if facts.state in (InstanceState.RUNNING, InstanceState.UNUSABLE):
         out["idle_shutdown"] = idle_decision(facts).as_dict()
     upcoming = next_action(facts.schedules, facts.now) if facts.schedules else None
     if upcoming is not None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cloudlet.domain import compute_types
 from cloudlet.domain.bounds import (
     MAX_PROCESSES_PER_JOB,
     MAX_SERVERLESS_INSTANCES,
     MAX_TENSORFLOW_TASKS,
 )
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_models import CommandJobSpec, TensorFlowDistribution
 
@@ -87,8 +89,8 @@ def check_serverless_nodes(count: int) -> None:
 def check_cluster_nodes(count: int, max_nodes: int, compute_name: str, compute_type: str) -> None:
     """A job on a compute needs at most the nodes it can ever have: one on a compute instance or
     an attached VM, ``max_instances`` on a cluster (else it would wait forever)."""
-    if compute_type in ("computeinstance", "virtualmachine") and count > 1:
-        what = "a compute instance" if compute_type == "computeinstance" else "an attached VM"
+    if compute_type in compute_types.SINGLE_NODE and count > 1:
+        what = "a compute instance" if compute_type == ComputeType.COMPUTE_INSTANCE else "an attached VM"
         raise CloudletError(
             NEVER_RUNS,
             f"'{compute_name}' is {what}: one machine. Use resources.instance_count 1 (with "

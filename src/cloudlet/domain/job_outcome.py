@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudlet.domain.job_status import JobStatus
+from cloudlet.domain.run_state import REQUEUE_REASONS, ExitReason
 
-REQUEUE_REASONS = ("preempted", "lost", "stopped")  # the node went away, not the job
 SINGLE_LOG = "user_logs/std_log.txt"  # the log of an attempt's only process
-DOWNLOAD_FAILED = "download_failed"  # the node could not download an http(s) input
-UPLOAD_FAILED = "upload_failed"  # a node without the server's disk could not upload the run's outputs
+DOWNLOAD_FAILED = ExitReason.DOWNLOAD_FAILED
+UPLOAD_FAILED = ExitReason.UPLOAD_FAILED
 
 
 @dataclass(frozen=True)
 class RunEnd:
     rank: int
     exit_code: int | None
-    reason: str  # exited, canceled, timeout, download_failed, upload_failed, or a REQUEUE_REASONS
+    reason: str  # an ``ExitReason`` value (as stored in ``job_runs.reason``)
     log_name: str = SINGLE_LOG
 
 
@@ -34,7 +34,7 @@ def settle(
     reasons = {r.reason for r in runs}
     if cancel_requested:
         return {"ended_at": now, "status": JobStatus.CANCELED, "status_message": "canceled"}
-    lost = reasons & set(REQUEUE_REASONS)
+    lost = {ExitReason(r) for r in reasons & REQUEUE_REASONS}
     if lost:
         if attempt < max_attempts:
             return {
@@ -54,14 +54,14 @@ def settle(
             },
         }
     ranked = sorted(runs, key=lambda r: r.rank)
-    if "timeout" in reasons:
+    if ExitReason.TIMEOUT in reasons:
         return {
             "ended_at": now,
             "status": JobStatus.FAILED,
             "exit_code": next((r.exit_code for r in ranked if r.exit_code), None),
             "error": {"code": "JobTimeout", "message": "the job ran past limits.timeout and was stopped"},
         }
-    download = next((r for r in ranked if r.reason == DOWNLOAD_FAILED), None)
+    download = next((r for r in ranked if r.reason == ExitReason.DOWNLOAD_FAILED), None)
     if download is not None:
         return {
             "ended_at": now,
@@ -73,7 +73,7 @@ def settle(
                 f"started (the job's command did not run); {download.log_name} says which and why",
             },
         }
-    upload = next((r for r in ranked if r.reason == UPLOAD_FAILED), None)
+    upload = next((r for r in ranked if r.reason == ExitReason.UPLOAD_FAILED), None)
     if upload is not None:
         return {
             "ended_at": now,

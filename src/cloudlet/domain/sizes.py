@@ -18,7 +18,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cloudlet.domain import compute_types
 from cloudlet.domain.bounds import MAX_SIZE_GPUS, MAX_SIZE_MEMORY_GB, MAX_SIZE_VCPUS
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, conflict, validation_error
 from cloudlet.domain.validation import FieldProblem, translate
 
@@ -27,7 +29,7 @@ from cloudlet.domain.validation import FieldProblem, translate
 # another).
 DEFAULT_SIZE = "Standard_DS3_v2"
 
-COMPUTE_TYPES_WITH_SIZES = ("amlcompute", "computeinstance")
+COMPUTE_TYPES_WITH_SIZES = compute_types.WITH_SIZES
 CATEGORIES = (
     "general_purpose",
     "memory_optimized",
@@ -265,7 +267,10 @@ class Catalogue:
             )
 
 
-_KIND = {"amlcompute": "compute clusters (amlcompute)", "computeinstance": "compute instances"}
+_KIND: dict[str, str] = {
+    ComputeType.AMLCOMPUTE: "compute clusters (amlcompute)",
+    ComputeType.COMPUTE_INSTANCE: "compute instances",
+}
 
 
 def _check_compute_type(compute_type: str, target: str = "compute_type") -> None:

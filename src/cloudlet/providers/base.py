@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from cloudlet.domain.quota import Tier
+
 
 class ProviderError(Exception):
     """The provider could not carry out a request (the message names the cause)."""
@@ -42,7 +44,7 @@ class NodeRequest:
     vcpus: float
     memory_gb: float
     gpus: int = 0
-    tier: str = "dedicated"  # or "low_priority"
+    tier: str = Tier.DEDICATED.value  # a ``Tier`` value
     node_root: Path | None = None  # where node directories live; None = the provider's default
     env: dict[str, str] = field(default_factory=dict)  # extra agent environment (e.g. CLOUDLET_CA_FILE)
 

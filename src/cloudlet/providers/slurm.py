@@ -27,6 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cloudlet.domain.quota import Tier
+from cloudlet.domain.run_state import ExitReason
 from cloudlet.providers import slurm_commands as sc
 from cloudlet.providers.base import Capacity, NodeHandle, NodeRequest, NodeStatus, ProviderError
 from cloudlet.providers.local import NODE_SUBDIRS, agent_env, sandbox_env
@@ -138,7 +140,7 @@ class SlurmProvider:
 
     def placement(self, tier: str) -> sc.Placement:
         c = self.config
-        if tier == "low_priority":
+        if tier == Tier.LOW_PRIORITY:
             partition, qos = c.low_priority_partition or c.partition, c.low_priority_qos or c.qos
             return sc.Placement(partition, c.account, qos)
         return sc.Placement(c.partition, c.account, c.qos)
@@ -155,7 +157,8 @@ class SlurmProvider:
         env.setdefault("CLOUDLET_ENV_CACHE", str(self.env_cache))
         env.setdefault("CLOUDLET_BUILD_CACHE", str(self.env_cache.parent / "build-cache"))
         env.setdefault("CLOUDLET_DOWNLOAD_CACHE", str(self.env_cache.parent / "downloads"))
-        env["CLOUDLET_SIGNAL_MEANS"] = "preempted"  # Slurm's SIGTERM: preemption (or its time limit)
+        # Slurm's SIGTERM means preemption (or its time limit): the run exit reason the agent reports.
+        env["CLOUDLET_SIGNAL_MEANS"] = ExitReason.PREEMPTED.value
         env["CLOUDLET_SHARED_FILESYSTEM"] = "1" if self.config.shared_filesystem else "0"
         env_file, script = node_dir / ENV_FILE, node_dir / SCRIPT_FILE
         if self.remote:

@@ -21,6 +21,7 @@ from cloudlet.domain.bounds import MAX_OFFSET
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.node_address import reported_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.domain.run_state import CANCEL_REQUESTED, ExitReason, RunState
 from cloudlet.services import dispatch, exits, preemption, prepared_specs, tracking_tokens
 from cloudlet.services import nodes as node_service
 from cloudlet.services.batch import Answer, Round, Work
@@ -49,7 +50,7 @@ class RunStatus(_AgentBody):
     started_at: Epoch = None
     exit_code: ExitCode = None
     ended_at: Epoch = None
-    reason: str = Field(default="exited", max_length=32)
+    reason: str = Field(default=ExitReason.EXITED.value, max_length=32)
 
 
 class Registration(_AgentBody):
@@ -82,7 +83,7 @@ class RunningReport(_AgentBody):
 
 class ExitReport(_AgentBody):
     exit_code: ExitCode = None
-    reason: str = Field(default="exited", max_length=32)
+    reason: str = Field(default=ExitReason.EXITED.value, max_length=32)
     started_at: Epoch = None
     ended_at: Epoch = None
 
@@ -112,7 +113,7 @@ def _apply_runs(session: Session, node: Node, runs: list[RunStatus], now: float)
         run = session.get(JobRun, status.run)
         if run is None or run.node_id != node.id:
             continue
-        if status.state == "running":
+        if status.state == RunState.RUNNING:
             dispatch.record_running(session, run, status.pid, status.started_at)
         else:
             wake += dispatch.record_exit(
@@ -251,18 +252,18 @@ class AgentProtocol:
             runs = {
                 run.id: run
                 for run in session.scalars(
-                    select(JobRun).where(JobRun.node_id == node_id, JobRun.state != dispatch.EXITED)
+                    select(JobRun).where(JobRun.node_id == node_id, JobRun.state != RunState.EXITED)
                 )
             }
             reported = {r.run for r in report.runs} | set(report.reported)
             for status in report.runs:
                 run = runs.get(status.run)
-                if run is not None and (status.state == "exited" or run.state != dispatch.RUN_RUNNING):
+                if run is not None and (status.state == RunState.EXITED or run.state != RunState.RUNNING):
                     return False
             return not any(
-                run.state == dispatch.ASSIGNED
-                or run.reason == "cancel_requested"
-                or (run.state == dispatch.SENT and run.id not in reported and dispatch.resend_due(run, now))
+                run.state == RunState.ASSIGNED
+                or run.reason == CANCEL_REQUESTED
+                or (run.state == RunState.SENT and run.id not in reported and dispatch.resend_due(run, now))
                 for run in runs.values()
             )
 

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from cloudlet.agent import batch_driver
 from cloudlet.domain import batch_endpoints as rules
 from cloudlet.domain import batch_pipelines, environments, mlflow_models
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
@@ -161,7 +162,7 @@ def _model_deployment(
     """The stored form of a model deployment: its cluster exists, its code is an uploaded snapshot."""
     spec = rules.parse_deployment(body, endpoint_name, name)
     compute = computes.find(session, ws, spec["compute"])
-    if compute is None or compute.type != "amlcompute":
+    if compute is None or compute.type != ComputeType.AMLCOMPUTE:
         raise validation_error(
             "compute",
             f"batch deployments run on a cluster; '{spec['compute']}' is not a cluster in this workspace "

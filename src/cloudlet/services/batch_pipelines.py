@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import batch_pipelines as rules
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.pipeline_bindings import retarget
 from cloudlet.services import components as component_service
@@ -35,7 +36,7 @@ def checked_deployment(
             raise retarget(exc, "component") from None
         spec = rules.parse_deployment({**body, "component": component}, endpoint_name, name)
     compute = computes.find(session, ws, rules.compute_of(spec))
-    if compute is None or compute.type != "amlcompute":
+    if compute is None or compute.type != ComputeType.AMLCOMPUTE:
         raise validation_error(
             "settings.default_compute",
             f"a pipeline deployment's steps run on a cluster; '{rules.compute_of(spec)}' is not a cluster in "

@@ -16,8 +16,16 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import attached_vms as vm_rules
+from cloudlet.domain import compute_types
 from cloudlet.domain import locks as lock_rules
-from cloudlet.domain.compute_spec import ComputeSpec, parse_compute, spec_to_doc
+from cloudlet.domain.compute_spec import (
+    ComputeInstanceSpec,
+    ComputeSpec,
+    VirtualMachineSpec,
+    parse_compute,
+    spec_to_doc,
+)
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, ProvisioningState, advance_instance
 from cloudlet.domain.quota import CoreRequest, Tier
@@ -104,7 +112,7 @@ def _create_or_update(
     size_name = _check_size(spec, catalogue)
     existing = session.scalar(select(Compute).where(Compute.workspace_id == ws.id, Compute.name == name))
     _check_ssh(spec, ws)
-    if spec.type == "virtualmachine" and spec.address:
+    if isinstance(spec, VirtualMachineSpec) and spec.address:
         vm_rules.host_config(spec.model_dump(mode="json"))  # a 400 naming the field before any SSH
     doc = spec_to_doc(spec)
     doc["location"] = location
@@ -135,7 +143,7 @@ def patch(
     return create_or_update(session, ref, ws, name, merged, caller, endpoint)
 
 
-ATTACHED = ("virtualmachine", "kubernetes")
+ATTACHED = compute_types.ATTACHED
 
 
 def delete(
@@ -156,7 +164,7 @@ def delete(
         lock_store.effective(session, ref, name), ref.compute_id(name), lock_rules.WriteKind.DELETE
     )
     operations.ensure_idle(session, compute)
-    if compute.type == "computeinstance":
+    if compute.type == ComputeType.COMPUTE_INSTANCE:
         compute.state = advance_instance(compute.state, InstanceEvent.DELETE, name)
     compute.provisioning_state = ProvisioningState.DELETING.value
     compute.last_modified_on = utcnow()
@@ -171,7 +179,7 @@ def act(
     session: Session, ref: WorkspaceRef, ws: Workspace, name: str, action: str, caller: Caller
 ) -> Operation:
     compute = get(session, ws, name)
-    if compute.type != "computeinstance":
+    if compute.type != ComputeType.COMPUTE_INSTANCE:
         raise CloudletError(
             "OperationNotSupported",
             f"'{action}' applies to compute instances; '{name}' is {compute.type} "
@@ -208,7 +216,7 @@ def _create(
         lock_store.effective(session, ref, spec.name), ref.compute_id(spec.name), lock_rules.WriteKind.CREATE
     )
     owner = _owner(session, spec, caller, ws)
-    if spec.type == "computeinstance":
+    if spec.type == ComputeType.COMPUTE_INSTANCE:
         instances.ensure_name_free(session, spec.name, ws.id)
     compute = Compute(
         workspace_id=ws.id,
@@ -220,7 +228,7 @@ def _create(
         owner=owner,
         created_by=caller.name,
         provisioning_state=ProvisioningState.CREATING.value,
-        state=InstanceState.CREATING.value if spec.type == "computeinstance" else None,
+        state=InstanceState.CREATING.value if spec.type == ComputeType.COMPUTE_INSTANCE else None,
         current_node_count=0,
         errors=[],
         warnings=_warnings(spec, location, ws),
@@ -283,7 +291,7 @@ def _update(
         lock_rules.WriteKind.UPDATE,
     )
     operations.ensure_idle(session, compute)
-    if compute.type == "computeinstance":
+    if compute.type == ComputeType.COMPUTE_INSTANCE:
         _require_owner_for_instance(compute, caller, "update")
         doc.pop("create_on_behalf_of", None)
         if compute.spec.get("create_on_behalf_of"):
@@ -310,7 +318,7 @@ def _location(session: Session, spec: ComputeSpec, ws: Workspace) -> str:
         raise CloudletError(
             "UnknownLocation", f"location '{location}' does not exist; use one of: {known}", "location"
         )
-    if spec.type == "computeinstance" and location != ws.location:
+    if spec.type == ComputeType.COMPUTE_INSTANCE and location != ws.location:
         raise CloudletError(
             "InstanceLocationMismatch",
             f"a compute instance must be in its workspace's location '{ws.location}' (got '{location}'); "
@@ -325,7 +333,7 @@ def _check_size(spec: ComputeSpec, catalogue: Catalogue) -> str | None:
     if size_name is None:
         return None
     size = catalogue.require_size(size_name, spec.type)
-    if getattr(spec, "tier", "dedicated") == "low_priority" and not size.low_priority_capable:
+    if getattr(spec, "tier", Tier.DEDICATED) == Tier.LOW_PRIORITY and not size.low_priority_capable:
         raise CloudletError(
             "LowPriorityNotSupported",
             f"{size.name} cannot run at low priority; choose tier: dedicated or another size",
@@ -335,7 +343,7 @@ def _check_size(spec: ComputeSpec, catalogue: Catalogue) -> str | None:
 
 
 def _warnings(spec: ComputeSpec, location: str, ws: Workspace) -> list[dict[str, str]]:
-    if spec.type == "amlcompute" and location != ws.location:
+    if spec.type == ComputeType.AMLCOMPUTE and location != ws.location:
         return [
             {
                 "code": "CrossLocationCompute",
@@ -352,7 +360,7 @@ def _check_quota(session: Session, ref: WorkspaceRef, compute: Compute, catalogu
     size = catalogue.get(compute.size or "")
     if size is None:
         return
-    if compute.type == "computeinstance":
+    if compute.type == ComputeType.COMPUTE_INSTANCE:
         request = CoreRequest(compute.name, size.family, Tier.DEDICATED, size.vcpus, 1, "instance")
     else:
         nodes = quotas.cluster_nodes_held(compute)
@@ -361,7 +369,7 @@ def _check_quota(session: Session, ref: WorkspaceRef, compute: Compute, catalogu
         request = CoreRequest(
             compute.name,
             size.family,
-            Tier(compute.spec.get("tier", "dedicated")),
+            Tier(compute.spec.get("tier", Tier.DEDICATED)),
             size.vcpus,
             nodes,
             "min_instances",
@@ -370,7 +378,7 @@ def _check_quota(session: Session, ref: WorkspaceRef, compute: Compute, catalogu
 
 
 def _owner(session: Session, spec: ComputeSpec, caller: Caller, ws: Workspace) -> str | None:
-    if spec.type != "computeinstance":
+    if spec.type != ComputeType.COMPUTE_INSTANCE:
         return None
     on_behalf = getattr(spec, "create_on_behalf_of", None)
     if on_behalf is None:
@@ -392,7 +400,7 @@ def _owner(session: Session, spec: ComputeSpec, caller: Caller, ws: Workspace) -
 
 def _check_ssh(spec: ComputeSpec, ws: Workspace) -> None:
     """I3: SSH on an instance needs a valid public key and a policy that allows it."""
-    if spec.type != "computeinstance" or not spec.ssh_public_access_enabled:
+    if not isinstance(spec, ComputeInstanceSpec) or not spec.ssh_public_access_enabled:
         return
     check_ssh_allowed(True, SshPolicy(workspace_allows=ws.allow_ssh_public_access))
     problem = public_key_problem(spec.ssh_settings.ssh_key_value if spec.ssh_settings else None)
@@ -402,7 +410,7 @@ def _check_ssh(spec: ComputeSpec, ws: Workspace) -> None:
 
 def _require_owner_for_instance(compute: Compute, caller: Caller, verb: str) -> None:
     """I1: an instance has exactly one owner; only they (or a workspace Owner) may drive it."""
-    if compute.type != "computeinstance" or compute.owner == caller.name:
+    if compute.type != ComputeType.COMPUTE_INSTANCE or compute.owner == caller.name:
         return
     if caller.can(compute.workspace_id, Access.MANAGE):
         return

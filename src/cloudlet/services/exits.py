@@ -11,17 +11,16 @@ from __future__ import annotations
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, aliased
 
-from cloudlet.domain import job_outcome
+from cloudlet.domain import job_outcome, run_state
 from cloudlet.domain.job_status import JobStatus, can_move
 from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.domain.run_state import ExitReason, RunState
 from cloudlet.services import assets as asset_service
 from cloudlet.services import job_status
 from cloudlet.services import nodes as node_service
-from cloudlet.services.dispatch import ASSIGNED, EXITED, RUN_RUNNING, SENT
 from cloudlet.store.rows import held, update_row
 from cloudlet.store.schema import Job, JobRun, Node
 
-_LIVE_RUN_STATES = (ASSIGNED, SENT, RUN_RUNNING)
 _ATTEMPT_MATES = aliased(JobRun)
 # Everything the common case needs, in one row: the run, its node's credential and state, its
 # job's attempt bookkeeping, and how many runs the attempt has.
@@ -73,8 +72,8 @@ def record_simple_exit(
     if row is None or row.token_hash != node_service.hash_token(token):
         return None
     common = (
-        reason == "exited"
-        and row.state in _LIVE_RUN_STATES
+        reason == ExitReason.EXITED
+        and row.state in run_state.LIVE
         and row.reason is None
         and row.attempt_runs == 1
         and row.attempt == row.job_attempt
@@ -93,7 +92,7 @@ def record_simple_exit(
         return None  # the general path says why it cannot
     started = row.started_at or started_at or now
     ended = {
-        "state": EXITED,
+        "state": run_state.advance(row.state, RunState.EXITED, run_id).value,
         "exit_code": exit_code,
         "reason": reason,
         "ended_at": now,

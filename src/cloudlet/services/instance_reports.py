@@ -27,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.lifecycle import InstanceState
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import FINAL
 from cloudlet.services import effects
@@ -190,7 +191,9 @@ def view(session: Session, compute: Compute) -> dict[str, Any]:
     address when the instance runs on one)."""
     node = latest_node(session, compute)
     out: dict[str, Any] = {}
-    address = node_address(node.resources) if node is not None and compute.state == "Running" else None
+    address = (
+        node_address(node.resources) if node is not None and compute.state == InstanceState.RUNNING else None
+    )
     if address:
         given = (compute.spec or {}).get("network_settings") or {}
         out["network_settings"] = {**given, "private_ip_address": address}
@@ -204,7 +207,11 @@ def ssh_settings(compute: Compute, node: Node | None) -> dict[str, Any] | None:
     if not ssh_key(compute):
         return None
     shown: dict[str, Any] = {**((compute.spec or {}).get("ssh_settings") or {})}
-    ssh = ((node.report or {}).get("ssh") or {}) if node is not None and compute.state == "Running" else {}
+    ssh = (
+        ((node.report or {}).get("ssh") or {})
+        if node is not None and compute.state == InstanceState.RUNNING
+        else {}
+    )
     shown["ssh_state"] = ssh.get("state") or "stopped"
     if ssh.get("state") == "ready":
         # The host sshd reported listening on, else the node's own address (never assumed local).

@@ -30,7 +30,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.lifecycle import InstanceState
 from cloudlet.nodekit import disks
 from cloudlet.providers.base import HOST_DISK_ENV, HOST_SHARE_ENV, HOST_SHARE_USER_ENV, PIN_HOST_ENV
 from cloudlet.services import identity, instance_reports, workspaces
@@ -225,7 +227,7 @@ def failed_app(node: Node) -> tuple[str, dict[str, Any]] | None:
 
 def services(compute: Compute, endpoint: str) -> list[dict[str, str]]:
     """Azure's ``services`` list: display name and absolute URL of each app (Running only)."""
-    if compute.state != "Running" or not endpoint or JUPYTER_APP not in configured_apps():
+    if compute.state != InstanceState.RUNNING or not endpoint or JUPYTER_APP not in configured_apps():
         return []
     base = endpoint.rstrip("/") + app_base_url(compute.name)
     return [{"display_name": label, "endpoint_uri": base + path} for label, path in SERVICES]
@@ -235,7 +237,9 @@ def services(compute: Compute, endpoint: str) -> list[dict[str, str]]:
 def find_by_name(session: Session, name: str) -> Compute | None:
     """Instance names are unique across the installation (as Azure makes them unique per
     region: they are host names), so the proxy's ``/instances/<name>/`` needs no workspace."""
-    return session.scalar(select(Compute).where(Compute.type == "computeinstance", Compute.name == name))
+    return session.scalar(
+        select(Compute).where(Compute.type == ComputeType.COMPUTE_INSTANCE, Compute.name == name)
+    )
 
 
 def ensure_name_free(session: Session, name: str, workspace_id: int) -> None:

@@ -19,11 +19,20 @@ from typing import Any, Protocol
 from sqlalchemy import Select, and_, bindparam, or_, select
 from sqlalchemy.orm import Session, defer, object_session
 
-from cloudlet.domain import job_inputs, job_kind, job_limits, job_spec, job_status, parent_kinds
+from cloudlet.domain import (
+    compute_types,
+    job_inputs,
+    job_kind,
+    job_limits,
+    job_spec,
+    job_status,
+    parent_kinds,
+)
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.lifecycle import ProvisioningState
+from cloudlet.domain.lifecycle import InstanceState, ProvisioningState
 from cloudlet.domain.parent_jobs import ParentKind
 from cloudlet.domain.pipeline_jobs import setting_warnings
 from cloudlet.domain.roles import Access
@@ -196,9 +205,9 @@ def _submit_parent(
 
 
 def _waiting_message(compute: Compute | None) -> str:
-    if compute is None or compute.type != "computeinstance":
+    if compute is None or compute.type != ComputeType.COMPUTE_INSTANCE:
         return "waiting for nodes"
-    if compute.state == "Running":
+    if compute.state == InstanceState.RUNNING:
         return f"waiting for a free vCPU on compute instance '{compute.name}'"
     return (
         f"waiting: compute instance '{compute.name}' is {compute.state}; the job starts when it runs "
@@ -220,7 +229,7 @@ def _target(
         if not resources.get("instance_type"):
             resources["instance_type"] = workspaces.default_instance_type(ws)
         size = catalogue_service.current(session).require_size(
-            str(resources["instance_type"]), "amlcompute", target="resources.instance_type"
+            str(resources["instance_type"]), ComputeType.AMLCOMPUTE, target="resources.instance_type"
         )
         job_limits.check_serverless_nodes(count)
         _check_cuda(session, size.name, doc, warnings)
@@ -242,14 +251,14 @@ def _target(
             "compute",
             400,
         )
-    if compute.type == "virtualmachine" and not compute.spec.get("address"):
+    if compute.type == ComputeType.VIRTUAL_MACHINE and not compute.spec.get("address"):
         raise CloudletError(
             "UnsupportedComputeForJob",
             f"'{compute_name}' is attached by its Azure resource_id only, which cloudlet cannot reach; "
             "attach the VM by 'address' (with ssh_settings) to run jobs on it",
             "compute",
         )
-    if compute.type not in ("amlcompute", "computeinstance", "virtualmachine"):
+    if compute.type not in compute_types.RUNS_JOBS:
         raise CloudletError(
             "UnsupportedComputeForJob",
             f"'{compute_name}' is {compute.type}; jobs run on compute clusters (amlcompute), compute "
@@ -260,7 +269,7 @@ def _target(
         raise CloudletError(
             "ComputeNotUsable", f"compute '{compute_name}' is {compute.provisioning_state}", "compute", 409
         )
-    max_nodes = int(compute.spec.get("max_instances", 1)) if compute.type == "amlcompute" else 1
+    max_nodes = int(compute.spec.get("max_instances", 1)) if compute.type == ComputeType.AMLCOMPUTE else 1
     job_limits.check_cluster_nodes(count, max_nodes, compute_name, compute.type)
     _check_cuda(session, compute.size or "", doc, warnings)
     memo[key] = compute

@@ -12,6 +12,7 @@ from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import attached_vms as vm_rules
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, not_found, validation_error
 from cloudlet.providers.provider_set import LocationProvider
 from cloudlet.providers.registry import DEFAULT_PROVIDER, REGISTRY, ProviderRegistry
@@ -160,7 +161,9 @@ def server_addresses(session: Session, registry: ProviderRegistry = REGISTRY) ->
 
 def attached_vm_providers(session: Session) -> list[LocationProvider]:
     """Each attached VM's own SSH provider (``domain/attached_vms``: keyed by the compute's id)."""
-    vms = session.execute(select(Compute.id, Compute.spec).where(Compute.type == "virtualmachine")).all()
+    vms = session.execute(
+        select(Compute.id, Compute.spec).where(Compute.type == ComputeType.VIRTUAL_MACHINE)
+    ).all()
     found = []
     for compute_id, spec in vms:
         if vm_rules.is_attached(spec) and spec.get("facts"):

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain import environments, mlflow_models
 from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, not_found, validation_error
 from cloudlet.domain.nodes import NodeState
 from cloudlet.domain.quota import CoreRequest, Tier, check_request
@@ -346,7 +347,7 @@ def _check_placement(session: Session, ws: Workspace, spec: rules.DeploymentSpec
     compute = session.scalar(
         select(Compute).where(Compute.workspace_id == ws.id, Compute.name == spec.compute)
     )
-    if compute is None or compute.type.lower() != "computeinstance":
+    if compute is None or compute.type.lower() != ComputeType.COMPUTE_INSTANCE:
         what = (
             f"no compute '{spec.compute}'"
             if compute is None

@@ -8,8 +8,9 @@ from sqlalchemy.orm import Session
 from cloudlet.domain import online_autoscale
 from cloudlet.domain.bounds import MAX_QUOTA_CORES
 from cloudlet.domain.compute_spec import cluster_scaling
+from cloudlet.domain.compute_types import WITH_SIZES, ComputeType
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.lifecycle import ProvisioningState, cluster_target_nodes
+from cloudlet.domain.lifecycle import InstanceState, ProvisioningState, cluster_target_nodes
 from cloudlet.domain.nodes import HOLDING
 from cloudlet.domain.quota import (
     TOTAL_DEDICATED,
@@ -154,21 +155,21 @@ def holders(session: Session, subscription_id: str, location: str, catalogue: Ca
         .where(
             ResourceGroup.subscription_id == subscription_id,
             Compute.location == location,
-            Compute.type.in_(("amlcompute", "computeinstance")),
+            Compute.type.in_(WITH_SIZES),
             Compute.provisioning_state != ProvisioningState.FAILED.value,
         )
     ).all()
-    machines = _machines_by_compute(session, [c.id for c, _ in rows if c.type == "amlcompute"])
+    machines = _machines_by_compute(session, [c.id for c, _ in rows if c.type == ComputeType.AMLCOMPUTE])
     out = []
     for compute, workspace in rows:
         size = catalogue.get(compute.size or "")
         if size is None:
             continue
-        if compute.type == "computeinstance":
+        if compute.type == ComputeType.COMPUTE_INSTANCE:
             nodes, state, tier = 1, compute.state or "", Tier.DEDICATED
         else:
             nodes = cluster_nodes_held(compute, machines.get(compute.id, 0))
-            state, tier = f"{nodes} nodes", Tier(compute.spec.get("tier", "dedicated"))
+            state, tier = f"{nodes} nodes", Tier(compute.spec.get("tier", Tier.DEDICATED))
         out.append(CoreHolder(compute.name, workspace, size.family, tier, nodes * size.vcpus, state))
     return (
         out
@@ -297,7 +298,8 @@ def headroom_for_nodes(
     if not room.pool:
         return room.nodes, ""
     held = ", ".join(
-        f"{h.compute}{' (stopped)' if h.state == 'Stopped' else ''} {h.cores}" for h in room.holders
+        f"{h.compute}{' (stopped)' if h.state == InstanceState.STOPPED else ''} {h.cores}"
+        for h in room.holders
     )
     reason = (
         f"quota {room.pool} {room.used}/{room.limit} cores"

@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.domain import run_data
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.run_state import RunState
 from cloudlet.domain.uploads import UnpackBudget
-from cloudlet.services import dispatch
 from cloudlet.services.agent_protocol import run_of
 from cloudlet.services.storage import (
     empty_tar,
@@ -43,7 +43,7 @@ def target(
     (401 otherwise); a write to a run that has ended is refused (409)."""
     with sessions() as session:
         run = run_of(session, run_id, token)
-        if write and run.state == dispatch.EXITED:
+        if write and run.state == RunState.EXITED:
             raise CloudletError(
                 "RunEnded", f"run {run_id} has ended: its outputs can no longer change", "run", 409
             )

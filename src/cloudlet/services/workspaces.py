@@ -10,6 +10,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.bounds import MAX_TAGS, MAX_TEXT
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.job_spec import DEFAULT_INSTANCE_TYPE
 from cloudlet.domain.roles import Access
@@ -229,7 +230,7 @@ def _instance_type(session: Session, name: str | None) -> str | None:
     if not name:
         return None
     catalogue = catalogue_service.current(session, fresh=True)
-    return catalogue.require_size(name, "amlcompute", target="default_instance_type").name
+    return catalogue.require_size(name, ComputeType.AMLCOMPUTE, target="default_instance_type").name
 
 
 def default_instance_type(ws: Workspace) -> str:

@@ -10,9 +10,11 @@ from sqlalchemy.orm import Session
 from cloudlet.domain import attached_vms as vm_rules
 from cloudlet.domain import costs
 from cloudlet.domain.compute_spec import cluster_scaling
+from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.instance_watch import explain
 from cloudlet.domain.lifecycle import allocation_state, cluster_target_nodes
 from cloudlet.domain.locks import Lock, scaling_block
+from cloudlet.domain.quota import Tier
 from cloudlet.domain.sizes import Catalogue
 from cloudlet.services import catalogue as catalogue_service
 from cloudlet.services import instance_activity, instance_reports, instances
@@ -50,12 +52,12 @@ def render(
         "last_modified_on": iso(compute.last_modified_on),
     }
     size = catalogue.get(compute.size) if catalogue and compute.size else None
-    if compute.type == "amlcompute":
+    if compute.type == ComputeType.AMLCOMPUTE:
         body.update(_cluster_status(compute, ref, locks))
         if size is not None:
-            low = compute.spec.get("tier") == "low_priority"
+            low = compute.spec.get("tier") == Tier.LOW_PRIORITY
             body["cost"] = costs.cluster_cost(size, compute.current_node_count, low).to_doc()
-    elif compute.type == "computeinstance":
+    elif compute.type == ComputeType.COMPUTE_INSTANCE:
         body["state"] = compute.state
         body["owner"] = compute.owner
         body["services"] = instances.services(compute, endpoint)
@@ -111,14 +113,14 @@ def _cluster_status(compute: Compute, ref: WorkspaceRef, locks: list[Lock]) -> d
 def view(session: Session, ref: WorkspaceRef, compute: Compute, endpoint: str) -> dict[str, Any]:
     """The compute's view with what it derives from other rows (locks on a cluster, an instance's
     activity and SSH settings, an attached machine's node): a few local queries, no node call."""
-    locks = lock_store.effective(session, ref, compute.name) if compute.type == "amlcompute" else []
+    locks = lock_store.effective(session, ref, compute.name) if compute.type == ComputeType.AMLCOMPUTE else []
     status = None
-    if compute.type == "computeinstance":
+    if compute.type == ComputeType.COMPUTE_INSTANCE:
         status = explain(instance_activity.facts(session, compute, time.time()))
     body = render(compute, ref, locks, catalogue_service.current(session), endpoint, status)
-    if compute.type == "computeinstance":
+    if compute.type == ComputeType.COMPUTE_INSTANCE:
         body.update(instance_reports.view(session, compute))  # ssh_settings: user, port, command
-    if compute.type == "virtualmachine":  # its state from its node's row, its facts from attach
+    if compute.type == ComputeType.VIRTUAL_MACHINE:  # its state from its node's row, its facts from attach
         states = [n.state for n in node_service.live_nodes(session, compute.id)]
         body.update(vm_rules.view(compute.spec, compute.provisioning_state, states))
     return body
