@@ -9,7 +9,7 @@ image: the nodes run it on their own Python) made through the native API. The sa
     ?api-version=…`` with a JWT from ``/msi/token``, in the body azure-ai-ml 1.35.2 sends
     (tests/data/arm_jobs/serverless.json, with a ``computeId`` and ``environmentId`` as ARM ids);
   * ``native``: ``PUT /api/v1/…/jobs/{name}`` with the API key, in the document the facade makes of
-    that body (``domain.arm_jobs.from_arm``), so both submit the same job.
+    that body (``api.arm.wire.arm_jobs.from_arm``), so both submit the same job.
 Phases, each alternating the sides job by job (ABBA, so order and background bursts land on both):
   * sequential: one job at a time, each awaited before the next;
   * concurrent: SUBMITTERS threads, each submitting and awaiting its jobs in turn.
@@ -41,7 +41,7 @@ from bench._dispatch_client import Api, Db
 from bench._server import REPO_ROOT, ServerProcess, kill_node_processes, start_cloudlet
 from bench._stats import ratio, summarize_ns
 from bench.arm_facade import SDK_PYTHON, arm_token, run_sdk_script
-from cloudlet.domain import arm_jobs
+from cloudlet.api.arm.wire import arm_jobs
 
 NAME = "arm_jobs"
 GOAL_MS = 1.0

@@ -1,5 +1,5 @@
 """Pipelines and sweeps through the official azure-ai-ml SDK, unmodified, over HTTPS (the ARM facade:
-api/arm/jobs.py, domain/arm_pipeline_jobs.py): a ``@dsl.pipeline`` of two ``command`` components
+api/arm/jobs.py, api/arm/wire/arm_pipeline_jobs.py): a ``@dsl.pipeline`` of two ``command`` components
 (a local data folder and a literal in, the first's output feeding the second), submitted with
 ``jobs.create_or_update`` (its steps registered as anonymous components, its ``x-azureml-token``
 checked) → ``jobs.stream`` prints the

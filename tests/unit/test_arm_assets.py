@@ -1,5 +1,5 @@
 """Environments, data and models between the ARM shapes azure-ai-ml sends and parses and cloudlet's
-asset documents (domain/arm_assets.py), checked through the native rules (domain/assets.py)."""
+asset documents (api/arm/wire/arm_assets.py), checked through the native rules (domain/assets.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain.arm_assets import (
+from cloudlet.api.arm.wire.arm_assets import (
     ContainerRow,
     VersionRow,
     arm_target,

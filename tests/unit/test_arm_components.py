@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import arm_components
-from cloudlet.domain.arm_assets import VersionRow
+from cloudlet.api.arm.wire import arm_components
+from cloudlet.api.arm.wire.arm_assets import VersionRow
 from cloudlet.domain.components import command_job_doc, component_to_doc, parse_component
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import parse_job

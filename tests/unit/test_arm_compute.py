@@ -8,7 +8,7 @@ import pytest
 from starlette.requests import Request
 
 from cloudlet.api import arm
-from cloudlet.domain import arm_compute
+from cloudlet.api.arm.wire import arm_compute
 from cloudlet.domain.compute_spec import parse_compute
 from cloudlet.domain.errors import CloudletError
 

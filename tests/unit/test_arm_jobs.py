@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain.arm_jobs import Refs, arm_name, from_arm, iso_seconds, seconds_iso, to_arm
+from cloudlet.api.arm.wire.arm_jobs import Refs, arm_name, from_arm, iso_seconds, seconds_iso, to_arm
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import parse_job
 

@@ -1,4 +1,4 @@
-"""domain/arm_online.py: the bodies azure-ai-ml 1.35.2 really sent (tests/data/arm_online/, recorded
+"""api/arm/wire/arm_online.py: the bodies azure-ai-ml 1.35.2 really sent (tests/data/arm_online/, recorded
 by tests/integration/test_arm_online_sdk.py's request hook) ↔ cloudlet's online documents."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import arm_online
+from cloudlet.api.arm.wire import arm_online
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.domain.errors import CloudletError
 

@@ -1,11 +1,11 @@
-"""The output ids and URIs azure-ai-ml's jobs.download reads (domain/arm_outputs.py), and a batch
-job's pipeline-shaped ARM view (domain/arm_batch.scoring_job_to_arm)."""
+"""The output ids and URIs azure-ai-ml's jobs.download reads (api/arm/wire/arm_outputs.py), and a batch
+job's pipeline-shaped ARM view (api/arm/wire/arm_batch.scoring_job_to_arm)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain import arm_batch, arm_outputs
+from cloudlet.api.arm.wire import arm_batch, arm_outputs
 from cloudlet.domain.errors import CloudletError
 
 WS_ID = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"

@@ -1,4 +1,4 @@
-"""domain/arm_pipeline_jobs.py on the bodies azure-ai-ml 1.35.2 sends (tests/data/arm_pipeline_jobs/):
+"""api/arm/wire/arm_pipeline_jobs.py on the bodies azure-ai-ml 1.35.2 sends (tests/data/arm_pipeline_jobs/):
 a ``@dsl.pipeline`` of two command components and a ``command(...).sweep(...)`` become documents
 that the pipeline and sweep kinds accept; their views go back in the ARM shape; errors name the
 ARM field."""
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import arm_jobs
-from cloudlet.domain import arm_pipeline_jobs as arm
+from cloudlet.api.arm.wire import arm_jobs
+from cloudlet.api.arm.wire import arm_pipeline_jobs as arm
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.pipeline_jobs import PIPELINE
 from cloudlet.domain.sweep_jobs import parse_sweep

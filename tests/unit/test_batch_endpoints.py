@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from cloudlet.agent import batch_driver
-from cloudlet.domain import arm_batch, batch_scoring, job_spec
+from cloudlet.api.arm.wire import arm_batch
 from cloudlet.domain import batch_endpoints as rules
+from cloudlet.domain import batch_scoring, job_spec
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, ParentContext

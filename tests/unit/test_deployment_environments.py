@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
+from cloudlet.api.arm.wire import arm_batch, arm_online
+from cloudlet.api.arm.wire.arm_jobs import environment_id
 from cloudlet.control.online_placement import replica_environment
-from cloudlet.domain import arm_batch, arm_online
 from cloudlet.domain import online_endpoints as rules
-from cloudlet.domain.arm_jobs import environment_id
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services import assets, batch_endpoints
 from cloudlet.services import online_endpoints as online

@@ -10,12 +10,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import arm_outputs
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.pipeline_bindings import DEFAULT_DATASTORE, default_output_path
 from cloudlet.services import parent_jobs, pipelines
-from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.jobs import parse_datastore_uri
 from cloudlet.services.storage import DataRoot, pack_beneath, relative_parts
 from cloudlet.store.schema import Job, Workspace
@@ -54,18 +52,17 @@ def outputs(session: Session, job: Job) -> dict[str, dict[str, Any]]:
     return out
 
 
-def resolve(session: Session, ws: Workspace, ref: WorkspaceRef, ids: list[str]) -> dict[str, dict[str, str]]:
-    """``batchGetResolvedUris``: each output id → its long datastore URI. An id of a job or an
-    output that is not (or no longer) there is left out, as a lookup that found nothing."""
-    answer: dict[str, dict[str, str]] = {}
-    for index, value in enumerate(ids):
-        for job_name, output in arm_outputs.candidates(value, f"values[{index}]"):
+def first_found(
+    session: Session, ws: Workspace, wanted: dict[str, list[tuple[str, str]]]
+) -> dict[str, dict[str, Any]]:
+    """For each key of WANTED, the first of its (job, output) candidates that exists: that output
+    (``path``, ``type``). A key none of whose candidates is (or still is) there is left out."""
+    answer: dict[str, dict[str, Any]] = {}
+    for key, candidates in wanted.items():
+        for job_name, output in candidates:
             job = session.scalar(select(Job).where(Job.workspace_id == ws.id, Job.name == job_name))
             found = outputs(session, job).get(output) if job is not None else None
             if found is not None:
-                uri = arm_outputs.long_uri(
-                    str(found["path"]), ref.subscription_id, ref.resource_group, ref.workspace
-                )
-                answer[value] = arm_outputs.resolved(uri, str(found["type"]))
+                answer[key] = found
                 break
     return answer

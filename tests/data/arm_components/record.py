@@ -1,6 +1,6 @@
 """Record the ARM component bodies azure-ai-ml sends (run with the SDK's venv:
 ``.cache/azure-ai-ml-*/bin/python tests/data/arm_components/record.py``); the unit tests of
-``domain/arm_components.py`` read the JSON files this writes. Recorded with azure-ai-ml 1.35.2.
+``api/arm/wire/arm_components.py`` read the JSON files this writes. Recorded with azure-ai-ml 1.35.2.
 
 - ``train.json``: ``ml_client.components.create_or_update(load_component("train.yml"))`` once its
   code and environment are ARM ids (what the SDK sends after uploading them);

@@ -1,6 +1,6 @@
 """Record the ARM job bodies azure-ai-ml sends for two command jobs (run with the SDK's venv:
 ``.cache/azure-ai-ml-*/bin/python tests/data/arm_jobs/record.py``); the unit tests of
-``domain/arm_jobs.py`` read the JSON files this writes. Recorded with azure-ai-ml 1.35.2."""
+``api/arm/wire/arm_jobs.py`` read the JSON files this writes. Recorded with azure-ai-ml 1.35.2."""
 
 import json
 from collections.abc import Mapping

@@ -1,7 +1,7 @@
 """Record the ARM job bodies azure-ai-ml sends for a ``@dsl.pipeline`` of two command components
 and for a ``command(...).sweep(...)`` (run with the SDK's venv:
 ``.cache/azure-ai-ml-*/bin/python tests/data/arm_pipeline_jobs/record.py``); the unit tests of
-``domain/arm_pipeline_jobs.py`` read the JSON files this writes. The steps' components are given
+``api/arm/wire/arm_pipeline_jobs.py`` read the JSON files this writes. The steps' components are given
 as the ARM ids ``jobs.create_or_update`` resolves them to (anonymous components registered first,
 tests/integration/test_arm_components_sdk.py). Recorded with azure-ai-ml 1.35.2."""
 

@@ -1,5 +1,5 @@
 """Environments, data and models through the ARM facade (azure-ai-ml's ``ml.environments``,
-``ml.data``, ``ml.models``): a thin translation (``domain.arm_assets``) over the native asset use
+``ml.data``, ``ml.models``): a thin translation (``api.arm.wire.arm_assets``) over the native asset use
 cases (``services.assets``), so every rule — versions immutable, ``@latest``, in-use deletes
 refused, roles — is the native one. For each collection ``{c}`` (environments, data, models):
 
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
 from cloudlet.api.arm import WS, arm_errors, page
+from cloudlet.api.arm.wire import arm_assets
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import arm_assets
 from cloudlet.domain import assets as rules
 from cloudlet.domain.assets import AssetKind
 from cloudlet.domain.errors import validation_error
@@ -63,7 +63,7 @@ Informational = Annotated[str | None, Query(max_length=1024)]
 ARM_BODY = json_body(
     {
         "type": "object",
-        "description": "an ARM asset container or version, as azure-ai-ml sends it (domain/arm_assets.py)",
+        "description": "an ARM asset container or version, as azure-ai-ml sends it (api/arm/wire/)",
         "required": ["properties"],
         "properties": {
             "properties": {

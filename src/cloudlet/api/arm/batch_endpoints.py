@@ -1,5 +1,5 @@
 """The ARM facade's batch endpoints (azure-ai-ml's ``batch_endpoints``, ``batch_deployments`` and
-``batch_endpoints.invoke``): translate with ``domain/arm_batch.py``, call ``services/batch_endpoints``.
+``batch_endpoints.invoke``): translate with ``api/arm/wire/arm_batch.py``, call ``services/batch_endpoints``.
 
 Writes finish in their request (200/201 with ``provisioningState: Succeeded``: the SDK's poller is
 done at once). An endpoint's ``scoringUri`` is its ``…/invoke`` route on this TLS listener, which
@@ -13,11 +13,11 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Response
 
 from cloudlet.api import arm
+from cloudlet.api.arm.wire import arm_batch
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, success
 from cloudlet.api.routes_batch_endpoints import Name
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import arm_batch
 from cloudlet.domain import batch_endpoints as rules
 from cloudlet.domain.roles import Access
 from cloudlet.services import batch_endpoints as service

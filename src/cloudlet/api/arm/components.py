@@ -1,6 +1,6 @@
 """Components through the ARM facade (azure-ai-ml's ``ml.components``, and the anonymous components
 ``ml.jobs.create_or_update`` registers for a pipeline's steps): a thin translation
-(``domain.arm_components``) over the native asset use cases (``services.assets``, kind
+(``api.arm.wire.arm_components``) over the native asset use cases (``services.assets``, kind
 ``component``), so versions, ``@latest``, archive and immutability are the native rules.
 
 - ``GET components`` containers (paged; ``listViewType``); ``GET components/{name}`` one
@@ -32,10 +32,10 @@ from cloudlet.api.arm.assets import (
     container_routes,
     delete_version_route,
 )
+from cloudlet.api.arm.wire import arm_assets, arm_components
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import arm_assets, arm_components
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import components as component_service

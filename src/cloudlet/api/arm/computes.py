@@ -1,7 +1,7 @@
 """ARM computes: get, list, put (create and update), patch, delete (Delete and Detach),
 start/stop/restart, listNodes; and per location: vmSizes, usages and the operation status that
 ``Azure-AsyncOperation`` points at. Every rule is the native one (``services/computes.py``,
-``quotas``, ``catalogue``); these routes only translate (``domain/arm_compute.py``)."""
+``quotas``, ``catalogue``); these routes only translate (``api/arm/wire/arm_compute.py``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Body, Depends, Query, Response
 
 from cloudlet.api import arm
+from cloudlet.api.arm.wire import arm_compute
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, nullable, success
 from cloudlet.api.routes_admin import require_pool
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import arm_compute
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.roles import Access
@@ -35,7 +35,7 @@ ARM_BODY = Body(include_in_schema=False)
 ARM_DOCUMENT = json_body(
     {
         "type": "object",
-        "description": "an ARM compute resource, as azure-ai-ml sends it (domain/arm_compute.py)",
+        "description": "an ARM compute resource, as azure-ai-ml sends it (api/arm/wire/arm_compute.py)",
         "properties": {
             **nullable({"location": {"type": "string"}}),
             "tags": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -1,6 +1,6 @@
 """The data plane's one call azure-ai-ml's ``jobs.download`` makes: ``POST /data/v1.0{ws}/dataversion/
 batchGetResolvedUris`` ``{values: [output id, …]}`` → ``{values: {id: {uri, type}}}``, for the
-output ids run history's ``rundata`` named (``domain.arm_outputs``, ``services.job_outputs``)."""
+output ids run history's ``rundata`` named (``api.arm.wire.arm_outputs``, ``services.job_outputs``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.arm import WS
+from cloudlet.api.arm.wire import arm_outputs
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.roles import Access
@@ -35,4 +36,11 @@ def batch_get_resolved_uris(
 ) -> Response:
     ref = WorkspaceRef(sub, rg, ws)
     workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ)
-    return json_response({"values": job_outputs.resolve(ctx.session, workspace, ref, request.values)})
+    wanted = {v: arm_outputs.candidates(v, f"values[{i}]") for i, v in enumerate(request.values)}
+    found = job_outputs.first_found(ctx.session, workspace, wanted)
+    at = (ref.subscription_id, ref.resource_group, ref.workspace)
+    values = {
+        v: arm_outputs.resolved(arm_outputs.long_uri(str(o["path"]), *at), str(o["type"]))
+        for v, o in found.items()
+    }
+    return json_response({"values": values})

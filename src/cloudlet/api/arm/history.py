@@ -18,10 +18,10 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.arm import WS, https_base
+from cloudlet.api.arm.wire import arm_outputs, arm_pipeline_jobs
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import errors
 from cloudlet.api.routing import PublicRoute, UserRoute
-from cloudlet.domain import arm_outputs, arm_pipeline_jobs
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.roles import Access
 from cloudlet.services import job_outputs, parent_jobs, signed_urls, workspaces
@@ -54,7 +54,7 @@ DISCOVERY_KEYS = (
 # The log a parent job (by kind) shows: what the SDK's jobs.stream looks for (JobLogPattern).
 PARENT_LOGS = {
     "pipeline": arm_pipeline_jobs.EXECUTION_LOG,
-    "batch_scoring": arm_pipeline_jobs.EXECUTION_LOG,  # a batch job is pipeline-shaped (domain.arm_batch)
+    "batch_scoring": arm_pipeline_jobs.EXECUTION_LOG,  # a batch job is pipeline-shaped (arm_batch)
     "sweep": arm_pipeline_jobs.SWEEP_LOG,
 }
 TEXT: dict[int | str, dict[str, Any]] = {

@@ -1,6 +1,6 @@
 """Jobs through the ARM facade (azure-ai-ml's ``jobs.create_or_update``, ``get``, ``list``,
-``begin_cancel``): a thin translation (``domain.arm_jobs`` for command jobs,
-``domain.arm_pipeline_jobs`` for pipelines and sweeps, by ``jobType``) over the same services as
+``begin_cancel``): a thin translation (``api.arm.wire.arm_jobs`` for command jobs,
+``api.arm.wire.arm_pipeline_jobs`` for pipelines and sweeps, by ``jobType``) over the same services as
 the native job routes (``services.jobs``: prepare, submission through the dispatch batcher, list
 pages, cancel), so every rule — quota, placement, roles, names — is the native one. A pipeline's
 ``x-azureml-token`` is checked (``check_azureml_token``); a sweep's view names its best trial."""
@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from cloudlet.api.arm import WS, https_base
+from cloudlet.api.arm.wire import arm_batch, arm_jobs, arm_pipeline_jobs
 from cloudlet.api.deps import AML_RESOURCE_ID, AppState, Context, app_state, context, json_response
 from cloudlet.api.openapi import json_body
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import arm_batch, arm_jobs, arm_pipeline_jobs
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import FINAL, JobStatus
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 
 
 JobName = Annotated[str, Path(pattern=JOB_NAME_PATTERN.pattern, max_length=255)]
-# The SDK's ARM body, validated by domain.arm_jobs and then as any job document.
+# The SDK's ARM body, validated by api.arm.wire.arm_jobs and then as any job document.
 ARM_JOB = json_body(
     {
         "type": "object",
-        "description": "a command, pipeline or sweep job as azure-ai-ml sends it (domain/arm_*jobs.py)",
+        "description": "a command, pipeline or sweep job as azure-ai-ml sends it (api/arm/wire/arm_*jobs.py)",
         "required": ["properties"],
         "properties": {
             "properties": {

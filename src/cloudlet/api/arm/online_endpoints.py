@@ -1,5 +1,5 @@
 """The ARM facade's online endpoints (azure-ai-ml's ``online_endpoints`` and ``online_deployments``):
-translate with ``domain/arm_online.py``, call ``services/online_endpoints`` (the same rules as the
+translate with ``api/arm/wire/arm_online.py``, call ``services/online_endpoints`` (the same rules as the
 native routes in ``api/routes_online.py``), tell the replica runtime after each commit.
 
 Long-running operations: an endpoint's PUT answers 200/201 with no polling header (body polling:
@@ -20,11 +20,11 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Response
 
 from cloudlet.api import arm
+from cloudlet.api.arm.wire import arm_online
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, nullable, success
 from cloudlet.api.routes_online import KEYS_SCHEMA, LOGS_SCHEMA
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import arm_online
 from cloudlet.domain.online_endpoints import log_lines
 from cloudlet.domain.roles import Access
 from cloudlet.services import codes, workspaces
@@ -40,7 +40,7 @@ _OBJ = {"type": "object"}
 ENDPOINT_DOCUMENT = json_body(
     {
         "type": "object",
-        "description": "an ARM online endpoint, as azure-ai-ml sends it (domain/arm_online.py)",
+        "description": "an ARM online endpoint, as azure-ai-ml sends it (api/arm/wire/arm_online.py)",
         "properties": nullable(
             {
                 "location": {"type": "string"},
@@ -71,7 +71,7 @@ ENDPOINT_DOCUMENT = json_body(
 DEPLOYMENT_DOCUMENT = json_body(
     {
         "type": "object",
-        "description": "an ARM online deployment, as azure-ai-ml sends it (domain/arm_online.py)",
+        "description": "an ARM online deployment, as azure-ai-ml sends it (api/arm/wire/arm_online.py)",
         "properties": {
             "location": {"type": "string"},
             "kind": {"type": "string"},

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cloudlet.domain.arm_jobs import _environment, _object, environment_id, iso_seconds, seconds_iso
+from cloudlet.api.arm.wire.arm_jobs import _environment, _object, environment_id, iso_seconds, seconds_iso
 from cloudlet.domain.errors import validation_error
 
 _MODEL_ID = re.compile(r"/models/([^/]+)/versions/([^/]+)$")

@@ -42,7 +42,7 @@ _FIELDS: dict[AssetKind, dict[str, str]] = {
         "inferenceConfig": "inference_config",
     },
 }
-# The kinds translated here (components have their own: domain/arm_components.py).
+# The kinds translated here (components have their own: api/arm/wire/arm_components.py).
 KINDS: tuple[AssetKind, ...] = tuple(_FIELDS)
 _COMMON = {"description": "description", "tags": "tags", "properties": "properties"}
 _LONG_WORKSPACE = re.compile(

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cloudlet.domain.arm_assets import PROVIDER_TYPE, VersionRow, _system
-from cloudlet.domain.arm_pipeline_jobs import pipeline_component_jobs, pipeline_component_jobs_to_arm
+from cloudlet.api.arm.wire.arm_assets import PROVIDER_TYPE, VersionRow, _system
+from cloudlet.api.arm.wire.arm_pipeline_jobs import pipeline_component_jobs, pipeline_component_jobs_to_arm
 from cloudlet.domain.components import ANONYMOUS_NAME
 from cloudlet.domain.errors import validation_error
 from cloudlet.domain.job_spec import LITERAL_TYPES, literal_string

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudlet.domain import arm_jobs
+from cloudlet.api.arm.wire import arm_jobs
 from cloudlet.domain.errors import validation_error
 
 PIPELINE = "Pipeline"

@@ -15,8 +15,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cloudlet.domain import arm_jobs
-from cloudlet.domain.arm_jobs import _compute, _environment, _object, environment_id, iso_seconds, seconds_iso
+from cloudlet.api.arm.wire import arm_jobs
+from cloudlet.api.arm.wire.arm_jobs import (
+    _compute,
+    _environment,
+    _object,
+    environment_id,
+    iso_seconds,
+    seconds_iso,
+)
 from cloudlet.domain.errors import validation_error
 
 _MODEL_ID = re.compile(r"/models/([^/]+)/versions/([^/]+)$")
