@@ -20,8 +20,7 @@ AGENT = Path(cloudlet.agent.__file__).resolve().parent
 NODEKIT = Path(cloudlet.nodekit.__file__).resolve().parent
 PACKAGE = Path(cloudlet.__file__).resolve().parent
 SHIPPED = ("cloudlet.agent", "cloudlet.nodekit")
-# What still imports the agent from the control plane: the batch driver (issue 26, batch's part).
-STILL_IMPORTS_THE_AGENT = {"cloudlet/services/batch_endpoints.py", "cloudlet/cli/azureml.py"}
+STILL_IMPORTS_THE_AGENT: set[str] = set()  # none: the batch driver and the CA bundle are nodekit's
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:

@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from typer.testing import CliRunner
 
-from cloudlet.agent import trust
 from cloudlet.cli.main import app
+from cloudlet.nodekit import trust
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 
-from cloudlet.agent import trust
+from cloudlet.nodekit import trust
 
 
 def user_venv(home: Path, python: str = sys.executable) -> Path:

@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from cloudlet.agent.trust import write_bundle
 from cloudlet.client._config import ConfigurationError
+from cloudlet.nodekit.trust import write_bundle
 
 app = typer.Typer(help="Point Azure ML code (azure-ai-ml) at this cloudlet.", no_args_is_help=True)
 # Variables that would make DefaultAzureCredential pick another credential before the managed

@@ -4,7 +4,7 @@
 (a model, a scoring script with ``init()`` and ``run(mini_batch)``, an environment, a cluster and the
 mini-batch settings). ``scoring_job`` turns an invocation into the document of a ``batch_scoring``
 parent job (``domain.batch_scoring``) whose one child, ``score``, runs cloudlet's driver
-(``cloudlet/agent/batch_driver.py``, shipped in the child's code snapshot) on the deployment's
+(``cloudlet/nodekit/batch_driver.py``, shipped in the child's code snapshot) on the deployment's
 cluster; the child's output named ``score`` holds the combined predictions.
 """
 

@@ -3,7 +3,7 @@
 A parallel step runs its ``task``'s ``entry_script`` (``init()`` once per worker process,
 ``run(mini_batch)`` per mini-batch) over the files of ``input_data``, as a batch deployment's
 scoring job does: the step becomes a command job running cloudlet's batch driver
-(``agent/batch_driver.py``, added to the task's code snapshot at submission by
+(``nodekit/batch_driver.py``, added to the task's code snapshot at submission by
 ``services.pipelines``) with the step's ``mini_batch_size``, ``max_concurrency_per_instance``,
 ``retry_settings``, ``error_threshold`` and ``mini_batch_error_threshold``. The rows ``run()``
 returns go to ``append_row_to`` (a file output: that file; a folder output: its

@@ -2,7 +2,7 @@
 
 The documents are validated by ``domain.batch_endpoints``; an invocation becomes a ``batch_scoring``
 parent job submitted through the jobs service (``services.jobs.submit``), which the parent-job
-loop runs: its one child runs cloudlet's driver (``agent/batch_driver.py``) beside the
+loop runs: its one child runs cloudlet's driver (``nodekit/batch_driver.py``) beside the
 deployment's scoring script, on the deployment's cluster, like any job there.
 """
 
@@ -19,7 +19,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.agent import batch_driver
 from cloudlet.domain import batch_endpoints as rules
 from cloudlet.domain import batch_pipelines, environments, mlflow_models
 from cloudlet.domain.compute_types import ComputeType
@@ -27,6 +26,7 @@ from cloudlet.domain.errors import CloudletError, conflict, not_found, validatio
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
 from cloudlet.domain.uploads import UnpackBudget, UploadLimits
+from cloudlet.nodekit import batch_driver
 from cloudlet.scoring import mlflow_scorer
 from cloudlet.services import assets as asset_service
 from cloudlet.services import audit, codes, computes

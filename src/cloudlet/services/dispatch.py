@@ -14,10 +14,11 @@ from typing import Any
 from sqlalchemy import bindparam, insert, or_, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import job_outcome
+from cloudlet.domain import compute_types, job_outcome
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
+from cloudlet.domain.run_state import CANCEL_REQUESTED, ExitReason, RunState
 from cloudlet.domain.scheduling import QueuedJob, schedule
 from cloudlet.services import assets as asset_service
 from cloudlet.services import job_status, prepared_specs, run_specs
@@ -27,7 +28,7 @@ from cloudlet.services.storage import DataRoot
 from cloudlet.store.rows import held, update_row
 from cloudlet.store.schema import Compute, Job, JobRun, Node
 
-ASSIGNED, SENT, RUN_RUNNING, EXITED = "assigned", "sent", "running", "exited"
+ASSIGNED, SENT, RUN_RUNNING, EXITED = RunState.ASSIGNED, RunState.SENT, RunState.RUNNING, RunState.EXITED
 REQUEUE_REASONS = job_outcome.REQUEUE_REASONS
 SINGLE_LOG = job_outcome.SINGLE_LOG
 
@@ -242,7 +243,7 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     """Place the compute's queued jobs on its idle nodes now (priority, FIFO, backfill,
     all-or-nothing). Called when a job arrives, when a node frees up, and by the reconciler, so a
     job starts the moment a node can take it rather than at the next reconcile pass."""
-    if compute.type in ("computeinstance", "virtualmachine"):  # one node, jobs side by side
+    if compute.type in compute_types.SINGLE_NODE:  # one node, jobs side by side
         return _schedule_instance(session, compute, data, server_url)
     idle: list[Any] = list(session.execute(_IDLE_NODE_ROWS, {"compute": compute.id}))
     if not idle:
@@ -328,7 +329,7 @@ def prepare_compute(
     if not idle:
         return {}
     compute = reads.get(Compute, compute_id)
-    if compute is None or compute.type in ("computeinstance", "virtualmachine"):
+    if compute is None or compute.type in compute_types.SINGLE_NODE:
         return {}  # one node: its attempts are bounded by its vCPUs, built in the round
     params = {"ws": compute.workspace_id, "compute": compute.name, "window": SCHEDULE_WINDOW}
     ready = [row for row in reads.execute(_QUEUE_HEAD, params) if not row.cancel_requested]
@@ -456,7 +457,7 @@ def runs_for_agent(
         if run.state == ASSIGNED or lost_in_flight:
             run.state = SENT
             start.append(run.spec)
-    cancel = [run.id for run in rows if run.reason == "cancel_requested"]
+    cancel = [run.id for run in rows if run.reason == CANCEL_REQUESTED]
     return start, cancel
 
 
@@ -481,8 +482,8 @@ def record_exit(
     """The run ended; settle its node and, when the whole attempt has ended, the job."""
     if run.state == EXITED:
         return []
-    if run.reason == "cancel_requested" and reason == "exited":
-        reason = "canceled"
+    if run.reason == CANCEL_REQUESTED and reason == ExitReason.EXITED:
+        reason = ExitReason.CANCELED
     run.state, run.exit_code, run.reason, run.ended_at = EXITED, exit_code, reason, now
     run.started_at = run.started_at or started_at or now
     job = session.get(Job, run.job_id)
@@ -494,7 +495,7 @@ def record_exit(
         attempt_runs = list(session.scalars(_ATTEMPT_RUNS, {"job": job.id, "attempt": run.attempt}))
     wake = _release_node_if_done(session, run.node_id, attempt_runs, now)
     still_running = [r for r in attempt_runs if r.state != EXITED]
-    failed = exit_code not in (0, None) or reason in ("timeout", *REQUEUE_REASONS)
+    failed = exit_code not in (0, None) or reason in (ExitReason.TIMEOUT, *REQUEUE_REASONS)
     if still_running and failed:
         wake += cancel_runs(still_running)
     # A job that ended meanwhile keeps how it ended: its compute's deletion cancels it while runs
@@ -533,8 +534,8 @@ def _settle(session: Session, job: Job, runs: list[JobRun], now: float) -> None:
 def cancel_runs(runs: list[JobRun]) -> list[str]:
     wake = []
     for run in runs:
-        if run.state != EXITED and run.reason != "cancel_requested":
-            run.reason = "cancel_requested"
+        if run.state != EXITED and run.reason != CANCEL_REQUESTED:
+            run.reason = CANCEL_REQUESTED
             wake.append(run.node_id)
     return wake
 
@@ -546,7 +547,7 @@ def cancel_job(session: Session, job: Job) -> list[str]:
     wake = []
     for run in runs:
         if run.state == ASSIGNED:  # never reached the agent: end it here
-            wake += record_exit(session, run, None, "canceled", now)
+            wake += record_exit(session, run, None, ExitReason.CANCELED, now)
     return wake + cancel_runs([r for r in runs if r.state != EXITED])
 
 

@@ -22,11 +22,12 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.eviction import Cause
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.quota import Tier
+from cloudlet.domain.run_state import ExitReason
 from cloudlet.services import dispatch, effects
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Compute, Node
 
-PREEMPTED = "preempted"  # the run exit reason an agent reports for its node's preemption
+PREEMPTED = ExitReason.PREEMPTED  # the run exit reason an agent reports for its node's preemption
 
 
 def candidate(node: Node) -> eviction.Candidate:
