@@ -6,19 +6,21 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from fastapi import Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.online_replicas import OnlineRuntime
 from cloudlet.services.agent_protocol import AgentProtocol
 from cloudlet.services.batch import Work
 from cloudlet.services.context import Caller
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.store import db
+
+if TYPE_CHECKING:
+    from cloudlet.control.online_replicas import OnlineRuntime
 
 
 class ServerURL:

@@ -28,16 +28,19 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
-from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.services import online_endpoints as service
+
+if TYPE_CHECKING:
+    from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime
+
 
 HOLD_POLL_S = 0.05  # how often a held request looks for a ready replica
 RETRY_AFTER_S = 5  # a replica of the inference server starts in a few seconds

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
@@ -24,7 +24,10 @@ from cloudlet.services import batch_endpoints as service
 from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.views import jobs as native_jobs
-from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Workspace
+
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 EP = WS + "/batchEndpoints/{endpoint}"

@@ -10,7 +10,7 @@ Under ``{ws}/onlineEndpoints``: ``GET`` (list), ``PUT|GET|DELETE /{e}``, ``POST 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
@@ -22,7 +22,10 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import online_endpoints as service
 from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.store.schema import OnlineEndpoint, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import OnlineEndpoint, Workspace
+
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 BASE = WS + "/onlineEndpoints"

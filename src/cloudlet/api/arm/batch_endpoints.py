@@ -8,7 +8,7 @@ the SDK posts ``{properties: {inputData: {…}}}`` to with its bearer token; the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Body, Depends, Response
 
@@ -23,7 +23,10 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import batch_endpoints as service
 from cloudlet.services import codes, workspaces
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Job, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Job, Workspace
+
 
 router = APIRouter(tags=["arm"], route_class=UserRoute)
 EP = arm.WS + "/batchEndpoints/{endpoint}"

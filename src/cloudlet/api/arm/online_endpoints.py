@@ -15,7 +15,7 @@ posts to with a key or an ``aml_token``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Body, Depends, Response
 
@@ -30,7 +30,10 @@ from cloudlet.domain.roles import Access
 from cloudlet.services import codes, workspaces
 from cloudlet.services import online_endpoints as service
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
+
 
 router = APIRouter(tags=["azureml"], route_class=UserRoute)
 EP = arm.WS + "/onlineEndpoints/{endpoint}"
