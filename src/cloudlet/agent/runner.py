@@ -16,12 +16,14 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cloudlet.agent import remote_data
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
+from cloudlet.agent.interfaces import collective_interface
 from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group, utf8_cut
 from cloudlet.nodekit.safe_paths import UnsafePath
 from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox, user_environment
@@ -38,6 +40,18 @@ DOWNLOAD_FAILED = "download_failed"  # the exit reason of a run whose http(s) in
 UPLOAD_FAILED = "upload_failed"  # ... of a run whose data (no shared disk) could not be uploaded
 RUN_VENV = ".cloudlet-venv"  # the run's own venv, in its working directory (nodekit/envs.py: overlay)
 SIGNAL_RACE_S = 1.0  # how long a run killed by SIGTERM waits to learn whether the node got it too
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A run ready to launch: its command and environment with paths put in, the sandbox's binds,
+    the mounts' file descriptors to pass, and its remote data (no shared filesystem)."""
+
+    command: str
+    env: dict[str, str]
+    binds: list[Bind]
+    fds: tuple[int, ...]
+    remote: tuple[remote_data.RemoteData, dict[str, str]] | None
 
 
 def _put_paths(text: str, paths: dict[str, str]) -> str:
@@ -185,62 +199,80 @@ class RunManager:
             archive.unlink(missing_ok=True)
 
     def _execute(self, run: Run, spool_fd: int) -> None:
+        """Stage the run (code, inputs, data, environment, mounts), launch it in the sandbox,
+        relay its output until it ends, then send back its data and report its exit."""
+        staged = self._stage(run)
+        if staged is None:
+            return  # the run has ended (a download failed, a stop came first)
+        proc = self._launch(run, staged)
+        assert proc.stdout is not None
+        run.pid = proc.pid
+        self.on_change()
+        if staged.remote is not None:
+            interval = remote_data.checkpoint_interval(run.spec.get("env") or {}, os.environ)
+            staged.remote[0].keep_checkpoints(interval)
+        # The sandbox's outer bwrap leads the group: spared by SIGTERM (see nodekit/sandbox.py).
+        self._relay(run, proc, spool_fd, proc.pid if self.sandbox.enabled else None)
+        exit_code, reason = exit_code_of(proc.wait()), run.stop_reason or "exited"
+        if staged.remote is not None:
+            exit_code, reason = self._push_data(run, staged.remote[0], exit_code, reason)
+        self._finish(run, exit_code, reason)
+
+    def _stage(self, run: Run) -> Staged | None:
         spec = run.spec
         if not isinstance(spec.get("command"), str) or not spec["command"]:
             raise ValueError("the run spec has no command")
         if spec.get("cwd_code"):
             self._fetch_code(run, str(spec["cwd_code"]))
-        sandbox = self.sandbox
-        sandbox.hand_over(run.cwd, recursive=bool(spec.get("cwd_code")))  # its code, as extracted
+        self.sandbox.hand_over(run.cwd, recursive=bool(spec.get("cwd_code")))  # its code, as extracted
         downloaded = self._download_inputs(run)
         if downloaded is None:
-            return
+            return None
         paths, binds = downloaded
         remote = None if self.shared_filesystem else self._pull_data(run)
+        if isinstance(remote, str):
+            return None
         if remote is not None:
-            if isinstance(remote, str):
-                return  # the run has ended
             paths.update(remote[1])
         env = {k: _put_paths(v, paths) for k, v in self._environment(run).items()}
-        command = _put_paths(spec["command"], paths)
         binds.append(Bind(str(run.cwd), writable=True))
         environment = spec.get("environment")
         kind = environment.get("kind", "python") if isinstance(environment, dict) else "python"
         if kind != "python" and not self._prepare_environment(run, env):
-            return
+            return None
         if env.get("CLOUDLET_ENVIRONMENT"):  # the environment cache is the agent's: no user links
-            binds += sandbox.venv_binds(env["CLOUDLET_ENVIRONMENT"])
+            binds += self.sandbox.venv_binds(env["CLOUDLET_ENVIRONMENT"])
         if run.stop_requested.is_set():
             self._finish(run, 128 + signal.SIGTERM, run.stop_reason or "canceled")
-            return
+            return None
         mounts = self._mounts(run, env, paths)
-        binds += mounts
         self._default_artifacts(run, paths)
+        command = _put_paths(spec["command"], paths)
         fds = tuple(b.fd for b in mounts if b.fd is not None)
+        return Staged(command, env, binds + mounts, fds, remote)
+
+    def _launch(self, run: Run, staged: Staged) -> subprocess.Popen[bytes]:
         try:
-            proc = subprocess.Popen(
-                sandbox.wrap(["bash", "-c", command], cwd=run.cwd, binds=binds),
+            return subprocess.Popen(
+                self.sandbox.wrap(["bash", "-c", staged.command], cwd=run.cwd, binds=staged.binds),
                 cwd=run.cwd,
-                env=env,
+                env=staged.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                pass_fds=fds,
+                pass_fds=staged.fds,
                 bufsize=0,
             )
         finally:
-            for fd in fds:
+            for fd in staged.fds:
                 os.close(fd)
-        # The sandbox's outer bwrap leads the group: spared by SIGTERM (see nodekit/sandbox.py).
-        spare = proc.pid if sandbox.enabled else None
+
+    def _relay(self, run: Run, proc: subprocess.Popen[bytes], spool_fd: int, spare: int | None) -> None:
+        """Spool the output until the pipe closes; stop the run on its timeout or when asked
+        (SIGTERM, then SIGKILL), and kill what is left of its process group once it exits."""
         assert proc.stdout is not None
-        run.pid = proc.pid
-        self.on_change()
-        if remote is not None:
-            interval = remote_data.checkpoint_interval(spec.get("env") or {}, os.environ)
-            remote[0].keep_checkpoints(interval)
-        timeout_s = float(spec.get("timeout_s") or 0)
+        timeout_s = float(run.spec.get("timeout_s") or 0)
         started = time.monotonic()
         kill_at: float | None = None
         exited_at: float | None = None
@@ -250,34 +282,33 @@ class RunManager:
             readable, _, _ = select.select([fd], [], [], BATCH_S)
             if readable:
                 data = os.read(fd, CHUNK)
-                if not data:
-                    eof = True
-                else:
-                    os.write(spool_fd, data)
-                    with self._cond:
-                        run.written += len(data)
-                        if run.written - run.sent_raw >= CHUNK:
-                            self._cond.notify_all()
+                eof = not data
+                if data:
+                    self._spool(run, spool_fd, data)
             now = time.monotonic()
-            if exited_at is None:
-                if timeout_s and now - started >= timeout_s and not run.stop_requested.is_set():
-                    run.request_stop("timeout")
-                if run.stop_requested.is_set() and kill_at is None:
-                    signal_group(proc.pid, signal.SIGTERM, spare)
-                    kill_at = now + KILL_AFTER_S
-                if kill_at is not None and now >= kill_at:
-                    killpg(proc.pid, signal.SIGKILL)
-                    kill_at = float("inf")
-                if proc.poll() is not None:
-                    exited_at = now
-                    killpg(proc.pid, signal.SIGKILL)  # leftovers in the run's process group
-            elif now - exited_at > LEFTOVER_GRACE_S:
-                break  # something outside the group still holds the pipe
+            if exited_at is not None:
+                if now - exited_at > LEFTOVER_GRACE_S:
+                    break  # something outside the group still holds the pipe
+                continue
+            if timeout_s and now - started >= timeout_s and not run.stop_requested.is_set():
+                run.request_stop("timeout")
+            if run.stop_requested.is_set() and kill_at is None:
+                signal_group(proc.pid, signal.SIGTERM, spare)
+                kill_at = now + KILL_AFTER_S
+            if kill_at is not None and now >= kill_at:
+                killpg(proc.pid, signal.SIGKILL)
+                kill_at = float("inf")
+            if proc.poll() is not None:
+                exited_at = now
+                killpg(proc.pid, signal.SIGKILL)  # leftovers in the run's process group
         proc.stdout.close()
-        exit_code, reason = exit_code_of(proc.wait()), run.stop_reason or "exited"
-        if remote is not None:
-            exit_code, reason = self._push_data(run, remote[0], exit_code, reason)
-        self._finish(run, exit_code, reason)
+
+    def _spool(self, run: Run, spool_fd: int, data: bytes) -> None:
+        os.write(spool_fd, data)
+        with self._cond:
+            run.written += len(data)
+            if run.written - run.sent_raw >= CHUNK:
+                self._cond.notify_all()
 
     def _pull_data(self, run: Run) -> tuple[remote_data.RemoteData, dict[str, str]] | str:
         """Download the run's mounts (no shared disk): the transfers and server path → local
@@ -553,34 +584,3 @@ class RunManager:
             if isinstance(spec, dict):
                 self.start(spec)
         self.on_change()
-
-
-def interface_of(address: str) -> str | None:
-    """The name of this host's network interface that holds the IPv4 ``address`` (Linux), or None."""
-    import fcntl
-    import socket
-    import struct
-
-    siocgifaddr = 0x8915
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        for _, name in socket.if_nameindex():
-            try:
-                raw = fcntl.ioctl(sock.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
-            except OSError:
-                continue
-            if socket.inet_ntoa(raw[20:24]) == address:
-                return name
-    return None
-
-
-def collective_interface(node_address: str) -> dict[str, str]:
-    """``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` naming the interface of the node's address, so
-    torch.distributed's ranks find each other there (not at whatever the host name resolves to,
-    often 127.0.x.1); nothing for a loopback or unknown address (a job's own values win)."""
-    if not node_address or node_address.startswith("127.") or node_address == "localhost":
-        return {}
-    try:
-        name = interface_of(node_address)
-    except OSError:
-        return {}
-    return {"GLOO_SOCKET_IFNAME": name, "NCCL_SOCKET_IFNAME": name} if name else {}
