@@ -1,5 +1,6 @@
 """Native REST routes for identity and access: tokens, users, API keys, role assignments and the
-audit log. Thin: the rules and the transactions live in ``services/identity.py``,
+audit log. Thin: parse, one service call, render; the rules and the transactions (each write commits
+in its use case) live in ``services/identity.py``,
 ``services/api_keys.py``, ``services/role_assignments.py`` and ``services/audit.py``.
 
 Request bodies are typed and closed (unknown fields are refused, booleans must be JSON booleans,
@@ -17,7 +18,6 @@ from pydantic_core import PydanticCustomError
 
 from cloudlet.api.deps import Context, context
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain.errors import forbidden
 from cloudlet.domain.roles import Access, Role
 from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services import api_keys, audit, identity, role_assignments, workspaces
@@ -91,11 +91,6 @@ class RoleAssignmentPut(_Body):
     ]
 
 
-def _require_admin(ctx: Context, what: str) -> None:
-    if not ctx.caller.is_admin:
-        raise forbidden(f"'{ctx.caller.name}' is not an administrator; {what} is for administrators")
-
-
 # -- tokens and who am I ----------------------------------------------------------------------
 @router.post("/auth/token")
 def access_token(ctx: Context = Depends(context)) -> dict[str, Any]:
@@ -117,25 +112,20 @@ def whoami(ctx: Context = Depends(context)) -> dict[str, Any]:
 # -- users ------------------------------------------------------------------------------------
 @router.get("/principals")
 def list_principals(ctx: Context = Depends(context)) -> dict[str, Any]:
-    _require_admin(ctx, "the list of users")
+    identity.require_admin(ctx.caller, "the list of users")
     return {"value": [identity.render_principal(p) for p in identity.list_principals(ctx.session)]}
 
 
 @router.post("/principals", status_code=201)
 def create_principal(body: PrincipalCreate, ctx: Context = Depends(context)) -> dict[str, Any]:
-    _require_admin(ctx, "creating users")
-    principal = identity.create_principal(ctx.session, body.name, ctx.caller.name, body.is_admin)
-    ctx.commit()
+    principal = identity.add_principal(ctx.session, ctx.caller, body.name, body.is_admin)
     return identity.render_principal(principal)
 
 
 @router.patch("/principals/{name}")
 def update_principal(name: str, body: PrincipalUpdate, ctx: Context = Depends(context)) -> dict[str, Any]:
     """Disable a user (every key and token of theirs stops working) or enable them again."""
-    _require_admin(ctx, "disabling and enabling users")
-    principal = identity.require_principal(ctx.session, name)
-    identity.set_enabled(ctx.session, principal, body.enabled, ctx.caller)
-    ctx.commit()
+    principal = identity.change_enabled(ctx.session, ctx.caller, name, body.enabled)
     return identity.render_principal(principal)
 
 
@@ -153,19 +143,14 @@ def create_key(
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
     """A new key; its secret is in this answer only. No body: a key that does not expire."""
-    principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.CREATE)
-    expires_on = api_keys.expiry(body.expires_in_days, body.expires_on)
-    issued = api_keys.issue(ctx.session, principal, ctx.caller.name, expires_on)
-    ctx.commit()
+    issued = api_keys.create_key(ctx.session, ctx.caller, name, body.expires_in_days, body.expires_on)
     return issued.render()
 
 
 @router.delete("/principals/{name}/keys/{key_id}", status_code=204)
 def revoke_key(name: str, key_id: str, ctx: Context = Depends(context)) -> Response:
     """Revoke a key (again: still 204); tokens minted from it stop working too."""
-    principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.REVOKE)
-    api_keys.revoke(ctx.session, principal, key_id, ctx.caller.name)
-    ctx.commit()
+    api_keys.revoke_key(ctx.session, ctx.caller, name, key_id)
     return Response(status_code=204)
 
 
@@ -177,13 +162,9 @@ def rotate_key(
     ctx: Context = Depends(context),
 ) -> dict[str, Any]:
     """A new key in place of this one; the new secret is in this answer only."""
-    principal = api_keys.authorize(ctx.session, ctx.caller, name, KeyAction.ROTATE)
-    given = body.expires_in_days is not None or body.expires_on is not None
-    expires_on = api_keys.expiry(body.expires_in_days, body.expires_on) if given else None
-    rotation = api_keys.rotate(
-        ctx.session, principal, key_id, ctx.caller.name, body.grace_minutes, expires_on
+    rotation = api_keys.rotate_key(
+        ctx.session, ctx.caller, name, key_id, body.grace_minutes, body.expires_in_days, body.expires_on
     )
-    ctx.commit()
     return rotation.render()
 
 
@@ -198,17 +179,12 @@ def list_role_assignments(sub: str, rg: str, ws: str, ctx: Context = Depends(con
 def assign_role(
     sub: str, rg: str, ws: str, principal: str, body: RoleAssignmentPut, ctx: Context = Depends(context)
 ) -> dict[str, Any]:
-    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.MANAGE)
-    role = role_assignments.put(ctx.session, workspace, principal, body.role, ctx.caller.name)
-    ctx.commit()
-    return role_assignments.render(workspace, principal, role.value)
+    return role_assignments.put(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, principal, body.role)
 
 
 @router.delete(WS + "/roleAssignments/{principal}", status_code=204)
 def remove_role(sub: str, rg: str, ws: str, principal: str, ctx: Context = Depends(context)) -> Response:
-    workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.MANAGE)
-    role_assignments.remove(ctx.session, workspace, principal, ctx.caller.name)
-    ctx.commit()
+    role_assignments.remove(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, principal)
     return Response(status_code=204)
 
 
@@ -225,7 +201,7 @@ def list_audit(
     skip_token: Annotated[str | None, Query(alias="$skipToken", max_length=256)] = None,
 ) -> dict[str, Any]:
     """Who changed what, newest first; ``nextLink`` continues when there is more."""
-    _require_admin(ctx, "the audit log")
+    identity.require_admin(ctx.caller, "the audit log")
     query = audit.AuditQuery(since=since, until=until, actor=actor, action=action, target=target)
     page = audit.read(ctx.session, query, top, skip_token)
     body: dict[str, Any] = {"value": [audit.render(e) for e in page.entries]}

@@ -116,12 +116,10 @@ def _routes(kind: AssetKind) -> None:
         ctx: Context, sub: str, rg: str, ws: str, name: str, version: str | None, body: Any
     ) -> Response:
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-        result = asset_service.create_or_update(
+        result = asset_service.write(
             ctx.session, ref, workspace, kind, name, version, body, ctx.caller, ctx.state.data
         )
-        rendered = render(result.asset, ref)
-        ctx.commit()
-        return json_response(rendered, 201 if result.created else 200)
+        return json_response(render(result.asset, ref), 201 if result.created else 200)
 
     @add("POST", "/{name}/versions", "create_next_version", status_code=201, openapi_extra=document)
     def create_next_version(
@@ -159,19 +157,16 @@ def _routes(kind: AssetKind) -> None:
     ) -> Response:
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
         asset_service.delete_version(ctx.session, ref, workspace, kind, name, version, ctx.caller)
-        ctx.commit()
         return Response(status_code=204)
 
     def _archive(
         ctx: Context, sub: str, rg: str, ws: str, name: str, version: str | None, action: Action
     ) -> Response:
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-        rows = asset_service.set_archived(
+        rows = asset_service.archive(
             ctx.session, ref, workspace, kind, name, version, action == "archive", ctx.caller
         )
-        rendered = [render(r, ref) for r in rows]
-        ctx.commit()
-        return json_response({"value": rendered})
+        return json_response({"value": [render(r, ref) for r in rows]})
 
     @add("POST", "/{name}/versions/{version}/{action}", "archive_version")
     def archive_version(

@@ -244,3 +244,44 @@ def rotate(
     audit.record(session, actor, "apiKey.rotate", key_target(principal, old.id), details)
     identity.forget_callers_on_commit(session)
     return Rotation(issued, old)
+
+
+# -- use cases: each authorizes, writes and commits ------------------------------------------
+def create_key(
+    session: Session,
+    caller: Caller,
+    user: str,
+    expires_in_days: int | None = None,
+    expires_on: datetime | None = None,
+) -> IssuedKey:
+    """A new key for USER (neither expiry given: it does not expire), committed."""
+    principal = authorize(session, caller, user, KeyAction.CREATE)
+    issued = issue(session, principal, caller.name, expiry(expires_in_days, expires_on))
+    session.commit()
+    return issued
+
+
+def revoke_key(session: Session, caller: Caller, user: str, key_id: str) -> None:
+    """Revoke USER's key (again: nothing changes), committed."""
+    principal = authorize(session, caller, user, KeyAction.REVOKE)
+    revoke(session, principal, key_id, caller.name)
+    session.commit()
+
+
+def rotate_key(
+    session: Session,
+    caller: Caller,
+    user: str,
+    key_id: str,
+    grace_minutes: int = 0,
+    expires_in_days: int | None = None,
+    expires_on: datetime | None = None,
+) -> Rotation:
+    """A new key in place of USER's KEY_ID, committed; without an expiry the new key lives as
+    long as the old one was meant to."""
+    principal = authorize(session, caller, user, KeyAction.ROTATE)
+    given = expires_in_days is not None or expires_on is not None
+    new_expiry = expiry(expires_in_days, expires_on) if given else None
+    rotation = rotate(session, principal, key_id, caller.name, grace_minutes, new_expiry)
+    session.commit()
+    return rotation

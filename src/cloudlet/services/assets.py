@@ -172,6 +172,27 @@ def create_or_update(
     return Created(row, True)
 
 
+def write(
+    session: Session,
+    ref: WorkspaceRef,
+    ws: Workspace,
+    kind: AssetKind,
+    name: str,
+    version: str | None,
+    body: Any,
+    caller: Caller,
+    data: DataRoot,
+    archived: bool | None = None,
+) -> Created:
+    """The use case behind a version's POST or PUT: ``create_or_update``, then archive or restore
+    it when ARCHIVED (the ARM facade's isArchived) differs; committed."""
+    result = create_or_update(session, ref, ws, kind, name, version, body, caller, data)
+    if archived is not None and archived != result.asset.archived:
+        set_archived(session, ref, ws, kind, name, result.asset.version, archived, caller)
+    session.commit()
+    return result
+
+
 def _target(ref: WorkspaceRef, kind: AssetKind, name: str, version: str | None = None) -> str:
     base = f"{ref.arm_id}/{rules.COLLECTIONS[kind]}/{name}"
     return f"{base}/versions/{version}" if version else base
@@ -213,6 +234,39 @@ def set_archived(
     return rows
 
 
+def archive(
+    session: Session,
+    ref: WorkspaceRef,
+    ws: Workspace,
+    kind: AssetKind,
+    name: str,
+    version: str | None,
+    archived: bool,
+    caller: Caller,
+) -> list[Asset]:
+    """The use case: ``set_archived``, committed."""
+    rows = set_archived(session, ref, ws, kind, name, version, archived, caller)
+    session.commit()
+    return rows
+
+
+def archive_container(
+    session: Session,
+    ref: WorkspaceRef,
+    ws: Workspace,
+    kind: AssetKind,
+    name: str,
+    archived: bool,
+    caller: Caller,
+) -> Container:
+    """The use case behind the ARM container PUT: archive or restore every version of NAME;
+    committed. The container as it now is."""
+    set_archived(session, ref, ws, kind, name, None, archived, caller)
+    [found] = containers(session, ws, kind, "all", name)
+    session.commit()
+    return found
+
+
 def jobs_using(session: Session, asset_ids: Sequence[int]) -> list[str]:
     """Names of the jobs that have not ended and use any of ASSET_IDS."""
     query = (
@@ -234,8 +288,8 @@ def delete_version(
     version: str,
     caller: Caller,
 ) -> None:
-    """Delete one version; refused (409) while a queued or running job uses it, naming the jobs.
-    Its bytes stay in the datastore (uploads are content-hashed and may be shared)."""
+    """Delete one version, committed; refused (409) while a queued or running job uses it, naming
+    the jobs. Its bytes stay in the datastore (uploads are content-hashed and may be shared)."""
     row = get_version(session, ws, kind, name, version)
     users = jobs_using(session, [row.id])
     if users:
@@ -249,7 +303,7 @@ def delete_version(
     session.execute(update(AssetUse).where(AssetUse.asset_id == row.id).values(asset_id=None))
     session.delete(row)
     audit.record(session, caller.name, f"{kind}.delete", _target(ref, kind, name, row.version))
-    session.flush()
+    session.commit()
 
 
 # ----------------------------------------------------------------------------------------------

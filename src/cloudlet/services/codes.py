@@ -20,13 +20,15 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.roles import Access
 from cloudlet.domain.uploads import MAX_UPLOAD_BYTES
 from cloudlet.services import blob_sas, workspaces
 from cloudlet.services.clock import utcnow
-from cloudlet.services.context import Caller
+from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.storage import DataRoot, pack_beneath, relative_parts, stat_beneath
 from cloudlet.store.schema import CodeAsset, CodeVersion, Workspace
 
@@ -228,6 +230,38 @@ def register(
     )
     session.add(row)
     return row, True
+
+
+def put_version(
+    session: Session,
+    data: DataRoot,
+    ref: WorkspaceRef,
+    caller: Caller,
+    name: str,
+    version: str,
+    spec: Registration,
+) -> tuple[CodeVersion, bool]:
+    """The use case behind ``PUT …/codes/{name}/versions/{v}``: register the folder, committed;
+    True when created. An existing version naming the same folder is returned as it is. The folder
+    is packed outside any transaction (no store write lock while it is read), so the workspace is
+    looked up again after it."""
+    workspace = workspaces.resolve(session, ref, caller, Access.WRITE)
+    row = existing(session, workspace, name, version, spec)
+    if row is not None:
+        return row, False
+    workspace_id = workspace.id
+    session.rollback()  # no transaction (and no store write lock) while the folder is packed
+    packed = pack_upload(data, workspace_id, spec)
+    workspace = workspaces.resolve(session, ref, caller, Access.WRITE)
+    row, created = register(session, data, workspace, caller, name, version, spec, packed)
+    try:
+        session.commit()
+    except IntegrityError:  # the same version registered meanwhile by another request (PostgreSQL)
+        session.rollback()
+        workspace = workspaces.resolve(session, ref, caller, Access.WRITE)
+        row, created = get(session, workspace, name, version), False
+        existing(session, workspace, name, version, spec)  # refused if another folder
+    return row, created
 
 
 def snapshot(session: Session, data: DataRoot, workspace: Workspace, digest: str) -> dict[str, Any]:

@@ -192,3 +192,27 @@ def register_anonymous(
     return asset_service.create_or_update(
         session, ref, workspace, KIND, ANONYMOUS_NAME, version, body, caller, data
     ).asset
+
+
+def put_version(
+    session: Session,
+    ref: WorkspaceRef,
+    workspace: Workspace,
+    name: str,
+    version: str,
+    doc: dict[str, Any],
+    archived: bool | None,
+    caller: Caller,
+    data: DataRoot,
+) -> tuple[asset_service.Created, str | None]:
+    """The use case behind the ARM component version PUT: create or update it, archive or restore
+    it when ARCHIVED differs, and find the ARM id of the code version it runs (before the commit:
+    a read after it would open another transaction); committed."""
+    result = asset_service.create_or_update(session, ref, workspace, KIND, name, version, doc, caller, data)
+    asset = result.asset
+    if archived is not None and archived != asset.archived:
+        asset_service.set_archived(session, ref, workspace, KIND, name, version, archived, caller)
+    code = asset.spec.get("code")
+    code_id = code_version_id(session, workspace, ref, code) if isinstance(code, str) else None
+    session.commit()
+    return result, code_id

@@ -27,7 +27,7 @@ import jwt
 from sqlalchemy import Engine, event, or_, select, update
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.errors import CloudletError, conflict, not_found
+from cloudlet.domain.errors import CloudletError, conflict, forbidden, not_found
 from cloudlet.domain.roles import Role
 from cloudlet.services import audit
 from cloudlet.services.clock import as_utc, iso, utcnow
@@ -121,6 +121,29 @@ def set_enabled(session: Session, principal: Principal, enabled: bool, caller: C
     audit.record(session, caller.name, action, principal_target(principal.name), {"enabled": enabled})
     forget_callers_on_commit(session)
     return True
+
+
+def require_admin(caller: Caller, what: str) -> None:
+    if not caller.is_admin:
+        raise forbidden(f"'{caller.name}' is not an administrator; {what} is for administrators")
+
+
+def add_principal(session: Session, caller: Caller, name: str, is_admin: bool) -> Principal:
+    """The use case behind ``POST /principals``: an administrator creates a user, committed."""
+    require_admin(caller, "creating users")
+    principal = create_principal(session, name, caller.name, is_admin)
+    session.commit()
+    return principal
+
+
+def change_enabled(session: Session, caller: Caller, name: str, enabled: bool) -> Principal:
+    """The use case behind ``PATCH /principals/{name}``: disable a user or enable them again,
+    committed."""
+    require_admin(caller, "disabling and enabling users")
+    principal = require_principal(session, name)
+    set_enabled(session, principal, enabled, caller)
+    session.commit()
+    return principal
 
 
 def ensure_an_administrator_remains(session: Session, principal: Principal, ending: ApiKey | None) -> None:

@@ -1,5 +1,6 @@
-"""Role assignments on a workspace: give, change, remove, list. The caller's right to manage the
-workspace (Owner or administrator) is checked by ``workspaces.resolve`` before these run."""
+"""Role assignments on a workspace: give, change, remove, list. ``put`` and ``remove`` are use
+cases: they check the caller's right to manage the workspace (Owner or administrator, through
+``workspaces.resolve``), write and commit."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import not_found, validation_error
-from cloudlet.domain.roles import Role, parse_role
+from cloudlet.domain.roles import Access, Role, parse_role
 from cloudlet.services import audit, identity, workspaces
+from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Principal, RoleAssignment, Workspace
 
 
@@ -26,14 +28,19 @@ def _row(session: Session, workspace: Workspace, principal: Principal) -> RoleAs
     )
 
 
-def put(session: Session, workspace: Workspace, principal_name: str, role_name: str, actor: str) -> Role:
-    """Give ``principal_name`` the role ``role_name`` (Owner, Contributor, Reader; any case)."""
+def put(
+    session: Session, ref: WorkspaceRef, caller: Caller, principal_name: str, role_name: str
+) -> dict[str, Any]:
+    """Give ``principal_name`` the role ``role_name`` (Owner, Contributor, Reader; any case) on the
+    workspace the caller manages; committed. The assignment as rendered."""
+    workspace = workspaces.resolve(session, ref, caller, Access.MANAGE)
     try:
         role = parse_role(role_name)
     except ValueError as exc:
         raise validation_error("role", str(exc)) from None
-    assign(session, workspace, identity.require_principal(session, principal_name), role, actor)
-    return role
+    assign(session, workspace, identity.require_principal(session, principal_name), role, caller.name)
+    session.commit()
+    return render(workspace, principal_name, role.value)
 
 
 def assign(session: Session, workspace: Workspace, principal: Principal, role: Role, actor: str) -> None:
@@ -57,8 +64,11 @@ def assign(session: Session, workspace: Workspace, principal: Principal, role: R
     identity.forget_callers_on_commit(session)
 
 
-def remove(session: Session, workspace: Workspace, principal_name: str, actor: str) -> None:
-    """Take away the principal's role on the workspace: it no longer sees the workspace (404)."""
+def remove(session: Session, ref: WorkspaceRef, caller: Caller, principal_name: str) -> None:
+    """Take away the principal's role on the workspace the caller manages: it no longer sees the
+    workspace (404). Committed."""
+    workspace = workspaces.resolve(session, ref, caller, Access.MANAGE)
+    actor = caller.name
     principal = identity.find_principal(session, principal_name)
     row = _row(session, workspace, principal) if principal is not None else None
     if principal is None or row is None:
@@ -73,6 +83,7 @@ def remove(session: Session, workspace: Workspace, principal_name: str, actor: s
         details,
     )
     identity.forget_callers_on_commit(session)
+    session.commit()
 
 
 def list_for(session: Session, workspace: Workspace) -> list[dict[str, Any]]:

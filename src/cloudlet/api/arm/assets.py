@@ -185,11 +185,8 @@ def container_routes(target: APIRouter, kind: AssetKind, base: str, body: dict[s
     ) -> Response:
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
         archived = _archived_flag(body)
-        asset_service.set_archived(ctx.session, ref, workspace, kind, name, None, archived, ctx.caller)
-        [found] = asset_service.containers(ctx.session, workspace, kind, "all", name)
-        rendered = arm_assets.container_view(kind, ref.arm_id, _container(found))
-        ctx.commit()
-        return json_response(rendered)
+        found = asset_service.archive_container(ctx.session, ref, workspace, kind, name, archived, ctx.caller)
+        return json_response(arm_assets.container_view(kind, ref.arm_id, _container(found)))
 
 
 def delete_version_route(target: APIRouter, kind: AssetKind, base: str) -> None:
@@ -201,7 +198,6 @@ def delete_version_route(target: APIRouter, kind: AssetKind, base: str) -> None:
     ) -> Response:
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
         asset_service.delete_version(ctx.session, ref, workspace, kind, name, version, ctx.caller)
-        ctx.commit()
         return Response(status_code=200)
 
 
@@ -269,16 +265,19 @@ def _routes(kind: AssetKind) -> None:
         with arm_errors(rename):
             if kind == "environment" and doc.get("build") is not None:  # the SDK's uploaded context
                 doc = build_contexts.inline(doc, ctx.state.data, workspace.id)
-            result = asset_service.create_or_update(
-                ctx.session, ref, workspace, kind, name, version, doc, ctx.caller, ctx.state.data
+            result = asset_service.write(
+                ctx.session,
+                ref,
+                workspace,
+                kind,
+                name,
+                version,
+                doc,
+                ctx.caller,
+                ctx.state.data,
+                arm.archived,
             )
-        asset = result.asset
-        if arm.archived is not None and arm.archived != asset.archived:
-            asset_service.set_archived(
-                ctx.session, ref, workspace, kind, name, version, arm.archived, ctx.caller
-            )
-        rendered = arm_assets.version_view(kind, ref.arm_id, _row(asset))
-        ctx.commit()
+        rendered = arm_assets.version_view(kind, ref.arm_id, _row(result.asset))
         return json_response(rendered, 201 if result.created else 200)
 
     delete_version_route(router, kind, base)

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
-from sqlalchemy.exc import IntegrityError
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
@@ -173,7 +172,7 @@ def put_version(
     body: CodeVersionBody,
     ctx: Context = Depends(context),
 ) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    ref = WorkspaceRef(sub, rg, ws)
     props = body.properties
     spec = codes.Registration(
         code_uri=props.codeUri,
@@ -183,23 +182,7 @@ def put_version(
         description=props.description,
         tags=dict(props.tags or {}),
     )
-    row = codes.existing(ctx.session, workspace, name, version, spec)
-    if row is not None:
-        return json_response(version_view(ref, row), 200)
-    workspace_id = workspace.id
-    ctx.session.rollback()  # no transaction (and no store write lock) while the folder is packed
-    packed = codes.pack_upload(ctx.state.data, workspace_id, spec)
-    _, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    row, created = codes.register(
-        ctx.session, ctx.state.data, workspace, ctx.caller, name, version, spec, packed
-    )
-    try:
-        ctx.commit()
-    except IntegrityError:  # the same version registered meanwhile by another request (PostgreSQL)
-        ctx.session.rollback()
-        _, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-        row, created = codes.get(ctx.session, workspace, name, version), False
-        codes.existing(ctx.session, workspace, name, version, spec)  # refused if another folder
+    row, created = codes.put_version(ctx.session, ctx.state.data, ref, ctx.caller, name, version, spec)
     return json_response(version_view(ref, row), 201 if created else 200)
 
 

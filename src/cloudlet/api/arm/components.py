@@ -142,14 +142,10 @@ def put_version(
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     arm = arm_components.from_arm(body, name, version)  # its errors name ARM properties
     with arm_errors(arm_components.arm_target):
-        result = asset_service.create_or_update(
-            ctx.session, ref, workspace, KIND, name, version, arm.doc, ctx.caller, ctx.state.data
+        result, code_id = component_service.put_version(
+            ctx.session, ref, workspace, name, version, arm.doc, arm.archived, ctx.caller, ctx.state.data
         )
-    asset = result.asset
-    if arm.archived is not None and arm.archived != asset.archived:
-        asset_service.set_archived(ctx.session, ref, workspace, KIND, name, version, arm.archived, ctx.caller)
-    rendered = _view(ctx, ref, workspace, asset)
-    ctx.commit()
+    rendered = arm_components.version_view(ref.arm_id, _row(result.asset), code_id)
     return json_response(rendered, 201 if result.created else 200)
 
 

@@ -1,0 +1,28 @@
+"""Issue 26 item 1: a router parses, makes one service call and renders; the use case commits.
+These routers (access, assets, codes, components) hold no commit of their own."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+API = Path(__file__).resolve().parents[2] / "src" / "cloudlet" / "api"
+ROUTERS = ["routes_access.py", "routes_assets.py", "arm/assets.py", "arm/codes.py", "arm/components.py"]
+
+
+def _commits(source: str) -> list[int]:
+    """Lines calling ``.commit()`` or ``.rollback()`` on anything (ctx, a session)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("commit", "rollback")
+    ]
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+def test_the_router_leaves_the_transaction_to_its_service(router: str) -> None:
+    assert _commits((API / router).read_text()) == [], f"{router} commits or rolls back itself"
