@@ -103,9 +103,7 @@ def put_batch_endpoint(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     row, created = service.create_or_update_endpoint(ctx.session, ref, workspace, endpoint, body, ctx.caller)
-    rendered = render_endpoint(row, ref, _base(ctx))
-    ctx.commit()
-    return json_response(rendered, 201 if created else 200)
+    return json_response(render_endpoint(row, ref, _base(ctx)), 201 if created else 200)
 
 
 @router.delete(EP, status_code=204)
@@ -114,7 +112,6 @@ def delete_batch_endpoint(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     service.delete_endpoint(ctx.session, ref, workspace, endpoint, ctx.caller)
-    ctx.commit()
     return Response(status_code=204)
 
 
@@ -156,13 +153,10 @@ def put_batch_deployment(
     ctx: Context = Depends(context),
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    row, created = service.create_or_update_deployment(
+    row, parent, created = service.create_or_update_deployment(
         ctx.session, ref, workspace, endpoint, deployment, body, ctx.caller, ctx.state.data, set_default
     )
-    parent = service.get_endpoint(ctx.session, workspace, endpoint)
-    rendered = render_deployment(row, parent, ref)
-    ctx.commit()
-    return json_response(rendered, 201 if created else 200)
+    return json_response(render_deployment(row, parent, ref), 201 if created else 200)
 
 
 @router.delete(EP + "/deployments/{deployment}", status_code=204)
@@ -171,7 +165,6 @@ def delete_batch_deployment(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     service.delete_deployment(ctx.session, ref, workspace, endpoint, deployment, ctx.caller)
-    ctx.commit()
     return Response(status_code=204)
 
 
@@ -188,9 +181,7 @@ def invoke_batch_endpoint(
     request = rules.parse_invoke(body)
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     job = service.invoke(ctx.session, workspace, endpoint, request, ctx.caller, ctx.state.data)
-    rendered = native_jobs.render(job, ref, [], _base(ctx))
-    ctx.commit()
-    return json_response(rendered, 201)
+    return json_response(native_jobs.render(job, ref, [], _base(ctx)), 201)
 
 
 @router.get(EP + "/jobs")

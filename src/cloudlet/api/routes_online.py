@@ -20,6 +20,7 @@ from cloudlet.api.routing import UserRoute
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.domain.roles import Access
 from cloudlet.services import online_endpoints as service
+from cloudlet.services import online_writes as writes
 from cloudlet.services import workspaces
 from cloudlet.services.context import WorkspaceRef
 
@@ -137,10 +138,8 @@ def put_online_endpoint(
     ctx: Context = Depends(context),
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    written = service.put_endpoint(ctx.session, ref, workspace, name, body, ctx.caller.name)
-    rendered = _render(ctx, written.row, ref)
-    ctx.commit()
-    return json_response(rendered, 201 if written.created else 200)
+    written = writes.put_endpoint(ctx.session, ref, workspace, name, body, ctx.caller.name)
+    return json_response(_render(ctx, written.row, ref), 201 if written.created else 200)
 
 
 @router.get(BASE + "/{name}")
@@ -153,9 +152,8 @@ def show_online_endpoint(sub: str, rg: str, ws: str, name: Name, ctx: Context = 
 def delete_online_endpoint(
     sub: str, rg: str, ws: str, name: Name, ctx: Context = Depends(context)
 ) -> Response:
-    ref, _, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
-    service.delete_endpoint(ctx.session, ref, row, ctx.caller.name)
-    ctx.commit()
+    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    writes.delete_endpoint(ctx.session, ref, workspace, name, ctx.caller.name)
     return Response(status_code=204)
 
 
@@ -186,8 +184,7 @@ def regenerate_online_endpoint_keys(
 ) -> Response:
     ref, _, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
     key_type = body.get("keyType") if isinstance(body, dict) else None
-    service.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
-    ctx.commit()
+    writes.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
     return json_response({"keyType": str(key_type).capitalize()})
 
 
@@ -220,7 +217,7 @@ def put_online_deployment(
     ctx: Context = Depends(context),
 ) -> Response:
     ref, workspace, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
-    written = service.put_deployment(
+    written = writes.put_deployment(
         ctx.session,
         ref,
         workspace,
@@ -230,11 +227,9 @@ def put_online_deployment(
         ctx.caller.name,
         local,
         data=ctx.state.data,
+        live=lambda session: ctx.state.online.live(session, workspace.id, name, deployment),
     )
-    rendered = service.render_deployment(
-        written.row, ref, name, ctx.state.online.live(ctx.session, workspace.id, name, deployment)
-    )
-    ctx.commit()
+    rendered = service.render_deployment(written.row, ref, name, written.live)
     return json_response(rendered, 201 if written.created else 200)
 
 
@@ -256,9 +251,7 @@ def delete_online_deployment(
     sub: str, rg: str, ws: str, name: Name, deployment: Name, ctx: Context = Depends(context)
 ) -> Response:
     ref, _, row = _endpoint(ctx, sub, rg, ws, name, Access.WRITE)
-    found = service.get_deployment(ctx.session, row, deployment)
-    service.delete_deployment(ctx.session, ref, row, found, ctx.caller.name)
-    ctx.commit()
+    writes.delete_deployment(ctx.session, ref, row, deployment, ctx.caller.name)
     return Response(status_code=204)
 
 

@@ -64,7 +64,8 @@ def list_endpoints(session: Session, ws: Workspace) -> list[BatchEndpoint]:
 def create_or_update_endpoint(
     session: Session, ref: WorkspaceRef, ws: Workspace, name: str, body: Any, caller: Caller
 ) -> tuple[BatchEndpoint, bool]:
-    """Create or replace an endpoint's document; a default deployment must be one of its own."""
+    """Create or replace an endpoint's document (a default deployment must be one of its own);
+    committed."""
     spec = rules.parse_endpoint(body, name)
     row = find_endpoint(session, ws, name)
     default = (spec.get("defaults") or {}).get("deployment_name")
@@ -85,15 +86,24 @@ def create_or_update_endpoint(
         row.spec, row.modified_at = spec, now
     session.flush()
     audit.record(session, caller.name, "batchEndpoint.write", f"{ref.arm_id}/batchEndpoints/{name}")
+    session.commit()
     return row, created
 
 
-def delete_endpoint(session: Session, ref: WorkspaceRef, ws: Workspace, name: str, caller: Caller) -> None:
-    row = get_endpoint(session, ws, name)
+def delete_endpoint(
+    session: Session, ref: WorkspaceRef, ws: Workspace, name: str, caller: Caller, missing_ok: bool = False
+) -> bool:
+    """Delete the endpoint and its deployments, committed; False (nothing done) when there is no
+    such endpoint and MISSING_OK (ARM's delete), else 404."""
+    row = find_endpoint(session, ws, name) if missing_ok else get_endpoint(session, ws, name)
+    if row is None:
+        return False
     for deployment in deployments(session, row):
         session.delete(deployment)
     session.delete(row)
     audit.record(session, caller.name, "batchEndpoint.delete", f"{ref.arm_id}/batchEndpoints/{name}")
+    session.commit()
+    return True
 
 
 # -- deployments -----------------------------------------------------------------------------
@@ -123,9 +133,10 @@ def create_or_update_deployment(
     caller: Caller,
     data: DataRoot,
     set_default: bool = False,
-) -> tuple[BatchDeployment, bool]:
+) -> tuple[BatchDeployment, BatchEndpoint, bool]:
     """Create or replace a deployment; the endpoint's first deployment (or SET_DEFAULT) becomes
-    its default. The cluster must exist and the code must be an uploaded snapshot."""
+    its default. The cluster must exist and the code must be an uploaded snapshot. Committed;
+    the deployment, its endpoint and whether it was made."""
     endpoint = get_endpoint(session, ws, endpoint_name)
     if batch_pipelines.is_pipeline(body):  # type: pipeline, a pipeline component (its own module)
         spec = pipeline_deployments.checked_deployment(session, ws, endpoint_name, name, body)
@@ -153,7 +164,8 @@ def create_or_update_deployment(
     session.flush()
     target = f"{ref.arm_id}/batchEndpoints/{endpoint_name}/deployments/{name}"
     audit.record(session, caller.name, "batchDeployment.write", target)
-    return row, created
+    session.commit()
+    return row, endpoint, created
 
 
 def _model_deployment(
@@ -217,6 +229,7 @@ def delete_deployment(
     session.delete(row)
     target = f"{ref.arm_id}/batchEndpoints/{endpoint_name}/deployments/{name}"
     audit.record(session, caller.name, "batchDeployment.delete", target)
+    session.commit()
 
 
 def _snapshot(ws: Workspace, data: DataRoot, code: str) -> Path:
@@ -243,7 +256,21 @@ def invoke(
     caller: Caller,
     data: DataRoot,
 ) -> Job:
-    """Submit the ``batch_scoring`` job of one invocation (the parent-job loop starts its child)."""
+    """Submit the ``batch_scoring`` job of one invocation (the parent-job loop starts its child);
+    committed."""
+    job = _submit_invocation(session, ws, endpoint_name, request, caller, data)
+    session.commit()
+    return job
+
+
+def _submit_invocation(
+    session: Session,
+    ws: Workspace,
+    endpoint_name: str,
+    request: rules.InvokeRequest,
+    caller: Caller,
+    data: DataRoot,
+) -> Job:
     job_name = request.job_name or f"batchjob-{secrets.token_hex(6)}"
     if not JOB_NAME_PATTERN.fullmatch(job_name):
         raise validation_error("job_name", "job_name: letters, digits, '_' and '-', a letter or digit first")

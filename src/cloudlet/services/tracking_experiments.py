@@ -67,7 +67,8 @@ def experiment_named(session: Session, ws: Workspace, name: str) -> TrackingExpe
     return found
 
 
-def create_experiment(session: Session, ws: Workspace, name: str, tags: dict[str, str]) -> TrackingExperiment:
+def create_experiment(session: Session, ws: Workspace, name: str, tags: dict[str, str]) -> str:
+    """Make experiment NAME and commit; its MLflow id."""
     rules.check_experiment_name(name)
     for key, value in tags.items():
         rules.check_tag(key, value)
@@ -77,7 +78,8 @@ def create_experiment(session: Session, ws: Workspace, name: str, tags: dict[str
         deleted = existing is not None and existing.lifecycle_stage == DELETED
         state = " (deleted: restore it, or pick another name)" if deleted else ""
         raise CloudletError(EXISTS, f"experiment '{name}' already exists{state}", "name", 400)
-    return made
+    session.commit()
+    return experiment_external_id(made)
 
 
 def get_experiment(session: Session, ws: Workspace, experiment_id: str) -> TrackingExperiment | None:
@@ -145,22 +147,30 @@ def view_stages(view_type: str | None) -> tuple[str, ...]:
     return stages
 
 
-def rename_experiment(session: Session, ws: Workspace, experiment: TrackingExperiment, new_name: str) -> None:
+def rename_experiment(session: Session, ws: Workspace, experiment_id: str, new_name: str) -> None:
+    """Rename the experiment and commit (Default cannot be renamed; names stay unique)."""
+    experiment = experiment_for_write(session, ws, experiment_id)
     rules.check_experiment_name(new_name)
     if experiment.name == DEFAULT_EXPERIMENT:
         raise invalid("the Default experiment (id 0) cannot be renamed", "experiment_id")
     if new_name != experiment.name and find_by_name(session, ws, new_name) is not None:
         raise CloudletError(EXISTS, f"experiment '{new_name}' already exists", "new_name", 400)
     experiment.name, experiment.updated_at = new_name, now_ms()
+    session.commit()
 
 
-def set_lifecycle(experiment: TrackingExperiment, stage: str) -> None:
+def set_lifecycle(session: Session, ws: Workspace, experiment_id: str, stage: str) -> None:
+    """Delete (DELETED) or restore (ACTIVE) the experiment and commit."""
+    experiment = experiment_for_write(session, ws, experiment_id)
     if experiment.name == DEFAULT_EXPERIMENT and stage == DELETED:
         raise invalid("the Default experiment (id 0) cannot be deleted", "experiment_id")
     experiment.lifecycle_stage, experiment.updated_at = stage, now_ms()
+    session.commit()
 
 
-def set_experiment_tag(experiment: TrackingExperiment, key: str, value: str) -> None:
+def set_experiment_tag(session: Session, ws: Workspace, experiment_id: str, key: str, value: str) -> None:
     rules.check_tag(key, value)
+    experiment = experiment_for_write(session, ws, experiment_id)
     experiment.tags = {**(experiment.tags or {}), key: value}
     experiment.updated_at = now_ms()
+    session.commit()

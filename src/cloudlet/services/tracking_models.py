@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain import tracking as rules
 from cloudlet.domain.tracking import invalid, not_found
-from cloudlet.services.tracking import RunView
+from cloudlet.services.tracking import RunView, run_for_write
 from cloudlet.services.tracking_experiments import (
     ACTIVE,
     DELETED,
@@ -43,13 +43,15 @@ def artifact_path(run_uuid: str, model_id: str) -> str:
 def create(
     session: Session,
     ws: Workspace,
-    run: RunView,
+    run_id: str,
     name: str,
     model_type: str | None,
     params: dict[str, str],
     tags: dict[str, str],
     creator: str,
-) -> TrackingLoggedModel:
+) -> dict[str, Any]:
+    """Log a model of run RUN_ID (pending until finalized) and commit; its view."""
+    run = run_for_write(session, ws, run_id)
     assert run.row is not None
     for key, value in [*params.items(), *tags.items()]:
         rules.check_tag(key, value)
@@ -72,7 +74,14 @@ def create(
     )
     session.add(model)
     session.flush()
-    return model
+    return _committed(session, model, run.run_uuid)
+
+
+def _committed(session: Session, model: TrackingLoggedModel, run_uuid: str) -> dict[str, Any]:
+    """MODEL's view, built before the commit (its experiment is a query), then the commit."""
+    answer = shown(session, model, run_uuid)
+    session.commit()
+    return answer
 
 
 def find(session: Session, ws: Workspace, model_id: str) -> tuple[TrackingLoggedModel, str]:
@@ -87,31 +96,44 @@ def find(session: Session, ws: Workspace, model_id: str) -> tuple[TrackingLogged
     return row[0], row[1]
 
 
-def finalize(model: TrackingLoggedModel, status: str) -> None:
+def finalize(session: Session, model: TrackingLoggedModel, run_uuid: str, status: str) -> dict[str, Any]:
+    """Set the model's status and commit; its view."""
     if status not in STATUSES:
         raise invalid(f"status '{status}' is not one of {', '.join(STATUSES)}", "status")
     model.status, model.updated_at = status, now_ms()
+    return _committed(session, model, run_uuid)
 
 
-def set_tags(model: TrackingLoggedModel, tags: dict[str, str]) -> None:
+def delete(session: Session, model: TrackingLoggedModel) -> None:
+    model.lifecycle_stage = DELETED
+    session.commit()
+
+
+def set_tags(
+    session: Session, model: TrackingLoggedModel, run_uuid: str, tags: dict[str, str]
+) -> dict[str, Any]:
+    """Merge TAGS into the model's and commit; its view."""
     for key, value in tags.items():
         rules.check_tag(key, value)
     model.tags = {**(model.tags or {}), **tags}
     model.updated_at = now_ms()
+    return _committed(session, model, run_uuid)
 
 
-def delete_tag(model: TrackingLoggedModel, key: str) -> None:
+def delete_tag(session: Session, model: TrackingLoggedModel, key: str) -> None:
     if key not in (model.tags or {}):
         raise not_found(f"no tag '{key}' on logged model '{model.model_id}'")
     model.tags = {k: v for k, v in model.tags.items() if k != key}
     model.updated_at = now_ms()
+    session.commit()
 
 
-def log_params(model: TrackingLoggedModel, params: dict[str, str]) -> None:
+def log_params(session: Session, model: TrackingLoggedModel, params: dict[str, str]) -> None:
     for key, value in params.items():
         rules.check_param(key, value)
     model.params = {**(model.params or {}), **params}
     model.updated_at = now_ms()
+    session.commit()
 
 
 def search(
@@ -157,11 +179,16 @@ def search(
     return chosen[offset : offset + limit], rules.page_token(offset + limit) if more else None
 
 
-def log_outputs(run: RunView, models: list[dict[str, Any]]) -> None:
+def log_outputs(session: Session, ws: Workspace, run_id: str, models: list[dict[str, Any]]) -> None:
+    """Record MODELS (each the workspace's, or 404) as run RUN_ID's outputs and commit."""
+    run: RunView = run_for_write(session, ws, run_id)
     assert run.row is not None
+    for output in models:
+        find(session, ws, str(output.get("model_id")))
     known = {m.get("model_id") for m in run.row.outputs or []}
     added = [m for m in models if m.get("model_id") not in known]
     run.row.outputs = [*(run.row.outputs or []), *added]
+    session.commit()
 
 
 def shown(session: Session, model: TrackingLoggedModel, run_uuid: str) -> dict[str, Any]:

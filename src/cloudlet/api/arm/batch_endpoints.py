@@ -92,9 +92,7 @@ def arm_put_batch_endpoint(
         row, created = service.create_or_update_endpoint(
             ctx.session, ref, workspace, endpoint, doc, ctx.caller
         )
-    rendered = _endpoint(ctx, row, ref, workspace)
-    ctx.commit()
-    return json_response(rendered, 201 if created else 200)
+    return json_response(_endpoint(ctx, row, ref, workspace), 201 if created else 200)
 
 
 @router.delete(EP, **deleted(success(204, "No such endpoint")))
@@ -102,11 +100,8 @@ def arm_delete_batch_endpoint(
     sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    if service.find_endpoint(ctx.session, workspace, endpoint) is None:
-        return Response(status_code=204)
-    service.delete_endpoint(ctx.session, ref, workspace, endpoint, ctx.caller)
-    ctx.commit()
-    return Response(status_code=200)
+    deleted_now = service.delete_endpoint(ctx.session, ref, workspace, endpoint, ctx.caller, missing_ok=True)
+    return Response(status_code=200 if deleted_now else 204)
 
 
 @router.get(EP + "/deployments")
@@ -152,12 +147,10 @@ def arm_put_batch_deployment(
     code = codes.snapshot_for(ctx.session, workspace, str(code_id)) if code_id else None
     with arm.arm_errors(arm_batch.arm_target):
         doc = arm_batch.deployment_from_arm(body, endpoint, deployment, code)
-        row, created = service.create_or_update_deployment(
+        row, _, created = service.create_or_update_deployment(
             ctx.session, ref, workspace, endpoint, deployment, doc, ctx.caller, ctx.state.data
         )
-    rendered = _deployment(row, endpoint, ref, workspace)
-    ctx.commit()
-    return json_response(rendered, 201 if created else 200)
+    return json_response(_deployment(row, endpoint, ref, workspace), 201 if created else 200)
 
 
 @router.delete(EP + "/deployments/{deployment}", **deleted())
@@ -166,7 +159,6 @@ def arm_delete_batch_deployment(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     service.delete_deployment(ctx.session, ref, workspace, endpoint, deployment, ctx.caller)
-    ctx.commit()
     return Response(status_code=200)
 
 
@@ -189,9 +181,7 @@ def arm_invoke_batch_endpoint(
         job = service.invoke(
             ctx.session, workspace, endpoint, rules.parse_invoke(wanted), ctx.caller, ctx.state.data
         )
-    answer = arm_batch.invocation_to_arm(_ws_id(ref), endpoint, job.name, job.status)
-    ctx.commit()
-    return json_response(answer)
+    return json_response(arm_batch.invocation_to_arm(_ws_id(ref), endpoint, job.name, job.status))
 
 
 @router.get(MFE + EP + "/jobs")

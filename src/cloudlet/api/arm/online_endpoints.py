@@ -29,6 +29,7 @@ from cloudlet.domain.online_endpoints import log_lines
 from cloudlet.domain.roles import Access
 from cloudlet.services import codes, workspaces
 from cloudlet.services import online_endpoints as service
+from cloudlet.services import online_writes as writes
 from cloudlet.services.context import WorkspaceRef
 
 if TYPE_CHECKING:
@@ -152,14 +153,10 @@ def arm_put_online_endpoint(
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     with arm.arm_errors(arm_online.arm_target):
         doc = arm_online.endpoint_from_arm(body, endpoint)
-        existing = service.list_endpoints(ctx.session, workspace)
-        current = next((r for r in existing if r.name == endpoint), None)
-        if current is not None and "auth_mode" not in doc:
-            doc["auth_mode"] = current.spec.get("auth_mode")
-        written = service.put_endpoint(ctx.session, ref, workspace, endpoint, doc, ctx.caller.name)
-    rendered = _endpoint(ctx, written.row, ref, workspace)
-    ctx.commit()
-    return json_response(rendered, 201 if written.created else 200)
+        written = writes.put_endpoint(
+            ctx.session, ref, workspace, endpoint, doc, ctx.caller.name, keep_auth_mode=True
+        )
+    return json_response(_endpoint(ctx, written.row, ref, workspace), 201 if written.created else 200)
 
 
 @router.patch(EP, openapi_extra=ENDPOINT_DOCUMENT)
@@ -170,10 +167,8 @@ def arm_patch_online_endpoint(
     ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
     with arm.arm_errors(arm_online.arm_target):
         doc = arm_online.endpoint_patch(body, row.spec)
-        written = service.put_endpoint(ctx.session, ref, workspace, endpoint, doc, ctx.caller.name)
-    rendered = _endpoint(ctx, written.row, ref, workspace)
-    ctx.commit()
-    return json_response(rendered)
+        written = writes.put_endpoint(ctx.session, ref, workspace, endpoint, doc, ctx.caller.name)
+    return json_response(_endpoint(ctx, written.row, ref, workspace))
 
 
 @router.delete(EP, **deleted(success(204, "No such endpoint")))
@@ -181,12 +176,8 @@ def arm_delete_online_endpoint(
     sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-    row = next((r for r in service.list_endpoints(ctx.session, workspace) if r.name == endpoint), None)
-    if row is None:
-        return Response(status_code=204)
-    service.delete_endpoint(ctx.session, ref, row, ctx.caller.name)
-    ctx.commit()
-    return Response(status_code=200)
+    gone = writes.delete_endpoint(ctx.session, ref, workspace, endpoint, ctx.caller.name, missing_ok=True)
+    return Response(status_code=200 if gone else 204)
 
 
 @router.post(EP + "/listKeys")
@@ -218,8 +209,7 @@ def arm_regenerate_online_endpoint_keys(
     """begin_regenerate_keys: finishes in its request (200, no polling headers)."""
     ref, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
     key_type = body.get("keyType") if isinstance(body, dict) else None
-    service.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
-    ctx.commit()
+    writes.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
     return Response(status_code=200)
 
 
@@ -260,7 +250,7 @@ def arm_put_online_deployment(
     current = next((d.spec for d in service.deployments_of(ctx.session, row) if d.name == deployment), None)
     with arm.arm_errors(arm_online.arm_target):
         doc = arm_online.deployment_from_arm(body, endpoint, deployment, code, current)
-        written = service.put_deployment(
+        written = writes.put_deployment(
             ctx.session,
             ref,
             workspace,
@@ -272,7 +262,6 @@ def arm_put_online_deployment(
         )
     rendered = _deployment(ctx, written.row, endpoint, ref, workspace)
     generation = written.row.generation
-    ctx.commit()
     url = f"{arm.https_base(ctx.request, ctx.state)}{ref.arm_id}/onlineEndpoints/{endpoint}"
     url += f"/deployments/{deployment}/operations/{generation}"
     headers = {"Azure-AsyncOperation": url, "Retry-After": "1"}
@@ -303,13 +292,9 @@ def arm_delete_online_deployment(
     sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
 ) -> Response:
     ref, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
-    found = next((d for d in service.deployments_of(ctx.session, row) if d.name == deployment), None)
-    if found is None:
-        return Response(status_code=204)
     with arm.arm_errors(arm_online.arm_target):
-        service.delete_deployment(ctx.session, ref, row, found, ctx.caller.name)
-    ctx.commit()
-    return Response(status_code=200)
+        gone = writes.delete_deployment(ctx.session, ref, row, deployment, ctx.caller.name, missing_ok=True)
+    return Response(status_code=200 if gone else 204)
 
 
 @router.post(DEP + "/getLogs", openapi_extra=json_body(LOGS_SCHEMA, required=False))

@@ -107,11 +107,8 @@ def create_experiment(
     sub: str, rg: str, ws: str, body: CreateExperiment, ctx: Context = Depends(context)
 ) -> Response:
     found = workspace(ctx, sub, rg, ws, Access.WRITE)
-    experiment = experiments.create_experiment(
-        ctx.session, found, body.name, {t.key: t.value for t in body.tags}
-    )
-    ctx.commit()
-    return json_response({"experiment_id": experiments.experiment_external_id(experiment)})
+    made = experiments.create_experiment(ctx.session, found, body.name, {t.key: t.value for t in body.tags})
+    return json_response({"experiment_id": made})
 
 
 @router.get(API + "/experiments/get")
@@ -181,20 +178,12 @@ def search_experiments_get(
     return _search(ctx, sub, rg, ws, body)
 
 
-def _write(ctx: Context, sub: str, rg: str, ws: str, experiment_id: str) -> TrackingExperiment:
-    found = workspace(ctx, sub, rg, ws, Access.WRITE)
-    return experiments.experiment_for_write(ctx.session, found, experiment_id)
-
-
 @router.post(API + "/experiments/update")
 def update_experiment(
     sub: str, rg: str, ws: str, body: UpdateExperiment, ctx: Context = Depends(context)
 ) -> Response:
-    experiment = _write(ctx, sub, rg, ws, body.experiment_id)
-    experiments.rename_experiment(
-        ctx.session, workspace(ctx, sub, rg, ws, Access.WRITE), experiment, body.new_name
-    )
-    ctx.commit()
+    found = workspace(ctx, sub, rg, ws, Access.WRITE)
+    experiments.rename_experiment(ctx.session, found, body.experiment_id, body.new_name)
     return json_response({})
 
 
@@ -202,8 +191,8 @@ def update_experiment(
 def delete_experiment(
     sub: str, rg: str, ws: str, body: ExperimentRef, ctx: Context = Depends(context)
 ) -> Response:
-    experiments.set_lifecycle(_write(ctx, sub, rg, ws, body.experiment_id), experiments.DELETED)
-    ctx.commit()
+    found = workspace(ctx, sub, rg, ws, Access.WRITE)
+    experiments.set_lifecycle(ctx.session, found, body.experiment_id, experiments.DELETED)
     return json_response({})
 
 
@@ -211,8 +200,8 @@ def delete_experiment(
 def restore_experiment(
     sub: str, rg: str, ws: str, body: ExperimentRef, ctx: Context = Depends(context)
 ) -> Response:
-    experiments.set_lifecycle(_write(ctx, sub, rg, ws, body.experiment_id), experiments.ACTIVE)
-    ctx.commit()
+    found = workspace(ctx, sub, rg, ws, Access.WRITE)
+    experiments.set_lifecycle(ctx.session, found, body.experiment_id, experiments.ACTIVE)
     return json_response({})
 
 
@@ -220,6 +209,6 @@ def restore_experiment(
 def set_experiment_tag(
     sub: str, rg: str, ws: str, body: ExperimentTag, ctx: Context = Depends(context)
 ) -> Response:
-    experiments.set_experiment_tag(_write(ctx, sub, rg, ws, body.experiment_id), body.key, body.value)
-    ctx.commit()
+    found = workspace(ctx, sub, rg, ws, Access.WRITE)
+    experiments.set_experiment_tag(ctx.session, found, body.experiment_id, body.key, body.value)
     return json_response({})

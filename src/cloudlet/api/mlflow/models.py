@@ -22,9 +22,7 @@ from cloudlet.api.mlflow import (
 from cloudlet.api.mlflow.experiments import KeyValue, Param
 from cloudlet.domain.roles import Access
 from cloudlet.domain.tracking import invalid
-from cloudlet.services import tracking
 from cloudlet.services import tracking_models as models
-from cloudlet.services.tracking_experiments import DELETED
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import TrackingLoggedModel
@@ -103,19 +101,16 @@ def create_model(sub: str, rg: str, ws: str, body: CreateModel, ctx: Context = D
             "log a model inside a run here (source_run_id): its artifacts are the run's", "source_run_id"
         )
     found = run_writer(ctx, sub, rg, ws, body.source_run_id)
-    run = tracking.run_for_write(ctx.session, found, body.source_run_id)
-    model = models.create(
+    answer = models.create(
         ctx.session,
         found,
-        run,
+        body.source_run_id,
         body.name,
         body.model_type,
         {p.key: p.value for p in body.params},
         {t.key: t.value for t in body.tags},
         ctx.caller.name,
     )
-    answer = _view(ctx, model, run.run_uuid)
-    ctx.commit()
     return json_response({"model": answer})
 
 
@@ -132,17 +127,14 @@ def finalize_model(
     sub: str, rg: str, ws: str, model_id: ModelId, body: Finalize, ctx: Context = Depends(context)
 ) -> Response:
     model, run_uuid = _writable(ctx, sub, rg, ws, model_id)
-    models.finalize(model, body.status)
-    answer = _view(ctx, model, run_uuid)
-    ctx.commit()
+    answer = models.finalize(ctx.session, model, run_uuid, body.status)
     return json_response({"model": answer})
 
 
 @router.delete(API + "/logged-models/{model_id}")
 def delete_model(sub: str, rg: str, ws: str, model_id: ModelId, ctx: Context = Depends(context)) -> Response:
     model, _ = _writable(ctx, sub, rg, ws, model_id)
-    model.lifecycle_stage = DELETED
-    ctx.commit()
+    models.delete(ctx.session, model)
     return json_response({})
 
 
@@ -151,9 +143,7 @@ def set_model_tags(
     sub: str, rg: str, ws: str, model_id: ModelId, body: ModelTags, ctx: Context = Depends(context)
 ) -> Response:
     model, run_uuid = _writable(ctx, sub, rg, ws, model_id)
-    models.set_tags(model, {t.key: t.value for t in body.tags})
-    answer = _view(ctx, model, run_uuid)
-    ctx.commit()
+    answer = models.set_tags(ctx.session, model, run_uuid, {t.key: t.value for t in body.tags})
     return json_response({"model": answer})
 
 
@@ -167,8 +157,7 @@ def delete_model_tag(
     ctx: Context = Depends(context),
 ) -> Response:
     model, _ = _writable(ctx, sub, rg, ws, model_id)
-    models.delete_tag(model, tag_key)
-    ctx.commit()
+    models.delete_tag(ctx.session, model, tag_key)
     return json_response({})
 
 
@@ -177,8 +166,7 @@ def log_model_params(
     sub: str, rg: str, ws: str, model_id: ModelId, body: ModelParams, ctx: Context = Depends(context)
 ) -> Response:
     model, _ = _writable(ctx, sub, rg, ws, model_id)
-    models.log_params(model, {p.key: p.value for p in body.params})
-    ctx.commit()
+    models.log_params(ctx.session, model, {p.key: p.value for p in body.params})
     return json_response({})
 
 
@@ -202,9 +190,5 @@ def search_models(
 @router.post(API + "/runs/outputs")
 def log_outputs(sub: str, rg: str, ws: str, body: LogOutputs, ctx: Context = Depends(context)) -> Response:
     found = run_writer(ctx, sub, rg, ws, body.run_id)
-    run = tracking.run_for_write(ctx.session, found, body.run_id)
-    for output in body.models:
-        models.find(ctx.session, found, output.model_id)
-    models.log_outputs(run, [o.model_dump() for o in body.models])
-    ctx.commit()
+    models.log_outputs(ctx.session, found, body.run_id, [o.model_dump() for o in body.models])
     return json_response({})

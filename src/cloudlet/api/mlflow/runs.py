@@ -14,13 +14,13 @@ from cloudlet.api.mlflow.experiments import Key, KeyValue, Param, ViewType
 from cloudlet.domain import tracking as rules
 from cloudlet.domain.roles import Access
 from cloudlet.domain.validation import WHOLE_FLOAT
-from cloudlet.services import tracking, tracking_reads
+from cloudlet.services import tracking, tracking_reads, tracking_runs
 from cloudlet.services.tracking import MetricIn, RunView
-from cloudlet.services.tracking_experiments import ACTIVE, DEFAULT_EXPERIMENT_ID, DELETED
+from cloudlet.services.tracking_experiments import DEFAULT_EXPERIMENT_ID
 from cloudlet.services.tracking_reads import RunData
 
 if TYPE_CHECKING:
-    from cloudlet.store.schema import Workspace
+    pass
 
 
 router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
@@ -185,23 +185,16 @@ def _one(ctx: Context, v: RunView) -> dict[str, Any]:
     return run_view(v, tracking_reads.run_data(ctx.session, [v])[v.run_uuid])
 
 
-def _writable(ctx: Context, sub: str, rg: str, ws: str, run: str) -> tuple[Workspace, RunView]:
-    found = run_writer(ctx, sub, rg, ws, run)
-    return found, tracking.run_for_write(ctx.session, found, run)
-
-
 # -- routes --------------------------------------------------------------------------------
 @router.post(API + "/runs/create")
 def create_run(sub: str, rg: str, ws: str, body: CreateRun, ctx: Context = Depends(context)) -> Response:
     found = workspace(ctx, sub, rg, ws, Access.WRITE)
     tags = {t.key: t.value for t in body.tags}
     user = body.user_id or tags.get("mlflow.user") or ctx.caller.name
-    v = tracking.create_run(
+    v, data = tracking_runs.create_run(
         ctx.session, found, body.experiment_id, user, body.start_time, body.run_name, tags
     )
-    answer = _one(ctx, v)
-    ctx.commit()
-    return json_response({"run": answer})
+    return json_response({"run": run_view(v, data)})
 
 
 @router.get(API + "/runs/get")
@@ -220,32 +213,22 @@ def get_run(
 
 @router.post(API + "/runs/update")
 def update_run(sub: str, rg: str, ws: str, body: UpdateRun, ctx: Context = Depends(context)) -> Response:
-    _, v = _writable(ctx, sub, rg, ws, body.run)
-    tracking.update_run(v, body.status, body.end_time, body.run_name)
-    ctx.session.flush()
-    answer = info_view(v)
-    ctx.commit()
-    return json_response({"run_info": answer})
+    found = run_writer(ctx, sub, rg, ws, body.run)
+    v = tracking_runs.update_run(ctx.session, found, body.run, body.status, body.end_time, body.run_name)
+    return json_response({"run_info": info_view(v)})
 
 
 @router.post(API + "/runs/delete")
 def delete_run(sub: str, rg: str, ws: str, body: RunRef, ctx: Context = Depends(context)) -> Response:
     found = workspace(ctx, sub, rg, ws, Access.WRITE)
-    v = tracking.find_run(ctx.session, found, body.run)
-    if v.row is None:
-        v = tracking.run_for_write(ctx.session, found, body.run)
-    tracking.set_run_lifecycle(v, DELETED)
-    ctx.commit()
+    tracking_runs.delete_run(ctx.session, found, body.run)
     return json_response({})
 
 
 @router.post(API + "/runs/restore")
 def restore_run(sub: str, rg: str, ws: str, body: RunRef, ctx: Context = Depends(context)) -> Response:
     found = workspace(ctx, sub, rg, ws, Access.WRITE)
-    v = tracking.find_run(ctx.session, found, body.run)
-    if v.row is not None:
-        tracking.set_run_lifecycle(v, ACTIVE)
-        ctx.commit()
+    tracking_runs.restore_run(ctx.session, found, body.run)
     return json_response({})
 
 
@@ -274,33 +257,29 @@ def search_runs(sub: str, rg: str, ws: str, body: SearchRuns, ctx: Context = Dep
 @router.post(API + "/runs/log-metric")
 def log_metric(sub: str, rg: str, ws: str, body: LogMetric, ctx: Context = Depends(context)) -> Response:
     metric = body.to_in()
-    _, v = _writable(ctx, sub, rg, ws, body.run)
-    tracking.log(ctx.session, v, [metric])
-    ctx.commit()
+    found = run_writer(ctx, sub, rg, ws, body.run)
+    tracking_runs.log(ctx.session, found, body.run, [metric])
     return json_response({})
 
 
 @router.post(API + "/runs/log-parameter")
 def log_param(sub: str, rg: str, ws: str, body: LogParam, ctx: Context = Depends(context)) -> Response:
-    _, v = _writable(ctx, sub, rg, ws, body.run)
-    tracking.log(ctx.session, v, params_in=[(body.key, body.value)])
-    ctx.commit()
+    found = run_writer(ctx, sub, rg, ws, body.run)
+    tracking_runs.log(ctx.session, found, body.run, params_in=[(body.key, body.value)])
     return json_response({})
 
 
 @router.post(API + "/runs/set-tag")
 def set_tag(sub: str, rg: str, ws: str, body: SetTag, ctx: Context = Depends(context)) -> Response:
-    _, v = _writable(ctx, sub, rg, ws, body.run)
-    tracking.log(ctx.session, v, tags=[(body.key, body.value)])
-    ctx.commit()
+    found = run_writer(ctx, sub, rg, ws, body.run)
+    tracking_runs.log(ctx.session, found, body.run, tags=[(body.key, body.value)])
     return json_response({})
 
 
 @router.post(API + "/runs/delete-tag")
 def delete_tag(sub: str, rg: str, ws: str, body: DeleteTag, ctx: Context = Depends(context)) -> Response:
-    _, v = _writable(ctx, sub, rg, ws, body.run)
-    tracking.delete_tag(ctx.session, v, body.key)
-    ctx.commit()
+    found = run_writer(ctx, sub, rg, ws, body.run)
+    tracking_runs.delete_tag(ctx.session, found, body.run, body.key)
     return json_response({})
 
 
@@ -308,23 +287,22 @@ def delete_tag(sub: str, rg: str, ws: str, body: DeleteTag, ctx: Context = Depen
 def log_batch(sub: str, rg: str, ws: str, body: LogBatch, ctx: Context = Depends(context)) -> Response:
     rules.check_batch(len(body.metrics), len(body.params), len(body.tags))
     metrics = [m.to_in() for m in body.metrics]
-    _, v = _writable(ctx, sub, rg, ws, body.run)
-    tracking.log(
+    found = run_writer(ctx, sub, rg, ws, body.run)
+    tracking_runs.log(
         ctx.session,
-        v,
+        found,
+        body.run,
         metrics,
         [(p.key, p.value) for p in body.params],
         [(t.key, t.value) for t in body.tags],
     )
-    ctx.commit()
     return json_response({})
 
 
 @router.post(API + "/runs/log-inputs")
 def log_inputs(sub: str, rg: str, ws: str, body: LogInputs, ctx: Context = Depends(context)) -> Response:
-    _, v = _writable(ctx, sub, rg, ws, body.run)
-    tracking.log_inputs(v, body.datasets)
-    ctx.commit()
+    found = run_writer(ctx, sub, rg, ws, body.run)
+    tracking_runs.log_inputs(ctx.session, found, body.run, body.datasets)
     return json_response({})
 
 
