@@ -1,5 +1,6 @@
 """Issue 26 item 1: a router parses, makes one service call and renders; the use case commits.
-These routers (access, assets, codes, components) hold no commit of their own."""
+No module of the API commits or rolls back a transaction of its own (``api/deps.py`` holds the
+request's session; the agent protocol's routes hand their work to ``services/agent_protocol``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 API = Path(__file__).resolve().parents[2] / "src" / "cloudlet" / "api"
-ROUTERS = ["routes_access.py", "routes_assets.py", "arm/assets.py", "arm/codes.py", "arm/components.py"]
+ROUTERS = sorted(str(p.relative_to(API)) for p in API.rglob("*.py") if p.name != "deps.py")
 
 
 def _commits(source: str) -> list[int]:

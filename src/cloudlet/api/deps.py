@@ -143,11 +143,6 @@ class Context:
         if session is not None:
             session.close()  # the pool's reset rolls back: one ROLLBACK, not two
 
-    def commit(self) -> None:
-        """Commit what the request wrote; the session's publisher wakes what its effects name
-        (``services/effects.py``)."""
-        self.session.commit()
-
 
 CONTEXT_KEY = "cloudlet_context"
 
