@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from cloudlet.agent import batch_driver
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.job_spec import parse_job
 from cloudlet.domain.pipeline_dag import FAKE_PATH, child_doc, reuse_key
 from cloudlet.domain.pipeline_jobs import PIPELINE
+from cloudlet.nodekit import batch_driver
 
 CODE = "codes/" + "c" * 64
 

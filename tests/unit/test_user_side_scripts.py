@@ -14,7 +14,7 @@ import pytest
 import cloudlet
 
 SCRIPTS = [Path(cloudlet.__file__).parent / "scoring" / "mlflow_scorer.py"]
-SCRIPTS.append(Path(cloudlet.__file__).parent / "agent" / "batch_driver.py")
+SCRIPTS.append(Path(cloudlet.__file__).parent / "nodekit" / "batch_driver.py")
 NEWER_METHODS = {"removeprefix", "removesuffix"}  # 3.9
 
 
