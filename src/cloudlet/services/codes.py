@@ -288,17 +288,20 @@ def upload_snapshot(
         )
     if not data.code(workspace.id, digest).exists():
         workspaces.storage_budget(session, data, workspace.id).check_room(len(archive))
-    known = session.scalar(
-        select(CodeAsset.id).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
-    )
-    store_snapshot(session, data, workspace.id, archive)
+    created = _keep_snapshot(session, data, workspace.id, digest, archive)
     session.commit()
-    return {"hash": digest, "size": len(archive)}, known is None
+    return {"hash": digest, "size": len(archive)}, created
 
 
 def store_snapshot(session: Session, data: DataRoot, workspace_id: int, archive: bytes) -> str:
     """The native snapshot of ``archive`` (written once per content); its digest."""
     digest = hashlib.sha256(archive).hexdigest()
+    _keep_snapshot(session, data, workspace_id, digest, archive)
+    return digest
+
+
+def _keep_snapshot(session: Session, data: DataRoot, workspace_id: int, digest: str, archive: bytes) -> bool:
+    """Write ARCHIVE (of DIGEST) once per content and record it; True when it was not recorded."""
     path = data.code(workspace_id, digest)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -310,7 +313,7 @@ def store_snapshot(session: Session, data: DataRoot, workspace_id: int, archive:
     )
     if known is None:
         session.add(CodeAsset(workspace_id=workspace_id, hash=digest, size=len(archive), created_on=utcnow()))
-    return digest
+    return known is None
 
 
 def snapshot_for(session: Session, workspace: Workspace, code_id: str) -> str:

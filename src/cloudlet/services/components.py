@@ -66,18 +66,7 @@ def resolve(
     if reference is not None:
         if reference.kind not in (None, KIND):
             raise validation_error(REF, f"'{text}' names a {reference.kind}, not a component")
-        try:
-            asset = asset_service.get_version(session, workspace, KIND, reference.name, reference.version)
-        except CloudletError as exc:
-            if exc.status != 404:
-                raise
-            raise CloudletError(
-                "ComponentNotFound",
-                f"{exc.message.rstrip('.')}: create it first (cloudlet component create --file F) or fix "
-                "the name or version",
-                REF,
-                400,
-            ) from None
+        asset = _registered(session, workspace, reference)
         if str(asset.spec.get("type", "")).lower() == "pipeline":
             raise validation_error(
                 REF,
@@ -95,8 +84,18 @@ def resolve_pipeline(session: Session, workspace: Workspace, ref: str) -> dict[s
     reference = _reference(text)
     if reference is None or reference.kind not in (None, KIND):
         raise validation_error(REF, f"'{text}' does not name a registered component (azureml:<name>@latest)")
+    asset = _registered(session, workspace, reference)
+    if str(asset.spec.get("type", "")).lower() != "pipeline":
+        raise validation_error(
+            REF, f"'{text}' is a command component: run it as a step of type: command (or leave type out)"
+        )
+    return {**asset.spec, "name": asset.name, "version": asset.version}
+
+
+def _registered(session: Session, workspace: Workspace, reference: rules.AssetRef) -> Asset:
+    """The registered component REFERENCE names; a 400 saying how to register it when none is."""
     try:
-        asset = asset_service.get_version(session, workspace, KIND, reference.name, reference.version)
+        return asset_service.get_version(session, workspace, KIND, reference.name, reference.version)
     except CloudletError as exc:
         if exc.status != 404:
             raise
@@ -107,11 +106,6 @@ def resolve_pipeline(session: Session, workspace: Workspace, ref: str) -> dict[s
             REF,
             400,
         ) from None
-    if str(asset.spec.get("type", "")).lower() != "pipeline":
-        raise validation_error(
-            REF, f"'{text}' is a command component: run it as a step of type: command (or leave type out)"
-        )
-    return {**asset.spec, "name": asset.name, "version": asset.version}
 
 
 def _reference(text: str) -> rules.AssetRef | None:
