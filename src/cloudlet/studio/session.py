@@ -26,11 +26,11 @@ from cloudlet.api.routing import _CloudletRoute
 from cloudlet.domain.errors import CloudletError, forbidden
 from cloudlet.services import studio_sessions
 from cloudlet.services.studio_sessions import Limits, Signed
+from cloudlet.studio.shell import PREFIX, error_page
 
 log = logging.getLogger("cloudlet.studio")
 
 COOKIE = "cloudlet_studio"
-PREFIX = "/studio"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 SECURITY_HEADERS = {
@@ -65,11 +65,6 @@ def signed(request: Request) -> Signed:
     """The request's session (set by ``StudioRoute`` before the endpoint runs)."""
     found: Signed = request.state.studio
     return found
-
-
-def csrf_token(request: Request) -> str:
-    found: Signed | None = getattr(request.state, "studio", None)
-    return found.csrf_token if found is not None else ""
 
 
 async def form_of(request: Request) -> dict[str, str]:
@@ -201,9 +196,7 @@ class StudioPublicRoute(_CloudletRoute):
     async def refusal(self, request: Request, exc: CloudletError) -> Response:
         if exc.status == 401:
             return signin_redirect(request)
-        from cloudlet.studio import shell  # the shell's templates import this module
-
-        return await run_in_threadpool(shell.error_page, request, exc)
+        return await run_in_threadpool(error_page, request, exc)
 
 
 class StudioRoute(StudioPublicRoute):

@@ -25,11 +25,11 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.roles import Access
 from cloudlet.services import workspaces
 from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.studio.session import PREFIX, csrf_token
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Workspace
 
+PREFIX = "/studio"  # every studio URL starts here (the session cookie's Path)
 STATIC = Path(__file__).parent / "static"
 ADMIN = "admin"  # an action only administrators take
 
@@ -107,6 +107,12 @@ def visible_workspaces(ctx: Context) -> list[WorkspaceView]:
     rows = workspaces.list_visible(ctx.session, ctx.caller)
     views = [WorkspaceView(ws.id, ref, ws.location) for ws, ref in rows]
     return sorted(views, key=lambda v: (v.ref.workspace != "default", v.label.lower()))
+
+
+def csrf_token(request: Request) -> str:
+    """The request's session's CSRF token ("" before sign-in): forms carry it, htmx sends it."""
+    found = getattr(request.state, "studio", None)
+    return str(found.csrf_token) if found is not None else ""
 
 
 @cache
