@@ -174,7 +174,7 @@ def static(name: str, request: Request) -> Response:
 
 
 # -- everything else under /studio --------------------------------------------------------------
-@router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+@router.api_route("/{rest:path}", methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
 def unknown(rest: str) -> Response:
     raise not_found("Page", f"{PREFIX}/{urllib.parse.quote(rest)}")
 

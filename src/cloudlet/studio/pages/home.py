@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
 from cloudlet.api.deps import Context, context
 from cloudlet.services import computes
 from cloudlet.services import jobs as job_service
+from cloudlet.services.context import WorkspaceRef
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 NAV = shell.NavItem("home", "Home", "", "home")
 RECENT_JOBS = 10
+
+
+@router.get("/ws/{sub}/{rg}/{ws}")
+def home_without_slash(sub: str, rg: str, ws: str) -> RedirectResponse:
+    return RedirectResponse(shell.ws_url(WorkspaceRef(sub, rg, ws)), status_code=307)
 
 
 @router.get("/ws/{sub}/{rg}/{ws}/")
