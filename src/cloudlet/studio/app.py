@@ -159,12 +159,14 @@ LONG_CACHE = "public, max-age=31536000, immutable"
 
 @public.get("/static/{name:path}")
 def static(name: str, request: Request) -> Response:
-    """The studio's own files and its vendored bundles, gzip-compressed once; their URLs carry
-    their content hash (``shell.static_url``), so they are cached for a year."""
+    """The studio's own files and its vendored bundles, gzip-compressed once; a URL with its
+    content hash (``shell.static_url``) is cached for a year."""
     found = _static(name)
     if found is None:
         raise not_found("File", name)
-    headers = {"Cache-Control": LONG_CACHE, "ETag": found.etag, "Vary": "Accept-Encoding"}
+    # A content-hashed URL (``?v=``) never changes; a plain one (a module's own import) is revalidated.
+    cache_control = LONG_CACHE if "v" in request.query_params else "no-cache"
+    headers = {"Cache-Control": cache_control, "ETag": found.etag, "Vary": "Accept-Encoding"}
     if request.headers.get("if-none-match") == found.etag:
         return Response(status_code=304, headers=headers)
     if "gzip" in request.headers.get("accept-encoding", ""):
