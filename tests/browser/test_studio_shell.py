@@ -106,3 +106,12 @@ def test_the_vendored_bundles_work_under_the_csp(studio_srv: RunningServer, page
     found = page.evaluate(VENDORED)
     assert found["htmx"].startswith("2.") and found["editorStyled"], found
     assert found["chart"] >= 1 and found["laidOut"], found
+
+
+def test_a_one_time_link_opens_the_studio(studio_srv: RunningServer, page: Any) -> None:
+    with studio_srv.client() as api:
+        link = api.post("/api/v1/studio/signin-links")
+        assert link.status_code == 201, link.text
+    page.goto(link.json()["url"])
+    page.wait_for_url("**/studio/ws/**")  # signed in, through the page that moves on by itself
+    assert page.get_by_role("button", name="Sign out").is_visible()

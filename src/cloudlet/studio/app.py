@@ -97,7 +97,8 @@ async def follow_link(request: Request, value: str) -> Response:
         if exc.status != 401:
             raise
         return await run_in_threadpool(signin_form, request, f"{PREFIX}/", exc.message, 401)
-    response = RedirectResponse(f"{PREFIX}/", status_code=303)
+    # Not a redirect: see signed_in.html (a link is often followed from another site).
+    response = shell.render_html(request, "signed_in.html", None, next_url=f"{PREFIX}/")
     set_cookie(response, request, issued.value, limits().absolute_s)
     return response
 
