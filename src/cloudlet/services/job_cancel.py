@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from cloudlet.domain.job_status import FINAL
 from cloudlet.services import dispatch, effects
 from cloudlet.services import jobs as job_service
 from cloudlet.store.schema import Job, JobRun, Workspace
@@ -19,3 +20,22 @@ def cancel(session: Session, workspace: Workspace, name: str) -> tuple[Job, list
     runs = job_service.runs_of(session, job)
     session.commit()
     return job, runs
+
+
+def cancel_many(session: Session, workspace: Workspace, names: list[str]) -> tuple[list[str], list[str]]:
+    """Ask each of the jobs NAMES to end, in one transaction (the studio's bulk cancel): the names
+    asked, and those skipped because they had already ended. An unknown name refuses them all."""
+    asked: list[str] = []
+    ended: list[str] = []
+    wake: list[str] = []
+    for name in dict.fromkeys(names):  # once each, in the order given
+        job = job_service.get(session, workspace, name)
+        if job.status in FINAL:
+            ended.append(name)
+            continue
+        wake += dispatch.cancel_job(session, job)
+        asked.append(name)
+    effects.wake_nodes(session, wake)
+    effects.demand_changed(session)
+    session.commit()
+    return asked, ended
