@@ -77,6 +77,12 @@ async def form_of(request: Request) -> dict[str, str]:
     return cached
 
 
+async def form_lists_of(request: Request) -> dict[str, list[str]]:
+    """An urlencoded form's fields with every value of each (ticked checkboxes of one name)."""
+    raw = (await request.body()).decode("utf-8", "replace")  # Starlette keeps the body: read once
+    return urllib.parse.parse_qs(raw, keep_blank_values=True)
+
+
 def same_origin(request: Request) -> bool:
     """A browser says where a request comes from (Sec-Fetch-Site, Origin): another site's is
     refused whatever it carries."""

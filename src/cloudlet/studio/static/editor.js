@@ -3,11 +3,12 @@
 // would add a <style> element, which the CSP refuses.
 import { EditorState, EditorView, basicSetup, yaml } from "./vendor/codemirror.min.js";
 
-export function yamlEditor(host, doc, { readOnly = false } = {}) {
+export function yamlEditor(host, doc, { readOnly = false, label = "YAML" } = {}) {
   const root = host.shadowRoot ?? host.attachShadow({ mode: "open" });
   return new EditorView({
     doc,
-    extensions: [basicSetup, yaml(), EditorState.readOnly.of(readOnly)],
+    // The editable area is a textbox for assistive technology: it needs a name.
+    extensions: [basicSetup, yaml(), EditorState.readOnly.of(readOnly), EditorView.contentAttributes.of({ "aria-label": label })],
     parent: root,
     root,
   });
