@@ -275,3 +275,63 @@ def test_writes_without_the_csrf_token_are_refused(
         assert admin.post(url, data=form).status_code == 403, url
     assert job(api, srv, "csrf-target")["status"] == "Queued"
     assert api.get(f"{srv.ws_path}/jobs/csrf-new").status_code == 404
+
+
+# -- the list ------------------------------------------------------------------------------------
+def rows_of(page: httpx.Response) -> list[str]:
+    """The job names of a list page's rows, in order."""
+    assert page.status_code == 200, page.text[:500]
+    return re.findall(
+        r'<tr>\s*(?:<td class="check">.*?</td>)?\s*<td><a class="strong" href="[^"]*/jobs/([^"/]+)"',
+        page.text,
+        re.S,
+    )
+
+
+def test_the_list_filters_sorts_and_pages_by_query_parameters(
+    srv: RunningServer, api: httpx.Client, admin: httpx.Client, held: str
+) -> None:
+    for i in range(30):
+        extra: dict[str, Any] = {
+            "experiment_name": "exp-a" if i % 2 else "exp-b",
+            "tags": {"team": "vision" if i % 3 else "speech"},
+        }
+        queued_job(api, srv, held, f"list-{i:02d}", **extra)
+    base = ws_url(srv, "jobs")
+    newest = rows_of(admin.get(base, params={"q": "list-"}))
+    assert newest[:3] == ["list-29", "list-28", "list-27"] and len(newest) == 30
+    by_name = rows_of(admin.get(base, params={"q": "list-", "sort": "name", "order": "asc"}))
+    assert by_name == sorted(newest)
+    # Pages: 25, then the rest from the "Next page" link (a token).
+    first = admin.get(base, params={"q": "list-", "size": "25"})
+    assert rows_of(first) == newest[:25]
+    next_link = html.unescape(
+        re.search(r'<a class="button" href="([^"]+)"[^>]*>Next page', first.text).group(1)
+    )  # type: ignore[union-attr]
+    assert "after=" in next_link
+    assert rows_of(admin.get(next_link)) == newest[25:]
+    # Filters, alone and together; the count.
+    assert len(rows_of(admin.get(base, params={"q": "list-", "experiment": "exp-a"}))) == 15
+    assert len(rows_of(admin.get(base, params={"q": "list-", "tag": "team=speech"}))) == 10
+    assert (
+        len(rows_of(admin.get(base, params={"q": "list-", "tag": "team=speech", "experiment": "exp-a"}))) == 5
+    )
+    assert rows_of(
+        admin.get(base, params={"q": "list-1", "compute": held, "by": "admin", "status": "Queued"})
+    )[:1] == ["list-19"]
+    assert rows_of(admin.get(base, params={"q": "list-", "status": "Completed"})) == []
+    assert rows_of(admin.get(base, params={"q": "list-", "type": "sweep"})) == []
+    assert len(rows_of(admin.get(base, params={"q": "list-", "type": "command", "since": "1h"}))) == 30
+    assert rows_of(admin.get(base, params={"q": "list-", "to": "2001-01-01"})) == []
+    counted = admin.get(base, params={"q": "list-", "tag": "team=speech"})
+    assert '<h2 id="jobs-count">10 jobs</h2>' in counted.text
+    # htmx asks for the results part only.
+    part = admin.get(
+        base, params={"q": "list-0"}, headers={"HX-Request": "true", "HX-Target": "jobs-results"}
+    )
+    assert part.text.lstrip().startswith(("<section", "{#")) or part.text.lstrip().startswith("<section")
+    assert "<html" not in part.text and len(rows_of(part)) == 10
+    # A bad parameter is a 400 page naming it, not a 500.
+    bad = admin.get(base, params={"status": "Sleeping"})
+    assert bad.status_code == 400 and "Sleeping" in bad.text
+    assert admin.get(base, params={"size": "7"}).status_code == 400

@@ -102,7 +102,8 @@ def as_yaml(job: Job, *, with_name: bool = True) -> str:
     if schema is not None:
         head["$schema"] = schema
     first: dict[str, Any] = {k: doc.pop(k) for k in ("name", "display_name", "type") if k in doc}
-    ordered = {**head, **first, **doc}
+    rest = {k: v for k, v in doc.items() if v not in ({}, [], None)}  # what a user would not write
+    ordered = {**head, **first, **rest}
     return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100)
 
 

@@ -4,7 +4,8 @@ page, a filter removed).
 
 Parameters: ``q`` (name search), ``status``, ``type`` (repeatable), ``compute``, ``by`` (submitted
 by), ``experiment``, ``tag`` (``key`` or ``key=value``, comma-separated), ``since`` (a preset
-range) or ``from``/``to`` (dates, UTC), ``sort`` + ``order``, ``after`` (the next page's token).
+range) or ``from``/``to`` (dates, UTC), ``sort`` + ``order``, ``size`` (rows a page) and ``after``
+(the next page's token).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cloudlet.domain.job_status import JobStatus
 from cloudlet.services.job_search import JobQuery, JobSort
 
 PAGE_SIZE = 50
+PAGE_SIZES = (25, 50, 100)
 SINCE = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400}
 SINCE_LABELS = {
     "": "Any time",
@@ -51,6 +53,7 @@ class ListView:
     sort: str = JobSort.SUBMITTED.value
     order: str = "desc"
     after: str = ""
+    size: int = PAGE_SIZE
 
     @property
     def filtered(self) -> bool:
@@ -74,6 +77,7 @@ class ListView:
             "sort": "" if self.sort == JobSort.SUBMITTED.value else self.sort,
             "order": "" if self.order == "desc" else self.order,
             "after": self.after,
+            "size": "" if self.size == PAGE_SIZE else str(self.size),
         }
         values.update(changes)
         pairs: list[tuple[str, str]] = []
@@ -131,6 +135,9 @@ def view_of(params: list[tuple[str, str]]) -> ListView:
     order = one("order") or "desc"
     if order not in ("asc", "desc"):
         raise validation_error("order", "order is asc or desc")
+    size = one("size") or str(PAGE_SIZE)
+    if size not in {str(n) for n in PAGE_SIZES}:
+        raise validation_error("size", f"size is one of {', '.join(str(n) for n in PAGE_SIZES)}")
     since = one("since")
     if since and since not in SINCE:
         raise validation_error("since", f"since is one of {', '.join(SINCE)}")
@@ -148,6 +155,7 @@ def view_of(params: list[tuple[str, str]]) -> ListView:
         sort=one("sort") or JobSort.SUBMITTED.value,
         order=order,
         after=(many.get("after") or [""])[0][:512],
+        size=int(size),
     )
 
 
@@ -173,7 +181,7 @@ def query_of(view: ListView, now: float | None = None) -> JobQuery:
         text=view.q or None,
         sort=view.sort,
         descending=view.order == "desc",
-        top=PAGE_SIZE,
+        top=view.size,
         after=view.after or None,
         count=True,
     )

@@ -86,6 +86,7 @@ def _list_values(ctx: Context, workspace: Any, ref: WorkspaceRef) -> dict[str, A
         "statuses": job_list.STATUSES,
         "kinds": job_list.KINDS,
         "since_labels": job_list.SINCE_LABELS,
+        "page_sizes": job_list.PAGE_SIZES,
         "when": _when,
         "duration": _duration,
     }

@@ -7,8 +7,16 @@ export function yamlEditor(host, doc, { readOnly = false, label = "YAML" } = {})
   const root = host.shadowRoot ?? host.attachShadow({ mode: "open" });
   return new EditorView({
     doc,
-    // The editable area is a textbox for assistive technology: it needs a name.
-    extensions: [basicSetup, yaml(), EditorState.readOnly.of(readOnly), EditorView.contentAttributes.of({ "aria-label": label })],
+    // The editable area is a textbox for assistive technology: it needs a name. Long lines wrap:
+    // a region that scrolls sideways needs a keyboard stop of its own (axe), and a line of a job
+    // (a command, a URL) is read whole.
+    extensions: [
+      basicSetup,
+      yaml(),
+      EditorState.readOnly.of(readOnly),
+      EditorView.contentAttributes.of({ "aria-label": label }),
+      EditorView.lineWrapping,
+    ],
     parent: root,
     root,
   });

@@ -18,6 +18,7 @@ if (host && source) {
   if (line > 0 && line <= view.state.doc.lines) {
     const at = view.state.doc.line(line);
     view.dispatch({ selection: { anchor: at.from, head: at.to }, scrollIntoView: true });
+    view.focus(); // the keyboard is where the fix is
   }
 
   const form = document.getElementById("job-form");
