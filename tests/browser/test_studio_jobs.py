@@ -7,6 +7,8 @@ The module's cluster sits behind a resource-group lock: its jobs stay queued."""
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,13 @@ def held(studio_srv: RunningServer) -> Iterator[str]:
         )
         yield "held"
         api.delete(lock)
+
+
+def code_zip() -> bytes:
+    raw = io.BytesIO()
+    with zipfile.ZipFile(raw, "w") as archive:
+        archive.writestr("main.py", "print('hello')\n")
+    return raw.getvalue()
 
 
 def ws(srv: RunningServer, *parts: str) -> str:
@@ -115,7 +124,7 @@ def test_list_filter_by_keyboard_open_a_job_and_cancel_one(
     page.goto(ws(srv, "jobs"))
     page.locator("details.filter-menu summary", has_text="Status").click()
     axe_check(page)
-    page.get_by_label("Canceled").check()
+    page.get_by_label("Canceled", exact=True).check()
     page.wait_for_url("**status=Canceled**")
     page.get_by_text("No job matches these filters.").wait_for()
 
@@ -156,6 +165,20 @@ def test_submit_pasted_yaml_and_see_errors_at_the_field(
     )
     assert HOSTILE in editor(page).inner_text()
     axe_check(page)
+
+    # A local code folder: its archive is uploaded when chosen, then the job submits with it.
+    page.goto(ws(srv, "jobs", "new"))
+    page.get_by_label("Code archive").set_input_files(
+        files=[{"name": "src.zip", "mimeType": "application/zip", "buffer": code_zip()}]
+    )
+    page.get_by_text("Uploaded src.zip: codes/").wait_for()
+    set_editor(page, "command: python main.py\ncode: ./src\ncompute: azureml:held\n")
+    page.get_by_label("Job name").fill("with-code")
+    expect_failed_load(page, ws(srv, "jobs", "with-code"))
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url("**/jobs/with-code")
+    with srv.client() as api:
+        assert job(api, srv, "with-code")["code"].startswith("codes/")
 
     page.goto(ws(srv, "jobs", "new"))
     set_editor(page, HELLO)
