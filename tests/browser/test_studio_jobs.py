@@ -197,6 +197,7 @@ def test_clone_with_an_edited_command(studio_srv: RunningServer, held: str, page
     page.goto(ws(srv, "jobs", "hostile-job", "yaml"))
     editor(page).wait_for()
     assert HOSTILE in editor(page).inner_text()
+    screenshot(page, "job-yaml")
     axe_check(page)
     page.get_by_role("link", name="Clone").click()
     page.wait_for_url("**/jobs/hostile-job/clone")
