@@ -48,6 +48,7 @@ from cloudlet.services.host_keys import HostKeyBook
 from cloudlet.services.notify import NodeNotifier
 from cloudlet.services.storage import DataRoot
 from cloudlet.store import db
+from cloudlet.studio import app as studio
 
 log = logging.getLogger("cloudlet.server")
 
@@ -460,6 +461,7 @@ def bind_listeners(
 def serve(state: AppState, store: Store, listeners: Listeners) -> None:
     """Serve the API on LISTENERS until told to stop (SIGTERM, SIGINT)."""
     app = create_app(state)
+    studio.install(app)  # the web UI under /studio (issue 27)
     state.url.value = listeners.endpoint
     state.https.set(listeners.https_endpoint, str(listeners.files.ca))
     log.info(

@@ -112,6 +112,7 @@ ROWS: list[Row] = [
     # identity
     Row("POST", "/auth/token", "user"),
     Row("GET", "/whoami", "user"),
+    Row("POST", "/studio/signin-links", "user"),  # a one-time studio sign-in link for the caller
     Row("POST", "/principals", "admin", {"json": {"name": "mx-new-user"}}),
     Row("GET", "/principals", "admin"),
     Row("PATCH", "/principals/nobody-here", "admin", {"json": {"enabled": True}}),

@@ -26,17 +26,6 @@ ALLOWED: dict[frozenset[str], str] = {
         "the online runtime: the loop, the replicas and the autoscaler call each other; next, the "
         "autoscaler's decision as a pure function the loop calls (issue 26, item 3's remainder)"
     ),
-    frozenset(
-        {
-            "cloudlet.services.batch_endpoints",
-            "cloudlet.services.batch_pipelines",
-            "cloudlet.services.dispatch",
-            "cloudlet.services.jobs",
-            "cloudlet.services.parent_jobs",
-            "cloudlet.services.pipelines",
-            "cloudlet.services.run_specs",
-        }
-    ): "job submission, dispatch, pipelines and batch jobs: to be split by lifecycle stage (item 6)",
 }
 
 

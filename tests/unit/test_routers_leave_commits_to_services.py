@@ -1,6 +1,7 @@
 """Issue 26 item 1: a router parses, makes one service call and renders; the use case commits.
 No module of the API commits or rolls back a transaction of its own (``api/deps.py`` holds the
-request's session; the agent protocol's routes hand their work to ``services/agent_protocol``)."""
+request's session; the agent protocol's routes hand their work to ``services/agent_protocol``).
+The studio (``cloudlet.studio``, issue 27) is a front door too: the same holds for its modules."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
-API = Path(__file__).resolve().parents[2] / "src" / "cloudlet" / "api"
-ROUTERS = sorted(str(p.relative_to(API)) for p in API.rglob("*.py") if p.name != "deps.py")
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "cloudlet"
+API = PACKAGE / "api"
+FRONT_DOORS = (API, PACKAGE / "studio")
+ROUTERS = sorted(
+    str(p.relative_to(PACKAGE)) for door in FRONT_DOORS for p in door.rglob("*.py") if p.name != "deps.py"
+)
 
 
 def _commits(source: str) -> list[int]:
@@ -26,4 +31,4 @@ def _commits(source: str) -> list[int]:
 
 @pytest.mark.parametrize("router", ROUTERS)
 def test_the_router_leaves_the_transaction_to_its_service(router: str) -> None:
-    assert _commits((API / router).read_text()) == [], f"{router} commits or rolls back itself"
+    assert _commits((PACKAGE / router).read_text()) == [], f"{router} commits or rolls back itself"

@@ -13,7 +13,7 @@ import pytest
 
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.uploads import MAX_UNPACKED_DEPTH, UnpackBudget, UploadLimits
-from cloudlet.services.batch_endpoints import with_driver
+from cloudlet.services.batch_code import with_driver
 from cloudlet.services.storage import DataRoot
 
 

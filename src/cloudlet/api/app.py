@@ -30,6 +30,7 @@ from cloudlet.api import (
     routes_instances,
     routes_jobs,
     routes_online,
+    routes_studio,
 )
 from cloudlet.api.arm import assets as arm_assets
 from cloudlet.api.arm import batch_endpoints as arm_batch_endpoints
@@ -135,6 +136,7 @@ def create_app(state: AppState) -> FastAPI:
         mlflow_artifacts.router,
         routes_online.router,  # online endpoints and deployments (issue 14)
         arm_online.router,  # ARM online endpoints and deployments (issue 14)
+        routes_studio.router,  # the studio's one-time sign-in links (issue 27)
     ):
         _add_routes(app, router)
     # The online endpoints' scoring path (/online/{sub}/{rg}/{ws}/{endpoint}/score) first: a plain

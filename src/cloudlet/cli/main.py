@@ -170,6 +170,9 @@ def _register() -> None:
     from cloudlet.cli import datastores
 
     datastores.register(app)  # datastore upload/download (the samples' example-data)
+    from cloudlet.cli import studio
+
+    studio.register(app)  # studio open: a one-time sign-in link (issue 27)
 
 
 _register()

@@ -26,7 +26,7 @@ from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_kinds import KINDS
-from cloudlet.services import dispatch, prepared_specs
+from cloudlet.services import dispatch, job_children, prepared_specs
 from cloudlet.services import parent_jobs as service
 from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.services.job_status import ACTIVE_VALUES, set_status
@@ -114,9 +114,9 @@ class ParentJobLoop(ReconcileLoop):
                 return None
             workspace = session.get(Workspace, parent.workspace_id)
             assert workspace is not None
-            kids = service.children(session, parent)
+            kids = job_children.children(session, parent)
             histories = self._metrics(session, kind.metric_keys(parent.spec), kids)
-            views = [service.view_of(kid, histories.get(kid.id)) for kid in kids]
+            views = [job_children.view_of(kid, histories.get(kid.id)) for kid in kids]
             step = kind.advance(parent.spec, views, service.context_of(parent, now))
             applied = service.apply_step(session, workspace, parent, step, kids, self.data, now)
             wake = applied.wake_nodes + dispatch.schedule_freed(

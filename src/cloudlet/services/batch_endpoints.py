@@ -25,22 +25,17 @@ from cloudlet.domain.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
-from cloudlet.domain.uploads import UnpackBudget, UploadLimits
-from cloudlet.nodekit import batch_driver
-from cloudlet.scoring import mlflow_scorer
 from cloudlet.services import assets as asset_service
 from cloudlet.services import audit, codes, computes
 from cloudlet.services import batch_pipelines as pipeline_deployments
 from cloudlet.services import jobs as job_service
 from cloudlet.services import online_endpoints as online
+from cloudlet.services.batch_code import with_driver
 from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.mlflow_models import environment as mlflow_environment
 from cloudlet.services.mlflow_models import registered_model
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Job, Workspace
-
-DRIVER_SOURCE = Path(batch_driver.__file__)
-SCORER_SOURCE = Path(mlflow_scorer.__file__)
 
 
 # -- endpoints -------------------------------------------------------------------------------
@@ -315,35 +310,6 @@ def _empty_archive() -> bytes:
 
 
 _EMPTY_ARCHIVE = _empty_archive()  # a no-code deployment's "code": the driver and scorer only
-
-
-def with_driver(archive: bytes, with_scorer: bool = False) -> bytes:
-    """A code snapshot with cloudlet's batch driver added at its top (and, for an MLflow model
-    without a scoring script, cloudlet's MLflow scorer); deterministic bytes, so the same code
-    gives the same snapshot. Bounded as an upload's unpacking is (the sizes its members declare,
-    before any is copied): a snapshot that is an archive bomb is a 413."""
-    budget = UnpackBudget(UploadLimits())
-    out = io.BytesIO()
-    with (
-        gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as zipped,
-        tarfile.open(fileobj=zipped, mode="w") as tar,
-        tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as source,
-    ):
-        for member in source:  # lazily: a bomb is refused at its first oversized member
-            if member.name.lstrip("./") in (rules.DRIVER_FILE, mlflow_models.SCRIPT_NAME):
-                continue
-            budget.add_entry()
-            budget.add_bytes(member.size)
-            tar.addfile(member, source.extractfile(member) if member.isfile() else None)
-        added = [(rules.DRIVER_FILE, DRIVER_SOURCE)]
-        if with_scorer:
-            added.append((mlflow_models.SCRIPT_NAME, SCORER_SOURCE))
-        for name, source_path in added:
-            content = source_path.read_bytes()
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(content), 0o644
-            tar.addfile(info, io.BytesIO(content))
-    return out.getvalue()
 
 
 def invocations(session: Session, ws: Workspace, endpoint_name: str) -> list[Job]:

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.pipeline_bindings import DEFAULT_DATASTORE, default_output_path
-from cloudlet.services import parent_jobs, pipelines
+from cloudlet.services import job_children, pipelines
 from cloudlet.services.jobs import parse_datastore_uri
 from cloudlet.services.storage import DataRoot, pack_beneath, relative_parts
 from cloudlet.store.schema import Job, Workspace
@@ -29,7 +29,7 @@ def pack(session: Session, data: DataRoot, ws: Workspace, job: Job, output: str)
     declared = job.spec["outputs"][output]
     given = declared.get("path") if isinstance(declared, dict) else None
     if given is None and job.kind == JobKind.PIPELINE.value:
-        given = pipelines.outputs(job, parent_jobs.children(session, job)).get(output)
+        given = pipelines.outputs(job, job_children.children(session, job)).get(output)
     at = parse_datastore_uri(given) if isinstance(given, str) else None
     if at is None:
         default = data.job_output(ws.id, job.name, output)
@@ -47,7 +47,7 @@ def outputs(session: Session, job: Job) -> dict[str, dict[str, Any]]:
         item["path"] = item.get("path") or default_output_path(DEFAULT_DATASTORE, job.name, name)
         out[name] = item
     if job.kind == JobKind.PIPELINE.value:
-        for name, path in pipelines.outputs(job, parent_jobs.children(session, job)).items():
+        for name, path in pipelines.outputs(job, job_children.children(session, job)).items():
             out.setdefault(name, {"type": "uri_folder"})["path"] = path
     return out
 

@@ -38,7 +38,7 @@ from cloudlet.domain.pipeline_jobs import setting_warnings
 from cloudlet.domain.roles import Access
 from cloudlet.services import assets as asset_service
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import compute_identity, computes, effects, workspaces
+from cloudlet.services import compute_identity, computes, effects, pipelines, workspaces
 from cloudlet.services import environments as environment_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -178,8 +178,6 @@ def _submit_parent(
     (dispatch and the autoscaler never see it); the parent-job loop starts its children."""
     warnings: list[str] = []
     if doc.get("type") == JobKind.PIPELINE.value:  # registered components: the store knows them
-        from cloudlet.services import pipelines
-
         doc = pipelines.resolve(session, ws, doc, data)
         warnings = setting_warnings(doc)  # what Azure ML ignores, said rather than refused
     job = Job(

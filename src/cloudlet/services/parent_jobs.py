@@ -1,9 +1,9 @@
-"""Parent jobs (pipelines, sweeps): submitting one, reading its children, carrying out a pass.
+"""Parent jobs (pipelines, sweeps): submitting one, carrying out a pass (its children are read
+by ``services.job_children``).
 
 The decisions are the kind's (``domain.parent_jobs``, ``domain.parent_kinds``); submission is the
 jobs service's (``services.jobs.prepare`` and ``submit``). This module reads what the decisions are
 made from and writes what they decide, in the caller's transaction:
-- ``children`` reads its children as ``ChildView``;
 - ``apply_step`` submits new children through the same path as any job (``services.jobs.submit``:
   the same checks, quotas and queues), records reused steps, cancels children and settles the
   parent once nothing it cancelled still runs.
@@ -14,98 +14,25 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import bindparam, select
-from sqlalchemy.orm import Session, object_session
+from sqlalchemy.orm import Session
 
 from cloudlet.domain import job_status as statuses
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
-from cloudlet.domain.pipeline_bindings import ARTIFACTS_OUTPUT, default_artifacts_path, is_default_artifacts
-from cloudlet.services import effects
+from cloudlet.domain.parent_jobs import NewChild, ParentContext, ParentStep
+from cloudlet.domain.pipeline_bindings import ARTIFACTS_OUTPUT, is_default_artifacts
+from cloudlet.services import dispatch, effects
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller
+from cloudlet.services.job_children import children, output_uris
 from cloudlet.services.job_status import set_status
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Compute, Job, Workspace
-
-DEFAULT_OUTPUT = "azureml://datastores/workspaceblobstore/paths/azureml/{job}/{output}/"
-
-
-# -- reading ---------------------------------------------------------------------------------
-_CHILDREN = select(Job).where(Job.parent_job_id == bindparam("parent")).order_by(Job.id)
-
-
-def children(session: Session, parent: Job) -> list[Job]:
-    return list(session.scalars(_CHILDREN, {"parent": parent.id}))
-
-
-def output_uris(job_name: str, doc: Mapping[str, Any], attempt: int = 0) -> dict[str, str]:
-    """Where each of a job's outputs is: the path it was given, else cloudlet's default; and,
-    once attempt ATTEMPT has run, ``artifacts``: its default artifacts (unless it has an output
-    of that name), which a pipeline step may bind (``pipeline_bindings.ARTIFACTS_OUTPUT``)."""
-    uris = {}
-    for output, value in (doc.get("outputs") or {}).items():
-        path = value.get("path") if isinstance(value, dict) else None
-        uris[output] = str(path) if path else DEFAULT_OUTPUT.format(job=job_name, output=output)
-    if attempt > 0:
-        uris.setdefault(ARTIFACTS_OUTPUT, default_artifacts_path(job_name, attempt))
-    return uris
-
-
-def literal_inputs(doc: Mapping[str, Any]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for name, value in (doc.get("inputs") or {}).items():
-        if isinstance(value, str | int | float | bool):
-            found[name] = value
-        elif isinstance(value, dict) and "value" in value:
-            found[name] = value["value"]
-    return found
-
-
-def error_text(job: Job) -> str | None:
-    if job.status != JobStatus.FAILED.value:
-        return None
-    error = job.error or {}
-    message = error.get("message") if isinstance(error, dict) else None
-    return str(message or job.status_message or f"exit code {job.exit_code}")
-
-
-def view_of(child: Job, metrics: Mapping[str, Sequence[tuple[int, float]]] | None = None) -> ChildView:
-    # A reused step's outputs (its default artifacts too) are in its spec: the earlier job's.
-    outputs = output_uris(child.reused_from or child.name, child.spec, child.attempt)
-    if child.kind == JobKind.PIPELINE.value and child.status == JobStatus.COMPLETED.value:
-        outputs = {**outputs, **_pipeline_outputs(child)}
-    return ChildView(
-        key=child.child_key or child.name,
-        name=child.name,
-        status=JobStatus(child.status),
-        outputs=outputs,
-        inputs=literal_inputs(child.spec),
-        error=error_text(child),
-        reused_from=child.reused_from,
-        started_at=child.started_at,
-        ended_at=child.ended_at,
-        metrics=metrics or {},
-        exit_code=child.exit_code,
-    )
-
-
-def _pipeline_outputs(pipeline: Job) -> dict[str, str]:
-    """Where a completed child pipeline's outputs are: its steps' (a reused step's are the earlier
-    job's paths, not the ones the pipeline gave it), so the steps after it read what was written."""
-    from cloudlet.domain.pipeline_dag import parent_outputs
-
-    session = object_session(pipeline)
-    if session is None:
-        return {}
-    return parent_outputs(pipeline.spec, [view_of(kid) for kid in children(session, pipeline)])
-
 
 # -- writing ---------------------------------------------------------------------------------
 _INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
@@ -224,8 +151,6 @@ def apply_step(
 ) -> Applied:
     """Carry out STEP for PARENT, whose children are PRESENT. Keys already present are not
     submitted again (a repeated pass changes nothing)."""
-    from cloudlet.services import dispatch  # dispatch builds on the jobs service, as this does
-
     applied = Applied()
     keys: dict[str, Job] = {job.child_key or job.name: job for job in present}
     for child in step.submit:
@@ -282,8 +207,6 @@ def _settle(parent: Job, step: ParentStep | None, kids: list[Job], now: float) -
 def fail(session: Session, parent: Job, reason: str, now: float) -> list[str]:
     """Fail PARENT for REASON: its active children are cancelled, and it ends Failed once they
     have stopped (now, when none runs). The agents to wake."""
-    from cloudlet.services import dispatch
-
     parent.error = {"code": "ChildJobNotSubmitted", "message": reason}
     parent.cancel_requested = True
     parent.status_message = reason

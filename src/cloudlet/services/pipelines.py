@@ -4,7 +4,7 @@
   ``azureml:train@latest``) replaced by the components themselves (``services.components``), and
   each component's ``code`` by the snapshot it runs, then the whole document checked again
   (``domain.pipeline_jobs``) against the components its steps now run; a ``parallel`` step's
-  task code becomes a snapshot with cloudlet's batch driver added (``services.batch_endpoints.
+  task code becomes a snapshot with cloudlet's batch driver added (``services.batch_code.
   with_driver``: the driver batch deployments run), which its command job runs;
 - ``dag``: the text DAG of ``job show`` (each step, its status, its upstream, reuse);
 - ``outputs``: where the pipeline's outputs are (the step outputs bound to them).
@@ -23,9 +23,9 @@ from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN
 from cloudlet.domain.pipeline_bindings import retarget
 from cloudlet.domain.pipeline_dag import dag_text, is_reference, parent_outputs
 from cloudlet.domain.pipeline_jobs import PIPELINE
-from cloudlet.services import batch_endpoints, codes
+from cloudlet.services import batch_code, codes
 from cloudlet.services import components as component_service
-from cloudlet.services.parent_jobs import view_of
+from cloudlet.services.job_children import view_of
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import Job, Workspace
 
@@ -75,7 +75,7 @@ def _with_driver(session: Session, ws: Workspace, data: DataRoot, code: str, key
     path = data.code(ws.id, code.removeprefix("codes/"))
     if not path.is_file():
         raise validation_error(target, f"code snapshot {code!r} was not uploaded to this workspace")
-    digest = codes.store_snapshot(session, data, ws.id, batch_endpoints.with_driver(path.read_bytes()))
+    digest = codes.store_snapshot(session, data, ws.id, batch_code.with_driver(path.read_bytes()))
     return f"codes/{digest}"
 
 

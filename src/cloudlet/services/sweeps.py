@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cloudlet.domain import sweep_jobs
-from cloudlet.services import parent_jobs as parent_service
+from cloudlet.services import job_children
 from cloudlet.store.schema import Job
 
 # (session, job ids, metric key) → {job id: [(step, value), …]} (``services.tracking.metric_history``).
@@ -25,7 +25,7 @@ def view(session: Session, sweep: Job, kids: Sequence[Job], history: MetricHisto
     doc = sweep.spec
     metric = doc["objective"]["primary_metric"]
     series = history(session, [kid.id for kid in kids], metric) if kids else {}
-    views = [parent_service.view_of(kid, {metric: series.get(kid.id, [])}) for kid in kids]
+    views = [job_children.view_of(kid, {metric: series.get(kid.id, [])}) for kid in kids]
     best = sweep_jobs.best_trial(doc, views)
     trials = []
     for kid, child in zip(kids, views, strict=True):

@@ -639,3 +639,21 @@ class SshHostKey(Base):
     first_seen: Mapped[float] = mapped_column(Float)
     refused_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     refused_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class StudioSession(Base):
+    """A studio browser session, or a one-time sign-in link (``kind``), for a principal and the
+    API key it signed in with (``services/studio_sessions.py``). Only the SHA-256 of the cookie's
+    (or link's) random value is stored. Who the session stands for is checked on each request as
+    an access token minted from that key is (``identity.issuer``): revoking the key or disabling
+    the user ends it."""
+
+    __tablename__ = "studio_sessions"
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "session" or "link"
+    principal_id: Mapped[int] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    key_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)
+    last_seen_at: Mapped[float] = mapped_column(Float)  # written at most every TOUCH_RESOLUTION_S
+    expires_at: Mapped[float] = mapped_column(Float)  # the absolute expiry

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import urlencode
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from cloudlet.api.deps import AppState, Context
 from cloudlet.domain.errors import CloudletError
@@ -46,6 +46,14 @@ T = TypeVar("T")
 
 def ref(sub: str, rg: str, ws: str) -> WorkspaceRef:
     return WorkspaceRef(sub, rg, ws)
+
+
+async def _path_workspace(sub: str, rg: str, ws: str) -> WorkspaceRef:
+    return WorkspaceRef(sub, rg, ws)  # async: resolved on the event loop, no thread-pool hop
+
+
+# A route's workspace, from its path (``{sub}``, ``{rg}``, ``{ws}``): one parameter, not three.
+ArmWorkspace = Annotated[WorkspaceRef, Depends(_path_workspace)]
 
 
 def https_base(request: Request, state: AppState) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Body, Depends, Response
 
 from cloudlet.api import arm
+from cloudlet.api.arm import ArmWorkspace
 from cloudlet.api.arm.wire import arm_batch
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, success
@@ -39,8 +40,7 @@ _OBJECT = {
 ARM_DOCUMENT = json_body(_OBJECT)
 
 
-def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
-    ref = arm.ref(sub, rg, ws)
+def _workspace(ctx: Context, ref: WorkspaceRef, needed: Access) -> tuple[WorkspaceRef, Workspace]:
     return ref, workspaces.resolve(ctx.session, ref, ctx.caller, needed)
 
 
@@ -61,17 +61,15 @@ def _deployment(row: BatchDeployment, endpoint: str, ref: WorkspaceRef, ws: Work
 
 
 @router.get(arm.WS + "/batchEndpoints")
-def arm_list_batch_endpoints(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+def arm_list_batch_endpoints(ref: ArmWorkspace, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, ref, Access.READ)
     rows = service.list_endpoints(ctx.session, workspace)
     return json_response(arm.page(ctx.request, rows, lambda r: _endpoint(ctx, r, ref, workspace)))
 
 
 @router.get(EP)
-def arm_get_batch_endpoint(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
-) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+def arm_get_batch_endpoint(ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, ref, Access.READ)
     return json_response(
         _endpoint(ctx, service.get_endpoint(ctx.session, workspace, endpoint), ref, workspace)
     )
@@ -79,14 +77,12 @@ def arm_get_batch_endpoint(
 
 @router.put(EP, status_code=200, responses=success(201, "Created"), openapi_extra=ARM_DOCUMENT)
 def arm_put_batch_endpoint(
-    sub: str,
-    rg: str,
-    ws: str,
+    ref: ArmWorkspace,
     endpoint: Name,
     body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    ref, workspace = _workspace(ctx, ref, Access.WRITE)
     with arm.arm_errors(lambda t: t):
         doc = arm_batch.endpoint_from_arm(body, endpoint)
         row, created = service.create_or_update_endpoint(
@@ -96,19 +92,15 @@ def arm_put_batch_endpoint(
 
 
 @router.delete(EP, **deleted(success(204, "No such endpoint")))
-def arm_delete_batch_endpoint(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
-) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+def arm_delete_batch_endpoint(ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, ref, Access.WRITE)
     deleted_now = service.delete_endpoint(ctx.session, ref, workspace, endpoint, ctx.caller, missing_ok=True)
     return Response(status_code=200 if deleted_now else 204)
 
 
 @router.get(EP + "/deployments")
-def arm_list_batch_deployments(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
-) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+def arm_list_batch_deployments(ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, ref, Access.READ)
     row = service.get_endpoint(ctx.session, workspace, endpoint)
     rows = service.deployments(ctx.session, row)
     return json_response(arm.page(ctx.request, rows, lambda d: _deployment(d, endpoint, ref, workspace)))
@@ -116,9 +108,9 @@ def arm_list_batch_deployments(
 
 @router.get(EP + "/deployments/{deployment}")
 def arm_get_batch_deployment(
-    sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, deployment: str, ctx: Context = Depends(context)
 ) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    ref, workspace = _workspace(ctx, ref, Access.READ)
     row = service.get_deployment(
         ctx.session, service.get_endpoint(ctx.session, workspace, endpoint), deployment
     )
@@ -132,15 +124,13 @@ def arm_get_batch_deployment(
     openapi_extra=ARM_DOCUMENT,
 )
 def arm_put_batch_deployment(
-    sub: str,
-    rg: str,
-    ws: str,
+    ref: ArmWorkspace,
     endpoint: Name,
     deployment: str,
     body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    ref, workspace = _workspace(ctx, ref, Access.WRITE)
     props = body.get("properties")
     config = props.get("codeConfiguration") if isinstance(props, dict) else None
     code_id = config.get("codeId") if isinstance(config, dict) else None
@@ -155,24 +145,22 @@ def arm_put_batch_deployment(
 
 @router.delete(EP + "/deployments/{deployment}", **deleted())
 def arm_delete_batch_deployment(
-    sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, deployment: str, ctx: Context = Depends(context)
 ) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    ref, workspace = _workspace(ctx, ref, Access.WRITE)
     service.delete_deployment(ctx.session, ref, workspace, endpoint, deployment, ctx.caller)
     return Response(status_code=200)
 
 
 @router.post(EP + "/invoke", openapi_extra=ARM_DOCUMENT)
 def arm_invoke_batch_endpoint(
-    sub: str,
-    rg: str,
-    ws: str,
+    ref: ArmWorkspace,
     endpoint: Name,
     body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:
     """``batch_endpoints.invoke``: the SDK names a deployment in ``azureml-model-deployment``."""
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    ref, workspace = _workspace(ctx, ref, Access.WRITE)
     wanted = arm_batch.invocation_from_arm(body)
     deployment = ctx.request.headers.get("azureml-model-deployment")
     if deployment:
@@ -186,11 +174,11 @@ def arm_invoke_batch_endpoint(
 
 @router.get(MFE + EP + "/jobs")
 def arm_list_batch_endpoint_jobs(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)
 ) -> Response:
     """``batch_endpoints.list_jobs``: the endpoint's invocations, newest first, as ``BatchJob``s
     (the SDK asks the workspace's ``api`` service, under Azure's management-frontend prefix)."""
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    ref, workspace = _workspace(ctx, ref, Access.READ)
     rows = service.invocations(ctx.session, workspace, endpoint)
 
     def render(job: Job) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from cloudlet.api.openapi import errors
 from cloudlet.api.routing import PublicRoute, UserRoute
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.roles import Access
-from cloudlet.services import job_outputs, parent_jobs, signed_urls, workspaces
+from cloudlet.services import job_children, job_outputs, signed_urls, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.storage import read_beneath, relative_parts
@@ -100,7 +100,7 @@ def _scoring_logs(ctx: Context, parent: Job) -> dict[str, str]:
     ``jobs.stream(<batch job>)`` prints them as it follows the batch job, as the SDK prints a
     command job's (it prefers ``user_logs/std_log*.txt`` to the execution log once there is one)."""
     urls: dict[str, str] = {}
-    for kid in parent_jobs.children(ctx.session, parent)[:1]:  # a batch job has one child
+    for kid in job_children.children(ctx.session, parent)[:1]:  # a batch job has one child
         attempt = max(kid.attempt, 1)
         for file in job_service.log_files(ctx.state.data, kid, attempt):
             urls[file] = log_url(_base_url(ctx), ctx.state.token_secret, kid, attempt, file)
@@ -120,7 +120,7 @@ def run_children(
     order they were started; ``$top`` at most. One page: a parent's children are bounded."""
     workspace = workspaces.resolve(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, Access.READ)
     parent = job_service.get(ctx.session, workspace, name)
-    kids = parent_jobs.children(ctx.session, parent)[:top]
+    kids = job_children.children(ctx.session, parent)[:top]
     value = [arm_pipeline_jobs.run_view(_child_fields(kid, parent)) for kid in kids]
     return json_response({"value": value, "continuationToken": None, "nextLink": None})
 
@@ -168,7 +168,7 @@ def _parent_log(ctx: Context, workspace_id: int, name: str) -> str:
         return ""
     steps = [
         {**_child_fields(kid, parent), "key": kid.child_key or kid.name}
-        for kid in parent_jobs.children(ctx.session, parent)
+        for kid in job_children.children(ctx.session, parent)
     ]
     noun = "trial" if parent.kind == "sweep" else "step"
     return arm_pipeline_jobs.execution_log(parent.name, steps, parent.status, noun)

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from cloudlet.api.arm import WS, https_base
+from cloudlet.api.arm import WS, ArmWorkspace, https_base
 from cloudlet.api.arm.wire import arm_batch, arm_jobs, arm_pipeline_jobs
 from cloudlet.api.deps import AML_RESOURCE_ID, AppState, Context, app_state, context, json_response
 from cloudlet.api.openapi import json_body
@@ -129,16 +129,13 @@ def check_azureml_token(token: str | None, caller: Caller, secret: str) -> None:
 
 @router.put(WS + "/jobs/{name}", status_code=201, openapi_extra=ARM_JOB)
 async def create_job(
-    sub: str,
-    rg: str,
-    ws: str,
+    ref: ArmWorkspace,
     name: JobName,
     request: Request,
     body: dict[str, Any] = Body(include_in_schema=False),
     state: AppState = Depends(app_state),
 ) -> Response:
     caller: Caller = request.state.caller  # authenticated before the body was read
-    ref = WorkspaceRef(sub, rg, ws)
     if arm_pipeline_jobs.job_type(body) == arm_pipeline_jobs.PIPELINE:
         check_azureml_token(request.headers.get("x-azureml-token"), caller, state.token_secret)
     if _code_id(body) is None:  # nothing to look up: pure, on the event loop (no thread-pool hop)

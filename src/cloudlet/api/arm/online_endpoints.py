@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Body, Depends, Response
 
 from cloudlet.api import arm
+from cloudlet.api.arm import ArmWorkspace
 from cloudlet.api.arm.wire import arm_online
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, nullable, success
@@ -106,15 +107,14 @@ DEPLOYMENT_DOCUMENT = json_body(
 )
 
 
-def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:
-    ref = arm.ref(sub, rg, ws)
+def _workspace(ctx: Context, ref: WorkspaceRef, needed: Access) -> tuple[WorkspaceRef, Workspace]:
     return ref, workspaces.resolve(ctx.session, ref, ctx.caller, needed)
 
 
 def _endpoint_row(
-    ctx: Context, sub: str, rg: str, ws: str, endpoint: str, needed: Access
+    ctx: Context, ref: WorkspaceRef, endpoint: str, needed: Access
 ) -> tuple[WorkspaceRef, Workspace, OnlineEndpoint]:
-    ref, workspace = _workspace(ctx, sub, rg, ws, needed)
+    ref, workspace = _workspace(ctx, ref, needed)
     return ref, workspace, service.get_endpoint(ctx.session, workspace, endpoint)
 
 
@@ -131,26 +131,24 @@ def _deployment(
 
 
 @router.get(arm.WS + "/onlineEndpoints")
-def arm_list_online_endpoints(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+def arm_list_online_endpoints(ref: ArmWorkspace, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, ref, Access.READ)
     rows = service.list_endpoints(ctx.session, workspace)
     return json_response(arm.page(ctx.request, rows, lambda r: _endpoint(ctx, r, ref, workspace)))
 
 
 @router.get(EP)
-def arm_get_online_endpoint(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
-) -> Response:
-    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+def arm_get_online_endpoint(ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace, row = _endpoint_row(ctx, ref, endpoint, Access.READ)
     return json_response(_endpoint(ctx, row, ref, workspace))
 
 
 @router.put(EP, status_code=200, responses=success(201, "Created"), openapi_extra=ENDPOINT_DOCUMENT)
 def arm_put_online_endpoint(
-    sub: str, rg: str, ws: str, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
 ) -> Response:
     """Create or update (begin_create_or_update; also how the SDK sets ``endpoint.traffic``)."""
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+    ref, workspace = _workspace(ctx, ref, Access.WRITE)
     with arm.arm_errors(arm_online.arm_target):
         doc = arm_online.endpoint_from_arm(body, endpoint)
         written = writes.put_endpoint(
@@ -161,10 +159,10 @@ def arm_put_online_endpoint(
 
 @router.patch(EP, openapi_extra=ENDPOINT_DOCUMENT)
 def arm_patch_online_endpoint(
-    sub: str, rg: str, ws: str, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
 ) -> Response:
     """Tags, traffic and mirror traffic of an existing endpoint (the rest stays)."""
-    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    ref, workspace, row = _endpoint_row(ctx, ref, endpoint, Access.WRITE)
     with arm.arm_errors(arm_online.arm_target):
         doc = arm_online.endpoint_patch(body, row.spec)
         written = writes.put_endpoint(ctx.session, ref, workspace, endpoint, doc, ctx.caller.name)
@@ -172,27 +170,23 @@ def arm_patch_online_endpoint(
 
 
 @router.delete(EP, **deleted(success(204, "No such endpoint")))
-def arm_delete_online_endpoint(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
-) -> Response:
-    ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
+def arm_delete_online_endpoint(ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)) -> Response:
+    ref, workspace = _workspace(ctx, ref, Access.WRITE)
     gone = writes.delete_endpoint(ctx.session, ref, workspace, endpoint, ctx.caller.name, missing_ok=True)
     return Response(status_code=200 if gone else 204)
 
 
 @router.post(EP + "/listKeys")
 def arm_list_online_endpoint_keys(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)
 ) -> Response:
-    _, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    _, _, row = _endpoint_row(ctx, ref, endpoint, Access.WRITE)
     return json_response(service.keys(row))
 
 
 @router.post(EP + "/token")
-def arm_online_endpoint_token(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
-) -> Response:
-    _, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+def arm_online_endpoint_token(ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)) -> Response:
+    _, _, row = _endpoint_row(ctx, ref, endpoint, Access.WRITE)
     return json_response(service.token(ctx.state.token_secret, row))
 
 
@@ -204,10 +198,10 @@ def arm_online_endpoint_token(
     openapi_extra=json_body(KEYS_SCHEMA),
 )
 def arm_regenerate_online_endpoint_keys(
-    sub: str, rg: str, ws: str, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, body: Any = ARM_BODY, ctx: Context = Depends(context)
 ) -> Response:
     """begin_regenerate_keys: finishes in its request (200, no polling headers)."""
-    ref, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    ref, _, row = _endpoint_row(ctx, ref, endpoint, Access.WRITE)
     key_type = body.get("keyType") if isinstance(body, dict) else None
     writes.regenerate(ctx.session, ref, row, str(key_type or ""), ctx.caller.name)
     return Response(status_code=200)
@@ -215,34 +209,32 @@ def arm_regenerate_online_endpoint_keys(
 
 @router.get(EP + "/deployments")
 def arm_list_online_deployments(
-    sub: str, rg: str, ws: str, endpoint: str, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, ctx: Context = Depends(context)
 ) -> Response:
-    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    ref, workspace, row = _endpoint_row(ctx, ref, endpoint, Access.READ)
     rows = service.deployments_of(ctx.session, row)
     return json_response(arm.page(ctx.request, rows, lambda d: _deployment(ctx, d, endpoint, ref, workspace)))
 
 
 @router.get(DEP)
 def arm_get_online_deployment(
-    sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, deployment: str, ctx: Context = Depends(context)
 ) -> Response:
-    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    ref, workspace, row = _endpoint_row(ctx, ref, endpoint, Access.READ)
     found = service.get_deployment(ctx.session, row, deployment)
     return json_response(_deployment(ctx, found, endpoint, ref, workspace))
 
 
 @router.put(DEP, status_code=200, responses=success(201, "Created"), openapi_extra=DEPLOYMENT_DOCUMENT)
 def arm_put_online_deployment(
-    sub: str,
-    rg: str,
-    ws: str,
+    ref: ArmWorkspace,
     endpoint: str,
     deployment: str,
     body: Any = ARM_BODY,
     ctx: Context = Depends(context),
 ) -> Response:
     """Create or update; the SDK polls the GET until ``provisioningState`` is Succeeded or Failed."""
-    ref, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    ref, workspace, row = _endpoint_row(ctx, ref, endpoint, Access.WRITE)
     props = body.get("properties") if isinstance(body, dict) else None
     config = props.get("codeConfiguration") if isinstance(props, dict) else None
     code_id = config.get("codeId") if isinstance(config, dict) else None
@@ -270,16 +262,14 @@ def arm_put_online_deployment(
 
 @router.get(DEP + "/operations/{generation}")
 def arm_online_deployment_operation(
-    sub: str,
-    rg: str,
-    ws: str,
+    ref: ArmWorkspace,
     endpoint: str,
     deployment: str,
     generation: int,
     ctx: Context = Depends(context),
 ) -> Response:
     """What a deployment PUT's ``Azure-AsyncOperation`` points at: that write's roll-out."""
-    _, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    _, _, row = _endpoint_row(ctx, ref, endpoint, Access.READ)
     found = service.get_deployment(ctx.session, row, deployment)
     body = arm_online.operation_status(found.generation, found.provisioning_state, found.reason, generation)
     body["id"] = str(ctx.request.url).split("?", 1)[0]
@@ -289,9 +279,9 @@ def arm_online_deployment_operation(
 
 @router.delete(DEP, **deleted(success(204, "No such deployment")))
 def arm_delete_online_deployment(
-    sub: str, rg: str, ws: str, endpoint: str, deployment: str, ctx: Context = Depends(context)
+    ref: ArmWorkspace, endpoint: str, deployment: str, ctx: Context = Depends(context)
 ) -> Response:
-    ref, _, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.WRITE)
+    ref, _, row = _endpoint_row(ctx, ref, endpoint, Access.WRITE)
     with arm.arm_errors(arm_online.arm_target):
         gone = writes.delete_deployment(ctx.session, ref, row, deployment, ctx.caller.name, missing_ok=True)
     return Response(status_code=200 if gone else 204)
@@ -299,15 +289,13 @@ def arm_delete_online_deployment(
 
 @router.post(DEP + "/getLogs", openapi_extra=json_body(LOGS_SCHEMA, required=False))
 def arm_online_deployment_logs(
-    sub: str,
-    rg: str,
-    ws: str,
+    ref: ArmWorkspace,
     endpoint: str,
     deployment: str,
     body: Any = Body(default=None, include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:
-    _, workspace, row = _endpoint_row(ctx, sub, rg, ws, endpoint, Access.READ)
+    _, workspace, row = _endpoint_row(ctx, ref, endpoint, Access.READ)
     service.get_deployment(ctx.session, row, deployment)
     count = log_lines(body)
     return json_response({"content": ctx.state.online.logs(workspace.id, endpoint, deployment, count)})

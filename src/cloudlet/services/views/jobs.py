@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.services import assets as asset_service
+from cloudlet.services import job_children, pipelines, sweeps, tracking
 from cloudlet.services import jobs as job_service
-from cloudlet.services import parent_jobs, pipelines, sweeps, tracking
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.services.jobs import JobFields
@@ -29,7 +29,7 @@ def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[s
     body["assets"] = asset_service.uses_view(session, job.id)
     body.update(tracking.job_view(session, job.id))
     if job.kind != JobKind.COMMAND.value:
-        kids = parent_jobs.children(session, job)
+        kids = job_children.children(session, job)
         body["children"] = render_children(kids)
         if job.kind == JobKind.PIPELINE.value:
             body["dag"] = pipelines.dag(job, kids)

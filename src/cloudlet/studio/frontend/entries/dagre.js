@@ -1,0 +1,2 @@
+// Pipeline graph layout.
+export { default as dagre } from "@dagrejs/dagre";

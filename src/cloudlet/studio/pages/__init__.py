@@ -1,0 +1,1 @@
+"""The studio's pages, one module per group, each with its ``router`` and ``NAV`` entry."""
