@@ -5,8 +5,8 @@ readiness, the serving generation), so every other server's gateway reaches them
 ``autoscaled_instances`` is autoscale's current count, so a restart or a new lease holder starts
 from it (issue 26). Both NULL until the holder writes them.
 
-Revision ID: 0024
-Revises: 0023
+Revision ID: 0025
+Revises: 0024
 Create Date: 2026-12-06
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024"
-down_revision = "0023"
+revision = "0025"
+down_revision = "0024"
 branch_labels = None
 depends_on = None
 

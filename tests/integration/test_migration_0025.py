@@ -1,5 +1,5 @@
-"""Migration 0024 (online_deployments.serving, .autoscaled_instances) on a store populated at
-0023: an existing deployment and its metrics are kept, with no serving report and no autoscaled
+"""Migration 0025 (online_deployments.serving, .autoscaled_instances) on a store populated at
+0024: an existing deployment and its metrics are kept, with no serving report and no autoscaled
 count yet (its next roll-out starts from instance_count), and the schema at head matches the
 models (SQLite and PostgreSQL)."""
 
@@ -15,7 +15,7 @@ from tests.integration.test_migrations import _add_workspace, _differences, _upg
 
 
 def _rows_carried(engine: Engine) -> None:
-    _upgrade(engine, "0023")
+    _upgrade(engine, "0024")
     with engine.begin() as conn:
         _add_workspace(conn)
         conn.execute(
@@ -43,14 +43,14 @@ def _rows_carried(engine: Engine) -> None:
         assert conn.execute(text("SELECT requests FROM online_deployment_metrics")).scalar_one() == 7
 
 
-def test_sqlite_rows_are_carried_to_0024(tmp_path: Path) -> None:
+def test_sqlite_rows_are_carried_to_0025(tmp_path: Path) -> None:
     engine = db.make_engine(db.sqlite_url(tmp_path))
     _rows_carried(engine)
     engine.dispose()
 
 
 @pytest.mark.postgres
-def test_postgres_rows_are_carried_to_0024(postgres_url: str) -> None:
+def test_postgres_rows_are_carried_to_0025(postgres_url: str) -> None:
     engine = create_engine(db.normalise_url(postgres_url))
     _rows_carried(engine)
     engine.dispose()
