@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, create_engine
 
 from cloudlet.domain.job_status import IllegalJobTransition, JobStatus
-from cloudlet.services import dispatch, job_status
+from cloudlet.services import exits, job_status
 from cloudlet.services.clock import utcnow
 from cloudlet.store import db
 from cloudlet.store.schema import Job, JobRun, ResourceGroup, Subscription, Workspace
@@ -98,7 +98,7 @@ def test_a_late_exit_leaves_an_ended_job_as_it_ended(tmp_path: Path) -> None:
         # The compute's deletion ended the job while this run's node was already going away.
         job.cancel_requested = True
         job_status.set_status(job, JobStatus.CANCELED, NOW + 1, message="compute 'cpu' was deleted")
-        assert dispatch.record_exit(session, run, None, "lost", NOW + 2) == []
+        assert exits.record_exit(session, run.id, None, "lost", NOW + 2) == []
         assert run.state == "exited"
     with sessions() as session:
         job = session.get(Job, job_id)

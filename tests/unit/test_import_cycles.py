@@ -30,13 +30,11 @@ ALLOWED: dict[frozenset[str], str] = {
         {
             "cloudlet.services.batch_endpoints",
             "cloudlet.services.batch_pipelines",
-            "cloudlet.services.dispatch",
             "cloudlet.services.jobs",
             "cloudlet.services.parent_jobs",
             "cloudlet.services.pipelines",
-            "cloudlet.services.run_specs",
         }
-    ): "job submission, dispatch, pipelines and batch jobs: to be split by lifecycle stage (item 6)",
+    ): "job submission, pipelines and batch jobs: to be split by lifecycle stage (item 6)",
 }
 
 

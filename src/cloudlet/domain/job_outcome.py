@@ -29,7 +29,7 @@ def settle(
     runs: list[RunEnd], attempt: int, max_attempts: int, cancel_requested: bool, now: float
 ) -> dict[str, Any]:
     """The job's columns once every run of its current attempt has ended: only those that change.
-    ``status`` is a ``JobStatus``; ``services.job_status.settle`` applies the whole (the move is
+    ``status`` is a ``JobStatus``; ``services.exits`` applies the whole (the move is
     checked there, and its ``ended_at`` is the one the status table stamps: the same)."""
     reasons = {r.reason for r in runs}
     if cancel_requested:

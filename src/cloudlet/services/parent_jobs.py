@@ -27,7 +27,7 @@ from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
 from cloudlet.domain.pipeline_bindings import ARTIFACTS_OUTPUT, default_artifacts_path, is_default_artifacts
-from cloudlet.services import effects
+from cloudlet.services import effects, exits
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller
 from cloudlet.services.job_status import set_status
@@ -224,8 +224,6 @@ def apply_step(
 ) -> Applied:
     """Carry out STEP for PARENT, whose children are PRESENT. Keys already present are not
     submitted again (a repeated pass changes nothing)."""
-    from cloudlet.services import dispatch  # dispatch builds on the jobs service, as this does
-
     applied = Applied()
     keys: dict[str, Job] = {job.child_key or job.name: job for job in present}
     for child in step.submit:
@@ -240,7 +238,7 @@ def apply_step(
             reason = step.reasons.get(key) or step.cancel_reason or "canceled by its parent"
             # On the child's error: its status message becomes "canceled" once its runs stop.
             job.status_message, job.error = reason, {"code": "CanceledByParent", "message": reason}
-            applied.wake_nodes += dispatch.cancel_job(session, job)
+            applied.wake_nodes += exits.cancel_job(session, job)
     if parent.status == JobStatus.QUEUED.value:
         set_status(parent, JobStatus.PREPARING, now, message=step.progress or "starting its children")
     elif step.progress and parent.status_message != step.progress:
@@ -282,8 +280,6 @@ def _settle(parent: Job, step: ParentStep | None, kids: list[Job], now: float) -
 def fail(session: Session, parent: Job, reason: str, now: float) -> list[str]:
     """Fail PARENT for REASON: its active children are cancelled, and it ends Failed once they
     have stopped (now, when none runs). The agents to wake."""
-    from cloudlet.services import dispatch
-
     parent.error = {"code": "ChildJobNotSubmitted", "message": reason}
     parent.cancel_requested = True
     parent.status_message = reason
@@ -292,7 +288,7 @@ def fail(session: Session, parent: Job, reason: str, now: float) -> list[str]:
     for job in kids:
         if job.status in statuses_active() and not job.cancel_requested:
             job.status_message = f"canceled: {reason}"
-            wake += dispatch.cancel_job(session, job)
+            wake += exits.cancel_job(session, job)
     _settle(parent, None, kids, now)
     return wake
 
