@@ -1,7 +1,7 @@
 """How a job attempt ends, decided from how its runs ended (pure).
 
-Both ways of recording an exit use it: the general one over ORM objects and the plain-SQL one for
-the common case (``services/exits.py``), so the two cannot disagree on a job's status.
+Recording a run's exit (``services/exits.py``) applies it once the attempt's every run has
+ended.
 """
 
 from __future__ import annotations
