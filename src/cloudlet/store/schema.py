@@ -263,6 +263,11 @@ class Node(Base):
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+def _display_name_of_spec(context: Any) -> str | None:
+    value = (context.get_current_parameters().get("spec") or {}).get("display_name")
+    return None if value is None else str(value)
+
+
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (UniqueConstraint("workspace_id", "name"),)
@@ -271,6 +276,9 @@ class Job(Base):
     name: Mapped[str] = mapped_column(String(128))
     compute_name: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     spec: Mapped[dict[str, Any]] = mapped_column()
+    # The document's display_name, kept beside it so the job list's name search reads a column, not
+    # every job's JSON (services/job_search.py); filled from SPEC on insert, whoever inserts.
+    display_name: Mapped[str | None] = mapped_column(Text, nullable=True, default=_display_name_of_spec)
     # domain.job_kind.JobKind: "command" (pipeline, sweep and batch_scoring are reserved).
     kind: Mapped[str] = mapped_column(String(32), default="command", server_default="command")
     # The job that made this one (a pipeline step, a sweep trial); None for a job submitted alone.
@@ -312,6 +320,13 @@ Index(
     Job.priority.desc(),
     Job.submitted_at,
 )
+# The job list's pages (services/job_search.py), newest first with ties by id: the top-level list
+# (or one parent's children), all jobs, and the same under the filters the list is read with most.
+Index("ix_jobs_list_top", Job.workspace_id, Job.parent_job_id, Job.submitted_at, Job.id)
+Index("ix_jobs_list_all", Job.workspace_id, Job.submitted_at, Job.id)
+Index("ix_jobs_list_status", Job.workspace_id, Job.status, Job.submitted_at, Job.id)
+Index("ix_jobs_list_compute", Job.workspace_id, Job.compute_name, Job.submitted_at, Job.id)
+Index("ix_jobs_list_creator", Job.workspace_id, Job.created_by, Job.submitted_at, Job.id)
 
 
 class JobRun(Base):

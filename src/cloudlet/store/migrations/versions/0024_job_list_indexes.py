@@ -1,0 +1,49 @@
+"""job_list_indexes: the studio's job list pages read an index in their order (issue 27)
+
+With 100,000 jobs a first page, and a page under a status, compute or submitter filter, reads a
+page of index entries instead of sorting the workspace's jobs (services/job_search.py). A job's
+display_name gets its own column (filled from the stored document), so the name search reads it
+instead of parsing every job's JSON.
+
+Revision ID: 0024
+Revises: 0023
+Create Date: 2026-12-06
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0024"
+down_revision = "0023"
+branch_labels = None
+depends_on = None
+
+_INDEXES = {
+    "ix_jobs_list_top": ["workspace_id", "parent_job_id", "submitted_at", "id"],
+    "ix_jobs_list_all": ["workspace_id", "submitted_at", "id"],
+    "ix_jobs_list_status": ["workspace_id", "status", "submitted_at", "id"],
+    "ix_jobs_list_compute": ["workspace_id", "compute_name", "submitted_at", "id"],
+    "ix_jobs_list_creator": ["workspace_id", "created_by", "submitted_at", "id"],
+}
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("display_name", sa.Text(), nullable=True))
+    extract = (
+        "spec ->> 'display_name'"
+        if op.get_bind().dialect.name == "postgresql"
+        else "json_extract(spec, '$.display_name')"
+    )
+    op.execute(f"UPDATE jobs SET display_name = {extract}")
+    for name, columns in _INDEXES.items():
+        op.create_index(name, "jobs", columns)
+
+
+def downgrade() -> None:
+    for name in _INDEXES:
+        op.drop_index(name, table_name="jobs")
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("display_name")
