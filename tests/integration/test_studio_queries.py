@@ -123,7 +123,9 @@ def test_job_list_refuses_what_it_cannot_read_naming_the_field(api: httpx.Client
 
 def test_a_job_on_a_stopped_instance_says_so_with_its_position(api: httpx.Client, srv: RunningServer) -> None:
     submit(api, srv, "on-stopped", {"command": "echo later", "compute": f"azureml:{INSTANCE}"})
-    queued = _listed(api, srv, compute=INSTANCE, status="Queued", include_children="false", **{"$count": "true"})
+    queued = _listed(
+        api, srv, compute=INSTANCE, status="Queued", include_children="false", **{"$count": "true"}
+    )
     waiting = job(api, srv, "on-stopped")["waiting"]
     assert waiting["code"] == "instance_stopped", waiting
     assert "stopped" in waiting["message"], waiting
