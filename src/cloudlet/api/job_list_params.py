@@ -62,35 +62,20 @@ class JobSearchParams:
 NO_SEARCH = JobSearchParams()
 
 
-def job_search_params(
-    type: Annotated[
-        list[str] | None, Query(description="only jobs of these types (command, pipeline, sweep)")
-    ] = None,
-    created_by: Annotated[list[str] | None, Query(description="only jobs submitted by these callers")] = None,
-    experiment: Annotated[
-        str | None, Query(max_length=256, description="only this experiment's jobs")
-    ] = None,
-    tag: Annotated[list[str] | None, Query(description="only jobs with this tag: key or key=value")] = None,
-    search: Annotated[
-        str | None, Query(max_length=128, description="name or display name contains this, in any case")
-    ] = None,
-    submitted_after: Annotated[datetime | None, Query(description="submitted at or after this time")] = None,
-    submitted_before: Annotated[datetime | None, Query(description="submitted before this time")] = None,
-    include_children: Annotated[bool, Query(description="also pipeline steps and sweep trials")] = False,
-    orderby: Annotated[
-        str | None, Query(alias="$orderby", pattern=ORDER_PATTERN, description="e.g. 'name asc'")
-    ] = None,
-    count: Annotated[bool, Query(alias="$count", description="also count the matches, up to 10,000")] = False,
-) -> JobSearchParams:
-    return JobSearchParams(
-        tuple(type or ()),
-        tuple(created_by or ()),
-        experiment,
-        tuple(tag or ()),
-        search,
-        submitted_after,
-        submitted_before,
-        include_children,
-        orderby,
-        count,
-    )
+# The parameters, as the list route declares them (plain query parameters: the route stays on the
+# direct handler's plan, ``api/direct.py``).
+TypeFilter = Annotated[
+    list[str] | None, Query(description="only jobs of these types (command, pipeline, sweep)")
+]
+CreatorFilter = Annotated[list[str] | None, Query(description="only jobs submitted by these callers")]
+ExperimentFilter = Annotated[str | None, Query(max_length=256, description="only this experiment's jobs")]
+TagFilter = Annotated[list[str] | None, Query(description="only jobs with this tag: key or key=value")]
+NameSearch = Annotated[
+    str | None,
+    Query(alias="search", max_length=128, description="name or display name contains this, in any case"),
+]
+SubmittedAfter = Annotated[datetime | None, Query(description="submitted at or after this time")]
+SubmittedBefore = Annotated[datetime | None, Query(description="submitted before this time")]
+WithChildren = Annotated[bool, Query(description="also pipeline steps and sweep trials")]
+OrderBy = Annotated[str | None, Query(alias="$orderby", pattern=ORDER_PATTERN, description="e.g. 'name asc'")]
+CountToo = Annotated[bool, Query(alias="$count", description="also count the matches, up to 10,000")]

@@ -10,7 +10,19 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import AppState, Context, app_state, context, json_response
-from cloudlet.api.job_list_params import JobSearchParams, job_search_params
+from cloudlet.api.job_list_params import (
+    CountToo,
+    CreatorFilter,
+    ExperimentFilter,
+    JobSearchParams,
+    NameSearch,
+    OrderBy,
+    SubmittedAfter,
+    SubmittedBefore,
+    TagFilter,
+    TypeFilter,
+    WithChildren,
+)
 from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
@@ -87,13 +99,34 @@ def list_jobs(
     parent: Annotated[
         str | None, Query(pattern=JOB_NAME_PATTERN.pattern, description="only this job's child jobs")
     ] = None,
-    search: JobSearchParams = Depends(job_search_params),
+    type: TypeFilter = None,
+    created_by: CreatorFilter = None,
+    experiment: ExperimentFilter = None,
+    tag: TagFilter = None,
+    search_text: NameSearch = None,
+    submitted_after: SubmittedAfter = None,
+    submitted_before: SubmittedBefore = None,
+    include_children: WithChildren = False,
+    orderby: OrderBy = None,
+    count: CountToo = False,
     ctx: Context = Depends(context),
 ) -> Response:
     """Jobs newest first, ``$top`` at a time; ``nextLink`` (absent on the last page) fetches the next.
     Any of the studio's filters, ``$orderby`` or ``$count`` lists through ``services.job_search``
     (``count`` and ``countCapped`` answer ``$count=true``)."""
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
+    search = JobSearchParams(
+        tuple(type or ()),
+        tuple(created_by or ()),
+        experiment,
+        tuple(tag or ()),
+        search_text,
+        submitted_after,
+        submitted_before,
+        include_children,
+        orderby,
+        count,
+    )
     if search.asked():
         query = search.query(status, compute, parent, top, skip_token)
         found = job_search.search_jobs(ctx.session, workspace, query)
