@@ -85,17 +85,16 @@ def _place(session: Session, job: Job, compute: Compute | None) -> QueuePlace:
     queue = dispatch.queue_in_order(session, job.workspace_id, job.compute_name, QUEUE_READ)
     index = next((i for i, row in enumerate(queue) if row.id == job.id), None)
     ahead = [row for row in queue[:index] if not row.cancel_requested] if index is not None else queue
-    cores = sum(_cores(session, compute, row) for row in ahead)
+    if compute is not None and compute.type in compute_types.SINGLE_NODE:
+        # An instance's job takes a vCPU a process (as ``dispatch._schedule_instance`` counts).
+        cores = sum(dispatch.processes_per_node(row.spec) for row in ahead)
+    else:
+        size = catalogue_service.current(session).get(compute.size or "") if compute is not None else None
+        cores = sum(row.instance_count for row in ahead) * (size.vcpus if size is not None else 1)
     higher = sum(1 for row in ahead if row.priority > job.priority)
     nodes = sum(row.instance_count for row in ahead)
-    return QueuePlace(None if index is None else index + 1, len(ahead), cores, higher, nodes)
-
-
-def _cores(session: Session, compute: Compute | None, row: Any) -> int:
-    if compute is not None and compute.type in compute_types.SINGLE_NODE:
-        return dispatch.processes_per_node(row.spec)  # an instance's job takes a vCPU a process
-    size = catalogue_service.current(session).get(compute.size or "") if compute is not None else None
-    return int(row.instance_count) * (size.vcpus if size is not None else 1)
+    # Jobs ahead whose cancel was asked are skipped by the scheduler: they do not count.
+    return QueuePlace(None if index is None else len(ahead) + 1, len(ahead), cores, higher, nodes)
 
 
 def _instance_facts(session: Session, compute: Compute, job: Job) -> InstanceFacts:
