@@ -45,7 +45,7 @@ class JobSort(StrEnum):
 class JobQuery:
     """What the job list asks for. Empty tuples and None mean "any". ``tags`` holds ``key`` (the
     job has the tag) or ``key=value``; ``text`` is a case-insensitive substring of the job's name or
-    display name; times are epoch seconds (``submitted_from`` inclusive, ``submitted_to``
+    display name (its first 256 characters); times are epoch seconds (``submitted_from`` inclusive, ``submitted_to``
     exclusive). ``parent`` lists that job's children; otherwise ``include_children`` adds pipeline
     steps and sweep trials to the top-level jobs."""
 
