@@ -28,6 +28,9 @@ PAGES = {
     "submitter": (JobQuery(created_by=("u3",)), ("ix_jobs_list_creator",)),
     "with children": (JobQuery(include_children=True), ("ix_jobs_list_all",)),
 }
+# SQLite reads the duration sort through its expression index; PostgreSQL does not match it yet
+# (it sorts the workspace's top-level jobs: a known gap, docs/performance.md).
+SQLITE_PAGES = {"by duration": (JobQuery(sort="duration"), ("ix_jobs_list_duration",))}
 
 
 def _migrated_with_jobs(engine: Engine) -> None:
@@ -87,7 +90,8 @@ def _plan(session: Session, query: JobQuery) -> str:
 def _pages_read_their_index(engine: Engine) -> None:
     _fill(engine)
     with Session(engine) as session:
-        for label, (query, indexes) in PAGES.items():
+        sqlite = engine.dialect.name == "sqlite"
+        for label, (query, indexes) in {**PAGES, **(SQLITE_PAGES if sqlite else {})}.items():
             plan = _plan(session, query)
             assert any(index in plan for index in indexes), (label, plan)
             assert "TEMP B-TREE" not in plan and "Sort" not in plan, (label, plan)

@@ -26,7 +26,7 @@ from cloudlet.domain.errors import validation_error
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.services import jobs as job_service
-from cloudlet.store.schema import Job, Workspace
+from cloudlet.store.schema import JOB_DURATION, Job, Workspace
 
 COUNT_CAP = 10_000  # a count beyond this is shown as "10,000+": it never scans further
 MAX_TEXT = 128
@@ -45,9 +45,9 @@ class JobSort(StrEnum):
 class JobQuery:
     """What the job list asks for. Empty tuples and None mean "any". ``tags`` holds ``key`` (the
     job has the tag) or ``key=value``; ``text`` is a case-insensitive substring of the job's name or
-    display name (its first 256 characters); times are epoch seconds (``submitted_from`` inclusive, ``submitted_to``
-    exclusive). ``parent`` lists that job's children; otherwise ``include_children`` adds pipeline
-    steps and sweep trials to the top-level jobs."""
+    display name (its first 256 characters); times are epoch seconds (``submitted_from`` inclusive,
+    ``submitted_to`` exclusive). ``parent`` lists that job's children; otherwise
+    ``include_children`` adds pipeline steps and sweep trials to the top-level jobs."""
 
     statuses: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
@@ -99,8 +99,8 @@ _LISTED = (
     Job.ended_at,
 )
 # A job that has not ended sorts as shortest (-1): its duration is still growing, and a key that
-# changes with the clock would break paging.
-_DURATION = func.coalesce(Job.ended_at - Job.started_at, literal(-1.0))
+# changes with the clock would break paging. The expression of the index ix_jobs_list_duration.
+_DURATION = JOB_DURATION
 _SORT_KEYS: dict[JobSort, tuple[Any, ...]] = {
     JobSort.SUBMITTED: (Job.submitted_at,),
     JobSort.NAME: (Job.name,),

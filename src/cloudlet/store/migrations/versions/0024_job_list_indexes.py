@@ -41,10 +41,15 @@ def upgrade() -> None:
     op.execute(f"UPDATE jobs SET display_name = substr({extract}, 1, 256)")
     for name, columns in _INDEXES.items():
         op.create_index(name, "jobs", columns)
+    # The duration sort's key, the very expression services/job_search.py orders by.
+    duration = sa.text("coalesce(ended_at - started_at, -1.0)")
+    op.create_index(
+        "ix_jobs_list_duration", "jobs", ["workspace_id", "parent_job_id", duration, "submitted_at", "id"]
+    )
 
 
 def downgrade() -> None:
-    for name in _INDEXES:
+    for name in [*_INDEXES, "ix_jobs_list_duration"]:
         op.drop_index(name, table_name="jobs")
     with op.batch_alter_table("jobs") as batch:
         batch.drop_column("display_name")
