@@ -177,6 +177,9 @@ _INSTANCE_NODE = select(Node).where(
 )
 # An instance looks this far down its queue for jobs that fit beside the running ones.
 INSTANCE_WINDOW = 64
+# The scheduler's queue order (priority high first, then FIFO): every reading of a compute's queue
+# (placing, and a waiting job's position in ``services.job_wait``) orders by this one expression.
+QUEUE_ORDER = (Job.priority.desc(), Job.submitted_at)
 _QUEUED_JOBS = (
     select(*_JOB_COLUMNS, Job.cancel_requested)
     .where(
@@ -184,7 +187,7 @@ _QUEUED_JOBS = (
         Job.compute_name == bindparam("compute"),
         Job.status == job_status.QUEUED,
     )
-    .order_by(Job.priority.desc(), Job.submitted_at)
+    .order_by(*QUEUE_ORDER)
     .limit(INSTANCE_WINDOW)
 )
 _QUEUE_HEAD = (
@@ -202,10 +205,27 @@ _QUEUE_HEAD = (
         Job.compute_name == bindparam("compute"),
         Job.status == job_status.QUEUED,
     )
-    .order_by(Job.priority.desc(), Job.submitted_at)
+    .order_by(*QUEUE_ORDER)
     .limit(bindparam("window"))
 )
 SHORT_WINDOW = 16  # looked at first: enough when it fills every idle node
+_QUEUE = (
+    select(Job.id, Job.name, Job.instance_count, Job.priority, Job.spec, Job.cancel_requested)
+    .where(
+        Job.workspace_id == bindparam("ws"),
+        Job.compute_name == bindparam("compute"),
+        Job.status == job_status.QUEUED,
+    )
+    .order_by(*QUEUE_ORDER)
+    .limit(bindparam("limit"))
+)
+
+
+def queue_in_order(session: Session, workspace_id: int, compute_name: str, limit: int) -> list[Any]:
+    """The first LIMIT queued jobs of a compute in the order the scheduler takes them (rows: id,
+    name, instance_count, priority, spec, cancel_requested)."""
+    params = {"ws": workspace_id, "compute": compute_name, "limit": limit}
+    return list(session.execute(_QUEUE, params).all())
 
 
 def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
@@ -345,6 +365,15 @@ def _schedule_instance(session: Session, compute: Compute, data: DataRoot, serve
                 break
             free -= need
     return wake
+
+
+def instance_vcpus(session: Session, compute: Compute) -> tuple[int, int] | None:
+    """An instance's vCPUs and how many its running jobs leave free, as ``_schedule_instance``
+    counts them; None when it has no serving node (stopped, starting)."""
+    node = session.scalar(_INSTANCE_NODE, {"compute": compute.id})
+    if node is None:
+        return None
+    return node.vcpus, node.vcpus - len(list(session.scalars(exits.ACTIVE_RUNS_ON_NODE, {"node": node.id})))
 
 
 def processes_per_node(doc: dict[str, Any]) -> int:
