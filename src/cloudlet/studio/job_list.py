@@ -80,6 +80,10 @@ class ListView:
             "size": "" if self.size == PAGE_SIZE else str(self.size),
         }
         values.update(changes)
+        if values["sort"] == JobSort.SUBMITTED.value:  # the defaults stay out of the URL
+            values["sort"] = ""
+        if values["order"] == "desc":
+            values["order"] = ""
         pairs: list[tuple[str, str]] = []
         for key, value in values.items():
             for one in (value,) if isinstance(value, str) else value:

@@ -21,10 +21,10 @@ from cloudlet.domain.errors import validation_error
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import FINAL
 from cloudlet.domain.roles import Access
-from cloudlet.services import computes, job_cancel, job_documents
+from cloudlet.services import computes, job_cancel, job_documents, job_search
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.studio import shell
+from cloudlet.studio import job_list, shell
 from cloudlet.studio.pages import job_forms
 from cloudlet.studio.session import PREFIX, StudioRoute, form_lists_of
 
@@ -67,9 +67,6 @@ def _duration(seconds: float | None) -> str:
 
 # -- the list ------------------------------------------------------------------------------------
 def _list_values(ctx: Context, workspace: Any, ref: WorkspaceRef) -> dict[str, Any]:
-    from cloudlet.services import job_search  # TEMP
-    from cloudlet.studio import job_list  # TEMP
-
     view = job_list.view_of(list(ctx.request.query_params.multi_items()))
     page = job_search.search_jobs(ctx.session, workspace, job_list.query_of(view))
     base = shell.ws_url(ref, "jobs")
