@@ -282,7 +282,8 @@ def rows_of(page: httpx.Response) -> list[str]:
     """The job names of a list page's rows, in order."""
     assert page.status_code == 200, page.text[:500]
     return re.findall(
-        r'<tr>\s*(?:<td class="check">.*?</td>)?\s*<td><a class="strong" href="[^"]*/jobs/([^"/]+)"',
+        r'<tr>\s*(?:<td class="check">.*?</td>)?\s*'
+        r'<td class="col-name"><a class="strong" href="[^"]*/jobs/([^"/]+)"',
         page.text,
         re.S,
     )

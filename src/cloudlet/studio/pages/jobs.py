@@ -53,7 +53,7 @@ def back_to(ref: WorkspaceRef, target: str | None) -> str:
 def _when(epoch: float | None) -> str:
     if epoch is None:
         return "—"
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%b %d, %Y %H:%M")
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M")  # UTC, as the filter dates
 
 
 def _duration(seconds: float | None) -> str:

@@ -24,3 +24,12 @@ document.addEventListener("change", (event) => {
 });
 document.addEventListener("htmx:afterSwap", refresh);
 refresh();
+
+// A filter change asks for the results with only the fields that say something: the URL pushed
+// (and shared) reads `?status=Failed`, not every empty box of the form.
+document.addEventListener("htmx:configRequest", (event) => {
+  const form = event.detail.formData; // htmx 2: the FormData its parameters proxy wraps
+  for (const [key, value] of [...form.entries()]) {
+    if (value === "" || (key === "size" && value === "50")) form.delete(key);
+  }
+});
