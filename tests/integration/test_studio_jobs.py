@@ -325,7 +325,12 @@ def test_the_list_filters_sorts_and_pages_by_query_parameters(
     assert len(rows_of(admin.get(base, params={"q": "list-", "type": "command", "since": "1h"}))) == 30
     assert rows_of(admin.get(base, params={"q": "list-", "to": "2001-01-01"})) == []
     counted = admin.get(base, params={"q": "list-", "tag": "team=speech"})
-    assert '<h2 id="jobs-count">10 jobs</h2>' in counted.text
+    assert '<h2 id="jobs-count">10 jobs</h2>' in counted.text  # one page: counts itself
+    assert '<h2 id="jobs-count">30 jobs</h2>' in admin.get(base, params={"q": "list-", "size": "25"}).text
+    more = admin.get(base, params={"q": "list-", "experiment": "exp-a", "size": "25"})
+    assert '<h2 id="jobs-count">15 jobs</h2>' in more.text
+    uncounted = admin.get(base, params={"compute": held, "size": "25"})  # a filter a count would scan for
+    assert '<h2 id="jobs-count">25+ jobs</h2>' in uncounted.text
     # htmx asks for the results part only.
     part = admin.get(
         base, params={"q": "list-0"}, headers={"HX-Request": "true", "HX-Target": "jobs-results"}

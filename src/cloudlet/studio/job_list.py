@@ -163,6 +163,13 @@ def view_of(params: list[tuple[str, str]]) -> ListView:
     )
 
 
+def counted(view: ListView) -> bool:
+    """Whether the list asks for its count: a count reads every match (up to ``COUNT_CAP``), cheap
+    through an index (all jobs, a status, a name search) but a scan of 100,000 jobs' documents for
+    a tag or an experiment (0.6 s measured): those pages say "50+ jobs" instead."""
+    return not (view.compute or view.by or view.experiment or view.tags)
+
+
 def query_of(view: ListView, now: float | None = None) -> JobQuery:
     """The service's query for VIEW (``job_search`` validates statuses, types, the sort and tags)."""
     submitted_from = _date(view.date_from, "from")
@@ -187,5 +194,5 @@ def query_of(view: ListView, now: float | None = None) -> JobQuery:
         descending=view.order == "desc",
         top=view.size,
         after=view.after or None,
-        count=True,
+        count=counted(view),
     )

@@ -74,8 +74,11 @@ def _list_values(ctx: Context, workspace: Any, ref: WorkspaceRef) -> dict[str, A
     return {
         "view": view,
         "rows": rows,
-        "count": page.count,
+        "count": page.count
+        if page.count is not None or page.next_token
+        else len(rows),  # a last page counts itself
         "count_capped": page.count_capped,
+        "page_full": len(rows),
         "base": base,
         "here": str(ctx.request.url.path) + (f"?{ctx.request.url.query}" if ctx.request.url.query else ""),
         "next_url": view.url(base, after=page.next_token) if page.next_token else None,
