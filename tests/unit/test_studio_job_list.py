@@ -45,7 +45,13 @@ def test_the_query_asks_for_what_the_view_shows() -> None:
         ("c1",),
         ("u",),
     )
-    assert (query.experiment, query.tags, query.top, query.count) == ("e", ("a=1", "b"), 100, True)
+    assert (query.experiment, query.tags, query.top, query.count) == (
+        "e",
+        ("a=1", "b"),
+        100,
+        False,
+    )  # a count would scan
+    assert job_list.query_of(view("q=x&status=Failed")).count  # counted through an index
     dated = job_list.query_of(view("from=2026-01-02&to=2026-01-02"))
     assert dated.submitted_to is not None and dated.submitted_from is not None
     assert dated.submitted_to - dated.submitted_from == DAY  # "to" is the whole day
