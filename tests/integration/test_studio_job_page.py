@@ -111,6 +111,12 @@ def test_an_unknown_job_is_the_studios_404_and_another_workspaces_reader_is_refu
         missing = admin.get(job_url(srv, "no-such-job"))
         assert missing.status_code == 404 and "Not found" in missing.text and "Sign out" in missing.text
         assert admin.get(job_url(srv, "no-such-job") + "/live").status_code == 404
+        with studio_client(srv) as reader:  # a Reader of the job's workspace sees it all, read-only
+            sign_in(reader, new_user(api, srv, "page-reader"))
+            for tab in ("overview", "outputs", "metrics"):
+                seen = reader.get(job_url(srv, "private-job"), params={"tab": tab})
+                assert seen.status_code == 200, seen.text
+                assert seen.text.count('method="post"') == 1  # sign-out alone: no write control
         sign_in(outsider, key)
         assert outsider.get(job_url(srv, "other-missing", "team", "other")).status_code == 404
         for path in ("", "/live", "/metrics.json", "/log", "/artifacts.tar.gz"):
