@@ -86,6 +86,9 @@ def test_the_page_renders_for_command_pipeline_and_sweep_jobs(srv: RunningServer
         log = client.get(job_url(srv, "page-cmd") + "/log")
         assert log.status_code == 200 and "hi" in log.text, log.text
         assert "attachment" in log.headers["content-disposition"]
+        packed = client.get(job_url(srv, "page-pipe-prepare") + "/outputs/out.tar.gz")
+        assert packed.status_code == 200 and packed.content[:2] == b"\x1f\x8b"
+        assert client.get(job_url(srv, "page-pipe-prepare") + "/outputs/nope.tar.gz").status_code == 404
         graph = client.get(job_url(srv, "page-pipe"), params={"tab": "children"})
         assert graph.status_code == 200, graph.text
         assert 'data-key="train"' in graph.text and 'data-upstream="prepare"' in graph.text

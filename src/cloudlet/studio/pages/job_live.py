@@ -23,9 +23,11 @@ from fastapi.responses import Response, StreamingResponse
 
 from cloudlet.api.deps import AppState, Context, context, dump_json, json_response
 from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.services import job_outputs
 from cloudlet.services import jobs as job_service
 from cloudlet.services import tracking
 from cloudlet.services.job_status import FINAL_VALUES
+from cloudlet.services.storage import empty_tar
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute, resolve_session
 
@@ -280,6 +282,22 @@ def download_artifacts(
     filename = _ascii(f"{name}-artifacts.tar.gz")
     return Response(
         packed,
+        media_type="application/gzip",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
+    )
+
+
+@router.get(JOB + "/outputs/{output}.tar.gz")
+def download_output(
+    sub: str, rg: str, ws: str, name: str, output: str, ctx: Context = Depends(context)
+) -> Response:
+    """A named output as the REST route packs it (``job_outputs.pack``); empty before it was written."""
+    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    job = job_service.get(ctx.session, workspace, name)
+    packed = job_outputs.pack(ctx.session, ctx.state.data, workspace, job, output)
+    filename = _ascii(f"{name}-{output}.tar.gz")
+    return Response(
+        packed or empty_tar(),
         media_type="application/gzip",
         headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
     )
