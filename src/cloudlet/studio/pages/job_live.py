@@ -23,9 +23,8 @@ from fastapi.responses import Response, StreamingResponse
 
 from cloudlet.api.deps import AppState, Context, context, dump_json, json_response
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.services import job_outputs
+from cloudlet.services import job_outputs, tracking
 from cloudlet.services import jobs as job_service
-from cloudlet.services import tracking
 from cloudlet.services.job_status import FINAL_VALUES
 from cloudlet.services.storage import empty_tar
 from cloudlet.studio import shell
