@@ -59,7 +59,8 @@ def log_tree(files: dict[str, int]) -> list[LogFolder]:
 
 
 def waiting(job: Job) -> dict[str, Any] | None:
-    """Why a queued or preparing job has not started, in words (the job's own status message)."""
+    """Why a queued or preparing job has not started, in words, when the job view does not say
+    (``waiting``, from ``services.job_wait``): the job's own status message."""
     if job.status not in (JobStatus.QUEUED.value, JobStatus.PREPARING.value):
         return None
     return {"message": job.status_message or "waiting for its compute", "position": None, "ahead": None}
@@ -111,7 +112,7 @@ def job_page(
         },
         "final": job.status in FINAL_VALUES,
         "error": job_children.error_text(job),
-        "waiting": waiting(job),
+        "waiting": view.get("waiting") or waiting(job),
         "compute_url": shell.ws_url(ref, "compute", job.compute_name) if job.compute_name else None,
         "parent": _parent(ctx, ref, job),
         "size": _size,

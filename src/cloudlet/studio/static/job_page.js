@@ -27,6 +27,8 @@ function showStatus(data) {
     const value = fields[el.dataset.timing];
     if (value !== undefined) el.textContent = String(value);
   }
+  // Why it waited no longer holds once it started.
+  if (!["Queued", "Preparing"].includes(data.status)) document.querySelector(".waiting")?.remove();
   jobFinal = data.final;
   root.dataset.final = String(data.final);
   document.dispatchEvent(new CustomEvent("job:status", {detail: data}));
