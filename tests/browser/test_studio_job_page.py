@@ -274,3 +274,30 @@ def test_the_keyboard_reaches_the_tabs_and_the_downloads(
         reached.append(page.evaluate("document.activeElement.textContent.trim()"))
     for name in ("Overview", "Metrics", "Outputs + logs", "Download artifacts", "Download"):
         assert name in reached, reached
+
+
+def test_a_running_pipelines_graph_follows_its_steps(studio_srv: RunningServer, page: Any) -> None:
+    srv = studio_srv
+    step = {"compute": "local", "outputs": {"out": None}}
+    pipeline = {
+        "type": "pipeline",
+        "jobs": {
+            "first": {**step, "command": "sleep 5; echo a > ${{outputs.out}}/a"},
+            "second": {
+                **step,
+                "command": "cat ${{inputs.x}}/a",
+                "inputs": {"x": "${{parent.jobs.first.outputs.out}}"},
+            },
+        },
+    }
+    with srv.client() as api:
+        submit(api, srv, "moving-job", pipeline)
+        wait_until(
+            lambda: api.get(f"{srv.ws_path}/jobs/moving-job").json()["status"] == "Running", 60, "running"
+        )
+        sign_in(page, srv)
+        page.goto(ws_page(srv, "jobs", "moving-job") + "?tab=children")
+        page.locator("#dag .dag-node[data-key='first']").wait_for()
+        # Without a reload: the steps' statuses change as they run, and the pipeline's badge.
+        page.locator("#dag .dag-node[data-key='second'][data-status='Completed']").wait_for(timeout=90_000)
+        page.locator("#job-status", has_text="Completed").wait_for()

@@ -251,7 +251,25 @@ function sortable() {
   }
 }
 
+// -- a running pipeline's steps and a sweep's trials: read again every 3 s until the job is final ----
+function followChildren() {
+  const table = document.querySelector("#steps, #trials");
+  if (!table || jobFinal) return;
+  const timer = setInterval(async () => {
+    const last = jobFinal;
+    const response = await fetch(location.href, {headers: {Accept: "text/html"}});
+    if (!response.ok) return;
+    // The server's own escaped markup, parsed inert (DOMParser runs no script), rows moved over.
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    const rows = fresh.querySelector(`#${table.id} tbody`);
+    if (rows) table.tBodies[0].replaceChildren(...document.adoptNode(rows).children);
+    if (table.id === "steps") graph();
+    if (last) clearInterval(timer);
+  }, 3000);
+}
+
 connect();
 sortable();
 graph();
 metrics();
+followChildren();
