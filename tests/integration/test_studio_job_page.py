@@ -5,12 +5,14 @@ sends a running job's new log lines and resumes from ``Last-Event-ID``."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from cloudlet.studio.pages.job_live import RECHECK_S
 from tests.conftest import RunningServer
 from tests.integration.test_studio_sessions import new_user
 from tests.jobs_helpers import served, submit, wait_job
@@ -161,3 +163,19 @@ def test_the_live_stream_sends_new_lines_and_resumes_from_last_event_id(srv: Run
         assert "line-two" in later and "line-one" not in later, later
         assert seen[0] == "status" and seen[-1] == "end", seen
         assert wait_job(api, srv, "streamed", timeout=60)["status"] == "Completed"
+
+
+def test_a_removed_role_ends_an_open_stream(srv: RunningServer) -> None:
+    with srv.client() as api, studio_client(srv) as reader:
+        submit(api, srv, "watched", {"command": "sleep 120", "compute": "local"})
+        sign_in(reader, new_user(api, srv, "stream-reader"))
+        with reader.stream("GET", job_url(srv, "watched") + "/live") as response:
+            assert response.status_code == 200
+            kinds = events(response)
+            assert next(kinds)[0] == "status"
+            assert api.delete(f"{srv.ws_path}/roleAssignments/stream-reader").status_code == 204
+            started = time.monotonic()
+            ended = next(data for kind, _, data in kinds if kind == "end")
+            assert ended == {"reason": "no longer allowed"}
+            assert time.monotonic() - started < RECHECK_S + 5
+        assert api.post(f"{srv.ws_path}/jobs/watched/cancel").status_code == 202

@@ -25,6 +25,7 @@ from cloudlet.api.deps import AppState, Context, context, dump_json, json_respon
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.services import job_outputs, tracking
 from cloudlet.services import jobs as job_service
+from cloudlet.services.context import Caller, WorkspaceRef
 from cloudlet.services.job_status import FINAL_VALUES
 from cloudlet.services.storage import empty_tar
 from cloudlet.studio import shell
@@ -108,6 +109,12 @@ def _poll(state: AppState, ws_id: int, name: str, attempt: int | None, file: str
         return Poll(timing, page["data"], page["next_offset"], tuple(page["files"]))
 
 
+def _still_readable(state: AppState, ref: WorkspaceRef, caller: Caller, name: str) -> None:
+    """The services' read check again, for a stream's caller as the session now resolves it."""
+    with state.read_sessions() as session:
+        job_service.readable(session, ref, caller, name)
+
+
 def event(kind: str, data: Any, event_id: int | None = None) -> bytes:
     """One server-sent event; DATA as JSON on one line (a log's newlines stay inside the JSON)."""
     head = f"id: {event_id}\n" if event_id is not None else ""
@@ -117,6 +124,7 @@ def event(kind: str, data: Any, event_id: int | None = None) -> bytes:
 async def stream(
     request: Request,
     state: AppState,
+    ref: WorkspaceRef,
     ws_id: int,
     name: str,
     attempt: int | None,
@@ -152,10 +160,11 @@ async def stream(
         now = time.monotonic()
         if now - checked > RECHECK_S:
             checked = now
-            try:
-                await resolve_session(request)
+            try:  # a revoked key, a disabled user, a removed role: the stream ends as a page load would
+                signed = await resolve_session(request)
+                await run_in_threadpool(_still_readable, state, ref, signed.caller, name)
             except CloudletError:
-                yield event("end", {"reason": "signed out"})
+                yield event("end", {"reason": "no longer allowed"})
                 return
         if now - beat > HEARTBEAT_S:
             beat = now
@@ -180,13 +189,13 @@ def live(
     """``text/event-stream``: ``status`` (status, timings) whenever it changes; with FILE, ``files``
     (the attempt's log files) and ``log`` (``{text, offset}``, id = the offset after it) as the
     log grows; ``end`` when the job is final and its log complete."""
-    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
     job_service.get(ctx.session, workspace, name)  # a 404 before the stream starts
     resumed = request.headers.get("last-event-id", "")
     if resumed.isdigit() and int(resumed) <= MAX_OFFSET:
         offset = int(resumed)
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    body = stream(request, ctx.state, workspace.id, name, attempt, file, offset)
+    body = stream(request, ctx.state, ref, workspace.id, name, attempt, file, offset)
     return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
