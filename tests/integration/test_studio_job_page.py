@@ -88,6 +88,22 @@ def test_the_page_renders_for_command_pipeline_and_sweep_jobs(srv: RunningServer
         log = client.get(job_url(srv, "page-cmd") + "/log")
         assert log.status_code == 200 and "hi" in log.text, log.text
         assert "attachment" in log.headers["content-disposition"]
+        # Metric names: MLflow's key rule refuses markup at the door; the names it takes are JSON here.
+        tracking = (
+            f"/mlflow/v1.0/subscriptions/{srv.subscription_id}/resourceGroups/default/providers/"
+            "Microsoft.MachineLearningServices/workspaces/default/api/2.0/mlflow/runs/log-batch"
+        )
+        point = {"value": 1.5, "timestamp": 1, "step": 0}
+        hostile = api.post(
+            tracking, json={"run_id": "page-cmd", "metrics": [{"key": "<img src=x>", **point}]}
+        )
+        assert hostile.status_code == 400, hostile.text
+        kept = api.post(
+            tracking, json={"run_id": "page-cmd", "metrics": [{"key": "eval/f1: macro", **point}]}
+        )
+        assert kept.status_code == 200, kept.text
+        charted = client.get(job_url(srv, "page-cmd") + "/metrics.json").json()
+        assert charted["metrics"] == {"eval/f1: macro": {"page-cmd": [[0.0], [1.5]]}}, charted
         packed = client.get(job_url(srv, "page-pipe-prepare") + "/outputs/out.tar.gz")
         assert packed.status_code == 200 and packed.content[:2] == b"\x1f\x8b"
         assert client.get(job_url(srv, "page-pipe-prepare") + "/outputs/nope.tar.gz").status_code == 404
