@@ -12,7 +12,9 @@ mean CPU % (their process session's ``utime + stime`` from ``/proc``). Then:
 
 Quota is held for ``max_instances`` when the deployment is written (services/online_endpoints),
 so growing within it needs no check here. A request held for a deployment with no replica wakes
-the loop at once rather than at the next poll.
+the loop at once rather than at the next poll. Only the online lease holder autoscales
+(``control/online_serving.py``); each change of count is stored on the deployment's row, so a
+restart or a new holder starts from it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import TYPE_CHECKING
 from cloudlet.domain import online_autoscale as policy
 
 if TYPE_CHECKING:
-    from cloudlet.control.online_replicas import DeploymentState, OnlineRuntime, Replica
+    from cloudlet.control.online_ports import ReplicaRuntime
+    from cloudlet.control.online_state import DeploymentState, Replica
 
 log = logging.getLogger("cloudlet.online.autoscale")
 TICK_S = 0.25  # how often the loop looks whether a deployment's poll is due
@@ -52,7 +55,7 @@ def session_cpu_seconds(sessions: set[int]) -> dict[int, float]:
 
 
 class Autoscaler:
-    def __init__(self, runtime: OnlineRuntime) -> None:
+    def __init__(self, runtime: ReplicaRuntime) -> None:
         self.runtime = runtime
         self.wake = threading.Event()
         self.cpu: dict[int, tuple[float, float]] = {}  # replica pid → (wall, cpu seconds) last seen
@@ -61,6 +64,8 @@ class Autoscaler:
         while not self.runtime.stopping.is_set():
             self.wake.wait(TICK_S)
             self.wake.clear()
+            if not self.runtime.loop.leading:  # another server runs the replicas
+                continue
             with self.runtime.lock:
                 deployments = [
                     d
@@ -118,7 +123,7 @@ class Autoscaler:
             path = logs / f"replica-{deployment.started}.log"
             deployment.started += 1
             fresh.append(
-                self.runtime._start(
+                self.runtime.start_replica(
                     deployment.spec, deployment.code_dir, deployment.model_dir, path, deployment.placement
                 )
             )
@@ -130,6 +135,8 @@ class Autoscaler:
                  len(deployment.replicas))  # fmt: skip
         if stale:
             self._drain(fresh)
+        else:
+            self._store(deployment)
 
     def _in(self, deployment: DeploymentState, serving: list[Replica], count: int) -> None:
         # not-ready ones first, then those with the fewest requests in flight
@@ -142,11 +149,20 @@ class Autoscaler:
         log.info("autoscale: %s from %d to %d replicas", deployment.name, len(serving),
                  len(serving) - count)  # fmt: skip
         self._drain(victims)
+        self._store(deployment)
+
+    def _store(self, deployment: DeploymentState) -> None:
+        """The count now, on the deployment's row (a failure is logged: the next change stores)."""
+        count = len([r for r in deployment.replicas if not r.retired])
+        try:
+            self.runtime.loop.store_autoscaled(deployment.id, count)
+        except Exception:
+            log.exception("storing the autoscaled count of %s failed", deployment.name)
 
     def _drain(self, replicas: list[Replica]) -> None:
         def drain() -> None:
             self.runtime.stopping.wait(GRACE_S)
-            self.runtime._retire(replicas)
+            self.runtime.retire(replicas)
 
         thread = threading.Thread(target=drain, name="online-autoscale-drain", daemon=True)
         thread.start()
