@@ -14,6 +14,7 @@ import pytest
 
 from cloudlet.studio.pages.job_live import RECHECK_S
 from tests.conftest import RunningServer
+from tests.instance_helpers import act, create_instance
 from tests.integration.test_studio_sessions import new_user
 from tests.jobs_helpers import served, submit, wait_job
 from tests.studio_http import sign_in, studio_client
@@ -179,6 +180,23 @@ def test_the_live_stream_sends_new_lines_and_resumes_from_last_event_id(srv: Run
         assert "line-two" in later and "line-one" not in later, later
         assert seen[0] == "status" and seen[-1] == "end", seen
         assert wait_job(api, srv, "streamed", timeout=60)["status"] == "Completed"
+
+
+def test_a_queued_job_says_why_it_waits_and_where_it_is_in_the_queue(srv: RunningServer) -> None:
+    with srv.client() as api, studio_client(srv) as client:
+        create_instance(api, srv, "stopped-ci", size="Standard_DS2_v2")
+        act(api, srv, "stopped-ci", "stop")
+        for name in ("held-1", "held-2"):
+            submit(api, srv, name, {"command": "echo never", "compute": "azureml:stopped-ci"})
+        sign_in(client, srv.api_key)
+        page = client.get(job_url(srv, "held-2"))
+        assert page.status_code == 200, page.text
+        assert "Why it has not started" in page.text and "stopped" in page.text, page.text
+        assert "Position <strong>2</strong>" in page.text and "1 job ahead" in page.text, page.text
+        for name in ("held-1", "held-2"):
+            assert api.post(f"{srv.ws_path}/jobs/{name}/cancel").status_code == 202
+        done = client.get(job_url(srv, "held-2"))
+        assert "Why it has not started" not in done.text and "Canceled" in done.text
 
 
 def test_a_removed_role_ends_an_open_stream(srv: RunningServer) -> None:
