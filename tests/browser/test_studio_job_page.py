@@ -6,6 +6,7 @@ every user-controlled field stay text (the page fixture fails on any console err
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -42,12 +43,17 @@ def tracking(srv: RunningServer) -> str:
     )
 
 
+def loss_at(step: int, scale: float) -> float:
+    """A training loss's shape: decaying, with some noise."""
+    return scale * math.exp(-step / 2500) + 0.08 * math.sin(step / 37) * math.exp(-step / 6000) + 0.1
+
+
 def log_points(api: httpx.Client, srv: RunningServer, run: str, key: str, steps: range, scale: float) -> None:
     """Write metric KEY of a job's run through MLflow's REST API, 1,000 points a batch."""
     now = int(time.time() * 1000)
     for start in range(steps.start, steps.stop, 1000):
         batch = [
-            {"key": key, "value": scale / (1 + s) + (s % 7) * 0.001, "timestamp": now + s, "step": s}
+            {"key": key, "value": loss_at(s, scale), "timestamp": now + s, "step": s}
             for s in range(start, min(start + 1000, steps.stop))
         ]
         answer = api.post(f"{tracking(srv)}/runs/log-batch", json={"run_id": run, "metrics": batch})
