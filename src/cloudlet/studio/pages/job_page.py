@@ -113,7 +113,7 @@ def job_page(
         "final": job.status in FINAL_VALUES,
         "error": job_children.error_text(job),
         "waiting": view.get("waiting") or waiting(job),
-        "compute_url": shell.ws_url(ref, "compute", job.compute_name) if job.compute_name else None,
+        "compute_url": _compute_url(ref, job.compute_name),
         "parent": _parent(ctx, ref, job),
         "size": _size,
     }
@@ -132,6 +132,13 @@ def job_page(
         values["graph"] = pipelines.graph(job, job_children.children(ctx.session, job))
     title = f"{values['display_name']} · {TAB_LABELS[active]}"
     return shell.render(ctx, "job_page.html", ref, workspace, active="jobs", title=title, **values)
+
+
+def _compute_url(ref: WorkspaceRef, compute: str | None) -> str | None:
+    """The compute's page; none for serverless or the server's own machine (``local``)."""
+    if compute is None or compute == job_service.LOCAL_COMPUTE:
+        return None
+    return shell.ws_url(ref, "compute", compute)
 
 
 def _parent(ctx: Context, ref: WorkspaceRef, job: Job) -> dict[str, str] | None:
