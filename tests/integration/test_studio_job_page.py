@@ -4,7 +4,9 @@ sends a running job's new log lines and resumes from ``Last-Event-ID``."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +15,7 @@ import httpx
 import pytest
 
 from cloudlet.studio.pages.job_live import RECHECK_S
+from cloudlet.studio.pages.job_page import TAIL_BYTES as JOB_TAIL_BYTES
 from tests.conftest import RunningServer
 from tests.instance_helpers import act, create_instance
 from tests.integration.test_studio_sessions import new_user
@@ -145,6 +148,28 @@ def test_an_unknown_job_is_the_studios_404_and_another_workspaces_reader_is_refu
             refused = outsider.get(job_url(srv, "private-job") + path)
             assert refused.status_code == 404, (path, refused.status_code)
             assert "private-job" not in refused.text or "Not found" in refused.text
+
+
+def test_a_long_log_is_shown_from_its_end(srv: RunningServer) -> None:
+    long = "head -c 400000 /dev/zero | tr '\\0' x; echo; echo last-line"
+    with srv.client() as api, studio_client(srv) as client:
+        submit(api, srv, "long-log", {"command": long, "compute": "local"})
+        assert wait_job(api, srv, "long-log", timeout=90)["status"] == "Completed"
+        sign_in(client, srv.api_key)
+        page = client.get(job_url(srv, "long-log"), params={"tab": "outputs"})
+        found = re.search(r'data-stream="([^"]+)"', page.text)
+        assert found is not None and "A long log" in page.text, page.text
+        stream = html.unescape(found.group(1))
+        offset = int(stream.rsplit("offset=", 1)[1])
+        assert offset > 0
+        text = ""
+        with client.stream("GET", stream) as response:
+            for kind, _, data in events(response):
+                if kind == "log":
+                    text += data["text"]
+                if kind == "end":
+                    break
+        assert text.endswith("last-line\n") and len(text.encode()) == JOB_TAIL_BYTES, len(text)
 
 
 def test_the_live_stream_sends_new_lines_and_resumes_from_last_event_id(srv: RunningServer) -> None:

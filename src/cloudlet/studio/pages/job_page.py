@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from cloudlet.store.schema import Job
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
+TAIL_BYTES = 256 * 1024  # how much of a long log the page shows at first (the download has it all)
 TABS = ("overview", "outputs", "metrics", "children")
 TAB_LABELS = {
     "overview": "Overview",
@@ -120,11 +121,14 @@ def job_page(
     if active == "outputs":
         chosen = job_service.chosen_attempt(job, attempt)
         files = job_service.log_files(ctx.state.data, job, chosen)
+        shown = file or (DEFAULT_LOG if DEFAULT_LOG in files or not files else next(iter(files)))
         values.update(
             attempt=chosen,
             attempts=list(range(1, max(job.attempt, 1) + 1)),
             log_tree=log_tree(files),
-            log_file=file or (DEFAULT_LOG if DEFAULT_LOG in files or not files else next(iter(files))),
+            log_file=shown,
+            log_from=max(0, files.get(shown, 0) - TAIL_BYTES),  # a long log: its end, and a download
+            tail_bytes=TAIL_BYTES,
         )
     elif active == "metrics":
         values["peers"] = tracking_reads.experiment_peers(ctx.session, job)
