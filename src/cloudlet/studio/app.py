@@ -26,7 +26,7 @@ from cloudlet.services import studio_sessions
 from cloudlet.services.context import Caller
 from cloudlet.services.studio_sessions import Issued
 from cloudlet.studio import shell
-from cloudlet.studio.pages import home
+from cloudlet.studio.pages import compute, home, quota
 from cloudlet.studio.session import (
     PREFIX,
     StudioPublicRoute,
@@ -40,7 +40,7 @@ from cloudlet.studio.session import (
     signed,
 )
 
-PAGES = (home,)  # their order is the navigation's
+PAGES = (home, compute, quota)  # their order is the navigation's
 shell.NAV[:] = [page.NAV for page in PAGES]
 
 public = APIRouter(prefix=PREFIX, route_class=StudioPublicRoute, include_in_schema=False)
