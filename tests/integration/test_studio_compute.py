@@ -94,13 +94,20 @@ def test_create_a_cluster_from_the_form_then_edit_its_min_and_max(
     assert nodes.status_code == 200 and "Nodes" in nodes.text and "steady at 0 nodes" in nodes.text
 
     token = page_csrf(client, f"{ws}compute/form-cluster")
-    edit = {"csrf_token": token, "min_instances": "0", "max_instances": "5", "idle_time_before_scale_down": "300"}
+    edit = {
+        "csrf_token": token,
+        "min_instances": "0",
+        "max_instances": "5",
+        "idle_time_before_scale_down": "300",
+    }
     wait_op(srv, client.post(f"{ws}compute/form-cluster/scale", data=edit))
     shown = rest(srv, "form-cluster")
     assert (shown["max_instances"], shown["idle_time_before_scale_down"]) == (5, 300)
 
 
-def test_validation_errors_are_shown_at_their_field(srv: RunningServer, admin: tuple[httpx.Client, str]) -> None:
+def test_validation_errors_are_shown_at_their_field(
+    srv: RunningServer, admin: tuple[httpx.Client, str]
+) -> None:
     client, ws = admin
     token = page_csrf(client, f"{ws}compute/_new?type=amlcompute")
     base = {"csrf_token": token, "type": "amlcompute", "location": "local", "size": "Standard_DS3_v2"}
@@ -141,7 +148,9 @@ def test_an_instance_from_yaml_stops_and_starts(srv: RunningServer, admin: tuple
     assert rest(srv, "yaml-inst")["state"] == "Running"
 
 
-def test_a_write_without_the_csrf_token_is_refused(srv: RunningServer, admin: tuple[httpx.Client, str]) -> None:
+def test_a_write_without_the_csrf_token_is_refused(
+    srv: RunningServer, admin: tuple[httpx.Client, str]
+) -> None:
     client, ws = admin
     fields = {"type": "amlcompute", "name": "no-csrf", "size": "Standard_DS3_v2"}
     assert client.post(f"{ws}compute/_new", data=fields).status_code == 403
@@ -183,7 +192,8 @@ def test_a_reader_sees_no_write_control_and_is_refused_every_write(
 
 
 USAGE_ROW = re.compile(
-    r'<span class="strong mono">([^<]+)</span>.*?<span class="used">(\d+)</span> / <span class="limit">(\d+)</span>',
+    r'<span class="strong mono">([^<]+)</span>.*?'
+    r'<span class="used">(\d+)</span> / <span class="limit">(\d+)</span>',
     re.S,
 )
 
@@ -194,7 +204,9 @@ def test_the_quota_page_shows_the_rest_usage_and_an_admin_raises_a_limit(
     client, ws = admin
     page = client.get(f"{ws}quota")
     assert page.status_code == 200
-    shown = {html.unescape(name): (int(used), int(limit)) for name, used, limit in USAGE_ROW.findall(page.text)}
+    shown = {
+        html.unescape(name): (int(used), int(limit)) for name, used, limit in USAGE_ROW.findall(page.text)
+    }
     with srv.client() as api:
         usage = api.get(f"/api/v1/subscriptions/{srv.subscription_id}/locations/local/usages").json()["value"]
     for line in usage:
@@ -206,10 +218,17 @@ def test_the_quota_page_shows_the_rest_usage_and_an_admin_raises_a_limit(
     assert "yaml-inst" in page.text  # who holds the cores
 
     raised = held["limit"] + 8
-    fields = {"csrf_token": csrf_of(page), "location": "local", "name": "standardDSv2Family", "limit": str(raised)}
+    fields = {
+        "csrf_token": csrf_of(page),
+        "location": "local",
+        "name": "standardDSv2Family",
+        "limit": str(raised),
+    }
     assert client.post(f"{ws}quota", data=fields).status_code == 303
     with srv.client() as api:
-        limits = api.get(f"/api/v1/subscriptions/{srv.subscription_id}/locations/local/quotas").json()["value"]
+        limits = api.get(f"/api/v1/subscriptions/{srv.subscription_id}/locations/local/quotas").json()[
+            "value"
+        ]
     assert {q["name"]: q["limit"] for q in limits}["standardDSv2Family"] == raised
     bad = client.post(f"{ws}quota", data={**fields, "limit": "lots"})
     assert bad.status_code == 400 and "whole number" in bad.text
@@ -234,3 +253,23 @@ def test_opening_an_instance_app_gives_the_proxy_sign_in_for_the_owner_only(
         refused = other.get("/instances/yaml-inst/jupyterlab/lab", headers={"Accept": "application/json"})
         assert refused.status_code == 403, refused.text  # the proxy: only the owner gets through
         assert "only the owner" in refused.text
+
+
+def test_the_size_picker_disables_a_size_beyond_the_quota_left(
+    srv: RunningServer, admin: tuple[httpx.Client, str]
+) -> None:
+    client, ws = admin
+    with srv.client() as api:
+        quota = f"/api/v1/subscriptions/{srv.subscription_id}/locations/local/quotas/standardDSv2Family"
+        assert api.put(quota, json={"limit": 10}).status_code == 200  # yaml-inst holds 4: 6 left
+    picker = client.get(f"{ws}compute/_sizes?type=computeinstance&location=local")
+    assert picker.status_code == 200 and "<html" not in picker.text
+    radios = dict(re.findall(r'<input type="radio" name="size" value="([^"]+)"([^>]*)>', picker.text))
+    assert "disabled" not in radios["Standard_DS3_v2"]  # 4 cores
+    assert "disabled" in radios["Standard_DS4_v2"]  # 8 cores
+    assert "needs 8 cores; 6 left in standardDSv2Family" in picker.text
+    low = client.get(f"{ws}compute/_sizes?type=amlcompute&location=local&tier=low_priority")
+    assert (
+        "disabled"
+        not in dict(re.findall(r'name="size" value="([^"]+)"([^>]*)>', low.text))["Standard_DS4_v2"]
+    )
