@@ -198,6 +198,8 @@ def build_state(
         data,
         home,
         installation=installation_id,
+        replica_id=replica.id,  # holds the online lease while this server runs the replicas
+        lease_ttl_s=lease_ttl,
         # the gateway's in-flight count (the 429 rule, the autoscaler) across the workers
         inflight=InFlightBoard(board_path(home), worker, bus.members) if bus.shared else None,
         # managed replicas' nodes; with --workers they are processes here (control/online_placement)

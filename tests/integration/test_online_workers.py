@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from cloudlet.client import MLClient
-from cloudlet.control.online_replicas import leftover_replicas
+from cloudlet.control.online_serving import leftover_replicas
 from tests.conftest import RunningServer
 from tests.instance_helpers import create_instance
 from tests.jobs_helpers import require_inference_environment, wait_until

@@ -12,7 +12,9 @@ mean CPU % (their process session's ``utime + stime`` from ``/proc``). Then:
 
 Quota is held for ``max_instances`` when the deployment is written (services/online_endpoints),
 so growing within it needs no check here. A request held for a deployment with no replica wakes
-the loop at once rather than at the next poll.
+the loop at once rather than at the next poll. Only the online lease holder autoscales
+(``control/online_serving.py``); each change of count is stored on the deployment's row, so a
+restart or a new holder starts from it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class Autoscaler:
         while not self.runtime.stopping.is_set():
             self.wake.wait(TICK_S)
             self.wake.clear()
+            if not self.runtime.loop.leading:  # another server runs the replicas
+                continue
             with self.runtime.lock:
                 deployments = [
                     d
@@ -130,6 +134,8 @@ class Autoscaler:
                  len(deployment.replicas))  # fmt: skip
         if stale:
             self._drain(fresh)
+        else:
+            self._store(deployment)
 
     def _in(self, deployment: DeploymentState, serving: list[Replica], count: int) -> None:
         # not-ready ones first, then those with the fewest requests in flight
@@ -142,6 +148,15 @@ class Autoscaler:
         log.info("autoscale: %s from %d to %d replicas", deployment.name, len(serving),
                  len(serving) - count)  # fmt: skip
         self._drain(victims)
+        self._store(deployment)
+
+    def _store(self, deployment: DeploymentState) -> None:
+        """The count now, on the deployment's row (a failure is logged: the next change stores)."""
+        count = len([r for r in deployment.replicas if not r.retired])
+        try:
+            self.runtime.loop.store_autoscaled(deployment.id, count)
+        except Exception:
+            log.exception("storing the autoscaled count of %s failed", deployment.name)
 
     def _drain(self, replicas: list[Replica]) -> None:
         def drain() -> None:

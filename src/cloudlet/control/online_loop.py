@@ -13,26 +13,32 @@ A pass reads every endpoint and deployment row and
 - adds what this worker's gateway counted to each deployment's stored metrics
   (``services/online_metrics.py``).
 
+Of the servers that share a store, only the holder of the lease ``online-loop`` runs replicas
+(rolls out, watches liveness, autoscales) and reports where they are on each deployment's row;
+every other server's pass reads that report for its gateway (``control/online_serving.py``).
+
 Writes wake it (``services/online_endpoints`` records the effect, the request's commit
 publishes it: ``services/effects.py``);
 it also passes every ``INTERVAL_S``, so a wake-up lost (another worker's, another server's write)
-costs at most that. Under ``--workers N`` worker 0 runs it in full; the others keep only their
-gateway's keys and traffic and their metrics (``control/online_shared.py``) and pass a wake-up on
-to worker 0.
+costs at most that. Under ``--workers N`` only worker 0 may hold the lease; the others keep only
+their gateway's keys and traffic and their metrics (``control/online_shared.py``) and pass a
+wake-up on to worker 0.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.control.loop import ReconcileLoop, one_item
+from cloudlet.control import online_serving
+from cloudlet.control.loop import LeaseCache, ReconcileLoop, one_item
 from cloudlet.services import online_metrics, workspaces
 from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
@@ -74,18 +80,26 @@ class Desired:
 
 
 class OnlineLoop(ReconcileLoop):
-    """RUNTIME converged on the store. FULL: this worker runs the replicas (a server alone, or
-    worker 0 of several); otherwise it keeps only its gateway's view of keys and traffic."""
+    """RUNTIME converged on the store. CAN_LEAD: this worker may hold the lease and run the
+    replicas (a server alone, or worker 0 of several); it does while it holds it (``leading``),
+    else it follows the holder's report. A worker that cannot lead keeps only its gateway's view
+    of keys and traffic (the rest comes from worker 0: ``control/online_shared.py``)."""
 
     def __init__(
         self,
         runtime: OnlineRuntime,
         sessions: sessionmaker[Session],
-        full: bool = True,
+        can_lead: bool = True,
         interval_s: float = INTERVAL_S,
+        replica_id: str = "",
+        lease_ttl_s: float = 10.0,
     ) -> None:
         super().__init__("online-loop", interval_s)
-        self.runtime, self.sessions, self.full = runtime, sessions, full
+        self.runtime, self.sessions, self.can_lead = runtime, sessions, can_lead
+        self.leases = LeaseCache(sessions, replica_id, lease_ttl_s)
+        self.leading = False
+        self.token: int | None = None  # the lease's fencing token while leading
+        self._next_try = 0.0
         self._converged = threading.Condition()
         self._began = self._done = 0  # converges begun / the last one ended
         self._watching: threading.Thread | None = None
@@ -107,14 +121,19 @@ class OnlineLoop(ReconcileLoop):
             self._began += 1
             mine = self._began
         try:
+            self.lead(now)
             with self.sessions() as session:
                 desired = Desired.read(session)
                 self.converge(desired)
+                if self.leading:
+                    self.report(session, desired)
+                elif self.can_lead:
+                    self.follow(desired)
         finally:
             with self._converged:
                 self._done = mine
                 self._converged.notify_all()
-        if self.full and (self._watching is None or not self._watching.is_alive()):
+        if self.leading and (self._watching is None or not self._watching.is_alive()):
             # In a thread: restarting a dead replica may wait minutes for a node to be made, and
             # the next pass must still take up writes; one watch at a time.
             self._watching = threading.Thread(target=self.runtime.watch_once, name="online-liveness")
@@ -130,7 +149,7 @@ class OnlineLoop(ReconcileLoop):
             ref = desired.refs.get(row.workspace_id)
             with one_item(f"converging online endpoint {row.name}", logger=log):
                 runtime.sync_endpoint(row, ref)
-                if not self.full:
+                if not self.leading:
                     continue
                 for deployment in desired.deployments.get(row.id, []):
                     if runtime.rolling.get(deployment.id) != deployment.generation and ref is not None:
@@ -155,11 +174,118 @@ class OnlineLoop(ReconcileLoop):
             kept = {d.id for ds in desired.deployments.values() for d in ds}
             for deployment_id in [i for i in runtime.rolling if i not in kept]:
                 runtime.rolling.pop(deployment_id)
-        if gone and self.full:
+        if gone and self.leading:
             replicas = [r for d in gone for r in d.replicas]
             drain = threading.Thread(target=runtime._retire, args=(replicas,), name="online-drain")
             drain.daemon = True
             drain.start()
+
+    # --- the lease -----------------------------------------------------------------------------
+
+    def lead(self, now: float) -> None:
+        """Take, renew or lose the lease (a server that does not hold it tries every
+        ``LEASE_TRY_S``: a try is a write), and act on the change."""
+        if not self.can_lead or (not self.leading and now < self._next_try):
+            return
+        self._next_try = now + online_serving.LEASE_TRY_S
+        self.token = self.leases.token(online_serving.LEASE, now)
+        self._turn(online_serving.change(self.leading, self.token is not None))
+
+    def _turn(self, change: online_serving.Change | None) -> None:
+        if change is online_serving.Change.TAKE_OVER:
+            self.take_over()
+            self.leading = True
+        elif change is online_serving.Change.STEP_DOWN:
+            self.leading, self.token = False, None
+            self.step_down()
+
+    def fenced(self, session: Session) -> bool:
+        """Whether this server still holds the lease, re-asserted in SESSION's writing
+        transaction (a holder that lost it writes nothing and steps down)."""
+        token = self.token
+        if token is not None and self.leases.still_held(session, online_serving.LEASE, token):
+            return True
+        if self.leading:
+            self._turn(online_serving.Change.STEP_DOWN)
+        return False
+
+    def report(self, session: Session, desired: Desired) -> None:
+        """The holder's serving reports that changed, to the deployments' rows."""
+        reports = self.changed_reports(desired)
+        if not reports:
+            return
+        if not self.fenced(session):
+            session.rollback()
+            return
+        online_serving.write_reports(session, reports)
+        session.commit()
+
+    def changed_reports(self, desired: Desired) -> list[tuple[int, dict[str, Any] | None]]:
+        """The holder's serving reports that differ from the stored ones (read this pass); a
+        deployment it runs nothing for yet (a first roll-out under way or failed) reports none."""
+        with self.runtime.lock:
+            running = {d.id: d for e in self.runtime.endpoints.values() for d in e.deployments.values()}
+        changed = []
+        for rows in desired.deployments.values():
+            for row in rows:
+                found = running.get(row.id)
+                # through JSON: the stored report comes back with lists where the spec had tuples
+                doc = None if found is None else json.loads(json.dumps(online_serving.deployment_doc(found)))
+                if doc != row.serving:
+                    changed.append((row.id, doc))
+        return changed
+
+    def follow(self, desired: Desired) -> None:
+        """A server that does not hold the lease: each endpoint's deployments as the holder
+        reports them (one it has not reported yet is not served here yet)."""
+        runtime = self.runtime
+        with runtime.lock:
+            for row in desired.endpoints:
+                state = runtime.endpoints.get((row.workspace_id, row.name))
+                if state is None:
+                    continue
+                deployments: dict[str, DeploymentState] = {}
+                for stored in desired.deployments.get(row.id, []):
+                    if stored.serving is not None:
+                        old = state.deployments.get(stored.name)
+                        deployments[stored.name] = online_serving.followed(stored.serving, row.name, old)
+                state.deployments = deployments
+
+    def take_over(self) -> None:
+        """As a restart: replicas a dead holder left on this host are ended (by the installation
+        id they carry: the sandbox's --die-with-parent does not always take them along), the nodes
+        made for them released; the followed view is dropped, and this pass rolls every stored
+        deployment out again."""
+        runtime = self.runtime
+        log.info("this server holds the online lease now: it runs the replicas")
+        with runtime.lock:
+            for state in runtime.endpoints.values():
+                state.deployments.clear()
+            runtime.rolling.clear()
+        online_serving.end_leftovers(runtime.installation)
+        runtime.hosts.release_leftovers()
+
+    def step_down(self) -> None:
+        """Another server holds the lease now: what this one runs drains and stops (in a thread);
+        the holder's report takes its place at the next pass."""
+        runtime = self.runtime
+        log.warning("the online lease was taken by another server: stopping this one's replicas")
+        with runtime.lock:
+            replicas = [
+                r for e in runtime.endpoints.values() for d in e.deployments.values() for r in d.replicas
+            ]
+            for state in runtime.endpoints.values():
+                state.deployments.clear()
+            runtime.rolling.clear()
+        drain = threading.Thread(target=runtime._retire, args=(replicas,), name="online-step-down")
+        drain.daemon = True
+        drain.start()
+
+    def store_autoscaled(self, deployment_id: int, count: int) -> None:
+        with self.sessions() as session:
+            if self.fenced(session):
+                online_serving.store_autoscaled(session, deployment_id, count)
+                session.commit()
 
     # --- metrics ------------------------------------------------------------------------------
 

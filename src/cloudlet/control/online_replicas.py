@@ -17,18 +17,15 @@ environment (``scripts/setup.sh`` makes ``.cache/inference-server-1.5.1``), whos
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import logging
 import os
 import re
 import shutil
-import signal
 import tarfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +36,14 @@ from cloudlet.control.online_autoscaler import Autoscaler
 from cloudlet.control.online_inflight import InFlightBoard
 from cloudlet.control.online_loop import OnlineLoop
 from cloudlet.control.online_placement import AgentHosts, Placement
-from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard, ReplicaProcess
+from cloudlet.control.online_state import DeploymentState, EndpointState, Replica
+from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard
 from cloudlet.control.replica_process import ProcessReplicas
+from cloudlet.domain import online_autoscale as policy
 from cloudlet.domain import online_endpoints as rules
 from cloudlet.scoring import mlflow_scorer
 from cloudlet.services import online_endpoints as service
 from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.online_metrics import Counts
 from cloudlet.services.storage import DataRoot
 from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
 
@@ -92,114 +90,11 @@ def log_failure(text: str) -> str:
     return f"{own[-1]}. Log tail: {text}" if own else text
 
 
-@dataclass
-class Replica:
-    port: int
-    proc: ReplicaProcess  # a local process, or one a node's agent runs (control/replica_hosts.py)
-    log_path: Path
-    host: str = "127.0.0.1"
-    ready: bool = False
-    code_dir: Path | None = None  # what a restart needs
-    model_dir: Path | None = None
-    retired: bool = False
-    started: float = field(default_factory=time.monotonic)
-    next_probe: float = 0.0
-    failures: int = 0  # liveness probes failed in a row
-    in_flight: int = 0  # requests the gateway has sent it and not had answered
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def stop(self) -> None:
-        self.proc.stop()
-
-
-@dataclass
-class DeploymentState:
-    """One deployment as the gateway sees it: its serving replicas and its counters."""
-
-    id: int
-    name: str
-    spec: rules.DeploymentSpec
-    placement: Placement | None = None  # where its replicas run
-    generation: int = 0
-    replicas: list[Replica] = field(default_factory=list)
-    in_flight: int = 0
-    requests: int = 0
-    failures: int = 0
-    latency_ms: float = 0.0
-    reason: str | None = None  # why none is ready, when none is
-    log_path: Path | None = None
-    next: int = 0  # round robin
-    restarts: int = 0
-    # what autoscale (control/online_autoscaler.py) needs to start and judge replicas
-    code_dir: Path | None = None
-    model_dir: Path | None = None
-    started: int = 0  # replicas ever started in this generation (names their logs)
-    waiting: int = 0  # requests the gateway holds until a replica is ready (scale from zero)
-    samples: list[Any] = field(default_factory=list)
-    next_sample: float = 0.0
-    flushed: Counts = field(default_factory=Counts)  # what the store has of this worker's counts
-
-    def counted(self) -> Counts:
-        return Counts(self.requests, self.failures, self.latency_ms)
-
-    def ready(self) -> list[Replica]:
-        return [r for r in self.replicas if r.ready and r.proc.poll() is None]
-
-    def pick(self) -> Replica | None:
-        ready = self.ready()
-        if not ready:
-            return None
-        self.next = (self.next + 1) % len(ready)
-        return ready[self.next]
-
-    def live(self, metrics: Counts | None = None) -> dict[str, Any]:
-        """What ``show`` says of it; METRICS: the deployment's (every worker's), else this one's."""
-        counts = metrics or self.counted()
-        return {
-            "replicas": [
-                {
-                    "host": r.host,
-                    "port": r.port,
-                    "node": getattr(r.proc, "node_id", None),
-                    "ready": r.ready,
-                    "alive": r.proc.poll() is None,
-                }
-                for r in self.replicas
-            ],
-            "ready_replicas": len(self.ready()),
-            "serving_generation": self.generation,
-            "restarts": self.restarts,
-            "waiting": self.waiting,
-            "metrics": {
-                "requests": counts.requests,
-                "failures": counts.failures,
-                "in_flight": self.in_flight,
-                "mean_latency_ms": round(counts.latency_ms / counts.requests, 3) if counts.requests else None,
-            },
-        }
-
-
-@dataclass
-class EndpointState:
-    id: int
-    ws_id: int
-    name: str
-    auth_mode: str
-    primary: str
-    secondary: str
-    traffic: dict[str, int]
-    mirror: dict[str, int]
-    deployments: dict[str, DeploymentState] = field(default_factory=dict)
-
-
 class OnlineRuntime:
     """Runs the replicas and holds the gateway's view of every endpoint; ``loop``
     (``control/online_loop.py``) converges both on the store."""
 
-    FULL = True  # this worker runs the replicas (control/online_shared.py: not a follower)
+    FULL = True  # this worker may run the replicas (control/online_shared.py: not a follower)
 
     def __init__(
         self,
@@ -210,6 +105,8 @@ class OnlineRuntime:
         installation: str = "",
         nodes: NodeMaker | None = None,
         inflight: InFlightBoard | None = None,
+        replica_id: str = "",
+        lease_ttl_s: float = 10.0,
     ) -> None:
         # Every replica carries the installation id (as node agents do), so what outlives a killed
         # server is found by it (the sandbox's --die-with-parent does not always take it along).
@@ -235,7 +132,8 @@ class OnlineRuntime:
         # Replicas on nodes' agents: instances', and nodes made for managed deployments.
         self.hosts = AgentHosts(sessions, ReplicaBoard(), nodes, self.python, self.stopping)
         self.rolling: dict[int, int] = {}  # deployment id → the generation rolled out (or rolling)
-        self.loop = OnlineLoop(self, sessions, full=self.FULL)
+        # REPLICA_ID holds the online lease while this server runs the replicas (online_serving)
+        self.loop = OnlineLoop(self, sessions, self.FULL, replica_id=replica_id, lease_ttl_s=lease_ttl_s)
 
     def in_flight(self, deployment: DeploymentState) -> int:
         """DEPLOYMENT's requests in flight: this process's, or every worker's under --workers."""
@@ -303,12 +201,9 @@ class OnlineRuntime:
             fresh.stop()
 
     def load(self) -> None:
-        """At start: replicas a killed predecessor left behind are ended (their processes, the
-        nodes made for them), then the loop's first pass starts every stored deployment again."""
-        for pid in leftover_replicas(self.installation):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        self.hosts.release_leftovers()
+        """At start, the loop's first pass: if this server takes the lease (a server alone always
+        does), replicas a killed predecessor left behind are ended and every stored deployment
+        starts again (``control/online_serving.take_over``); else it follows the holder's report."""
         self.loop.run_pass()
 
     def sync_endpoint(self, row: OnlineEndpoint, ref: WorkspaceRef | None = None) -> None:
@@ -349,7 +244,8 @@ class OnlineRuntime:
         self.sync_endpoint(endpoint, ref)
         makes_nodes = self.hosts.nodes is not None
         placement = Placement.of(spec, endpoint.workspace_id, row.id, row.local, makes_nodes)
-        args = (endpoint.workspace_id, endpoint.name, row.id, row.generation, spec, placement)
+        count = policy.first_count(spec.scale_settings, spec.instance_count, row.autoscaled_instances)
+        args = (endpoint.workspace_id, endpoint.name, row.id, row.generation, spec, placement, count)
         thread = threading.Thread(target=self._roll_out, args=args, name=f"online-{row.name}", daemon=True)
         self.threads = [t for t in self.threads if t.is_alive()] + [thread]
         thread.start()
@@ -365,6 +261,8 @@ class OnlineRuntime:
         with self.sessions() as session:
             service.record_stage(session, deployment_id, generation, stage, state, reason)
             session.commit()
+        if state == "Succeeded":  # its replicas to the serving report (other servers) at once
+            self.loop.wake.set()
 
     def _roll_out(
         self,
@@ -374,7 +272,9 @@ class OnlineRuntime:
         generation: int,
         spec: rules.DeploymentSpec,
         placement: Placement,
+        count: int,
     ) -> None:
+        """COUNT: the replicas to start (autoscale's stored count, or ``instance_count``)."""
         folder = self.root / str(ws_id) / endpoint / spec.name / str(generation)
         replicas: list[Replica] = []
         stage = "provisioning"
@@ -384,13 +284,13 @@ class OnlineRuntime:
             stage = "model_download"
             self._report(deployment_id, generation, stage, "Updating", None)
             code_dir, model_dir = self._materialize(ws_id, spec, folder)
-            if placement.kind == "process" and spec.instance_count:
+            if placement.kind == "process" and count:
                 stage = "environment"  # built once here; each replica's start finds it built
                 self._report(deployment_id, generation, stage, "Updating", None)
                 self.processes.interpreter(spec, folder, folder / "logs" / "replica-0.log")
             stage = "server_start"
             self._report(deployment_id, generation, stage, "Updating", None)
-            for index in range(spec.instance_count):
+            for index in range(count):
                 log_path = folder / "logs" / f"replica-{index}.log"
                 replicas.append(self._start(spec, code_dir, model_dir, log_path, placement))
             self._wait_ready(spec, replicas)
@@ -412,8 +312,9 @@ class OnlineRuntime:
         current_generation = self._stored_generation(deployment_id)
         with self.lock:
             state = self.endpoints.get((ws_id, endpoint))
-            if state is None or self.stopping.is_set() or current_generation != generation:
-                # deleted meanwhile, or a newer generation was asked for: these never serve
+            stale = current_generation != generation or not self.loop.leading
+            if state is None or self.stopping.is_set() or stale:
+                # deleted meanwhile, a newer generation asked for, the lease lost: these never serve
                 old: list[Replica] = replicas
             else:
                 current = state.deployments.get(spec.name)
@@ -426,6 +327,8 @@ class OnlineRuntime:
                 current.code_dir, current.model_dir, current.started = code_dir, model_dir, len(replicas)
                 current.samples = []
                 current.reason, current.log_path = None, replicas[0].log_path if replicas else None
+        if spec.scale_settings is not None and old is not replicas:
+            self.loop.store_autoscaled(deployment_id, len(replicas))
         self._report(deployment_id, generation, "ready", "Succeeded", None)
         self._retire(old)  # drain: the gateway no longer picks them
 
@@ -531,26 +434,6 @@ class OnlineRuntime:
             for deployment in state.deployments.values():
                 self._retire(deployment.replicas)
         self.spawner.shutdown(wait=False)
-
-
-def leftover_replicas(installation: str) -> list[int]:
-    """Replica processes carrying INSTALLATION (read from /proc; none where it is not readable)."""
-    if not installation:
-        return []
-    tag = f"CLOUDLET_INSTALLATION={installation}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes()
-            if b"azureml_inference_server_http" in argv and tag in (entry / "environ").read_bytes().split(
-                b"\0"
-            ):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def _probe(host: str, port: int, timeout: float) -> bool:

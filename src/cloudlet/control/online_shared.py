@@ -2,11 +2,12 @@
 worker's gateway serves invoke (issue 14).
 
 Worker 0 is the **owner**: the ``OnlineRuntime`` of ``control/online_replicas.py`` (it starts,
-probes, autoscales and retires the replicas) plus a publisher thread that writes the gateway's view
-(each endpoint's path, keys, traffic, mirror; each deployment's spec, generation, reason and
-replicas with their addresses and readiness) to ``$CLOUDLET_HOME/online/view.json`` whenever it
-changes (looked at every ``PUBLISH_S``), atomically, and wakes the other workers
-(``services/wake.py``, kind ``VIEW``).
+probes, autoscales and retires the replicas while this server holds the online lease, and follows
+the holder's report otherwise: ``control/online_serving.py``) plus a publisher thread that writes
+the gateway's view (each endpoint's path, keys, traffic, mirror; each deployment's spec,
+generation, reason and replicas with their addresses and readiness) to
+``$CLOUDLET_HOME/online/view.json`` whenever it changes (looked at every ``PUBLISH_S``),
+atomically, and wakes the other workers (``services/wake.py``, kind ``VIEW``).
 
 Every other worker is a **follower**: its gateway reads the same in-memory shapes
 (``EndpointState``/``DeploymentState``), loaded from that file on the wake-up (and every
@@ -30,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from cloudlet.control.loop import one_item
-from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime, Replica
+from cloudlet.control.online_replicas import OnlineRuntime
+from cloudlet.control.online_serving import deployment_doc, followed
+from cloudlet.control.online_state import EndpointState
 from cloudlet.control.replica_board_shared import MirroredBoard, PublishedBoard, board_path
-from cloudlet.domain import online_endpoints as rules
 from cloudlet.services.wake import WakeBus
 
 log = logging.getLogger("cloudlet.online.shared")
@@ -62,39 +64,10 @@ def snapshot(runtime: OnlineRuntime) -> dict[str, Any]:
                     "traffic": state.traffic,
                     "mirror": state.mirror,
                     "paths": sorted(list(path) for path, at in runtime.paths.items() if at == key),
-                    "deployments": [
-                        {
-                            "id": d.id,
-                            "name": d.name,
-                            "spec": d.spec.to_doc(),
-                            "generation": d.generation,
-                            "reason": d.reason,
-                            "restarts": d.restarts,
-                            "replicas": [
-                                {"host": r.host, "port": r.port, "ready": r.ready and r.proc.poll() is None}
-                                for r in d.replicas
-                                if not r.retired
-                            ],
-                        }
-                        for d in state.deployments.values()
-                    ],
+                    "deployments": [deployment_doc(d) for d in state.deployments.values()],
                 }
             )
     return {"endpoints": sorted(endpoints, key=lambda e: (e["ws_id"], e["name"]))}
-
-
-class _Elsewhere:
-    """The process handle of a replica that the owner worker runs: alive while the owner lists it."""
-
-    pid = -1
-    returncode = None
-
-    def poll(self) -> int | None:
-        return None
-
-
-def _replica(host: str, port: int, ready: bool) -> Replica:
-    return Replica(port, _Elsewhere(), Path(os.devnull), host=host, ready=ready)  # type: ignore[arg-type]
 
 
 class OwnerRuntime(OnlineRuntime):
@@ -286,27 +259,8 @@ class FollowerRuntime(OnlineRuntime):
                     e["mirror"],
                 )
                 for d in e["deployments"]:
-                    spec = rules.parse_deployment(d["spec"], key[1], d["name"])
                     kept = old.deployments.get(d["name"]) if old is not None and old.id == state.id else None
-                    deployment = (
-                        kept
-                        if kept is not None and kept.id == d["id"]
-                        else DeploymentState(d["id"], d["name"], spec)
-                    )
-                    by_address = {(r.host, r.port): r for r in deployment.replicas}
-                    replicas = []
-                    for r in d["replicas"]:
-                        address = (r["host"], r["port"])  # a node's replica: its host's address
-                        replica = by_address.get(address) or _replica(*address, r["ready"])
-                        replica.ready = r["ready"]
-                        replicas.append(replica)
-                    deployment.spec, deployment.generation, deployment.replicas = (
-                        spec,
-                        d["generation"],
-                        replicas,
-                    )
-                    deployment.reason, deployment.restarts = d["reason"], d["restarts"]
-                    state.deployments[d["name"]] = deployment
+                    state.deployments[d["name"]] = followed(d, key[1], kept)
                 endpoints[key] = state
                 for path in e["paths"]:
                     paths[(path[0], path[1], path[2], path[3])] = key

@@ -227,3 +227,12 @@ def desired(settings: ScaleSettings, current: int, samples: Sequence[Sample], no
 def horizon(settings: ScaleSettings) -> float:
     """How far back (s) the samples need to go."""
     return float(max(settings.window, settings.scale_in_delay) + settings.polling_interval)
+
+
+def first_count(settings: ScaleSettings | None, instance_count: int, stored: int | None) -> int:
+    """The replicas a roll-out starts with: autoscale's stored count (within the bounds, which an
+    update may have moved) when it has one, so a restart or a new lease holder resumes where
+    autoscale was; else ``instance_count``."""
+    if settings is None or stored is None:
+        return instance_count
+    return min(max(stored, settings.min_instances), settings.max_instances)

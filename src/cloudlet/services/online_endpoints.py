@@ -495,6 +495,8 @@ def render_deployment(
         "reason": row.reason,
         "generation": row.generation,
         "local": row.local,
+        # autoscale's current count (None until it has one), which a restart starts from
+        "autoscaled_instances": row.autoscaled_instances,
         **live,
         "created_by": row.created_by,
         "created_on": iso(row.created_on),

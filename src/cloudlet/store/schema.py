@@ -573,6 +573,10 @@ class OnlineDeployment(Base):
     local: Mapped[bool] = mapped_column(Boolean, default=False)
     created_by: Mapped[str] = mapped_column(String(255))
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The online lease holder's report of its replicas (control/online_serving.py), for every
+    # other server's gateway; and autoscale's current count, which a restart starts from.
+    serving: Mapped[dict[str, Any] | None] = mapped_column(nullable=True)
+    autoscaled_instances: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class OnlineDeploymentMetrics(Base):
