@@ -90,6 +90,9 @@ def test_create_a_cluster_from_the_form_then_edit_its_min_and_max(
     assert listed.status_code == 200 and "form-cluster" in listed.text and "0 / 0 / 3" in listed.text
     partial = client.get(f"{ws}compute/_rows?tab=clusters", headers={"HX-Request": "true"})
     assert partial.status_code == 200 and "form-cluster" in partial.text and "<html" not in partial.text
+    places = client.get(f"{ws}compute?tab=locations")  # an administrator: every location, its provider
+    assert places.status_code == 200 and "<td>local</td>" in places.text
+    assert "An administrator sees every location" not in places.text
     nodes = client.get(f"{ws}compute/form-cluster?tab=nodes")
     assert nodes.status_code == 200 and "Nodes" in nodes.text and "steady at 0 nodes" in nodes.text
 
@@ -170,6 +173,8 @@ def test_a_reader_sees_no_write_control_and_is_refused_every_write(
         assert listed.status_code == 200 and "form-cluster" in listed.text and "+ New" not in listed.text
         page = reader.get(f"{ws}compute/form-cluster")
         assert page.status_code == 200 and "Delete" not in page.text and "Save" not in page.text
+        places = reader.get(f"{ws}compute?tab=locations")
+        assert places.status_code == 200 and "An administrator sees every location" in places.text
         quota = reader.get(f"{ws}quota")
         assert quota.status_code == 200 and 'name="limit"' not in quota.text
         token = csrf_of(page)  # the sign-out form's
