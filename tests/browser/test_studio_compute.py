@@ -138,6 +138,7 @@ def test_an_instance_from_yaml_opens_jupyterlab_in_one_click(
         tab.goto(ws_url(srv, "compute", "lab-inst"))
         assert tab.get_by_text("Only the owner, admin, may open").is_visible()
         assert tab.get_by_role("link", name="Jupyter Lab").count() == 0
+        assert tab.get_by_role("button", name="Stop").count() == 0  # only its owner drives it
         refused = tab.goto(ws_url(srv, "compute", "lab-inst", "open", "jupyterlab"))
         assert refused is not None and refused.status == 403
     finally:
