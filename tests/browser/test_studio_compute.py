@@ -36,6 +36,15 @@ def tab_until(page: Any, text: str, presses: int = 40) -> bool:
     return False
 
 
+def load_yaml(page: Any, doc: dict[str, Any]) -> None:
+    """DOC as a file loaded into the page's YAML editor (as a user picks a .yml file)."""
+    text = yaml.safe_dump(doc)
+    page.get_by_role("textbox", name="Compute YAML").wait_for()  # the editor is up
+    upload = {"name": "compute.yml", "mimeType": "text/yaml", "buffer": text.encode()}
+    page.get_by_label("Or load a file").set_input_files(files=[upload])
+    page.get_by_role("textbox", name="Compute YAML").get_by_text(f"name: {doc['name']}").wait_for()
+
+
 def test_create_a_cluster_from_the_form_with_the_size_picker(studio_srv: RunningServer, page: Any) -> None:
     srv = studio_srv
     with srv.client() as api:  # 10 cores: Standard_DS5_v2 (16) cannot fit
@@ -54,6 +63,7 @@ def test_create_a_cluster_from_the_form_with_the_size_picker(studio_srv: Running
     page.get_by_label("Maximum nodes").fill("3")
     page.get_by_label("Description").fill(HOSTILE)
     page.get_by_role("radio", name="Standard_DS3_v2").check()
+    big.scroll_into_view_if_needed()  # the greyed-out size in the picker's view
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "compute-create")
     axe_check(page)
@@ -70,9 +80,7 @@ def test_create_a_cluster_from_the_form_with_the_size_picker(studio_srv: Running
     # A validation error is shown at its field, its hostile text escaped.
     page.goto(ws_url(srv, "compute", "_new"))
     expect_failed_load(page, ws_url(srv, "compute", "_yaml"))  # a 400: Chromium logs it
-    page.get_by_label("Compute YAML").fill(
-        yaml.safe_dump({"name": "bad-size", "type": "amlcompute", "size": HOSTILE})
-    )
+    load_yaml(page, {"name": "bad-size", "type": "amlcompute", "size": HOSTILE})
     page.get_by_role("button", name="Create from YAML").click()
     page.locator("#e-yaml").wait_for()
     assert XSS_IMG in page.locator("#e-yaml").inner_text()
@@ -93,7 +101,7 @@ def test_an_instance_from_yaml_opens_jupyterlab_in_one_click(
     }
     sign_in(page, srv)
     page.goto(ws_url(srv, "compute", "_new"))
-    page.get_by_label("Compute YAML").fill(yaml.safe_dump(doc))
+    load_yaml(page, doc)
     page.get_by_role("button", name="Create from YAML").click()
     page.wait_for_url("**/compute/lab-inst?op=*")
     # The page updates itself: the operation ends and the apps appear without a reload.
