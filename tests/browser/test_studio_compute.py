@@ -74,7 +74,6 @@ def test_create_a_cluster_from_the_form_with_the_size_picker(studio_srv: Running
     page.get_by_role("link", name="Nodes").click()
     page.wait_for_url("**/compute/web-cluster?tab=nodes")
     assert page.get_by_text("steady at 0 nodes").is_visible()
-    screenshot(page, "cluster-nodes")
     axe_check(page)
 
     # A validation error is shown at its field, its hostile text escaped.
@@ -167,3 +166,17 @@ def test_the_quota_page(studio_srv: RunningServer, page: Any) -> None:
     row.get_by_role("button", name="Set").click()
     page.wait_for_load_state()
     assert page.locator("tr", has=page.get_by_text(FAMILY, exact=True)).locator(".limit").inner_text() == "24"
+
+
+def test_a_node_appears_on_the_nodes_tab_without_a_reload(studio_srv: RunningServer, page: Any) -> None:
+    srv = studio_srv
+    sign_in(page, srv)
+    page.goto(ws_url(srv, "compute", "web-cluster") + "?tab=nodes")
+    assert page.get_by_text("No nodes: the cluster is at zero").is_visible()
+    with srv.client() as api:  # min_instances 1: the autoscaler starts a node
+        scaled = api.patch(f"{srv.ws_path}/computes/web-cluster", json={"min_instances": 1})
+        assert scaled.status_code == 200, scaled.text
+    nodes = page.get_by_role("region", name="Nodes")
+    nodes.get_by_text("Idle").or_(nodes.get_by_text("Running")).first.wait_for(timeout=OP_TIMEOUT_S * 1000)
+    screenshot(page, "cluster-nodes")
+    axe_check(page)
