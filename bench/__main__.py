@@ -28,6 +28,7 @@ from bench import (
     simulator,
     slurm_node,
     ssh_join,
+    studio_jobs,
     sweep_trials,
     trace_validation,
     tracking,
@@ -71,6 +72,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         online_gateway.NAME, online_gateway.run, online_gateway.markdown, online_gateway.report
     ),
     slurm_node.NAME: Benchmark(slurm_node.NAME, slurm_node.run, slurm_node.markdown, slurm_node.report),
+    studio_jobs.NAME: Benchmark(studio_jobs.NAME, studio_jobs.run, studio_jobs.markdown, studio_jobs.report),
 }
 
 

@@ -77,13 +77,13 @@ async def _in_one_batch(
 
 
 def _spied(work: Callable[[Round], Answer], paths: list[str]) -> Callable[[Round], Answer]:
-    """WORK, noting which way an exit report went: plain SQL (the compute is in ``freed_on``)
-    or the general path."""
+    """WORK, noting what an exit report did with its node: freed it for its cluster's next job,
+    carried in the answer ("freed": the compute is in ``freed_on``), or woke nodes ("woken")."""
 
     def spy(round_: Round) -> Answer:
         before = set(round_.freed_on)
         answer = work(round_)
-        paths.append("plain" if round_.freed_on - before else "general")
+        paths.append("freed" if round_.freed_on - before else "woken")
         return answer
 
     return spy
@@ -244,9 +244,10 @@ def _submit_work(workspace_id: int, name: str, data: DataRoot) -> Callable[[Roun
 
 def test_running_and_exit_of_one_run_in_one_batch_settle_it_once(tmp_path: Path) -> None:
     """A run reported running and exited in the same batch: the first report holds the rows as
-    objects, so the exit must take the general path (a plain UPDATE beside those objects would be
-    overwritten at flush). The job completes, the node is idle again and takes the next job, whose
-    spec rides back in the exit's answer."""
+    objects (changed, not yet flushed) while the exit writes them in plain SQL; those objects are
+    flushed first and then take the written values, so nothing is overwritten at flush. The job
+    completes, the node is idle again and takes the next job, whose spec rides back in the exit's
+    answer."""
     batcher, sessions, data, (ws_id, node_id, token) = _cluster_store(tmp_path)
 
     paths: list[str] = []
@@ -271,7 +272,7 @@ def test_running_and_exit_of_one_run_in_one_batch_settle_it_once(tmp_path: Path)
 
     running_answer, exit_answer, _ = asyncio.run(scenario())
     assert running_answer == {"ok": True}
-    assert paths == ["general"]
+    assert paths == ["freed"]
     with sessions() as session:
         first = session.scalars(select(Job).where(Job.name == "first")).one()
         second = session.scalars(select(Job).where(Job.name == "second")).one()
@@ -284,7 +285,7 @@ def test_running_and_exit_of_one_run_in_one_batch_settle_it_once(tmp_path: Path)
     assert [spec["job"] for spec in exit_answer["start"]] == ["second"]
 
 
-def test_an_exit_alone_takes_the_plain_sql_path_and_settles_like_the_general_one(tmp_path: Path) -> None:
+def test_an_exit_alone_frees_its_node_for_its_cluster(tmp_path: Path) -> None:
     batcher, sessions, data, (ws_id, node_id, token) = _cluster_store(tmp_path)
     fast_paths: list[str] = []
 
@@ -301,7 +302,7 @@ def test_an_exit_alone_takes_the_plain_sql_path_and_settles_like_the_general_one
 
     answer = asyncio.run(scenario())
     assert answer == {"ok": True, "start": []}
-    assert fast_paths == ["plain"]
+    assert fast_paths == ["freed"]
     with sessions() as session:
         job = session.scalars(select(Job).where(Job.name == "failing")).one()
         node = session.get(Node, node_id)

@@ -1,7 +1,8 @@
 """The plain-SQL form of the one status writer (services/job_status.update_status) on a real store:
 a legal move writes the row with the table's stamps; an illegal one matches no row, raises, and
 leaves the row as it was (SQLite and PostgreSQL). And a run that reports its exit after its job
-ended (canceled with its compute) leaves the job as it ended."""
+ended (canceled with its compute) leaves the job as it ended; and a Job object the session holds
+for the row stays coherent with the plain UPDATE."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, create_engine
 
 from cloudlet.domain.job_status import IllegalJobTransition, JobStatus
-from cloudlet.services import dispatch, job_status
+from cloudlet.services import exits, job_status
 from cloudlet.services.clock import utcnow
 from cloudlet.store import db
 from cloudlet.store.schema import Job, JobRun, ResourceGroup, Subscription, Workspace
@@ -98,7 +99,7 @@ def test_a_late_exit_leaves_an_ended_job_as_it_ended(tmp_path: Path) -> None:
         # The compute's deletion ended the job while this run's node was already going away.
         job.cancel_requested = True
         job_status.set_status(job, JobStatus.CANCELED, NOW + 1, message="compute 'cpu' was deleted")
-        assert dispatch.record_exit(session, run, None, "lost", NOW + 2) == []
+        assert exits.record_exit(session, run.id, None, "lost", NOW + 2) == []
         assert run.state == "exited"
     with sessions() as session:
         job = session.get(Job, job_id)
@@ -108,4 +109,27 @@ def test_a_late_exit_leaves_an_ended_job_as_it_ended(tmp_path: Path) -> None:
             NOW + 1,
             "compute 'cpu' was deleted",
         )
+    engine.dispose()
+
+
+def test_a_plain_sql_move_keeps_the_object_the_session_holds_coherent(tmp_path: Path) -> None:
+    """The session holds the job as an object with a change not yet flushed: that change is
+    written first, the object then reads the moved status and stamps without a query, and its
+    flush at commit writes nothing over the plain UPDATE."""
+    engine = db.make_engine(db.sqlite_url(tmp_path))
+    job_id = _store(engine)
+    sessions = db.session_factory(engine)
+    with sessions() as session, session.begin():
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.status_message = "about to start"  # pending: the UPDATE below comes after it
+        job_status.update_status(session, job_id, JobStatus.PREPARING, NOW, {"attempt": 1})
+        assert job not in session.dirty
+        assert (job.status, job.attempt, job.status_message) == ("Preparing", 1, "about to start")
+        job_status.update_status(session, job_id, JobStatus.FAILED, NOW + 1, {"status_message": "no"})
+        assert (job.status, job.ended_at, job.status_message) == ("Failed", NOW + 1, "no")
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        assert (job.status, job.attempt, job.ended_at, job.status_message) == ("Failed", 1, NOW + 1, "no")
     engine.dispose()

@@ -23,7 +23,7 @@ from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
 from cloudlet.domain.parent_kinds import KINDS
 from cloudlet.server import open_store
-from cloudlet.services import dispatch, effects
+from cloudlet.services import effects, exits
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller
 from cloudlet.services.job_status import set_status
@@ -118,7 +118,7 @@ class World:
     def cancel(self, name: str) -> None:
         with self.sessions.begin() as session:
             job = session.scalars(select(Job).where(Job.name == name)).one()
-            dispatch.cancel_job(session, job)
+            exits.cancel_job(session, job)
 
 
 def _cluster(sessions: Any) -> None:

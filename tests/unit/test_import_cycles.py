@@ -15,18 +15,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-ALLOWED: dict[frozenset[str], str] = {
-    frozenset(
-        {
-            "cloudlet.control.online_autoscaler",
-            "cloudlet.control.online_loop",
-            "cloudlet.control.online_replicas",
-        }
-    ): (
-        "the online runtime: the loop, the replicas and the autoscaler call each other; next, the "
-        "autoscaler's decision as a pure function the loop calls (issue 26, item 3's remainder)"
-    ),
-}
+ALLOWED: dict[frozenset[str], str] = {}  # none left (issue 26): keep it so
 
 
 def import_graph(package: str) -> dict[str, set[str]]:

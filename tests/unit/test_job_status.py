@@ -141,15 +141,6 @@ def test_set_status_leaves_what_it_is_not_given_and_refuses_an_illegal_move() ->
     assert (job.status, job.ended_at, job.started_at) == ("Canceled", NOW, None)  # nothing changed
 
 
-def test_settle_applies_an_attempt_outcome_through_the_table() -> None:
-    job = _job(S.RUNNING, ended_at=None)
-    outcome = {"ended_at": NOW, "status": S.COMPLETED, "exit_code": 0, "status_message": None}
-    writer.settle(job, outcome, NOW)
-    assert (job.status, job.ended_at, job.exit_code, job.status_message) == ("Completed", NOW, 0, None)
-    with pytest.raises(IllegalJobTransition):
-        writer.settle(job, {"status": S.QUEUED, "ended_at": None}, NOW)
-
-
 def test_a_job_document_is_of_the_kind_its_type_says() -> None:
     assert kind_of({"type": "command", "command": "echo"}) is JobKind.COMMAND
     assert kind_of({"command": "echo"}) is JobKind.COMMAND  # Azure's default type

@@ -10,6 +10,19 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import AppState, Context, app_state, context, json_response
+from cloudlet.api.job_list_params import (
+    CountToo,
+    CreatorFilter,
+    ExperimentFilter,
+    JobSearchParams,
+    NameSearch,
+    OrderBy,
+    SubmittedAfter,
+    SubmittedBefore,
+    TagFilter,
+    TypeFilter,
+    WithChildren,
+)
 from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
@@ -17,7 +30,7 @@ from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
 from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
 from cloudlet.domain.job_status import IN_ORDER
 from cloudlet.domain.roles import Access
-from cloudlet.services import computes, job_cancel, job_outputs, preemption, workspaces
+from cloudlet.services import computes, job_cancel, job_outputs, job_search, preemption, workspaces
 from cloudlet.services import jobs as job_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.context import Caller, WorkspaceRef
@@ -86,22 +99,50 @@ def list_jobs(
     parent: Annotated[
         str | None, Query(pattern=JOB_NAME_PATTERN.pattern, description="only this job's child jobs")
     ] = None,
+    type: TypeFilter = None,
+    created_by: CreatorFilter = None,
+    experiment: ExperimentFilter = None,
+    tag: TagFilter = None,
+    search_text: NameSearch = None,
+    submitted_after: SubmittedAfter = None,
+    submitted_before: SubmittedBefore = None,
+    include_children: WithChildren = False,
+    orderby: OrderBy = None,
+    count: CountToo = False,
     ctx: Context = Depends(context),
 ) -> Response:
-    """Jobs newest first, ``$top`` at a time; ``nextLink`` (absent on the last page) fetches the next."""
+    """Jobs newest first, ``$top`` at a time; ``nextLink`` (absent on the last page) fetches the next.
+    Any of the studio's filters, ``$orderby`` or ``$count`` lists through ``services.job_search``
+    (``count`` and ``countCapped`` answer ``$count=true``)."""
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    page = job_service.list_jobs(ctx.session, workspace, status, compute, top, skip_token, parent)
-    body: dict[str, Any] = {"value": [native_jobs.render(j, ref, [], _base_url(ctx)) for j in page.jobs]}
-    if page.next_token is not None:
-        query = {
-            "status": status,
-            "compute": compute,
-            "parent": parent,
-            "$top": top,
-            "$skipToken": page.next_token,
-        }
-        kept = {k: v for k, v in query.items() if v is not None}
-        body["nextLink"] = f"{str(ctx.request.url).split('?', 1)[0]}?{urlencode(kept)}"
+    search = JobSearchParams(
+        tuple(type or ()),
+        tuple(created_by or ()),
+        experiment,
+        tuple(tag or ()),
+        search_text,
+        submitted_after,
+        submitted_before,
+        include_children,
+        orderby,
+        count,
+    )
+    if search.asked():
+        query = search.query(status, compute, parent, top, skip_token)
+        found = job_search.search_jobs(ctx.session, workspace, query)
+        jobs: Any = found.jobs
+        next_token = found.next_token
+    else:
+        page = job_service.list_jobs(ctx.session, workspace, status, compute, top, skip_token, parent)
+        jobs, next_token = page.jobs, page.next_token
+    body: dict[str, Any] = {"value": [native_jobs.render(j, ref, [], _base_url(ctx)) for j in jobs]}
+    if search.asked() and query.count:
+        body["count"], body["countCapped"] = found.count, found.count_capped
+    if next_token is not None:
+        kept = [(k, v) for k, v in ctx.request.query_params.multi_items() if k != "$skipToken"]
+        body["nextLink"] = (
+            f"{str(ctx.request.url).split('?', 1)[0]}?{urlencode([*kept, ('$skipToken', next_token)])}"
+        )
     return json_response(body)
 
 

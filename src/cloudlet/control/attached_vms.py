@@ -27,7 +27,7 @@ from cloudlet.domain.nodes import FAILED, SERVING, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.run_state import ExitReason
 from cloudlet.providers.base import NodeProvider, NodeRequest
-from cloudlet.services import dispatch, host_keys
+from cloudlet.services import exits, host_keys
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import WALL_CLOCK, Clock
 from cloudlet.store.schema import Compute, Node, Operation
@@ -170,7 +170,7 @@ class VmDriver(AfterCommitQueue):
         nodes = node_service.live_nodes(session, compute.id)
         actions, now = Actions(), self.clock.now()
         for node in nodes:
-            dispatch.fail_runs_on_node(session, node, ExitReason.CANCELED, now)
+            exits.fail_runs_on_node(session, node, ExitReason.CANCELED, now)
             if node.state == NodeState.TERMINATING.value:
                 actions.terminations.append((node.id, node.location, dict(node.provider_ref)))
             else:

@@ -28,7 +28,7 @@ from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.operation_plans import COMPUTE_PLANS, Plan
 from cloudlet.domain.resources import COMPUTES
 from cloudlet.domain.run_state import ExitReason
-from cloudlet.services import dispatch, job_status, workspaces
+from cloudlet.services import exits, job_status, workspaces
 from cloudlet.services import locks as lock_store
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import utcnow
@@ -75,7 +75,7 @@ def _release(session: Session, _op: Operation, compute: Compute) -> None:
         job.cancel_requested = True
     for node in node_service.live_nodes(session, compute.id):
         if node.state != NodeState.TERMINATING.value:
-            dispatch.fail_runs_on_node(session, node, ExitReason.CANCELED, now)
+            exits.fail_runs_on_node(session, node, ExitReason.CANCELED, now)
             node_service.advance(node, NodeEvent.TERMINATE, now)
     for job in active:
         if job.status in JOB_ACTIVE:

@@ -33,7 +33,7 @@ from cloudlet.domain.instance_watch import AGENT_LOST, DISK_FULL, InstanceFacts,
 from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, advance_instance
 from cloudlet.domain.nodes import NodeEvent
 from cloudlet.domain.run_state import ExitReason
-from cloudlet.services import audit, dispatch, operations, workspaces
+from cloudlet.services import audit, exits, operations, workspaces
 from cloudlet.services import instance_activity as activity
 from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
@@ -166,7 +166,7 @@ class InstanceWatch(ReconcileLoop):
         if code == AGENT_LOST and node is not None:
             node.error = {"code": "NodeLost", "message": "the instance's agent stopped reporting"}
             node_service.advance(node, NodeEvent.LOSE, now)
-            dispatch.fail_runs_on_node(session, node, ExitReason.LOST, now)
+            exits.fail_runs_on_node(session, node, ExitReason.LOST, now)
         log.warning("instance %s is Unusable: %s", compute.name, reason)
         return f"unusable: {reason}"
 

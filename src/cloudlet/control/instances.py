@@ -42,7 +42,7 @@ from cloudlet.providers.base import (
     SupportsNodeLogs,
 )
 from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch, instance_reports
+from cloudlet.services import exits, instance_reports
 from cloudlet.services import instances as instance_service
 from cloudlet.services import nodes as node_service
 from cloudlet.services.clock import WALL_CLOCK, Clock
@@ -271,7 +271,7 @@ class InstanceDriver(AfterCommitQueue):
         actions, now = Actions(), self.clock.now()
         for node in nodes:
             # Jobs running on the instance end with it and wait for its next start (requeued).
-            dispatch.fail_runs_on_node(session, node, ExitReason.STOPPED, now)
+            exits.fail_runs_on_node(session, node, ExitReason.STOPPED, now)
             if node.state == NodeState.TERMINATING.value:
                 actions.terminations.append((node.id, node.location, dict(node.provider_ref)))
             else:

@@ -18,7 +18,7 @@ from cloudlet.control.engine_status import engine_pending
 from cloudlet.control.loop import one_item
 from cloudlet.domain.nodes import NodeEvent, NodeState, StuckAction, stuck_action
 from cloudlet.domain.run_state import ExitReason
-from cloudlet.services import dispatch
+from cloudlet.services import exits
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Node
 
@@ -93,7 +93,7 @@ def _apply(session: Session, node: Node, event: tuple[NodeEvent, dict[str, str]]
     node.error = error
     node_service.advance(node, kind, now)
     if kind is NodeEvent.LOSE:  # its runs end (and their jobs requeue)
-        return dispatch.fail_runs_on_node(session, node, ExitReason.LOST, now)
+        return exits.fail_runs_on_node(session, node, ExitReason.LOST, now)
     return []
 
 

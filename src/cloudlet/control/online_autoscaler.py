@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 from cloudlet.domain import online_autoscale as policy
 
 if TYPE_CHECKING:
-    from cloudlet.control.online_replicas import DeploymentState, OnlineRuntime, Replica
+    from cloudlet.control.online_ports import ReplicaRuntime
+    from cloudlet.control.online_state import DeploymentState, Replica
 
 log = logging.getLogger("cloudlet.online.autoscale")
 TICK_S = 0.25  # how often the loop looks whether a deployment's poll is due
@@ -54,7 +55,7 @@ def session_cpu_seconds(sessions: set[int]) -> dict[int, float]:
 
 
 class Autoscaler:
-    def __init__(self, runtime: OnlineRuntime) -> None:
+    def __init__(self, runtime: ReplicaRuntime) -> None:
         self.runtime = runtime
         self.wake = threading.Event()
         self.cpu: dict[int, tuple[float, float]] = {}  # replica pid → (wall, cpu seconds) last seen
@@ -122,7 +123,7 @@ class Autoscaler:
             path = logs / f"replica-{deployment.started}.log"
             deployment.started += 1
             fresh.append(
-                self.runtime._start(
+                self.runtime.start_replica(
                     deployment.spec, deployment.code_dir, deployment.model_dir, path, deployment.placement
                 )
             )
@@ -161,7 +162,7 @@ class Autoscaler:
     def _drain(self, replicas: list[Replica]) -> None:
         def drain() -> None:
             self.runtime.stopping.wait(GRACE_S)
-            self.runtime._retire(replicas)
+            self.runtime.retire(replicas)
 
         thread = threading.Thread(target=drain, name="online-autoscale-drain", daemon=True)
         thread.start()

@@ -44,7 +44,8 @@ from cloudlet.services.context import WorkspaceRef
 from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
 
 if TYPE_CHECKING:
-    from cloudlet.control.online_replicas import DeploymentState, OnlineRuntime
+    from cloudlet.control.online_ports import ReplicaRuntime
+    from cloudlet.control.online_state import DeploymentState
 
 log = logging.getLogger("cloudlet.online.loop")
 INTERVAL_S = 0.5  # also the liveness watch's period
@@ -87,7 +88,7 @@ class OnlineLoop(ReconcileLoop):
 
     def __init__(
         self,
-        runtime: OnlineRuntime,
+        runtime: ReplicaRuntime,
         sessions: sessionmaker[Session],
         can_lead: bool = True,
         interval_s: float = INTERVAL_S,
@@ -176,7 +177,7 @@ class OnlineLoop(ReconcileLoop):
                 runtime.rolling.pop(deployment_id)
         if gone and self.leading:
             replicas = [r for d in gone for r in d.replicas]
-            drain = threading.Thread(target=runtime._retire, args=(replicas,), name="online-drain")
+            drain = threading.Thread(target=runtime.retire, args=(replicas,), name="online-drain")
             drain.daemon = True
             drain.start()
 
@@ -277,7 +278,7 @@ class OnlineLoop(ReconcileLoop):
             for state in runtime.endpoints.values():
                 state.deployments.clear()
             runtime.rolling.clear()
-        drain = threading.Thread(target=runtime._retire, args=(replicas,), name="online-step-down")
+        drain = threading.Thread(target=runtime.retire, args=(replicas,), name="online-step-down")
         drain.daemon = True
         drain.start()
 

@@ -183,11 +183,11 @@ class OnlineRuntime:
         log.warning(
             "replica of %s on port %d is dead or not live: restarting it", deployment.name, replica.port
         )
-        self._retire([replica])
+        self.retire([replica])
         if replica.code_dir is None or replica.model_dir is None or self.stopping.is_set():
             return
         try:
-            fresh = self._start(
+            fresh = self.start_replica(
                 deployment.spec, replica.code_dir, replica.model_dir, replica.log_path, deployment.placement
             )
         except Exception as exc:  # e.g. no node could be made: the next look tries again
@@ -292,12 +292,12 @@ class OnlineRuntime:
             self._report(deployment_id, generation, stage, "Updating", None)
             for index in range(count):
                 log_path = folder / "logs" / f"replica-{index}.log"
-                replicas.append(self._start(spec, code_dir, model_dir, log_path, placement))
+                replicas.append(self.start_replica(spec, code_dir, model_dir, log_path, placement))
             self._wait_ready(spec, replicas)
         except Exception as exc:  # the reason goes to the store; the serving generation stays
             reason = f"{stage} failed: {exc}"
             log.warning("deployment %s/%s generation %d: %s", endpoint, spec.name, generation, reason)
-            self._retire(replicas)
+            self.retire(replicas)
             self._report(deployment_id, generation, stage, "Failed", reason)
             with self.lock:
                 state = self.endpoints.get((ws_id, endpoint))
@@ -330,7 +330,7 @@ class OnlineRuntime:
         if spec.scale_settings is not None and old is not replicas:
             self.loop.store_autoscaled(deployment_id, len(replicas))
         self._report(deployment_id, generation, "ready", "Succeeded", None)
-        self._retire(old)  # drain: the gateway no longer picks them
+        self.retire(old)  # drain: the gateway no longer picks them
 
     def _materialize(self, ws_id: int, spec: rules.DeploymentSpec, folder: Path) -> tuple[Path, Path]:
         code_dir, model_dir = folder / "code", folder / "model"
@@ -356,7 +356,7 @@ class OnlineRuntime:
             raise FileNotFoundError(f"the code has no scoring script '{spec.scoring_script}'")
         return code_dir, model_dir
 
-    def _start(
+    def start_replica(
         self,
         spec: rules.DeploymentSpec,
         code_dir: Path,
@@ -395,7 +395,7 @@ class OnlineRuntime:
                 if self.stopping.is_set():
                     raise RuntimeError("the server is stopping")
 
-    def _retire(self, replicas: list[Replica], drain_s: float = DRAIN_S) -> None:
+    def retire(self, replicas: list[Replica], drain_s: float = DRAIN_S) -> None:
         """Take REPLICAS out of the gateway's choice, let the requests they hold finish (bounded
         by DRAIN_S), then stop them."""
         for replica in replicas:
@@ -432,7 +432,7 @@ class OnlineRuntime:
             self.endpoints.clear()
         for state in states:
             for deployment in state.deployments.values():
-                self._retire(deployment.replicas)
+                self.retire(deployment.replicas)
         self.spawner.shutdown(wait=False)
 
 

@@ -1,7 +1,7 @@
 """How a job attempt ends, decided from how its runs ended (pure).
 
-Both ways of recording an exit use it: the general one over ORM objects and the plain-SQL one for
-the common case (``services/exits.py``), so the two cannot disagree on a job's status.
+Recording a run's exit (``services/exits.py``) applies it once the attempt's every run has
+ended.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def settle(
     runs: list[RunEnd], attempt: int, max_attempts: int, cancel_requested: bool, now: float
 ) -> dict[str, Any]:
     """The job's columns once every run of its current attempt has ended: only those that change.
-    ``status`` is a ``JobStatus``; ``services.job_status.settle`` applies the whole (the move is
+    ``status`` is a ``JobStatus``; ``services.exits`` applies the whole (the move is
     checked there, and its ``ended_at`` is the one the status table stamps: the same)."""
     reasons = {r.reason for r in runs}
     if cancel_requested:

@@ -42,6 +42,8 @@ class CoreHolder:
     tier: Tier
     cores: int
     state: str
+    kind: str = ""  # what holds the cores: a compute type, "online deployment", "serverless job"
+    owner: str = ""  # who the holder belongs to: an instance's owner, else who created it
 
 
 @dataclass(frozen=True)

@@ -100,11 +100,21 @@ class Mailbox(Protocol):
 def check_node(session: Session, node_id: str, token: str) -> Node:
     """The node, if the token is its own and it may still talk (401 / 403 otherwise)."""
     node = session.get(Node, node_id, options=node_service.REPORTS_DEFERRED)
-    if node is None or node.token_hash != node_service.hash_token(token):
-        raise CloudletError("AuthenticationFailed", "unknown node or wrong node token", status=401)
-    if node.state in (NodeState.TERMINATED.value, NodeState.LOST.value, NodeState.PREEMPTED.value):
-        raise CloudletError("NodeGone", f"node {node_id} is {node.state}; stop", status=403)
+    _check_token(node_id, node.token_hash if node else None, node.state if node else None, token)
+    assert node is not None
     return node
+
+
+_GONE = (NodeState.TERMINATED.value, NodeState.LOST.value, NodeState.PREEMPTED.value)
+
+
+def _check_token(node_id: str, token_hash: str | None, state: str | None, token: str) -> None:
+    """401 unless TOKEN is the node's own (TOKEN_HASH: None when the node is unknown); 403 when the
+    node may no longer talk."""
+    if token_hash is None or token_hash != node_service.hash_token(token):
+        raise CloudletError("AuthenticationFailed", "unknown node or wrong node token", status=401)
+    if state in _GONE:
+        raise CloudletError("NodeGone", f"node {node_id} is {state}; stop", status=403)
 
 
 def _apply_runs(session: Session, node: Node, runs: list[RunStatus], now: float) -> list[str]:
@@ -116,8 +126,9 @@ def _apply_runs(session: Session, node: Node, runs: list[RunStatus], now: float)
         if status.state == RunState.RUNNING:
             dispatch.record_running(session, run, status.pid, status.started_at)
         else:
-            wake += dispatch.record_exit(
-                session, run, status.exit_code, status.reason, status.ended_at or now, status.started_at
+            ended_at = status.ended_at or now
+            wake += exits.record_exit(
+                session, run.id, status.exit_code, status.reason, ended_at, status.started_at
             )
     return wake
 
@@ -157,21 +168,24 @@ def running_report(run_id: str, token: str, report: RunningReport) -> Work:
 
 
 def exit_report(run_id: str, token: str, report: ExitReport) -> Work:
-    """The batched work for "this run exited": plain SQL for the common case, the general path
-    otherwise. Its answer carries the node's next run when one was placed on it, so a busy node
-    goes from one job to the next in one round trip."""
+    """The batched work for "this run exited" (``exits.record_exit``). Its answer carries the
+    node's next run when one was placed on it, so a busy node goes from one job to the next in
+    one round trip."""
 
     def work(round_: Round) -> Answer:
         session, exit_code, reason = round_.session, report.exit_code, report.reason
         ended_at, started_at = report.ended_at or time.time(), report.started_at
-        freed = exits.record_simple_exit(session, run_id, token, exit_code, reason, ended_at, started_at)
-        if freed is not None:
-            node_id, compute_id = freed
-            round_.freed_on.add(compute_id)
+        view = exits.exit_view(session, run_id)  # the run and its node's token, in one read
+        if view is None:
+            raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
+        node_id = view.node_id
+        _check_token(node_id, view.token_hash, view.node_state, token)
+        wake = exits.record_exit(session, run_id, exit_code, reason, ended_at, started_at, view)
+        if wake == [node_id] and reason != preemption.PREEMPTED and _freed_cluster_node(view):
+            # The node learns its next run from this answer: schedule its cluster, wake no one.
+            round_.freed_on.add(view.compute_id)
         else:
-            run = run_of(session, run_id, token, round_.memo)
-            node_id = run.node_id
-            round_.freed += dispatch.record_exit(session, run, exit_code, reason, ended_at, started_at)
+            round_.freed += wake
             if reason == preemption.PREEMPTED:  # the node's engine took it back: no new work on it
                 node = session.get(Node, node_id)
                 if node is not None:
@@ -180,6 +194,12 @@ def exit_report(run_id: str, token: str, report: ExitReport) -> Work:
         return lambda placed: {"ok": True, "start": placed.pop(node_id, [])}
 
     return work
+
+
+def _freed_cluster_node(view: Any) -> bool:
+    """The exit freed a cluster's busy node (one job at a time): it is idle now."""
+    busy = view.node_state == NodeState.BUSY.value
+    return busy and view.operation_id is None and view.compute_id is not None
 
 
 def sealed(answer: dict[str, Any], secret: str) -> dict[str, Any]:

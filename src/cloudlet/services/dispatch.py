@@ -1,4 +1,5 @@
-"""Putting jobs on nodes and taking them off: run specs, exits, requeues, cancels.
+"""Putting jobs on nodes: scheduling, placing, run specs, handing runs to agents. Taking them off
+(exits, requeues, cancels) is ``services/exits.py``.
 
 A job attempt is one run per process: ``instance_count`` nodes × processes per node. Runs move
 ``assigned`` (recorded) → ``sent`` (in an agent's poll answer) → ``running`` → ``exited``.
@@ -7,30 +8,26 @@ Every function returns the node ids whose agents should be woken once the transa
 
 from __future__ import annotations
 
-import contextlib
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select
+from sqlalchemy import Select, bindparam, insert, or_, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import compute_types, job_outcome
+from cloudlet.domain import compute_types
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.nodes import NodeEvent, NodeState
-from cloudlet.domain.run_state import CANCEL_REQUESTED, ExitReason, RunState
+from cloudlet.domain.run_state import CANCEL_REQUESTED, RunState
 from cloudlet.domain.scheduling import QueuedJob, schedule
-from cloudlet.services import assets as asset_service
-from cloudlet.services import job_status, prepared_specs, run_specs
-from cloudlet.services import jobs as job_service
+from cloudlet.services import exits, job_status, prepared_specs, run_specs
 from cloudlet.services import nodes as node_service
 from cloudlet.services.storage import DataRoot
-from cloudlet.store.rows import held, update_row
+from cloudlet.store.rows import update_row
 from cloudlet.store.schema import Compute, Job, JobRun, Node
 
 ASSIGNED, SENT, RUN_RUNNING, EXITED = RunState.ASSIGNED, RunState.SENT, RunState.RUNNING, RunState.EXITED
-REQUEUE_REASONS = job_outcome.REQUEUE_REASONS
-SINGLE_LOG = job_outcome.SINGLE_LOG
 
 
 DELIVERIES = "cloudlet_deliveries"
@@ -110,92 +107,61 @@ def build(
 
 def place(
     session: Session,
-    job: Job,
-    nodes: list[Node],
+    job: Any,
+    nodes: Sequence[Any],
     data: DataRoot,
     server_url: str,
     compute: Compute | None = None,
 ) -> list[str]:
     """Start the job's next attempt on ``nodes`` (one per instance, in rank order). The run specs
-    are recorded as sent and queued in ``session.info`` for delivery after commit."""
+    are recorded as sent and queued in ``session.info`` for delivery after commit.
+
+    JOB is a row of ``_JOB_COLUMNS`` or a ``Job``; NODES are rows of (id, state, resources) or
+    ``Node``s. The writes are plain SQL (a thousand-run attempt, and the tiny jobs of a busy
+    cluster, cost more as ORM objects); objects the session holds for these rows stay coherent
+    with them (``store/rows.py``)."""
     now = time.time()
     number = job.attempt + 1
+    child = job.parent_job_id is not None
     attempt = run_specs.Attempt(job.name, job.workspace_id, job.compute_name, job.spec, number)
     targets = [(node.id, node_address(node.resources) or "") for node in nodes]
     made = _specs_for(session, job.id, attempt, targets, data, server_url, compute)
     if made.specs is None:  # before anything is written: a job whose runs cannot be made fails alone
         exc = made.error or ValueError("no run specs")
-        job_status.set_status(job, JobStatus.PREPARING, now)
-        job.attempt = number
-        message, error = job_status.cannot_start(job.name, exc)
-        job_status.set_status(job, JobStatus.FAILED, now, message=message, error=error)
-        return []
-    job_status.set_status(job, JobStatus.PREPARING, now, message=_preparing_message(number, len(nodes)))
-    job.attempt = number
-    _write_runs(session, job.id, made, now)
-    for node in nodes:
-        if node.state == NodeState.IDLE.value:  # an instance's node may already run other jobs
-            node_service.advance(node, NodeEvent.ASSIGN, now)
-        node.current_run = job.name
-    return [node.id for node in nodes]
-
-
-def _place_rows(
-    session: Session,
-    job_id: int,
-    nodes: list[Any],
-    data: DataRoot,
-    server_url: str,
-    compute: Compute,
-) -> list[str] | None:
-    """``place`` in plain SQL, for a cluster whose job and idle nodes (rows of ``_IDLE_NODE_ROWS``)
-    the session does not hold as objects; None (nothing written) when it does."""
-    if held(session, (Job, job_id), *((Node, node.id) for node in nodes)):
-        return None
-    job = session.execute(_JOB_TO_PLACE, {"job": job_id}).one()
-    attempt = run_specs.Attempt(job.name, job.workspace_id, job.compute_name, job.spec, job.attempt + 1)
-    now = time.time()
-    targets = [(node.id, node_address(node.resources) or "") for node in nodes]
-    made = _specs_for(session, job.id, attempt, targets, data, server_url, compute)
-    if made.specs is None:  # before anything is written: a job whose runs cannot be made fails alone
-        exc = made.error or ValueError("no run specs")
-        child = job.parent_job_id is not None
-        job_status.update_status(session, job.id, JobStatus.PREPARING, now, {"attempt": attempt.number})
+        job_status.update_status(session, job.id, JobStatus.PREPARING, now, {"attempt": number}, child=child)
         message, error = job_status.cannot_start(job.name, exc)
         failed = {"status_message": message, "error": error}
         job_status.update_status(session, job.id, JobStatus.FAILED, now, failed, child=child)
         return []
-    preparing = {"attempt": attempt.number, "status_message": _preparing_message(attempt.number, len(nodes))}
-    job_status.update_status(session, job.id, JobStatus.PREPARING, now, preparing)
+    preparing = {"attempt": number, "status_message": _preparing_message(number, len(nodes))}
+    job_status.update_status(session, job.id, JobStatus.PREPARING, now, preparing, child=child)
     _write_runs(session, job.id, made, now)
     for node in nodes:
-        assigned = node_service.transition(node.id, node.state, NodeEvent.ASSIGN, now)
-        update_row(session, Node, node.id, {**assigned, "current_run": job.name})
+        changes: dict[str, Any] = {"current_run": job.name}
+        if node.state == NodeState.IDLE.value:  # an instance's node may already run other jobs
+            changes.update(node_service.transition(node.id, node.state, NodeEvent.ASSIGN, now))
+        update_row(session, Node, node.id, changes)
     return [node.id for node in nodes]
+
+
+def cancel_queued(session: Session, job: Any) -> None:
+    """A queued job whose cancel was requested ends before it is placed. JOB: a row with ``id``
+    and ``parent_job_id``, or a ``Job``."""
+    job_status.update_status(
+        session, job.id, JobStatus.CANCELED, time.time(), child=job.parent_job_id is not None
+    )
 
 
 SCHEDULE_WINDOW = 256  # queued jobs looked at per scheduling round (priority order)
 # Built once: these run on every submission and every run exit.
-_IDLE_NODES = (
-    select(Node)
-    .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
-    .order_by(Node.created_at)
-    .options(*node_service.REPORTS_DEFERRED)
-    .with_for_update()
-)
-# The same, as rows (what placing needs of a node), for the plain-SQL placement.
-_IDLE_NODE_ROWS = (
-    select(Node.id, Node.state, Node.resources)
-    .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
-    .order_by(Node.created_at)
-    .with_for_update()
-)
-# The same, read without the write lock (and without locking rows) to prepare large attempts.
+# What placing needs of a cluster's idle nodes, as rows (read without the write lock, and
+# without locking rows, to prepare large attempts).
 _IDLE_NODES_TO_PREPARE = (
     select(Node.id, Node.state, Node.resources)
     .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
     .order_by(Node.created_at)
 )
+_IDLE_NODES = _IDLE_NODES_TO_PREPARE.with_for_update()
 _JOB_COLUMNS = (
     Job.id,
     Job.name,
@@ -205,38 +171,61 @@ _JOB_COLUMNS = (
     Job.attempt,
     Job.parent_job_id,
 )
-_JOB_TO_PLACE = select(*_JOB_COLUMNS).where(Job.id == bindparam("job"))
-_ATTEMPT_RUNS = select(JobRun).where(
-    JobRun.job_id == bindparam("job"), JobRun.attempt == bindparam("attempt")
-)
 _INSTANCE_NODE = select(Node).where(
     node_service.owned_by_compute(bindparam("compute")),
     Node.state.in_([NodeState.IDLE.value, NodeState.BUSY.value]),
 )
-_ACTIVE_RUNS = select(JobRun.id).where(JobRun.node_id == bindparam("node"), JobRun.state != EXITED)
 # An instance looks this far down its queue for jobs that fit beside the running ones.
 INSTANCE_WINDOW = 64
+# The scheduler's queue order (priority high first, then FIFO): every reading of a compute's queue
+# (placing, and a waiting job's position in ``services.job_wait``) orders by this one expression.
+QUEUE_ORDER = (Job.priority.desc(), Job.submitted_at)
 _QUEUED_JOBS = (
-    select(Job)
+    select(*_JOB_COLUMNS, Job.cancel_requested)
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
         Job.status == job_status.QUEUED,
     )
-    .order_by(Job.priority.desc(), Job.submitted_at)
+    .order_by(*QUEUE_ORDER)
     .limit(INSTANCE_WINDOW)
 )
 _QUEUE_HEAD = (
-    select(Job.id, Job.name, Job.instance_count, Job.priority, Job.submitted_at, Job.cancel_requested)
+    select(
+        Job.id,
+        Job.name,
+        Job.instance_count,
+        Job.priority,
+        Job.submitted_at,
+        Job.cancel_requested,
+        Job.parent_job_id,
+    )
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
         Job.status == job_status.QUEUED,
     )
-    .order_by(Job.priority.desc(), Job.submitted_at)
+    .order_by(*QUEUE_ORDER)
     .limit(bindparam("window"))
 )
 SHORT_WINDOW = 16  # looked at first: enough when it fills every idle node
+_QUEUE = (
+    select(Job.id, Job.name, Job.instance_count, Job.priority, Job.spec, Job.cancel_requested)
+    .where(
+        Job.workspace_id == bindparam("ws"),
+        Job.compute_name == bindparam("compute"),
+        Job.status == job_status.QUEUED,
+    )
+    .order_by(*QUEUE_ORDER)
+    .limit(bindparam("limit"))
+)
+
+
+def queue_in_order(session: Session, workspace_id: int, compute_name: str, limit: int) -> list[Any]:
+    """The first LIMIT queued jobs of a compute in the order the scheduler takes them (rows: id,
+    name, instance_count, priority, spec, cancel_requested)."""
+    params = {"ws": workspace_id, "compute": compute_name, "limit": limit}
+    return list(session.execute(_QUEUE, params).all())
 
 
 def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
@@ -245,13 +234,9 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     job starts the moment a node can take it rather than at the next reconcile pass."""
     if compute.type in compute_types.SINGLE_NODE:  # one node, jobs side by side
         return _schedule_instance(session, compute, data, server_url)
-    idle: list[Any] = list(session.execute(_IDLE_NODE_ROWS, {"compute": compute.id}))
+    idle: list[Any] = list(session.execute(_IDLE_NODES, {"compute": compute.id}))
     if not idle:
         return []
-    # A session holding the nodes as objects (the reconciler's) places through them: one query
-    # for all of them here beats a check and a get per placement.
-    if held(session, *((Node, node.id) for node in idle)):
-        idle = list(session.scalars(_IDLE_NODES, {"compute": compute.id}))
     # Greedy placement in queue order stops once every idle node is taken, so a short window
     # that fills them all places exactly what the full window would; look deeper (backfill)
     # only when nodes stay free.
@@ -279,42 +264,19 @@ def _schedule_window(
         return None  # the queue goes deeper than this window: look further for jobs that fit
     for row in queued:
         if row.cancel_requested:
-            job = session.get(Job, row.id)
-            assert job is not None
-            job_status.set_status(job, JobStatus.CANCELED, time.time())
+            cancel_queued(session, row)
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
-    # A session holding the nodes (the reconciler's) loads the placed jobs in one query and
-    # writes once at commit (a get per placement would flush the previous one each time); one
-    # that does not places through plain SQL (``_place_rows``).
-    objects = bool(placements) and isinstance(idle[0], Node)
-    jobs = _jobs_by_id(session, [ids[p.job] for p in placements]) if objects else {}
+    jobs = _jobs_to_place(session, [ids[p.job] for p in placements])
     wake: list[str] = []
-    with session.no_autoflush if objects else contextlib.nullcontext():
-        for placement in placements:
-            nodes = [by_id[i] for i in placement.nodes]
-            job = jobs.get(ids[placement.job])
-            try:
-                if job is not None:
-                    wake += place(session, job, nodes, data, server_url, compute)
-                else:
-                    wake += _place_either(session, ids[placement.job], nodes, data, server_url, compute)
-            except prepared_specs.Deferred:  # the rest waits behind it, in priority order
-                prepared_specs.want(session, compute.id)
-                break
+    for placement in placements:
+        nodes = [by_id[i] for i in placement.nodes]
+        try:
+            wake += place(session, jobs[ids[placement.job]], nodes, data, server_url, compute)
+        except prepared_specs.Deferred:  # the rest waits behind it, in priority order
+            prepared_specs.want(session, compute.id)
+            break
     return wake
-
-
-def _place_either(
-    session: Session, job_id: int, nodes: list[Any], data: DataRoot, server_url: str, compute: Compute
-) -> list[str]:
-    placed = _place_rows(session, job_id, nodes, data, server_url, compute)
-    if placed is None:  # the session holds the job or a node as an object
-        job = session.get(Job, job_id)
-        assert job is not None
-        objects = [session.get(Node, n.id) for n in nodes]
-        placed = place(session, job, [n for n in objects if n is not None], data, server_url, compute)
-    return placed
 
 
 def prepare_compute(
@@ -350,7 +312,8 @@ def prepare_compute(
     return prepared
 
 
-_MAYBE_LARGE = select(*_JOB_COLUMNS).where(
+_JOBS_TO_PLACE = select(*_JOB_COLUMNS).where(Job.id.in_(bindparam("jobs", expanding=True)))
+_MAYBE_LARGE = _JOBS_TO_PLACE.where(
     or_(
         Job.spec["distribution"].as_string().is_not(None),  # several processes a node, or TF tasks
         Job.instance_count > prepared_specs.LARGE_PROCESSES,
@@ -360,20 +323,21 @@ _MAYBE_LARGE = select(*_JOB_COLUMNS).where(
 
 def _maybe_large(reads: Session, job_ids: list[int]) -> dict[int, Any]:
     """The jobs among JOB_IDS that may start more than ``LARGE_PROCESSES`` processes (a
-    distribution, or that many nodes), as ``_JOB_TO_PLACE`` rows: the others' specs stay unread."""
+    distribution, or that many nodes), as ``_JOB_COLUMNS`` rows: the others' specs stay unread."""
+    return _job_rows(reads, _MAYBE_LARGE, job_ids)
+
+
+def _jobs_to_place(session: Session, job_ids: list[int]) -> dict[int, Any]:
+    """The placed jobs of a round as ``_JOB_COLUMNS`` rows, in one query."""
+    return _job_rows(session, _JOBS_TO_PLACE, job_ids) if job_ids else {}
+
+
+def _job_rows(session: Session, query: Select[Any], job_ids: list[int]) -> dict[int, Any]:
     found: dict[int, Any] = {}
     for start in range(0, len(job_ids), 500):  # bound the IN list
         chunk = job_ids[start : start + 500]
-        found.update((row.id, row) for row in reads.execute(_MAYBE_LARGE.where(Job.id.in_(chunk))))
+        found.update((row.id, row) for row in session.execute(query, {"jobs": chunk}))
     return found
-
-
-def _jobs_by_id(session: Session, job_ids: list[int]) -> dict[int, Job]:
-    jobs: dict[int, Job] = {}
-    for start in range(0, len(job_ids), 500):  # bound the IN list
-        chunk = job_ids[start : start + 500]
-        jobs.update((job.id, job) for job in session.scalars(select(Job).where(Job.id.in_(chunk))))
-    return jobs
 
 
 def _schedule_instance(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
@@ -383,14 +347,14 @@ def _schedule_instance(session: Session, compute: Compute, data: DataRoot, serve
     node = session.scalar(_INSTANCE_NODE, {"compute": compute.id})
     if node is None:
         return []
-    free = node.vcpus - len(list(session.scalars(_ACTIVE_RUNS, {"node": node.id})))
+    free = node.vcpus - len(list(session.scalars(exits.ACTIVE_RUNS_ON_NODE, {"node": node.id})))
     wake: list[str] = []
-    queued = session.scalars(_QUEUED_JOBS, {"ws": compute.workspace_id, "compute": compute.name})
-    for job in list(queued):
+    queued = session.execute(_QUEUED_JOBS, {"ws": compute.workspace_id, "compute": compute.name}).all()
+    for job in queued:
         if free <= 0:
             break
         if job.cancel_requested:
-            job_status.set_status(job, JobStatus.CANCELED, time.time())
+            cancel_queued(session, job)
             continue
         need = min(processes_per_node(job.spec), node.vcpus)
         if need <= free:
@@ -401,6 +365,15 @@ def _schedule_instance(session: Session, compute: Compute, data: DataRoot, serve
                 break
             free -= need
     return wake
+
+
+def instance_vcpus(session: Session, compute: Compute) -> tuple[int, int] | None:
+    """An instance's vCPUs and how many its running jobs leave free, as ``_schedule_instance``
+    counts them; None when it has no serving node (stopped, starting)."""
+    node = session.scalar(_INSTANCE_NODE, {"compute": compute.id})
+    if node is None:
+        return None
+    return node.vcpus, node.vcpus - len(list(session.scalars(exits.ACTIVE_RUNS_ON_NODE, {"node": node.id})))
 
 
 def processes_per_node(doc: dict[str, Any]) -> int:
@@ -469,92 +442,3 @@ def record_running(session: Session, run: JobRun, pid: int | None, started_at: f
         if job is not None and job.status == JobStatus.PREPARING:
             # The job's start is its first run's (set_status keeps a start already stamped).
             job_status.set_status(job, JobStatus.RUNNING, started, message=None)
-
-
-def record_exit(
-    session: Session,
-    run: JobRun,
-    exit_code: int | None,
-    reason: str,
-    now: float,
-    started_at: float | None = None,
-) -> list[str]:
-    """The run ended; settle its node and, when the whole attempt has ended, the job."""
-    if run.state == EXITED:
-        return []
-    if run.reason == CANCEL_REQUESTED and reason == ExitReason.EXITED:
-        reason = ExitReason.CANCELED
-    run.state, run.exit_code, run.reason, run.ended_at = EXITED, exit_code, reason, now
-    run.started_at = run.started_at or started_at or now
-    job = session.get(Job, run.job_id)
-    assert job is not None
-    job.started_at = job.started_at or run.started_at  # a run can end before it reported running
-    if job.instance_count == 1 and processes_per_node(job.spec) == 1:
-        attempt_runs = [run]  # the attempt's only run: no query
-    else:
-        attempt_runs = list(session.scalars(_ATTEMPT_RUNS, {"job": job.id, "attempt": run.attempt}))
-    wake = _release_node_if_done(session, run.node_id, attempt_runs, now)
-    still_running = [r for r in attempt_runs if r.state != EXITED]
-    failed = exit_code not in (0, None) or reason in (ExitReason.TIMEOUT, *REQUEUE_REASONS)
-    if still_running and failed:
-        wake += cancel_runs(still_running)
-    # A job that ended meanwhile keeps how it ended: its compute's deletion cancels it while runs
-    # on nodes already going away have yet to report.
-    if not still_running and run.attempt == job.attempt and job.status not in job_status.FINAL_VALUES:
-        _settle(session, job, attempt_runs, now)
-    return wake
-
-
-def _release_node_if_done(
-    session: Session, node_id: str, attempt_runs: list[JobRun], now: float
-) -> list[str]:
-    if any(r.node_id == node_id and r.state != EXITED for r in attempt_runs):
-        return []
-    node = session.get(Node, node_id)
-    if node is not None and node.state in (NodeState.BUSY.value, NodeState.DRAINING.value):
-        several = node_service.runs_jobs_side_by_side(node)
-        if several and session.scalar(_ACTIVE_RUNS, {"node": node_id}) is not None:
-            return [node.id]  # an instance's node still runs other jobs: it may take more now
-        node_service.advance(node, NodeEvent.RELEASE, now)
-        return [node.id]
-    return []
-
-
-def _settle(session: Session, job: Job, runs: list[JobRun], now: float) -> None:
-    ended = [
-        job_outcome.RunEnd(r.rank, r.exit_code, r.reason or "", str(r.spec.get("log_name") or SINGLE_LOG))
-        for r in runs
-    ]
-    outcome = job_outcome.settle(ended, job.attempt, job.max_attempts, job.cancel_requested, now)
-    job_status.settle(job, outcome, now)
-    if job.status == JobStatus.COMPLETED:
-        asset_service.register_outputs(session, job.id)  # named outputs become asset versions
-
-
-def cancel_runs(runs: list[JobRun]) -> list[str]:
-    wake = []
-    for run in runs:
-        if run.state != EXITED and run.reason != CANCEL_REQUESTED:
-            run.reason = CANCEL_REQUESTED
-            wake.append(run.node_id)
-    return wake
-
-
-def cancel_job(session: Session, job: Job) -> list[str]:
-    job_service.request_cancel(job)
-    runs = list(session.scalars(select(JobRun).where(JobRun.job_id == job.id, JobRun.state != EXITED)))
-    now = time.time()
-    wake = []
-    for run in runs:
-        if run.state == ASSIGNED:  # never reached the agent: end it here
-            wake += record_exit(session, run, None, ExitReason.CANCELED, now)
-    return wake + cancel_runs([r for r in runs if r.state != EXITED])
-
-
-def fail_runs_on_node(session: Session, node: Node, reason: str, now: float) -> list[str]:
-    """The node was preempted or lost: its runs end with that reason (and the job is requeued)."""
-    runs = list(session.scalars(select(JobRun).where(JobRun.node_id == node.id, JobRun.state != EXITED)))
-    wake: list[str] = []
-    for run in runs:
-        wake += record_exit(session, run, None, reason, now)
-    return wake

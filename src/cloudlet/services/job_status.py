@@ -4,10 +4,10 @@ Two forms, one table (``domain.job_status``):
 
 - ``set_status`` changes a ``Job`` object the session holds. It checks the move against the table
   and stamps the times the move implies; the object's flush writes it.
-- ``update_status`` changes a row the session does *not* hold, in one plain ``UPDATE … WHERE id =
-  :id AND status IN (<the statuses that may become the target>)``. The hot paths (placing a job
-  on idle nodes, recording the exit of a job's only run) write that way because loading the job
-  as an object cost more than the rest of their work (``store/rows.py``). The guard in the WHERE
+- ``update_status`` changes a row in one plain ``UPDATE … WHERE id = :id AND status IN (<the
+  statuses that may become the target>)``. Placing jobs and recording exits write that way
+  because loading the job as an object cost more than the rest of their work; a ``Job`` object
+  the session holds for the row stays coherent with it (``store/rows.py``). The guard in the WHERE
   makes an illegal move there as impossible as in the object form: the row is not matched, and
   ``update_status`` raises rather than report a change that did not happen.
 
@@ -27,6 +27,7 @@ from cloudlet.domain import job_status
 from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.services import effects
+from cloudlet.store import rows
 from cloudlet.store.schema import Job
 
 log = logging.getLogger(__name__)
@@ -71,21 +72,6 @@ def set_status(
         effects.parent_work(object_session(job))
 
 
-def settle(job: Job, outcome: dict[str, Any], now: float) -> None:
-    """Apply an attempt's outcome (``domain.job_outcome.settle``: the status and the columns that
-    change with it) to a job object."""
-    rest = {k: v for k, v in outcome.items() if k not in ("status", "ended_at")}
-    fields: dict[str, Any] = {}
-    if "status_message" in rest:
-        fields["message"] = rest.pop("status_message")
-    for column in ("exit_code", "error"):
-        if column in rest:
-            fields[column] = rest.pop(column)
-    for column, value in rest.items():  # anything else the outcome carries (none today)
-        setattr(job, column, value)
-    set_status(job, JobStatus(outcome["status"]), now, **fields)
-
-
 @functools.cache
 def _guarded_update(to: JobStatus, columns: frozenset[str]) -> Update:
     """``UPDATE jobs SET … WHERE id = :row_id AND status IN (sources of TO)``, built once per
@@ -113,15 +99,18 @@ def update_status(
     columns: dict[str, Any] | None = None,
     child: bool = False,
 ) -> None:
-    """Move the job row JOB_ID (not held by SESSION as an object) to TO in plain SQL, with COLUMNS
-    beside it; raises ``IllegalJobTransition`` when its status may not become TO. CHILD: the job
-    has a parent (told of the move once it commits)."""
+    """Move the job row JOB_ID to TO in plain SQL, with COLUMNS beside it; raises
+    ``IllegalJobTransition`` when its status may not become TO. CHILD: the job has a parent (told
+    of the move once it commits). A ``Job`` object SESSION holds for the row takes the values."""
     statement, params = status_update(to, now, columns or {})
+    held_object = rows.before_write(session, Job, job_id)
     result = session.connection().execute(statement, {"row_id": job_id, **params})
     if result.rowcount != 1:
         current = session.connection().execute(select(Job.status).where(Job.id == job_id)).scalar()
         job_status.transition(str(current), to, f"#{job_id}")  # raises: the row did not match
         raise AssertionError(f"job #{job_id} moved to {to.value} but no row changed")
+    if held_object is not None:
+        rows.after_write(held_object, {name.removeprefix("v_"): value for name, value in params.items()})
     if child:
         effects.parent_work(session)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import Select, and_, bindparam, or_, select
-from sqlalchemy.orm import Session, defer, object_session
+from sqlalchemy.orm import Session, defer
 
 from cloudlet.domain import (
     compute_types,
@@ -42,7 +42,6 @@ from cloudlet.services import compute_identity, computes, effects, pipelines, wo
 from cloudlet.services import environments as environment_service
 from cloudlet.services.batch import Answer, Round, Work
 from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.job_status import set_status
 from cloudlet.services.storage import (
     DataRoot,
     empty_tar,
@@ -468,16 +467,6 @@ def _decode_page_token(token: str) -> tuple[float, int]:
             "$skipToken",
         ) from None
     return when, job_id
-
-
-def request_cancel(job: Job) -> None:
-    if job.status in job_status.FINAL:
-        raise conflict("JobAlreadyEnded", f"job '{job.name}' already ended ({job.status})", job.name)
-    job.cancel_requested = True
-    if job.kind != JobKind.COMMAND.value:
-        effects.parent_work(object_session(job))  # the parent-job loop cancels its children
-    if job.status == JobStatus.QUEUED:
-        set_status(job, JobStatus.CANCELED, time.time(), message="canceled before it started")
 
 
 _RUNS_OF = (

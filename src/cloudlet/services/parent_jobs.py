@@ -26,7 +26,7 @@ from cloudlet.domain.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.job_status import JobStatus
 from cloudlet.domain.parent_jobs import NewChild, ParentContext, ParentStep
 from cloudlet.domain.pipeline_bindings import ARTIFACTS_OUTPUT, is_default_artifacts
-from cloudlet.services import dispatch, effects
+from cloudlet.services import effects, exits
 from cloudlet.services import jobs as job_service
 from cloudlet.services.context import Caller
 from cloudlet.services.job_children import children, output_uris
@@ -165,7 +165,7 @@ def apply_step(
             reason = step.reasons.get(key) or step.cancel_reason or "canceled by its parent"
             # On the child's error: its status message becomes "canceled" once its runs stop.
             job.status_message, job.error = reason, {"code": "CanceledByParent", "message": reason}
-            applied.wake_nodes += dispatch.cancel_job(session, job)
+            applied.wake_nodes += exits.cancel_job(session, job)
     if parent.status == JobStatus.QUEUED.value:
         set_status(parent, JobStatus.PREPARING, now, message=step.progress or "starting its children")
     elif step.progress and parent.status_message != step.progress:
@@ -215,7 +215,7 @@ def fail(session: Session, parent: Job, reason: str, now: float) -> list[str]:
     for job in kids:
         if job.status in statuses_active() and not job.cancel_requested:
             job.status_message = f"canceled: {reason}"
-            wake += dispatch.cancel_job(session, job)
+            wake += exits.cancel_job(session, job)
     _settle(parent, None, kids, now)
     return wake
 

@@ -23,7 +23,7 @@ from cloudlet.domain.eviction import Cause
 from cloudlet.domain.nodes import NodeEvent, NodeState
 from cloudlet.domain.quota import Tier
 from cloudlet.domain.run_state import ExitReason
-from cloudlet.services import dispatch, effects
+from cloudlet.services import effects, exits
 from cloudlet.services import nodes as node_service
 from cloudlet.store.schema import Compute, Node
 
@@ -44,7 +44,7 @@ def evict(session: Session, node: Node, message: str, now: float) -> list[str]:
     """Carry out an eviction the rule allowed: the node ids to wake."""
     node.error = {"code": "Preempted", "message": message}
     node_service.advance(node, NodeEvent.PREEMPT, now)
-    return [*dispatch.fail_runs_on_node(session, node, PREEMPTED, now), node.id]
+    return [*exits.fail_runs_on_node(session, node, PREEMPTED, now), node.id]
 
 
 def engine_preempted(session: Session, node: Node, message: str, now: float) -> list[str]:

@@ -170,7 +170,9 @@ def holders(session: Session, subscription_id: str, location: str, catalogue: Ca
         else:
             nodes = cluster_nodes_held(compute, machines.get(compute.id, 0))
             state, tier = f"{nodes} nodes", Tier(compute.spec.get("tier", Tier.DEDICATED))
-        out.append(CoreHolder(compute.name, workspace, size.family, tier, nodes * size.vcpus, state))
+        owner = compute.owner or compute.created_by
+        cores = nodes * size.vcpus
+        out.append(CoreHolder(compute.name, workspace, size.family, tier, cores, state, compute.type, owner))
     return (
         out
         + _serverless_holders(session, subscription_id, location)
@@ -201,7 +203,15 @@ def _online_holders(
             count = online_autoscale.reserved(row.spec)
             name = f"online deployment {endpoint}/{row.name}"
             out.append(
-                CoreHolder(name, ws, size.family, Tier.DEDICATED, count * size.vcpus, row.provisioning_state)
+                CoreHolder(
+                    name,
+                    ws,
+                    size.family,
+                    Tier.DEDICATED,
+                    count * size.vcpus,
+                    row.provisioning_state,
+                    "online deployment",
+                )
             )
     return out
 
@@ -209,7 +219,7 @@ def _online_holders(
 def _serverless_holders(session: Session, subscription_id: str, location: str) -> list[CoreHolder]:
     """Nodes made for serverless jobs hold cores like cluster nodes do (local jobs hold none)."""
     rows = session.execute(
-        select(Job.name, Node.family, Node.tier, func.sum(Node.vcpus), Workspace.name)
+        select(Job.name, Node.family, Node.tier, func.sum(Node.vcpus), Workspace.name, Job.created_by)
         .join(Job, and_(Node.owner_type == JOBS, Job.id == Node.owner_id))
         .join(Workspace, Workspace.id == Node.workspace_id)
         .join(ResourceGroup, ResourceGroup.id == Workspace.resource_group_id)
@@ -219,11 +229,13 @@ def _serverless_holders(session: Session, subscription_id: str, location: str) -
             Job.compute_name != "local",  # jobs.LOCAL_COMPUTE: local jobs hold no cores
             Node.state.in_([s.value for s in HOLDING]),
         )
-        .group_by(Job.id, Job.name, Node.family, Node.tier, Workspace.name)
+        .group_by(Job.id, Job.name, Node.family, Node.tier, Workspace.name, Job.created_by)
     ).all()
     return [
-        CoreHolder(f"serverless job {name}", ws, family, Tier(tier), int(cores), "running")
-        for name, family, tier, cores, ws in rows
+        CoreHolder(
+            f"serverless job {name}", ws, family, Tier(tier), int(cores), "running", "serverless job", by
+        )
+        for name, family, tier, cores, ws, by in rows
     ]
 
 
@@ -248,6 +260,44 @@ def usage(session: Session, subscription_id: str, location: str, catalogue: Cata
         limits(session, subscription_id, location, catalogue),
         holders(session, subscription_id, location, catalogue),
     )
+
+
+def quota_page(
+    session: Session, subscription_id: str, locations: list[str], catalogue: Catalogue
+) -> list[dict[str, object]]:
+    """The studio's Quota page: per location, the dedicated and low-priority totals and each VM
+    family's limit and used cores (bars), with who holds them: the holder's name, ``kind`` (compute
+    type, online deployment, serverless job), workspace, ``owner`` (an instance's owner, else its
+    creator), cores and state, biggest first. Families with neither a limit nor a holder are left
+    out (the catalogue lists many)."""
+    page: list[dict[str, object]] = []
+    for location in locations:
+        for line in usage(session, subscription_id, location, catalogue):
+            if line.kind == "family" and not line.limit and not line.holders:
+                continue
+            holders = sorted(line.holders, key=lambda h: (-h.cores, h.compute))
+            page.append(
+                {
+                    "location": location,
+                    "name": line.name,
+                    "kind": line.kind,
+                    "limit": line.limit,
+                    "used": line.current_value,
+                    "holders": [
+                        {
+                            "name": h.compute,
+                            "kind": h.kind,
+                            "workspace": h.workspace,
+                            "owner": h.owner,
+                            "cores": h.cores,
+                            "tier": h.tier.value,
+                            "state": h.state,
+                        }
+                        for h in holders
+                    ],
+                }
+            )
+    return page
 
 
 def headroom_nodes(

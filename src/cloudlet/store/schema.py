@@ -22,6 +22,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    func,
+    literal_column,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -263,6 +265,15 @@ class Node(Base):
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+DISPLAY_NAME_KEPT = 256  # characters of a display name kept in its column (and its index)
+
+
+def _display_name_of_spec(context: Any) -> str | None:
+    value = (context.get_current_parameters().get("spec") or {}).get("display_name")
+    # Cut: the column is in an index, whose entries have a size limit (PostgreSQL: ~2.7 kB).
+    return None if value is None else str(value)[:DISPLAY_NAME_KEPT]
+
+
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (UniqueConstraint("workspace_id", "name"),)
@@ -271,6 +282,12 @@ class Job(Base):
     name: Mapped[str] = mapped_column(String(128))
     compute_name: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     spec: Mapped[dict[str, Any]] = mapped_column()
+    # The document's display_name (its first 256 characters), kept beside it so the job list's name
+    # search reads a column, not every job's JSON (services/job_search.py); filled from SPEC on
+    # insert, whoever inserts.
+    display_name: Mapped[str | None] = mapped_column(
+        String(DISPLAY_NAME_KEPT), nullable=True, default=_display_name_of_spec
+    )
     # domain.job_kind.JobKind: "command" (pipeline, sweep and batch_scoring are reserved).
     kind: Mapped[str] = mapped_column(String(32), default="command", server_default="command")
     # The job that made this one (a pipeline step, a sweep trial); None for a job submitted alone.
@@ -312,6 +329,29 @@ Index(
     Job.priority.desc(),
     Job.submitted_at,
 )
+# The job list's pages (services/job_search.py), newest first with ties by id: the top-level list
+# (or one parent's children), all jobs, and the same under the filters the list is read with most.
+# The top-level one also carries the names, so a name search tests them in the index and reads only
+# the matching jobs' rows (2.4x faster over 100,000 jobs on SQLite).
+Index(
+    "ix_jobs_list_top",
+    Job.workspace_id,
+    Job.parent_job_id,
+    Job.submitted_at,
+    Job.id,
+    Job.name,
+    Job.display_name,
+)
+Index("ix_jobs_list_all", Job.workspace_id, Job.submitted_at, Job.id)
+Index("ix_jobs_list_status", Job.workspace_id, Job.status, Job.submitted_at, Job.id)
+Index("ix_jobs_list_compute", Job.workspace_id, Job.compute_name, Job.submitted_at, Job.id)
+Index("ix_jobs_list_creator", Job.workspace_id, Job.created_by, Job.submitted_at, Job.id)
+
+
+# How long a job ran; -1 until it ended (a key that grew with the clock would break paging). The
+# duration sort orders by this very expression, so it reads this index instead of sorting.
+JOB_DURATION = func.coalesce(Job.ended_at - Job.started_at, literal_column("-1.0"))
+Index("ix_jobs_list_duration", Job.workspace_id, Job.parent_job_id, JOB_DURATION, Job.submitted_at, Job.id)
 
 
 class JobRun(Base):

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.job_kind import JobKind
 from cloudlet.services import assets as asset_service
-from cloudlet.services import job_children, pipelines, sweeps, tracking
+from cloudlet.services import job_children, job_wait, pipelines, sweeps, tracking
 from cloudlet.services import jobs as job_service
 from cloudlet.services.clock import iso
 from cloudlet.services.context import WorkspaceRef
@@ -24,10 +24,14 @@ from cloudlet.store.schema import Job, JobRun
 def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[str, Any]:
     """The job as every front door shows it: ``render`` with the asset versions resolved at
     submission, its MLflow metrics and params, and a parent's children (a pipeline's graph and
-    outputs; a sweep's trials and best trial). The ARM facade translates this same view."""
+    outputs; a sweep's trials and best trial); a queued job's ``waiting`` (``services.job_wait``). The
+    ARM facade translates this same view."""
     body = render(job, ref, job_service.runs_of(session, job), base_url)
     body["assets"] = asset_service.uses_view(session, job.id)
     body.update(tracking.job_view(session, job.id))
+    waiting = job_wait.why_waiting(session, job)
+    if waiting is not None:  # a queued or preparing job: why, and its place in its compute's queue
+        body["waiting"] = waiting
     if job.kind != JobKind.COMMAND.value:
         kids = job_children.children(session, job)
         body["children"] = render_children(kids)
