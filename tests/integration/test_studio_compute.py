@@ -220,7 +220,8 @@ def test_the_quota_page_shows_the_rest_usage_and_an_admin_raises_a_limit(
     assert "total_dedicated" in {line["kind"] for line in usage}
     held = next(line for line in usage if line["name"] == "standardDSv2Family")
     assert held["current_value"] >= 4 and shown["standardDSv2Family"][0] == held["current_value"]
-    assert "yaml-inst" in page.text  # who holds the cores
+    assert "yaml-inst" in page.text  # who holds the cores: its kind, workspace and owner
+    assert "computeinstance · default · admin" in page.text
 
     raised = held["limit"] + 8
     fields = {

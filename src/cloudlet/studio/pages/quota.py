@@ -1,6 +1,6 @@
 """Quota: per location × VM family, the cores used against the limit (as bars) and who holds them,
-from the same ``quotas.usage`` the REST usages route returns; an administrator raises a limit here
-(``quotas.set_quota``, the REST admin route's service)."""
+from ``quotas.quota_page`` (the same ``quotas.usage`` the REST usages route returns); an
+administrator raises a limit here (``quotas.set_quota``, the REST admin route's service)."""
 
 from __future__ import annotations
 
@@ -34,17 +34,10 @@ def _places(ctx: Context, ref: WorkspaceRef, ws: Any) -> list[str]:
 
 
 def lines(ctx: Context, ref: WorkspaceRef, ws: Any) -> list[dict[str, Any]]:
-    """Each location's totals and the families with a limit or a holder (the catalogue lists many
-    with neither), as the REST usages report them."""
+    """Each location's totals and the families with a limit or a holder, with who holds the cores
+    (``quotas.quota_page``: the numbers the REST usages report)."""
     catalogue = catalogue_service.current(ctx.session)
-    out: list[dict[str, Any]] = []
-    for place in _places(ctx, ref, ws):
-        for line in quotas.usage(ctx.session, ref.subscription_id, place, catalogue):
-            if line.kind == "family" and not line.limit and not line.holders:
-                continue
-            holders = sorted(line.holders, key=lambda h: (-h.cores, h.compute))
-            out.append({"location": place, "line": line, "holders": holders})
-    return out
+    return quotas.quota_page(ctx.session, ref.subscription_id, _places(ctx, ref, ws), catalogue)
 
 
 def _page(
