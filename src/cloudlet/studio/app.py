@@ -26,7 +26,7 @@ from cloudlet.services import studio_sessions
 from cloudlet.services.context import Caller
 from cloudlet.services.studio_sessions import Issued
 from cloudlet.studio import shell
-from cloudlet.studio.pages import home, job_live, job_page
+from cloudlet.studio.pages import compute, home, job_live, job_page, quota
 from cloudlet.studio.session import (
     PREFIX,
     StudioPublicRoute,
@@ -40,7 +40,7 @@ from cloudlet.studio.session import (
     signed,
 )
 
-PAGES = (home,)  # their order is the navigation's
+PAGES = (home, compute, quota)  # their order is the navigation's
 SUBPAGES = (job_page, job_live)  # pages reached from a page, not from the navigation
 shell.NAV[:] = [page.NAV for page in PAGES]
 
