@@ -3,6 +3,7 @@
 Mirrors ``tests/conftest.py::start_server`` without importing pytest: ``python -m cloudlet server
 --port 0 --home DIR``, then wait for ``DIR/config.json`` + ``DIR/credentials`` and ``/healthz``.
 Everything is loopback-only and bounded in time; ``stop()`` kills the whole process group.
+The code under test is ``$CLOUDLET_BENCH_SRC`` when set (``source_tree()``), else this tree's ``src``.
 """
 
 from __future__ import annotations
@@ -78,9 +79,16 @@ def read_vm_rss_kib(pid: int) -> int | None:
     return None
 
 
+def source_tree() -> Path:
+    """The ``src`` folder the servers run from: ``$CLOUDLET_BENCH_SRC`` (another checkout's, as
+    ``bench/versus.py`` sets it to compare two commits), else this checkout's."""
+    given = os.environ.get("CLOUDLET_BENCH_SRC")
+    return Path(given).resolve() if given else REPO_ROOT / "src"
+
+
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {**os.environ, **(extra or {})}
-    src = str(REPO_ROOT / "src")
+    src = str(source_tree())
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
