@@ -100,9 +100,12 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_cloudlet(home: Path, timeout: float = 60, host: str | None = None) -> ServerProcess:
+def start_cloudlet(home: Path, timeout: float | None = None, host: str | None = None) -> ServerProcess:
     """Start ``python -m cloudlet server --port 0 --home HOME`` and wait until it answers /healthz
-    (on HOST instead of loopback when given: agents in other network namespaces dial it)."""
+    (on HOST instead of loopback when given: agents in other network namespaces dial it). TIMEOUT:
+    ``$CLOUDLET_BENCH_START_TIMEOUT`` or 60 s (two workers took 42-48 s to serve at load 11-21)."""
+    if timeout is None:
+        timeout = float(os.environ.get("CLOUDLET_BENCH_START_TIMEOUT", "60"))
     home.mkdir(parents=True, exist_ok=True)
     config = home / "config.json"
     credentials = home / "credentials"

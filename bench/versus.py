@@ -8,7 +8,8 @@ both sides, only the server, store and reconciler under test differ. Each run's 
 ``bench/results/versus/<bench>.<base|head>.<round>.json``; the headline numbers side by side, with
 head/base ratios, are printed and written to ``bench/results/versus.md``.
 
-``--report-only`` rebuilds the table from the JSON already there (no run).
+``--report-only`` rebuilds the table from the JSON already there (no run); ``--start-round K``
+adds rounds K, K+1, … beside the ones already there (the table reads every round up to the last).
 """
 
 from __future__ import annotations
@@ -75,6 +76,13 @@ def dispatch_headlines(data: dict[str, Any]) -> list[Headline]:
         Headline(
             "warm dispatch p50 ms beside a queue",
             _num(_get(c, "queue", "warm_dispatch_with_queue", "p50_ms")),
+            "lower",
+        ),
+        # CPU time moves less with the machine's load than wall time does.
+        Headline("server CPU ms per warm job", _num(_get(c, "warm", "cpu_ms_per_job", "server")), "lower"),
+        Headline(
+            "server CPU ms per throughput job (2 nodes)",
+            _num(_get(c, "throughput", "cpu_ms_per_job", "server")),
             "lower",
         ),
         Headline("scale from zero, worst s", _num(_get(c, "scale", "from_zero_worst_s")), "lower"),
@@ -276,7 +284,7 @@ def report(base: str, head: str, names: list[str], rounds: int, quick: bool, com
         f"## versus: {head[:9]} (head) beside {base[:9]} (base), {time.strftime('%Y-%m-%d %H:%M %Z')}",
         "",
         f"Command: `{command}`. Machine: {machine['nproc']} usable CPUs, Python {machine['python']}, "
-        f"{machine['platform']}. Runs alternate base / head, {rounds} of each"
+        f"{machine['platform']}. Runs alternate base / head, up to {rounds} of each"
         f"{' (--quick counts)' if quick else ''}; the benchmark code is head's on both sides. "
         "A row is *worse beyond noise* when head's median is worse than base's by more than the "
         f"larger of {MIN_NOISE:.2f}× and the runs' spread (largest max/min of one side's repeats).",
@@ -296,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", required=True, help="the commit to compare with (a worktree is made)")
     parser.add_argument("--only", choices=NAMES, action="append", help="run only NAME (repeatable)")
     parser.add_argument("--rounds", type=int, default=2, help="base/head pairs per benchmark")
+    parser.add_argument(
+        "--start-round", type=int, default=0, help="number the new rounds from K (earlier ones are kept)"
+    )
     parser.add_argument("--quick", action="store_true", help="the benchmarks' smoke counts")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the table from the JSON")
     args = parser.parse_args(argv)
@@ -316,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             records = [
                 _run_one(name, side, round_no, srcs[side], args.quick)
                 for name in names
-                for round_no in range(args.rounds)
+                for round_no in range(args.start_round, args.start_round + args.rounds)
                 for side in SIDES
             ]
             failed = sum(1 for r in records if not r["ok"])
@@ -324,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO_ROOT, check=False)
             subprocess.run(["git", "worktree", "prune"], cwd=REPO_ROOT, check=False)
             shutil.rmtree(tmp, ignore_errors=True)
-    text = report(base, head, names, args.rounds, args.quick, command)
+    text = report(base, head, names, args.start_round + args.rounds, args.quick, command)
     TABLE_PATH.write_text(text + "\n")
     print(text)
     print(f"wrote {TABLE_PATH}", flush=True)
