@@ -278,10 +278,13 @@ def _loads(runs: dict[str, list[dict[str, Any]]]) -> str:
     return ", ".join(parts)
 
 
-def report(base: str, head: str, names: list[str], rounds: int, quick: bool, command: str) -> str:
+def report(
+    base: str, head: str, head_src: str, names: list[str], rounds: int, quick: bool, command: str
+) -> str:
     machine = machine_info()
+    src = "" if head_src == head else f", its src last changed at {head_src[:9]}"
     lines = [
-        f"## versus: {head[:9]} (head) beside {base[:9]} (base), {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        f"## versus: {head[:9]} (head{src}) beside {base[:9]} (base), {time.strftime('%Y-%m-%d %H:%M %Z')}",
         "",
         f"Command: `{command}`. Machine: {machine['nproc']} usable CPUs, Python {machine['python']}, "
         f"{machine['platform']}. Runs alternate base / head, up to {rounds} of each"
@@ -313,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     names: list[str] = args.only or list(NAMES)
     base = _git("rev-parse", args.base).strip()
     head = _git("rev-parse", "HEAD").strip()
+    head_src = _git("log", "-1", "--format=%H", "HEAD", "--", "src").strip()  # bench-only commits aside
     command = "python -m bench.versus " + " ".join(argv if argv is not None else sys.argv[1:])
     failed = 0
     if not args.report_only:
@@ -335,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO_ROOT, check=False)
             subprocess.run(["git", "worktree", "prune"], cwd=REPO_ROOT, check=False)
             shutil.rmtree(tmp, ignore_errors=True)
-    text = report(base, head, names, args.start_round + args.rounds, args.quick, command)
+    text = report(base, head, head_src, names, args.start_round + args.rounds, args.quick, command)
     TABLE_PATH.write_text(text + "\n")
     print(text)
     print(f"wrote {TABLE_PATH}", flush=True)
