@@ -3,6 +3,7 @@
 Mirrors ``tests/conftest.py::start_server`` without importing pytest: ``python -m cloudlet server
 --port 0 --home DIR``, then wait for ``DIR/config.json`` + ``DIR/credentials`` and ``/healthz``.
 Everything is loopback-only and bounded in time; ``stop()`` kills the whole process group.
+The code under test is ``$CLOUDLET_BENCH_SRC`` when set (``source_tree()``), else this tree's ``src``.
 """
 
 from __future__ import annotations
@@ -78,9 +79,16 @@ def read_vm_rss_kib(pid: int) -> int | None:
     return None
 
 
+def source_tree() -> Path:
+    """The ``src`` folder the servers run from: ``$CLOUDLET_BENCH_SRC`` (another checkout's, as
+    ``bench/versus.py`` sets it to compare two commits), else this checkout's."""
+    given = os.environ.get("CLOUDLET_BENCH_SRC")
+    return Path(given).resolve() if given else REPO_ROOT / "src"
+
+
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {**os.environ, **(extra or {})}
-    src = str(REPO_ROOT / "src")
+    src = str(source_tree())
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -92,9 +100,12 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_cloudlet(home: Path, timeout: float = 60, host: str | None = None) -> ServerProcess:
+def start_cloudlet(home: Path, timeout: float | None = None, host: str | None = None) -> ServerProcess:
     """Start ``python -m cloudlet server --port 0 --home HOME`` and wait until it answers /healthz
-    (on HOST instead of loopback when given: agents in other network namespaces dial it)."""
+    (on HOST instead of loopback when given: agents in other network namespaces dial it). TIMEOUT:
+    ``$CLOUDLET_BENCH_START_TIMEOUT`` or 60 s (two workers took 42-48 s to serve at load 11-21)."""
+    if timeout is None:
+        timeout = float(os.environ.get("CLOUDLET_BENCH_START_TIMEOUT", "60"))
     home.mkdir(parents=True, exist_ok=True)
     config = home / "config.json"
     credentials = home / "credentials"

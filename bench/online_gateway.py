@@ -50,7 +50,9 @@ def run(raw):
 SKLEARN = """import json, os, joblib
 def init():
     global model
-    model = joblib.load(os.path.join(os.environ["AZUREML_MODEL_DIR"], "model", "model.pkl"))
+    root = os.environ["AZUREML_MODEL_DIR"]  # the folder by its name under it, or (at c762ef6) itself
+    nested = os.path.join(root, "model", "model.pkl")
+    model = joblib.load(nested if os.path.exists(nested) else os.path.join(root, "model.pkl"))
 def run(raw):
     return model.predict(json.loads(raw)["data"]).tolist()
 """

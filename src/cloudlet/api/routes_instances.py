@@ -14,8 +14,6 @@ credential; the proxy adds the app's own token, which only the control plane kno
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import html
 import time
 import urllib.parse
@@ -32,21 +30,19 @@ from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Targe
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
 from cloudlet.domain.node_address import node_address
 from cloudlet.domain.roles import Access
-from cloudlet.services import identity, instance_activity
+from cloudlet.services import identity, instance_activity, instance_signin
 from cloudlet.services import instances as instance_service
 from cloudlet.services.context import Caller
 
 router = APIRouter(tags=["instances"])
 forwarder = Forwarder()
-SIGNIN_LIFETIME_S = 8 * 3600  # a working day; signing in again is one form
-COOKIE_PATH = "/instances/"
+SIGNIN_LIFETIME_S = instance_signin.LIFETIME_S
+COOKIE_PATH = instance_signin.COOKIE_PATH
 RESOLVE_TTL_S = 2.0  # a page load makes hundreds of requests: resolve each caller+app once
 _resolved: dict[tuple[str, str, str], tuple[float, Target]] = {}
 
 
-def cookie_secret(token_secret: str) -> str:
-    """Sign-in cookies are signed with their own key: a cookie is not an API bearer token."""
-    return hmac.new(token_secret.encode(), b"cloudlet-signin-cookie", hashlib.sha256).hexdigest()
+cookie_secret = instance_signin.cookie_secret  # the studio mints the same cookie (one-click JupyterLab)
 
 
 # -- sign-in ----------------------------------------------------------------------------------
@@ -112,7 +108,7 @@ async def signout() -> Response:
 
 def _mint_cookie(state: AppState, caller: Caller) -> tuple[str, int]:
     with state.read_sessions() as session:
-        return identity.mint_for(session, caller, cookie_secret(state.token_secret), SIGNIN_LIFETIME_S)
+        return instance_signin.mint(session, caller, state.token_secret)
 
 
 def _authenticate_key(state: AppState, key: str) -> Caller:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cloudlet.domain import components, pipeline_parallel
@@ -349,26 +350,56 @@ def parent_outputs(doc: Mapping[str, Any], children: Sequence[ChildView]) -> dic
     return out
 
 
-def dag_text(doc: Mapping[str, Any], children: Sequence[ChildView]) -> str:
-    """The steps as text for ``job show``: each step, its status, the steps it reads from, its
-    compute and job (and the job it reused), in an order where a step follows its upstream."""
+@dataclass(frozen=True)
+class DagStep:
+    """One step of a pipeline's graph: its status, the steps it reads from, where it runs and the
+    job that ran it (None before it started)."""
+
+    key: str
+    status: str  # a JobStatus value, or "Skipped" / "NotStarted" for a step without a job
+    upstream: tuple[str, ...]
+    compute: str  # "serverless" when none
+    job: str | None
+    reused_from: str | None
+
+
+def dag_steps(doc: Mapping[str, Any], children: Sequence[ChildView]) -> list[DagStep]:
+    """The pipeline's steps, in an order where a step follows its upstream: what ``dag_text``
+    prints and the studio draws."""
     by_key = {child.key: child for child in children}
     steps = order(doc)
     failed = {k for k in steps if k in by_key and by_key[k].status in FAILED}
     blocked = downstream_of(doc, steps, failed)
-    width = max(len(k) for k in steps)
-    ups = {key: ", ".join(upstream_of(doc, key)) for key in steps}
-    up_width = max(7, *(len(u) + 2 for u in ups.values()))  # "(start)" or "← a, b"
-    rows = []
+    found = []
     for key in steps:
         child = by_key.get(key)
         status = child.status.value if child else ("Skipped" if key in blocked else "NotStarted")
-        after = f"← {ups[key]}" if ups[key] else "(start)"
-        compute = step_compute(doc, key) or SERVERLESS
-        line = f"{key:<{width}}  {status:<10}  {after:<{up_width}}  on {compute}"
-        if child is not None:
-            line += f"  job {child.name}"
-            if child.reused_from:
-                line += f" (reused {child.reused_from})"
+        found.append(
+            DagStep(
+                key=key,
+                status=status,
+                upstream=tuple(upstream_of(doc, key)),
+                compute=step_compute(doc, key) or SERVERLESS,
+                job=child.name if child else None,
+                reused_from=child.reused_from if child else None,
+            )
+        )
+    return found
+
+
+def dag_text(doc: Mapping[str, Any], children: Sequence[ChildView]) -> str:
+    """The steps as text for ``job show``: each step, its status, the steps it reads from, its
+    compute and job (and the job it reused), in an order where a step follows its upstream."""
+    steps = dag_steps(doc, children)
+    width = max(len(s.key) for s in steps)
+    up_width = max(7, *(len(", ".join(s.upstream)) + 2 for s in steps))  # "(start)" or "← a, b"
+    rows = []
+    for step in steps:
+        after = f"← {', '.join(step.upstream)}" if step.upstream else "(start)"
+        line = f"{step.key:<{width}}  {step.status:<10}  {after:<{up_width}}  on {step.compute}"
+        if step.job is not None:
+            line += f"  job {step.job}"
+            if step.reused_from:
+                line += f" (reused {step.reused_from})"
         rows.append(line.rstrip())
     return "\n".join(rows)

@@ -355,6 +355,11 @@ def get(session: Session, ws: Workspace, name: str) -> Job:
     return job
 
 
+def parent_of(session: Session, job: Job) -> Job | None:
+    """The pipeline or sweep JOB is a step or trial of (None for a top-level job)."""
+    return session.get(Job, job.parent_job_id) if job.parent_job_id is not None else None
+
+
 class JobFields(Protocol):
     """What a job's view is made of: a ``Job`` row object, or the plain row a listing reads."""
 

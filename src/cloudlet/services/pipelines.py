@@ -6,7 +6,8 @@
   (``domain.pipeline_jobs``) against the components its steps now run; a ``parallel`` step's
   task code becomes a snapshot with cloudlet's batch driver added (``services.batch_code.
   with_driver``: the driver batch deployments run), which its command job runs;
-- ``dag``: the text DAG of ``job show`` (each step, its status, its upstream, reuse);
+- ``dag``: the text DAG of ``job show`` (each step, its status, its upstream, reuse); ``graph``
+  the same steps as data (the studio draws them);
 - ``outputs``: where the pipeline's outputs are (the step outputs bound to them).
 """
 
@@ -21,7 +22,7 @@ from cloudlet.domain import components
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.job_spec import CODE_SNAPSHOT_PATTERN
 from cloudlet.domain.pipeline_bindings import retarget
-from cloudlet.domain.pipeline_dag import dag_text, is_reference, parent_outputs
+from cloudlet.domain.pipeline_dag import DagStep, dag_steps, dag_text, is_reference, parent_outputs
 from cloudlet.domain.pipeline_jobs import PIPELINE
 from cloudlet.services import batch_code, codes
 from cloudlet.services import components as component_service
@@ -82,6 +83,11 @@ def _with_driver(session: Session, ws: Workspace, data: DataRoot, code: str, key
 def dag(parent: Job, kids: Sequence[Job]) -> str:
     """The pipeline's steps as text for ``job show`` (``pipeline_dag.dag_text``)."""
     return dag_text(parent.spec, [view_of(kid) for kid in kids])
+
+
+def graph(parent: Job, kids: Sequence[Job]) -> list[DagStep]:
+    """The pipeline's steps as a graph (each step's status and upstream), for the studio."""
+    return dag_steps(parent.spec, [view_of(kid) for kid in kids])
 
 
 def outputs(parent: Job, kids: Sequence[Job]) -> dict[str, str]:

@@ -137,3 +137,25 @@ def search_runs(
         {v.run_uuid: data[v.run_uuid] for v in page},
         rules.page_token(offset + limit) if more else None,
     )
+
+
+PEERS = 50  # runs offered to compare with a job's: the newest of its experiment
+
+
+def experiment_peers(session: Session, job: Job, limit: int = PEERS) -> list[Job]:
+    """The other jobs whose runs are in the experiment of JOB's run, newest first (the runs a
+    chart compares with the job's); none before JOB's run was written."""
+    experiment = select(TrackingRun.experiment_id).where(TrackingRun.job_id == job.id).scalar_subquery()
+    return list(
+        session.scalars(
+            select(Job)
+            .join(TrackingRun, TrackingRun.job_id == Job.id)
+            .where(
+                TrackingRun.experiment_id == experiment,
+                Job.workspace_id == job.workspace_id,
+                Job.id != job.id,
+            )
+            .order_by(Job.submitted_at.desc(), Job.id.desc())
+            .limit(limit)
+        )
+    )

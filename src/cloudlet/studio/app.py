@@ -26,7 +26,7 @@ from cloudlet.services import studio_sessions
 from cloudlet.services.context import Caller
 from cloudlet.services.studio_sessions import Issued
 from cloudlet.studio import shell
-from cloudlet.studio.pages import home, jobs
+from cloudlet.studio.pages import compute, home, job_live, job_page, jobs, quota
 from cloudlet.studio.session import (
     PREFIX,
     StudioPublicRoute,
@@ -40,7 +40,8 @@ from cloudlet.studio.session import (
     signed,
 )
 
-PAGES = (home, jobs)  # their order is the navigation's
+PAGES = (home, jobs, compute, quota)  # their order is the navigation's
+SUBPAGES = (job_page, job_live)  # pages reached from a page, not from the navigation
 shell.NAV[:] = [page.NAV for page in PAGES]
 
 public = APIRouter(prefix=PREFIX, route_class=StudioPublicRoute, include_in_schema=False)
@@ -193,7 +194,7 @@ def install(app: FastAPI) -> None:
     """Mount the studio on APP: its routes after the API's (no path of theirs overlaps), the
     catch-all last."""
     routes = [*public.routes]
-    for page in PAGES:
+    for page in (*PAGES, *SUBPAGES):
         routes.extend(page.router.routes)
     routes.extend(router.routes)  # holds the catch-all: last
     app.router.routes.extend(routes)

@@ -1,0 +1,286 @@
+"""Compute: the tabs Azure ML users know (instances, clusters, attached, locations), a compute's
+page (an instance's apps, SSH and schedules; a cluster's nodes and why it is or is not scaled, its
+min/max/idle form), the instance actions, and the one-click door to JupyterLab.
+
+Every write is one service call (``services.computes``, as the REST door makes it); the create
+form and YAML are in ``compute_forms``. The lists refresh themselves (htmx polls a partial).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from cloudlet.api.deps import Context, context
+from cloudlet.domain.compute_types import ATTACHED, ComputeType
+from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.domain.roles import Access
+from cloudlet.services import catalogue as catalogue_service
+from cloudlet.services import computes, instance_signin, locations, operations
+from cloudlet.services import instances as instance_service
+from cloudlet.services import locks as lock_store
+from cloudlet.services import nodes as node_service
+from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.views import computes as compute_view
+from cloudlet.services.views import operations as operation_view
+from cloudlet.studio import shell
+from cloudlet.studio.pages import compute_forms
+from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+
+router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
+router.include_router(compute_forms.router)  # before "/{name}", which would take "_new"
+NAV = shell.NavItem("compute", "Compute", "compute", "compute")
+WS = "/ws/{sub}/{rg}/{ws}/compute"
+TABS = (
+    ("instances", "Compute instances"),
+    ("clusters", "Compute clusters"),
+    ("attached", "Attached computes"),
+    ("locations", "Locations"),
+)
+TYPES_OF_TAB = {
+    "instances": {ComputeType.COMPUTE_INSTANCE},
+    "clusters": {ComputeType.AMLCOMPUTE},
+    "attached": set(ATTACHED),
+}
+# The instance's apps the studio opens: key in the URL → (label, path under JupyterLab's base URL),
+# as the instance's ``services`` list them.
+APPS = {label.lower().replace(" ", ""): (label, path) for label, path in instance_service.SERVICES}
+POLL_S = 3  # how often a list or a compute's status refreshes itself
+
+
+def _tab(value: str | None) -> str:
+    return value if value in dict(TABS) else "instances"
+
+
+def _rows(ctx: Context, ref: WorkspaceRef, ws: Any, tab: str) -> list[dict[str, Any]]:
+    """The tab's computes, each as the REST list renders it."""
+    if tab == "locations":
+        return []
+    wanted = TYPES_OF_TAB[tab]
+    locks = lock_store.effective(ctx.session, ref)
+    catalogue = catalogue_service.current(ctx.session)
+    return [
+        compute_view.render(c, ref, locks, catalogue, ctx.state.endpoint)
+        for c in computes.list_all(ctx.session, ws)
+        if c.type in wanted
+    ]
+
+
+def _locations(ctx: Context, ws: Any) -> list[dict[str, Any]]:
+    """Every location for an administrator; a user sees the workspace's own (its name only)."""
+    if ctx.caller.is_admin:
+        return [locations.render(row) for row in locations.list_all(ctx.session)]
+    return [{"name": ws.location, "provider": None, "capacity": None}]
+
+
+def _list_values(ctx: Context, ref: WorkspaceRef, ws: Any, tab: str) -> dict[str, Any]:
+    return {
+        "tab": tab,
+        "tabs": TABS,
+        "rows": _rows(ctx, ref, ws, tab),
+        "places": _locations(ctx, ws) if tab == "locations" else [],
+        "rows_url": shell.ws_url(ref, "compute", "_rows") + "?" + urllib.parse.urlencode({"tab": tab}),
+        "poll_s": POLL_S,
+        "apps": APPS,
+    }
+
+
+@router.get(WS)
+def compute_list(
+    sub: str, rg: str, ws: str, tab: str | None = None, ctx: Context = Depends(context)
+) -> HTMLResponse:
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    values = _list_values(ctx, ref, workspace, _tab(tab))
+    return shell.render(ctx, "compute.html", ref, workspace, active=NAV.key, **values)
+
+
+@router.get(WS + "/_rows")  # "_": no compute name starts so
+def compute_rows(
+    sub: str, rg: str, ws: str, tab: str | None = None, ctx: Context = Depends(context)
+) -> HTMLResponse:
+    """The tab's table alone: what the list polls to show states without a reload."""
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    values = _list_values(ctx, ref, workspace, _tab(tab))
+    view = shell.WorkspaceView(workspace.id, ref, workspace.location)
+    return shell.render_html(ctx.request, "compute_rows.html", ctx.caller, view, **values)
+
+
+# -- one compute --------------------------------------------------------------------------------
+def _detail_values(
+    ctx: Context, ref: WorkspaceRef, compute: Any, op_id: str | None, tab: str | None
+) -> dict[str, Any]:
+    shown = compute_view.view(ctx.session, ref, compute, ctx.state.endpoint)
+    op = None
+    if op_id:
+        try:
+            op = operation_view.render(operations.visible(ctx.session, ctx.caller, op_id), ref)
+        except CloudletError:
+            op = None  # an id from another workspace or a stale link: no progress to show
+    if op is None:
+        running = operations.in_progress(ctx.session, operations.Target.of_compute(compute))
+        op = operation_view.render(running, ref) if running is not None else None
+    nodes = []
+    if compute.type == ComputeType.AMLCOMPUTE:
+        nodes = [node_service.render(n) for n in node_service.live_nodes(ctx.session, compute.id)]
+    is_owner = compute.type == ComputeType.COMPUTE_INSTANCE and compute.owner == ctx.caller.name
+    shown_tab = "nodes" if tab == "nodes" and compute.type == ComputeType.AMLCOMPUTE else "details"
+    query = {"tab": shown_tab, **({"op": op["id"]} if op is not None else {})}
+    status_url = shell.ws_url(ref, "compute", compute.name, "status") + "?" + urllib.parse.urlencode(query)
+    return {
+        "tab": shown_tab,
+        "c": shown,
+        "op": op,
+        "nodes": nodes,
+        "is_owner": is_owner,
+        "apps": APPS if shown.get("services") else {},
+        "status_url": status_url,
+        "poll_s": POLL_S,
+    }
+
+
+def _compute(ctx: Context, sub: str, rg: str, ws: str, name: str) -> tuple[Any, WorkspaceRef, Any]:
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    return workspace, ref, computes.get(ctx.session, workspace, name)
+
+
+@router.get(WS + "/{name}")
+def compute_page(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    tab: str | None = None,
+    op: str | None = None,
+    ctx: Context = Depends(context),
+) -> HTMLResponse:
+    workspace, ref, compute = _compute(ctx, sub, rg, ws, name)
+    values = _detail_values(ctx, ref, compute, op, tab)
+    return shell.render(
+        ctx, "compute_detail.html", ref, workspace, active=NAV.key, errors={}, form={}, **values
+    )
+
+
+@router.get(WS + "/{name}/status")
+def compute_status(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    op: str | None = None,
+    tab: str | None = None,
+    ctx: Context = Depends(context),
+) -> HTMLResponse:
+    """The compute's state, its operation's progress and its nodes: polled by its page."""
+    workspace, ref, compute = _compute(ctx, sub, rg, ws, name)
+    values = _detail_values(ctx, ref, compute, op, tab)
+    view = shell.WorkspaceView(workspace.id, ref, workspace.location)
+    return shell.render_html(ctx.request, "compute_status.html", ctx.caller, view, **values)
+
+
+# -- writes -------------------------------------------------------------------------------------
+def _back(ref: WorkspaceRef, name: str, op_id: str | None = None) -> RedirectResponse:
+    url = shell.ws_url(ref, "compute", name)
+    return RedirectResponse(url + (f"?op={urllib.parse.quote(op_id)}" if op_id else ""), status_code=303)
+
+
+EDITABLE = ("min_instances", "max_instances", "idle_time_before_scale_down")
+
+
+def _whole_numbers(form: dict[str, str]) -> tuple[dict[str, int], dict[str, str]]:
+    changes: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for field in EDITABLE:
+        raw = form.get(field, "").strip()
+        if not raw:
+            continue
+        try:
+            changes[field] = int(raw)
+        except ValueError:
+            errors[field] = f"{field} must be a whole number"
+    return changes, errors
+
+
+@router.post(WS + "/{name}/scale")
+async def compute_scale(
+    request: Request, sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)
+) -> Response:
+    """A cluster's min/max nodes and idle time: the same service update as the REST PATCH."""
+    form = await form_of(request)
+    response: Response = await run_in_threadpool(_scale, ctx, sub, rg, ws, name, form)
+    return response
+
+
+def _scale(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str, str]) -> Response:
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
+    changes, errors = _whole_numbers(form)
+    if not errors:
+        try:
+            result = computes.patch(
+                ctx.session, ref, workspace, name, changes, ctx.caller, ctx.state.endpoint
+            )
+            return _back(ref, name, result.operation.id)
+        except CloudletError as exc:
+            if exc.status != 400:
+                raise
+            errors[exc.target if exc.target in EDITABLE else "form"] = exc.message
+    compute = computes.get(ctx.session, workspace, name)
+    values = _detail_values(ctx, ref, compute, None, "details")
+    return shell.render(
+        ctx,
+        "compute_detail.html",
+        ref,
+        workspace,
+        active=NAV.key,
+        status=400,
+        errors=errors,
+        form=form,
+        **values,
+    )
+
+
+@router.post(WS + "/{name}/{action}")
+def compute_action(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    action: Literal["start", "stop", "restart", "delete"],
+    ctx: Context = Depends(context),
+) -> Response:
+    """Start, stop, restart or delete: the REST door's service call; then the compute's page, with
+    the operation's progress (a deleted compute's list)."""
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
+    if action == "delete":
+        computes.delete(ctx.session, ref, workspace, name, ctx.caller)
+        return RedirectResponse(shell.ws_url(ref, "compute"), status_code=303)
+    op = computes.act(ctx.session, ref, workspace, name, action, ctx.caller)
+    return _back(ref, name, op.id)
+
+
+# -- JupyterLab, Jupyter, a terminal ------------------------------------------------------------
+@router.get(WS + "/{name}/open/{app}")
+def open_app(sub: str, rg: str, ws: str, name: str, app: str, ctx: Context = Depends(context)) -> Response:
+    """The instance's app, one click from the studio: the browser gets the proxy's sign-in cookie
+    for the same caller (so no second sign-in), then goes to the proxy, which lets the owner alone
+    through (another user's instance: 403 there)."""
+    _, _, compute = _compute(ctx, sub, rg, ws, name)
+    if compute.type != ComputeType.COMPUTE_INSTANCE or app not in APPS:
+        raise not_found("App", app)
+    path = APPS[app][1]
+    value, lifetime = instance_signin.mint(ctx.session, ctx.caller, ctx.state.token_secret)
+    target = instance_service.app_base_url(compute.name) + path
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        instance_signin.COOKIE,
+        value,
+        max_age=lifetime,
+        path=instance_signin.COOKIE_PATH,
+        httponly=True,
+        samesite="lax",
+        secure=ctx.request.url.scheme == "https",
+    )
+    return response

@@ -1,0 +1,316 @@
+"""A job page's live parts: the server-sent event stream (status and timings; the new bytes of a log
+file, from ``jobs.read_log`` offsets), the metrics as JSON for the charts, and log downloads.
+
+The stream polls the services every ``POLL_S`` in a worker thread (no store or file call on the
+event loop), sends what changed, and ends when the job is final and its log stopped growing. An
+event's id is the log offset after it: a reconnecting ``EventSource`` sends it back as
+``Last-Event-ID`` and the stream resumes from there. The session is checked again every
+``RECHECK_S`` (a revoked key or a removed role ends the stream as it ends a page load).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response, StreamingResponse
+
+from cloudlet.api.deps import AppState, Context, context, dump_json, json_response
+from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.services import job_outputs, tracking
+from cloudlet.services import jobs as job_service
+from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.job_status import FINAL_VALUES
+from cloudlet.services.storage import empty_tar
+from cloudlet.studio import shell
+from cloudlet.studio.session import PREFIX, StudioRoute, resolve_session
+
+router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
+JOB = "/ws/{sub}/{rg}/{ws}/jobs/{name}"
+POLL_S = 0.3  # how often a stream reads the job and its log: the log's latency budget is 2 s
+RECHECK_S = 5.0  # how often a stream checks that its session still stands
+HEARTBEAT_S = 15.0  # a comment line, so that a gone browser is noticed and proxies keep the stream
+DEFAULT_LOG = "user_logs/std_log.txt"
+MAX_OFFSET = 1 << 40
+MAX_SERIES = 8  # runs on one chart
+MAX_KEYS = 64
+
+
+@dataclass(frozen=True)
+class Timing:
+    status: str
+    status_message: str | None
+    attempt: int
+    submitted_at: float
+    started_at: float | None
+    ended_at: float | None
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "status_message": self.status_message or "",
+            "attempt": self.attempt,
+            "submitted": clock(self.submitted_at),
+            "started": clock(self.started_at),
+            "ended": clock(self.ended_at),
+            "duration": duration(self.started_at, self.ended_at),
+            "final": self.status in FINAL_VALUES,
+        }
+
+
+def clock(value: float | None) -> str:
+    """A stored time as the page shows it (UTC, to the second); "—" when not yet."""
+    if value is None:
+        return "—"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+
+
+def duration(started: float | None, ended: float | None) -> str:
+    """How long a job ran (so far, while it runs): ``1h 02m``, ``3m 05s``, ``4.2s``."""
+    if started is None:
+        return "—"
+    seconds = max(0.0, (ended if ended is not None else time.time()) - started)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+@dataclass
+class Poll:
+    timing: Timing | None  # None: the job is gone
+    text: str = ""
+    next_offset: int = 0
+    files: tuple[str, ...] = ()
+
+
+def _poll(state: AppState, ws_id: int, name: str, attempt: int | None, file: str | None, offset: int) -> Poll:
+    """One look at the job and, with FILE, at its log past OFFSET (in a worker thread)."""
+    with state.read_sessions() as session:
+        job = job_service.find_in(session, ws_id, name)
+        if job is None:
+            return Poll(None)
+        timing = Timing(
+            job.status, job.status_message, job.attempt, job.submitted_at, job.started_at, job.ended_at
+        )
+        if file is None:
+            return Poll(timing, next_offset=offset)
+        chosen = min(attempt, max(job.attempt, 1)) if attempt is not None else None
+        page = job_service.read_log(state.data, job, chosen, file, offset)
+        return Poll(timing, page["data"], page["next_offset"], tuple(page["files"]))
+
+
+def _still_readable(state: AppState, ref: WorkspaceRef, caller: Caller, name: str) -> None:
+    """The services' read check again, for a stream's caller as the session now resolves it."""
+    with state.read_sessions() as session:
+        job_service.readable(session, ref, caller, name)
+
+
+def event(kind: str, data: Any, event_id: int | None = None) -> bytes:
+    """One server-sent event; DATA as JSON on one line (a log's newlines stay inside the JSON)."""
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return head.encode() + f"event: {kind}\ndata: ".encode() + dump_json(data) + b"\n\n"
+
+
+async def stream(
+    request: Request,
+    state: AppState,
+    ref: WorkspaceRef,
+    ws_id: int,
+    name: str,
+    attempt: int | None,
+    file: str | None,
+    offset: int,
+) -> AsyncIterator[bytes]:
+    yield b"retry: 1000\n\n"
+    last_timing: Timing | None = None
+    last_files: tuple[str, ...] | None = None
+    checked = beat = time.monotonic()
+    while True:
+        try:
+            poll = await run_in_threadpool(_poll, state, ws_id, name, attempt, file, offset)
+        except CloudletError as exc:  # a file name the service refuses: said once, then the end
+            yield event("failed", {"message": exc.message})
+            return
+        if poll.timing is None:
+            yield event("end", {"reason": "the job is gone"})
+            return
+        if poll.timing != last_timing:
+            last_timing = poll.timing
+            yield event("status", poll.timing.wire())
+        if file is not None and poll.files != last_files:
+            last_files = poll.files
+            yield event("files", list(poll.files))
+        if poll.text:
+            offset = poll.next_offset
+            yield event("log", {"text": poll.text, "offset": offset}, offset)
+            continue  # more may be there already (a page is at most LOG_PAGE_BYTES)
+        if poll.timing.status in FINAL_VALUES:  # final, and nothing new since: the log is complete
+            yield event("end", {"status": poll.timing.status, "offset": offset}, offset)
+            return
+        now = time.monotonic()
+        if now - checked > RECHECK_S:
+            checked = now
+            try:  # a revoked key, a disabled user, a removed role: the stream ends as a page load would
+                signed = await resolve_session(request)
+                await run_in_threadpool(_still_readable, state, ref, signed.caller, name)
+            except CloudletError:
+                yield event("end", {"reason": "no longer allowed"})
+                return
+        if now - beat > HEARTBEAT_S:
+            beat = now
+            yield b": alive\n\n"
+        if await request.is_disconnected():
+            return
+        await asyncio.sleep(POLL_S)
+
+
+@router.get(JOB + "/live")
+def live(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    request: Request,
+    file: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    ctx: Context = Depends(context),
+) -> Response:
+    """``text/event-stream``: ``status`` (status, timings) whenever it changes; with FILE, ``files``
+    (the attempt's log files) and ``log`` (``{text, offset}``, id = the offset after it) as the
+    log grows; ``end`` when the job is final and its log complete."""
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    job_service.get(ctx.session, workspace, name)  # a 404 before the stream starts
+    resumed = request.headers.get("last-event-id", "")
+    if resumed.isdigit() and int(resumed) <= MAX_OFFSET:
+        offset = int(resumed)
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    body = stream(request, ctx.state, ref, workspace.id, name, attempt, file, offset)
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+
+def _series(values: list[tuple[int, float]]) -> list[list[float | None]]:
+    """(step, value) pairs as uPlot's columns; NaN and infinities as gaps (JSON has neither)."""
+    steps = [float(step) for step, _ in values]
+    ys = [v if math.isfinite(v) else None for _, v in values]
+    return [steps, ys]  # type: ignore[list-item]
+
+
+@router.get(JOB + "/metrics.json")
+def metrics_json(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    key: Annotated[list[str] | None, Query(max_length=MAX_KEYS)] = None,
+    run: Annotated[list[str] | None, Query(max_length=MAX_SERIES)] = None,
+    ctx: Context = Depends(context),
+) -> Response:
+    """``{"runs": [names], "metrics": {key: {run: [[steps], [values]]}}}``: the job's metric
+    histories (every key unless KEY), and those of the other runs named by RUN (jobs of this
+    workspace) for a comparison."""
+    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    job = job_service.get(ctx.session, workspace, name)
+    jobs = {job.id: job.name}
+    for other in run or []:
+        found = job_service.find_in(ctx.session, workspace.id, other)
+        if found is None:
+            raise not_found("Job", other)
+        jobs[found.id] = found.name
+    keys = key or list(tracking.job_view(ctx.session, job.id)["metrics"])
+    metrics: dict[str, dict[str, list[list[float | None]]]] = {}
+    for metric in keys[:MAX_KEYS]:
+        history = tracking.metric_history(ctx.session, list(jobs), metric)
+        metrics[metric] = {
+            jobs[job_id]: _series(values) for job_id, values in history.items() if job_id in jobs
+        }
+    return json_response(
+        {"runs": list(jobs.values()), "metrics": metrics, "final": job.status in FINAL_VALUES},
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+@router.get(JOB + "/log")
+def download_log(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    file: Annotated[str, Query(min_length=1, max_length=512)] = DEFAULT_LOG,
+    attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    ctx: Context = Depends(context),
+) -> Response:
+    """One log file whole, as a download (read a page at a time through ``jobs.read_log``)."""
+    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    job = job_service.get(ctx.session, workspace, name)
+    chunks: list[str] = []
+    offset = 0
+    while True:
+        page = job_service.read_log(ctx.state.data, job, attempt, file, offset)
+        if not page["data"]:
+            break
+        chunks.append(page["data"])
+        offset = page["next_offset"]
+    if file not in page["files"]:
+        raise not_found("Log file", file)
+    filename = f"{name}-{page['attempt']}-{file.replace('/', '_')}"
+    return Response(
+        "".join(chunks),
+        media_type="text/plain; charset=utf-8",
+        headers={
+            "Content-Disposition": f'attachment; filename="{_ascii(filename)}"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.get(JOB + "/artifacts.tar.gz")
+def download_artifacts(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    ctx: Context = Depends(context),
+) -> Response:
+    """An attempt's default artifacts (``outputs/``, ``logs/``) as the REST route packs them."""
+    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    job = job_service.get(ctx.session, workspace, name)
+    packed = job_service.artifacts_archive(ctx.state.data, job, attempt)
+    filename = _ascii(f"{name}-artifacts.tar.gz")
+    return Response(
+        packed,
+        media_type="application/gzip",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
+    )
+
+
+@router.get(JOB + "/outputs/{output}.tar.gz")
+def download_output(
+    sub: str, rg: str, ws: str, name: str, output: str, ctx: Context = Depends(context)
+) -> Response:
+    """A named output as the REST route packs it (``job_outputs.pack``); empty before it was written."""
+    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    job = job_service.get(ctx.session, workspace, name)
+    packed = job_outputs.pack(ctx.session, ctx.state.data, workspace, job, output)
+    filename = _ascii(f"{name}-{output}.tar.gz")
+    return Response(
+        packed or empty_tar(),
+        media_type="application/gzip",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
+    )
+
+
+def _ascii(name: str) -> str:
+    """A download's file name, safe inside a header's quotes."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)[:200]

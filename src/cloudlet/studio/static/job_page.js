@@ -1,0 +1,275 @@
+// A job's page (job_page.html): live status and timings, the live log tail, metric charts (uPlot),
+// the pipeline graph (dagre, drawn as SVG here) and the sortable sweep table.
+// Everything user-controlled is put in the page as text (textContent, text nodes), never as HTML.
+
+const TONES = {
+  Completed: "ok", Succeeded: "ok", Running: "run", Starting: "run", Preparing: "run",
+  Provisioning: "run", Finalizing: "run", Queued: "wait", NotStarted: "wait", Failed: "bad",
+  Canceled: "off", CancelRequested: "off", Skipped: "off",
+};
+const root = document.getElementById("job");
+let jobFinal = root?.dataset.final === "true";
+
+function pill(status) {
+  const span = document.createElement("span");
+  span.className = `pill pill-${TONES[status] || "off"}`;
+  const dot = document.createElement("span");
+  dot.className = "dot";
+  dot.setAttribute("aria-hidden", "true");
+  span.append(dot, document.createTextNode(status));
+  return span;
+}
+
+function showStatus(data) {
+  document.getElementById("job-status")?.replaceChildren(pill(data.status));
+  const fields = {...data, status_text: data.status};
+  for (const el of document.querySelectorAll("[data-timing]")) {
+    const value = fields[el.dataset.timing];
+    if (value !== undefined) el.textContent = String(value);
+  }
+  // Why it waited no longer holds once it started.
+  if (!["Queued", "Preparing"].includes(data.status)) document.querySelector(".waiting")?.remove();
+  jobFinal = data.final;
+  root.dataset.final = String(data.final);
+  document.dispatchEvent(new CustomEvent("job:status", {detail: data}));
+}
+
+// -- the live stream: status on every tab, the log's new bytes on Outputs + logs -------------------
+function connect() {
+  const log = document.getElementById("log");
+  if (!root || (!log && jobFinal)) return;
+  const source = new EventSource(log ? log.dataset.stream : root.dataset.live);
+  const state = document.getElementById("log-state");
+  const follow = document.getElementById("log-follow");
+  source.addEventListener("status", (e) => showStatus(JSON.parse(e.data)));
+  source.addEventListener("open", () => { if (state) state.textContent = jobFinal ? "Reading…" : "Live"; });
+  source.addEventListener("log", (e) => {
+    const {text} = JSON.parse(e.data);
+    log.append(document.createTextNode(text));
+    if (follow?.checked) log.scrollTop = log.scrollHeight;
+  });
+  source.addEventListener("files", (e) => showFiles(JSON.parse(e.data)));
+  source.addEventListener("failed", (e) => {
+    if (state) state.textContent = JSON.parse(e.data).message;
+    source.close();
+  });
+  source.addEventListener("end", () => {
+    if (state) state.textContent = "Complete";
+    source.close();
+  });
+  source.addEventListener("error", () => {
+    if (state && source.readyState !== EventSource.CLOSED) state.textContent = "Reconnecting…";
+  });
+}
+
+// The log tree gains the files a starting job creates (the first render may have had none).
+function showFiles(files) {
+  const tree = document.getElementById("log-tree");
+  if (!tree || !files.length) return;
+  const shown = new Set([...tree.querySelectorAll("a")].map((a) => a.dataset.file || a.textContent));
+  if (files.every((f) => shown.has(f) || shown.has(f.split("/").pop()))) return;
+  const current = new URLSearchParams(document.getElementById("log").dataset.stream.split("?")[1]).get("file");
+  const items = files.map((file) => {
+    const li = document.createElement("li");
+    const a = document.createElement("a");
+    a.href = `${tree.dataset.base}&file=${encodeURIComponent(file)}`;
+    a.dataset.file = file;
+    a.textContent = file;
+    if (file === current) a.setAttribute("aria-current", "page");
+    li.append(a);
+    return li;
+  });
+  tree.replaceChildren(...items);
+}
+
+// -- metrics: one uPlot chart per key; other runs of the experiment overlaid -----------------------
+const COLOURS = ["#0f62c6", "#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#1098ad", "#5f3dc4", "#e67700"];
+
+async function metrics() {
+  const host = document.getElementById("metrics");
+  if (!host) return;
+  const {uPlot} = await import("./vendor/uplot.min.js");
+  const charts = document.getElementById("charts");
+  const state = document.getElementById("metrics-state");
+  const drawn = new Map(); // key → {plot, runs, points}
+  let busy = false;
+
+  async function refresh() {
+    if (busy) return;
+    busy = true;
+    try {
+      const url = new URL(host.dataset.url, location.href);
+      for (const box of host.querySelectorAll("input[name=run]:checked")) url.searchParams.append("run", box.value);
+      const response = await fetch(url, {headers: {Accept: "application/json"}});
+      if (!response.ok) { state.textContent = `Metrics could not be read (${response.status})`; return; }
+      const body = await response.json();
+      const keys = Object.keys(body.metrics);
+      for (const key of keys) draw(key, body.runs, body.metrics[key]);
+      for (const [key, chart] of drawn) if (!keys.includes(key)) { chart.card.remove(); drawn.delete(key); }
+      state.textContent = keys.length ? `${keys.length} metric${keys.length === 1 ? "" : "s"}` : state.textContent;
+      if (body.final) jobFinal = true;
+    } finally {
+      busy = false;
+    }
+  }
+
+  function draw(key, runs, series) {
+    // One x axis (the steps of every run, merged), one y series per run.
+    const present = runs.filter((run) => series[run]);
+    const steps = [...new Set(present.flatMap((run) => series[run][0]))].sort((a, b) => a - b);
+    const index = new Map(steps.map((s, i) => [s, i]));
+    const columns = [steps];
+    for (const run of present) {
+      const ys = new Array(steps.length).fill(null);
+      const [xs, vs] = series[run];
+      for (let i = 0; i < xs.length; i++) ys[index.get(xs[i])] = vs[i];
+      columns.push(ys);
+    }
+    const signature = present.join(" ");
+    const old = drawn.get(key);
+    if (old && old.signature === signature) {
+      if (old.points !== steps.length) {
+        old.plot.setData(columns);
+        old.points = steps.length;
+        old.card.dataset.points = String(steps.length);
+      }
+      return;
+    }
+    old?.plot.destroy();
+    const card = old?.card || document.createElement("figure");
+    card.className = "card chart";
+    const title = document.createElement("figcaption");
+    title.className = "chart-title mono";
+    title.textContent = key;
+    const area = document.createElement("div");
+    card.replaceChildren(title, area);
+    if (!old) charts.append(card);
+    const width = Math.max(320, card.clientWidth - 40);
+    const options = {
+      width, height: 240,
+      scales: {x: {time: false}},
+      axes: [{label: "step"}, {}],
+      series: [{label: "step"}, ...present.map((run, i) => ({label: run, stroke: COLOURS[i % COLOURS.length], width: 1.5, spanGaps: true}))],
+    };
+    // The draw time: from here to uPlot's first "draw" hook (it draws in a microtask, after
+    // the constructor returns), data-draw-ms on the chart.
+    const started = performance.now();
+    options.hooks = {draw: [() => { card.dataset.drawMs ||= (performance.now() - started).toFixed(1); }]};
+    delete card.dataset.drawMs;
+    card.dataset.points = String(steps.length);
+    card.dataset.key = key;
+    const plot = new uPlot(options, columns, area);
+    drawn.set(key, {plot, card, signature, points: steps.length});
+  }
+
+  host.addEventListener("change", () => refresh());
+  await refresh();
+  // New points while the job runs: read again every 2 s until it is final.
+  const timer = setInterval(() => { if (jobFinal) clearInterval(timer); else refresh(); }, 2000);
+}
+
+// -- the pipeline graph: dagre lays the steps out, drawn here as SVG with links to each step -------
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(name, attributes) {
+  const el = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attributes)) el.setAttribute(k, String(v));
+  return el;
+}
+
+async function graph() {
+  const host = document.getElementById("dag");
+  const rows = document.querySelectorAll("#steps tbody tr");
+  if (!host || !rows.length) return;
+  const {dagre} = await import("./vendor/dagre.min.js");
+  const g = new dagre.graphlib.Graph().setGraph({rankdir: "TB", nodesep: 40, ranksep: 48, marginx: 16, marginy: 16});
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const row of rows) g.setNode(row.dataset.key, {width: 220, height: 56, row});
+  for (const row of rows) {
+    for (const up of row.dataset.upstream.split(" ").filter(Boolean)) if (g.hasNode(up)) g.setEdge(up, row.dataset.key);
+  }
+  dagre.layout(g);
+  const {width, height} = g.graph();
+  const drawing = svg("svg", {viewBox: `0 0 ${width} ${height}`, width, height, class: "dag-svg"});
+  const marker = svg("marker", {id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 8, markerHeight: 8, orient: "auto"});
+  marker.append(svg("path", {d: "M0,0 L10,5 L0,10 z", class: "dag-arrow"}));
+  const defs = svg("defs", {});
+  defs.append(marker);
+  drawing.append(defs);
+  for (const e of g.edges()) {
+    const points = g.edge(e).points;
+    const d = points.map((p, i) => `${i ? "L" : "M"}${p.x},${p.y}`).join(" ");
+    drawing.append(svg("path", {d, class: "dag-edge", "marker-end": "url(#arrow)"}));
+  }
+  for (const key of g.nodes()) {
+    const node = g.node(key);
+    const {status, href} = node.row.dataset;
+    const group = href ? svg("a", {href, class: "dag-node"}) : svg("g", {class: "dag-node"});
+    group.setAttribute("data-key", key);
+    group.setAttribute("data-status", status);
+    const x = node.x - node.width / 2;
+    const y = node.y - node.height / 2;
+    group.append(svg("rect", {x, y, width: node.width, height: node.height, rx: 8, class: `dag-box tone-${TONES[status] || "off"}`}));
+    group.append(svg("rect", {x, y, width: 5, height: node.height, rx: 2, class: `dag-bar tone-${TONES[status] || "off"}`}));
+    const name = svg("text", {x: x + 16, y: y + 23, class: "dag-name"});
+    name.textContent = key.length > 26 ? `${key.slice(0, 25)}…` : key;
+    const state = svg("text", {x: x + 16, y: y + 42, class: `dag-status tone-${TONES[status] || "off"}`});
+    state.textContent = status;
+    const title = svg("title", {});
+    title.textContent = `${key}: ${status}`;
+    group.append(title, name, state);
+    drawing.append(group);
+  }
+  host.replaceChildren(drawing);
+}
+
+// -- a sortable table (the sweep's trials) -----------------------------------------------------------
+function sortable() {
+  for (const table of document.querySelectorAll("table.sortable")) {
+    const heads = [...table.querySelectorAll("thead th")];
+    heads.forEach((th, column) => {
+      th.querySelector("button")?.addEventListener("click", (event) => {
+        const numeric = event.currentTarget.dataset.type === "number";
+        const ascending = th.getAttribute("aria-sort") !== "ascending";
+        for (const other of heads) other.setAttribute("aria-sort", "none");
+        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+        const body = table.tBodies[0];
+        const rows = [...body.rows];
+        const value = (row) => row.cells[column].dataset.value ?? row.cells[column].textContent;
+        rows.sort((a, b) => {
+          let x = value(a), y = value(b);
+          if (numeric) {
+            x = x === "" ? Infinity : Number(x); y = y === "" ? Infinity : Number(y);
+            const order = Number.isNaN(x) || Number.isNaN(y) ? String(x).localeCompare(String(y)) : x - y;
+            return ascending ? order : -order;
+          }
+          return ascending ? x.localeCompare(y) : y.localeCompare(x);
+        });
+        body.replaceChildren(...rows);
+      });
+    });
+  }
+}
+
+// -- a running pipeline's steps and a sweep's trials: read again every 3 s until the job is final ----
+function followChildren() {
+  const table = document.querySelector("#steps, #trials");
+  if (!table || jobFinal) return;
+  const timer = setInterval(async () => {
+    const last = jobFinal;
+    const response = await fetch(location.href, {headers: {Accept: "text/html"}});
+    if (!response.ok) return;
+    // The server's own escaped markup, parsed inert (DOMParser runs no script), rows moved over.
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    const rows = fresh.querySelector(`#${table.id} tbody`);
+    if (rows) table.tBodies[0].replaceChildren(...document.adoptNode(rows).children);
+    if (table.id === "steps") graph();
+    if (last) clearInterval(timer);
+  }, 3000);
+}
+
+connect();
+sortable();
+graph();
+metrics();
+followChildren();
