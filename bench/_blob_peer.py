@@ -16,7 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from cloudlet.api import blob
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.core.storage import DataRoot
 
 
 def create_app(home: Path) -> FastAPI:

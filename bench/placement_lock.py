@@ -26,9 +26,9 @@ from tests.unit.test_prepared_specs import (
     watch_builds,
 )
 
-from cloudlet.domain.nodes import NodeState
-from cloudlet.services import run_specs
-from cloudlet.services.storage import DataRoot
+from cloudlet.domain.compute.nodes import NodeState
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import run_specs
 from cloudlet.store.schema import Node
 
 SHAPES = {

@@ -1,7 +1,7 @@
 """reconcile_store: the REAL cluster reconciler over the REAL store at scale, on a simulated provider.
 
 Where the ``simulator`` benchmark runs the decision code on in-memory records, this one runs
-``control.clusters.ClusterReconciler.run_once`` itself — record, schedule (``services.dispatch``:
+``control.clusters.ClusterReconciler.run_once`` itself — record, schedule (``services.jobs.dispatch``:
 placement writes run rows), decide (quota and capacity read from the store), act — against an
 embedded SQLite store holding 50 clusters, 10,000 nodes and 100,000 queued jobs. The machines come
 from ``sim.provider.SimulatedProvider`` (named as such: no agent processes), so "registering" is
@@ -32,14 +32,15 @@ from bench import _results
 from bench._server import REPO_ROOT
 from bench._stats import summarize_ns
 from cloudlet.control.clusters import ClusterReconciler
-from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
-from cloudlet.domain.nodes import NodeState
-from cloudlet.domain.quota import TOTAL_DEDICATED
+from cloudlet.domain.compute.compute_spec import parse_compute, spec_to_doc
+from cloudlet.domain.compute.nodes import NodeState
+from cloudlet.domain.compute.quota import TOTAL_DEDICATED
 from cloudlet.server import open_store
-from cloudlet.services import audit, quotas
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.access import audit
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import quotas
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
 from cloudlet.sim.clock import SimClock
 from cloudlet.sim.provider import SimulatedProvider
 from cloudlet.store.schema import Compute, Job, Location, Node, Workspace

@@ -69,7 +69,7 @@ def _vm_kib(field: str) -> int | None:
 
 
 def _build(scenario: Scenario) -> Any:
-    from cloudlet.domain.sizes import load_catalogue
+    from cloudlet.domain.compute.sizes import load_catalogue
     from cloudlet.sim import ClusterSpec, JobSpec, Simulator
 
     size = load_catalogue().get(SIZE)

@@ -7,7 +7,7 @@ submissions. The peer is MLflow's own SQLAlchemy tracking store (``SqlAlchemySto
 100,000 runs in one experiment, the same statuses, users, run names and tags, bulk-inserted into
 its tables after MLflow made its schema.
 
-Series: ``services.job_search.search_jobs`` in-process (the service call the studio's page makes,
+Series: ``services.jobs.job_search.search_jobs`` in-process (the service call the studio's page makes,
 with its list columns rendered), per query, ``calls`` times each after a warm-up → p50/p95; and
 ``SqlAlchemyStore.search_runs`` for the equivalent query (first page, status filter, user,
 tag, name substring) → the ratio cloudlet / MLflow. The query plans (EXPLAIN QUERY PLAN) are
@@ -31,8 +31,8 @@ from bench import _results
 from bench._server import REPO_ROOT
 from bench._stats import ratio, summarize_ns
 from cloudlet.server import open_store
-from cloudlet.services import job_search
-from cloudlet.services.job_search import JobQuery
+from cloudlet.services.jobs import job_search
+from cloudlet.services.jobs.job_search import JobQuery
 from cloudlet.store.schema import Job, Workspace
 
 NAME = "studio_jobs"

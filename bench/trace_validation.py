@@ -225,7 +225,7 @@ def real_metrics(real: dict[str, Any]) -> dict[str, Any]:
 def simulate(
     plan: Plan, jobs: list[Compressed], real: dict[str, Any], boot_s: float, calibrated: bool
 ) -> dict[str, Any]:
-    from cloudlet.domain.sizes import load_catalogue
+    from cloudlet.domain.compute.sizes import load_catalogue
     from cloudlet.sim import ClusterSpec, JobSpec, Simulator
 
     size = load_catalogue().get("Standard_DS3_v2")

@@ -39,14 +39,17 @@ from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.control.replica_hosts import NodeMaker
 from cloudlet.control.steps import StepRegistry
-from cloudlet.domain.uploads import UploadLimits
+from cloudlet.domain.assets.uploads import UploadLimits
 from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
-from cloudlet.services import bootstrap, dispatch, effects, instance_activity, locations, tracking, wake
-from cloudlet.services.agent_protocol import AgentProtocol
-from cloudlet.services.host_keys import HostKeyBook
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.compute import instance_activity, locations
+from cloudlet.services.compute.agent_protocol import AgentProtocol
+from cloudlet.services.compute.host_keys import HostKeyBook
+from cloudlet.services.core import bootstrap, effects, wake
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import dispatch
+from cloudlet.services.tracking import tracking
 from cloudlet.store import db
 from cloudlet.studio import app as studio
 
@@ -264,7 +267,7 @@ def _share_wakeups(
     parents: ParentJobLoop,
     online: dict[bytes, Callable[[str], None]],
 ) -> None:
-    """What wakes a loop or a poll in this worker wakes it in the others too (``services/wake.py``);
+    """What wakes a loop or a poll in this worker wakes it in the others too (``services/core/wake.py``);
     set before anything holds the loops' ``wake.set``."""
     operations = reconciler.wake = wake.SharedEvent(bus, wake.OPERATIONS)
     cluster_loop = clusters.wake = wake.SharedEvent(bus, wake.CLUSTERS)

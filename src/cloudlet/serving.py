@@ -14,10 +14,10 @@ processes, each a full server replica over the same store (SQLite in WAL mode or
   within a few ms of each other. Connections made while a worker restarts wait in the queue.
 - **Identity and the control loops.** Worker ``i`` is replica ``<server replica id>-<i>``: the same
   id when it is restarted, so it takes back at once the leases it held. The reconcilers run in
-  every worker under the existing leases (``services/leases.py``): one worker leads each loop.
+  every worker under the existing leases (``services/core/leases.py``): one worker leads each loop.
 - **Wake-ups.** What a worker places for a node whose long poll another worker holds, and what
   wakes a loop another worker leads, reach that worker at once through Unix datagram pairs made
-  here (``services/wake.py``).
+  here (``services/core/wake.py``).
 - **Supervision.** A worker that exits is started again (after a pause that grows while it keeps
   exiting at once). SIGTERM or SIGINT stops them all (SIGKILL after ``STOP_GRACE_S``). A worker
   asks the kernel for SIGKILL when the supervisor dies (``PR_SET_PDEATHSIG``), and exits at once if
@@ -46,7 +46,7 @@ from pathlib import Path
 
 from cloudlet import server
 from cloudlet.control.online_inflight import board_path
-from cloudlet.services.wake import WakeBus
+from cloudlet.services.core.wake import WakeBus
 
 log = logging.getLogger("cloudlet.serving")
 

@@ -1,7 +1,7 @@
 """Registered command components through ``cloudlet component …`` (a subprocess per command) and
 the native REST API against a real server: the local code uploaded once, versions, ``@latest``,
 archive and restore, errors naming the field; and a component run as a command job on
-``compute: local`` (resolved by ``services.components.resolve``'s rules: what a pipeline step does).
+``compute: local`` (resolved by ``services.assets.components.resolve``'s rules: what a pipeline step does).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from cloudlet.client import MLClient, load_component
-from cloudlet.domain.components import command_job_doc, component_hash, parse_component
+from cloudlet.domain.assets.components import command_job_doc, component_hash, parse_component
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services.components import register_anonymous, resolve
-from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.assets.components import register_anonymous, resolve
+from cloudlet.services.core.context import Caller, WorkspaceRef
+from cloudlet.services.core.storage import DataRoot
 from cloudlet.store import db
 from cloudlet.store.schema import Workspace
 from tests.conftest import RunningServer
@@ -219,7 +219,7 @@ def test_additional_includes_are_copied_into_the_code_snapshot(
 
 
 def test_resolve_reads_every_way_a_step_names_a_component(srv: RunningServer, tmp_path: Path) -> None:
-    """``services.components.resolve`` against the server's own store (read only), after the CLI
+    """``services.assets.components.resolve`` against the server's own store (read only), after the CLI
     registered versions: what the pipeline engineer's steps call."""
     path = component_file(tmp_path)
     ok_json(cli(srv, "component", "create", "--file", str(path), "-n", "resolve_me", "-v", "1"))

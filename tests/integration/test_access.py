@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cloudlet.services.identity import CALLER_CACHE_TTL_S
+from cloudlet.services.access.identity import CALLER_CACHE_TTL_S
 from tests.conftest import RunningServer
 from tests.jobs_helpers import served, wait_until
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from cloudlet.services.identity import CALLER_CACHE_TTL_S
+from cloudlet.services.access.identity import CALLER_CACHE_TTL_S
 from tests.conftest import RunningServer
 from tests.jobs_helpers import wait_until
 

@@ -176,9 +176,9 @@ def test_code_snapshot_names_are_hashes(api: httpx.Client, srv: RunningServer) -
 
 def test_setup_logs_are_read_beneath_the_os_disk(tmp_path: Path) -> None:
     """The OS disk is the instance user's to write: a log replaced by a link is not followed."""
-    from cloudlet.services.instance_reports import setup_logs
-    from cloudlet.services.instances import os_disk_path
-    from cloudlet.services.storage import DataRoot
+    from cloudlet.services.compute.instance_reports import setup_logs
+    from cloudlet.services.compute.instances import os_disk_path
+    from cloudlet.services.core.storage import DataRoot
     from cloudlet.store.schema import Compute
 
     data = DataRoot(tmp_path / "data")

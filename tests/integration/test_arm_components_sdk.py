@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cloudlet.domain.components import command_job_doc, parse_component
+from cloudlet.domain.assets.components import command_job_doc, parse_component
 from tests.azureml_helpers import azureml_env, run_sdk, sdk_python
 from tests.conftest import RunningServer, _kill_with_its_nodes, start_server
 from tests.jobs_helpers import log_text, submit, wait_job

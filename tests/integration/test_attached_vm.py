@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from cloudlet.domain import host_keys
+from cloudlet.domain.compute import host_keys
 from tests import netns_hosts
 from tests.conftest import RunningServer
 from tests.jobs_helpers import compute, job, log_text, served, submit, wait_job, wait_until

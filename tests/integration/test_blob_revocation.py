@@ -1,4 +1,4 @@
-"""Issue 24, defect 3: a Blob signature (``services/blob_sas.py``) is checked against its issuer's
+"""Issue 24, defect 3: a Blob signature (``services/assets/blob_sas.py``) is checked against its issuer's
 standing on every use. Revoking the key it was issued under, disabling the user or removing their
 role refuses it within the caller cache period, as for access tokens; a role lowered to Reader
 leaves it read-only; a Reader's signature never writes or deletes; it lives minutes, not an hour.
@@ -16,8 +16,8 @@ from urllib.parse import parse_qsl
 import httpx
 import pytest
 
-from cloudlet.services import blob_sas
-from cloudlet.services.identity import CALLER_CACHE_TTL_S
+from cloudlet.services.access.identity import CALLER_CACHE_TTL_S
+from cloudlet.services.assets import blob_sas
 from tests.conftest import RunningServer
 from tests.integration.test_access import PRINCIPALS, new_user
 from tests.jobs_helpers import served, wait_until

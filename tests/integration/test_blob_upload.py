@@ -30,7 +30,7 @@ from azure.core.exceptions import HttpResponseError, ResourceExistsError, Resour
 from azure.storage.blob import BlobServiceClient, ContainerClient
 from sqlalchemy import create_engine, text
 
-from cloudlet.services import blob_sas
+from cloudlet.services.assets import blob_sas
 from cloudlet.store import db
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user

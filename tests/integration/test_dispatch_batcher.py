@@ -16,19 +16,19 @@ import pytest
 from sqlalchemy import select
 
 from cloudlet.control.dispatch_batcher import DispatchBatcher
-from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
+from cloudlet.domain.compute.compute_spec import parse_compute, spec_to_doc
+from cloudlet.domain.compute.nodes import NodeState
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.nodes import NodeState
 from cloudlet.server import open_store
-from cloudlet.services import agent_protocol
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import jobs as job_service
-from cloudlet.services import nodes as node_service
-from cloudlet.services.agent_protocol import ExitReport, RunningReport
-from cloudlet.services.batch import Answer, Round
-from cloudlet.services.context import Caller
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.compute import agent_protocol
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.compute.agent_protocol import ExitReport, RunningReport
+from cloudlet.services.core.batch import Answer, Round
+from cloudlet.services.core.context import Caller
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.store.schema import Compute, Installation, Job, JobRun, Node, Subscription, Workspace
 
 SIZE = "Standard_DS3_v2"

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cloudlet.domain.environments import resolve_environment
+from cloudlet.domain.assets.environments import resolve_environment
 from cloudlet.nodekit import envs
 from cloudlet.providers.base import NodeRequest
 from cloudlet.providers.local import LocalProvider, process_alive

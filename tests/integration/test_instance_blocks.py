@@ -23,7 +23,7 @@ import pytest
 from cloudlet.agent.activity import ActivityCollector
 from cloudlet.agent.setup_scripts import ScriptSpec, log_path, run_script, run_setup_scripts
 from cloudlet.agent.sshd import SshdError, sshd_binary, start_sshd, stop_sshd
-from cloudlet.domain.idleness import decide_idle, report_from_wire
+from cloudlet.domain.compute.idleness import decide_idle, report_from_wire
 from cloudlet.nodekit import disks
 
 # --- setup scripts ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from cloudlet.agent.sshd import sshd_binary
-from cloudlet.domain.idleness import report_from_wire
+from cloudlet.domain.compute.idleness import report_from_wire
 from tests.conftest import RunningServer, start_server
 from tests.instance_helpers import INSTANCE, OP_TIMEOUT_S, act, compute_url, create_instance, delete_instance
 from tests.jobs_helpers import reaped, wait_until

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cloudlet.services.prepared_specs import LARGE_PROCESSES
+from cloudlet.services.jobs.prepared_specs import LARGE_PROCESSES
 from tests.conftest import RunningServer
 from tests.integration.test_arm_jobs_api import arm_body, arm_jobs_path
 from tests.jobs_helpers import create_compute, delete_compute, served, submit, wait_job

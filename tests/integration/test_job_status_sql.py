@@ -1,4 +1,4 @@
-"""The plain-SQL form of the one status writer (services/job_status.update_status) on a real store:
+"""The plain-SQL form of the one status writer (services/jobs/job_status.update_status) on a real store:
 a legal move writes the row with the table's stamps; an illegal one matches no row, raises, and
 leaves the row as it was (SQLite and PostgreSQL). And a run that reports its exit after its job
 ended (canceled with its compute) leaves the job as it ended; and a Job object the session holds
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine
 
-from cloudlet.domain.job_status import IllegalJobTransition, JobStatus
-from cloudlet.services import exits, job_status
-from cloudlet.services.clock import utcnow
+from cloudlet.domain.jobs.job_status import IllegalJobTransition, JobStatus
+from cloudlet.services.core.clock import utcnow
+from cloudlet.services.jobs import exits, job_status
 from cloudlet.store import db
 from cloudlet.store.schema import Job, JobRun, ResourceGroup, Subscription, Workspace
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from cloudlet.services.storage import empty_tar
+from cloudlet.services.core.storage import empty_tar
 from tests.conftest import RunningServer
 from tests.integration.test_crashes import restart_on_same_port
 from tests.jobs_helpers import (

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import api_keys, identity
+from cloudlet.services.access import api_keys, identity
 from cloudlet.store import db
 from cloudlet.store.schema import ApiKey, AuditEntry, Principal
 from tests.integration.test_migrations import _differences, _upgrade

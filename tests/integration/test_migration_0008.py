@@ -14,12 +14,14 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, select, text
 
-from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
+from cloudlet.domain.compute.compute_spec import parse_compute, spec_to_doc
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.resources import COMPUTES, JOBS
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, jobs, operations, quotas, workspaces
-from cloudlet.services import nodes as node_service
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import computes, operations, quotas
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.jobs import jobs
 from cloudlet.services.views import operations as operation_view
 from cloudlet.store import db
 from cloudlet.store.schema import Node, Operation, OperationStep, Workspace

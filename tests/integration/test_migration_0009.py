@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.views import jobs as native_jobs
 from cloudlet.store import db
 from cloudlet.store.schema import Job, Workspace

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, create_engine, text
 from cloudlet.providers.local import LocalProvider
 from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
-from cloudlet.services import locations
+from cloudlet.services.compute import locations
 from cloudlet.store import db
 from cloudlet.store.schema import Location, Node
 from tests.integration.test_migrations import _differences, _upgrade

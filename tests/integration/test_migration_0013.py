@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session
 
-from cloudlet.services import workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.views import jobs as native_jobs
 from cloudlet.store import db
 from cloudlet.store.schema import Job, Workspace

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from cloudlet.services import tracking_tokens
+from cloudlet.services.tracking import tracking_tokens
 from cloudlet.store import db
 from tests.integration.test_migrations import _add_workspace, _differences, _upgrade
 

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session
 
-from cloudlet.services import workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.store import db
 from cloudlet.store.schema import Workspace
 from tests.integration.test_migrations import _add_workspace, _differences, _upgrade

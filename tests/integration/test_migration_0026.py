@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, insert, text
 from sqlalchemy.orm import Session
 
-from cloudlet.services import job_search
-from cloudlet.services.job_search import JobQuery
+from cloudlet.services.jobs import job_search
+from cloudlet.services.jobs.job_search import JobQuery
 from cloudlet.store import db
 from cloudlet.store.schema import Job, Workspace
 from tests.integration.test_migrations import _add_workspace, _differences, _upgrade

@@ -1,4 +1,4 @@
-"""Issue 24, defect 5: a job's MLflow tracking token (``services/tracking_tokens.py``) opens its
+"""Issue 24, defect 5: a job's MLflow tracking token (``services/tracking/tracking_tokens.py``) opens its
 own run alone — another job's run is refused to read as to write, and a search shows only its own
 — it ends with its job (refused within the caller cache period once the job has completed), and
 the store never holds it: the run spec is stored without it and it is signed in on delivery."""
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from cloudlet.services.identity import CALLER_CACHE_TTL_S
+from cloudlet.services.access.identity import CALLER_CACHE_TTL_S
 from cloudlet.store import db
 from tests.conftest import RunningServer
 from tests.jobs_helpers import log_text, served, submit, wait_job, wait_until

@@ -15,8 +15,8 @@ from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.control.steps import StepRegistry
 from cloudlet.domain.resources import COMPUTES
 from cloudlet.server import open_store
-from cloudlet.services import operations
-from cloudlet.services.clock import utcnow
+from cloudlet.services.compute import operations
+from cloudlet.services.core.clock import utcnow
 from cloudlet.store.schema import Operation, OperationStep, Workspace
 from tests.unit.test_step_registry import Widgets
 

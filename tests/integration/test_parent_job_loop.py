@@ -1,4 +1,4 @@
-"""The parent-job loop (control/parent_jobs.py, services/parent_jobs.py) over a real SQLite store.
+"""The parent-job loop (control/parent_jobs.py, services/jobs/parent_jobs.py) over a real SQLite store.
 
 The kinds that run here (pipelines, sweeps) have their own end-to-end tests against a real server
 and agents; these drive the loop itself with a two-step kind defined below (``StepsInOrder``),
@@ -18,17 +18,18 @@ import pytest
 from sqlalchemy import select
 
 from cloudlet.control.parent_jobs import ParentJobLoop
-from cloudlet.domain.job_kind import JobKind
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
-from cloudlet.domain.parent_kinds import KINDS
+from cloudlet.domain.jobs.job_kind import JobKind
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
+from cloudlet.domain.jobs.parent_kinds import KINDS
 from cloudlet.server import open_store
-from cloudlet.services import effects, exits
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import Caller
-from cloudlet.services.job_status import set_status
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.core import effects
+from cloudlet.services.core.context import Caller
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import exits
+from cloudlet.services.jobs import jobs as job_service
+from cloudlet.services.jobs.job_status import set_status
 from cloudlet.store.schema import Job, Workspace
 
 

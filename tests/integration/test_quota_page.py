@@ -8,10 +8,11 @@ from pathlib import Path
 
 from sqlalchemy import insert, select
 
-from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
+from cloudlet.domain.compute.compute_spec import parse_compute, spec_to_doc
 from cloudlet.server import open_store
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import quotas, workspaces
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import quotas
 from cloudlet.store.schema import Compute, Workspace
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cloudlet.domain.host_keys import fingerprint
+from cloudlet.domain.compute.host_keys import fingerprint
 from tests import netns_hosts
 from tests.conftest import RunningServer
 from tests.instance_helpers import Kernel, app_url

@@ -13,7 +13,7 @@ from http.cookies import SimpleCookie
 import httpx
 import pytest
 
-from cloudlet.services.identity import CALLER_CACHE_TTL_S
+from cloudlet.services.access.identity import CALLER_CACHE_TTL_S
 from tests.conftest import RunningServer
 from tests.jobs_helpers import served, wait_until
 from tests.studio_http import COOKIE, csrf_of, home_of, sign_in, signed_out, studio_client

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import tracking
-from cloudlet.services.clock import utcnow
-from cloudlet.services.tracking import MetricIn
+from cloudlet.services.core.clock import utcnow
+from cloudlet.services.tracking import tracking
+from cloudlet.services.tracking.tracking import MetricIn
 from cloudlet.store import db
 from cloudlet.store.schema import Job, ResourceGroup, Subscription, Workspace
 from tests.jobs_helpers import wait_until

@@ -11,12 +11,12 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.domain.compute_spec import parse_compute, spec_to_doc
-from cloudlet.domain.quota import TOTAL_DEDICATED, TOTAL_LOW_PRIORITY
+from cloudlet.domain.compute.compute_spec import parse_compute, spec_to_doc
+from cloudlet.domain.compute.quota import TOTAL_DEDICATED, TOTAL_LOW_PRIORITY
 from cloudlet.providers.base import NodeHandle, NodeRequest, ProviderError
 from cloudlet.server import open_store
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import quotas
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import quotas
 from cloudlet.store.schema import Compute, Job, Location, ResourceGroup, Workspace
 
 SIZE = "Standard_DS1_v2"

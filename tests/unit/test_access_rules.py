@@ -11,7 +11,7 @@ import pytest
 from cloudlet.cli.admin import parse_since
 from cloudlet.client._config import ConfigurationError
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import api_keys, audit, identity
+from cloudlet.services.access import api_keys, audit, identity
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

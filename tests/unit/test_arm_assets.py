@@ -1,5 +1,5 @@
 """Environments, data and models between the ARM shapes azure-ai-ml sends and parses and cloudlet's
-asset documents (api/arm/wire/arm_assets.py), checked through the native rules (domain/assets.py)."""
+asset documents (api/arm/wire/arm_assets.py), checked through the native rules (domain/assets/assets.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from cloudlet.api.arm.wire.arm_assets import (
     list_view,
     version_view,
 )
-from cloudlet.domain.assets import AssetKind, parse_asset, updated_doc
+from cloudlet.domain.assets.assets import AssetKind, parse_asset, updated_doc
 from cloudlet.domain.errors import CloudletError
 
 WS = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"

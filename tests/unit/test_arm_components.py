@@ -11,9 +11,9 @@ import pytest
 
 from cloudlet.api.arm.wire import arm_components
 from cloudlet.api.arm.wire.arm_assets import VersionRow
-from cloudlet.domain.components import command_job_doc, component_to_doc, parse_component
+from cloudlet.domain.assets.components import command_job_doc, component_to_doc, parse_component
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import parse_job
+from cloudlet.domain.jobs.job_spec import parse_job
 
 DATA = Path(__file__).parents[1] / "data" / "arm_components"
 WS = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"

@@ -9,7 +9,7 @@ from starlette.requests import Request
 
 from cloudlet.api import arm
 from cloudlet.api.arm.wire import arm_compute
-from cloudlet.domain.compute_spec import parse_compute
+from cloudlet.domain.compute.compute_spec import parse_compute
 from cloudlet.domain.errors import CloudletError
 
 # Bodies as azure-ai-ml 1.35.2 sends them (docs: ../shared/AZURE-ML-API.md).

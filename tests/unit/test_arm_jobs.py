@@ -11,7 +11,7 @@ import pytest
 
 from cloudlet.api.arm.wire.arm_jobs import Refs, arm_name, from_arm, iso_seconds, seconds_iso, to_arm
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import parse_job
+from cloudlet.domain.jobs.job_spec import parse_job
 
 DATA = Path(__file__).parents[1] / "data" / "arm_jobs"
 WS = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cloudlet.api.arm.wire import arm_online
-from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.domain.errors import CloudletError
 
 DATA = Path(__file__).parent.parent / "data" / "arm_online"

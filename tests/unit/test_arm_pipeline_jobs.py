@@ -14,8 +14,8 @@ import pytest
 from cloudlet.api.arm.wire import arm_jobs
 from cloudlet.api.arm.wire import arm_pipeline_jobs as arm
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.pipeline_jobs import PIPELINE
-from cloudlet.domain.sweep_jobs import parse_sweep
+from cloudlet.domain.jobs.pipeline_jobs import PIPELINE
+from cloudlet.domain.jobs.sweep_jobs import parse_sweep
 
 DATA = Path(__file__).parents[1] / "data" / "arm_pipeline_jobs"
 WS = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"

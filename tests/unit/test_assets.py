@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cloudlet.domain import assets
-from cloudlet.domain.assets import (
+from cloudlet.domain.assets import assets
+from cloudlet.domain.assets.assets import (
     AssetRef,
     VersionRow,
     next_version,
@@ -20,9 +20,9 @@ from cloudlet.domain.assets import (
     parse_reference,
     pick_latest,
 )
-from cloudlet.domain.environments import CURATED_ENVIRONMENTS, curated_environment, load_curated
+from cloudlet.domain.assets.environments import CURATED_ENVIRONMENTS, curated_environment, load_curated
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import parse_job
+from cloudlet.domain.jobs.job_spec import parse_job
 
 DS = "azureml://datastores/workspaceblobstore/paths/LocalUpload/abc/iris.csv"
 

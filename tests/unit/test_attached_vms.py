@@ -1,4 +1,4 @@
-"""The pure rules of attached VMs (``domain/attached_vms.py``)."""
+"""The pure rules of attached VMs (``domain/compute/attached_vms.py``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import attached_vms as vm
+from cloudlet.domain.compute import attached_vms as vm
 from cloudlet.domain.errors import CloudletError
 
 

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from cloudlet.api.arm.wire import arm_batch
-from cloudlet.domain import batch_endpoints as rules
-from cloudlet.domain import batch_scoring, job_spec
+from cloudlet.domain.endpoints import batch_endpoints as rules
+from cloudlet.domain.endpoints import batch_scoring
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.parent_jobs import ChildView, ParentContext
+from cloudlet.domain.jobs import job_spec
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.parent_jobs import ChildView, ParentContext
 from cloudlet.nodekit import batch_driver
 
 DEPLOYMENT: dict[str, Any] = {

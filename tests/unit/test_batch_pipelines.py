@@ -1,4 +1,5 @@
-"""Pipeline-component batch deployments (domain.batch_pipelines): parsing and the invocation's job."""
+"""Pipeline-component batch deployments (domain.endpoints.batch_pipelines): parsing and the invocation's
+job."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import batch_pipelines as rules
+from cloudlet.domain.endpoints import batch_pipelines as rules
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.pipeline_jobs import PIPELINE
+from cloudlet.domain.jobs.pipeline_jobs import PIPELINE
 
 COMPONENT: dict[str, Any] = {
     "type": "pipeline",

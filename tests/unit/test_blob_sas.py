@@ -1,5 +1,5 @@
-"""Blob SAS (services/blob_sas.py), the code content hash (services/codes.content_hash) and the
-sweep of abandoned uploads (services/blob_store.sweep_stale)."""
+"""Blob SAS (services/assets/blob_sas.py), the code content hash (services/assets/codes.content_hash) and the
+sweep of abandoned uploads (services/assets/blob_store.sweep_stale)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from cloudlet.domain.roles import Role
-from cloudlet.services import blob_sas, blob_store
-from cloudlet.services.codes import content_hash
-from cloudlet.services.context import Caller
+from cloudlet.domain.access.roles import Role
+from cloudlet.services.assets import blob_sas, blob_store
+from cloudlet.services.assets.codes import content_hash
+from cloudlet.services.core.context import Caller
 
 SECRET = "s" * 64
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""services/codes.py on an in-memory store and a temporary data root: registering an uploaded
+"""services/assets/codes.py on an in-memory store and a temporary data root: registering an uploaded
 folder packs it into a native snapshot and checks the SDK's content hash, versions are
 immutable, a hash look-up finds them under any name, and a job's ARM codeId resolves to the
 snapshot."""
@@ -16,9 +16,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import codes
-from cloudlet.services.context import Caller
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.assets import codes
+from cloudlet.services.core.context import Caller
+from cloudlet.services.core.storage import DataRoot
 from cloudlet.store.schema import Base, ResourceGroup, Subscription, Workspace
 
 CALLER = Caller(principal_id=1, name="alice", is_admin=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain.components import (
+from cloudlet.domain.assets.components import (
     ComponentSpec,
     as_error,
     bind_inputs,
@@ -19,7 +19,7 @@ from cloudlet.domain.components import (
     parse_component,
 )
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import parse_job, render_command
+from cloudlet.domain.jobs.job_spec import parse_job, render_command
 
 TRAIN: dict[str, Any] = {
     "$schema": "https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json",

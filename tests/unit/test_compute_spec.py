@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain.compute_spec import (
+from cloudlet.domain.compute.compute_spec import (
     DEFAULT_IDLE_SCALE_DOWN_S,
     DEFAULT_MAX_INSTANCES,
     AmlComputeSpec,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cloudlet.domain.locks import Lock, LockLevel
-from cloudlet.domain.sizes import load_catalogue
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.compute.locks import Lock, LockLevel
+from cloudlet.domain.compute.sizes import load_catalogue
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.views.computes import render
 from cloudlet.store.schema import Compute
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.conda import (
+from cloudlet.domain.assets.conda import (
     CONDA_TO_PYPI,
     NO_PYPI,
     conda_dependencies,
@@ -14,7 +14,7 @@ from cloudlet.domain.conda import (
     image_python,
     requirement_name,
 )
-from cloudlet.domain.environments import (
+from cloudlet.domain.assets.environments import (
     CURATED_ENVIRONMENTS,
     RETIRED_ENVIRONMENTS,
     curated_environment,

@@ -17,7 +17,7 @@ from cloudlet.control.actions import Actions
 from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.eviction import evict_low_priority
 from cloudlet.control.sweep import TERMINATE_FAILED
-from cloudlet.domain.nodes import (
+from cloudlet.domain.compute.nodes import (
     LAUNCH_RECORD_TIMEOUT_S,
     LOST_AFTER_S,
     START_TIMEOUT_S,
@@ -27,10 +27,10 @@ from cloudlet.domain.nodes import (
     NodeState,
 )
 from cloudlet.providers.base import Capacity, NodeHandle, NodeProvider, ProviderError
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import nodes as node_service
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
 from cloudlet.store.schema import AuditEntry, Compute, Node
 from tests.unit.control_fakes import SIZE, FakeClock, FakeProvider, add_cluster, new_store
 

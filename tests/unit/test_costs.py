@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.costs import HOURS_PER_MONTH, OS_DISK_USD_PER_GB_MONTH, cluster_cost, instance_cost
-from cloudlet.domain.sizes import load_catalogue
+from cloudlet.domain.compute.costs import (
+    HOURS_PER_MONTH,
+    OS_DISK_USD_PER_GB_MONTH,
+    cluster_cost,
+    instance_cost,
+)
+from cloudlet.domain.compute.sizes import load_catalogue
 
 DS3 = load_catalogue().get("Standard_DS3_v2")
 

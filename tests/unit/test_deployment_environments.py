@@ -1,4 +1,4 @@
-"""A deployment's registered environment (issue 14): ``services.assets.resolve_environment`` is the
+"""A deployment's registered environment (issue 14): ``services.assets.assets.resolve_environment`` is the
 one rule jobs, online deployments and batch deployments resolve ``environment`` with, on an
 in-memory store: ``azureml:<name>:<version>``, ``@latest`` (the newest version not archived) and
 the SDK's ARM id become the version's definition inline; an unknown name, version or label is a
@@ -19,10 +19,11 @@ from sqlalchemy.orm import Session
 from cloudlet.api.arm.wire import arm_batch, arm_online
 from cloudlet.api.arm.wire.arm_jobs import environment_id
 from cloudlet.control.online_placement import replica_environment
-from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import assets, batch_endpoints
-from cloudlet.services import online_endpoints as online
+from cloudlet.services.assets import assets
+from cloudlet.services.endpoints import batch_endpoints
+from cloudlet.services.endpoints import online_endpoints as online
 from cloudlet.store.schema import Asset, Base, ResourceGroup, Subscription, Workspace
 
 CONDA = {"dependencies": ["python=3.11", {"pip": ["scikit-learn", "joblib"]}]}

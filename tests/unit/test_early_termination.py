@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudlet.domain.early_termination import evaluation_point, to_stop
+from cloudlet.domain.jobs.early_termination import evaluation_point, to_stop
 
 
 def stopped(

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.services import effects
+from cloudlet.services.core import effects
 
 
 class Heard:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from cloudlet.control.node_records import NodeRecorder
-from cloudlet.domain.nodes import START_TIMEOUT_S, NodeState
-from cloudlet.services.nodes import status_message
+from cloudlet.domain.compute.nodes import START_TIMEOUT_S, NodeState
+from cloudlet.services.compute.nodes import status_message
 from cloudlet.store.schema import Node
 
 NOW = 10_000.0

@@ -1,12 +1,12 @@
-"""C12's one eviction rule (domain/eviction), used by dedicated demand, an engine's preemption, an
+"""C12's one eviction rule (domain/compute/eviction), used by dedicated demand, an engine's preemption, an
 operator and the simulator."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.eviction import PREEMPTIBLE, Candidate, Cause, Refusal, order, refusal, victims
-from cloudlet.domain.nodes import NodeState
+from cloudlet.domain.compute.eviction import PREEMPTIBLE, Candidate, Cause, Refusal, order, refusal, victims
+from cloudlet.domain.compute.nodes import NodeState
 
 
 def _node(node_id: str, state: NodeState, created: float, low: bool = True, vcpus: int = 2) -> Candidate:

@@ -1,4 +1,4 @@
-"""The SSH host-key decision (domain/host_keys.py): pinned → known_hosts → trust on first use."""
+"""The SSH host-key decision (domain/compute/host_keys.py): pinned → known_hosts → trust on first use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from cloudlet.domain import host_keys
+from cloudlet.domain.compute import host_keys
 
 KEY_A = "ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + b"A" * 36).decode()
 KEY_B = "ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + b"B" * 36).decode()

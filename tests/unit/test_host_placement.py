@@ -1,10 +1,10 @@
-"""Placing nodes on SSH hosts (domain/host_placement.py) and reading a host's probe (pure)."""
+"""Placing nodes on SSH hosts (domain/compute/host_placement.py) and reading a host's probe (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.host_placement import HostRoom, Slice, Total, place, total
+from cloudlet.domain.compute.host_placement import HostRoom, Slice, Total, place, total
 from cloudlet.providers.ssh_hosts import HostError, check_facts, parse_facts
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cloudlet.agent.activity import ActivityCollector, count_ssh_sessions
-from cloudlet.domain.idleness import (
+from cloudlet.domain.compute.idleness import (
     ActivityReport,
     KernelActivity,
     TerminalActivity,

@@ -8,8 +8,8 @@ from starlette.datastructures import Headers
 from cloudlet.api.instance_proxy import Target, app_cookies, upstream_headers
 from cloudlet.api.routes_instances import _safe_next, cookie_secret, same_origin
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services.identity import mint_token, verify_token
-from cloudlet.services.instances import app_base_url, app_token
+from cloudlet.services.access.identity import mint_token, verify_token
+from cloudlet.services.compute.instances import app_base_url, app_token
 
 TARGET = Target("127.0.0.1", 41234, "app-token")
 

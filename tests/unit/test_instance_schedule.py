@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain.compute_spec import parse_compute
-from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.instance_schedule import (
+from cloudlet.domain.compute.compute_spec import parse_compute
+from cloudlet.domain.compute.instance_schedule import (
     DueAction,
     StartStop,
     due_action,
@@ -20,6 +19,7 @@ from cloudlet.domain.instance_schedule import (
     previous_occurrence,
     resolve_zone,
 )
+from cloudlet.domain.errors import CloudletError
 
 
 def utc(*args: int) -> datetime:

@@ -6,8 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cloudlet.domain.instance_schedule import parse_schedules
-from cloudlet.domain.instance_watch import (
+from cloudlet.domain.compute.instance_schedule import parse_schedules
+from cloudlet.domain.compute.instance_watch import (
     AGENT_LOST,
     DISK_FULL,
     InstanceFacts,
@@ -125,7 +125,7 @@ def test_an_agent_silent_past_the_threshold_makes_it_unusable() -> None:
 
 
 def test_only_deliberate_proxy_requests_count_as_activity() -> None:
-    from cloudlet.services import instance_activity
+    from cloudlet.services.compute import instance_activity
 
     name = "ci-note-test"
     instance_activity.note_request(name, "GET", "application/json")  # JupyterLab's polling

@@ -1,5 +1,6 @@
-"""Job documents as people write them (services/job_documents.py): bounded YAML, the line of an
-error's field, local code replaced by an uploaded snapshot; code archives (services/code_archives.py)."""
+"""Job documents as people write them (services/jobs/job_documents.py): bounded YAML, the line of an
+error's field, local code replaced by an uploaded snapshot; code archives
+(services/assets/code_archives.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import zipfile
 import pytest
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import code_archives, job_documents
+from cloudlet.services.assets import code_archives
+from cloudlet.services.jobs import job_documents
 
 TEXT = """\
 command: python train.py

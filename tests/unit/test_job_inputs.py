@@ -1,12 +1,12 @@
-"""Where a job's data inputs may come from (domain/job_inputs.py)."""
+"""Where a job's data inputs may come from (domain/jobs/job_inputs.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain import job_inputs
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_inputs import check_scheme, downloads, is_download
+from cloudlet.domain.jobs import job_inputs
+from cloudlet.domain.jobs.job_inputs import check_scheme, downloads, is_download
 
 
 def test_http_urls_are_downloads_and_datastore_paths_are_not() -> None:

@@ -1,4 +1,4 @@
-"""How big one command job may be (``domain/job_limits.py``), and building its processes'
+"""How big one command job may be (``domain/jobs/job_limits.py``), and building its processes'
 environments in time linear in its processes (``job_spec.distribution_envs``): issue 24, defect 1,
 where one TensorFlow job of 20,000 tasks took the server down. Pure, no I/O."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import job_limits, job_spec
 from cloudlet.domain.bounds import MAX_PROCESSES_PER_JOB, MAX_SERVERLESS_INSTANCES, MAX_TENSORFLOW_TASKS
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.jobs import job_limits, job_spec
 
 
 def _job(**extra: Any) -> dict[str, Any]:

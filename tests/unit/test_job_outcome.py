@@ -1,9 +1,9 @@
-"""How an attempt's runs ending settles its job (domain/job_outcome.py)."""
+"""How an attempt's runs ending settles its job (domain/jobs/job_outcome.py)."""
 
 from __future__ import annotations
 
-from cloudlet.domain.job_outcome import RunEnd, settle
-from cloudlet.domain.job_status import JobStatus
+from cloudlet.domain.jobs.job_outcome import RunEnd, settle
+from cloudlet.domain.jobs.job_status import JobStatus
 
 COMPLETED, FAILED, QUEUED = JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.QUEUED
 

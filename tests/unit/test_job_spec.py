@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain.environments import CURATED_ENVIRONMENTS, curated_environment, resolve_environment
+from cloudlet.domain.assets.environments import CURATED_ENVIRONMENTS, curated_environment, resolve_environment
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import (
+from cloudlet.domain.jobs.job_spec import (
     InlineEnvironment,
     InputSpec,
     MpiDistribution,
@@ -130,7 +130,7 @@ def test_compute_is_normalised(value: str, expected: str) -> None:
 
 def test_a_job_without_compute_or_instance_type_is_valid() -> None:
     """Azure ML's hello-world.yml (command + environment only) runs serverless on the workspace's
-    default instance type, which submission fills in (services.jobs._target)."""
+    default instance type, which submission fills in (services.jobs.jobs._target)."""
     spec = parse_job({"command": "true"})
     assert spec.compute is None and spec.resources.instance_type is None
     spec = parse_job({"command": "true", "resources": {"instance_type": "Standard_DS3_v2"}})
@@ -469,7 +469,7 @@ def test_curated_and_equal_inline_spec_share_hash() -> None:
     assert resolve_environment(f"azureml:AzureML-{curated.name}@latest").hash == resolved.hash
     # Its image's Python (3.10) is part of its spec, as an inline pin is: the same packages on the
     # same pinned Python hash alike, whatever their source.
-    from cloudlet.domain.environments import _resolved
+    from cloudlet.domain.assets.environments import _resolved
 
     assert _resolved("venv", list(curated.pip), None, None, curated.python).hash == resolved.hash
     assert resolve_environment({"pip": list(curated.pip)}).hash != resolved.hash  # the node's Python

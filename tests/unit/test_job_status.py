@@ -1,5 +1,5 @@
-"""A job's status machine (domain/job_status.py), its kind (domain/job_kind.py), and the object
-form of the one status writer (services/job_status.set_status), on objects no store holds."""
+"""A job's status machine (domain/jobs/job_status.py), its kind (domain/jobs/job_kind.py), and the object
+form of the one status writer (services/jobs/job_status.set_status), on objects no store holds."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import job_status
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_kind import JobKind, kind_of
-from cloudlet.domain.job_status import ACTIVE, FINAL, IllegalJobTransition, JobStatus, transition
-from cloudlet.services import job_status as writer
+from cloudlet.domain.jobs import job_status
+from cloudlet.domain.jobs.job_kind import JobKind, kind_of
+from cloudlet.domain.jobs.job_status import ACTIVE, FINAL, IllegalJobTransition, JobStatus, transition
+from cloudlet.services.jobs import job_status as writer
 from cloudlet.store.schema import Job
 
 S = JobStatus
@@ -186,4 +186,4 @@ def test_only_the_status_writer_assigns_a_job_status() -> None:
         for path in sorted(SRC.rglob("*.py"))
         if (found := _job_status_writes(ast.parse(path.read_text())))
     }
-    assert set(writes) == {"services/job_status.py"}, writes
+    assert set(writes) == {"services/jobs/job_status.py"}, writes

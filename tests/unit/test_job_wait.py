@@ -1,8 +1,8 @@
-"""The waiting reason's choice (``domain.job_wait``): the first thing that holds a queued job."""
+"""The waiting reason's choice (``domain.jobs.job_wait``): the first thing that holds a queued job."""
 
 from __future__ import annotations
 
-from cloudlet.domain.job_wait import (
+from cloudlet.domain.jobs.job_wait import (
     ClusterFacts,
     InstanceFacts,
     QueuePlace,

@@ -38,10 +38,14 @@ def test_the_layers_hold() -> None:
     ("module", "line", "contract"),
     [
         ("api/routes_admin.py", "from cloudlet.store.schema import Job", "the API does not load the store"),
-        ("domain/quota.py", "import sqlalchemy", "the domain is pure"),
-        ("services/computes.py", "from cloudlet.api import deps", LAYERS),
-        ("agent/runner.py", "from cloudlet.services import jobs", "the agent stands alone"),
-        ("cli/compute.py", "from cloudlet.services import computes", "the CLI and the client talk HTTP only"),
+        ("domain/compute/quota.py", "import sqlalchemy", "the domain is pure"),
+        ("services/compute/computes.py", "from cloudlet.api import deps", LAYERS),
+        ("agent/runner.py", "from cloudlet.services.jobs import jobs", "the agent stands alone"),
+        (
+            "cli/compute.py",
+            "from cloudlet.services.compute import computes",
+            "the CLI and the client talk HTTP only",
+        ),
         ("control/clusters.py", "from cloudlet.agent import runner", "the control plane runs no agent code"),
     ],
 )

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.lifecycle import (
+from cloudlet.domain.compute.lifecycle import (
     INSTANCE_TRANSITIONS,
     AllocationState,
     InstanceEvent,
@@ -15,6 +14,7 @@ from cloudlet.domain.lifecycle import (
     cluster_target_nodes,
     next_instance_state,
 )
+from cloudlet.domain.errors import CloudletError
 
 S, E = InstanceState, InstanceEvent
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.locks import (
+from cloudlet.domain.compute.locks import (
     Lock,
     LockLevel,
     WriteKind,
@@ -15,6 +14,7 @@ from cloudlet.domain.locks import (
     scope_kind,
     scope_name,
 )
+from cloudlet.domain.errors import CloudletError
 
 SUB = "/subscriptions/0000-sub"
 RG = f"{SUB}/resourceGroups/rg1"

@@ -24,13 +24,13 @@ from cloudlet.control.online_replicas import DeploymentState, EndpointState, Onl
 from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.control.steps import AfterCommitQueue, StepRegistry
-from cloudlet.domain.nodes import LOST_AFTER_S, NodeEvent, NodeState
-from cloudlet.domain.online_endpoints import DeploymentSpec
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import jobs as job_service
-from cloudlet.services import nodes as node_service
-from cloudlet.services.context import Caller
-from cloudlet.services.notify import NodeNotifier
+from cloudlet.domain.compute.nodes import LOST_AFTER_S, NodeEvent, NodeState
+from cloudlet.domain.endpoints.online_endpoints import DeploymentSpec
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.context import Caller
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.store.schema import Compute, Job, JobRun, Node, Operation, Workspace
 from tests.unit.control_fakes import SIZE, FakeProvider, add_cluster
 from tests.unit.test_control_reconcilers import World

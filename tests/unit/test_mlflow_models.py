@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain import mlflow_models
+from cloudlet.domain.endpoints import mlflow_models
 from cloudlet.domain.errors import CloudletError
 from cloudlet.scoring import mlflow_scorer
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cloudlet.domain.node_address import node_address, reported_address
+from cloudlet.domain.compute.node_address import node_address, reported_address
 
 
 def test_node_address_is_what_the_agent_reported() -> None:

@@ -1,4 +1,4 @@
-"""A node's one owner reference (services/nodes.py): who owns it, and the query shapes that find
+"""A node's one owner reference (services/compute/nodes.py): who owns it, and the query shapes that find
 a compute's or a job's nodes (compiled, not run)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, select
 
 from cloudlet.domain.resources import COMPUTES, JOBS
-from cloudlet.services import nodes as node_service
+from cloudlet.services.compute import nodes as node_service
 from cloudlet.store.schema import Node
 
 

@@ -1,11 +1,11 @@
-"""The stuck-state table (domain/nodes.py): per state, how long a node may stay (or stay quiet)
+"""The stuck-state table (domain/compute/nodes.py): per state, how long a node may stay (or stay quiet)
 and what is done then; terminations are retried a bounded number of times, then given up."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.nodes import (
+from cloudlet.domain.compute.nodes import (
     LAUNCH_RECORD_TIMEOUT_S,
     LOST_AFTER_S,
     START_TIMEOUT_S,

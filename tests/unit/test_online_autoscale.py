@@ -1,4 +1,5 @@
-"""Autoscale of online deployments (domain/online_autoscale.py): settings and the decision, no I/O."""
+"""Autoscale of online deployments (domain/endpoints/online_autoscale.py): settings and the decision, no
+I/O."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import online_autoscale as scale
-from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.endpoints import online_autoscale as scale
+from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.domain.errors import CloudletError
 from tests.unit.test_online_endpoints import DEPLOYMENT
 

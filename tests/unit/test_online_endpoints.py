@@ -1,4 +1,4 @@
-"""The online endpoint and deployment rules (domain/online_endpoints.py), without I/O."""
+"""The online endpoint and deployment rules (domain/endpoints/online_endpoints.py), without I/O."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.domain.errors import CloudletError
 
 DEPLOYMENT: dict[str, Any] = {

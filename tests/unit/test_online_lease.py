@@ -14,10 +14,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.control import online_serving
 from cloudlet.control.online_replicas import DeploymentState, OnlineRuntime, Replica
 from cloudlet.control.online_serving import Change, change
-from cloudlet.domain import online_autoscale as policy
-from cloudlet.domain import online_endpoints as rules
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import DataRoot
+from cloudlet.domain.endpoints import online_autoscale as policy
+from cloudlet.domain.endpoints import online_endpoints as rules
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.storage import DataRoot
 from cloudlet.store.schema import Lease, OnlineDeployment, OnlineEndpoint
 from tests.unit.test_online_loop import _Process, sessions
 

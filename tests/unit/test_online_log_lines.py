@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from cloudlet.domain.endpoints.online_endpoints import log_lines
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.online_endpoints import log_lines
 
 
 @pytest.mark.parametrize(

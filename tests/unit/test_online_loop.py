@@ -16,10 +16,10 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.online_replicas import DeploymentState, OnlineRuntime, Replica
-from cloudlet.domain import online_endpoints as rules
-from cloudlet.services import online_metrics
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import DataRoot
+from cloudlet.domain.endpoints import online_endpoints as rules
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.endpoints import online_metrics
 from cloudlet.store.schema import (
     Base,
     OnlineDeployment,

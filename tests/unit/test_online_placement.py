@@ -7,7 +7,7 @@ from typing import Any
 
 from cloudlet.control.online_placement import replica_environment
 from cloudlet.control.replica_hosts import ReplicaBoard
-from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.endpoints import online_endpoints as rules
 
 DEPLOYMENT: dict[str, Any] = {
     "name": "blue",

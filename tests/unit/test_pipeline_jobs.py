@@ -1,4 +1,4 @@
-"""Pipeline jobs (domain.pipeline_jobs, domain.pipeline_bindings): parsing, the DAG, advancing."""
+"""Pipeline jobs (domain.jobs.pipeline_jobs, domain.jobs.pipeline_bindings): parsing, the DAG, advancing."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import parse_job
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.parent_jobs import ChildView, ParentContext
-from cloudlet.domain.pipeline_bindings import child_job_name
-from cloudlet.domain.pipeline_dag import child_doc, dag_text, parent_outputs, progress, reuse_key
-from cloudlet.domain.pipeline_jobs import PIPELINE, setting_warnings
+from cloudlet.domain.jobs.job_spec import parse_job
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.parent_jobs import ChildView, ParentContext
+from cloudlet.domain.jobs.pipeline_bindings import child_job_name
+from cloudlet.domain.jobs.pipeline_dag import child_doc, dag_text, parent_outputs, progress, reuse_key
+from cloudlet.domain.jobs.pipeline_jobs import PIPELINE, setting_warnings
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pipelines"
 EXAMPLES = sorted(p.name for p in DATA.glob("*.yml"))
@@ -410,7 +410,7 @@ def test_dag_text_shows_status_upstream_compute_and_reuse() -> None:
 
 
 def test_child_job_names_are_the_names_the_parent_job_loop_gives() -> None:
-    from cloudlet.services.parent_jobs import child_name  # the loop's (a pure function)
+    from cloudlet.services.jobs.parent_jobs import child_name  # the loop's (a pure function)
 
     for parent, key in [("run", "step_1"), ("x" * 120, "step"), ("y" * 200, "train"), ("r", "a")]:
         assert child_job_name(parent, key) == child_name(parent, key)
@@ -521,7 +521,7 @@ def test_an_upstream_step_without_the_output_fails_the_pipeline_naming_it() -> N
     ],
 )
 def test_component_references_and_files_are_told_apart(text: str, reference: bool) -> None:
-    from cloudlet.domain.pipeline_dag import is_reference
+    from cloudlet.domain.jobs.pipeline_dag import is_reference
 
     assert is_reference(text) is reference
 
@@ -557,7 +557,7 @@ def test_the_failed_step_is_named_not_the_one_the_pipeline_cancelled_after_it() 
 
 
 def test_a_registered_pipeline_component_is_checked_and_named_by_reference() -> None:
-    from cloudlet.domain.pipeline_jobs import registered_pipeline_component
+    from cloudlet.domain.jobs.pipeline_jobs import registered_pipeline_component
 
     component = {
         "type": "pipeline",

@@ -1,4 +1,4 @@
-"""``type: parallel`` pipeline steps (domain.pipeline_parallel) and the batch driver that runs them."""
+"""``type: parallel`` pipeline steps (domain.jobs.pipeline_parallel) and the batch driver that runs them."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import parse_job
-from cloudlet.domain.pipeline_dag import FAKE_PATH, child_doc, reuse_key
-from cloudlet.domain.pipeline_jobs import PIPELINE
+from cloudlet.domain.jobs.job_spec import parse_job
+from cloudlet.domain.jobs.pipeline_dag import FAKE_PATH, child_doc, reuse_key
+from cloudlet.domain.jobs.pipeline_jobs import PIPELINE
 from cloudlet.nodekit import batch_driver
 
 CODE = "codes/" + "c" * 64

@@ -10,10 +10,10 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from cloudlet.services import dispatch, prepared_specs, run_specs
-from cloudlet.services.context import Caller
-from cloudlet.services.jobs import prepare, submit
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.core.context import Caller
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import dispatch, prepared_specs, run_specs
+from cloudlet.services.jobs.jobs import prepare, submit
 from cloudlet.store.schema import AuditEntry, Compute, Principal, RoleAssignment, Workspace
 from tests.unit.control_fakes import add_cluster, new_store
 

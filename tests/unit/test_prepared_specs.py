@@ -16,12 +16,12 @@ from sqlalchemy import Engine, event, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.clusters import ClusterReconciler
-from cloudlet.domain.nodes import NodeState
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch, prepared_specs, run_specs
-from cloudlet.services import nodes as node_service
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.domain.compute.nodes import NodeState
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import dispatch, prepared_specs, run_specs
 from cloudlet.store.schema import Compute, Job, JobRun
 from tests.unit.control_fakes import SIZE, FakeClock, FakeProvider, add_cluster, new_store
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.quota import (
+from cloudlet.domain.compute.quota import (
     TOTAL_DEDICATED,
     TOTAL_LOW_PRIORITY,
     CoreHolder,
@@ -15,6 +14,7 @@ from cloudlet.domain.quota import (
     check_request,
     usage_report,
 )
+from cloudlet.domain.errors import CloudletError
 
 DSV2 = "standardDSv2Family"
 NC = "standardNCFamily"

@@ -1,6 +1,6 @@
 """Issue 26 item 1: a router parses, makes one service call and renders; the use case commits.
 No module of the API commits or rolls back a transaction of its own (``api/deps.py`` holds the
-request's session; the agent protocol's routes hand their work to ``services/agent_protocol``).
+request's session; the agent protocol's routes hand their work to ``services/compute/agent_protocol``).
 The studio (``cloudlet.studio``, issue 27) is a front door too: the same holds for its modules."""
 
 from __future__ import annotations

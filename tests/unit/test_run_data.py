@@ -1,5 +1,5 @@
-"""What a run may read and write over the agent's data routes (``domain/run_data.py``), and the
-opening beneath a mount that refuses links out (``services/run_data.py``)."""
+"""What a run may read and write over the agent's data routes (``domain/jobs/run_data.py``), and the
+opening beneath a mount that refuses links out (``services/jobs/run_data.py``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import job_outcome
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.run_data import locate, run_mounts
-from cloudlet.services import run_data
+from cloudlet.domain.jobs import job_outcome
+from cloudlet.domain.jobs.run_data import locate, run_mounts
+from cloudlet.services.jobs import run_data
 
 DATA = "/srv/cloudlet/data/workspaces/1/datastores/workspaceblobstore"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cloudlet.agent.config import AgentConfig, ConfigError
-from cloudlet.domain import attached_vms as vm
+from cloudlet.domain.compute import attached_vms as vm
 from cloudlet.providers.base import NodeRequest
 from cloudlet.providers.kube_pods import PodSettings, agent_environment
 from cloudlet.providers.slurm import SlurmConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import signed_urls
+from cloudlet.services.access import signed_urls
 
 SECRET = "s3cret"
 

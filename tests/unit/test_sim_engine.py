@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from cloudlet.domain.nodes import NodeState
-from cloudlet.domain.quota import QuotaLimits, Tier
-from cloudlet.domain.sizes import load_catalogue
+from cloudlet.domain.compute.nodes import NodeState
+from cloudlet.domain.compute.quota import QuotaLimits, Tier
+from cloudlet.domain.compute.sizes import load_catalogue
 from cloudlet.providers.base import NodeProvider, NodeRequest
 from cloudlet.sim import ClusterSpec, JobSpec, SimClock, SimulatedProvider, Simulator
 from cloudlet.sim.records import SCHEDULE_WINDOW
@@ -182,7 +182,7 @@ def test_evictions_are_seeded() -> None:
 
 
 def test_the_pass_looks_at_the_same_window_as_the_real_scheduler() -> None:
-    from cloudlet.services.dispatch import SCHEDULE_WINDOW as REAL
+    from cloudlet.services.jobs.dispatch import SCHEDULE_WINDOW as REAL
 
     assert SCHEDULE_WINDOW == REAL
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from cloudlet.domain import autoscale
+from cloudlet.domain.compute import autoscale
+from cloudlet.domain.compute.nodes import NodeState
+from cloudlet.domain.compute.quota import CoreHolder, CoreRequest, QuotaLimits, Tier, check_request
+from cloudlet.domain.compute.sizes import load_catalogue
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.nodes import NodeState
-from cloudlet.domain.quota import CoreHolder, CoreRequest, QuotaLimits, Tier, check_request
-from cloudlet.domain.sizes import load_catalogue
 from cloudlet.sim.quota import headroom_nodes
 from cloudlet.sim.trace import TraceError, load_trace
 from cloudlet.sim.whatif import Setting, percentile, replay
@@ -96,7 +96,7 @@ def _reference_decide(
     now: float,
 ) -> autoscale.Decision:
     """decide() as it was before it counted states in C (the behaviour it must keep)."""
-    from cloudlet.domain.nodes import FAILED, SERVING
+    from cloudlet.domain.compute.nodes import FAILED, SERVING
 
     target = autoscale.cluster_target(cluster, demand)
     live = [n for n in nodes if n.state in SERVING]

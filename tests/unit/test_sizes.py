@@ -7,14 +7,14 @@ from importlib import resources
 import pytest
 import yaml
 
-from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.sizes import (
+from cloudlet.domain.compute.sizes import (
     COMPUTE_TYPES_WITH_SIZES,
     Catalogue,
     custom_size,
     load_catalogue,
     parse_catalogue,
 )
+from cloudlet.domain.errors import CloudletError
 
 SEED_SERIES = {
     "DDSv4": "general_purpose",

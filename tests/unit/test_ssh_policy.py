@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cloudlet.domain.compute.ssh_policy import SshPolicy, check_ssh_allowed, public_key_problem
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.ssh_policy import SshPolicy, check_ssh_allowed, public_key_problem
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The step registry's seam (control/steps.py) with a test-only resource type, and the plans in
-domain/operation_plans.py: no store, no compute."""
+domain/compute/operation_plans.py: no store, no compute."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from cloudlet.control import compute_steps
 from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.steps import Pending, StepOutcome, StepRegistry, StepSet
-from cloudlet.domain.operation_plans import COMPUTE_PLANS, PLANS, Plan, first_step, step_after
+from cloudlet.domain.compute.operation_plans import COMPUTE_PLANS, PLANS, Plan, first_step, step_after
 from cloudlet.domain.resources import COMPUTES
 from cloudlet.store.schema import Operation
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain.roles import Role
-from cloudlet.services.context import Caller
+from cloudlet.domain.access.roles import Role
+from cloudlet.services.core.context import Caller
 from cloudlet.studio.shell import ACTIONS, can
 
 WS = 7

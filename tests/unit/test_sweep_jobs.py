@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import parse_job
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
-from cloudlet.domain.sweep_jobs import SWEEP, advance, best_trial, parse_sweep, total_trials
+from cloudlet.domain.jobs.job_spec import parse_job
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
+from cloudlet.domain.jobs.sweep_jobs import SWEEP, advance, best_trial, parse_sweep, total_trials
 
 # Azure's examples/jobs/basics/hello-sweep.yml, as written.
 HELLO_SWEEP = """

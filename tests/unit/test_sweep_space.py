@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from cloudlet.domain import sweep_space
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.sweep_sampling import PastTrial, TrialState, propose, trial_seed
+from cloudlet.domain.jobs import sweep_space
+from cloudlet.domain.jobs.sweep_sampling import PastTrial, TrialState, propose, trial_seed
 
 N = 400
 

@@ -1,4 +1,4 @@
-"""Tracking's pure rules (domain/tracking.py): a job's run status, what may be logged, the latest
+"""Tracking's pure rules (domain/tracking/tracking.py): a job's run status, what may be logged, the latest
 of a metric's values, MLflow's search filter and order_by, page tokens."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from cloudlet.domain import tracking as t
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.tracking import tracking as t
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""services/tracking_tokens.py on an in-memory store: a job's tracking token is signed into a run
+"""services/tracking/tracking_tokens.py on an in-memory store: a job's tracking token is signed into a run
 spec only on delivery, opens the runs of the job and of its descendants (a pipeline's steps, a
 sweep's trials, theirs), and is refused once the job has ended or is gone."""
 
@@ -12,7 +12,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import tracking_tokens
+from cloudlet.services.tracking import tracking_tokens
 from cloudlet.store.schema import Base, Job, ResourceGroup, Subscription, Workspace
 
 SECRET = "s" * 64

@@ -1,4 +1,4 @@
-"""domain/uploads.py: the unpack budget counts entries, bytes and depth and names the limit it
+"""domain/assets/uploads.py: the unpack budget counts entries, bytes and depth and names the limit it
 hits; the workspace quota refuses what it has no room for; the settings come from the environment."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from cloudlet.domain.assets.uploads import MAX_UNPACKED_DEPTH, UnpackBudget, UploadLimits
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.uploads import MAX_UNPACKED_DEPTH, UnpackBudget, UploadLimits
-from cloudlet.services.batch_code import with_driver
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.endpoints.batch_code import with_driver
 
 
 def test_limits_come_from_the_environment_and_refuse_nonsense() -> None:

@@ -1,15 +1,16 @@
 """The typed vocabularies of issue 26 item 5: a run's state machine and exit reasons
-(domain/run_state.py), and the compute types (domain/compute_types.py)."""
+(domain/jobs/run_state.py), and the compute types (domain/compute/compute_types.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloudlet.domain import compute_spec, compute_types, job_outcome, run_state, sizes
-from cloudlet.domain.compute_types import ComputeType
+from cloudlet.domain.compute import compute_spec, compute_types, sizes
+from cloudlet.domain.compute.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.run_state import (
+from cloudlet.domain.jobs import job_outcome, run_state
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.run_state import (
     REQUEUE_REASONS,
     ExitReason,
     IllegalRunTransition,

@@ -1,5 +1,5 @@
-"""The wake-ups between worker processes (``services/wake.py``), the node notifier's side of them
-(``services/notify.py``) and ``--workers`` parsing: real Unix datagram pairs and a real event loop,
+"""The wake-ups between worker processes (``services/core/wake.py``), the node notifier's side of them
+(``services/core/notify.py``) and ``--workers`` parsing: real Unix datagram pairs and a real event loop,
 in one process."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from cloudlet.services import notify, wake
-from cloudlet.services.notify import NodeNotifier
+from cloudlet.services.core import notify, wake
+from cloudlet.services.core.notify import NodeNotifier
 from cloudlet.serving import parse_workers
 
 

@@ -3,7 +3,7 @@
 ``ActivityCollector.collect()`` asks the instance's Jupyter server (REST: ``/api/kernels``,
 ``/api/terminals``, ``/api/sessions``) and counts established SSH connections to the instance's
 sshd port in ``/proc/net/tcp{,6}``. It returns a JSON-ready mapping that the control plane turns
-into ``cloudlet.domain.idleness.ActivityReport`` (``report_from_wire``)::
+into ``cloudlet.domain.compute.idleness.ActivityReport`` (``report_from_wire``)::
 
     {"collected_at": iso, "jupyter_reachable": bool, "errors": [...],
      "kernels": [{"id", "name", "execution_state", "last_activity", "notebook"}],

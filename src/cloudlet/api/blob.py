@@ -4,7 +4,7 @@ where the account is a workspace (``ws<id>``) and the container one of its datas
 
 Put Blob, Put Block, Put Block List, Get Blob (ranges), Get Blob Properties, Set Blob Metadata,
 Delete Blob, List Blobs (prefix, delimiter, marker, metadata), and a container's create and
-properties. Every request carries a signature cloudlet minted (``services/blob_sas.py``); nothing
+properties. Every request carries a signature cloudlet minted (``services/assets/blob_sas.py``); nothing
 else authorises it, so these routes take no bearer token. The signature, and its issuer's standing
 now (cached as a caller's is), are checked before any of the body is read. Errors are Azure's XML
 with ``x-ms-error-code``, which the Azure clients map to their exceptions
@@ -38,10 +38,11 @@ from starlette.requests import ClientDisconnect
 from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import blob_sas, identity, workspaces
-from cloudlet.services.blob_store import CHUNK, BlobError, BlobInfo, BlobStore, Upload, read_range
-from cloudlet.services.context import Caller
-from cloudlet.services.storage import relative_parts
+from cloudlet.services.access import identity, workspaces
+from cloudlet.services.assets import blob_sas
+from cloudlet.services.assets.blob_store import CHUNK, BlobError, BlobInfo, BlobStore, Upload, read_range
+from cloudlet.services.core.context import Caller
+from cloudlet.services.core.storage import relative_parts
 
 router = APIRouter(prefix="/blob", tags=["blob"], include_in_schema=False)
 API_VERSION = "2025-01-05"

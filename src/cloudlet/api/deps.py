@@ -12,11 +12,11 @@ import orjson
 from fastapi import Request, Response
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.services.agent_protocol import AgentProtocol
-from cloudlet.services.batch import Work
-from cloudlet.services.context import Caller
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.compute.agent_protocol import AgentProtocol
+from cloudlet.services.core.batch import Work
+from cloudlet.services.core.context import Caller
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
 from cloudlet.store import db
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from websockets.typing import Subprotocol
 # One line per proxied request would drown the server's log (a JupyterLab page makes hundreds).
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
-SIGNIN_COOKIE = "cloudlet_signin"  # services.instance_signin.COOKIE (the proxy loads no service)
+SIGNIN_COOKIE = "cloudlet_signin"  # services.access.instance_signin.COOKIE (the proxy loads no service)
 HOP_BY_HOP = frozenset(
     {
         "connection",

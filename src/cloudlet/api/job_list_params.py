@@ -1,5 +1,5 @@
 """The job list's studio filters as REST query parameters (``GET {ws}/jobs``), turned into a
-``services.job_search.JobQuery``. Validation of values (statuses, types, the sort) is the
+``services.jobs.job_search.JobQuery``. Validation of values (statuses, types, the sort) is the
 service's, so every front door gets the same errors naming the field."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Query
 
-from cloudlet.services.job_search import JobQuery
+from cloudlet.services.jobs.job_search import JobQuery
 
 ORDER_PATTERN = r"^(submitted|name|status|duration|compute)( (asc|desc))?$"
 

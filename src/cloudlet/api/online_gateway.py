@@ -35,8 +35,8 @@ from fastapi.responses import StreamingResponse
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
-from cloudlet.domain import online_endpoints as rules
-from cloudlet.services import online_endpoints as service
+from cloudlet.domain.endpoints import online_endpoints as rules
+from cloudlet.services.endpoints import online_endpoints as service
 
 if TYPE_CHECKING:
     from cloudlet.control.online_replicas import DeploymentState, EndpointState, OnlineRuntime

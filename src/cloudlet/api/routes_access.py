@@ -1,7 +1,7 @@
 """Native REST routes for identity and access: tokens, users, API keys, role assignments and the
 audit log. Thin: parse, one service call, render; the rules and the transactions (each write commits
-in its use case) live in ``services/identity.py``,
-``services/api_keys.py``, ``services/role_assignments.py`` and ``services/audit.py``.
+in its use case) live in ``services/access/identity.py``,
+``services/access/api_keys.py``, ``services/access/role_assignments.py`` and ``services/access/audit.py``.
 
 Request bodies are typed and closed (unknown fields are refused, booleans must be JSON booleans,
 numbers are bounded), so a malformed request is a 400 naming the field before anything is read.
@@ -18,11 +18,11 @@ from pydantic_core import PydanticCustomError
 
 from cloudlet.api.deps import Context, context
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain.roles import Access, Role
+from cloudlet.domain.access.roles import Access, Role
 from cloudlet.domain.validation import WHOLE_FLOAT
-from cloudlet.services import api_keys, audit, identity, role_assignments, workspaces
-from cloudlet.services.api_keys import KeyAction
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import api_keys, audit, identity, role_assignments, workspaces
+from cloudlet.services.access.api_keys import KeyAction
+from cloudlet.services.core.context import WorkspaceRef
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["access"], route_class=UserRoute)

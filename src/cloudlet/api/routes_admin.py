@@ -13,16 +13,17 @@ from cloudlet.api.deps import Context, context
 from cloudlet.api.openapi import success
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain import bounds
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.compute.sizes import COMPUTE_TYPES_WITH_SIZES, CustomSizeSpec
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
-from cloudlet.domain.roles import Access
-from cloudlet.domain.sizes import COMPUTE_TYPES_WITH_SIZES, CustomSizeSpec
 from cloudlet.domain.validation import WHOLE_FLOAT
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import locations, lock_scope, quotas, workspaces
-from cloudlet.services import locks as lock_store
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.locks import LockUpdate
-from cloudlet.services.workspaces import WorkspaceUpdate
+from cloudlet.services.access import workspaces
+from cloudlet.services.access.workspaces import WorkspaceUpdate
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import locations, lock_scope, quotas
+from cloudlet.services.compute import locks as lock_store
+from cloudlet.services.compute.locks import LockUpdate
+from cloudlet.services.core.context import WorkspaceRef
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 RG = "/subscriptions/{sub}/resourceGroups/{rg}"

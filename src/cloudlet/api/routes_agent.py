@@ -1,4 +1,4 @@
-"""Routes the node agents call (docs/agent-protocol.md): HTTP around ``services/agent_protocol``.
+"""Routes the node agents call (docs/agent-protocol.md): HTTP around ``services/compute/agent_protocol``.
 Authenticated by per-node tokens (``NodeRoute``) before any body is read."""
 
 from __future__ import annotations
@@ -14,12 +14,18 @@ from fastapi.responses import FileResponse
 
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.routing import NodeCaller, NodeRoute
-from cloudlet.services import agent_protocol as protocol
-from cloudlet.services.agent_protocol import ExitReport, LogChunk, PollReport, Registration, RunningReport
+from cloudlet.services.compute import agent_protocol as protocol
+from cloudlet.services.compute.agent_protocol import (
+    ExitReport,
+    LogChunk,
+    PollReport,
+    Registration,
+    RunningReport,
+)
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 # Another server replica may have assigned work: look at the store this often. (The other worker
-# processes of this server wake the poll at once: ``services/wake.py``.) Settable for the tests
+# processes of this server wake the poll at once: ``services/core/wake.py``.) Settable for the tests
 # that show a poll woken across workers without waiting for a recheck.
 POLL_RECHECK_S = float(os.environ.get("CLOUDLET_POLL_RECHECK_S", "1.0"))
 RunId = Annotated[str, Path(max_length=40)]

@@ -1,6 +1,6 @@
 """The agent's report of its apps and instance (compute instances; docs/agent-protocol.md): the
 apps merge into ``Node.apps``; ``activity``, ``setup``, ``ssh`` and ``disk`` into ``Node.report``
-(``services/instance_reports.py``). Node-token auth, before the body is read."""
+(``services/compute/instance_reports.py``). Node-token auth, before the body is read."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.routing import NodeRoute
-from cloudlet.services import instance_reports
+from cloudlet.services.compute import instance_reports
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 

@@ -16,10 +16,10 @@ from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.openapi import errors
 from cloudlet.api.routing import NodeCaller, NodeRoute
+from cloudlet.domain.assets.uploads import UnpackBudget
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.paths import MAX_PATH_CHARS
-from cloudlet.domain.uploads import UnpackBudget
-from cloudlet.services import run_data
+from cloudlet.services.jobs import run_data
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 RunId = Annotated[str, Path(max_length=40)]

@@ -1,4 +1,4 @@
-"""Native REST routes for data, model and environment assets: thin wrappers over ``services/assets``.
+"""Native REST routes for data, model and environment assets: thin wrappers over ``services/assets/assets``.
 
 The same routes for each kind, under ``{ws}/data``, ``{ws}/models`` and ``{ws}/environments``:
 
@@ -21,12 +21,12 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, schema_of, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import assets as rules
-from cloudlet.domain.assets import AssetKind
-from cloudlet.domain.roles import Access
-from cloudlet.services import assets as asset_service
-from cloudlet.services import workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.assets import assets as rules
+from cloudlet.domain.assets.assets import AssetKind
+from cloudlet.services.access import workspaces
+from cloudlet.services.assets import assets as asset_service
+from cloudlet.services.core.context import WorkspaceRef
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Asset, Workspace

@@ -1,5 +1,5 @@
 """Native REST routes for batch endpoints and deployments: thin wrappers over
-``services/batch_endpoints``.
+``services/endpoints/batch_endpoints``.
 
 - ``GET {ws}/batchEndpoints``; ``PUT|GET|DELETE {ws}/batchEndpoints/{e}``;
 - ``GET {ws}/batchEndpoints/{e}/deployments``; ``PUT|GET|DELETE …/deployments/{d}``
@@ -18,11 +18,11 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, schema_of, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import batch_endpoints as rules
-from cloudlet.domain.roles import Access
-from cloudlet.services import batch_endpoints as service
-from cloudlet.services import workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.endpoints import batch_endpoints as rules
+from cloudlet.services.access import workspaces
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.endpoints import batch_endpoints as service
 from cloudlet.services.views import jobs as native_jobs
 
 if TYPE_CHECKING:

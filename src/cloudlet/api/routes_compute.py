@@ -9,21 +9,18 @@ from fastapi import APIRouter, Body, Depends, Response
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, named_by_url, schema_of, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain.compute_spec import (
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.compute.compute_spec import (
     AmlComputeSpec,
     ComputeInstanceSpec,
     KubernetesSpec,
     VirtualMachineSpec,
 )
-from cloudlet.domain.roles import Access
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import (
-    computes,
-    operations,
-    workspaces,
-)
-from cloudlet.services import locks as lock_store
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import computes, operations
+from cloudlet.services.compute import locks as lock_store
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.views import computes as compute_view
 from cloudlet.services.views import operations as operation_view
 

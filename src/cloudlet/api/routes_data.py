@@ -1,7 +1,7 @@
 """Native REST routes for code snapshots and datastore paths (the bytes jobs read and write).
 
 Every path taken from a request is resolved beneath its own folder without following links
-(``services/storage.py``): no absolute path, no ``..``, and a link planted by a user's job is
+(``services/core/storage.py``): no absolute path, no ``..``, and a link planted by a user's job is
 stored or refused, never followed out of the datastore."""
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import binary_body, errors, success
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.assets.uploads import MAX_UPLOAD_BYTES
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.domain.roles import Access
-from cloudlet.domain.uploads import MAX_UPLOAD_BYTES
-from cloudlet.services import codes, workspaces
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import pack_beneath, relative_parts, stat_beneath, unpack_beneath
+from cloudlet.services.access import workspaces
+from cloudlet.services.assets import codes
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.storage import pack_beneath, relative_parts, stat_beneath, unpack_beneath
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Workspace

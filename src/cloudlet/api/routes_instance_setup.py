@@ -1,5 +1,5 @@
 """An instance's setup-script logs: ``GET {ws}/computes/{name}/setup-logs`` (owner, or a workspace
-Owner). Each configured script's last result (``services/instance_reports.setup_logs``) with up to
+Owner). Each configured script's last result (``services/compute/instance_reports.setup_logs``) with up to
 64 KiB of its log from the OS disk (``<os disk>/logs/<kind>_script.log``)."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ from fastapi import APIRouter, Depends, Response
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain.compute_types import ComputeType
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.compute.compute_types import ComputeType
 from cloudlet.domain.errors import CloudletError, forbidden
-from cloudlet.domain.roles import Access
-from cloudlet.services import computes, instance_reports, workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import computes, instance_reports
+from cloudlet.services.core.context import WorkspaceRef
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["computes"], route_class=UserRoute)

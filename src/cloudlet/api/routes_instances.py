@@ -7,7 +7,7 @@ with a role on the workspace who is not the owner → 403, a caller without one 
 
 Credentials: ``Authorization: Bearer <API key or clt_ token>`` (as from ``cloudlet auth token``)
 or the sign-in cookie. ``POST /signin`` with an API key sets ``cloudlet_signin``: an HMAC-signed
-token (``services/identity.py``) under a key derived for cookies only, so it is no API
+token (``services/access/identity.py``) under a key derived for cookies only, so it is no API
 credential; HttpOnly, SameSite=Lax, Path=/instances/, short-lived. The app never sees either
 credential; the proxy adds the app's own token, which only the control plane knows.
 """
@@ -27,12 +27,13 @@ from starlette.datastructures import Headers
 from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Target
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.compute.node_address import node_address
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
-from cloudlet.domain.node_address import node_address
-from cloudlet.domain.roles import Access
-from cloudlet.services import identity, instance_activity, instance_signin
-from cloudlet.services import instances as instance_service
-from cloudlet.services.context import Caller
+from cloudlet.services.access import identity, instance_signin
+from cloudlet.services.compute import instance_activity
+from cloudlet.services.compute import instances as instance_service
+from cloudlet.services.core.context import Caller
 
 router = APIRouter(tags=["instances"])
 forwarder = Forwarder()

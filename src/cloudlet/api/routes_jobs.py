@@ -26,15 +26,17 @@ from cloudlet.api.job_list_params import (
 from cloudlet.api.openapi import json_body, schema_of
 from cloudlet.api.routes_data import GZIP
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.bounds import MAX_ATTEMPT, MAX_OFFSET
-from cloudlet.domain.job_spec import JOB_NAME_PATTERN, CommandJobSpec
-from cloudlet.domain.job_status import IN_ORDER
-from cloudlet.domain.roles import Access
-from cloudlet.services import computes, job_cancel, job_outputs, job_search, preemption, workspaces
-from cloudlet.services import jobs as job_service
-from cloudlet.services import nodes as node_service
-from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.storage import empty_tar
+from cloudlet.domain.jobs.job_spec import JOB_NAME_PATTERN, CommandJobSpec
+from cloudlet.domain.jobs.job_status import IN_ORDER
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import computes, preemption
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.context import Caller, WorkspaceRef
+from cloudlet.services.core.storage import empty_tar
+from cloudlet.services.jobs import job_cancel, job_outputs, job_search
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.views import jobs as native_jobs
 
 if TYPE_CHECKING:
@@ -112,7 +114,7 @@ def list_jobs(
     ctx: Context = Depends(context),
 ) -> Response:
     """Jobs newest first, ``$top`` at a time; ``nextLink`` (absent on the last page) fetches the next.
-    Any of the studio's filters, ``$orderby`` or ``$count`` lists through ``services.job_search``
+    Any of the studio's filters, ``$orderby`` or ``$count`` lists through ``services.jobs.job_search``
     (``count`` and ``countCapped`` answer ``$count=true``)."""
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     search = JobSearchParams(

@@ -1,5 +1,5 @@
 """Native REST routes for online endpoints and deployments: thin wrappers over
-``services/online_endpoints``; the replicas are the runtime's (``control/online_replicas``), told
+``services/endpoints/online_endpoints``; the replicas are the runtime's (``control/online_replicas``), told
 after each commit. The scoring path itself is the gateway's (``api/online_gateway.py``).
 
 Under ``{ws}/onlineEndpoints``: ``GET`` (list), ``PUT|GET|DELETE /{e}``, ``POST /{e}/listKeys``,
@@ -17,12 +17,12 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, nullable, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import online_endpoints as rules
-from cloudlet.domain.roles import Access
-from cloudlet.services import online_endpoints as service
-from cloudlet.services import online_writes as writes
-from cloudlet.services import workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.endpoints import online_endpoints as rules
+from cloudlet.services.access import workspaces
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.endpoints import online_endpoints as service
+from cloudlet.services.endpoints import online_writes as writes
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import OnlineEndpoint, Workspace

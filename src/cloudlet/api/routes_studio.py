@@ -1,6 +1,6 @@
 """The studio's one REST route: a one-time sign-in link (``cloudlet studio open``). The studio
 itself is served by ``cloudlet.studio`` under ``/studio``; its sessions live in
-``services/studio_sessions.py``."""
+``services/access/studio_sessions.py``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Response
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
-from cloudlet.services import studio_sessions
+from cloudlet.services.access import studio_sessions
 
 router = APIRouter(prefix="/api/v1", tags=["studio"], route_class=UserRoute)
 LINK_PATH = "/studio/link/"  # the studio route that redeems a link (cloudlet.studio.app)

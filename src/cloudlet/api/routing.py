@@ -34,9 +34,9 @@ from fastapi.routing import APIRoute
 from cloudlet.api import direct, openapi
 from cloudlet.api.deps import Context, end_context
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import audit, identity
-from cloudlet.services import nodes as node_service
-from cloudlet.services.context import Caller
+from cloudlet.services.access import audit, identity
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.context import Caller
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 

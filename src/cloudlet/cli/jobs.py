@@ -15,7 +15,7 @@ from cloudlet.client._config import ConfigurationError
 from cloudlet.client.artifacts import Upload
 from cloudlet.client.jobs import JobOperations
 from cloudlet.client.operations import _Scope
-from cloudlet.domain.job_status import JobStatus
+from cloudlet.domain.jobs.job_status import JobStatus
 
 app = typer.Typer(help="Submit and follow command jobs (like `az ml job`).", no_args_is_help=True)
 

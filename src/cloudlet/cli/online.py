@@ -17,8 +17,8 @@ from cloudlet.cli.output import err_console
 from cloudlet.client._config import ConfigurationError
 from cloudlet.client.online_endpoints import OnlineDeploymentOperations, OnlineEndpointOperations
 from cloudlet.client.operations import _Scope
+from cloudlet.domain.endpoints.online_endpoints import parse_traffic_flag
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.online_endpoints import parse_traffic_flag
 
 endpoints = typer.Typer(
     help="Online endpoints: real-time scoring (like `az ml online-endpoint`).", no_args_is_help=True

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from cloudlet.cli.output import OutputFormat, dump_json, dump_yaml, err_console, print_error
-from cloudlet.domain.compute_types import ComputeType
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.quota import Tier
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.quota import Tier
 
 if TYPE_CHECKING:
     from cloudlet.sim.trace import Trace
@@ -141,7 +141,7 @@ def _number(text: str, flag: str, origin: str, *, integer: bool, minimum: float 
 
 def check_setting(raw: RawSetting) -> Setting:
     """Look the size up and check every value; ``WhatIfInputError`` names the flag and the fix."""
-    from cloudlet.domain.sizes import load_catalogue
+    from cloudlet.domain.compute.sizes import load_catalogue
     from cloudlet.sim.whatif import Setting
 
     try:

@@ -22,9 +22,9 @@ import yaml
 from cloudlet.client._rest import CloudletClientError, quote_segment
 from cloudlet.client.artifacts import Upload, upload_data
 from cloudlet.client.operations import _Operations
-from cloudlet.domain import build_context
+from cloudlet.domain.assets import build_context
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import is_remote_path
+from cloudlet.domain.jobs.job_spec import is_remote_path
 
 
 class AssetTypes:
@@ -191,7 +191,7 @@ def _read_conda(path: Path, target: str) -> dict[str, Any]:
 
 def inline_environment(body: dict[str, Any], base: Path) -> None:
     """A local ``conda_file`` becomes its mapping; ``build.path``'s requirements.txt becomes ``pip``
-    (or its conda file, ``conda_file``), as ``domain.build_context`` says."""
+    (or its conda file, ``conda_file``), as ``domain.assets.build_context`` says."""
     conda = body.get("conda_file")
     if isinstance(conda, str):
         if is_remote_path(conda):

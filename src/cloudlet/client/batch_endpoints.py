@@ -27,7 +27,7 @@ from cloudlet.client.artifacts import Upload, upload_code, upload_data
 from cloudlet.client.assets import inline_environment
 from cloudlet.client.entities import RestObject
 from cloudlet.client.operations import _Operations
-from cloudlet.domain.job_spec import is_remote_path
+from cloudlet.domain.jobs.job_spec import is_remote_path
 
 
 class BatchEndpoint(RestObject):
@@ -149,7 +149,7 @@ class BatchDeploymentOperations(_Operations):
         """A pipeline deployment's ``component``: a local YAML file (or inline mapping) with its
         steps prepared as a pipeline's are (``prepare_pipeline``); a registered one as it is."""
         from cloudlet.client.pipelines import prepare_pipeline
-        from cloudlet.domain.pipeline_dag import is_reference
+        from cloudlet.domain.jobs.pipeline_dag import is_reference
 
         if isinstance(component, str) and not is_reference(component):
             path = _local(base, component.removeprefix("file:"))

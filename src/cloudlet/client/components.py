@@ -24,9 +24,9 @@ from cloudlet.client.artifacts import Upload
 from cloudlet.client.assets import AssetValidationError, _Asset, _AssetOperations, _local
 from cloudlet.client.component_code import upload_component_code
 from cloudlet.client.pipelines import prepare_pipeline_component
-from cloudlet.domain.components import parse_component
+from cloudlet.domain.assets.components import parse_component
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import is_remote_path
+from cloudlet.domain.jobs.job_spec import is_remote_path
 
 COLLECTION = "components"
 

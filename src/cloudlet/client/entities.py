@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, ClassVar
 
-from cloudlet.domain.compute_types import ComputeType
+from cloudlet.domain.compute.compute_types import ComputeType
 
 # Read-only attributes every compute exposes (None until the server fills them).
 STATUS_FIELDS: tuple[str, ...] = (

@@ -11,7 +11,7 @@ import yaml
 from cloudlet.client._rest import HttpResponseError, ODataV4Error
 from cloudlet.client.entities import RestObject, _prune, _to_rest_value
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_names import generate_job_name as generate_job_name  # client.jobs uses it
+from cloudlet.domain.jobs.job_names import generate_job_name as generate_job_name  # client.jobs uses it
 
 
 class JobValidationError(HttpResponseError):

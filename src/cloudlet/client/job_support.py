@@ -11,7 +11,7 @@ from typing import Any, Protocol, TextIO
 
 from cloudlet.client.assets import AssetValidationError, inline_environment
 from cloudlet.client.job_entities import Job, JobValidationError
-from cloudlet.domain.job_status import JobStatus
+from cloudlet.domain.jobs.job_status import JobStatus
 
 
 class JobFollower(Protocol):

@@ -43,9 +43,9 @@ from cloudlet.client.operations import LROPoller, _Operations
 from cloudlet.client.pipelines import prepare_pipeline, stream_pipeline
 from cloudlet.client.sweep_stream import stream_sweep
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path, parse_job
-from cloudlet.domain.job_status import FINAL
-from cloudlet.domain.sweep_jobs import parse_sweep
+from cloudlet.domain.jobs.job_spec import PATH_TYPES, is_remote_path, parse_job
+from cloudlet.domain.jobs.job_status import FINAL
+from cloudlet.domain.jobs.sweep_jobs import parse_sweep
 
 # ----------------------------------------------------------------------------------------------
 # Operations.

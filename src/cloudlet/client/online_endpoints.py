@@ -21,7 +21,7 @@ import yaml
 from cloudlet.client._rest import RestClient
 from cloudlet.client.artifacts import upload_code, upload_data
 from cloudlet.client.assets import inline_environment
-from cloudlet.domain.online_endpoints import MODEL_PREFIXES, PINNED_HEADER
+from cloudlet.domain.endpoints.online_endpoints import MODEL_PREFIXES, PINNED_HEADER
 
 
 def load_document(path: str | Path) -> dict[str, Any]:

@@ -28,18 +28,18 @@ from cloudlet.client.component_code import upload_component_code
 from cloudlet.client.job_entities import Job, JobValidationError
 from cloudlet.client.job_support import JobFollower, inline_conda_file, job_summary, local_path
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import PATH_TYPES, is_remote_path
-from cloudlet.domain.job_status import FINAL
-from cloudlet.domain.pipeline_bindings import binding_of
-from cloudlet.domain.pipeline_dag import is_reference
-from cloudlet.domain.pipeline_jobs import PIPELINE, registered_pipeline_component
+from cloudlet.domain.jobs.job_spec import PATH_TYPES, is_remote_path
+from cloudlet.domain.jobs.job_status import FINAL
+from cloudlet.domain.jobs.pipeline_bindings import binding_of
+from cloudlet.domain.jobs.pipeline_dag import is_reference
+from cloudlet.domain.jobs.pipeline_jobs import PIPELINE, registered_pipeline_component
 
 
 def prepare_pipeline(
     rest: RestClient, ws: str, body: dict[str, Any], base: Path, uploads: list[Upload], check: bool = True
 ) -> dict[str, Any]:
     """BODY with its local files inlined or uploaded (UPLOADS gets each upload), checked locally
-    when every component is inline (``domain.pipeline_jobs``) and CHECK. A pipeline step's
+    when every component is inline (``domain.jobs.pipeline_jobs``) and CHECK. A pipeline step's
     component file (``type: pipeline``) is prepared the same way, relative to its own folder."""
     body = copy.deepcopy(body)
     jobs = body.get("jobs")

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from cloudlet.client.job_entities import Job
 from cloudlet.client.job_support import JobFollower, job_summary
-from cloudlet.domain.job_status import FINAL, JobStatus
+from cloudlet.domain.jobs.job_status import FINAL, JobStatus
 
 # A trial canceled while queued never started: it gets only its end line.
 STARTED = frozenset({JobStatus.RUNNING, JobStatus.FINALIZING, JobStatus.COMPLETED, JobStatus.FAILED})

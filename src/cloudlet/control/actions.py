@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.domain.compute.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.domain.errors import failure_text
-from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
 from cloudlet.providers.base import NodeHandle, NodeProvider, NodeRequest
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import WALL_CLOCK, Clock
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.clock import WALL_CLOCK, Clock
 from cloudlet.store.schema import Node
 
 log = logging.getLogger("cloudlet.nodes")

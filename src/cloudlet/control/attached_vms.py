@@ -3,9 +3,9 @@
 The computes' step set (``control/compute_steps.py``) hands an attached VM's steps here, the way it
 hands an instance's to ``control/instances.py``: ``provision`` records the node (``requested``,
 tagged with the operation) and waits for its agent; ``release`` gives it back; ``remove`` stops
-what is left of cloudlet on the VM and removes the agent's folder (``services/attached_vms``), so
+what is left of cloudlet on the VM and removes the agent's folder (``services/compute/attached_vms``), so
 the VM is as it was. Provider calls run after the step's transaction commits
-(``take_after_commit``); the VM's provider is its own SSH provider (``domain/attached_vms``).
+(``take_after_commit``); the VM's provider is its own SSH provider (``domain/compute/attached_vms``).
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, Launch, launch_node, release, terminate_node
 from cloudlet.control.steps import AfterCommitQueue, Pending, StepOutcome
-from cloudlet.domain import attached_vms as vm_rules
-from cloudlet.domain.lifecycle import ProvisioningState
-from cloudlet.domain.nodes import FAILED, SERVING, NodeState
-from cloudlet.domain.quota import Tier
-from cloudlet.domain.run_state import ExitReason
+from cloudlet.domain.compute import attached_vms as vm_rules
+from cloudlet.domain.compute.lifecycle import ProvisioningState
+from cloudlet.domain.compute.nodes import FAILED, SERVING, NodeState
+from cloudlet.domain.compute.quota import Tier
+from cloudlet.domain.jobs.run_state import ExitReason
 from cloudlet.providers.base import NodeProvider, NodeRequest
-from cloudlet.services import exits, host_keys
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import WALL_CLOCK, Clock
+from cloudlet.services.compute import host_keys
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.clock import WALL_CLOCK, Clock
+from cloudlet.services.jobs import exits
 from cloudlet.store.schema import Compute, Node, Operation
 
 log = logging.getLogger("cloudlet.attached_vms")
@@ -104,7 +105,7 @@ class VmDriver(AfterCommitQueue):
         if not self._down(session, compute):
             return Pending("releasing the VM's node")
         # Blocking SSH on the reconciler's thread, bounded by the connect and command timeouts.
-        from cloudlet.services import attached_vms  # asyncssh only when a VM is attached
+        from cloudlet.services.compute import attached_vms  # asyncssh only when a VM is attached
 
         why = attached_vms.uninstall(compute.spec, compute.spec.get("facts") or {})
         if why is not None:

@@ -3,9 +3,9 @@
 One pass per cluster, under the named lease ``compute:<id>`` so one replica drives a cluster:
 1. record — nodes whose agent went quiet are lost, setups that never finished failed, machines
    the provider no longer lists are lost; their runs end and their jobs are requeued
-   (``node_records``, by the stuck-state table of ``domain.nodes``);
+   (``node_records``, by the stuck-state table of ``domain.compute.nodes``);
 2. schedule — queued jobs go onto idle nodes (priority, FIFO, backfill, all-or-nothing);
-3. decide — ``domain.autoscale.decide`` over plain data (``scaling``: typed spec, quota,
+3. decide — ``domain.compute.autoscale.decide`` over plain data (``scaling``: typed spec, quota,
    capacity, locks; low-priority ``eviction`` when dedicated demand finds no room);
 4. hand over — new node rows are committed first (state ``requested``), nodes to release are
    marked ``terminating``; the provider calls then run on that provider's workers
@@ -32,16 +32,17 @@ from cloudlet.control.node_records import NodeRecorder
 from cloudlet.control.provider_work import ProviderWork
 from cloudlet.control.scaling import ClusterScaler, workspace_of
 from cloudlet.control.sweep import ProviderSweep
-from cloudlet.domain import autoscale
-from cloudlet.domain.compute_types import ComputeType
-from cloudlet.domain.lifecycle import ProvisioningState
+from cloudlet.domain.compute import autoscale
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.lifecycle import ProvisioningState
 from cloudlet.providers.base import NodeProvider
 from cloudlet.providers.capacity import CapacityReadings
-from cloudlet.services import audit, dispatch, job_status, prepared_specs, workspaces
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import WALL_CLOCK, Clock
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.access import audit, workspaces
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.clock import WALL_CLOCK, Clock
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import dispatch, job_status, prepared_specs
 from cloudlet.store.schema import Compute, Job
 
 log = logging.getLogger("cloudlet.clusters")
@@ -169,7 +170,7 @@ class ClusterReconciler(ReconcileLoop):
 
     def _prepare(self, compute_id: int) -> dict[prepared_specs.Key, prepared_specs.Prepared]:
         """Read without the write lock what this pass's scheduling round will place, and build
-        the run specs of its large attempts there (``services/prepared_specs.py``)."""
+        the run specs of its large attempts there (``services/jobs/prepared_specs.py``)."""
         with prepared_specs.read_only(self.sessions) as reads:
             return dispatch.prepare_compute(reads, compute_id, self.data, self.server_url())
 

@@ -19,19 +19,20 @@ from sqlalchemy.orm import Session
 from cloudlet.control.attached_vms import VmDriver
 from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.steps import Pending, StepOutcome
-from cloudlet.domain import attached_vms as vm_rules
-from cloudlet.domain.compute_types import ComputeType
-from cloudlet.domain.job_status import ACTIVE as JOB_ACTIVE
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
-from cloudlet.domain.nodes import NodeEvent, NodeState
-from cloudlet.domain.operation_plans import COMPUTE_PLANS, Plan
+from cloudlet.domain.compute import attached_vms as vm_rules
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.lifecycle import InstanceEvent, ProvisioningState, advance_instance
+from cloudlet.domain.compute.nodes import NodeEvent, NodeState
+from cloudlet.domain.compute.operation_plans import COMPUTE_PLANS, Plan
+from cloudlet.domain.jobs.job_status import ACTIVE as JOB_ACTIVE
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.run_state import ExitReason
 from cloudlet.domain.resources import COMPUTES
-from cloudlet.domain.run_state import ExitReason
-from cloudlet.services import exits, job_status, workspaces
-from cloudlet.services import locks as lock_store
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import utcnow
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import locks as lock_store
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.clock import utcnow
+from cloudlet.services.jobs import exits, job_status
 from cloudlet.store.schema import Compute, Job, Operation, Workspace
 
 StepFn = Callable[[Session, Operation, Compute], None]

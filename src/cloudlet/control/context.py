@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.loop import LeaseCache
 from cloudlet.control.node_records import NodeRecorder
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.core.storage import DataRoot
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,10 @@ from typing import Any
 from sqlalchemy.exc import TimeoutError as StoreTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.services import dispatch, prepared_specs
-from cloudlet.services.batch import Answer, Deliveries, Round, Work
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.core.batch import Answer, Deliveries, Round, Work
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import dispatch, prepared_specs
 from cloudlet.store.db import StoreBusy
 
 log = logging.getLogger("cloudlet.dispatch")

@@ -23,9 +23,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, record_failure, release
 from cloudlet.control.loop import one_item
-from cloudlet.domain.nodes import NodeState
+from cloudlet.domain.compute.nodes import NodeState
 from cloudlet.providers.base import NodeStatus
-from cloudlet.services import preemption
+from cloudlet.services.compute import preemption
 from cloudlet.store.schema import Node
 
 STATUS_KEY = "provider_status"

@@ -19,17 +19,19 @@ from sqlalchemy.orm import Session
 from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.context import PassContext
 from cloudlet.control.loop import one_item
-from cloudlet.domain.compute_types import ComputeType
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.node_address import node_address
+from cloudlet.domain.compute.nodes import HOLDING, NodeState
+from cloudlet.domain.compute.quota import Tier
+from cloudlet.domain.compute.sizes import VmSize
 from cloudlet.domain.errors import failure_text
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.node_address import node_address
-from cloudlet.domain.nodes import HOLDING, NodeState
-from cloudlet.domain.quota import Tier
-from cloudlet.domain.sizes import VmSize
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import dispatch, job_status, prepared_specs, quotas, run_specs, workspaces
-from cloudlet.services import jobs as job_service
-from cloudlet.services import nodes as node_service
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.compute import quotas
+from cloudlet.services.jobs import dispatch, job_status, prepared_specs, run_specs
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.store.schema import Job, Node, Workspace
 
 LEASE = "ephemeral-jobs"
@@ -109,7 +111,7 @@ _JOB_NODES = (
 def _prepare(owner: PassContext) -> dict[prepared_specs.Key, prepared_specs.Prepared]:
     """Read without the write lock which queued jobs have all their nodes idle (the ones this
     pass places), and build their run specs there; the pass re-checks under the lock that the job
-    is still queued at that attempt on those nodes (``services/prepared_specs.py``)."""
+    is still queued at that attempt on those nodes (``services/jobs/prepared_specs.py``)."""
     prepared: dict[prepared_specs.Key, prepared_specs.Prepared] = {}
     with prepared_specs.read_only(owner.sessions) as reads:
         queued = [

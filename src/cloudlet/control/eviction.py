@@ -1,5 +1,6 @@
 """C12: dedicated demand takes capacity back from low-priority nodes in the same location (the
-rule: ``domain/eviction``; carried out: ``services/preemption``); their machines go at once."""
+rule: ``domain/compute/eviction``; carried out: ``services/compute/preemption``); their machines go at
+once."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 from sqlalchemy.orm import Session
 
 from cloudlet.control.actions import Actions, release
-from cloudlet.services import preemption
+from cloudlet.services.compute import preemption
 
 log = logging.getLogger("cloudlet.clusters")
 

@@ -4,7 +4,8 @@ instances (issue 4, I5 and I13).
 Every ``CLOUDLET_INSTANCE_TICK_S`` (1 s) one replica — the holder of the named lease
 ``instance-watch`` — looks at every Running, Unusable or Stopped instance in one transaction that
 first re-asserts the lease (fencing: a replica that lost it writes nothing). For each it gathers the
-stored facts (``services/instance_activity.py``), lets ``domain/instance_watch.decide_tick`` decide,
+stored facts (``services/compute/instance_activity.py``), lets ``domain/compute/instance_watch.decide_tick``
+decide,
 and applies the verdict: an ordinary ``stop`` or ``start`` operation (``created_by`` ``idle-shutdown``
 or ``schedule``; the operation reconciler carries it out), or the move to Unusable with its reason
 kept in the compute's ``errors``. ``schedule_checked_at`` advances every tick, so each scheduled
@@ -28,17 +29,25 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.clusters import RECONCILE_FAILED, reconcile_error, without_reconcile_error
 from cloudlet.control.loop import LeaseCache, ReconcileLoop, one_item
-from cloudlet.domain.compute_types import ComputeType
-from cloudlet.domain.instance_watch import AGENT_LOST, DISK_FULL, InstanceFacts, decide_tick, without_unusable
-from cloudlet.domain.lifecycle import InstanceEvent, InstanceState, advance_instance
-from cloudlet.domain.nodes import NodeEvent
-from cloudlet.domain.run_state import ExitReason
-from cloudlet.services import audit, exits, operations, workspaces
-from cloudlet.services import instance_activity as activity
-from cloudlet.services import instances as instance_service
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import WALL_CLOCK, Clock
-from cloudlet.services.storage import DataRoot
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.instance_watch import (
+    AGENT_LOST,
+    DISK_FULL,
+    InstanceFacts,
+    decide_tick,
+    without_unusable,
+)
+from cloudlet.domain.compute.lifecycle import InstanceEvent, InstanceState, advance_instance
+from cloudlet.domain.compute.nodes import NodeEvent
+from cloudlet.domain.jobs.run_state import ExitReason
+from cloudlet.services.access import audit, workspaces
+from cloudlet.services.compute import instance_activity as activity
+from cloudlet.services.compute import instances as instance_service
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.compute import operations
+from cloudlet.services.core.clock import WALL_CLOCK, Clock
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import exits
 from cloudlet.store.schema import Compute, Node, Workspace
 
 log = logging.getLogger("cloudlet.instance_watch")

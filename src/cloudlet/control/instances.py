@@ -29,11 +29,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
 from cloudlet.control.steps import AfterCommitQueue, Pending, StepOutcome
-from cloudlet.domain.compute_types import ComputeType
-from cloudlet.domain.lifecycle import InstanceEvent, ProvisioningState, advance_instance
-from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
-from cloudlet.domain.quota import Tier
-from cloudlet.domain.run_state import ExitReason
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.lifecycle import InstanceEvent, ProvisioningState, advance_instance
+from cloudlet.domain.compute.nodes import FAILED, NodeEvent, NodeState
+from cloudlet.domain.compute.quota import Tier
+from cloudlet.domain.jobs.run_state import ExitReason
 from cloudlet.providers.base import (
     HostsInstanceDisks,
     NodeHandle,
@@ -41,12 +41,13 @@ from cloudlet.providers.base import (
     NodeRequest,
     SupportsNodeLogs,
 )
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import exits, instance_reports
-from cloudlet.services import instances as instance_service
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import WALL_CLOCK, Clock
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import instance_reports
+from cloudlet.services.compute import instances as instance_service
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.clock import WALL_CLOCK, Clock
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import exits
 from cloudlet.store.schema import Compute, Node, Operation
 
 log = logging.getLogger("cloudlet.instances")

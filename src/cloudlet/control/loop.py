@@ -8,7 +8,7 @@ cluster, a job, a node, an operation) is worked on inside ``one_item``: its fail
 recorded on it, and undone, and the pass goes on to the next item (one bad row must not stop a
 loop that serves everyone).
 
-``LeaseCache`` keeps the named leases (``services/leases.py``) a replica holds: a lease with more
+``LeaseCache`` keeps the named leases (``services/core/leases.py``) a replica holds: a lease with more
 than half its time left is used as is (no store round trip); every pass still re-asserts it inside
 its own writing transaction (``still_held``), so the fencing token holds.
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudlet.services import leases
-from cloudlet.services.clock import WALL_CLOCK, Clock
+from cloudlet.services.core import leases
+from cloudlet.services.core.clock import WALL_CLOCK, Clock
 
 log = logging.getLogger("cloudlet.control")
 

@@ -2,7 +2,7 @@
 machines the provider no longer has. Shared by the cluster pass and the ephemeral (serverless and
 ``local``) pass, each over its own nodes inside its own transaction.
 
-What counts as stuck, and for how long, is ``domain.nodes.STUCK_RULES``; this applies it. The
+What counts as stuck, and for how long, is ``domain.compute.nodes.STUCK_RULES``; this applies it. The
 provider listings (``ProviderSweep``) tell it which machines are alive: a node made before the
 last listing and absent from it has vanished.
 """
@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from cloudlet.control.actions import Actions, record_failure
 from cloudlet.control.engine_status import engine_pending
 from cloudlet.control.loop import one_item
-from cloudlet.domain.nodes import NodeEvent, NodeState, StuckAction, stuck_action
-from cloudlet.domain.run_state import ExitReason
-from cloudlet.services import exits
-from cloudlet.services import nodes as node_service
+from cloudlet.domain.compute.nodes import NodeEvent, NodeState, StuckAction, stuck_action
+from cloudlet.domain.jobs.run_state import ExitReason
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.jobs import exits
 from cloudlet.store.schema import Node
 
 # Listed this long before a node was made, the listing cannot know it yet.

@@ -1,5 +1,5 @@
 """The loop that applies autoscale to online deployments (issue 14; the decision is
-``domain/online_autoscale.desired``).
+``domain/endpoints/online_autoscale.desired``).
 
 Every ``polling_interval`` it samples each autoscaled deployment: the requests the gateway has in
 flight for it plus those it holds (scale from zero), its replicas, and — for a CPU target — their
@@ -10,7 +10,7 @@ mean CPU % (their process session's ``utime + stime`` from ``/proc``). Then:
 - in: the replicas with the fewest requests in flight leave the gateway's choice first, then are
   drained (their requests answered, bounded) and stopped, off this thread.
 
-Quota is held for ``max_instances`` when the deployment is written (services/online_endpoints),
+Quota is held for ``max_instances`` when the deployment is written (services/endpoints/online_endpoints),
 so growing within it needs no check here. A request held for a deployment with no replica wakes
 the loop at once rather than at the next poll. Only the online lease holder autoscales
 (``control/online_serving.py``); each change of count is stored on the deployment's row, so a
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cloudlet.domain import online_autoscale as policy
+from cloudlet.domain.endpoints import online_autoscale as policy
 
 if TYPE_CHECKING:
     from cloudlet.control.online_ports import ReplicaRuntime

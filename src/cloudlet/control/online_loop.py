@@ -11,14 +11,14 @@ A pass reads every endpoint and deployment row and
 - watches the replicas' liveness (a dead or failing one is replaced; in a thread of its own, one
   watch at a time, as a restart may wait for a node to be made);
 - adds what this worker's gateway counted to each deployment's stored metrics
-  (``services/online_metrics.py``).
+  (``services/endpoints/online_metrics.py``).
 
 Of the servers that share a store, only the holder of the lease ``online-loop`` runs replicas
 (rolls out, watches liveness, autoscales) and reports where they are on each deployment's row;
 every other server's pass reads that report for its gateway (``control/online_serving.py``).
 
-Writes wake it (``services/online_endpoints`` records the effect, the request's commit
-publishes it: ``services/effects.py``);
+Writes wake it (``services/endpoints/online_endpoints`` records the effect, the request's commit
+publishes it: ``services/core/effects.py``);
 it also passes every ``INTERVAL_S``, so a wake-up lost (another worker's, another server's write)
 costs at most that. Under ``--workers N`` only worker 0 may hold the lease; the others keep only
 their gateway's keys and traffic and their metrics (``control/online_shared.py``) and pass a
@@ -39,8 +39,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control import online_serving
 from cloudlet.control.loop import LeaseCache, ReconcileLoop, one_item
-from cloudlet.services import online_metrics, workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.endpoints import online_metrics
 from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Where a deployment's replicas go, and starting one on a node's agent (issue 14).
 
-``Placement.of`` reads the rule (``domain/online_endpoints.placement_kind``): a ``--local``
+``Placement.of`` reads the rule (``domain/endpoints/online_endpoints.placement_kind``): a ``--local``
 deployment runs as processes of the server's machine; one with ``compute`` on that compute
 instance's node; any other (managed) on nodes made for it, one per replica. ``AgentHosts.start``
 makes (or finds) the node, puts the replica on the ``ReplicaBoard`` for that node's agent and
@@ -25,12 +25,12 @@ from cloudlet.control.replica_hosts import (
     ReplicaBoard,
     pack,
 )
-from cloudlet.domain import environments
-from cloudlet.domain import online_endpoints as rules
-from cloudlet.domain.node_address import node_address
-from cloudlet.domain.nodes import HOLDING, NodeState
+from cloudlet.domain.assets import environments
+from cloudlet.domain.compute.node_address import node_address
+from cloudlet.domain.compute.nodes import HOLDING, NodeState
+from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.domain.resources import ONLINE_DEPLOYMENTS
-from cloudlet.services import nodes as node_service
+from cloudlet.services.compute import nodes as node_service
 from cloudlet.store.schema import Compute, Node
 
 INFERENCE_PACKAGE = "azureml-inference-server-http"

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from cloudlet.control.online_placement import AgentHosts, Placement
     from cloudlet.control.online_state import DeploymentState, EndpointState, Replica
-    from cloudlet.domain import online_endpoints as rules
-    from cloudlet.services.context import WorkspaceRef
+    from cloudlet.domain.endpoints import online_endpoints as rules
+    from cloudlet.services.core.context import WorkspaceRef
     from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint
 
 

@@ -39,12 +39,12 @@ from cloudlet.control.online_placement import AgentHosts, Placement
 from cloudlet.control.online_state import DeploymentState, EndpointState, Replica
 from cloudlet.control.replica_hosts import LocalProcess, NodeMaker, ReplicaBoard
 from cloudlet.control.replica_process import ProcessReplicas
-from cloudlet.domain import online_autoscale as policy
-from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.endpoints import online_autoscale as policy
+from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.scoring import mlflow_scorer
-from cloudlet.services import online_endpoints as service
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import DataRoot
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.endpoints import online_endpoints as service
 from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
 
 log = logging.getLogger("cloudlet.online")

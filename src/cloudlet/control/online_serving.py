@@ -29,7 +29,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from cloudlet.control.online_state import DeploymentState, Replica
-from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.store.schema import OnlineDeployment
 
 LEASE = "online-loop"

@@ -7,7 +7,7 @@ the holder's report otherwise: ``control/online_serving.py``) plus a publisher t
 the gateway's view (each endpoint's path, keys, traffic, mirror; each deployment's spec,
 generation, reason and replicas with their addresses and readiness) to
 ``$CLOUDLET_HOME/online/view.json`` whenever it changes (looked at every ``PUBLISH_S``),
-atomically, and wakes the other workers (``services/wake.py``, kind ``VIEW``).
+atomically, and wakes the other workers (``services/core/wake.py``, kind ``VIEW``).
 
 Every other worker is a **follower**: its gateway reads the same in-memory shapes
 (``EndpointState``/``DeploymentState``), loaded from that file on the wake-up (and every
@@ -35,7 +35,7 @@ from cloudlet.control.online_replicas import OnlineRuntime
 from cloudlet.control.online_serving import deployment_doc, followed
 from cloudlet.control.online_state import EndpointState
 from cloudlet.control.replica_board_shared import MirroredBoard, PublishedBoard, board_path
-from cloudlet.services.wake import WakeBus
+from cloudlet.services.core.wake import WakeBus
 
 log = logging.getLogger("cloudlet.online.shared")
 VIEW = b"v"  # owner → followers: the view file changed

@@ -12,8 +12,8 @@ from typing import Any
 
 from cloudlet.control.online_placement import Placement
 from cloudlet.control.replica_hosts import ReplicaProcess
-from cloudlet.domain import online_endpoints as rules
-from cloudlet.services.online_metrics import Counts
+from cloudlet.domain.endpoints import online_endpoints as rules
+from cloudlet.services.endpoints.online_metrics import Counts
 
 
 @dataclass

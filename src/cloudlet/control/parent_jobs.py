@@ -2,11 +2,11 @@
 
 Each pass reads the active parents; for each (under the loop's lease, in its own transaction, so
 one parent that fails to advance never holds up the others: its error goes on its status
-message) it reads the children, asks the parent's kind what to do (``domain.parent_jobs``:
-pure), and carries the answer out (``services.parent_jobs.apply_step``). New children are placed
+message) it reads the children, asks the parent's kind what to do (``domain.jobs.parent_jobs``:
+pure), and carries the answer out (``services.jobs.parent_jobs.apply_step``). New children are placed
 at once on idle nodes of their computes, as a submission's are, and the autoscaler is told of the
 rest: a step hand-off is a child's exit, a commit and one pass, not a pass interval. The loop is
-woken whenever a commit gave a parent work (``services.effects``: a child moved, a parent
+woken whenever a commit gave a parent work (``services.core.effects``: a child moved, a parent
 was submitted or asked to cancel) and passes at least every second.
 """
 
@@ -23,22 +23,22 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.loop import LeaseCache, ReconcileLoop, one_item
 from cloudlet.domain.errors import CloudletError, failure_text
-from cloudlet.domain.job_kind import JobKind
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.domain.parent_kinds import KINDS
-from cloudlet.services import dispatch, job_children, prepared_specs
-from cloudlet.services import parent_jobs as service
-from cloudlet.services.clock import WALL_CLOCK, Clock
-from cloudlet.services.job_status import ACTIVE_VALUES, set_status
-from cloudlet.services.notify import NodeNotifier
-from cloudlet.services.storage import DataRoot
+from cloudlet.domain.jobs.job_kind import JobKind
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.parent_kinds import KINDS
+from cloudlet.services.core.clock import WALL_CLOCK, Clock
+from cloudlet.services.core.notify import NodeNotifier
+from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import dispatch, job_children, prepared_specs
+from cloudlet.services.jobs import parent_jobs as service
+from cloudlet.services.jobs.job_status import ACTIVE_VALUES, set_status
 from cloudlet.store.schema import Job, Workspace
 
 log = logging.getLogger("cloudlet.parents")
 
 LEASE = "parent-jobs"
-PARENT_KINDS = tuple(kind.value for kind in KINDS)  # every kind domain.parent_kinds runs
-# (session, child job ids, metric key) → {job id: [(step, value), …]} (``services.tracking``).
+PARENT_KINDS = tuple(kind.value for kind in KINDS)  # every kind domain.jobs.parent_kinds runs
+# (session, child job ids, metric key) → {job id: [(step, value), …]} (``services.tracking.tracking``).
 MetricHistory = Callable[[Session, Sequence[int], str], dict[int, list[tuple[int, float]]]]
 _ACTIVE_PARENTS = (
     select(Job.id).where(Job.kind.in_(PARENT_KINDS), Job.status.in_(ACTIVE_VALUES)).order_by(Job.id)

@@ -5,7 +5,7 @@ the calls that carry them out (create, terminate, the periodic listing) go to th
 node's provider. A pass never waits on a provider, so one slow provider (5 s per launch) delays
 only its own nodes: other providers' clusters scale in their usual time. Crash safety is the
 store's: a node whose launch was queued here when the process died is still ``requested``, and
-the sweep adopts or ends it (``domain.nodes.STUCK_RULES``).
+the sweep adopts or ends it (``domain.compute.nodes.STUCK_RULES``).
 
 Work is keyed by (kind, node id): a key already queued or running is not queued again (the sweep
 re-asks for stuck terminations every couple of seconds). A termination of a node whose launch is
@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, Launch, launch_node, terminate_node
 from cloudlet.providers.base import NodeProvider
-from cloudlet.services.clock import WALL_CLOCK, Clock
-from cloudlet.services.notify import NodeNotifier
+from cloudlet.services.core.clock import WALL_CLOCK, Clock
+from cloudlet.services.core.notify import NodeNotifier
 from cloudlet.store.schema import Node
 
 log = logging.getLogger("cloudlet.provider_work")

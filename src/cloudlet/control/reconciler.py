@@ -23,9 +23,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.loop import ReconcileLoop
 from cloudlet.control.steps import Pending, StepRegistry
-from cloudlet.domain.operation_plans import step_after
-from cloudlet.services import operations
-from cloudlet.services.clock import WALL_CLOCK, Clock, utcnow
+from cloudlet.domain.compute.operation_plans import step_after
+from cloudlet.services.compute import operations
+from cloudlet.services.core.clock import WALL_CLOCK, Clock, utcnow
 from cloudlet.store.schema import Operation, OperationStep
 
 log = logging.getLogger("cloudlet.reconciler")

@@ -32,14 +32,14 @@ from typing import Any, Protocol
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.actions import Actions, launch_node, release, terminate_node
-from cloudlet.domain.compute_types import ComputeType
-from cloudlet.domain.node_address import node_address
-from cloudlet.domain.nodes import FAILED, NodeState
-from cloudlet.domain.quota import Tier
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.node_address import node_address
+from cloudlet.domain.compute.nodes import FAILED, NodeState
+from cloudlet.domain.compute.quota import Tier
 from cloudlet.domain.resources import ONLINE_DEPLOYMENTS
 from cloudlet.providers.base import NodeProvider
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import nodes as node_service
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import nodes as node_service
 from cloudlet.store.schema import Node, Workspace
 
 NODE_START_TIMEOUT_S = float(os.environ.get("CLOUDLET_ONLINE_NODE_START_TIMEOUT_S") or 120)

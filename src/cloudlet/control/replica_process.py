@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cloudlet.control.online_placement import replica_environment
-from cloudlet.domain import online_endpoints as rules
+from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox, user_environment
 from cloudlet.providers.local import sandbox_env
 

@@ -1,6 +1,6 @@
 """Decide and apply one cluster's size inside its pass's transaction (C7–C12).
 
-The decision itself is pure (``domain.autoscale.decide``); this gathers its inputs (typed
+The decision itself is pure (``domain.compute.autoscale.decide``); this gathers its inputs (typed
 scaling spec, quota and capacity headroom, locks), evicts low-priority nodes when dedicated
 demand finds no room, records the intents (new ``requested`` rows, ``terminating`` releases)
 and the cluster's status. The provider calls are the caller's to hand over, after commit.
@@ -16,16 +16,18 @@ from sqlalchemy.orm import Session
 
 from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.eviction import evict_low_priority
-from cloudlet.domain import autoscale
-from cloudlet.domain.compute_spec import ClusterScaling, cluster_scaling
-from cloudlet.domain.locks import scaling_block
-from cloudlet.domain.nodes import FAILED, HOLDING, SERVING, NodeState
-from cloudlet.domain.quota import Tier
+from cloudlet.domain.compute import autoscale
+from cloudlet.domain.compute.compute_spec import ClusterScaling, cluster_scaling
+from cloudlet.domain.compute.locks import scaling_block
+from cloudlet.domain.compute.nodes import FAILED, HOLDING, SERVING, NodeState
+from cloudlet.domain.compute.quota import Tier
 from cloudlet.providers.capacity import CapacityReading, CapacityReadings, free_nodes, location_capacity
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import job_status, quotas, workspaces
-from cloudlet.services import locks as lock_store
-from cloudlet.services import nodes as node_service
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import locks as lock_store
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.compute import quotas
+from cloudlet.services.jobs import job_status
 from cloudlet.store.schema import Compute, Job, Location, Node, Workspace
 
 

@@ -2,7 +2,7 @@
 
 An operation targets ``(resource_type, resource_id)``. Each type registers one ``StepSet``: how
 to load its target row, the ordered steps of each operation kind (its plans, from
-``domain/operation_plans.py``) and what a step does to the world, then to the record. The
+``domain/compute/operation_plans.py``) and what a step does to the world, then to the record. The
 operation reconciler looks the type up here and knows nothing about any type; computes are
 ``control/compute_steps.py``, and a new type (online endpoints, deployments) is one module like
 it, registered where the server is built.
@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.operation_plans import Plan
+from cloudlet.domain.compute.operation_plans import Plan
 from cloudlet.store.schema import Operation
 
 

@@ -27,12 +27,12 @@ from cloudlet.control.engine_status import apply_statuses
 from cloudlet.control.loop import one_item
 from cloudlet.control.node_records import NodeRecorder
 from cloudlet.control.provider_work import ProviderWork
-from cloudlet.domain.nodes import HOLDING, NodeEvent, NodeState, StuckAction, stuck_action
+from cloudlet.domain.compute.nodes import HOLDING, NodeEvent, NodeState, StuckAction, stuck_action
 from cloudlet.providers.base import NodeHandle, NodeProvider, SupportsNodeStatus
 from cloudlet.providers.capacity import CapacityReadings, ask_capacity
-from cloudlet.services import audit
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import Clock
+from cloudlet.services.access import audit
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.clock import Clock
 from cloudlet.store.schema import Node
 
 log = logging.getLogger("cloudlet.sweep")

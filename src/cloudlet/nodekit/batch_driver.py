@@ -32,7 +32,7 @@ import traceback
 from multiprocessing.pool import AsyncResult
 from typing import Any
 
-THRESHOLD_EXIT = 3  # domain.batch_endpoints.THRESHOLD_EXIT
+THRESHOLD_EXIT = 3  # domain.endpoints.batch_endpoints.THRESHOLD_EXIT
 _run: Any = None
 
 

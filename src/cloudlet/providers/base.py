@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cloudlet.domain.quota import Tier
+from cloudlet.domain.compute.quota import Tier
 
 
 class ProviderError(Exception):
@@ -28,7 +28,7 @@ class ProviderContext:
 
     home: Path
     installation_id: str = ""
-    # SSH providers: where host keys learned on first use are kept (``services/host_keys.py``'s
+    # SSH providers: where host keys learned on first use are kept (``services/compute/host_keys.py``'s
     # HostKeyBook; None: in memory only) and the scope they are kept under (the location's name).
     host_keys: Any = None
     scope: str = ""
@@ -106,7 +106,7 @@ PIN_HOST_ENV = "CLOUDLET_INSTANCE_HOST"  # the host the disk is on (the previous
 class HostsInstanceDisks(Protocol):
     """The provider keeps a compute instance's OS disk on the machine its node runs on (an SSH
     host), not on the control plane's: the request names the disk (``CLOUDLET_INSTANCE_DISK``,
-    ``services/instances.py``), the provider puts it on the host and starts the instance's next
+    ``services/compute/instances.py``), the provider puts it on the host and starts the instance's next
     node on the host its disk is on (``CLOUDLET_INSTANCE_HOST``, the previous node's ``host``)."""
 
     def remove_instance_disk(self, disk: str, host: str) -> None:

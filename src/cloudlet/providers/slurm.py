@@ -27,8 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cloudlet.domain.quota import Tier
-from cloudlet.domain.run_state import ExitReason
+from cloudlet.domain.compute.quota import Tier
+from cloudlet.domain.jobs.run_state import ExitReason
 from cloudlet.providers import slurm_commands as sc
 from cloudlet.providers.base import Capacity, NodeHandle, NodeRequest, NodeStatus, ProviderError
 from cloudlet.providers.local import NODE_SUBDIRS, agent_env, sandbox_env

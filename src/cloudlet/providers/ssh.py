@@ -6,7 +6,7 @@ The location's configuration (``SshConfig``) lists the hosts; the provider conne
 SFTP write and one command. The provider interface is synchronous and called from the control
 loops' threads: every SSH call runs on the provider's own event loop, on a thread of its own.
 
-Nodes are slices of a host (the size's cores and memory) or whole hosts (``domain/host_placement``).
+Nodes are slices of a host (the size's cores and memory) or whole hosts (``domain/compute/host_placement``).
 The provider owns its capacity (``CapacityOwner``): the hosts' cores, memory and GPUs, so the
 autoscaler places nodes by what the hosts have. ``list_nodes`` asks each host for the nodes of this
 installation (orphans after a crash included); a host that cannot be reached keeps its last listing,
@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 import asyncssh
 
-from cloudlet.domain.host_placement import HostRoom, Slice, place, total
-from cloudlet.domain.sizes import ISOLATED_SIZES
+from cloudlet.domain.compute.host_placement import HostRoom, Slice, place, total
+from cloudlet.domain.compute.sizes import ISOLATED_SIZES
 from cloudlet.providers import ssh_hosts
 from cloudlet.providers.base import (
     HOST_DISK_ENV,
@@ -118,7 +118,7 @@ class SshProvider:
     async def _connect_to(
         self, cfg: SshHostConfig, tunnel: asyncssh.SSHClientConnection | None
     ) -> asyncssh.SSHClientConnection:
-        """Log in, the host's key checked (``domain/host_keys.py``): a pinned ``host_key``, else
+        """Log in, the host's key checked (``domain/compute/host_keys.py``): a pinned ``host_key``, else
         the ``known_hosts`` file (asyncssh matches both), else the key recorded on first use."""
         recorded: tuple[str, str] | None = None
         known: Any

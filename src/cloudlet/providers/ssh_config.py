@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cloudlet.domain.host_keys import normalize
+from cloudlet.domain.compute.host_keys import normalize
 
 
 class SshHostConfig(BaseModel):

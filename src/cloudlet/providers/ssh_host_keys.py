@@ -1,5 +1,5 @@
 """SSH host-key checking for the SSH provider, with asyncssh's own hook
-(``SSHClient.validate_host_public_key``) and the pure rules of ``domain/host_keys.py``."""
+(``SSHClient.validate_host_public_key``) and the pure rules of ``domain/compute/host_keys.py``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Protocol
 
 import asyncssh
 
-from cloudlet.domain import host_keys
+from cloudlet.domain.compute import host_keys
 
 
 class HostKeyRefused(Exception):
@@ -15,7 +15,7 @@ class HostKeyRefused(Exception):
 
 
 class HostKeyStore(Protocol):
-    """Where keys learned on first use are kept (``services/host_keys.HostKeyBook``)."""
+    """Where keys learned on first use are kept (``services/compute/host_keys.HostKeyBook``)."""
 
     def lookup(self, scope: str, address: str, port: int) -> tuple[str, str] | None: ...
 
@@ -43,7 +43,7 @@ class MemoryHostKeys:
 
 class HostKeyJudge:
     """asyncssh's ``validate_host_public_key`` hook: called for a key asyncssh did not already
-    trust (pinned, known_hosts or recorded); the verdict is ``domain/host_keys.decide``'s."""
+    trust (pinned, known_hosts or recorded); the verdict is ``domain/compute/host_keys.decide``'s."""
 
     def __init__(
         self, where: str, fix: str, pinned: str | None, known: str | None, recorded: tuple[str, str] | None

@@ -5,9 +5,9 @@ Each step jumps the simulated clock to the next event, records what the world di
 pass for each cluster touched — the same four stages as ``control.clusters.ClusterReconciler``:
 
 1. record — done by the event handlers (the real pass learns the same facts from the store);
-2. schedule — ``domain.scheduling.schedule`` over the first ``SCHEDULE_WINDOW`` queued jobs and the
-   idle nodes, oldest first, as ``services.dispatch.schedule_compute`` does;
-3. decide — ``domain.autoscale.decide`` with the aggregate demand, quota headroom and node views;
+2. schedule — ``domain.jobs.scheduling.schedule`` over the first ``SCHEDULE_WINDOW`` queued jobs and the
+   idle nodes, oldest first, as ``services.jobs.dispatch.schedule_compute`` does;
+3. decide — ``domain.compute.autoscale.decide`` with the aggregate demand, quota headroom and node views;
 4. act — new nodes are recorded ``requested`` and the provider is asked for them; nodes to release
    drain and terminate (failed ones keep their state and only lose their machine).
 """
@@ -18,10 +18,10 @@ import math
 import random
 from collections.abc import Iterable
 
-from cloudlet.domain import autoscale, eviction
-from cloudlet.domain.nodes import FAILED, NodeEvent, NodeState
-from cloudlet.domain.quota import CoreHolder, QuotaLimits, Tier
-from cloudlet.domain.scheduling import schedule
+from cloudlet.domain.compute import autoscale, eviction
+from cloudlet.domain.compute.nodes import FAILED, NodeEvent, NodeState
+from cloudlet.domain.compute.quota import CoreHolder, QuotaLimits, Tier
+from cloudlet.domain.jobs.scheduling import schedule
 from cloudlet.providers.base import NodeHandle, NodeRequest, ProviderError
 from cloudlet.sim.clock import EventKind, EventQueue, SimClock
 from cloudlet.sim.provider import SimulatedProvider
@@ -184,7 +184,7 @@ class Simulator:
         if cluster is None or node is None:
             return
         # Its machine taken back (a low-priority node: only those get EVICTED events), by the
-        # server's own rule (domain/eviction).
+        # server's own rule (domain/compute/eviction).
         if eviction.refusal(eviction.Candidate(node.id, node.state, True), eviction.Cause.ENGINE):
             return
         job = node.job

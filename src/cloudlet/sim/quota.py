@@ -1,13 +1,13 @@
-"""Quota headroom for the simulator: ``domain.quota.node_headroom``, the arithmetic the server's
-``services.quotas.headroom_for_nodes`` uses too (which reads its holders from the store), with a
-short reason. A unit test checks it against ``domain.quota.check_request``.
+"""Quota headroom for the simulator: ``domain.compute.quota.node_headroom``, the arithmetic the server's
+``services.compute.quotas.headroom_for_nodes`` uses too (which reads its holders from the store), with a
+short reason. A unit test checks it against ``domain.compute.quota.check_request``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cloudlet.domain.quota import UNLIMITED_NODES, CoreHolder, QuotaLimits, Tier, node_headroom
+from cloudlet.domain.compute.quota import UNLIMITED_NODES, CoreHolder, QuotaLimits, Tier, node_headroom
 
 UNLIMITED = UNLIMITED_NODES
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from cloudlet.domain.autoscale import ClusterView, Demand, NodeView
-from cloudlet.domain.nodes import FINAL, NodeEvent, NodeState, next_node_state
-from cloudlet.domain.quota import Tier
-from cloudlet.domain.scheduling import QueuedJob
-from cloudlet.domain.sizes import VmSize
+from cloudlet.domain.compute.autoscale import ClusterView, Demand, NodeView
+from cloudlet.domain.compute.nodes import FINAL, NodeEvent, NodeState, next_node_state
+from cloudlet.domain.compute.quota import Tier
+from cloudlet.domain.compute.sizes import VmSize
+from cloudlet.domain.jobs.scheduling import QueuedJob
 
-# services.dispatch.SCHEDULE_WINDOW: the queued jobs one scheduling round looks at, in priority
+# services.jobs.dispatch.SCHEDULE_WINDOW: the queued jobs one scheduling round looks at, in priority
 # order (a unit test keeps the two equal; importing it here would pull the store into the simulator).
 SCHEDULE_WINDOW = 256
 
@@ -70,7 +70,8 @@ class SimNode:
         self.views[self.id] = self.view
 
     def advance(self, event: NodeEvent, now: float) -> None:
-        """``domain.nodes`` transitions, with the bookkeeping ``services.nodes.advance`` does."""
+        """``domain.compute.nodes`` transitions, with the bookkeeping ``services.compute.nodes.advance``
+        does."""
         self.state = next_node_state(self.state, event, self.id)
         if self.state is NodeState.IDLE:
             self.idle_since = now
@@ -102,7 +103,7 @@ class SimJob:
 
     @property
     def order(self) -> tuple[int, float, str]:
-        """``domain.scheduling.queue_order``'s key: priority, then FIFO, then name."""
+        """``domain.jobs.scheduling.queue_order``'s key: priority, then FIFO, then name."""
         return (-self.spec.priority, self.spec.submit_at, self.spec.name)
 
 
@@ -135,7 +136,7 @@ class ClusterState:
         self.failed = 0  # failed nodes whose machine is not released yet (not serving)
         self.queued_nodes = 0
         self.running_nodes = 0
-        self.holding = 0  # machines that exist (domain.nodes.HOLDING)
+        self.holding = 0  # machines that exist (domain.compute.nodes.HOLDING)
         self.totals = ClusterTotals()
 
     @property
@@ -177,5 +178,5 @@ class ClusterState:
         return len(self.nodes) - self.failed
 
     def held_cores(self) -> int:
-        """``services.quotas.cluster_nodes_held`` × vCPUs: machines, and at least min_instances."""
+        """``services.compute.quotas.cluster_nodes_held`` × vCPUs: machines, and at least min_instances."""
         return max(self.holding, self.spec.min_nodes) * self.spec.size.vcpus

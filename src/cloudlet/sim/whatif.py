@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cloudlet.domain.quota import Tier
-from cloudlet.domain.sizes import VmSize
+from cloudlet.domain.compute.quota import Tier
+from cloudlet.domain.compute.sizes import VmSize
 from cloudlet.sim.engine import ClusterSpec, JobSpec, SeriesPoint, Simulator
 from cloudlet.sim.trace import Trace
 

@@ -95,10 +95,10 @@ class Workspace(Base):
     # Administrator policy (I3): None or True allows compute instances with public SSH access.
     allow_ssh_public_access: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # Administrator setting: the size a job without ``compute`` runs serverless on (None: the
-    # built-in default, services.jobs.DEFAULT_INSTANCE_TYPE).
+    # built-in default, services.jobs.jobs.DEFAULT_INSTANCE_TYPE).
     default_instance_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # Administrator setting: GiB the workspace's data may take (None: the server's default,
-    # domain/uploads.py; uploads past it are refused).
+    # domain/assets/uploads.py; uploads past it are refused).
     storage_quota_gib: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_on: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
@@ -227,7 +227,7 @@ class Node(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
     # What the node is for: a compute (cluster or instance) or a job (serverless and local jobs),
-    # by type and row id; queries go through ``services/nodes.owned_by_*``. No foreign key: the
+    # by type and row id; queries go through ``services/compute/nodes.owned_by_*``. No foreign key: the
     # type decides the table, and a node's record outlives a deleted compute. owner_id is None
     # only on rows carried from stores older than 0008 whose owner was already gone.
     owner_type: Mapped[str] = mapped_column(String(16))
@@ -247,7 +247,7 @@ class Node(Base):
     gpus: Mapped[int] = mapped_column(Integer, default=0)
     tier: Mapped[str] = mapped_column(String(16))
     state: Mapped[str] = mapped_column(String(24), index=True)
-    # When it entered its state (epoch seconds): the stuck-state table's clock (domain/nodes.py).
+    # When it entered its state (epoch seconds): the stuck-state table's clock (domain/compute/nodes.py).
     state_since: Mapped[float] = mapped_column(Float)
     token_hash: Mapped[str] = mapped_column(String(64), index=True)
     resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -283,22 +283,22 @@ class Job(Base):
     compute_name: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     spec: Mapped[dict[str, Any]] = mapped_column()
     # The document's display_name (its first 256 characters), kept beside it so the job list's name
-    # search reads a column, not every job's JSON (services/job_search.py); filled from SPEC on
+    # search reads a column, not every job's JSON (services/jobs/job_search.py); filled from SPEC on
     # insert, whoever inserts.
     display_name: Mapped[str | None] = mapped_column(
         String(DISPLAY_NAME_KEPT), nullable=True, default=_display_name_of_spec
     )
-    # domain.job_kind.JobKind: "command" (pipeline, sweep and batch_scoring are reserved).
+    # domain.jobs.job_kind.JobKind: "command" (pipeline, sweep and batch_scoring are reserved).
     kind: Mapped[str] = mapped_column(String(32), default="command", server_default="command")
     # The job that made this one (a pipeline step, a sweep trial); None for a job submitted alone.
     parent_job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), nullable=True, index=True)
     # A child's name within its parent (a step's name, a trial's number): unique per parent.
     child_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    # What determines a pipeline step's outputs, hashed (domain.parent_jobs: step reuse), and the
+    # What determines a pipeline step's outputs, hashed (domain.jobs.parent_jobs: step reuse), and the
     # earlier job whose outputs a reused step took.
     reuse_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
     reused_from: Mapped[str | None] = mapped_column(String(128), nullable=True)
-    status: Mapped[str] = mapped_column(String(16), index=True)  # domain.job_status.JobStatus
+    status: Mapped[str] = mapped_column(String(16), index=True)  # domain.jobs.job_status.JobStatus
     status_message: Mapped[str | None] = mapped_column(Text, nullable=True)
     priority: Mapped[int] = mapped_column(Integer, default=2)
     instance_count: Mapped[int] = mapped_column(Integer, default=1)
@@ -329,7 +329,7 @@ Index(
     Job.priority.desc(),
     Job.submitted_at,
 )
-# The job list's pages (services/job_search.py), newest first with ties by id: the top-level list
+# The job list's pages (services/jobs/job_search.py), newest first with ties by id: the top-level list
 # (or one parent's children), all jobs, and the same under the filters the list is read with most.
 # The top-level one also carries the names, so a name search tests them in the index and reads only
 # the matching jobs' rows (2.4x faster over 100,000 jobs on SQLite).
@@ -385,7 +385,7 @@ class CodeAsset(Base):
 
 
 class Asset(Base):
-    """One version of a data, model or environment asset (``domain/assets.py``). ``spec`` is the
+    """One version of a data, model or environment asset (``domain/assets/assets.py``). ``spec`` is the
     validated document (its path an ``azureml://datastores/…`` URI or https); ``archived``
     versions are hidden from lists and ``@latest`` but still resolve by explicit version."""
 
@@ -448,7 +448,7 @@ class CodeVersion(Base):
 
 
 class AuditEntry(Base):
-    """Who changed what: written in the same transaction as the change (``services/audit.py``)."""
+    """Who changed what: written in the same transaction as the change (``services/access/audit.py``)."""
 
     __tablename__ = "audit_log"
     # Integer ids grow with insertion: pages run newest first by id, and a continuation token is
@@ -473,7 +473,7 @@ class Lease(Base):
     token: Mapped[int] = mapped_column(Integer, default=0)
 
 
-# -- experiment tracking (MLflow's tracking API, api/mlflow/; services/tracking.py) -------------
+# -- experiment tracking (MLflow's tracking API, api/mlflow/; services/tracking/tracking.py) -------------
 class TrackingExperiment(Base):
     """An MLflow experiment of a workspace. Times are MLflow's: milliseconds since the epoch."""
 
@@ -579,7 +579,7 @@ class TrackingLoggedModel(Base):
 
 
 class OnlineEndpoint(Base):
-    """A managed online endpoint (``domain/online_endpoints.py``): its validated spec (auth mode,
+    """A managed online endpoint (``domain/endpoints/online_endpoints.py``): its validated spec (auth mode,
     traffic, mirror traffic) and its two keys; the gateway (``services/online_gateway.py``) holds a
     copy in memory, refreshed after each change."""
 
@@ -634,7 +634,7 @@ class OnlineDeploymentMetrics(Base):
 
 
 class BatchEndpoint(Base):
-    """A batch endpoint (``domain/batch_endpoints.py``): its validated document (name, default
+    """A batch endpoint (``domain/endpoints/batch_endpoints.py``): its validated document (name, default
     deployment). Invoking it makes a ``batch_scoring`` job; it owns no nodes."""
 
     __tablename__ = "batch_endpoints"
@@ -664,7 +664,7 @@ class BatchDeployment(Base):
 
 
 class SshHostKey(Base):
-    """An SSH host's key, learned on first use (``domain/host_keys.py``): per ``scope`` (a location
+    """An SSH host's key, learned on first use (``domain/compute/host_keys.py``): per ``scope`` (a location
     name, or ``vm:<compute id>`` for an attached VM), address and port. ``refused_key``: the last
     different key the host presented (refused; ``location update --accept-host-key`` takes it)."""
 
@@ -683,7 +683,7 @@ class SshHostKey(Base):
 
 class StudioSession(Base):
     """A studio browser session, or a one-time sign-in link (``kind``), for a principal and the
-    API key it signed in with (``services/studio_sessions.py``). Only the SHA-256 of the cookie's
+    API key it signed in with (``services/access/studio_sessions.py``). Only the SHA-256 of the cookie's
     (or link's) random value is stored. Who the session stands for is checked on each request as
     an access token minted from that key is (``identity.issuer``): revoking the key or disabling
     the user ends it."""

@@ -22,9 +22,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from cloudlet.api.deps import AppState, Context, context, json_response
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.services import studio_sessions
-from cloudlet.services.context import Caller
-from cloudlet.services.studio_sessions import Issued
+from cloudlet.services.access import studio_sessions
+from cloudlet.services.access.studio_sessions import Issued
+from cloudlet.services.core.context import Caller
 from cloudlet.studio import shell
 from cloudlet.studio.pages import compute, home, job_live, job_page, jobs, quota
 from cloudlet.studio.session import (

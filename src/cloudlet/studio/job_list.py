@@ -16,9 +16,9 @@ import urllib.parse
 from dataclasses import dataclass
 
 from cloudlet.domain.errors import validation_error
-from cloudlet.domain.job_kind import JobKind
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.services.job_search import JobQuery, JobSort
+from cloudlet.domain.jobs.job_kind import JobKind
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.services.jobs.job_search import JobQuery, JobSort
 
 PAGE_SIZE = 50
 PAGE_SIZES = (25, 50, 100)

@@ -3,7 +3,7 @@
 ``StudioRoute`` (signed in) and ``StudioPublicRoute`` (sign-in form, static files) are the studio's
 route classes, as ``UserRoute`` is the API's (``api/routing.py``, whose plumbing they reuse: the
 request's store session, closed in the endpoint's thread). A signed-in route resolves the
-``cloudlet_studio`` cookie to the same ``Caller`` the REST API uses (``services/studio_sessions``,
+``cloudlet_studio`` cookie to the same ``Caller`` the REST API uses (``services/access/studio_sessions``,
 revalidated as access tokens are), and refuses a state-changing request without the session's
 CSRF token (form field ``csrf_token`` or header ``X-CSRF-Token``) or from another origin. Every
 response gets the security headers; every failure becomes a studio page, never a stack trace.
@@ -24,8 +24,8 @@ from fastapi.responses import RedirectResponse
 from cloudlet.api.deps import AppState
 from cloudlet.api.routing import _CloudletRoute
 from cloudlet.domain.errors import CloudletError, forbidden
-from cloudlet.services import studio_sessions
-from cloudlet.services.studio_sessions import Limits, Signed
+from cloudlet.services.access import studio_sessions
+from cloudlet.services.access.studio_sessions import Limits, Signed
 from cloudlet.studio.shell import PREFIX, error_page
 
 log = logging.getLogger("cloudlet.studio")

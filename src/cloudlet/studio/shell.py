@@ -21,10 +21,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from cloudlet import __version__
 from cloudlet.api.deps import Context
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.roles import Access
-from cloudlet.services import workspaces
-from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.core.context import Caller, WorkspaceRef
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Workspace
@@ -33,7 +33,7 @@ PREFIX = "/studio"  # every studio URL starts here (the session cookie's Path)
 STATIC = Path(__file__).parent / "static"
 ADMIN = "admin"  # an action only administrators take
 
-# What a role may do, by the services' rules (``domain/roles.py``: Reader reads, Contributor
+# What a role may do, by the services' rules (``domain/access/roles.py``: Reader reads, Contributor
 # writes, Owner manages; administrators are above every workspace). Pages add their actions here.
 ACTIONS: dict[str, Access | str] = {
     "read": Access.READ,

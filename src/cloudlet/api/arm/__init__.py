@@ -28,7 +28,7 @@ from fastapi import Depends, Request
 
 from cloudlet.api.deps import AppState, Context
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services.context import ARM_PROVIDER, WorkspaceRef
+from cloudlet.services.core.context import ARM_PROVIDER, WorkspaceRef
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Operation

@@ -1,6 +1,6 @@
 """Environments, data and models through the ARM facade (azure-ai-ml's ``ml.environments``,
 ``ml.data``, ``ml.models``): a thin translation (``api.arm.wire.arm_assets``) over the native asset use
-cases (``services.assets``), so every rule — versions immutable, ``@latest``, in-use deletes
+cases (``services.assets.assets``), so every rule — versions immutable, ``@latest``, in-use deletes
 refused, roles — is the native one. For each collection ``{c}`` (environments, data, models):
 
 - ``GET {c}`` containers (paged; ``listViewType``); ``GET {c}/{name}`` one (``latestVersion``,
@@ -27,13 +27,14 @@ from cloudlet.api.arm.wire import arm_assets
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import assets as rules
-from cloudlet.domain.assets import AssetKind
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.assets import assets as rules
+from cloudlet.domain.assets.assets import AssetKind
 from cloudlet.domain.errors import validation_error
-from cloudlet.domain.roles import Access
-from cloudlet.services import assets as asset_service
-from cloudlet.services import build_contexts, workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.assets import assets as asset_service
+from cloudlet.services.assets import build_contexts
+from cloudlet.services.core.context import WorkspaceRef
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Asset, Workspace

@@ -1,5 +1,6 @@
 """The ARM facade's batch endpoints (azure-ai-ml's ``batch_endpoints``, ``batch_deployments`` and
-``batch_endpoints.invoke``): translate with ``api/arm/wire/arm_batch.py``, call ``services/batch_endpoints``.
+``batch_endpoints.invoke``): translate with ``api/arm/wire/arm_batch.py``, call
+``services/endpoints/batch_endpoints``.
 
 Writes finish in their request (200/201 with ``provisioningState: Succeeded``: the SDK's poller is
 done at once). An endpoint's ``scoringUri`` is its ``…/invoke`` route on this TLS listener, which
@@ -19,11 +20,12 @@ from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, success
 from cloudlet.api.routes_batch_endpoints import Name
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain import batch_endpoints as rules
-from cloudlet.domain.roles import Access
-from cloudlet.services import batch_endpoints as service
-from cloudlet.services import codes, workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.endpoints import batch_endpoints as rules
+from cloudlet.services.access import workspaces
+from cloudlet.services.assets import codes
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.endpoints import batch_endpoints as service
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Job, Workspace

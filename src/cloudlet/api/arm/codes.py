@@ -4,11 +4,11 @@
    (then the SDK skips the upload);
 2. ``POST {ws}/codes/{name}/versions/{v}/startPendingUpload``: a signed URL into the Blob service;
 3. the SDK uploads the folder there (``api/blob.py``);
-4. ``PUT {ws}/codes/{name}/versions/{v}``: register it (``services/codes.register`` packs it into
+4. ``PUT {ws}/codes/{name}/versions/{v}``: register it (``services/assets/codes.register`` packs it into
    a native snapshot and checks its content hash);
 5. ``GET {ws}/codes/{name}/versions/{v}``.
 
-Thin: the rules are in ``services/codes.py``; the caller is authenticated by ``UserRoute``.
+Thin: the rules are in ``services/assets/codes.py``; the caller is authenticated by ``UserRoute``.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.bounds import MAX_TAGS, MAX_TEXT
 from cloudlet.domain.errors import not_found
-from cloudlet.domain.roles import Access
 from cloudlet.domain.validation import WHOLE_FLOAT
-from cloudlet.services import blob_sas, codes, workspaces
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import DEFAULT_DATASTORE
+from cloudlet.services.access import workspaces
+from cloudlet.services.assets import blob_sas, codes
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.storage import DEFAULT_DATASTORE
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import CodeVersion, Workspace

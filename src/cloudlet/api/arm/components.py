@@ -1,6 +1,6 @@
 """Components through the ARM facade (azure-ai-ml's ``ml.components``, and the anonymous components
 ``ml.jobs.create_or_update`` registers for a pipeline's steps): a thin translation
-(``api.arm.wire.arm_components``) over the native asset use cases (``services.assets``, kind
+(``api.arm.wire.arm_components``) over the native asset use cases (``services.assets.assets``, kind
 ``component``), so versions, ``@latest``, archive and immutability are the native rules.
 
 - ``GET components`` containers (paged; ``listViewType``); ``GET components/{name}`` one
@@ -36,10 +36,10 @@ from cloudlet.api.arm.wire import arm_assets, arm_components
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, success
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain.roles import Access
-from cloudlet.services import assets as asset_service
-from cloudlet.services import components as component_service
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.access.roles import Access
+from cloudlet.services.assets import assets as asset_service
+from cloudlet.services.assets import components as component_service
+from cloudlet.services.core.context import WorkspaceRef
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Asset, Workspace

@@ -1,6 +1,6 @@
 """ARM computes: get, list, put (create and update), patch, delete (Delete and Detach),
 start/stop/restart, listNodes; and per location: vmSizes, usages and the operation status that
-``Azure-AsyncOperation`` points at. Every rule is the native one (``services/computes.py``,
+``Azure-AsyncOperation`` points at. Every rule is the native one (``services/compute/computes.py``,
 ``quotas``, ``catalogue``); these routes only translate (``api/arm/wire/arm_compute.py``)."""
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, nullable, success
 from cloudlet.api.routes_admin import require_pool
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.roles import Access
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, locations, operations, quotas, workspaces
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import iso
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import computes, locations, operations, quotas
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.clock import iso
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.views import computes as compute_view
 
 if TYPE_CHECKING:

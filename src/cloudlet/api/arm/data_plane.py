@@ -1,6 +1,6 @@
 """The data plane's one call azure-ai-ml's ``jobs.download`` makes: ``POST /data/v1.0{ws}/dataversion/
 batchGetResolvedUris`` ``{values: [output id, …]}`` → ``{values: {id: {uri, type}}}``, for the
-output ids run history's ``rundata`` named (``api.arm.wire.arm_outputs``, ``services.job_outputs``)."""
+output ids run history's ``rundata`` named (``api.arm.wire.arm_outputs``, ``services.jobs.job_outputs``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from cloudlet.api.arm import WS
 from cloudlet.api.arm.wire import arm_outputs
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain.roles import Access
-from cloudlet.services import job_outputs, workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.access.roles import Access
+from cloudlet.services.access import workspaces
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import job_outputs
 
 DATA = "/data/v1.0" + WS
 MAX_IDS = 256  # a job's outputs, at most (the SDK asks for one job's at a time)

@@ -6,7 +6,7 @@ A datastore is a folder of the workspace (``DataRoot.datastore``); ``workspacebl
 exists. Its ``accountName`` makes the SDK's ``https://{accountName}.blob.{suffix}`` the Blob
 service's path-style URL: ``HOST:PORT/blob/ws<id>#`` turns the rest into a fragment, which the
 Azure clients drop. Contributors get a signature that reads and writes the datastore, Readers
-one that reads and lists; either ends with the caller's key, user or role (``services/blob_sas``).
+one that reads and lists; either ends with the caller's key, user or role (``services/assets/blob_sas``).
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from cloudlet.api.arm.codes import WS, blob_base
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import not_found
-from cloudlet.domain.roles import Access
-from cloudlet.services import blob_sas, workspaces
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import ARTIFACT_DATASTORE, DEFAULT_DATASTORE, DataRoot
+from cloudlet.services.access import workspaces
+from cloudlet.services.assets import blob_sas
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.storage import ARTIFACT_DATASTORE, DEFAULT_DATASTORE, DataRoot
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Workspace

@@ -22,12 +22,13 @@ from cloudlet.api.arm.wire import arm_outputs, arm_pipeline_jobs
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import errors
 from cloudlet.api.routing import PublicRoute, UserRoute
-from cloudlet.domain.job_spec import JOB_NAME_PATTERN
-from cloudlet.domain.roles import Access
-from cloudlet.services import job_children, job_outputs, signed_urls, workspaces
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.storage import read_beneath, relative_parts
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.jobs.job_spec import JOB_NAME_PATTERN
+from cloudlet.services.access import signed_urls, workspaces
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.storage import read_beneath, relative_parts
+from cloudlet.services.jobs import job_children, job_outputs
+from cloudlet.services.jobs import jobs as job_service
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Job

@@ -1,7 +1,7 @@
 """Jobs through the ARM facade (azure-ai-ml's ``jobs.create_or_update``, ``get``, ``list``,
 ``begin_cancel``): a thin translation (``api.arm.wire.arm_jobs`` for command jobs,
 ``api.arm.wire.arm_pipeline_jobs`` for pipelines and sweeps, by ``jobType``) over the same services as
-the native job routes (``services.jobs``: prepare, submission through the dispatch batcher, list
+the native job routes (``services.jobs.jobs``: prepare, submission through the dispatch batcher, list
 pages, cancel), so every rule — quota, placement, roles, names — is the native one. A pipeline's
 ``x-azureml-token`` is checked (``check_azureml_token``); a sweep's view names its best trial."""
 
@@ -20,13 +20,15 @@ from cloudlet.api.arm.wire import arm_batch, arm_jobs, arm_pipeline_jobs
 from cloudlet.api.deps import AML_RESOURCE_ID, AppState, Context, app_state, context, json_response
 from cloudlet.api.openapi import json_body
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.job_spec import JOB_NAME_PATTERN
-from cloudlet.domain.job_status import FINAL, JobStatus
-from cloudlet.domain.roles import Access
-from cloudlet.services import codes, identity, job_cancel, workspaces
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import Caller, WorkspaceRef
+from cloudlet.domain.jobs.job_spec import JOB_NAME_PATTERN
+from cloudlet.domain.jobs.job_status import FINAL, JobStatus
+from cloudlet.services.access import identity, workspaces
+from cloudlet.services.assets import codes
+from cloudlet.services.core.context import Caller, WorkspaceRef
+from cloudlet.services.jobs import job_cancel
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.views import jobs as native_jobs
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from cloudlet.api.deps import AML_RESOURCE_ID, PORTAL, AppState, Context, app_st
 from cloudlet.api.openapi import errors
 from cloudlet.api.routing import PublicRoute
 from cloudlet.domain.errors import CloudletError
-from cloudlet.services import identity
+from cloudlet.services.access import identity
 
 router = APIRouter(tags=["azureml"], route_class=PublicRoute)
 # Where the SDK would upload blobs (https://{account}.blob.{suffix}); the blob service sets its own.

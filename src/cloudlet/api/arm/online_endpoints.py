@@ -1,5 +1,6 @@
 """The ARM facade's online endpoints (azure-ai-ml's ``online_endpoints`` and ``online_deployments``):
-translate with ``api/arm/wire/arm_online.py``, call ``services/online_endpoints`` (the same rules as the
+translate with ``api/arm/wire/arm_online.py``, call ``services/endpoints/online_endpoints`` (the same rules as
+the
 native routes in ``api/routes_online.py``), tell the replica runtime after each commit.
 
 Long-running operations: an endpoint's PUT answers 200/201 with no polling header (body polling:
@@ -26,12 +27,13 @@ from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, nullable, success
 from cloudlet.api.routes_online import KEYS_SCHEMA, LOGS_SCHEMA
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain.online_endpoints import log_lines
-from cloudlet.domain.roles import Access
-from cloudlet.services import codes, workspaces
-from cloudlet.services import online_endpoints as service
-from cloudlet.services import online_writes as writes
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.endpoints.online_endpoints import log_lines
+from cloudlet.services.access import workspaces
+from cloudlet.services.assets import codes
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.endpoints import online_endpoints as service
+from cloudlet.services.endpoints import online_writes as writes
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace

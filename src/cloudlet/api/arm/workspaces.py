@@ -10,10 +10,11 @@ from fastapi import APIRouter, Depends, Response
 from cloudlet.api import arm
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
-from cloudlet.domain.roles import Access
-from cloudlet.services import tracking, workspaces
-from cloudlet.services.clock import iso
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.access.roles import Access
+from cloudlet.services.access import workspaces
+from cloudlet.services.core.clock import iso
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.tracking import tracking
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Workspace

@@ -1,4 +1,4 @@
-"""MLflow's REST tracking API, served from cloudlet's own store (services/tracking.py), under Azure
+"""MLflow's REST tracking API, served from cloudlet's own store (services/tracking/tracking.py), under Azure
 ML's paths so that both the plain MLflow client (an http/https tracking URI) and Azure ML's
 plugin find it:
 
@@ -11,7 +11,7 @@ The tracking URI of a workspace is the part before ``/api/2.0``. Errors answer i
 missing experiment by name is None, not an error).
 
 Callers: an API key or access token, or a job's own token (``MLFLOW_TRACKING_TOKEN`` in every
-job's environment, ``services/tracking_tokens.py``): until its job ends, it reads the workspace's
+job's environment, ``services/tracking/tracking_tokens.py``): until its job ends, it reads the workspace's
 experiments and reads and writes its job's run and its child jobs' runs, nothing else. Roles as
 everywhere: Reader reads, Contributor writes.
 """
@@ -31,12 +31,13 @@ from starlette.exceptions import HTTPException
 from cloudlet.api.arm import WS
 from cloudlet.api.deps import AppState, Context
 from cloudlet.api.routing import _CloudletRoute, authenticate_user, bearer_token
+from cloudlet.domain.access.roles import Access, Role
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.roles import Access, Role
-from cloudlet.domain.tracking import invalid
-from cloudlet.services import audit, tracking_tokens, workspaces
-from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.tracking_tokens import JOB_TOKEN_PREFIX, JobScope
+from cloudlet.domain.tracking.tracking import invalid
+from cloudlet.services.access import audit, workspaces
+from cloudlet.services.core.context import Caller, WorkspaceRef
+from cloudlet.services.tracking import tracking_tokens
+from cloudlet.services.tracking.tracking_tokens import JOB_TOKEN_PREFIX, JobScope
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Workspace

@@ -5,7 +5,7 @@ tracking URI to ``…/api/2.0/mlflow-artifacts/artifacts/<run id>/<path>``. The 
 workspace's default datastore at ``ExperimentRun/dcid.<run id>/<path>``: for a job, the same
 folder as its attempts' ``outputs`` and ``logs`` (``attempt-N/``), which ``jobs.download`` and
 ``cloudlet job download --all`` read. Paths from a request are opened beneath that folder without
-following links (the blob store's helpers, services/blob_store.py).
+following links (the blob store's helpers, services/assets/blob_store.py).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.mlflow import ARTIFACTS, MlflowRoute, may_read_run, run_writer, workspace
 from cloudlet.api.openapi import binary_body
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.roles import Access
-from cloudlet.domain.tracking import invalid
-from cloudlet.services import tracking
-from cloudlet.services.blob_store import BlobError, BlobStore, Upload, read_range
-from cloudlet.services.storage import DEFAULT_DATASTORE, relative_parts
+from cloudlet.domain.tracking.tracking import invalid
+from cloudlet.services.assets.blob_store import BlobError, BlobStore, Upload, read_range
+from cloudlet.services.core.storage import DEFAULT_DATASTORE, relative_parts
+from cloudlet.services.tracking import tracking
 
 router = APIRouter(tags=["mlflow"], route_class=MlflowRoute)
 MAX_ARTIFACT_BYTES = 5000 << 20

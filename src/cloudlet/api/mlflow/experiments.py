@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.mlflow import API, MlflowRoute, workspace
-from cloudlet.domain.roles import Access
-from cloudlet.domain.tracking import (
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.tracking.tracking import (
     KEY_PATTERN,
     MAX_EXPERIMENT_NAME_CHARS,
     MAX_KEY_CHARS,
@@ -18,7 +18,7 @@ from cloudlet.domain.tracking import (
     MAX_TAG_VALUE_CHARS,
     NAME_PATTERN,
 )
-from cloudlet.services import tracking_experiments as experiments
+from cloudlet.services.tracking import tracking_experiments as experiments
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import TrackingExperiment

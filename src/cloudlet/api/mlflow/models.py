@@ -20,9 +20,9 @@ from cloudlet.api.mlflow import (
     workspace,
 )
 from cloudlet.api.mlflow.experiments import KeyValue, Param
-from cloudlet.domain.roles import Access
-from cloudlet.domain.tracking import invalid
-from cloudlet.services import tracking_models as models
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.tracking.tracking import invalid
+from cloudlet.services.tracking import tracking_models as models
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import TrackingLoggedModel

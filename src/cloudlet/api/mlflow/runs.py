@@ -11,13 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.mlflow import API, MlflowRoute, readable_runs, run_reader, run_writer, workspace
 from cloudlet.api.mlflow.experiments import Key, KeyValue, Param, ViewType
-from cloudlet.domain import tracking as rules
-from cloudlet.domain.roles import Access
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.tracking import tracking as rules
 from cloudlet.domain.validation import WHOLE_FLOAT
-from cloudlet.services import tracking, tracking_reads, tracking_runs
-from cloudlet.services.tracking import MetricIn, RunView
-from cloudlet.services.tracking_experiments import DEFAULT_EXPERIMENT_ID
-from cloudlet.services.tracking_reads import RunData
+from cloudlet.services.tracking import tracking, tracking_reads, tracking_runs
+from cloudlet.services.tracking.tracking import MetricIn, RunView
+from cloudlet.services.tracking.tracking_experiments import DEFAULT_EXPERIMENT_ID
+from cloudlet.services.tracking.tracking_reads import RunData
 
 if TYPE_CHECKING:
     pass

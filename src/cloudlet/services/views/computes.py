@@ -7,21 +7,21 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from cloudlet.domain import attached_vms as vm_rules
-from cloudlet.domain import costs
-from cloudlet.domain.compute_spec import cluster_scaling
-from cloudlet.domain.compute_types import ComputeType
-from cloudlet.domain.instance_watch import explain
-from cloudlet.domain.lifecycle import allocation_state, cluster_target_nodes
-from cloudlet.domain.locks import Lock, scaling_block
-from cloudlet.domain.quota import Tier
-from cloudlet.domain.sizes import Catalogue
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import instance_activity, instance_reports, instances
-from cloudlet.services import locks as lock_store
-from cloudlet.services import nodes as node_service
-from cloudlet.services.clock import iso
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.compute import attached_vms as vm_rules
+from cloudlet.domain.compute import costs
+from cloudlet.domain.compute.compute_spec import cluster_scaling
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.instance_watch import explain
+from cloudlet.domain.compute.lifecycle import allocation_state, cluster_target_nodes
+from cloudlet.domain.compute.locks import Lock, scaling_block
+from cloudlet.domain.compute.quota import Tier
+from cloudlet.domain.compute.sizes import Catalogue
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import instance_activity, instance_reports, instances
+from cloudlet.services.compute import locks as lock_store
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.clock import iso
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.store.schema import Compute
 
 
@@ -34,7 +34,7 @@ def render(
     instance_status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``endpoint`` (the server's public URL) makes an instance's ``services`` absolute URLs;
-    ``instance_status`` (``domain.instance_watch.explain``) says why it is (not) idle, when it
+    ``instance_status`` (``domain.compute.instance_watch.explain``) says why it is (not) idle, when it
     stops, its next scheduled action and why it is Unusable."""
     body: dict[str, Any] = {
         **compute.spec,

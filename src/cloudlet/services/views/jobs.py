@@ -11,20 +11,21 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.job_kind import JobKind
-from cloudlet.services import assets as asset_service
-from cloudlet.services import job_children, job_wait, pipelines, sweeps, tracking
-from cloudlet.services import jobs as job_service
-from cloudlet.services.clock import iso
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.jobs import JobFields
+from cloudlet.domain.jobs.job_kind import JobKind
+from cloudlet.services.assets import assets as asset_service
+from cloudlet.services.core.clock import iso
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import job_children, job_wait, pipelines, sweeps
+from cloudlet.services.jobs import jobs as job_service
+from cloudlet.services.jobs.jobs import JobFields
+from cloudlet.services.tracking import tracking
 from cloudlet.store.schema import Job, JobRun
 
 
 def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[str, Any]:
     """The job as every front door shows it: ``render`` with the asset versions resolved at
     submission, its MLflow metrics and params, and a parent's children (a pipeline's graph and
-    outputs; a sweep's trials and best trial); a queued job's ``waiting`` (``services.job_wait``). The
+    outputs; a sweep's trials and best trial); a queued job's ``waiting`` (``services.jobs.job_wait``). The
     ARM facade translates this same view."""
     body = render(job, ref, job_service.runs_of(session, job), base_url)
     body["assets"] = asset_service.uses_view(session, job.id)

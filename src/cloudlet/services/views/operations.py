@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudlet.services.clock import iso
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.core.clock import iso
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.store.schema import Operation
 
 

@@ -2,7 +2,7 @@
 page (an instance's apps, SSH and schedules; a cluster's nodes and why it is or is not scaled, its
 min/max/idle form), the instance actions, and the one-click door to JupyterLab.
 
-Every write is one service call (``services.computes``, as the REST door makes it); the create
+Every write is one service call (``services.compute.computes``, as the REST door makes it); the create
 form and YAML are in ``compute_forms``. The lists refresh themselves (htmx polls a partial).
 """
 
@@ -16,15 +16,16 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
-from cloudlet.domain.compute_types import ATTACHED, ComputeType
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.compute.compute_types import ATTACHED, ComputeType
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.domain.roles import Access
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, instance_signin, locations, operations
-from cloudlet.services import instances as instance_service
-from cloudlet.services import locks as lock_store
-from cloudlet.services import nodes as node_service
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import instance_signin
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import computes, locations, operations
+from cloudlet.services.compute import instances as instance_service
+from cloudlet.services.compute import locks as lock_store
+from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.views import computes as compute_view
 from cloudlet.services.views import operations as operation_view
 from cloudlet.studio import shell

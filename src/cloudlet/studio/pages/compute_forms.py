@@ -13,13 +13,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
-from cloudlet.domain.compute_types import ComputeType
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.quota import Tier
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.quota import Tier
-from cloudlet.domain.roles import Access
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import computes, locations, size_picker
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import computes, locations, size_picker
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.studio import shell
 from cloudlet.studio.session import StudioRoute, form_of
 

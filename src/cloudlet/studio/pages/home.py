@@ -6,9 +6,9 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from cloudlet.api.deps import Context, context
-from cloudlet.services import computes
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.compute import computes
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute
 

@@ -18,12 +18,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import CloudletError, validation_error
-from cloudlet.domain.job_spec import JOB_NAME_PATTERN
-from cloudlet.domain.roles import Access
-from cloudlet.services import code_archives, job_documents
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.jobs.job_spec import JOB_NAME_PATTERN
+from cloudlet.services.assets import code_archives
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import job_documents
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute, form_of
 

@@ -23,11 +23,12 @@ from fastapi.responses import Response, StreamingResponse
 
 from cloudlet.api.deps import AppState, Context, context, dump_json, json_response
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.services import job_outputs, tracking
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import Caller, WorkspaceRef
-from cloudlet.services.job_status import FINAL_VALUES
-from cloudlet.services.storage import empty_tar
+from cloudlet.services.core.context import Caller, WorkspaceRef
+from cloudlet.services.core.storage import empty_tar
+from cloudlet.services.jobs import job_outputs
+from cloudlet.services.jobs import jobs as job_service
+from cloudlet.services.jobs.job_status import FINAL_VALUES
+from cloudlet.services.tracking import tracking
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute, resolve_session
 

@@ -17,12 +17,13 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import HTMLResponse
 
 from cloudlet.api.deps import Context, context
-from cloudlet.domain.job_kind import JobKind
-from cloudlet.domain.job_status import JobStatus
-from cloudlet.services import job_children, pipelines, tracking_reads
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import WorkspaceRef
-from cloudlet.services.job_status import FINAL_VALUES
+from cloudlet.domain.jobs.job_kind import JobKind
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import job_children, pipelines
+from cloudlet.services.jobs import jobs as job_service
+from cloudlet.services.jobs.job_status import FINAL_VALUES
+from cloudlet.services.tracking import tracking_reads
 from cloudlet.services.views import jobs as job_views
 from cloudlet.studio import shell
 from cloudlet.studio.pages.job_live import DEFAULT_LOG, JOB, clock, duration
@@ -61,7 +62,7 @@ def log_tree(files: dict[str, int]) -> list[LogFolder]:
 
 def waiting(job: Job) -> dict[str, Any] | None:
     """Why a queued or preparing job has not started, in words, when the job view does not say
-    (``waiting``, from ``services.job_wait``): the job's own status message."""
+    (``waiting``, from ``services.jobs.job_wait``): the job's own status message."""
     if job.status not in (JobStatus.QUEUED.value, JobStatus.PREPARING.value):
         return None
     return {"message": job.status_message or "waiting for its compute", "position": None, "ahead": None}

@@ -1,4 +1,4 @@
-"""Jobs: the list (server-side filters, sorts and pages from ``services.job_search``, its state in
+"""Jobs: the list (server-side filters, sorts and pages from ``services.jobs.job_search``, its state in
 the URL), cancel one or many, resubmit. Submitting, cloning and a job's YAML are in
 ``job_forms`` (their routes are added to this router). A job's own page (``…/jobs/{name}``) is
 another module's.
@@ -17,13 +17,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
+from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import validation_error
-from cloudlet.domain.job_spec import JOB_NAME_PATTERN
-from cloudlet.domain.job_status import FINAL
-from cloudlet.domain.roles import Access
-from cloudlet.services import computes, job_cancel, job_documents, job_search
-from cloudlet.services import jobs as job_service
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.domain.jobs.job_spec import JOB_NAME_PATTERN
+from cloudlet.domain.jobs.job_status import FINAL
+from cloudlet.services.compute import computes
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import job_cancel, job_documents, job_search
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.studio import job_list, shell
 from cloudlet.studio.pages import job_forms
 from cloudlet.studio.session import PREFIX, StudioRoute, form_lists_of

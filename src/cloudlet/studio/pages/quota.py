@@ -12,9 +12,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
 from cloudlet.domain.errors import CloudletError, forbidden
-from cloudlet.services import catalogue as catalogue_service
-from cloudlet.services import locations, quotas, workspaces
-from cloudlet.services.context import WorkspaceRef
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.compute import locations, quotas
+from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute, form_of
 

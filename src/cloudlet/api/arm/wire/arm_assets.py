@@ -1,6 +1,6 @@
 """Data, model and environment asset versions between the ARM shapes azure-ai-ml sends and parses
 (``{"properties": {"dataType", "dataUri", …}}``) and cloudlet's asset documents (the CLI v2 YAML
-shape ``domain/assets.py`` validates). Pure: the rules stay in ``domain/assets.py``.
+shape ``domain/assets/assets.py`` validates). Pure: the rules stay in ``domain/assets/assets.py``.
 
 - ``from_arm(kind, body, workspace_arm_id)``: the document to validate, and ``isArchived`` when the
   body says it (the SDK archives by PUTting the version with ``isArchived: true``);
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from cloudlet.domain.assets import COLLECTIONS, AssetKind
+from cloudlet.domain.assets.assets import COLLECTIONS, AssetKind
 from cloudlet.domain.errors import validation_error
 
 PROVIDER_TYPE = "Microsoft.MachineLearningServices/workspaces"

@@ -5,8 +5,8 @@ and ``PUT …/deployments/{d}`` ``{properties: {model: {referenceType: "Id", ass
 {codeId, scoringScript}, environmentId, compute, miniBatchSize, maxConcurrencyPerInstance,
 outputAction, outputFileName, retrySettings: {maxRetries, timeout}, errorThreshold, loggingLevel,
 resources: {instanceCount}, environmentVariables}}`` ↔ the CLI v2 documents of
-``domain.batch_endpoints``. A deployment's ``codeId`` is resolved to its snapshot by the caller
-(``services.codes.snapshot_for``) and passed in as ``code``.
+``domain.endpoints.batch_endpoints``. A deployment's ``codeId`` is resolved to its snapshot by the caller
+(``services.assets.codes.snapshot_for``) and passed in as ``code``.
 """
 
 from __future__ import annotations

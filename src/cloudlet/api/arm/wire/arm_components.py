@@ -1,7 +1,7 @@
 """Component versions between the ARM shape azure-ai-ml sends and parses
 (``{"properties": {"componentSpec": {...}, "isAnonymous", "isArchived", "properties", …}}``) and
-cloudlet's component documents (the CLI v2 ``commandComponent`` shape ``domain/components.py``
-validates). Pure: the rules stay in ``domain/components.py``. Recorded bodies:
+cloudlet's component documents (the CLI v2 ``commandComponent`` shape ``domain/assets/components.py``
+validates). Pure: the rules stay in ``domain/assets/components.py``. Recorded bodies:
 ``tests/data/arm_components/``.
 
 - ``from_arm(body, name, version)``: the document to validate and ``isArchived`` when the body says
@@ -26,9 +26,9 @@ from typing import Any
 
 from cloudlet.api.arm.wire.arm_assets import PROVIDER_TYPE, VersionRow, _system
 from cloudlet.api.arm.wire.arm_pipeline_jobs import pipeline_component_jobs, pipeline_component_jobs_to_arm
-from cloudlet.domain.components import ANONYMOUS_NAME
+from cloudlet.domain.assets.components import ANONYMOUS_NAME
 from cloudlet.domain.errors import validation_error
-from cloudlet.domain.job_spec import LITERAL_TYPES, literal_string
+from cloudlet.domain.jobs.job_spec import LITERAL_TYPES, literal_string
 
 COLLECTION = "components"
 # The version azure-ai-ml asks for by ``components.get(name)``: the component's default (latest).

@@ -2,7 +2,7 @@
 from cloudlet's own (the CLI v2 YAML shape, ``compute_spec.py``). Pure: no I/O.
 
 ``from_arm`` turns a ``PUT …/computes/{name}`` body into the native document that
-``services.computes`` validates (so every rule stays there); ``to_arm`` turns the native view
+``services.compute.computes`` validates (so every rule stays there); ``to_arm`` turns the native view
 (``services/views/computes.render``) into the ARM resource; ``arm_target`` names a native field by its
 ARM path in error answers.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cloudlet.domain import compute_types
-from cloudlet.domain.compute_spec import seconds_to_iso
-from cloudlet.domain.compute_types import ComputeType
+from cloudlet.domain.compute import compute_types
+from cloudlet.domain.compute.compute_spec import seconds_to_iso
+from cloudlet.domain.compute.compute_types import ComputeType
+from cloudlet.domain.compute.quota import Tier
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.quota import Tier
 
 ARM_COMPUTE_TYPE = "Microsoft.MachineLearningServices/workspaces/computes"
 ARM_TYPES: dict[str, str] = {
@@ -409,6 +409,6 @@ def _instance_to_arm(view: dict[str, Any]) -> dict[str, Any]:
 
 
 def node_to_arm(node: dict[str, Any]) -> dict[str, Any]:
-    """listNodes keeps Azure's keys only (``services.nodes.render`` adds cloudlet's detail)."""
+    """listNodes keeps Azure's keys only (``services.compute.nodes.render`` adds cloudlet's detail)."""
     keys = ("nodeId", "privateIpAddress", "publicIpAddress", "port", "nodeState", "runId")
     return {key: node.get(key) for key in keys}

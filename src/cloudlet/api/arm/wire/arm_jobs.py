@@ -277,7 +277,7 @@ def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = Non
     if isinstance(env, str):
         props["environmentId"] = _arm_environment(env, workspace_id)
     elif isinstance(env, Mapping) and env.get("name") and env.get("version"):
-        # a workspace environment, inlined at submission (services.assets.resolve_job)
+        # a workspace environment, inlined at submission (services.assets.assets.resolve_job)
         props["environmentId"] = f"{workspace_id}/environments/{env['name']}/versions/{env['version']}"
     if view.get("compute") and view.get("compute") not in ("serverless",):
         props["computeId"] = f"{workspace_id}/computes/{view['compute']}"

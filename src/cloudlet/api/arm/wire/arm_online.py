@@ -5,10 +5,10 @@ description, traffic, mirrorTraffic}}`` and ``PUT …/deployments/{d}`` ``{sku: 
 {endpointComputeType: Managed, model: <model version id>, codeConfiguration: {codeId, scoringScript},
 environmentId, environmentVariables, instanceType, requestSettings: {requestTimeout, maxQueueWait,
 maxConcurrentRequestsPerInstance}, livenessProbe/readinessProbe: {initialDelay, period, timeout,
-successThreshold, failureThreshold}}}`` ↔ the CLI v2 documents of ``domain.online_endpoints``
+successThreshold, failureThreshold}}}`` ↔ the CLI v2 documents of ``domain.endpoints.online_endpoints``
 (validated there). Durations are ISO 8601 on the wire, seconds (probes) or milliseconds (requests)
 in cloudlet. A deployment's ``codeId`` is resolved to its snapshot by the caller
-(``services.codes.snapshot_for``) and passed in as ``code``.
+(``services.assets.codes.snapshot_for``) and passed in as ``code``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Pipeline and sweep jobs in the ARM wire shape the azure-ai-ml SDK speaks, to and from
-cloudlet's pipeline and sweep documents (``domain.pipeline_jobs``, ``domain.sweep_jobs``). Pure.
+cloudlet's pipeline and sweep documents (``domain.jobs.pipeline_jobs``, ``domain.jobs.sweep_jobs``). Pure.
 
 A ``@dsl.pipeline`` arrives as ``PUT {ws}/jobs/{name}`` with ``{"properties": {"jobType":
 "Pipeline", "inputs", "outputs", "settings": {"default_compute", "continue_on_step_failure",
@@ -7,7 +7,7 @@ A ``@dsl.pipeline`` arrives as ``PUT {ws}/jobs/{name}`` with ``{"properties": {"
 {n: {"job_input_type": "literal", "value": "${{parent.inputs.x}}"}}, "outputs", …}}}}``: the top
 level camelCase, the steps snake_case (both are accepted in steps). Each step runs the component
 the SDK registered just before (an anonymous one, ``…/components/azureml_anonymous/versions/<hash>``),
-which the service resolves (``services.pipelines.resolve``).
+which the service resolves (``services.jobs.pipelines.resolve``).
 
 ``command(...).sweep(...)`` arrives with ``jobType: "Sweep"``: ``trial`` (``command``, ``codeId``,
 ``environmentId``, …), ``searchSpace`` in Azure's REST form (``{"lr": ["uniform", [0.01, 0.1]],

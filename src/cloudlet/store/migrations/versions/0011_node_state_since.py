@@ -1,4 +1,4 @@
-"""nodes.state_since: when each node entered its state, for the stuck-state table (domain/nodes.py)
+"""nodes.state_since: when each node entered its state, for the stuck-state table (domain/compute/nodes.py)
 
 Revision ID: 0011
 Revises: 0010

@@ -2,7 +2,7 @@
 
 ``child_key`` names a child within its parent (a step's name, a trial's number) and is unique per
 parent, so a parent-job pass repeated after a crash cannot submit a step twice. ``reuse_key`` is
-the hash of what determines a step's outputs (``domain.parent_jobs``); ``reused_from`` names the
+the hash of what determines a step's outputs (``domain.jobs.parent_jobs``); ``reused_from`` names the
 earlier job whose outputs a reused step took.
 
 Revision ID: 0017

@@ -1,7 +1,7 @@
 """job_runs.spec: a job's MLflow tracking token is no longer stored (issue 24, defect 5)
 
 Run specs kept the token in ``env.MLFLOW_TRACKING_TOKEN``, in plain text. It is now signed into a
-spec only as the spec leaves for its agent (``services/tracking_tokens.py``), and a stored spec
+spec only as the spec leaves for its agent (``services/tracking/tracking_tokens.py``), and a stored spec
 names the job whose token it gets (``tracking_token``: workspace, job, lifetime). This removes the
 stored tokens: a run not yet ended gets the claims instead (a spec sent again still carries a
 token); an ended one, nothing. Processes already running keep the token they were started with,

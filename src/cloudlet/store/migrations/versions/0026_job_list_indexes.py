@@ -1,7 +1,7 @@
 """job_list_indexes: the studio's job list pages read an index in their order (issue 27)
 
 With 100,000 jobs a first page, and a page under a status, compute or submitter filter, reads a
-page of index entries instead of sorting the workspace's jobs (services/job_search.py). A job's
+page of index entries instead of sorting the workspace's jobs (services/jobs/job_search.py). A job's
 display_name gets its own column (filled from the stored document), so the name search reads it
 instead of parsing every job's JSON.
 
@@ -41,7 +41,7 @@ def upgrade() -> None:
     op.execute(f"UPDATE jobs SET display_name = substr({extract}, 1, 256)")
     for name, columns in _INDEXES.items():
         op.create_index(name, "jobs", columns)
-    # The duration sort's key, the very expression services/job_search.py orders by.
+    # The duration sort's key, the very expression services/jobs/job_search.py orders by.
     duration = sa.text("coalesce(ended_at - started_at, -1.0)")
     op.create_index(
         "ix_jobs_list_duration", "jobs", ["workspace_id", "parent_job_id", duration, "submitted_at", "id"]

@@ -1,0 +1,1 @@
+"""Pure rules of access: workspace roles and what each allows."""

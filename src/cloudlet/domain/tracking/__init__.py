@@ -1,0 +1,1 @@
+"""Experiment tracking's pure rules, in MLflow's terms."""

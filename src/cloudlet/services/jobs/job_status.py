@@ -1,0 +1,127 @@
+"""Changing a job's status: the only code that writes ``jobs.status``.
+
+Two forms, one table (``domain.jobs.job_status``):
+
+- ``set_status`` changes a ``Job`` object the session holds. It checks the move against the table
+  and stamps the times the move implies; the object's flush writes it.
+- ``update_status`` changes a row in one plain ``UPDATE … WHERE id = :id AND status IN (<the
+  statuses that may become the target>)``. Placing jobs and recording exits write that way
+  because loading the job as an object cost more than the rest of their work; a ``Job`` object
+  the session holds for the row stays coherent with it (``store/rows.py``). The guard in the WHERE
+  makes an illegal move there as impossible as in the object form: the row is not matched, and
+  ``update_status`` raises rather than report a change that did not happen.
+
+Both take their columns from ``domain.jobs.job_status.changes``, so they cannot stamp differently.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Final, cast
+
+from sqlalchemy import Table, Update, bindparam, select, update
+from sqlalchemy.orm import Session, object_session
+
+from cloudlet.domain.errors import CloudletError, failure_text
+from cloudlet.domain.jobs import job_status
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.services.core import effects
+from cloudlet.store import rows
+from cloudlet.store.schema import Job
+
+log = logging.getLogger(__name__)
+
+
+class _Unchanged:
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED: Final = _Unchanged()  # leave the column as it is (None would clear it)
+
+# The status sets as plain strings, for SQL (a driver may bind an enum member by its name).
+ACTIVE_VALUES: tuple[str, ...] = tuple(s.value for s in job_status.IN_ORDER if s in job_status.ACTIVE)
+FINAL_VALUES: tuple[str, ...] = tuple(s.value for s in job_status.IN_ORDER if s in job_status.FINAL)
+WORKING_VALUES: tuple[str, ...] = tuple(s.value for s in job_status.IN_ORDER if s in job_status.WORKING)
+QUEUED: Final = JobStatus.QUEUED.value
+
+
+def set_status(
+    job: Job,
+    to: JobStatus,
+    now: float,
+    message: str | _Unchanged | None = UNCHANGED,
+    exit_code: int | _Unchanged | None = UNCHANGED,
+    error: dict[str, Any] | _Unchanged | None = UNCHANGED,
+) -> None:
+    """Move JOB to TO at NOW, or raise ``IllegalJobTransition`` (nothing changed then). Becoming
+    Running stamps ``started_at`` (kept when set: the first run's start stands); ending stamps
+    ``ended_at``; requeuing clears it. MESSAGE, EXIT_CODE and ERROR are written when given."""
+    for column, value in job_status.changes(job.status, to, now, job.name).items():
+        setattr(job, column, value)
+    if to is JobStatus.RUNNING and job.started_at is None:
+        job.started_at = now
+    if not isinstance(message, _Unchanged):
+        job.status_message = message
+    if not isinstance(exit_code, _Unchanged):
+        job.exit_code = exit_code
+    if not isinstance(error, _Unchanged):
+        job.error = error
+    if job.parent_job_id is not None:
+        effects.parent_work(object_session(job))
+
+
+@functools.cache
+def _guarded_update(to: JobStatus, columns: frozenset[str]) -> Update:
+    """``UPDATE jobs SET … WHERE id = :row_id AND status IN (sources of TO)``, built once per
+    (target, column set) like ``store.rows.update_row``'s statements."""
+    table = cast(Table, Job.__table__)
+    allowed = sorted(s.value for s in job_status.sources(to))
+    assert allowed, f"nothing may become {to.value}"
+    values = {name: bindparam(f"v_{name}", type_=table.c[name].type) for name in sorted(columns)}
+    return update(table).where(table.c.id == bindparam("row_id"), table.c.status.in_(allowed)).values(values)
+
+
+def status_update(to: JobStatus, now: float, columns: dict[str, Any]) -> tuple[Update, dict[str, Any]]:
+    """The guarded statement and its parameters for moving a job row to TO with COLUMNS beside it
+    (its id is bound as ``row_id`` by the caller). The status and times come from the table."""
+    stamped = {**columns, **job_status.stamps(to, now)}
+    params = {f"v_{name}": value for name, value in stamped.items()}
+    return _guarded_update(to, frozenset(stamped)), params
+
+
+def update_status(
+    session: Session,
+    job_id: int,
+    to: JobStatus,
+    now: float,
+    columns: dict[str, Any] | None = None,
+    child: bool = False,
+) -> None:
+    """Move the job row JOB_ID to TO in plain SQL, with COLUMNS beside it; raises
+    ``IllegalJobTransition`` when its status may not become TO. CHILD: the job has a parent (told
+    of the move once it commits). A ``Job`` object SESSION holds for the row takes the values."""
+    statement, params = status_update(to, now, columns or {})
+    held_object = rows.before_write(session, Job, job_id)
+    result = session.connection().execute(statement, {"row_id": job_id, **params})
+    if result.rowcount != 1:
+        current = session.connection().execute(select(Job.status).where(Job.id == job_id)).scalar()
+        job_status.transition(str(current), to, f"#{job_id}")  # raises: the row did not match
+        raise AssertionError(f"job #{job_id} moved to {to.value} but no row changed")
+    if held_object is not None:
+        rows.after_write(held_object, {name.removeprefix("v_"): value for name, value in params.items()})
+    if child:
+        effects.parent_work(session)
+
+
+def cannot_start(name: str, exc: Exception) -> tuple[str, dict[str, Any]]:
+    """(status message, error) of a job whose run specs could not be made as it was placed (e.g.
+    one stored before a limit it breaks existed): it fails alone, and the pass places the others."""
+    log.exception("job %s cannot start: its runs could not be made", name)
+    if isinstance(exc, CloudletError):
+        code, reason, target = exc.code, exc.message, exc.target
+    else:
+        code, reason, target = "JobCannotStart", failure_text(exc), None
+    error = {"code": code, "message": reason[:500], **({"target": target} if target else {})}
+    return f"the job cannot start: {reason}"[:500], error

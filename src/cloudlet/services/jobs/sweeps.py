@@ -1,0 +1,53 @@
+"""Sweep jobs: what ``job show`` says about one (its best trial, and each trial's values and metric).
+
+The decisions are ``domain.jobs.sweep_jobs``'s; this reads a sweep's trials and their primary metric
+(``services.tracking.tracking``) and hands them to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from cloudlet.domain.jobs import sweep_jobs
+from cloudlet.services.jobs import job_children
+from cloudlet.store.schema import Job
+
+# (session, job ids, metric key) → {job id: [(step, value), …]}
+# (``services.tracking.tracking.metric_history``).
+MetricHistory = Callable[[Session, Sequence[int], str], dict[int, list[tuple[int, float]]]]
+
+
+def view(session: Session, sweep: Job, kids: Sequence[Job], history: MetricHistory) -> dict[str, Any]:
+    """``{"objective", "best_trial", "trials": [{key, name, status, params, metric, reports}]}``:
+    ``metric`` is the trial's last value of the primary metric, ``reports`` how many it logged."""
+    doc = sweep.spec
+    metric = doc["objective"]["primary_metric"]
+    series = history(session, [kid.id for kid in kids], metric) if kids else {}
+    views = [job_children.view_of(kid, {metric: series.get(kid.id, [])}) for kid in kids]
+    best = sweep_jobs.best_trial(doc, views)
+    trials = []
+    for kid, child in zip(kids, views, strict=True):
+        values = sweep_jobs.series_of(doc, child)
+        trials.append(
+            {
+                "key": child.key,
+                "name": child.name,
+                "status": child.status.value,
+                "status_message": kid.status_message,
+                "params": sweep_jobs.params_of(doc, child),
+                "metric": values[-1] if values else None,
+                "reports": len(values),
+            }
+        )
+    return {
+        "objective": doc["objective"],
+        "sampling_algorithm": doc["sampling_algorithm"]["type"],
+        "max_total_trials": sweep_jobs.total_trials(doc),
+        "best_trial": None
+        if best is None
+        else {"key": best.key, "name": best.name, "metric": best.value, "params": dict(best.params)},
+        "trials": trials,
+    }
