@@ -24,8 +24,8 @@ class JobSearchParams:
     experiment: str | None = None
     tags: tuple[str, ...] = ()
     search: str | None = None
-    submitted_after: datetime | None = None
-    submitted_before: datetime | None = None
+    submitted_after: datetime | float | None = None
+    submitted_before: datetime | float | None = None
     include_children: bool = False
     orderby: str | None = None
     count: bool = False
@@ -45,8 +45,8 @@ class JobSearchParams:
             created_by=self.created_by,
             experiment=self.experiment,
             tags=self.tags,
-            submitted_from=self.submitted_after.timestamp() if self.submitted_after else None,
-            submitted_to=self.submitted_before.timestamp() if self.submitted_before else None,
+            submitted_from=_seconds(self.submitted_after),
+            submitted_to=_seconds(self.submitted_before),
             text=self.search or None,
             include_children=self.include_children,
             parent=parent,
@@ -74,8 +74,21 @@ NameSearch = Annotated[
     str | None,
     Query(alias="search", max_length=128, description="name or display name contains this, in any case"),
 ]
-SubmittedAfter = Annotated[datetime | None, Query(description="submitted at or after this time")]
-SubmittedBefore = Annotated[datetime | None, Query(description="submitted before this time")]
+# A time as ISO 8601 or as seconds since the epoch: what pydantic reads for a datetime, said as such.
+SubmittedAfter = Annotated[
+    datetime | float | None, Query(description="submitted at or after this time (ISO 8601, or epoch seconds)")
+]
+SubmittedBefore = Annotated[
+    datetime | float | None, Query(description="submitted before this time (ISO 8601, or epoch seconds)")
+]
+
+
+def _seconds(moment: datetime | float | None) -> float | None:
+    if moment is None:
+        return None
+    return moment.timestamp() if isinstance(moment, datetime) else float(moment)
+
+
 WithChildren = Annotated[bool, Query(description="also pipeline steps and sweep trials")]
 OrderBy = Annotated[str | None, Query(alias="$orderby", pattern=ORDER_PATTERN, description="e.g. 'name asc'")]
 CountToo = Annotated[bool, Query(alias="$count", description="also count the matches, up to 10,000")]
