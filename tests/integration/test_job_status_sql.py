@@ -133,3 +133,48 @@ def test_a_plain_sql_move_keeps_the_object_the_session_holds_coherent(tmp_path: 
         assert job is not None
         assert (job.status, job.attempt, job.ended_at, job.status_message) == ("Failed", 1, NOW + 1, "no")
     engine.dispose()
+
+
+def _second_job(engine: Engine) -> int:
+    with db.session_factory(engine)() as session, session.begin():
+        job = Job(
+            workspace_id=1,
+            name="k",
+            compute_name="cpu",
+            spec={"type": "command", "command": "true"},
+            status=JobStatus.QUEUED.value,
+            created_by="alice",
+            submitted_at=2.0,
+        )
+        session.add(job)
+        session.flush()
+        return job.id
+
+
+def test_a_batch_of_moves_is_guarded_row_by_row(tmp_path: Path) -> None:
+    """A scheduling round writes its moves in one executemany statement: legal ones write each
+    row with its own columns (a held object takes them); when one row may not move, the batch
+    raises naming it, and the rolled-back transaction leaves every row as it was."""
+    engine = db.make_engine(db.sqlite_url(tmp_path))
+    first = _store(engine)
+    second = _second_job(engine)
+    sessions = db.session_factory(engine)
+    with sessions() as session, session.begin():
+        held = session.get(Job, second)
+        assert held is not None
+        moves = [(first, NOW, {"attempt": 1}), (second, NOW + 1, {"attempt": 2})]
+        job_status.update_statuses(session, JobStatus.PREPARING, moves)
+        assert (held.status, held.attempt) == ("Preparing", 2)
+    with sessions() as session:
+        got = {job.id: (job.status, job.attempt) for job in session.query(Job)}
+        assert got == {first: ("Preparing", 1), second: ("Preparing", 2)}
+    with sessions() as session, session.begin():
+        job_status.update_status(session, second, JobStatus.FAILED, NOW + 2)
+    refused = pytest.raises(IllegalJobTransition, match=f"'#{second}' is Failed; it cannot become Running")
+    with refused, sessions() as session, session.begin():  # the raise rolls the transaction back
+        moves = [(first, NOW + 3, {}), (second, NOW + 3, {})]
+        job_status.update_statuses(session, JobStatus.RUNNING, moves)
+    with sessions() as session:
+        got = {job.id: (job.status, job.attempt) for job in session.query(Job)}
+        assert got == {first: ("Preparing", 1), second: ("Failed", 2)}
+    engine.dispose()

@@ -37,6 +37,26 @@ def update_row(session: Session, model: type[Any], row_id: object, changes: dict
     after_write(held_object, changes)
 
 
+def update_rows(session: Session, model: type[Any], changes: list[tuple[object, dict[str, Any]]]) -> None:
+    """``update_row`` for many rows: one executemany UPDATE per column set (a scheduling round
+    writes its nodes together). Held objects stay coherent as with ``update_row``."""
+    if len(changes) == 1:
+        update_row(session, model, *changes[0])
+        return
+    table = cast(Table, model.__table__)
+    by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
+    held_objects = []
+    for row_id, row_changes in changes:
+        params = {f"v_{name}": value for name, value in row_changes.items()}
+        by_columns.setdefault(frozenset(row_changes), []).append({"row_id": row_id, **params})
+        held_objects.append((before_write(session, model, row_id), row_changes))
+    connection = session.connection()
+    for columns, params_list in by_columns.items():
+        connection.execute(_update(table, columns), params_list)
+    for held_object, row_changes in held_objects:
+        after_write(held_object, row_changes)
+
+
 def before_write(session: Session, model: type[Any], row_id: object) -> Any | None:
     """The object SESSION holds for the row (None when it holds none), its pending changes
     flushed so that a plain UPDATE of the row comes after them, as it did in the code."""

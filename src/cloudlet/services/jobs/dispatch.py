@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, insert, or_, select
+from sqlalchemy import Select, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.compute import compute_types
@@ -24,7 +24,7 @@ from cloudlet.domain.jobs.scheduling import QueuedJob, schedule
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import exits, job_status, prepared_specs, run_specs
-from cloudlet.store.rows import update_row
+from cloudlet.services.jobs.placement_writes import PlacementWrites
 from cloudlet.store.schema import Compute, Job, JobRun, Node
 
 ASSIGNED, SENT, RUN_RUNNING, EXITED = RunState.ASSIGNED, RunState.SENT, RunState.RUNNING, RunState.EXITED
@@ -52,15 +52,17 @@ def _run_row(job_id: int, node_id: str, spec: dict[str, Any], now: float) -> dic
     }
 
 
-def _write_runs(session: Session, job_id: int, made: prepared_specs.Prepared, now: float) -> None:
-    """The attempt's runs, recorded as sent in one statement (ORM objects for a thousand runs cost
-    more than their insert; specs made before the lock come encoded), and queued in
+def _gather_runs(
+    session: Session, writes: PlacementWrites, job_id: int, made: prepared_specs.Prepared, now: float
+) -> None:
+    """The attempt's runs, to record as sent with the round's others (ORM objects for a thousand
+    runs cost more than their insert; specs made before the lock come encoded), and queued in
     ``session.info`` for delivery after commit."""
     specs = made.specs or []
     rows = [_run_row(job_id, node_id, spec, now) for node_id, spec in specs]
     for row, encoded in zip(rows, made.encoded or [], strict=False):
         row["spec"] = encoded
-    session.connection().execute(insert(JobRun), rows)
+    writes.runs.extend(rows)
     session.info.setdefault(DELIVERIES, []).extend(specs)
 
 
@@ -112,6 +114,7 @@ def place(
     data: DataRoot,
     server_url: str,
     compute: Compute | None = None,
+    writes: PlacementWrites | None = None,
 ) -> list[str]:
     """Start the job's next attempt on ``nodes`` (one per instance, in rank order). The run specs
     are recorded as sent and queued in ``session.info`` for delivery after commit.
@@ -119,7 +122,8 @@ def place(
     JOB is a row of ``_JOB_COLUMNS`` or a ``Job``; NODES are rows of (id, state, resources) or
     ``Node``s. The writes are plain SQL (a thousand-run attempt, and the tiny jobs of a busy
     cluster, cost more as ORM objects); objects the session holds for these rows stay coherent
-    with them (``store/rows.py``)."""
+    with them (``store/rows.py``). A scheduling round passes WRITES to gather its placements'
+    writes and execute them together at its end; without it they are written here."""
     now = time.time()
     number = job.attempt + 1
     child = job.parent_job_id is not None
@@ -133,14 +137,18 @@ def place(
         failed = {"status_message": message, "error": error}
         job_status.update_status(session, job.id, JobStatus.FAILED, now, failed, child=child)
         return []
+    gathered = writes if writes is not None else PlacementWrites()
     preparing = {"attempt": number, "status_message": _preparing_message(number, len(nodes))}
-    job_status.update_status(session, job.id, JobStatus.PREPARING, now, preparing, child=child)
-    _write_runs(session, job.id, made, now)
+    gathered.preparing.append((job.id, now, preparing))
+    gathered.child_moved |= child
+    _gather_runs(session, gathered, job.id, made, now)
     for node in nodes:
         changes: dict[str, Any] = {"current_run": job.name}
         if node.state == NodeState.IDLE.value:  # an instance's node may already run other jobs
             changes.update(node_service.transition(node.id, node.state, NodeEvent.ASSIGN, now))
-        update_row(session, Node, node.id, changes)
+        gathered.nodes.append((node.id, changes))
+    if writes is None:
+        gathered.write(session)
     return [node.id for node in nodes]
 
 
@@ -269,13 +277,15 @@ def _schedule_window(
     by_id = {n.id: n for n in idle}
     jobs = _jobs_to_place(session, [ids[p.job] for p in placements])
     wake: list[str] = []
+    writes = PlacementWrites()  # the round's placements are written together, after the loop
     for placement in placements:
         nodes = [by_id[i] for i in placement.nodes]
         try:
-            wake += place(session, jobs[ids[placement.job]], nodes, data, server_url, compute)
+            wake += place(session, jobs[ids[placement.job]], nodes, data, server_url, compute, writes)
         except prepared_specs.Deferred:  # the rest waits behind it, in priority order
             prepared_specs.want(session, compute.id)
             break
+    writes.write(session)
     return wake
 
 

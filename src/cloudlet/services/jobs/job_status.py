@@ -9,7 +9,9 @@ Two forms, one table (``domain.jobs.job_status``):
   because loading the job as an object cost more than the rest of their work; a ``Job`` object
   the session holds for the row stays coherent with it (``store/rows.py``). The guard in the WHERE
   makes an illegal move there as impossible as in the object form: the row is not matched, and
-  ``update_status`` raises rather than report a change that did not happen.
+  ``update_status`` raises rather than report a change that did not happen. ``update_statuses``
+  is the same for a scheduling round's placements, in executemany statements (its guard counts
+  the matched rows, and names an unmatched one).
 
 Both take their columns from ``domain.jobs.job_status.changes``, so they cannot stamp differently.
 """
@@ -20,7 +22,7 @@ import functools
 import logging
 from typing import Any, Final, cast
 
-from sqlalchemy import Table, Update, bindparam, select, update
+from sqlalchemy import Table, Update, bindparam, or_, select, update
 from sqlalchemy.orm import Session, object_session
 
 from cloudlet.domain.errors import CloudletError, failure_text
@@ -80,7 +82,9 @@ def _guarded_update(to: JobStatus, columns: frozenset[str]) -> Update:
     allowed = sorted(s.value for s in job_status.sources(to))
     assert allowed, f"nothing may become {to.value}"
     values = {name: bindparam(f"v_{name}", type_=table.c[name].type) for name in sorted(columns)}
-    return update(table).where(table.c.id == bindparam("row_id"), table.c.status.in_(allowed)).values(values)
+    # Plain binds, not ``IN (…)``: that renders its list per execution, which executemany refuses.
+    guard = or_(*(table.c.status == bindparam(f"from_{i}", value) for i, value in enumerate(allowed)))
+    return update(table).where(table.c.id == bindparam("row_id"), guard).values(values)
 
 
 def status_update(to: JobStatus, now: float, columns: dict[str, Any]) -> tuple[Update, dict[str, Any]]:
@@ -113,6 +117,43 @@ def update_status(
         rows.after_write(held_object, {name.removeprefix("v_"): value for name, value in params.items()})
     if child:
         effects.parent_work(session)
+
+
+def update_statuses(session: Session, to: JobStatus, moves: list[tuple[int, float, dict[str, Any]]]) -> None:
+    """``update_status`` for many job rows (id, now, columns) in one executemany statement per
+    column set: a scheduling round writes its placements together. The guard holds as there: when
+    fewer rows matched than were moved, ``IllegalJobTransition`` names an offending row (the
+    caller's transaction then rolls back what did match). Parents are told by the caller."""
+    connection = session.connection()
+    if len(moves) == 1 or not connection.dialect.supports_sane_multi_rowcount:
+        for job_id, now, columns in moves:  # rowcount per row is the only reliable guard check
+            update_status(session, job_id, to, now, columns)
+        return
+    by_columns: dict[frozenset[str], tuple[Update, list[dict[str, Any]]]] = {}
+    held_objects = []
+    for job_id, now, columns in moves:
+        statement, params = status_update(to, now, columns)
+        by_columns.setdefault(frozenset(params), (statement, []))[1].append({"row_id": job_id, **params})
+        held_objects.append((rows.before_write(session, Job, job_id), params))
+    for statement, params_list in by_columns.values():
+        if connection.execute(statement, params_list).rowcount != len(params_list):
+            _raise_unmatched(session, to, [params["row_id"] for params in params_list])
+    for held_object, params in held_objects:
+        if held_object is not None:
+            rows.after_write(held_object, {name.removeprefix("v_"): value for name, value in params.items()})
+
+
+def _raise_unmatched(session: Session, to: JobStatus, job_ids: list[int]) -> None:
+    """Raise ``IllegalJobTransition`` for a row among JOB_IDS the guarded UPDATE did not match:
+    one gone, or one whose status may not become TO (one already TO, when no other shows)."""
+    query = select(Job.id, Job.status).where(Job.id.in_(job_ids))
+    found = {row.id: row.status for row in session.connection().execute(query)}
+    for job_id in job_ids:
+        current = found.get(job_id)
+        if current != to.value:
+            job_status.transition(str(current), to, f"#{job_id}")  # raises: the row did not match
+    job_status.transition(to, to, f"one of #{', #'.join(map(str, job_ids[:5]))}")
+    raise AssertionError(f"{len(job_ids)} jobs moved to {to.value} but fewer rows changed")
 
 
 def cannot_start(name: str, exc: Exception) -> tuple[str, dict[str, Any]]:
