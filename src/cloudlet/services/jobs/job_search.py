@@ -79,25 +79,7 @@ class JobSearchPage:
     count_capped: bool = False
 
 
-_LISTED = (
-    Job.id,
-    Job.name,
-    Job.display_name,
-    Job.kind,
-    Job.parent_job_id,
-    Job.compute_name,
-    Job.spec,
-    Job.status,
-    Job.status_message,
-    Job.attempt,
-    Job.exit_code,
-    Job.error,
-    Job.warnings,
-    Job.created_by,
-    Job.submitted_at,
-    Job.started_at,
-    Job.ended_at,
-)
+_LISTED = (*job_service.LIST_COLUMNS, Job.display_name, Job.kind, Job.parent_job_id)
 # A job that has not ended sorts as shortest (-1): its duration is still growing, and a key that
 # changes with the clock would break paging. The expression of the index ix_jobs_list_duration.
 _DURATION = JOB_DURATION

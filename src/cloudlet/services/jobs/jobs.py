@@ -385,7 +385,7 @@ DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 # A page is read as plain rows of the columns a view shows (no ORM objects: a page of jobs is the
 # most expensive read clients poll), with statements built once per kind of filter.
-_LISTED = (
+LIST_COLUMNS = (  # what a job list shows of each job (also job_search's, which adds more)
     Job.id,
     Job.name,
     Job.compute_name,
@@ -405,7 +405,7 @@ _LISTED = (
 
 @functools.cache
 def _page_query(by_status: bool, by_compute: bool, after: bool, by_parent: bool = False) -> Select[Any]:
-    query = select(*_LISTED).where(Job.workspace_id == bindparam("ws"))
+    query = select(*LIST_COLUMNS).where(Job.workspace_id == bindparam("ws"))
     if by_status:
         query = query.where(Job.status == bindparam("status"))
     if by_compute:
