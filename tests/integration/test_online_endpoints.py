@@ -32,7 +32,7 @@ from cloudlet.client._rest import HttpResponseError
 from cloudlet.control.online_replicas import default_python
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
-from tests.jobs_helpers import served_for_inference
+from tests.jobs_helpers import served_for_inference, wait_until
 
 SCORE = """
 import json, os, time
@@ -280,7 +280,12 @@ def test_model_error_is_424(ml: MLClient, blue: dict[str, Any]) -> None:
     assert answer.status_code == 424, answer.text
     assert answer.headers["ms-azureml-model-error-statuscode"] == "500"
     assert "unexpected error occurred in scoring script" in answer.text  # the server's own words
-    assert "boom from run()" in ml.online_deployments.get_logs("ep1", "blue")  # the traceback
+    # The traceback, once the replica's process has written it (its log is its own file).
+    wait_until(
+        lambda: "boom from run()" in ml.online_deployments.get_logs("ep1", "blue"),
+        30,
+        "the traceback in the log",
+    )
 
 
 def test_init_failure_keeps_the_old_generation_and_says_why(

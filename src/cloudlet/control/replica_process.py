@@ -106,6 +106,7 @@ class ProcessReplicas:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": "/tmp" if sandbox.enabled else str(folder),
             "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",  # a traceback is in the log when the 424 is answered
             **added,  # the deployment's environment: VIRTUAL_ENV and its PATH
             # azmlinfsrv's own default; a deployment's environment_variables may raise it, as on Azure.
             "WORKER_COUNT": "1",
