@@ -136,6 +136,7 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
     predictions = Path(download.value.path()).read_text().splitlines()
     assert len(predictions) == 30, predictions
     assert sorted(predictions) == sorted(f"part-{p}.csv,{p * 10 + i}" for p in range(3) for i in range(10))
+    page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "batch-endpoint")
     axe_check(page)
 

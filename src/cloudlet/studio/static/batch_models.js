@@ -2,12 +2,14 @@
 // field), a .yml file read into its editor, a code archive uploaded at once (its snapshot id kept
 // in a hidden field), and a folder uploaded at once: an archive as it is, or a folder picked with
 // webkitdirectory packed here into a tar.gz (ustar + CompressionStream), its URI kept in a hidden
-// field. Text from the server or the user is only ever set as text.
-import { yamlEditor } from "./editor.js";
+// field. Text from the server or the user is only ever set as text. CodeMirror is imported only
+// by a page with an editor (the lists and a model's page do without its 140 KB).
 
 const csrfHeaders = () => JSON.parse(document.body.getAttribute("hx-headers") || "{}");
 
-for (const host of document.querySelectorAll(".editor[data-source]")) {
+const hosts = [...document.querySelectorAll(".editor[data-source]")];
+const { yamlEditor } = hosts.length ? await import("./editor.js") : {};
+for (const host of hosts) {
   const source = document.getElementById(host.dataset.source);
   if (!source) continue;
   const view = yamlEditor(host, source.value, { label: host.dataset.label });
