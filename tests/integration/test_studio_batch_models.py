@@ -144,6 +144,17 @@ def test_endpoint_and_deployment_from_yaml_then_invoke_an_uploaded_folder(
     with srv.client() as api:
         job = api.get(f"{srv.ws_path}/jobs/sb1").json()
         assert job["type"] == "batch_scoring" and job["inputs"]["data"]["path"] == uri
+    # The same folder as a data asset, picked from the workspace's data assets.
+    with srv.client() as api:
+        made_asset = api.post(f"{srv.ws_path}/data/rows/versions", json={"path": uri, "type": "uri_folder"})
+        assert made_asset.status_code == 201, made_asset.text
+    page = client.get(f"{ws}batch-endpoints/scorer")
+    assert '<option value="azureml:rows:1">' in page.text
+    picked = {**form, "source": "asset", "data_asset": "azureml:rows:1", "job_name": "sb3"}
+    assert client.post(f"{ws}batch-endpoints/scorer/invoke", data=picked).status_code == 303
+    with srv.client() as api:
+        job = api.get(f"{srv.ws_path}/jobs/sb3").json()
+        assert job["inputs"]["data"]["path"] in ("azureml:rows:1", uri), job["inputs"]
     empty = client.post(
         f"{ws}batch-endpoints/scorer/invoke", data={**form, "upload_uri": "", "job_name": "sb2"}
     )
@@ -208,9 +219,17 @@ def test_used_by_names_the_batch_deployment(srv: RunningServer, admin: tuple[htt
     fields = {"csrf_token": csrf, "yaml": deployment_yaml("with-model", "azureml:clf:1"), "code": code}
     added = client.post(f"{ws}batch-endpoints/scorer/deployments", data=fields)
     assert added.status_code == 303, added.text[-3000:]
+    with srv.client() as api:  # a job whose input is the model
+        job = {
+            "command": "ls ${{inputs.m}}",
+            "compute": f"azureml:{CLUSTER}",
+            "inputs": {"m": {"type": "custom_model", "path": "azureml:clf@latest"}},
+        }
+        assert api.put(f"{srv.ws_path}/jobs/uses-clf", json=job).status_code == 201
     page = client.get(f"{ws}models/clf/versions/1")
     used = page.text.split('id="used-by"')[1]
     assert "Batch deployment" in used and "with-model" in used and "azureml:clf:1" in used
+    assert f"{ws}jobs/uses-clf" in used and "inputs.m" in used
 
 
 def test_a_reader_sees_no_write_control_and_every_write_is_refused(

@@ -103,7 +103,6 @@ def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, text: str) -> Res
     except CloudletError as exc:
         if exc.status in (401, 403, 404):
             raise
-        ctx.session.rollback()
         return _endpoint_form(ctx, sub, rg, ws, text, exc)
     return RedirectResponse(shell.ws_url(ref, "batch-endpoints", name), status_code=303)
 
@@ -182,7 +181,6 @@ def _add_deployment(ctx: Context, sub: str, rg: str, ws: str, name: str, form: d
     except CloudletError as exc:
         if exc.status in (401, 403, 404):
             raise
-        ctx.session.rollback()
         return _endpoint_page(ctx, sub, rg, ws, name, exc.status, exc, text, code)
     return RedirectResponse(shell.ws_url(ref, "batch-endpoints", name), status_code=303)
 
@@ -209,10 +207,7 @@ async def upload_folder(
 
     def store() -> str:
         workspace, _ = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
-        service.get_endpoint(ctx.session, workspace, name)
-        uri = folder_uploads.store_folder(ctx.session, ctx.state.data, workspace, archive, folder)
-        ctx.session.commit()
-        return uri
+        return folder_uploads.store_folder(ctx.session, ctx.state.data, workspace, archive, folder)
 
     try:
         uri = await run_in_threadpool(store)
@@ -240,7 +235,6 @@ def _invoke(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str,
     except CloudletError as exc:
         if exc.status in (401, 403, 404):
             raise
-        ctx.session.rollback()
         return _endpoint_page(ctx, sub, rg, ws, name, exc.status, exc)
     return RedirectResponse(
         shell.ws_url(ref, "batch-endpoints", name) + f"?invoked={job.name}#invocations", status_code=303

@@ -136,7 +136,6 @@ def _register(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) ->
     except CloudletError as exc:
         if exc.status in (401, 403):
             raise
-        ctx.session.rollback()
         return _register_form(ctx, sub, rg, ws, form, exc)
     return RedirectResponse(shell.ws_url(ref, "models", name, "versions", asset.version), status_code=303)
 
@@ -158,9 +157,7 @@ async def upload(sub: str, rg: str, ws: str, request: Request, ctx: Context = De
 
     def store() -> str:
         workspace, _ = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
-        uri = folder_uploads.store_folder(ctx.session, ctx.state.data, workspace, archive, folder)
-        ctx.session.commit()
-        return uri
+        return folder_uploads.store_folder(ctx.session, ctx.state.data, workspace, archive, folder)
 
     try:
         uri = await run_in_threadpool(store)
