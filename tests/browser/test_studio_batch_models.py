@@ -158,7 +158,8 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
     page.get_by_label("Description").fill(HOSTILE)
     page.get_by_label("A job's output").check()
     page.get_by_label("Job", exact=True).select_option("walk-train")
-    page.get_by_label("Output", exact=True).fill("model")
+    page.locator("#model-output option[value='model']").wait_for(state="attached")  # the job's outputs
+    page.get_by_label("Output", exact=True).select_option("model")
     axe_check(page)
     screenshot(page, "model-register")
     page.get_by_role("button", name="Register").click()
@@ -190,8 +191,21 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
     )
     screenshot(page, "model-version")
     axe_check(page)
+    # A second version from files picked on this computer (packed and uploaded by the page).
     page.goto(ws_url(srv, "models", "walk-model"))
     axe_check(page)
+    page.get_by_role("link", name="Register a version").click()
+    page.wait_for_url("**/models/_new?name=walk-model")
+    picked = [
+        {"name": "model.pkl", "mimeType": "application/octet-stream", "buffer": b"weights v2\n"},
+        {"name": "conda.yaml", "mimeType": "text/yaml", "buffer": b"dependencies: [python=3.11]\n"},
+    ]
+    page.get_by_label("or files").set_input_files(files=picked)
+    page.locator("#upload-help", has_text="Uploaded upload (2 file(s))").wait_for()
+    page.get_by_role("button", name="Register").click()
+    page.wait_for_url("**/models/walk-model/versions/2")
+    assert page.locator("#model-files").get_by_role("link", name="conda.yaml").is_visible()
+    assert page.get_by_text("No job or deployment uses this version").is_visible()
     page.goto(ws_url(srv, "models"))
     page.get_by_role("link", name="walk-model").wait_for()
     screenshot(page, "models-list")

@@ -179,6 +179,13 @@ def used_by(session: Session, ws: Workspace, asset: Asset) -> list[Use]:
 
 
 # -- register from a job's output ----------------------------------------------------------------
+def outputs_of(session: Session, ws: Workspace, job_name: str) -> dict[str, dict[str, Any]]:
+    """The named outputs of job JOB_NAME (name → type and path), to pick one to register; empty
+    when there is no such job."""
+    job = session.scalar(select(Job).where(Job.workspace_id == ws.id, Job.name == job_name))
+    return job_outputs.outputs(session, job) if job is not None else {}
+
+
 def job_output_path(session: Session, ws: Workspace, uri: str) -> tuple[str, str]:
     """``azureml://jobs/<job>/outputs/<output>[/paths/<path>]`` as the datastore URI where that
     output is (``job_outputs.outputs``: its declared path, or the job's default folder), and the

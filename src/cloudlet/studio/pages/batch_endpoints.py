@@ -10,6 +10,7 @@ are created from their YAML in the editor. Every write is ``services/endpoints/b
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -256,7 +257,8 @@ def predictions(sub: str, rg: str, ws: str, name: str, job: str, ctx: Context = 
     workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
     found = batch_results.invocation(ctx.session, workspace, name, job)
     filename, body = batch_results.predictions(ctx.session, ctx.state.data, workspace, found)
-    headers = {"Content-Disposition": f'attachment; filename="{job}-{filename}"', "Cache-Control": "no-store"}
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{job}-{filename}")  # a header's safe characters
+    headers = {"Content-Disposition": f'attachment; filename="{safe}"', "Cache-Control": "no-store"}
     return Response(body, media_type="application/octet-stream", headers=headers)
 
 

@@ -9,6 +9,7 @@ output named as Azure names it: ``azureml://jobs/<job>/outputs/<output>/paths/<p
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -79,6 +80,8 @@ def _register_form(
         ctx.session, workspace, job_search.JobQuery(statuses=("Completed",), top=50)
     )
     status = error.status if error is not None else 200
+    job = form.get("job", "")
+    outputs = model_service.outputs_of(ctx.session, workspace, job) if job else {}
     return _render(
         ctx,
         "models_register.html",
@@ -86,6 +89,9 @@ def _register_form(
         rg,
         ws,
         status,
+        outputs=outputs,
+        chosen=form.get("output", ""),
+        picked=job,
         form=form,
         error=error,
         jobs=recent.jobs,
@@ -106,6 +112,18 @@ def register_page(
         "type": "custom_model",
     }
     return _register_form(ctx, sub, rg, ws, form)
+
+
+@router.get(WS + "/_outputs")
+def job_output_choices(
+    sub: str, rg: str, ws: str, job: str = "", ctx: Context = Depends(context)
+) -> HTMLResponse:
+    """The picked job's outputs as the form's Output choices (htmx swaps them in)."""
+    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    outputs = model_service.outputs_of(ctx.session, workspace, job) if job else {}
+    return shell.render_html(
+        ctx.request, "partials/model_outputs.html", ctx.caller, outputs=outputs, chosen="", picked=job
+    )
 
 
 def _path_of(form: dict[str, str]) -> str:
@@ -218,7 +236,7 @@ def download_file(
     workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
     asset = asset_service.get_version(ctx.session, workspace, "model", name, version)
     body = model_service.read_file(ctx.state.data, workspace, asset, path)
-    leaf = path.rsplit("/", 1)[-1].replace('"', "_").replace("\\", "_")
+    leaf = re.sub(r"[^A-Za-z0-9._-]", "_", path.rsplit("/", 1)[-1])  # a header's safe characters
     headers = {"Content-Disposition": f'attachment; filename="{leaf}"', "Cache-Control": "no-store"}
     return Response(body, media_type="application/octet-stream", headers=headers)
 
