@@ -116,6 +116,7 @@ def test_endpoint_and_deployment_from_yaml_then_invoke_an_uploaded_folder(
         f"{ws}batch-endpoints/scorer/deployments", data={**fields, "yaml": "name: green\ncompute: nope\n"}
     )
     assert refused.status_code == 400 and "compute" in refused.text
+    assert '<details class="add-deployment" open>' in refused.text  # the form, open at its error
     upload = client.post(
         f"{ws}batch-endpoints/scorer/upload?folder=rows",
         content=zipped({"a.csv": "1\n2\n", "sub/b.csv": "3\n"}),
@@ -159,6 +160,7 @@ def test_endpoint_and_deployment_from_yaml_then_invoke_an_uploaded_folder(
         f"{ws}batch-endpoints/scorer/invoke", data={**form, "upload_uri": "", "job_name": "sb2"}
     )
     assert empty.status_code == 400 and "upload a folder first" in empty.text
+    assert '<details class="add-deployment">' in empty.text  # not the deployment form's error
 
 
 def test_register_a_model_from_an_upload_its_files_and_archive(

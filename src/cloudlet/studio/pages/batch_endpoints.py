@@ -128,11 +128,12 @@ def _endpoint_page(
     error: CloudletError | None = None,
     deployment_text: str = DEPLOYMENT_EXAMPLE,
     code: str = "",
+    deployment_error: bool = False,  # ERROR is the deployment form's: open it, mark its line
 ) -> HTMLResponse:
     workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
     endpoint = service.get_endpoint(ctx.session, workspace, name)
     jobs = service.invocations(ctx.session, workspace, name)[:100]
-    line = job_documents.line_of(deployment_text, error.target) if error is not None else None
+    line = job_documents.line_of(deployment_text, error.target) if error and deployment_error else None
     return _render(
         ctx,
         "batch_endpoint.html",
@@ -148,6 +149,7 @@ def _endpoint_page(
         error=error,
         error_line=line,
         deployment_text=deployment_text,
+        deployment_error=deployment_error,
         code=code,
     )
 
@@ -182,7 +184,7 @@ def _add_deployment(ctx: Context, sub: str, rg: str, ws: str, name: str, form: d
     except CloudletError as exc:
         if exc.status in (401, 403, 404):
             raise
-        return _endpoint_page(ctx, sub, rg, ws, name, exc.status, exc, text, code)
+        return _endpoint_page(ctx, sub, rg, ws, name, exc.status, exc, text, code, deployment_error=True)
     return RedirectResponse(shell.ws_url(ref, "batch-endpoints", name), status_code=303)
 
 
