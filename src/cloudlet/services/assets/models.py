@@ -132,7 +132,9 @@ class Use:
     status: str = ""  # a job's
 
 
-def _names_it(model: Any, asset: Asset, latest_id: int | None) -> bool:
+def names_version(model: Any, asset: Asset, latest_id: int | None) -> bool:
+    """Whether a deployment's MODEL value names version ASSET (``latest_id``: the id of its
+    name's latest version, which ``@latest`` or a container's id names)."""
     if not isinstance(model, str):
         return False
     try:
@@ -164,7 +166,7 @@ def used_by(session: Session, ws: Workspace, asset: Asset) -> list[Use]:
         .order_by(OnlineEndpoint.name, OnlineDeployment.name)
     )
     for endpoint, name, spec in online:
-        if _names_it(spec.get("model"), asset, latest_id):
+        if names_version(spec.get("model"), asset, latest_id):
             out.append(Use("online", name, endpoint, str(spec["model"])))
     batch = session.execute(
         select(BatchEndpoint.name, BatchDeployment.name, BatchDeployment.spec)
@@ -173,7 +175,7 @@ def used_by(session: Session, ws: Workspace, asset: Asset) -> list[Use]:
         .order_by(BatchEndpoint.name, BatchDeployment.name)
     )
     for endpoint, name, spec in batch:
-        if _names_it(spec.get("model"), asset, latest_id):
+        if names_version(spec.get("model"), asset, latest_id):
             out.append(Use("batch", name, endpoint, str(spec["model"])))
     return out
 
