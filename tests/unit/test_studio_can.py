@@ -10,6 +10,7 @@ from cloudlet.services.core.context import Caller
 from cloudlet.studio.shell import ACTIONS, can
 
 WS = 7
+WRITES = {"job.create", "job.cancel", "compute.create", "compute.act", "batch.write", "model.write"}
 
 
 def caller(role: Role | None = None, is_admin: bool = False) -> Caller:
@@ -20,8 +21,8 @@ def caller(role: Role | None = None, is_admin: bool = False) -> Caller:
     ("role", "allowed"),
     [
         (Role.READER, {"read"}),
-        (Role.CONTRIBUTOR, {"read", "job.create", "job.cancel", "compute.create", "compute.act"}),
-        (Role.OWNER, {"read", "job.create", "job.cancel", "compute.create", "compute.act", "role.assign"}),
+        (Role.CONTRIBUTOR, {"read", *WRITES}),
+        (Role.OWNER, {"read", *WRITES, "role.assign"}),
         (None, set()),
     ],
 )

@@ -41,6 +41,8 @@ ACTIONS: dict[str, Access | str] = {
     "job.cancel": Access.WRITE,
     "compute.create": Access.WRITE,
     "compute.act": Access.WRITE,  # start, stop, restart, delete, resize
+    "batch.write": Access.WRITE,  # batch endpoints and deployments: create, invoke
+    "model.write": Access.WRITE,  # register, archive, restore
     "role.assign": Access.MANAGE,
     "quota.raise": ADMIN,
 }

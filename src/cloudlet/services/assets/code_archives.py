@@ -29,15 +29,21 @@ GZIP_MAGIC = b"\x1f\x8b"
 def store(session: Session, data: DataRoot, workspace: Workspace, archive: bytes) -> str:
     """Store ARCHIVE (a .zip or .tar.gz, told by its first bytes) as a code snapshot of the
     workspace (committed, within its storage quota); the document's ``code`` value for it."""
-    if archive.startswith(ZIP_MAGIC):
-        archive = _repack_zip(archive)
-    elif archive.startswith(GZIP_MAGIC):
-        _check_tar(archive)
-    else:
-        raise validation_error(FIELD, "the code archive must be a .zip or a .tar.gz")
+    archive = as_tar_gz(archive)
     digest = hashlib.sha256(archive).hexdigest()
     codes.upload_snapshot(session, data, workspace, digest, archive)
     return f"codes/{digest}"
+
+
+def as_tar_gz(archive: bytes) -> bytes:
+    """ARCHIVE (a .zip or .tar.gz, told by its first bytes) as a checked tar.gz of files and
+    folders under safe relative names (a .zip repacked)."""
+    if archive.startswith(ZIP_MAGIC):
+        return _repack_zip(archive)
+    if archive.startswith(GZIP_MAGIC):
+        _check_tar(archive)
+        return archive
+    raise validation_error(FIELD, "the archive must be a .zip or a .tar.gz")
 
 
 def _safe_name(name: str) -> str:
