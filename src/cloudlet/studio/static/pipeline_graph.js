@@ -209,6 +209,13 @@ function panZoom(drawing, world, size) {
     }
   };
   fit();
+  // The side panel narrows the view (and closing it widens it): the drawing keeps its centre.
+  let width = view.clientWidth;
+  new ResizeObserver(() => {
+    at.x += (view.clientWidth - width) / 2;
+    width = view.clientWidth;
+    apply();
+  }).observe(view);
   return {fit, show, at};
 }
 
@@ -270,7 +277,7 @@ function fillPanel(step) {
     badge.className = "reused-badge";
     badge.textContent = "Reused";
     reused.append(badge, document.createTextNode(" from "), link(step.reused_url, step.reused_from, "mono"));
-    row(facts, "Outputs", reused);
+    row(facts, "Reused", reused);
   }
   row(facts, "Started", step.started);
   row(facts, "Ended", step.ended);

@@ -29,8 +29,12 @@ function metricChart(figure, body, old) {
   if (old) { old.setData(columns); return old; }
   const options = {
     width: Math.max(320, area.clientWidth || 480), height: 300,
-    scales: {x: {time: false}},
-    axes: [{label: "trial"}, {label: body.metric}],
+    // Half a trial and a little of the metric's span around the points, so none sits on the frame.
+    scales: {
+      x: {time: false, range: (u, low, high) => [low - 0.5, high + 0.5]},
+      y: {range: (u, low, high) => { const pad = (high - low) * 0.08 || Math.abs(low) * 0.1 || 1; return [low - pad, high + pad]; }},
+    },
+    axes: [{label: "trial", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]}, {label: body.metric}],
     series: [
       {label: "trial"},
       pointsOnly("trial", "#0f62c6", "#0f62c6", 8),
