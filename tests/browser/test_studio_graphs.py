@@ -157,3 +157,40 @@ def test_a_metric_named_with_markup_stays_text(studio_srv: RunningServer, jobs: 
     assert HOSTILE in page.locator("#metric-chart figcaption").inner_text()
     assert page.locator("#parallel .pc-line").count() == 0  # no trial reported it
     axe_check(page)
+
+
+# The chart module on its own (as sweep_charts.js calls it): a numeric axis runs from its smallest
+# value (bottom) to its largest (top), linearly or (a log-uniform parameter) logarithmically; a
+# categorical one spaces its values; lines coloured by the metric.
+DRAW_NUMERIC = """async () => {
+  const {parallelCoordinates} = await import("/studio/static/parallel_coords.js");
+  const host = document.createElement("div");
+  document.querySelector("main").append(host);
+  const rows = [0.001, 0.01, 0.1].map((lr, i) => ({id: String(i), label: String(i), metric: 1 - i / 4,
+    values: {lr, opt: i ? "adam" : "sgd", log_lr: lr, loss: 1 - i / 4}, stopped: false, best: i === 2}));
+  const axes = [{name: "lr", kind: "number"}, {name: "opt", kind: "category", values: ["sgd", "adam"]},
+    {name: "log_lr", kind: "number", log: true}, {name: "loss", kind: "number"}];
+  const lines = parallelCoordinates(host, {axes, rows, goal: "minimize"});
+  const ys = [...lines.values()].map((l) => [...l.points].map((p) => p.y));
+  const ticks = [...host.querySelectorAll(".pc-tick")].map((t) => t.textContent);
+  const strokes = [...lines.values()].map((l) => l.getAttribute("stroke"));
+  host.remove();
+  return {ys, ticks, strokes};
+}"""
+
+
+def test_the_parallel_coordinates_scale_numeric_axes_and_space_categories(
+    studio_srv: RunningServer, page: Any
+) -> None:
+    sign_in(page, studio_srv)
+    drawn = page.evaluate(DRAW_NUMERIC)
+    lr = [ys[0] for ys in drawn["ys"]]
+    assert lr[0] > lr[1] > lr[2]  # SVG y grows downwards: the largest lr is drawn highest
+    assert lr[1] - lr[2] > 10 * (lr[0] - lr[1]) * 0.9  # linear: 0.01 sits near 0.001, far from 0.1
+    opt = [ys[1] for ys in drawn["ys"]]
+    assert opt[1] == opt[2] != opt[0]  # two trials chose adam: one slot
+    assert drawn["ticks"][:3] == ["0.001", "0.0505", "0.1"] and drawn["ticks"][3:5] == ["sgd", "adam"]
+    log_lr = [ys[2] for ys in drawn["ys"]]
+    assert abs((log_lr[0] - log_lr[1]) - (log_lr[1] - log_lr[2])) < 0.01  # a log axis: evenly apart
+    assert drawn["ticks"][5:8] == ["0.001", "0.01", "0.1"]
+    assert drawn["strokes"][2] == "rgb(28,126,214)" and drawn["strokes"][0] == "rgb(232,89,12)"  # best, worst

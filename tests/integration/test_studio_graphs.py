@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningServer
+from tests.integration.test_studio_sessions import new_user
 from tests.jobs_helpers import served, submit, wait_job
 from tests.studio_http import sign_in, studio_client
 
@@ -134,13 +135,22 @@ def test_the_graph_names_its_edges_and_a_rerun_marks_its_reused_steps(srv: Runni
         assert f'href="{job_url(srv, "graph-one")}/graph"' in tab.text  # "Open full page"
 
 
-def test_a_job_of_another_kind_has_no_graph_or_trials(srv: RunningServer) -> None:
-    with srv.client() as api, studio_client(srv) as client:
+def test_a_job_of_another_kind_has_no_graph_or_trials_and_an_outsider_sees_none(srv: RunningServer) -> None:
+    with srv.client() as api, studio_client(srv) as client, studio_client(srv) as outsider:
         submit(api, srv, "plain-job", {"command": "true", "compute": "local"})
+        submit(api, srv, "closed-pipe", pipeline_doc())
         sign_in(client, srv.api_key)
         for suffix in ("/graph", "/graph.json", "/trials.json"):
             assert client.get(job_url(srv, "plain-job") + suffix).status_code == 404, suffix
         assert client.get(job_url(srv, "nope") + "/graph").status_code == 404
+        with studio_client(srv) as reader:  # a Reader of the workspace sees the graph: read-only
+            sign_in(reader, new_user(api, srv, "graph-reader"))
+            seen = reader.get(job_url(srv, "closed-pipe") + "/graph")
+            assert seen.status_code == 200 and seen.text.count('method="post"') == 1  # sign-out alone
+        sign_in(outsider, new_user(api, srv, "no-role", role=None))
+        for suffix in ("/graph", "/graph.json"):
+            refused = outsider.get(job_url(srv, "closed-pipe") + suffix)
+            assert refused.status_code == 404 and "prepare" not in refused.text, suffix
 
 
 def test_a_trial_stopped_by_the_policy_is_marked_early_terminated(srv: RunningServer) -> None:

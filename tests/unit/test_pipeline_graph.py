@@ -97,3 +97,19 @@ def test_component_in_words() -> None:
     assert component_of({"component": "azureml:train:1"}) == "azureml:train:1"
     assert component_of({"component": {"type": "command", "command": "x"}}) == "inline command component"
     assert component_of({"type": "parallel"}) == "inline parallel"
+
+
+def test_a_sweep_parameter_axis_is_categorical_for_a_choice_and_log_for_a_log_law() -> None:
+    from cloudlet.studio.pages.job_graphs import _axis
+
+    assert _axis("opt", {"type": "choice", "values": ["sgd", "adam"]}) == {
+        "name": "opt",
+        "kind": "category",
+        "values": ["sgd", "adam"],
+    }
+    assert _axis("lr", {"type": "loguniform", "min_value": -6, "max_value": 0})["log"] is True
+    assert _axis("drop", {"type": "uniform", "min_value": 0, "max_value": 1}) == {
+        "name": "drop",
+        "kind": "number",
+        "log": False,
+    }

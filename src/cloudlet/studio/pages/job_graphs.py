@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 NO_STORE = {"Cache-Control": "no-store"}
 CHOICE = "choice"  # a search-space expression drawn as a categorical axis
+LOG_SCALED = frozenset({"loguniform", "qloguniform", "lognormal", "qlognormal"})
 
 
 def _job_of_kind(
@@ -129,10 +130,12 @@ def graph_json(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(con
 
 
 def _axis(name: str, expression: Any) -> dict[str, Any]:
-    """A parameter's axis: a ``choice`` is categorical (its values, in order), the rest numeric."""
-    if isinstance(expression, dict) and expression.get("type") == CHOICE:
+    """A parameter's axis: a ``choice`` is categorical (its values, in order), the rest numeric;
+    a log-distributed one on a log scale."""
+    kind = str(expression.get("type")) if isinstance(expression, dict) else ""
+    if kind == CHOICE:
         return {"name": name, "kind": "category", "values": list(expression.get("values") or [])}
-    return {"name": name, "kind": "number"}
+    return {"name": name, "kind": "number", "log": kind in LOG_SCALED}
 
 
 def _trial_number(key: str) -> int | None:

@@ -1,6 +1,7 @@
 // A parallel-coordinates chart in SVG (a sweep's parameters against its metric): one vertical axis
 // per parameter and one for the metric, a line per trial crossing each axis at its value. A numeric
-// axis is scaled from its smallest to its largest value; a categorical one spaces its values evenly.
+// axis is scaled from its smallest to its largest value (a log-uniform parameter's logarithmically);
+// a categorical one spaces its values evenly.
 // Lines are coloured by the metric (blue the best, orange the worst); a line is focusable, and hover
 // or focus picks it out (and calls onFocus with its id). Every label is text (textContent).
 
@@ -37,12 +38,17 @@ function scaleOf(axis, rows) {
     return {at: slot, ticks: values.map((v) => [slot(v), v])};
   }
   const numbers = seen.map(Number).filter(Number.isFinite);
-  let low = Math.min(...numbers);
-  let high = Math.max(...numbers);
+  // A log-uniform parameter on a log axis (when every value is positive): 0.001, 0.01, 0.1 evenly.
+  const log = axis.log && numbers.length && numbers.every((v) => v > 0);
+  const into = log ? Math.log10 : (v) => v;
+  const back = log ? (v) => 10 ** v : (v) => v;
+  let low = Math.min(...numbers.map(into));
+  let high = Math.max(...numbers.map(into));
   if (!numbers.length) { low = 0; high = 1; }
   if (low === high) { const pad = Math.abs(low) * 0.1 || 1; low -= pad; high += pad; }
-  const at = (v) => (Number(v) - low) / (high - low);
-  return {at, ticks: [[0, formatNumber(low)], [0.5, formatNumber((low + high) / 2)], [1, formatNumber(high)]]};
+  const at = (v) => (into(Number(v)) - low) / (high - low);
+  const ticks = [0, 0.5, 1].map((t) => [t, formatNumber(back(low + t * (high - low)))]);
+  return {at, ticks};
 }
 
 function colour(t) {
@@ -50,7 +56,7 @@ function colour(t) {
   return `rgb(${mix.join(",")})`;
 }
 
-/** Draw into HOST: AXES [{name, kind: "number"|"category", values?}], the last being the metric;
+/** Draw into HOST: AXES [{name, kind: "number"|"category", log?, values?}], the last the metric;
  * ROWS [{id, label, values: {axis name: value}, metric, stopped, best}]; GOAL "minimize"|"maximize".
  * Rows lacking a value on some axis are not drawn. Returns the drawn lines by row id. */
 export function parallelCoordinates(host, {axes, rows, goal, onFocus = () => {}}) {
