@@ -194,3 +194,20 @@ def test_the_parallel_coordinates_scale_numeric_axes_and_space_categories(
     assert abs((log_lr[0] - log_lr[1]) - (log_lr[1] - log_lr[2])) < 0.01  # a log axis: evenly apart
     assert drawn["ticks"][5:8] == ["0.001", "0.01", "0.1"]
     assert drawn["strokes"][2] == "rgb(28,126,214)" and drawn["strokes"][0] == "rgb(232,89,12)"  # best, worst
+
+
+def test_a_running_pipelines_full_page_graph_follows_its_steps(studio_srv: RunningServer, page: Any) -> None:
+    srv = studio_srv
+    moving = pipeline_doc()
+    moving["jobs"]["prepare"]["command"] = "sleep 6; echo ${{inputs.text}} > ${{outputs.clean}}/a"
+    with srv.client() as api:
+        submit(api, srv, "moving-graph", moving)
+        sign_in(page, srv)
+        page.goto(ws_page(srv, "jobs", "moving-graph", "graph"))
+        page.locator("#graph-view[data-ready=true]").wait_for()
+        assert page.locator(".graph-node[data-key=score]").get_attribute("data-status") != "Completed"
+        # No reload: graph.json is read again every 2 s, and the steps, the table and the header follow.
+        page.locator(".graph-node[data-key=score][data-status=Completed]").wait_for(timeout=120_000)
+        page.locator("#pipeline-status", has_text="Completed").wait_for()
+        assert "Completed" in page.locator("#graph-steps tr[data-id='step:score']").inner_text()
+        assert wait_job(api, srv, "moving-graph")["status"] == "Completed"
