@@ -31,7 +31,7 @@ from cloudlet.services.assets import codes
 from cloudlet.services.assets import components as component_service
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.endpoints import batch_code
-from cloudlet.services.jobs.job_children import view_of
+from cloudlet.services.jobs.job_children import children, view_of
 from cloudlet.store.schema import Job, Workspace
 
 
@@ -94,10 +94,10 @@ def graph(parent: Job, kids: Sequence[Job]) -> list[DagStep]:
     return dag_steps(parent.spec, [view_of(kid) for kid in kids])
 
 
-def full_graph(parent: Job, kids: Sequence[Job]) -> PipelineGraph:
-    """The pipeline's steps, inputs and outputs, and its bindings as named edges (a reused step
-    names the job it reused: ``reused_from``), for the studio's full-page graph."""
-    return full_graph_of(parent.spec, [view_of(kid) for kid in kids])
+def full_graph(session: Session, parent: Job) -> PipelineGraph:
+    """The pipeline's steps (read now), inputs and outputs, and its bindings as named edges (a
+    reused step names the job it reused: ``reused_from``), for the studio's full-page graph."""
+    return full_graph_of(parent.spec, [view_of(kid) for kid in children(session, parent)])
 
 
 def outputs(parent: Job, kids: Sequence[Job]) -> dict[str, str]:

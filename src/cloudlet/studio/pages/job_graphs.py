@@ -103,14 +103,10 @@ def graph_wire(ref: WorkspaceRef, job: Job, graph: PipelineGraph) -> dict[str, A
     }
 
 
-def _graph(ctx: Context, job: Job) -> PipelineGraph:
-    return pipelines.full_graph(job, job_children.children(ctx.session, job))
-
-
 @router.get(JOB + "/graph")
 def graph_page(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> HTMLResponse:
     job, ref, workspace = _job_of_kind(ctx, sub, rg, ws, name, JobKind.PIPELINE)
-    graph = _graph(ctx, job)
+    graph = pipelines.full_graph(ctx.session, job)
     values: dict[str, Any] = {
         "job": job,
         "display_name": job.spec.get("display_name") or job.name,
@@ -126,7 +122,7 @@ def graph_page(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(con
 @router.get(JOB + "/graph.json")
 def graph_json(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
     job, ref, _ = _job_of_kind(ctx, sub, rg, ws, name, JobKind.PIPELINE)
-    return json_response(graph_wire(ref, job, _graph(ctx, job)), headers=NO_STORE)
+    return json_response(graph_wire(ref, job, pipelines.full_graph(ctx.session, job)), headers=NO_STORE)
 
 
 def _axis(name: str, expression: Any) -> dict[str, Any]:
