@@ -26,7 +26,17 @@ from cloudlet.services.access import studio_sessions
 from cloudlet.services.access.studio_sessions import Issued
 from cloudlet.services.core.context import Caller
 from cloudlet.studio import shell
-from cloudlet.studio.pages import batch_endpoints, compute, home, job_live, job_page, jobs, models, quota
+from cloudlet.studio.pages import (
+    batch_endpoints,
+    compute,
+    home,
+    job_graphs,
+    job_live,
+    job_page,
+    jobs,
+    models,
+    quota,
+)
 from cloudlet.studio.session import (
     PREFIX,
     StudioPublicRoute,
@@ -41,7 +51,8 @@ from cloudlet.studio.session import (
 )
 
 PAGES = (home, jobs, models, compute, quota)  # their order is the navigation's
-SUBPAGES = (job_page, job_live, batch_endpoints)  # pages reached from a page, not from the navigation
+# Pages reached from a page, not from the navigation.
+SUBPAGES = (job_page, job_live, job_graphs, batch_endpoints)
 shell.NAV[:] = [page.NAV for page in PAGES]
 
 public = APIRouter(prefix=PREFIX, route_class=StudioPublicRoute, include_in_schema=False)

@@ -27,6 +27,10 @@ from typing import Any, Protocol
 
 from cloudlet.domain.jobs.job_status import FINAL, JobStatus
 
+# The error code of a child stopped by its parent's early-termination policy (a sweep's trial), which
+# ``services.jobs.parent_jobs`` writes and ``services.jobs.sweeps.view`` reads back.
+EARLY_TERMINATED = "EarlyTerminated"
+
 
 @dataclass(frozen=True)
 class ChildView:

@@ -24,7 +24,7 @@ from cloudlet.domain.jobs import job_status as statuses
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.jobs.job_status import JobStatus
-from cloudlet.domain.jobs.parent_jobs import NewChild, ParentContext, ParentStep
+from cloudlet.domain.jobs.parent_jobs import EARLY_TERMINATED, NewChild, ParentContext, ParentStep
 from cloudlet.domain.jobs.pipeline_bindings import ARTIFACTS_OUTPUT, is_default_artifacts
 from cloudlet.services.core import effects
 from cloudlet.services.core.context import Caller
@@ -163,9 +163,11 @@ def apply_step(
     for key in sorted(cancel):
         job = keys.get(key)
         if job is not None and job.status in active and not job.cancel_requested:
-            reason = step.reasons.get(key) or step.cancel_reason or "canceled by its parent"
+            policy = step.reasons.get(key)  # a sweep's early-termination policy stopped it
+            reason = policy or step.cancel_reason or "canceled by its parent"
+            code = EARLY_TERMINATED if policy else "CanceledByParent"
             # On the child's error: its status message becomes "canceled" once its runs stop.
-            job.status_message, job.error = reason, {"code": "CanceledByParent", "message": reason}
+            job.status_message, job.error = reason, {"code": code, "message": reason}
             applied.wake_nodes += exits.cancel_job(session, job)
     if parent.status == JobStatus.QUEUED.value:
         set_status(parent, JobStatus.PREPARING, now, message=step.progress or "starting its children")

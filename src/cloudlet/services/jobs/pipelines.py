@@ -7,7 +7,8 @@
   task code becomes a snapshot with cloudlet's batch driver added (``services.endpoints.batch_code.
   with_driver``: the driver batch deployments run), which its command job runs;
 - ``dag``: the text DAG of ``job show`` (each step, its status, its upstream, reuse); ``graph``
-  the same steps as data (the studio draws them);
+  the same steps as data (the studio draws them); ``full_graph`` with the pipeline's inputs and
+  outputs as nodes and each binding as a named edge (the studio's full-page graph);
 - ``outputs``: where the pipeline's outputs are (the step outputs bound to them).
 """
 
@@ -23,12 +24,14 @@ from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.jobs.job_spec import CODE_SNAPSHOT_PATTERN
 from cloudlet.domain.jobs.pipeline_bindings import retarget
 from cloudlet.domain.jobs.pipeline_dag import DagStep, dag_steps, dag_text, is_reference, parent_outputs
+from cloudlet.domain.jobs.pipeline_graph import PipelineGraph
+from cloudlet.domain.jobs.pipeline_graph import graph as full_graph_of
 from cloudlet.domain.jobs.pipeline_jobs import PIPELINE
 from cloudlet.services.assets import codes
 from cloudlet.services.assets import components as component_service
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.endpoints import batch_code
-from cloudlet.services.jobs.job_children import view_of
+from cloudlet.services.jobs.job_children import children, view_of
 from cloudlet.store.schema import Job, Workspace
 
 
@@ -89,6 +92,12 @@ def dag(parent: Job, kids: Sequence[Job]) -> str:
 def graph(parent: Job, kids: Sequence[Job]) -> list[DagStep]:
     """The pipeline's steps as a graph (each step's status and upstream), for the studio."""
     return dag_steps(parent.spec, [view_of(kid) for kid in kids])
+
+
+def full_graph(session: Session, parent: Job) -> PipelineGraph:
+    """The pipeline's steps (read now), inputs and outputs, and its bindings as named edges (a
+    reused step names the job it reused: ``reused_from``), for the studio's full-page graph."""
+    return full_graph_of(parent.spec, [view_of(kid) for kid in children(session, parent)])
 
 
 def outputs(parent: Job, kids: Sequence[Job]) -> dict[str, str]:

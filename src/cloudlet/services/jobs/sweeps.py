@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.jobs import sweep_jobs
+from cloudlet.domain.jobs.parent_jobs import EARLY_TERMINATED
 from cloudlet.services.jobs import job_children
 from cloudlet.store.schema import Job
 
@@ -21,8 +22,10 @@ MetricHistory = Callable[[Session, Sequence[int], str], dict[int, list[tuple[int
 
 
 def view(session: Session, sweep: Job, kids: Sequence[Job], history: MetricHistory) -> dict[str, Any]:
-    """``{"objective", "best_trial", "trials": [{key, name, status, params, metric, reports}]}``:
-    ``metric`` is the trial's last value of the primary metric, ``reports`` how many it logged."""
+    """``{"objective", "search_space", "best_trial", "trials": [{key, name, status, params, metric,
+    reports, early_terminated, termination_reason}]}``: ``metric`` is the trial's last
+    value of the primary metric, ``reports`` how many it logged; ``early_terminated`` says the
+    sweep's early-termination policy stopped it, and ``termination_reason`` why (its numbers)."""
     doc = sweep.spec
     metric = doc["objective"]["primary_metric"]
     series = history(session, [kid.id for kid in kids], metric) if kids else {}
@@ -31,6 +34,7 @@ def view(session: Session, sweep: Job, kids: Sequence[Job], history: MetricHisto
     trials = []
     for kid, child in zip(kids, views, strict=True):
         values = sweep_jobs.series_of(doc, child)
+        stopped = _policy_reason(kid)
         trials.append(
             {
                 "key": child.key,
@@ -40,10 +44,13 @@ def view(session: Session, sweep: Job, kids: Sequence[Job], history: MetricHisto
                 "params": sweep_jobs.params_of(doc, child),
                 "metric": values[-1] if values else None,
                 "reports": len(values),
+                "early_terminated": stopped is not None,
+                "termination_reason": stopped,
             }
         )
     return {
         "objective": doc["objective"],
+        "search_space": doc["search_space"],
         "sampling_algorithm": doc["sampling_algorithm"]["type"],
         "max_total_trials": sweep_jobs.total_trials(doc),
         "best_trial": None
@@ -51,3 +58,11 @@ def view(session: Session, sweep: Job, kids: Sequence[Job], history: MetricHisto
         else {"key": best.key, "name": best.name, "metric": best.value, "params": dict(best.params)},
         "trials": trials,
     }
+
+
+def _policy_reason(kid: Job) -> str | None:
+    """Why the early-termination policy stopped trial KID (None: it did not)."""
+    error = kid.error if isinstance(kid.error, dict) else {}
+    if error.get("code") != EARLY_TERMINATED:
+        return None
+    return str(error.get("message") or "stopped by the early-termination policy")
