@@ -41,6 +41,7 @@ ACTIONS: dict[str, Access | str] = {
     "job.cancel": Access.WRITE,
     "compute.create": Access.WRITE,
     "compute.act": Access.WRITE,  # start, stop, restart, delete, resize
+    "endpoint.write": Access.WRITE,  # online endpoints: create, keys, test, traffic, delete
     "role.assign": Access.MANAGE,
     "quota.raise": ADMIN,
 }

@@ -1,0 +1,154 @@
+"""Online endpoints (issue 28 item 1): the list (Azure ML studio's "Real-time endpoints" tab) and an
+endpoint's page with its tabs — Details (deployments, autoscale, scoring URI), Test, Consume (keys,
+snippets), Traffic (sliders), Logs and Monitoring.
+
+Reads are the REST door's (``services/endpoints/online_endpoints`` and the runtime's ``live`` view
+of each deployment); the writes are in ``endpoint_actions``, the create forms in ``endpoint_forms``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from cloudlet.api.deps import Context, context
+from cloudlet.domain.endpoints import online_endpoints as rules
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.endpoints import online_endpoints as online
+from cloudlet.studio import shell
+from cloudlet.studio.pages import endpoint_actions, endpoint_forms
+from cloudlet.studio.session import PREFIX, StudioRoute
+
+router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
+router.include_router(endpoint_forms.router)  # "_new" before "/{name}"
+router.include_router(endpoint_actions.router)
+NAV = shell.NavItem("endpoints", "Endpoints", "endpoints", "endpoints")
+WS = "/ws/{sub}/{rg}/{ws}/endpoints"
+TABS = (
+    ("details", "Details"),
+    ("test", "Test"),
+    ("consume", "Consume"),
+    ("traffic", "Traffic"),
+    ("logs", "Logs"),
+    ("monitoring", "Monitoring"),
+)
+LOG_LINES = 200
+MONITOR_POLL_S = 2
+
+
+def endpoint_row(ctx: Context, sub: str, rg: str, ws: str, name: str) -> tuple[Any, WorkspaceRef, Any]:
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    return workspace, ref, online.get_endpoint(ctx.session, workspace, name)
+
+
+def deployments_view(ctx: Context, ref: WorkspaceRef, workspace: Any, row: Any) -> list[dict[str, Any]]:
+    """Each deployment as ``GET …/deployments`` renders it (its replicas and metrics included)."""
+    runtime = ctx.state.online
+    return [
+        online.render_deployment(d, ref, row.name, runtime.live(ctx.session, workspace.id, row.name, d.name))
+        for d in online.deployments_of(ctx.session, row)
+    ]
+
+
+@router.get(WS)
+def endpoint_list(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> HTMLResponse:
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    rows = []
+    for row in online.list_endpoints(ctx.session, workspace):
+        shown = online.render_endpoint(row, ref, ctx.state.endpoint)
+        shown["deployments"] = [d.name for d in online.deployments_of(ctx.session, row)]
+        rows.append(shown)
+    return shell.render(
+        ctx, "endpoints.html", ref, workspace, active=NAV.key, rows=rows, endpoint_tab="online"
+    )
+
+
+def page_values(ctx: Context, ref: WorkspaceRef, workspace: Any, row: Any, tab: str) -> dict[str, Any]:
+    """What every tab of an endpoint's page shows: the endpoint and its deployments."""
+    deployments = deployments_view(ctx, ref, workspace, row)
+    return {
+        "e": online.render_endpoint(row, ref, ctx.state.endpoint),
+        "deployments": deployments,
+        "tab": tab,
+        "tabs": TABS,
+        "max_mirror": rules.MAX_MIRROR_PERCENT,
+        "pinned_header": rules.PINNED_HEADER,
+    }
+
+
+def render_page(
+    ctx: Context, ref: WorkspaceRef, workspace: Any, row: Any, tab: str, status: int = 200, **extra: Any
+) -> HTMLResponse:
+    values = {**page_values(ctx, ref, workspace, row, tab), **extra}
+    return shell.render(ctx, "endpoint_page.html", ref, workspace, active=NAV.key, status=status, **values)
+
+
+@router.get(WS + "/{name}")
+def endpoint_page(
+    sub: str,
+    rg: str,
+    ws: str,
+    name: str,
+    tab: str | None = None,
+    deployment: str | None = None,
+    ctx: Context = Depends(context),
+) -> HTMLResponse:
+    workspace, ref, row = endpoint_row(ctx, sub, rg, ws, name)
+    shown_tab = tab if tab in dict(TABS) else "details"
+    extra: dict[str, Any] = {}
+    if shown_tab == "logs":
+        extra = logs_values(ctx, workspace, row, deployment)
+    return render_page(ctx, ref, workspace, row, shown_tab, **extra)
+
+
+def logs_values(ctx: Context, workspace: Any, row: Any, deployment: str | None) -> dict[str, Any]:
+    """The chosen deployment's inference server log tail (the REST ``getLogs``'s) and its stage."""
+    names = [d.name for d in online.deployments_of(ctx.session, row)]
+    chosen = deployment if deployment in names else (names[0] if names else None)
+    text, found = "", None
+    if chosen is not None:
+        found = online.get_deployment(ctx.session, row, chosen)
+        text = ctx.state.online.logs(workspace.id, row.name, chosen, LOG_LINES)
+    return {
+        "log_deployment": chosen,
+        "log_text": text,
+        "log_stage": found.stage if found is not None else None,
+        "log_state": found.provisioning_state if found is not None else None,
+        "log_reason": found.reason if found is not None else None,
+        "log_lines": LOG_LINES,
+    }
+
+
+@router.get(WS + "/{name}/logs")
+def endpoint_logs(
+    sub: str, rg: str, ws: str, name: str, deployment: str | None = None, ctx: Context = Depends(context)
+) -> HTMLResponse:
+    """The Logs tab's log box alone (its Refresh button swaps it in)."""
+    workspace, ref, row = endpoint_row(ctx, sub, rg, ws, name)
+    view = shell.WorkspaceView(workspace.id, ref, workspace.location)
+    values = logs_values(ctx, workspace, row, deployment)
+    return shell.render_html(
+        ctx.request, "endpoint_log_box.html", ctx.caller, view, e={"name": name}, **values
+    )
+
+
+@router.get(WS + "/{name}/metrics.json")
+def endpoint_metrics(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> JSONResponse:
+    """Each deployment's counters now (requests, failures, summed latency, every worker's: the
+    store's ``online_metrics`` plus this worker's unflushed): the Monitoring tab polls this and
+    draws the differences between polls."""
+    workspace, ref, row = endpoint_row(ctx, sub, rg, ws, name)
+    counts = {}
+    for shown in deployments_view(ctx, ref, workspace, row):
+        metrics = shown.get("metrics") or {}
+        counts[shown["name"]] = {
+            "requests": metrics.get("requests", 0),
+            "failures": metrics.get("failures", 0),
+            "mean_latency_ms": metrics.get("mean_latency_ms"),
+            "in_flight": metrics.get("in_flight", 0),
+            "ready_replicas": shown.get("ready_replicas", 0),
+        }
+    return JSONResponse({"t": time.time(), "poll_s": MONITOR_POLL_S, "deployments": counts})
