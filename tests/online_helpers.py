@@ -10,7 +10,7 @@ import json
 import textwrap
 import zipfile
 
-HOSTILE = "<img src=x onerror=window.__xss=1></script><script>window.__xss=2</script>"
+HOSTILE = "<img src=x onerror=console.error(1)></script><script>console.error(2)</script>"
 SCORE = textwrap.dedent(
     """
     import json, os
