@@ -210,6 +210,11 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
         timeout=15,
         what="the table to count the new requests",
     )
+    for _ in range(10):
+        status_with(new_key)
+    p95 = page.locator("#metrics-table tr[data-deployment=blue] [data-field=p95_ms]")
+    wait_until(lambda: p95.inner_text() not in ("—", ""), timeout=15, what="an interval's p95")
+    assert float(p95.inner_text()) > 0
     axe_check(page)
     screenshot(page, "endpoint-monitoring")
 

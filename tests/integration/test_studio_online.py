@@ -175,7 +175,10 @@ def test_logs_and_metrics(admin: tuple[httpx.Client, str], deployed: str) -> Non
     box = client.get(f"{ws}endpoints/{EP}/logs?deployment=blue")
     assert box.status_code == 200 and 'id="log-box"' in box.text
     metrics = client.get(f"{ws}endpoints/{EP}/metrics.json").json()
-    assert metrics["deployments"]["blue"]["requests"] >= 1
+    blue = metrics["deployments"]["blue"]
+    assert blue["requests"] >= 1 and blue["sampled"] >= 1 and blue["p95_ms"] >= blue["p50_ms"] > 0
+    after = client.get(f"{ws}endpoints/{EP}/metrics.json", params={"since": metrics["t"]}).json()
+    assert after["deployments"]["blue"]["sampled"] == 0 and after["deployments"]["blue"]["p50_ms"] is None
     assert client.get(f"{ws}endpoints/{EP}?tab=monitoring").status_code == 200
 
 

@@ -18,6 +18,7 @@ from cloudlet.api.deps import Context, context
 from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.endpoints import online_endpoints as online
+from cloudlet.services.endpoints import online_metrics
 from cloudlet.studio import shell
 from cloudlet.studio.pages import endpoint_actions, endpoint_forms
 from cloudlet.studio.session import PREFIX, StudioRoute
@@ -136,19 +137,24 @@ def endpoint_logs(
 
 
 @router.get(WS + "/{name}/metrics.json")
-def endpoint_metrics(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> JSONResponse:
-    """Each deployment's counters now (requests, failures, summed latency, every worker's: the
-    store's ``online_metrics`` plus this worker's unflushed): the Monitoring tab polls this and
-    draws the differences between polls."""
+def endpoint_metrics(
+    sub: str, rg: str, ws: str, name: str, since: float = 0.0, ctx: Context = Depends(context)
+) -> JSONResponse:
+    """Each deployment's counters now (requests, failures, mean latency: every worker's, the
+    store's ``online_metrics`` plus this worker's unflushed) and the p50/p95 latency of the
+    requests this worker's gateway answered after SINCE (wall time). The Monitoring tab polls this
+    with its previous answer's ``t`` and draws each interval."""
     workspace, ref, row = endpoint_row(ctx, sub, rg, ws, name)
     counts = {}
     for shown in deployments_view(ctx, ref, workspace, row):
         metrics = shown.get("metrics") or {}
+        samples = ctx.state.online.latencies(workspace.id, row.name, shown["name"])
         counts[shown["name"]] = {
             "requests": metrics.get("requests", 0),
             "failures": metrics.get("failures", 0),
             "mean_latency_ms": metrics.get("mean_latency_ms"),
             "in_flight": metrics.get("in_flight", 0),
             "ready_replicas": shown.get("ready_replicas", 0),
+            **online_metrics.percentiles(samples, since),
         }
     return JSONResponse({"t": time.time(), "poll_s": MONITOR_POLL_S, "deployments": counts})

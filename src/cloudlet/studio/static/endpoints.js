@@ -114,49 +114,65 @@ if (trafficForm) {
   check();
 }
 
-// -- monitoring: the counters polled; each interval's differences drawn per deployment.
+// -- monitoring: the counters polled every 2 s; each interval's requests and errors (differences
+// of the counters) and its p50/p95 latency (the server's, over the requests after the last poll).
 const monitoring = document.getElementById("monitoring");
 if (monitoring) {
   const { uPlot } = await import("./vendor/uplot.min.js");
   const colours = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2"];
   const charts = {};
+  let drawnNames = "";
   const times = [];
-  const series = {}; // deployment → {requests: [], errors: [], latency: []}
+  const series = {}; // deployment → {requests, errors, p50, p95}: one value per interval
+  const keys = ["requests", "errors", "p50", "p95"];
   let previous = null;
-  const make = (id, names, key) => {
-    const host = document.getElementById(id);
-    const data = [times, ...names.map((n) => series[n][key])];
-    const opts = {
-      width: Math.max(280, host.clientWidth || 400),
-      height: 180,
-      series: [{}, ...names.map((n, i) => ({ label: n, stroke: colours[i % colours.length], width: 2, spanGaps: true }))],
-      axes: [{}, { size: 50 }],
-    };
-    host.replaceChildren();
-    return new uPlot(opts, data, host);
-  };
+  const lines = (names, fields) =>
+    names.flatMap((n, i) =>
+      fields.map((f) => ({
+        label: fields.length > 1 ? `${n} ${f}` : n,
+        stroke: colours[i % colours.length],
+        width: 2,
+        dash: f === "p95" ? [6, 4] : undefined,
+        spanGaps: true,
+      })),
+    );
+  const chartData = (names, fields) => [times, ...names.flatMap((n) => fields.map((f) => series[n][f]))];
+  const layout = [
+    ["chart-requests", ["requests"]],
+    ["chart-errors", ["errors"]],
+    ["chart-latency", ["p50", "p95"]],
+  ];
   const draw = (names) => {
-    const changed = Object.keys(charts).length === 0 || charts.names.join() !== names.join();
-    for (const [id, key] of [["chart-requests", "requests"], ["chart-errors", "errors"], ["chart-latency", "latency"]]) {
-      if (changed) {
-        charts[id]?.destroy?.();
-        charts[id] = make(id, names, key);
+    const rebuild = drawnNames !== names.join();
+    for (const [id, fields] of layout) {
+      if (rebuild) {
+        charts[id]?.destroy();
+        const host = document.getElementById(id);
+        host.replaceChildren();
+        const opts = {
+          width: Math.max(280, host.clientWidth || 400),
+          height: 180,
+          series: [{}, ...lines(names, fields)],
+          axes: [{}, { size: 50 }],
+        };
+        charts[id] = new uPlot(opts, chartData(names, fields), host);
       } else {
-        charts[id].setData([times, ...names.map((n) => series[n][key])]);
+        charts[id].setData(chartData(names, fields));
       }
     }
-    charts.names = names;
+    drawnNames = names.join();
   };
   const table = document.getElementById("metrics-table");
   const poll = async () => {
-    const answer = await fetch(monitoring.dataset.metrics, { credentials: "same-origin" });
+    const since = previous ? previous.t : Date.now() / 1000;
+    const answer = await fetch(`${monitoring.dataset.metrics}?since=${since}`, { credentials: "same-origin" });
     if (!answer.ok) return;
     const now = await answer.json();
     const names = Object.keys(now.deployments).sort();
     for (const name of names) {
       const row = table.querySelector(`tr[data-deployment="${CSS.escape(name)}"]`);
       if (!row) continue;
-      for (const cell of row.querySelectorAll("td[data-field]")) {
+      for (const cell of row.querySelectorAll("[data-field]")) {
         const value = now.deployments[name][cell.dataset.field];
         cell.textContent = value === null || value === undefined ? "—" : String(value);
       }
@@ -164,17 +180,16 @@ if (monitoring) {
     if (previous) {
       times.push(now.t);
       for (const name of names) {
-        series[name] ??= { requests: times.slice(1).map(() => null), errors: times.slice(1).map(() => null), latency: times.slice(1).map(() => null) };
-        const a = previous.deployments[name] || { requests: 0, failures: 0, mean_latency_ms: null };
+        series[name] ??= Object.fromEntries(keys.map((k) => [k, times.slice(1).map(() => null)]));
+        const a = previous.deployments[name] || { requests: 0, failures: 0 };
         const b = now.deployments[name];
-        const requests = b.requests - a.requests;
-        const spent = (b.mean_latency_ms || 0) * b.requests - (a.mean_latency_ms || 0) * a.requests;
-        series[name].requests.push(requests);
+        series[name].requests.push(b.requests - a.requests);
         series[name].errors.push(b.failures - a.failures);
-        series[name].latency.push(requests > 0 ? Math.round((spent / requests) * 10) / 10 : null);
+        series[name].p50.push(b.p50_ms);
+        series[name].p95.push(b.p95_ms);
       }
       for (const name of Object.keys(series)) {
-        for (const key of ["requests", "errors", "latency"]) {
+        for (const key of keys) {
           while (series[name][key].length < times.length) series[name][key].push(null);
         }
       }
