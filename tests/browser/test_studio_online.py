@@ -194,7 +194,9 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
     page.get_by_role("button", name="Show").click()
     page.locator("#log-text").get_by_text("init done").first.wait_for()
     assert HOSTILE in page.locator("#log-text").inner_text()
+    page.evaluate("document.getElementById('log-box').dataset.before = 'refresh'")
     page.get_by_role("button", name="Refresh").click()
+    page.wait_for_function("!document.getElementById('log-box').dataset.before")  # swapped in anew
     page.locator("#log-text").get_by_text("init done").first.wait_for()
     axe_check(page)
     screenshot(page, "endpoint-logs")

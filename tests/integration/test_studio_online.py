@@ -123,6 +123,32 @@ def test_the_test_tab_goes_through_the_gateway(admin: tuple[httpx.Client, str], 
     assert 'id="result-status">404<' in unpinned.text
 
 
+def test_a_deployment_from_the_small_form(
+    srv: RunningServer, admin: tuple[httpx.Client, str], deployed: str
+) -> None:
+    client, ws = admin
+    csrf = csrf_of(client.get(f"{ws}endpoints/{EP}/deployments/_new"))
+    form = {"csrf_token": csrf, "mode": "form", "name": "green", "instance_type": "Standard_DS3_v2"}
+    missing = client.post(f"{ws}endpoints/{EP}/deployments/_new", data=form)
+    assert missing.status_code == 400 and "model folder" in missing.text
+    code, model = upload(client, ws, csrf, code_zip()), upload(client, ws, csrf, model_zip())
+    form |= {"code": code, "model": model, "scoring_script": "score.py", "instance_count": "1"}
+    made = client.post(f"{ws}endpoints/{EP}/deployments/_new", data=form)
+    assert made.status_code == 303, made.text[:3000]
+    wait_until(
+        lambda: rest(srv, "/deployments/green")["provisioning_state"] in ("Succeeded", "Failed"),
+        timeout=240,
+        what="green to settle",
+        interval=0.5,
+    )
+    assert rest(srv, "/deployments/green")["instance_count"] == 1
+    answer = client.post(
+        f"{ws}endpoints/{EP}/test",
+        data={"csrf_token": csrf, "deployment": "green", "body": '{"data": [[1, 1]]}'},
+    )
+    assert 'id="result-status">200<' in answer.text and 'id="result-deployment">green<' in answer.text
+
+
 def test_traffic_must_add_up_and_the_service_refuses_otherwise(
     srv: RunningServer, admin: tuple[httpx.Client, str], deployed: str
 ) -> None:
@@ -228,3 +254,27 @@ def test_delete_the_endpoint(srv: RunningServer, admin: tuple[httpx.Client, str]
     assert client.post(f"{ws}endpoints/{EP}/delete", data={"csrf_token": csrf}).status_code == 303
     with srv.client() as api:
         assert api.get(f"{srv.ws_path}/onlineEndpoints/{EP}").status_code == 404
+
+
+def test_an_endpoint_from_yaml_with_hostile_tags_and_errors_at_the_field(
+    srv: RunningServer, admin: tuple[httpx.Client, str]
+) -> None:
+    client, ws = admin
+    csrf = csrf_of(client.get(f"{ws}endpoints/_new"))
+    text = f"name: yaml-ep\nauth_mode: aml_token\ntags:\n  note: '{HOSTILE}'\n"
+    made = client.post(f"{ws}endpoints/_new", data={"csrf_token": csrf, "mode": "yaml", "yaml": text})
+    assert made.status_code == 303, made.text[:2000]
+    page = client.get(f"{ws}endpoints/yaml-ep")
+    assert HOSTILE not in page.text and html.escape(HOSTILE, quote=False) in page.text
+    # an aml_token endpoint: the Consume tab mints a token on request
+    token = client.post(f"{ws}endpoints/yaml-ep/keys", data={"csrf_token": csrf})
+    assert 'id="access-token"' in token.text
+    bad = client.post(
+        f"{ws}endpoints/_new",
+        data={"csrf_token": csrf, "mode": "yaml", "yaml": "name: bad-ep\nauth_mode: basic\n"},
+    )
+    assert bad.status_code == 400 and "auth_mode" in bad.text and "(line 2)" in bad.text
+    taken = client.post(f"{ws}endpoints/_new", data={"csrf_token": csrf, "mode": "yaml", "yaml": text})
+    assert taken.status_code == 409 and "exists already" in taken.text
+    with srv.client() as api:
+        assert api.get(f"{srv.ws_path}/onlineEndpoints/bad-ep").status_code == 404

@@ -171,12 +171,39 @@ def new_deployment(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends
     return _deployment_form(ctx, sub, rg, ws, name, {})
 
 
+def deployment_document(endpoint: str, form: dict[str, str]) -> dict[str, Any]:
+    """The deployment the form describes: its YAML with the uploads in place, or (the small form)
+    the uploaded code and model, a scoring script, an environment, a size and an instance count."""
+    code, model = form.get("code", "").strip() or None, form.get("model", "").strip() or None
+    if form.get("mode", "yaml") == "yaml":
+        return with_uploads(job_documents.parse_yaml(form.get("yaml", "")), code, model)
+    if model is None:
+        raise validation_error("model", "choose the model folder's archive")
+    doc: dict[str, Any] = {
+        "endpoint_name": endpoint,
+        "model": model,
+        "instance_type": form.get("instance_type", "").strip(),
+        "instance_count": _count(form.get("instance_count", "1")),
+    }
+    if code is not None:
+        doc["code_configuration"] = {"code": code, "scoring_script": form.get("scoring_script", "").strip()}
+    if form.get("environment", "").strip():
+        doc["environment"] = form["environment"].strip()
+    return doc
+
+
+def _count(raw: str) -> int:
+    try:
+        return int(raw.strip() or "1")
+    except ValueError:
+        raise validation_error("instance_count", "the instance count is a whole number") from None
+
+
 def _create_deployment(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str, str]) -> Response:
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
     row = online.get_endpoint(ctx.session, workspace, name)
     try:
-        doc = job_documents.parse_yaml(form.get("yaml", ""))
-        doc = with_uploads(doc, form.get("code", "").strip() or None, form.get("model", "").strip() or None)
+        doc = deployment_document(row.name, form)
         chosen = form.get("name", "").strip() or str(doc.get("name") or "")
         if not rules.DEPLOYMENT_NAME.fullmatch(chosen):
             raise validation_error("name", f"'{chosen}' is not a deployment name: {rules.ENDPOINT_NAME_RULE}")
