@@ -196,7 +196,8 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
     assert HOSTILE in page.locator("#log-text").inner_text()
     page.evaluate("document.getElementById('log-box').dataset.before = 'refresh'")
     page.get_by_role("button", name="Refresh").click()
-    page.wait_for_function("!document.getElementById('log-box').dataset.before")  # swapped in anew
+    swapped = "!document.getElementById('log-box').dataset.before"  # the box is a new one
+    wait_until(lambda: page.evaluate(swapped), timeout=15, what="the log box refreshed")
     page.locator("#log-text").get_by_text("init done").first.wait_for()
     axe_check(page)
     screenshot(page, "endpoint-logs")
