@@ -22,6 +22,7 @@ from cloudlet.services.endpoints import online_endpoints as online
 from cloudlet.services.endpoints import online_invoke
 from cloudlet.services.endpoints import online_writes as writes
 from cloudlet.studio import shell
+from cloudlet.studio.pages.endpoint_view import render_page
 from cloudlet.studio.session import StudioRoute, form_of
 
 router = APIRouter(route_class=StudioRoute, include_in_schema=False)  # under endpoints.py's prefix
@@ -32,14 +33,6 @@ MAX_TEST_BODY = 1_572_864  # the gateway's own limit (1.5 MiB, as Azure's)
 def _writable(ctx: Context, sub: str, rg: str, ws: str, name: str) -> tuple[Any, Any, Any]:
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
     return workspace, ref, online.get_endpoint(ctx.session, workspace, name)
-
-
-def _page(
-    ctx: Context, ref: Any, workspace: Any, row: Any, tab: str, status: int = 200, **extra: Any
-) -> Response:
-    from cloudlet.studio.pages import endpoints  # the page module includes this one's router
-
-    return endpoints.render_page(ctx, ref, workspace, row, tab, status, **extra)
 
 
 def _tab_url(ref: Any, name: str, tab: str) -> str:
@@ -53,17 +46,13 @@ def _keys(ctx: Context, sub: str, rg: str, ws: str, name: str) -> Response:
         shown = {"token": online.token(ctx.state.token_secret, row)}
     else:
         shown = {"keys": online.keys(row)}
-    return _page(ctx, ref, workspace, row, "consume", shown=shown)
+    return render_page(ctx, ref, workspace, row, "consume", shown=shown)
 
 
 @router.post(WS + "/{name}/keys")
-async def show_keys(
-    request: Request, sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)
-) -> Response:
+def show_keys(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
     """The Consume tab with the endpoint's keys (or a fresh token) shown: asked for, never by default."""
-    await form_of(request)
-    response: Response = await run_in_threadpool(_keys, ctx, sub, rg, ws, name)
-    return response
+    return _keys(ctx, sub, rg, ws, name)
 
 
 def _regenerate(ctx: Context, sub: str, rg: str, ws: str, name: str, key_type: str) -> Response:
@@ -91,7 +80,7 @@ def _test(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str, s
     if len(body.encode()) > MAX_TEST_BODY:
         raise validation_error("body", f"the request is over {MAX_TEST_BODY} bytes")
     result = online_invoke.invoke(ctx.state.endpoint, ref, row, ctx.state.token_secret, body.encode(), pinned)
-    return _page(
+    return render_page(
         ctx, ref, workspace, row, "test", result=result, test_body=body, test_deployment=pinned or ""
     )
 
@@ -133,7 +122,7 @@ def _traffic(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str
         if exc.status != 400:
             raise
         ctx.session.rollback()
-        return _page(ctx, ref, workspace, row, "traffic", 400, traffic_error=exc, traffic_form=form)
+        return render_page(ctx, ref, workspace, row, "traffic", 400, traffic_error=exc, traffic_form=form)
     return RedirectResponse(_tab_url(ref, name, "traffic") + "&saved=1", 303)
 
 

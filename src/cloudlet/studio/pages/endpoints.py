@@ -3,7 +3,8 @@ endpoint's page with its tabs — Details (deployments, autoscale, scoring URI),
 snippets), Traffic (sliders), Logs and Monitoring.
 
 Reads are the REST door's (``services/endpoints/online_endpoints`` and the runtime's ``live`` view
-of each deployment); the writes are in ``endpoint_actions``, the create forms in ``endpoint_forms``.
+of each deployment); what a page shows is ``endpoint_view``'s, the writes are in
+``endpoint_actions``, the create forms in ``endpoint_forms``.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from cloudlet.api.deps import Context, context
-from cloudlet.domain.endpoints import online_endpoints as rules
-from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.endpoints import online_endpoints as online
 from cloudlet.services.endpoints import online_metrics
 from cloudlet.studio import shell
 from cloudlet.studio.pages import endpoint_actions, endpoint_forms
+from cloudlet.studio.pages.endpoint_view import (
+    TABS,
+    deployments_view,
+    endpoint_row,
+    logs_values,
+    render_page,
+)
 from cloudlet.studio.session import PREFIX, StudioRoute
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
@@ -28,30 +34,7 @@ router.include_router(endpoint_forms.router)  # "_new" before "/{name}"
 router.include_router(endpoint_actions.router)
 NAV = shell.NavItem("endpoints", "Endpoints", "endpoints", "endpoints")
 WS = "/ws/{sub}/{rg}/{ws}/endpoints"
-TABS = (
-    ("details", "Details"),
-    ("test", "Test"),
-    ("consume", "Consume"),
-    ("traffic", "Traffic"),
-    ("logs", "Logs"),
-    ("monitoring", "Monitoring"),
-)
-LOG_LINES = 200
 MONITOR_POLL_S = 2
-
-
-def endpoint_row(ctx: Context, sub: str, rg: str, ws: str, name: str) -> tuple[Any, WorkspaceRef, Any]:
-    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
-    return workspace, ref, online.get_endpoint(ctx.session, workspace, name)
-
-
-def deployments_view(ctx: Context, ref: WorkspaceRef, workspace: Any, row: Any) -> list[dict[str, Any]]:
-    """Each deployment as ``GET …/deployments`` renders it (its replicas and metrics included)."""
-    runtime = ctx.state.online
-    return [
-        online.render_deployment(d, ref, row.name, runtime.live(ctx.session, workspace.id, row.name, d.name))
-        for d in online.deployments_of(ctx.session, row)
-    ]
 
 
 @router.get(WS)
@@ -65,26 +48,6 @@ def endpoint_list(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -
     return shell.render(
         ctx, "endpoints.html", ref, workspace, active=NAV.key, rows=rows, endpoint_tab="online"
     )
-
-
-def page_values(ctx: Context, ref: WorkspaceRef, workspace: Any, row: Any, tab: str) -> dict[str, Any]:
-    """What every tab of an endpoint's page shows: the endpoint and its deployments."""
-    deployments = deployments_view(ctx, ref, workspace, row)
-    return {
-        "e": online.render_endpoint(row, ref, ctx.state.endpoint),
-        "deployments": deployments,
-        "tab": tab,
-        "tabs": TABS,
-        "max_mirror": rules.MAX_MIRROR_PERCENT,
-        "pinned_header": rules.PINNED_HEADER,
-    }
-
-
-def render_page(
-    ctx: Context, ref: WorkspaceRef, workspace: Any, row: Any, tab: str, status: int = 200, **extra: Any
-) -> HTMLResponse:
-    values = {**page_values(ctx, ref, workspace, row, tab), **extra}
-    return shell.render(ctx, "endpoint_page.html", ref, workspace, active=NAV.key, status=status, **values)
 
 
 @router.get(WS + "/{name}")
@@ -103,24 +66,6 @@ def endpoint_page(
     if shown_tab == "logs":
         extra = logs_values(ctx, workspace, row, deployment)
     return render_page(ctx, ref, workspace, row, shown_tab, **extra)
-
-
-def logs_values(ctx: Context, workspace: Any, row: Any, deployment: str | None) -> dict[str, Any]:
-    """The chosen deployment's inference server log tail (the REST ``getLogs``'s) and its stage."""
-    names = [d.name for d in online.deployments_of(ctx.session, row)]
-    chosen = deployment if deployment in names else (names[0] if names else None)
-    text, found = "", None
-    if chosen is not None:
-        found = online.get_deployment(ctx.session, row, chosen)
-        text = ctx.state.online.logs(workspace.id, row.name, chosen, LOG_LINES)
-    return {
-        "log_deployment": chosen,
-        "log_text": text,
-        "log_stage": found.stage if found is not None else None,
-        "log_state": found.provisioning_state if found is not None else None,
-        "log_reason": found.reason if found is not None else None,
-        "log_lines": LOG_LINES,
-    }
 
 
 @router.get(WS + "/{name}/logs")
