@@ -137,6 +137,11 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
     # -- traffic 70/30 with the sliders: Save only once they add up to 100
     tab(page, srv, "traffic")
     save = page.get_by_role("button", name="Save")
+    assert save.is_enabled()  # no traffic at all (0) is a valid split
+    page.get_by_label("Traffic for blue (slider)").focus()  # the keyboard moves a slider
+    page.keyboard.press("ArrowRight")
+    assert page.get_by_label("Traffic % for blue").input_value() == "1"
+    assert save.is_disabled()
     page.get_by_label("Traffic for blue (slider)").fill("70")
     assert page.locator("#traffic-total").inner_text() == "70"
     assert save.is_disabled()
