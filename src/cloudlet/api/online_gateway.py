@@ -185,8 +185,10 @@ async def _send(
 
     def done() -> None:
         runtime.count_in_flight(deployment, replica, -1)
+        spent_ms = (time.perf_counter() - started) * 1000
         deployment.requests += 1
-        deployment.latency_ms += (time.perf_counter() - started) * 1000
+        deployment.latency_ms += spent_ms
+        deployment.recent.append((time.time(), spent_ms))
 
     try:
         deadline = time.monotonic() + timeout

@@ -235,6 +235,19 @@ class OnlineRuntime:
             return {"replicas": [], "ready_replicas": 0}
         return found.live(self.loop.metrics_of(session, found))
 
+    def latencies(self, ws_id: int, endpoint: str, deployment: str) -> tuple[tuple[float, float], ...]:
+        """The latencies of DEPLOYMENT's last requests through this worker's gateway (wall time, ms)."""
+        state = self.endpoints.get((ws_id, endpoint))
+        found = state.deployments.get(deployment) if state else None
+        if found is None:
+            return ()
+        for _ in range(3):  # the gateway appends on the event loop while this thread copies
+            try:
+                return tuple(found.recent)
+            except RuntimeError:
+                continue
+        return ()
+
     # --- deploying ----------------------------------------------------------------------------
 
     def deploy(self, endpoint: OnlineEndpoint, row: OnlineDeployment, ref: WorkspaceRef) -> None:

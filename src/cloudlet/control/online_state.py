@@ -13,7 +13,7 @@ from typing import Any
 from cloudlet.control.online_placement import Placement
 from cloudlet.control.replica_hosts import ReplicaProcess
 from cloudlet.domain.endpoints import online_endpoints as rules
-from cloudlet.services.endpoints.online_metrics import Counts
+from cloudlet.services.endpoints.online_metrics import Counts, LatencySamples, latency_samples
 
 
 @dataclass
@@ -53,6 +53,7 @@ class DeploymentState:
     requests: int = 0
     failures: int = 0
     latency_ms: float = 0.0
+    recent: LatencySamples = field(default_factory=latency_samples)  # (wall time, ms) of the last requests
     reason: str | None = None  # why none is ready, when none is
     log_path: Path | None = None
     next: int = 0  # round robin

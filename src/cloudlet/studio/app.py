@@ -29,6 +29,7 @@ from cloudlet.studio import shell
 from cloudlet.studio.pages import (
     batch_endpoints,
     compute,
+    endpoints,
     home,
     job_graphs,
     job_live,
@@ -50,7 +51,7 @@ from cloudlet.studio.session import (
     signed,
 )
 
-PAGES = (home, jobs, models, compute, quota)  # their order is the navigation's
+PAGES = (home, jobs, models, endpoints, compute, quota)  # their order is the navigation's
 # Pages reached from a page, not from the navigation.
 SUBPAGES = (job_page, job_live, job_graphs, batch_endpoints)
 shell.NAV[:] = [page.NAV for page in PAGES]

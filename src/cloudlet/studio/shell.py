@@ -43,6 +43,7 @@ ACTIONS: dict[str, Access | str] = {
     "compute.act": Access.WRITE,  # start, stop, restart, delete, resize
     "batch.write": Access.WRITE,  # batch endpoints and deployments: create, invoke
     "model.write": Access.WRITE,  # register, archive, restore
+    "endpoint.write": Access.WRITE,  # online endpoints: create, keys, test, traffic, delete
     "role.assign": Access.MANAGE,
     "quota.raise": ADMIN,
 }

@@ -5,6 +5,9 @@ worker of any server, and they outlive a restart."""
 
 from __future__ import annotations
 
+import math
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import update
@@ -12,6 +15,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from cloudlet.store.schema import OnlineDeploymentMetrics
+
+# The latencies of a deployment's last requests through this worker's gateway (wall time, ms): the
+# window the studio's latency percentiles are read from. Counts are the store's (every worker's);
+# percentiles are this worker's own, which is every request on a one-worker server.
+RECENT_SAMPLES = 4096
+LatencySamples = deque[tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -76,3 +85,25 @@ def add(session: Session, deployment_id: int, counts: Counts) -> None:
 def stored(session: Session, deployment_id: int) -> Counts:
     row = session.get(OnlineDeploymentMetrics, deployment_id)
     return Counts() if row is None else Counts(row.requests, row.failures, row.latency_ms)
+
+
+def latency_samples() -> LatencySamples:
+    return deque(maxlen=RECENT_SAMPLES)
+
+
+def _rank(ordered: list[float], percent: float) -> float | None:
+    """The nearest-rank percentile of ORDERED (sorted); None when there is no sample."""
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(percent / 100 * len(ordered)) - 1)]
+
+
+def percentiles(samples: Iterable[tuple[float, float]], since: float) -> dict[str, float | int | None]:
+    """p50 and p95 latency (ms) of the samples taken after SINCE (wall time), and their number."""
+    ordered = sorted(ms for at, ms in samples if at > since)
+    p50, p95 = _rank(ordered, 50), _rank(ordered, 95)
+    return {
+        "p50_ms": None if p50 is None else round(p50, 1),
+        "p95_ms": None if p95 is None else round(p95, 1),
+        "sampled": len(ordered),
+    }

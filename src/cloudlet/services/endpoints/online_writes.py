@@ -107,3 +107,18 @@ def delete_deployment(
     online.delete_deployment(session, ref, endpoint, row, actor)
     session.commit()
     return True
+
+
+def update_traffic(
+    session: Session,
+    ref: WorkspaceRef,
+    row: OnlineEndpoint,
+    actor: str,
+    traffic: dict[str, int] | None = None,
+    mirror: dict[str, int] | None = None,
+) -> OnlineEndpoint:
+    """New traffic and mirror weights for ROW (``az ml online-endpoint update --traffic``),
+    checked by the endpoint's own rules (sum 100 or 0, one mirror at most 50 %), committed."""
+    updated = online.update_traffic(session, ref, row, actor, traffic, mirror)
+    session.commit()
+    return updated
