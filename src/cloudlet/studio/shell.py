@@ -41,6 +41,7 @@ ACTIONS: dict[str, Access | str] = {
     "job.cancel": Access.WRITE,
     "compute.create": Access.WRITE,
     "compute.act": Access.WRITE,  # start, stop, restart, delete, resize
+    "asset.write": Access.WRITE,  # register a version, archive or restore one
     "role.assign": Access.MANAGE,
     "quota.raise": ADMIN,
 }
