@@ -88,7 +88,9 @@ def test_a_data_asset_from_uploaded_files_its_files_and_its_users(
         assert refused.status_code == 400 and "no output 'nope'" in refused.text
 
 
-def test_an_environment_and_a_component_from_yaml(admin: tuple[httpx.Client, str, str]) -> None:
+def test_an_environment_and_a_component_from_yaml(
+    srv: RunningServer, admin: tuple[httpx.Client, str, str]
+) -> None:
     client, base, csrf = admin
     env = {"name": "np-env", "image": "python:3.11-slim",
            "conda_file": {"dependencies": ["python=3.11", "pip", {"pip": ["numpy==2.1.0"]}]}}  # fmt: skip
@@ -97,6 +99,17 @@ def test_an_environment_and_a_component_from_yaml(admin: tuple[httpx.Client, str
     page = client.get(made.headers["location"])
     assert "numpy==2.1.0" in page.text and "python:3.11-slim" in page.text
     assert "not built yet" in page.text
+
+    with srv.client() as api:  # a job on it: its log is the build log the page shows
+        slim = {"image": "python:3.11-slim"}
+        assert api.post(f"{srv.ws_path}/environments/slim-env/versions", json=slim).status_code == 201
+        submit(
+            api, srv, "on-slim", {"command": "true", "compute": "local", "environment": "azureml:slim-env:1"}
+        )
+        assert wait_job(api, srv, "on-slim", timeout=120)["status"] == "Completed"
+    page = client.get(f"{base}environments/slim-env/1")
+    assert "on-slim" in page.text and "cloudlet-agent: Preparing environment &#39;slim-env&#39;" in page.text
+    assert '<strong class="build-state">built</strong>' in page.text
 
     bad = client.post(
         f"{base}environments/_new", data={"csrf_token": csrf, "yaml": "name: e\nimage: 3\nbuild: {path: .}\n"}

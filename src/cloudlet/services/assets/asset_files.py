@@ -197,7 +197,7 @@ def recent_jobs(session: Session, ws: Workspace, limit: int = 50) -> list[str]:
 # -- environments -------------------------------------------------------------------------------
 @dataclass
 class BuildLog:
-    state: str  # "not built yet" | "built" | "reused" | "failed" | "building"
+    state: str  # "not built yet", "built", "reused", "failed", "building", … (said on the page)
     job: str | None = None
     attempt: int = 0
     lines: list[str] = field(default_factory=list)
@@ -222,8 +222,10 @@ def build_log(session: Session, data: DataRoot, asset: Asset) -> BuildLog:
         return BuildLog("not built yet")
     lines: list[str] = []
     for file in job_service.log_files(data, job, job.attempt):
-        chunk = job_service.read_log(data, job, job.attempt, file, 0)["data"][:LOG_READ]
-        lines.extend(line for line in chunk.splitlines() if _ENV_LINE.match(line))
+        chunk = job_service.read_log(data, job, job.attempt, file, 0)["data"][:LOG_READ].splitlines()
+        marked = [i for i, line in enumerate(chunk) if _ENV_LINE.match(line)]
+        if marked:  # the agent's lines and the build tool's output between them
+            lines.extend(chunk[marked[0] : marked[-1] + 1])
     text = "\n".join(lines)
     if "could not" in text or "failed" in text.lower():
         state = "failed"
@@ -231,6 +233,8 @@ def build_log(session: Session, data: DataRoot, asset: Asset) -> BuildLog:
         state = "built"
     elif " reused " in text:
         state = "reused"
+    elif "using the node's Python" in text:
+        state = "nothing to build: the node's Python"
     else:
         state = "building" if job.ended_at is None else "no build logged"
     return BuildLog(state, job.name, job.attempt, lines)
