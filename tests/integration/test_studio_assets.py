@@ -127,6 +127,13 @@ def test_an_environment_and_a_component_from_yaml(
     listing = client.get(f"{base}components")
     assert "train" in listing.text
 
+    with srv.client() as api:  # a pipeline whose step runs it: found by the bounded scan
+        step = {"component": "azureml:train:1", "inputs": {"lr": 0.5}}
+        pipeline = {"type": "pipeline", "jobs": {"fit": step}, "settings": {"default_compute": "local"}}
+        submit(api, srv, "runs-train", pipeline)
+    page = client.get(f"{base}components/train/1")
+    assert "runs-train" in page.text and "jobs.fit.component" in page.text
+
 
 def test_archive_restore_and_a_reader_refused(
     srv: RunningServer, admin: tuple[httpx.Client, str, str]

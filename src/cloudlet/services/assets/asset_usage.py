@@ -135,22 +135,16 @@ _FIELDS = ("model", "environment", "component")
 
 
 def _deployments(session: Session, asset: Asset) -> list[DeploymentUse]:
-    online = (
-        select(OnlineEndpoint.name, OnlineDeployment.name, OnlineDeployment.spec)
-        .join(OnlineEndpoint, OnlineEndpoint.id == OnlineDeployment.endpoint_id)
-        .where(OnlineEndpoint.workspace_id == asset.workspace_id)
-        .order_by(OnlineDeployment.id.desc())
-        .limit(DEPLOYMENT_LIMIT)
-    )
-    batch = (
-        select(BatchEndpoint.name, BatchDeployment.name, BatchDeployment.spec)
-        .join(BatchEndpoint, BatchEndpoint.id == BatchDeployment.endpoint_id)
-        .where(BatchEndpoint.workspace_id == asset.workspace_id)
-        .order_by(BatchDeployment.id.desc())
-        .limit(DEPLOYMENT_LIMIT)
-    )
     found: list[DeploymentUse] = []
-    for kind, query in (("online", online), ("batch", batch)):
+    kinds = (("online", OnlineEndpoint, OnlineDeployment), ("batch", BatchEndpoint, BatchDeployment))
+    for kind, endpoint_table, deployment_table in kinds:
+        query = (
+            select(endpoint_table.name, deployment_table.name, deployment_table.spec)
+            .join(endpoint_table, endpoint_table.id == deployment_table.endpoint_id)
+            .where(endpoint_table.workspace_id == asset.workspace_id)
+            .order_by(deployment_table.id.desc())
+            .limit(DEPLOYMENT_LIMIT)
+        )
         for endpoint, name, spec in session.execute(query):
             for key in _FIELDS:
                 if names((spec or {}).get(key), asset):
