@@ -17,7 +17,7 @@ from tests.browser import studio_helpers
 from tests.browser.studio_helpers import axe_check, expect_failed_load, screenshot, sign_in
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
-from tests.jobs_helpers import submit, wait_until
+from tests.jobs_helpers import submit, wait_job, wait_until
 
 studio_srv, browser, page = studio_helpers.studio_srv, studio_helpers.browser, studio_helpers.page
 XSS_IMG = "<img src=x onerror=console.error(1)>"
@@ -72,8 +72,9 @@ def test_a_data_asset_from_a_folder_its_files_and_the_job_that_uses_it(
     assert page.get_by_text("No job uses this version.").is_visible()
 
     with srv.client() as api:  # the client uses it in a job
-        job = {"command": "ls ${{inputs.images}}", "compute": "local", "display_name": HOSTILE,
-               "inputs": {"images": {"type": "uri_folder", "path": "azureml:images:1"}}}  # fmt: skip
+        job = {"command": "ls -R ${{inputs.images}} > ${{outputs.listing}}/seen.txt", "compute": "local",
+               "display_name": HOSTILE, "inputs": {"images": {"type": "uri_folder", "path": "azureml:images:1"}},
+               "outputs": {"listing": {"type": "uri_folder"}}}  # fmt: skip
         submit(api, srv, "uses-images", job)
 
     def listed() -> bool:
@@ -89,6 +90,25 @@ def test_a_data_asset_from_a_folder_its_files_and_the_job_that_uses_it(
     axe_check(page)
     screenshot(page, "assets-list")
 
+    # A new data asset from that job's output: pick the job, then one of its outputs.
+    with srv.client() as api:
+        assert wait_job(api, srv, "uses-images", timeout=120)["status"] == "Completed"
+    page.get_by_role("link", name="+ Register data asset").click()
+    page.get_by_label("A job's output").check()
+    page.get_by_label("Name", exact=True).fill("listing")
+    page.get_by_label("Job", exact=True).fill("uses-images")
+    page.keyboard.press("Tab")  # the change event: the job's outputs are fetched
+    page.get_by_role("combobox", name="Output").get_by_role("option", name="listing (uri_folder)").wait_for(
+        state="attached"
+    )
+    axe_check(page)
+    page.get_by_role("button", name="Register").click()
+    page.wait_for_url("**/data/listing/1")
+    assert page.get_by_text("azureml://jobs/uses-images/outputs/listing", exact=True).is_visible()
+    assert (
+        page.get_by_role("list", name="Files of listing:1").get_by_role("link", name="seen.txt").is_visible()
+    )
+
 
 def test_an_environment_from_yaml_a_components_inputs_and_archive_then_restore(
     studio_srv: RunningServer, page: Any
@@ -96,6 +116,14 @@ def test_an_environment_from_yaml_a_components_inputs_and_archive_then_restore(
     srv = studio_srv
     sign_in(page, srv)
     page.goto(ws_url(srv, "environments", "_new"))
+    # A refusal comes back in the form, its hostile words as text.
+    expect_failed_load(page, ws_url(srv, "environments", "_new"))  # the 400: Chromium logs it
+    load_yaml(page, "Environment YAML", {"name": "bad-env", "conda_file": HOSTILE})
+    page.get_by_role("button", name="Register").click()
+    alert = page.get_by_role("alert")
+    alert.wait_for()
+    assert "conda_file" in alert.inner_text() and XSS_IMG in alert.inner_text()
+    axe_check(page)
     env = {
         "name": "np-env",
         "description": HOSTILE,
@@ -119,6 +147,7 @@ def test_an_environment_from_yaml_a_components_inputs_and_archive_then_restore(
     component = {
         "name": "train",
         "type": "command",
+        "display_name": HOSTILE,
         "description": HOSTILE,
         "command": "python train.py --lr ${{inputs.lr}} --out ${{outputs.model}}",
         "environment": "azureml:np-env:1",

@@ -305,6 +305,8 @@ def _data_document(form: dict[str, str]) -> tuple[str, str | None, dict[str, Any
     else:
         if not form.get("upload") or not form.get("uploaded"):
             raise validation_error("upload", "choose files or a folder to upload first")
+        if kind == "uri_file" and form.get("count", "1") != "1":
+            raise validation_error("type", "a uri_file is one file: upload one file, or choose uri_folder")
         single = form.get("uploaded") if kind == "uri_file" else None
         path = asset_files.upload_uri(form["upload"], single)
     body: dict[str, Any] = {"type": kind, "path": path, "tags": _tags(form.get("tags", ""))}

@@ -32,12 +32,14 @@ async function uploadAll(input, fromFolder) {
   const status = document.getElementById("upload-status");
   const batch = document.getElementById("f-upload").value;
   const uploaded = document.getElementById("f-uploaded");
+  const count = document.getElementById("f-count");
   const submit = document.getElementById("register");
   const headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
   const files = [...(input.files || [])];
   if (!files.length) return;
   submit.disabled = true;
   uploaded.value = "";
+  count.value = String(files.length);
   let done = 0;
   try {
     for (const file of files) {
