@@ -72,9 +72,13 @@ def test_a_data_asset_from_a_folder_its_files_and_the_job_that_uses_it(
     assert page.get_by_text("No job uses this version.").is_visible()
 
     with srv.client() as api:  # the client uses it in a job
-        job = {"command": "ls -R ${{inputs.images}} > ${{outputs.listing}}/seen.txt", "compute": "local",
-               "display_name": HOSTILE, "inputs": {"images": {"type": "uri_folder", "path": "azureml:images:1"}},
-               "outputs": {"listing": {"type": "uri_folder"}}}  # fmt: skip
+        job = {
+            "command": "ls -R ${{inputs.images}} > ${{outputs.listing}}/seen.txt",
+            "compute": "local",
+            "display_name": HOSTILE,
+            "inputs": {"images": {"type": "uri_folder", "path": "azureml:images:1"}},
+            "outputs": {"listing": {"type": "uri_folder"}},
+        }
         submit(api, srv, "uses-images", job)
 
     def listed() -> bool:
