@@ -64,6 +64,19 @@ def test_a_data_asset_from_uploaded_files_its_files_and_its_users(
     assert packed.status_code == 200 and packed.content[:2] == b"\x1f\x8b"  # the folder, gzip
     assert client.get(f"{base}data/uploaded/1/download", params={"file": "../x"}).status_code == 400
 
+    # One file as a uri_file; several files cannot be one.
+    single = secrets.token_hex(16)
+    upload(client, base, csrf, single, "table.csv", b"a,b\n")
+    form = {"csrf_token": csrf, "name": "one-file", "type": "uri_file", "source": "upload", "upload": single,
+            "uploaded": "table.csv", "count": "1"}  # fmt: skip
+    made = client.post(f"{base}data/_new", data=form)
+    assert made.status_code == 303, made.text[:2000]
+    page = client.get(made.headers["location"])
+    assert f"LocalUpload/{single}/table.csv" in page.text
+    assert client.get(f"{base}data/one-file/1/download").content == b"a,b\n"
+    refused = client.post(f"{base}data/_new", data={**form, "count": "2", "uploaded": "2 files"})
+    assert refused.status_code == 400 and "a uri_file is one file" in refused.text
+
     with srv.client() as api:
         job = {"command": "ls ${{inputs.d}} > ${{outputs.o}}/seen.txt", "compute": "local",
                "inputs": {"d": {"type": "uri_folder", "path": "azureml:uploaded:1"}},
@@ -157,6 +170,7 @@ def test_archive_restore_and_a_reader_refused(
         page = reader.get(f"{base}environments/old-env/1")
         assert page.status_code == 200 and "Archive" not in page.text.replace("Archived", "")
         assert "+ Register" not in reader.get(f"{base}data").text
+        assert reader.get(f"{base}components/_new").status_code == 403
         token = csrf_of(page)
         assert (
             reader.post(f"{base}environments/old-env/1/archive", data={"csrf_token": token}).status_code

@@ -137,7 +137,7 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
     def new_form(
         sub: str, rg: str, ws: str, job: str = "", output: str = "", ctx: Context = Depends(context)
     ) -> HTMLResponse:
-        workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+        workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)  # a Reader: 403
         source = "job" if job else "upload"
         return form_page(ctx, ref, workspace, {"source": source, "job": job, "output": output})
 
