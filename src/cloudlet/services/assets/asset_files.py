@@ -35,6 +35,7 @@ from cloudlet.services.core.storage import (
     pack_beneath,
     read_beneath,
     relative_parts,
+    stat_beneath,
     unpack_beneath,
 )
 from cloudlet.services.jobs import job_outputs
@@ -122,10 +123,21 @@ def download(ws: Workspace, asset: Asset, data: DataRoot, file: str | None) -> t
         raise not_found("File", str(asset.spec.get("path")))
     base, parts = located
     wanted = (*parts, *relative_parts(file, "file")) if file else parts
-    body = read_beneath(base, wanted, limit=DOWNLOAD_LIMIT)
+    found = stat_beneath(base, wanted)
+    if found is None or (file and found[0] != "file"):
+        raise not_found("File", file or str(asset.spec.get("path")))
+    if found[1] > DOWNLOAD_LIMIT:  # read whole into memory: a larger one is the CLI's to fetch
+        raise CloudletError(
+            "PayloadTooLarge",
+            f"{found[1]:,} bytes is more than the studio sends ({DOWNLOAD_LIMIT >> 20} MiB); download it "
+            f"with the CLI: cloudlet datastore download -n {base.name} -p {'/'.join(wanted)}",
+            "file",
+            413,
+        )
+    body = read_beneath(base, wanted, limit=DOWNLOAD_LIMIT) if found[0] == "file" else None
     if body is not None:
         return body, wanted[-1] if wanted else asset.name
-    packed = pack_beneath(base, wanted) if not file else None
+    packed = pack_beneath(base, wanted)
     if packed is None:
         raise not_found("File", file or str(asset.spec.get("path")))
     return packed, f"{asset.name}-{asset.version}.tar.gz"
