@@ -63,6 +63,8 @@ def test_a_data_asset_from_uploaded_files_its_files_and_its_users(
     packed = client.get(f"{base}data/uploaded/1/download")
     assert packed.status_code == 200 and packed.content[:2] == b"\x1f\x8b"  # the folder, gzip
     assert client.get(f"{base}data/uploaded/1/download", params={"file": "../x"}).status_code == 400
+    again = client.get(f"{base}data/_new", params={"name": "uploaded", "version": "1"})
+    assert 'value="uploaded"' in again.text and 'value="team=vision"' in again.text
 
     # One file as a uri_file; several files cannot be one.
     single = secrets.token_hex(16)
@@ -139,6 +141,9 @@ def test_an_environment_and_a_component_from_yaml(
     assert "the rate" in page.text and "0.1" in page.text and "azureml:np-env:1" in page.text
     listing = client.get(f"{base}components")
     assert "train" in listing.text
+    again = client.get(f"{base}components/_new", params={"name": "train", "version": "1"})
+    assert "name: train" in again.text and "the rate" in again.text  # the next version starts from it
+    assert 'href="' + base + 'components/_new?name=train&amp;version=1"' in page.text
 
     with srv.client() as api:  # a pipeline whose step runs it: found by the bounded scan
         step = {"component": "azureml:train:1", "inputs": {"lr": 0.5}}

@@ -135,11 +135,22 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
 
     @router.get(base + "/_new", name=f"studio_{suffix}_new")
     def new_form(
-        sub: str, rg: str, ws: str, job: str = "", output: str = "", ctx: Context = Depends(context)
+        sub: str,
+        rg: str,
+        ws: str,
+        job: str = "",
+        output: str = "",
+        name: str = "",
+        version: str = "",
+        ctx: Context = Depends(context),
     ) -> HTMLResponse:
+        """The form; ``?name=&version=`` starts from that version (its next one), ``?job=&output=``
+        from a job's output."""
         workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)  # a Reader: 403
-        source = "job" if job else "upload"
-        return form_page(ctx, ref, workspace, {"source": source, "job": job, "output": output})
+        form = {"source": "job" if job else "upload", "job": job, "output": output}
+        if name:
+            form |= _prefilled(asset_service.get_version(ctx.session, workspace, kind, name, version or None))
+        return form_page(ctx, ref, workspace, form)
 
     @router.post(base + "/_new", name=f"studio_{suffix}_create")
     async def create(
@@ -263,6 +274,22 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
         return RedirectResponse(shell.ws_url(ref, suffix, name, version), status_code=303)
 
     return nav, router
+
+
+def _prefilled(asset: Any) -> dict[str, str]:
+    """The form's fields for the next version of ASSET: its name and what it says (a data asset's
+    type, description and tags; a YAML asset's document without its version)."""
+    spec = asset.spec or {}
+    if asset.kind != "data":
+        doc = {"name": asset.name, **spec}
+        return {"yaml": yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)}
+    tags = ", ".join(f"{k}={v}" if v else k for k, v in (spec.get("tags") or {}).items())
+    return {
+        "name": asset.name,
+        "type": str(spec.get("type") or "uri_folder"),
+        "description": str(spec.get("description") or ""),
+        "tags": tags,
+    }
 
 
 def _as_yaml(asset: Any) -> str:
