@@ -50,6 +50,9 @@ def test_a_data_asset_from_uploaded_files_its_files_and_its_users(
     batch = secrets.token_hex(16)
     upload(client, base, csrf, batch, "a.csv", b"x,y\n1,2\n")
     upload(client, base, csrf, batch, "sub/b.txt", b"hello")
+    again = client.post(f"{base}data/_upload", params={"batch": batch, "path": "a.csv"}, content=b"changed",
+                        headers={"X-CSRF-Token": csrf})  # fmt: skip
+    assert again.status_code == 409 and "already in this upload" in again.json()["error"]
     form = {"csrf_token": csrf, "name": "uploaded", "type": "uri_folder", "source": "upload", "upload": batch,
             "uploaded": "2 files", "tags": "team=vision", "description": "two files"}  # fmt: skip
     made = client.post(f"{base}data/_new", data=form)

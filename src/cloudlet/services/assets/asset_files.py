@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.errors import CloudletError, not_found, validation_error
+from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.services.access import workspaces
 from cloudlet.services.assets.codes import PENDING_UPLOAD_FOLDER
 from cloudlet.services.core.storage import (
@@ -166,6 +166,11 @@ def upload_file(session: Session, data: DataRoot, ws: Workspace, batch: str, pat
         member.mode = 0o644
         archive.addfile(member, io.BytesIO(body))
     base = data.datastore(ws.id, DEFAULT_DATASTORE)
+    if stat_beneath(base, (PENDING_UPLOAD_FOLDER, batch, *parts)) is not None:
+        # An upload's files are written once: a registered version's bytes never change under it.
+        raise conflict(
+            "AlreadyUploaded", f"'{path}' is already in this upload; choose the files again", "file"
+        )
     budget = workspaces.storage_budget(session, data, ws.id)
     try:
         unpack_beneath(packed.getvalue(), base, (PENDING_UPLOAD_FOLDER, batch), budget)

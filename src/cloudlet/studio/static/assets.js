@@ -30,7 +30,9 @@ if (source && editorHost) {
 
 async function uploadAll(input, fromFolder) {
   const status = document.getElementById("upload-status");
-  const batch = document.getElementById("f-upload").value;
+  // Each choice is a new upload folder (an upload's files are written once).
+  const batch = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  document.getElementById("f-upload").value = batch;
   const uploaded = document.getElementById("f-uploaded");
   const count = document.getElementById("f-count");
   const submit = document.getElementById("register");
