@@ -29,10 +29,11 @@ from cloudlet.domain.access.roles import Access
 from cloudlet.domain.assets import assets as rules
 from cloudlet.domain.assets.assets import AssetKind
 from cloudlet.domain.errors import CloudletError, validation_error
-from cloudlet.services.assets import asset_files, asset_usage
+from cloudlet.services.assets import asset_files
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.jobs import job_documents
+from cloudlet.services.views import assets as asset_views
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute, form_of
 
@@ -229,21 +230,19 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
         sub: str, rg: str, ws: str, name: str, version: str, ctx: Context = Depends(context)
     ) -> HTMLResponse:
         workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
-        asset = asset_service.get_version(ctx.session, workspace, kind, name, version)
-        values: dict[str, Any] = {
-            "asset": asset,
-            "spec": asset.spec or {},
-            "versions": asset_service.list_versions(ctx.session, workspace, kind, name, "all"),
-            "used": asset_usage.used_by(ctx.session, asset),
-            "yaml_text": _as_yaml(asset),
-        }
-        if kind == "data":
-            values["tree"] = asset_files.tree(workspace, asset, ctx.state.data)
-        if kind == "environment":
-            values["build"] = asset_files.build_log(ctx.session, ctx.state.data, asset)
-            conda = (asset.spec or {}).get("conda_file")
-            values["conda_text"] = yaml.safe_dump(conda, sort_keys=False) if isinstance(conda, dict) else ""
-        return page(ctx, ref, workspace, "asset_page.html", **values)
+        view = asset_views.version_view(ctx.session, ctx.state.data, workspace, kind, name, version)
+        conda = view.spec.get("conda_file")
+        return page(
+            ctx,
+            ref,
+            workspace,
+            "asset_page.html",
+            view=view,
+            asset=view.asset,
+            spec=view.spec,
+            yaml_text=_as_yaml(view.asset),
+            conda_text=yaml.safe_dump(conda, sort_keys=False) if isinstance(conda, dict) else "",
+        )
 
     @router.get(base + "/{name}/{version}/download", name=f"studio_{suffix}_download")
     def download(
