@@ -21,7 +21,7 @@ from typing import Any, Literal
 import yaml
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context
@@ -36,6 +36,7 @@ from cloudlet.services.jobs import job_documents
 from cloudlet.services.views import assets as asset_views
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+from cloudlet.studio.uploads import json_answer
 
 MAX_BROWSER_FILE = 64 << 20  # one file of a browser's upload; the CLI takes larger ones
 VIEWS = {"": "active_only", "1": "all"}  # ?archived=: the list with or without archived names
@@ -192,19 +193,13 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
             """One file of the form's upload (its raw bytes; the page's script sends each file)."""
             body = await request.body()
 
-            def store() -> str:
+            def store() -> dict[str, Any]:
                 workspace, _ = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
                 uri = asset_files.upload_file(ctx.session, ctx.state.data, workspace, batch, path, body)
                 ctx.session.commit()
-                return uri
+                return {"uri": uri, "size": len(body)}
 
-            try:
-                uri = await run_in_threadpool(store)
-            except CloudletError as exc:
-                if exc.status in (401, 403):
-                    raise
-                return JSONResponse({"error": exc.message, "field": exc.target}, status_code=exc.status)
-            return JSONResponse({"uri": uri, "size": len(body)})
+            return await json_answer(store)
 
         @router.get(base + "/_outputs", name=f"studio_{suffix}_outputs")
         def outputs(
