@@ -10,7 +10,15 @@ from cloudlet.services.core.context import Caller
 from cloudlet.studio.shell import ACTIONS, can
 
 WS = 7
-WRITES = {"job.create", "job.cancel", "compute.create", "compute.act", "batch.write", "model.write", "endpoint.write"}
+WRITES = {
+    "job.create",
+    "job.cancel",
+    "compute.create",
+    "compute.act",
+    "batch.write",
+    "asset.write",
+    "endpoint.write",
+}
 
 
 def caller(role: Role | None = None, is_admin: bool = False) -> Caller:

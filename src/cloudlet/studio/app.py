@@ -28,8 +28,11 @@ from cloudlet.services.core.context import Caller
 from cloudlet.studio import shell
 from cloudlet.studio.pages import (
     batch_endpoints,
+    components,
     compute,
+    data,
     endpoints,
+    environments,
     home,
     job_graphs,
     job_live,
@@ -51,7 +54,17 @@ from cloudlet.studio.session import (
     signed,
 )
 
-PAGES = (home, jobs, models, endpoints, compute, quota)  # their order is the navigation's
+PAGES = (
+    home,
+    jobs,
+    components,
+    environments,
+    models,
+    data,
+    endpoints,
+    compute,
+    quota,
+)  # their order is the navigation's
 # Pages reached from a page, not from the navigation.
 SUBPAGES = (job_page, job_live, job_graphs, batch_endpoints)
 shell.NAV[:] = [page.NAV for page in PAGES]

@@ -42,8 +42,8 @@ ACTIONS: dict[str, Access | str] = {
     "compute.create": Access.WRITE,
     "compute.act": Access.WRITE,  # start, stop, restart, delete, resize
     "batch.write": Access.WRITE,  # batch endpoints and deployments: create, invoke
-    "model.write": Access.WRITE,  # register, archive, restore
     "endpoint.write": Access.WRITE,  # online endpoints: create, keys, test, traffic, delete
+    "asset.write": Access.WRITE,  # data, models, environments, components: register, archive, restore
     "role.assign": Access.MANAGE,
     "quota.raise": ADMIN,
 }

@@ -14,7 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context
@@ -27,6 +27,7 @@ from cloudlet.services.jobs import job_documents
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.studio import shell
 from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+from cloudlet.studio.uploads import json_answer
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 WS = "/ws/{sub}/{rg}/{ws}"
@@ -120,17 +121,12 @@ async def upload_code(
     answers ``{"code": "codes/<sha256>"}`` for the form's ``code`` field."""
     archive = await request.body()
 
-    def store() -> str:
+    def store() -> dict[str, Any]:
         workspace, _ = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
-        return code_archives.store(ctx.session, ctx.state.data, workspace, archive)
+        code = code_archives.store(ctx.session, ctx.state.data, workspace, archive)
+        return {"code": code, "size": len(archive)}
 
-    try:
-        code = await run_in_threadpool(store)
-    except CloudletError as exc:
-        if exc.status in (401, 403):
-            raise
-        return JSONResponse({"error": exc.message, "field": exc.target}, status_code=exc.status)
-    return JSONResponse({"code": code, "size": len(archive)})
+    return await json_answer(store)
 
 
 def _job_name(name: str) -> str:
