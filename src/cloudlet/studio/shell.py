@@ -42,7 +42,9 @@ ACTIONS: dict[str, Access | str] = {
     "compute.create": Access.WRITE,
     "compute.act": Access.WRITE,  # start, stop, restart, delete, resize
     "role.assign": Access.MANAGE,
+    "lock.write": Access.MANAGE,  # a workspace's locks: its Owner (a resource group's: an administrator)
     "quota.raise": ADMIN,
+    "user.manage": ADMIN,  # users, their keys, locations and sizes, the audit log
 }
 
 
@@ -62,6 +64,7 @@ class NavItem:
     label: str
     suffix: str  # under the workspace's URL ("" is its Home)
     icon: str  # a name in static/icons.svg
+    shown: str = "read"  # the action (``ACTIONS``) a caller needs to see it in the navigation
 
 
 @dataclass(frozen=True)
