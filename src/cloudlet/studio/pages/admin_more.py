@@ -3,6 +3,7 @@ Owner's) and the audit log (an administrator's: filters, keyset pages, newest fi
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
@@ -150,7 +151,15 @@ def audit_tab(
             channel=channel or None,
         )
         page = audit.read(ctx.session, query, AUDIT_PAGE, after)
-        entries, next_token = [audit.render(e) for e in page.entries], page.skip_token
+        # The details as readable JSON text (autoescaped in the page; ``tojson`` would show \u003c).
+        entries = [
+            {
+                **audit.render(e),
+                "details_text": json.dumps(e.details or {}, ensure_ascii=False, sort_keys=True),
+            }
+            for e in page.entries
+        ]
+        next_token = page.skip_token
     except CloudletError as exc:
         if exc.status != 400:
             raise
