@@ -26,7 +26,7 @@ from cloudlet.services.access import studio_sessions
 from cloudlet.services.access.studio_sessions import Issued
 from cloudlet.services.core.context import Caller
 from cloudlet.studio import shell
-from cloudlet.studio.pages import admin, admin_more, compute, home, job_live, job_page, jobs, quota
+from cloudlet.studio.pages import admin, admin_more, compute, home, job_live, job_page, jobs, quota, usage
 from cloudlet.studio.session import (
     PREFIX,
     StudioPublicRoute,
@@ -40,7 +40,7 @@ from cloudlet.studio.session import (
     signed,
 )
 
-PAGES = (home, jobs, compute, quota, admin)  # their order is the navigation's
+PAGES = (home, jobs, compute, quota, usage, admin)  # their order is the navigation's
 SUBPAGES = (job_page, job_live, admin_more)  # pages reached from a page, not from the navigation
 shell.NAV[:] = [page.NAV for page in PAGES]
 
