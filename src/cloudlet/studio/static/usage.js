@@ -2,6 +2,12 @@
 // from the page's own data (data-chart: JSON in an attribute, escaped by the server; no fetch).
 const COLOURS = ["#0f62c6", "#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#1098ad", "#868e96"];
 
+// Enough decimals to tell the ticks apart (a test's minutes of a node cost fractions of a cent).
+function decimals(ticks) {
+  const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : 1;
+  return Math.min(6, Math.max(2, Math.ceil(-Math.log10(step || 1))));
+}
+
 async function draw() {
   const host = document.getElementById("usage-chart");
   if (!host) return;
@@ -17,7 +23,7 @@ async function draw() {
     width: Math.max(320, host.clientWidth),
     height: 300,
     scales: {x: {time: true}},
-    axes: [{}, {label: "USD", values: (u, ticks) => ticks.map((t) => `$${t.toFixed(2)}`)}],
+    axes: [{}, {label: "USD", size: 70, values: (u, ticks) => ticks.map((t) => `$${t.toFixed(decimals(ticks))}`)}],
     series: [
       {label: "day", value: (u, v) => (v == null ? "" : new Date(v * 1000).toISOString().slice(0, 10))},
       ...order.map((i) => ({
