@@ -84,8 +84,12 @@ def intervals(
         if ids
         else []
     )
-    job_owner = dict(
-        session.execute(select(Job.id, Job.created_by).where(Job.workspace_id == workspace_id)).all()
+    # Serverless nodes belong to one job each: its submitter's (only those jobs are read).
+    job_ids = [row.owner_id for row in node_rows if row.owner_type != COMPUTES and row.owner_id is not None]
+    job_owner: dict[int, str] = (
+        dict(session.execute(select(Job.id, Job.created_by).where(Job.id.in_(job_ids))).tuples().all())
+        if job_ids
+        else {}
     )
     nodes: list[NodeSpan] = []
     for row in node_rows:
