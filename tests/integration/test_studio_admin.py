@@ -213,3 +213,28 @@ def test_an_owner_and_a_reader(srv: RunningServer, admin: tuple[httpx.Client, st
         roles = api.get(f"{srv.ws_path}/roleAssignments").json()["value"]
         assert {r["principal"]: r["role"] for r in roles}["rita"] == "Reader"
         assert api.get(f"{srv.ws_path}/locks").json()["value"] == []
+
+
+def test_an_administrator_adds_a_size(srv: RunningServer, admin: tuple[httpx.Client, str]) -> None:
+    client, ws = admin
+    places = f"{ws}admin/places"
+    added = _post(client, places, f"{places}/sizes", name="Site_GPU_8", vcpus="8", memory_gb="64", gpus="1")
+    assert added.status_code == 303
+    assert "Site_GPU_8" in client.get(places).text
+    assert _audit(srv, target="/sizes/Site_GPU_8")[0]["channel"] == "studio"
+    bad = _post(client, places, f"{places}/sizes", name="Site_Bad", vcpus="0", memory_gb="4")
+    assert bad.status_code == 400 and "vcpus" in bad.text
+    hostile = _post(client, places, f"{places}/sizes", name=HOSTILE, vcpus="1", memory_gb="1")
+    assert hostile.status_code == 400 and HOSTILE not in hostile.text
+    with srv.client() as api:
+        owner_key = new_user(api, srv, "sizer", "Owner")
+    with studio_client(srv) as owner:
+        assert sign_in(owner, owner_key).status_code == 303
+        home = home_of(owner)
+        refused = owner.post(
+            f"{home.url.path}admin/places/sizes",
+            data={"csrf_token": csrf_of(home), "name": "Owner_Size", "vcpus": "1", "memory_gb": "1"},
+        )
+        assert refused.status_code == 403
+    with srv.client() as api:
+        assert "Owner_Size" not in {s["name"] for s in api.get("/api/v1/sizes").json()["value"]}

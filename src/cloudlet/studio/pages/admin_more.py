@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from cloudlet.api.deps import Context, context
 from cloudlet.domain.compute.locks import LockLevel
+from cloudlet.domain.compute.sizes import CustomSizeSpec
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.services.access import audit, identity
 from cloudlet.services.compute import catalogue as catalogue_service
@@ -30,17 +31,59 @@ AUDIT_PAGE = 50
 
 
 # -- locations and sizes ------------------------------------------------------------------------
-@router.get(WS + "/places")
-def places_tab(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> HTMLResponse:
-    """Every location with its provider and capacity, and the size catalogue with its prices."""
-    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+def _places_page(
+    ctx: Context,
+    ref: WorkspaceRef,
+    ws: Any,
+    error: str = "",
+    status: int = 200,
+    form: dict[str, str] | None = None,
+) -> HTMLResponse:
     identity.require_admin(ctx.caller, "the list of locations and sizes")
     places = [locations.render(row) for row in locations.list_all(ctx.session)]
     catalogue = catalogue_service.current(ctx.session)
     sizes = [
         {**size.to_dict(), "category": catalogue.series_of(size).category} for size in catalogue.list_sizes()
     ]
-    return render_tab(ctx, ref, workspace, "places", places=places, sizes=sizes)
+    values = {"places": places, "sizes": sizes, "form": form or {}}
+    return render_tab(ctx, ref, ws, "places", status, error=error, **values)
+
+
+@router.get(WS + "/places")
+def places_tab(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> HTMLResponse:
+    """Every location with its provider and capacity, and the size catalogue with its prices."""
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    return _places_page(ctx, ref, workspace)
+
+
+SIZE_FIELDS = ("name", "vcpus", "memory_gb", "gpus", "family", "price_dedicated", "price_low_priority")
+
+
+def _add_size(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) -> Response:
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    given = {k: form[k].strip() for k in SIZE_FIELDS if form.get(k, "").strip()}
+    try:
+        try:
+            spec = CustomSizeSpec.model_validate(given)  # pydantic converts the form's text
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            field = str(problem["loc"][0]) if problem["loc"] else "size"
+            raise validation_error(field, f"{field}: {problem['msg']}") from None
+        catalogue_service.add_size(ctx.session, ctx.caller, spec)
+    except CloudletError as exc:
+        if exc.status not in FORM_ERRORS:
+            raise
+        ctx.session.rollback()
+        return _places_page(ctx, ref, workspace, exc.message, exc.status, form)
+    return _back(ref, "places")
+
+
+@router.post(WS + "/places/sizes")
+async def add_size(request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
+    """An administrator's own size (the site's hardware), as ``POST /api/v1/sizes`` adds one."""
+    form = await form_of(request)
+    response: Response = await run_in_threadpool(_add_size, ctx, sub, rg, ws, form)
+    return response
 
 
 # -- locks --------------------------------------------------------------------------------------
