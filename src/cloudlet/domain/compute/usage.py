@@ -21,7 +21,7 @@ DAY_S = 86_400.0
 HOUR_S = 3_600.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeSpan:
     """A node's life: what it belongs to, whose its idle time is, what an hour of it costs."""
 
@@ -33,7 +33,7 @@ class NodeSpan:
     end: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BusySpan:
     """A job's run on a node, and who submitted the job."""
 
@@ -43,7 +43,7 @@ class BusySpan:
     end: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DiskSpan:
     """A compute instance's OS disk: billed from the instance's creation, running or stopped."""
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.access.roles import Access
@@ -60,17 +60,21 @@ def intervals(
 ) -> tuple[list[NodeSpan], list[BusySpan], list[DiskSpan]]:
     """The workspace's node lives, job runs and instance disks that touch [since, until)."""
     computes = {c.id: c for c in session.scalars(select(Compute).where(Compute.workspace_id == workspace_id))}
+    # The nodes in the window, and through the same filter (a join, never a list of ids that a
+    # busy month would make longer than a statement may bind) their job runs and serverless jobs.
+    in_window = and_(
+        Node.workspace_id == workspace_id,
+        Node.created_at < until,
+        or_(Node.ended_at.is_(None), Node.ended_at > since),
+    )
     node_rows = list(
         session.execute(
             select(
                 Node.id, Node.owner_type, Node.owner_id, Node.size, Node.tier, Node.created_at, Node.ended_at
-            )
-            .where(Node.workspace_id == workspace_id, Node.created_at < until)
-            .where(or_(Node.ended_at.is_(None), Node.ended_at > since))
+            ).where(in_window)
         )
     )
-    ids = [row.id for row in node_rows]
-    runs = list(
+    runs = (
         session.execute(
             select(
                 JobRun.node_id,
@@ -78,18 +82,22 @@ def intervals(
                 func.coalesce(JobRun.started_at, JobRun.assigned_at).label("start"),
                 JobRun.ended_at,
             )
+            .join(Node, Node.id == JobRun.node_id)
             .join(Job, Job.id == JobRun.job_id)
-            .where(JobRun.node_id.in_(ids))
+            .where(in_window)
         )
-        if ids
-        else []
+        .tuples()
+        .all()
     )
-    # Serverless nodes belong to one job each: its submitter's (only those jobs are read).
-    job_ids = [row.owner_id for row in node_rows if row.owner_type != COMPUTES and row.owner_id is not None]
-    job_owner: dict[int, str] = (
-        dict(session.execute(select(Job.id, Job.created_by).where(Job.id.in_(job_ids))).tuples().all())
-        if job_ids
-        else {}
+    # Serverless nodes belong to one job each: its submitter's.
+    job_owner: dict[int, str] = dict(
+        session.execute(
+            select(Job.id, Job.created_by)
+            .join(Node, and_(Node.owner_type != COMPUTES, Node.owner_id == Job.id))
+            .where(in_window)
+        )
+        .tuples()
+        .all()
     )
     nodes: list[NodeSpan] = []
     for row in node_rows:
@@ -101,7 +109,7 @@ def intervals(
             name, owner = SERVERLESS, job_owner.get(row.owner_id, "(unknown)")
         price = _price(catalogue, row.size, row.tier)
         nodes.append(NodeSpan(row.id, name, owner, price, row.created_at, row.ended_at or now))
-    busy = [BusySpan(r.node_id, r.created_by, r.start, r.ended_at or now) for r in runs]
+    busy = [BusySpan(node_id, user, start, end or now) for node_id, user, start, end in runs]
     disk_rate = instances.os_disk_gb() * costs.OS_DISK_USD_PER_GB_MONTH / costs.HOURS_PER_MONTH
     disks = [
         DiskSpan(c.name, c.owner or c.created_by, disk_rate, c.created_on.timestamp(), now)
