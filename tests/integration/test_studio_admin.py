@@ -53,6 +53,8 @@ def test_users_keys_and_roles_from_the_studio_are_audited_as_studio(
     client, ws = admin
     users = f"{ws}admin/users"
     assert client.get(f"{ws}admin").headers["location"] == users
+    # Without the session's CSRF token: refused, nothing written.
+    assert client.post(users, data={"name": "carol"}).status_code == 403
     created = _post(client, users, users, name="carol")
     assert created.status_code == 303
     listed = client.get(users)

@@ -10,6 +10,7 @@ sees their own keys. A key's secret is shown on the answer to the POST that made
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -178,7 +179,9 @@ def _key_action(ctx: Context, sub: str, rg: str, ws: str, action: str, form: dic
         ctx.session.rollback()
         return _keys_page(ctx, ref, workspace, user, error=exc.message, status=exc.status)
     if issued is None:
-        return _back(ref, "keys", f"?user={user}" if user != ctx.caller.name else "")
+        return _back(
+            ref, "keys", f"?{urllib.parse.urlencode({'user': user})}" if user != ctx.caller.name else ""
+        )
     # The secret is in this answer only (``no-store``): a reload of the list never shows it.
     return _keys_page(ctx, ref, workspace, user, issued=issued)
 
