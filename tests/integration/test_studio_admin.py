@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
-from tests.jobs_helpers import served
+from tests.jobs_helpers import cli_json, served
 from tests.studio_http import csrf_of, home_of, sign_in, studio_client
 
 HOSTILE = "<img src=x onerror=alert(1)></script><script>alert(2)</script>"
@@ -110,6 +110,10 @@ def test_the_channel_of_rest_and_client_writes(srv: RunningServer) -> None:
     with RestClient(srv.endpoint, api_key=srv.api_key) as rc:
         rc.send("POST", "/api/v1/principals", json={"name": "via-client"})
     assert _audit(srv, target="/principals/via-client")[0]["channel"] == "cli"
+    # The CLI itself, creating a user and reading the log by channel.
+    cli_json(srv, "user", "create", "via-cli")
+    found = cli_json(srv, "audit", "list", "--channel", "cli", "--action", "principal.create")
+    assert {e["target"] for e in found} == {"/principals/via-client", "/principals/via-cli"}
 
 
 def test_rotate_and_revoke_a_key(srv: RunningServer, admin: tuple[httpx.Client, str]) -> None:
