@@ -90,8 +90,19 @@ def test_users_keys_and_roles_from_the_studio_are_audited_as_studio(
 
     entries = _audit(srv, actor="admin")
     by_action = {e["action"]: e for e in entries if "carol" in str(e["target"])}
-    for action in ("principal.create", "apiKey.create", "roleAssignment.write", "principal.disable"):
+    for action in (
+        "principal.create",
+        "apiKey.create",
+        "roleAssignment.write",
+        "principal.disable",
+        "principal.enable",
+    ):
         assert by_action[action]["channel"] == "studio", by_action.get(action)
+
+    assert _post(client, roles, f"{roles}/remove", principal="carol").status_code == 303
+    assert 'data-user="carol"' not in client.get(roles).text
+    removed = [e for e in _audit(srv, action="roleAssignment.delete") if str(e["target"]).endswith("/carol")]
+    assert [e["channel"] for e in removed] == ["studio"]
 
     # The page's own filters: actor and action, newest first.
     page = client.get(f"{ws}admin/audit", params={"actor": "admin", "action": "apiKey"})
