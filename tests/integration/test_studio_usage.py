@@ -1,6 +1,7 @@
 """Usage and cost over real HTTP (issue 28 item 6): a cluster scales from zero to run a user's job
 and back down after its idle time; the usage page and its CSV show node-hours and cost for that
-compute and that user, and idle node-hours (the tail before scale-down) for the cluster's creator.
+compute and that user, and idle node-hours (the tail before scale-down) for the cluster's creator;
+a serverless job's node is its submitter's.
 A Reader reads the page and the CSV. (Disk-hours of stopped instances: tests/unit/test_usage_ledger.py.)"""
 
 from __future__ import annotations
@@ -49,7 +50,14 @@ def test_a_cluster_that_ran_a_job_and_scaled_down_shows_node_hours_idle_hours_an
         create_compute(api, srv, "use-cpu", cluster)
     with srv.client(uma_key) as uma:
         submit(uma, srv, "use-job", {"command": "echo hi; sleep 2", "compute": "azureml:use-cpu"})
+        # A serverless job: its node is made for it, and its hours are hers, under "serverless".
+        serverless = {
+            "command": "sleep 1",
+            "resources": {"instance_type": "Standard_DS3_v2", "instance_count": 1},
+        }
+        submit(uma, srv, "use-serverless", serverless)
         assert wait_job(uma, srv, "use-job", timeout=120)["status"] == "Completed"
+        assert wait_job(uma, srv, "use-serverless", timeout=120)["status"] == "Completed"
     with srv.client() as api:
         wait_until(lambda: compute(api, srv, "use-cpu")["current_node_count"] == 0, 90, "the scale-down to 0")
 
@@ -62,6 +70,9 @@ def test_a_cluster_that_ran_a_job_and_scaled_down_shows_node_hours_idle_hours_an
         assert page.status_code == 200 and 'id="usage-chart"' in page.text
         assert 'data-name="uma"' in page.text
 
+    assert any(
+        r["compute"] == "serverless" and r["user"] == "uma" and float(r["node_hours"]) > 0 for r in rows
+    )
     mine = [r for r in rows if r["compute"] == "use-cpu"]
     uma_rows = [r for r in mine if r["user"] == "uma"]
     creator_rows = [r for r in mine if r["user"] == admin]
