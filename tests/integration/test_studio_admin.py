@@ -255,3 +255,22 @@ def test_an_administrator_adds_a_size(srv: RunningServer, admin: tuple[httpx.Cli
         assert refused.status_code == 403
     with srv.client() as api:
         assert "Owner_Size" not in {s["name"] for s in api.get("/api/v1/sizes").json()["value"]}
+
+
+def test_the_audit_time_range(srv: RunningServer, admin: tuple[httpx.Client, str]) -> None:
+    client, ws = admin
+    with srv.client() as api:
+        assert api.post("/api/v1/principals", json={"name": "timed"}).status_code == 201
+    audit_url = f"{ws}admin/audit"
+    base = {"target": "/principals/timed"}
+    assert 'audit-action">principal.create' in client.get(audit_url, params=base).text
+    past = client.get(audit_url, params={**base, "until": "2020-01-01T00:00"})
+    future = client.get(audit_url, params={**base, "since": "2999-01-01T00:00"})
+    both = client.get(audit_url, params={**base, "since": "2020-01-01T00:00", "until": "2999-01-01T00:00"})
+    for page in (past, future):
+        assert page.status_code == 200 and "No entries match these filters" in page.text
+    assert 'audit-action">principal.create' in both.text
+    bad = client.get(audit_url, params={"since": "yesterday"})
+    assert bad.status_code == 400 and "is not a date and time" in bad.text
+    stale = client.get(audit_url, params={"after": "not-a-token"})
+    assert stale.status_code == 400 and "continuation token" in stale.text
