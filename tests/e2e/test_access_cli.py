@@ -159,7 +159,14 @@ def test_the_audit_log_from_the_cli(api: httpx.Client, srv: RunningServer) -> No
     assert found[0]["target"].startswith("/principals/cli-dave/keys/")
     about_dave = yaml.safe_load(ok(as_yaml).stdout)
     assert {e["action"] for e in about_dave} == {"principal.create", "apiKey.create"} and len(about_dave) == 5
-    assert ok(table).stdout.splitlines()[0].split() == ["TIME", "ACTOR", "ACTION", "TARGET", "DETAILS"]
+    assert ok(table).stdout.splitlines()[0].split() == [
+        "TIME",
+        "ACTOR",
+        "ACTION",
+        "TARGET",
+        "CHANNEL",
+        "DETAILS",
+    ]
     assert "/principals/cli-dave" in table.stdout
     assert ok(everything).returncode == 0  # the admin's own key reads it …
     failed(cli(srv, "audit", "list", key=key), "AuthorizationFailed")  # … a user's does not

@@ -30,7 +30,7 @@ def caller(role: Role | None = None, is_admin: bool = False) -> Caller:
     [
         (Role.READER, {"read"}),
         (Role.CONTRIBUTOR, {"read", *WRITES}),
-        (Role.OWNER, {"read", *WRITES, "role.assign"}),
+        (Role.OWNER, {"read", *WRITES, "role.assign", "lock.write"}),
         (None, set()),
     ],
 )

@@ -197,12 +197,17 @@ def list_audit(
     actor: Annotated[str | None, Query(max_length=160)] = None,
     action: Annotated[str | None, Query(max_length=64, description="An action, or a kind: compute")] = None,
     target: Annotated[str | None, Query(max_length=1024, description="A resource and all under it")] = None,
+    channel: Annotated[
+        str | None, Query(pattern=f"^({'|'.join(audit.CHANNELS)})$", description="The front door")
+    ] = None,
     top: Annotated[int, Query(alias="$top", ge=1, le=audit.MAX_PAGE)] = audit.DEFAULT_PAGE,
     skip_token: Annotated[str | None, Query(alias="$skipToken", max_length=256)] = None,
 ) -> dict[str, Any]:
     """Who changed what, newest first; ``nextLink`` continues when there is more."""
     identity.require_admin(ctx.caller, "the audit log")
-    query = audit.AuditQuery(since=since, until=until, actor=actor, action=action, target=target)
+    query = audit.AuditQuery(
+        since=since, until=until, actor=actor, action=action, target=target, channel=channel
+    )
     page = audit.read(ctx.session, query, top, skip_token)
     body: dict[str, Any] = {"value": [audit.render(e) for e in page.entries]}
     if page.skip_token is not None:

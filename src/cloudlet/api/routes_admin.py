@@ -108,9 +108,7 @@ def list_sizes(
 
 @router.post("/sizes", status_code=201)
 def add_size(body: CustomSizeSpec, ctx: Context = Depends(context)) -> dict[str, Any]:
-    _require_admin(ctx)
-    size = catalogue_service.add_custom(ctx.session, body, ctx.caller.name)
-    return size.to_dict()
+    return catalogue_service.add_size(ctx.session, ctx.caller, body).to_dict()
 
 
 @router.get("/providers")

@@ -212,6 +212,7 @@ class UserRoute(_CloudletRoute):
         # The client's request id goes into the audit entries this request writes (set in the
         # request's task: the thread that runs a sync endpoint copies its context).
         audit.bind_request_id(audit.request_id_from(request.headers))
+        audit.bind_channel(audit.api_channel(request.url.path, request.headers))
 
 
 class NodeRoute(_CloudletRoute):

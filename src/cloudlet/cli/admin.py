@@ -381,6 +381,9 @@ def audit_list(
         str | None, typer.Option("--action", help="e.g. apiKey.revoke, or a kind: compute, lock …")
     ] = None,
     target: Annotated[str | None, typer.Option("--target", help="A resource id and all under it.")] = None,
+    channel: Annotated[
+        str | None, typer.Option("--channel", help="The front door: rest, arm, mlflow, cli or studio.")
+    ] = None,
     since: Annotated[str | None, typer.Option("--since", help="2h, 30m, 7d or an ISO time.")] = None,
     until: Annotated[str | None, typer.Option("--until", help="2h, 30m, 7d or an ISO time.")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="At most this many entries.")] = 50,
@@ -392,6 +395,7 @@ def audit_list(
         actor=actor,
         action=action,
         target=target,
+        channel=channel,
         since=parse_since(since) if since else None,
         until=parse_since(until) if until else None,
         top=top,

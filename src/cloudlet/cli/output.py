@@ -248,6 +248,7 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("ACTOR", _key("actor")),
         ("ACTION", _key("action")),
         ("TARGET", _key("target")),
+        ("CHANNEL", _key("channel")),
         ("DETAILS", _key("details")),
     ],
     "online-endpoint": [

@@ -10,6 +10,8 @@ from urllib.parse import quote
 
 import httpx
 
+from cloudlet import __version__
+
 API_PREFIX = "/api/v1"
 TERMINAL_STATUSES = frozenset({"Succeeded", "Failed", "Canceled"})
 
@@ -197,7 +199,12 @@ class RestClient:
     def _headers(self) -> dict[str, str]:
         # A fresh id per request, as Azure clients send it: the server records it with the audit
         # entries the request writes, so a change can be traced to the command that made it.
-        headers = {"Accept": "application/json", "x-ms-client-request-id": str(uuid.uuid4())}
+        headers = {
+            "Accept": "application/json",
+            "x-ms-client-request-id": str(uuid.uuid4()),
+            # The server's audit log records changes made through the client (and CLI) as such.
+            "User-Agent": f"cloudlet-client/{__version__}",
+        }
         token = self._token_provider() if self._token_provider else self._api_key
         if token:
             headers["Authorization"] = f"Bearer {token}"

@@ -113,14 +113,17 @@ class AuditOperations(_Operations):
         until: When | None = None,
         top: int | None = None,
         page_size: int = 100,
+        channel: str | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Entries newest first, following ``nextLink`` lazily; at most ``top`` of them.
         ``action`` may be a kind (``compute`` matches ``compute.create``…); ``target`` matches a
-        resource and everything under it."""
+        resource and everything under it; ``channel`` the front door (``rest``, ``arm``, ``mlflow``,
+        ``cli``, ``studio``)."""
         params: dict[str, Any] | None = {
             "actor": actor,
             "action": action,
             "target": target,
+            "channel": channel,
             "since": _when(since),
             "until": _when(until),
         }

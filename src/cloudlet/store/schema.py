@@ -461,6 +461,8 @@ class AuditEntry(Base):
     target: Mapped[str] = mapped_column(String(1024), index=True)
     details: Mapped[dict[str, Any]] = mapped_column(default=dict)
     request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # The front door the change came through (``audit.CHANNELS``); None for the control plane's own.
+    channel: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 
 class Lease(Base):

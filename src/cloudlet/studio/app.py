@@ -27,6 +27,8 @@ from cloudlet.services.access.studio_sessions import Issued
 from cloudlet.services.core.context import Caller
 from cloudlet.studio import shell
 from cloudlet.studio.pages import (
+    admin,
+    admin_more,
     batch_endpoints,
     components,
     compute,
@@ -40,6 +42,7 @@ from cloudlet.studio.pages import (
     jobs,
     models,
     quota,
+    usage,
 )
 from cloudlet.studio.session import (
     PREFIX,
@@ -54,19 +57,10 @@ from cloudlet.studio.session import (
     signed,
 )
 
-PAGES = (
-    home,
-    jobs,
-    components,
-    environments,
-    models,
-    data,
-    endpoints,
-    compute,
-    quota,
-)  # their order is the navigation's
+# Their order is the navigation's.
+PAGES = (home, jobs, components, environments, models, data, endpoints, compute, quota, usage, admin)
 # Pages reached from a page, not from the navigation.
-SUBPAGES = (job_page, job_live, job_graphs, batch_endpoints)
+SUBPAGES = (job_page, job_live, job_graphs, batch_endpoints, admin_more)
 shell.NAV[:] = [page.NAV for page in PAGES]
 
 public = APIRouter(prefix=PREFIX, route_class=StudioPublicRoute, include_in_schema=False)

@@ -24,7 +24,7 @@ from fastapi.responses import RedirectResponse
 from cloudlet.api.deps import AppState
 from cloudlet.api.routing import _CloudletRoute
 from cloudlet.domain.errors import CloudletError, forbidden
-from cloudlet.services.access import studio_sessions
+from cloudlet.services.access import audit, studio_sessions
 from cloudlet.services.access.studio_sessions import Limits, Signed
 from cloudlet.studio.shell import PREFIX, error_page
 
@@ -211,3 +211,6 @@ class StudioRoute(StudioPublicRoute):
     async def authenticate(self, request: Request) -> None:
         found = await resolve_session(request)
         await check_csrf(request, found)
+        # What the services audit from here on came through the studio (and carries no client
+        # request id: a browser sends none).
+        audit.bind_channel(audit.STUDIO)

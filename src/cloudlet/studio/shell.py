@@ -45,7 +45,9 @@ ACTIONS: dict[str, Access | str] = {
     "endpoint.write": Access.WRITE,  # online endpoints: create, keys, test, traffic, delete
     "asset.write": Access.WRITE,  # data, models, environments, components: register, archive, restore
     "role.assign": Access.MANAGE,
+    "lock.write": Access.MANAGE,  # a workspace's locks: its Owner (a resource group's: an administrator)
     "quota.raise": ADMIN,
+    "user.manage": ADMIN,  # users, their keys, locations and sizes, the audit log
 }
 
 
@@ -65,6 +67,7 @@ class NavItem:
     label: str
     suffix: str  # under the workspace's URL ("" is its Home)
     icon: str  # a name in static/icons.svg
+    shown: str = "read"  # the action (``ACTIONS``) a caller needs to see it in the navigation
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,7 @@ class MlflowRoute(_CloudletRoute):
         else:
             await authenticate_user(request)
         audit.bind_request_id(audit.request_id_from(request.headers))
+        audit.bind_channel(audit.MLFLOW)
 
     def get_route_handler(self) -> Handler:
         inner = super().get_route_handler()

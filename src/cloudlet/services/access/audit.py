@@ -43,6 +43,13 @@ _MAX_TEXT = 1000  # a long value (a setup script in a spec diff) is cut, not sto
 # Set per request (an ``async`` dependency runs in the request's task, and the thread pool that
 # runs sync endpoints copies the task's context), unset in the control plane's own threads.
 _request_id: ContextVar[str | None] = ContextVar("cloudlet_audit_request_id", default=None)
+_channel: ContextVar[str | None] = ContextVar("cloudlet_audit_channel", default=None)
+
+# The front doors a change can come through, as entries record them (None: the control plane).
+REST, ARM, MLFLOW, CLI, STUDIO = "rest", "arm", "mlflow", "cli", "studio"
+CHANNELS = (REST, ARM, MLFLOW, CLI, STUDIO)
+# What the cloudlet client (and so the CLI) sends as its User-Agent's first word.
+CLIENT_AGENT = "cloudlet-client"
 
 
 def system(component: str) -> str:
@@ -64,6 +71,22 @@ def bind_request_id(value: str | None) -> None:
     _request_id.set(value)
 
 
+def bind_channel(value: str) -> None:
+    """Entries recorded from here on in this context came through front door ``value``
+    (``CHANNELS``): each route class binds its own, so no service or handler passes it."""
+    if value not in CHANNELS:
+        raise ValueError(f"audit channel {value!r} is not one of {CHANNELS}")
+    _channel.set(value)
+
+
+def api_channel(path: str, headers: Mapping[str, str]) -> str:
+    """The channel of a request to the API: the cloudlet client (and CLI) say who they are in
+    their User-Agent; otherwise the native API under ``/api/v1``, else the Azure ML facade."""
+    if (headers.get("user-agent") or "").startswith(CLIENT_AGENT):
+        return CLI
+    return REST if path.startswith("/api/") else ARM
+
+
 def record(
     session: Session, actor: str, action: str, target: str, details: Mapping[str, Any] | None = None
 ) -> AuditEntry:
@@ -77,6 +100,7 @@ def record(
         target=target,
         details=_scrub(dict(details or {})),
         request_id=_request_id.get(),
+        channel=_channel.get(),
     )
     session.add(entry)
     return entry
@@ -109,13 +133,15 @@ def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, di
 @dataclass(frozen=True)
 class AuditQuery:
     """Filters: ``since`` ≤ time < ``until``; ``actor`` exactly; ``action`` exactly or a kind
-    (``compute`` matches ``compute.create``…); ``target`` a resource and everything under it."""
+    (``compute`` matches ``compute.create``…); ``target`` a resource and everything under it;
+    ``channel`` exactly."""
 
     since: datetime | None = None
     until: datetime | None = None
     actor: str | None = None
     action: str | None = None
     target: str | None = None
+    channel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +171,8 @@ def read(
                 AuditEntry.action.startswith(query.action + ".", autoescape=True),
             )
         )
+    if query.channel:
+        stmt = stmt.where(AuditEntry.channel == query.channel)
     if query.target:
         base = query.target.rstrip("/")
         stmt = stmt.where(
@@ -165,6 +193,7 @@ def render(entry: AuditEntry) -> dict[str, Any]:
         "target": entry.target,
         "details": entry.details or {},
         "request_id": entry.request_id,
+        "channel": entry.channel,
     }
 
 

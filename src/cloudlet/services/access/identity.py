@@ -28,7 +28,7 @@ from sqlalchemy import Engine, event, or_, select, update
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.access.roles import Role
-from cloudlet.domain.errors import CloudletError, conflict, forbidden, not_found
+from cloudlet.domain.errors import CloudletError, conflict, forbidden, not_found, validation_error
 from cloudlet.services.access import audit
 from cloudlet.services.core.clock import as_utc, iso, utcnow
 from cloudlet.services.core.context import Caller
@@ -128,9 +128,20 @@ def require_admin(caller: Caller, what: str) -> None:
         raise forbidden(f"'{caller.name}' is not an administrator; {what} is for administrators")
 
 
+def check_principal_name(name: str) -> None:
+    """A user's name as every front door takes it (the REST body's validator says the same)."""
+    if not PRINCIPAL_NAME.fullmatch(name) or name.endswith(IDENTITY_SUFFIX):
+        raise validation_error(
+            "name",
+            "a user name is 1 to 128 letters, digits and . _ @ -, starting with a letter or digit "
+            "(names ending in '@identity' are the computes' own)",
+        )
+
+
 def add_principal(session: Session, caller: Caller, name: str, is_admin: bool) -> Principal:
     """The use case behind ``POST /principals``: an administrator creates a user, committed."""
     require_admin(caller, "creating users")
+    check_principal_name(name)
     principal = create_principal(session, name, caller.name, is_admin)
     session.commit()
     return principal

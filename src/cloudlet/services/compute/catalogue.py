@@ -11,9 +11,10 @@ from sqlalchemy import Row, event, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.compute.sizes import Catalogue, CustomSizeSpec, VmSize, load_catalogue, parse_custom_size
-from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.errors import CloudletError, forbidden
 from cloudlet.services.access import audit
 from cloudlet.services.core import effects
+from cloudlet.services.core.context import Caller
 from cloudlet.store.schema import CustomSize
 
 log = logging.getLogger("cloudlet.catalogue")
@@ -66,6 +67,13 @@ def _stored_sizes(rows: Sequence[Row[Any]]) -> list[VmSize]:
 
 def size_target(name: str) -> str:
     return f"/sizes/{name}"
+
+
+def add_size(session: Session, caller: Caller, spec: CustomSizeSpec) -> VmSize:
+    """The use case behind ``POST /sizes`` and the studio's form: an administrator adds a size."""
+    if not caller.is_admin:
+        raise forbidden(f"'{caller.name}' is not an administrator; adding a size is for administrators")
+    return add_custom(session, spec, caller.name)
 
 
 def add_custom(session: Session, spec: CustomSizeSpec, actor: str) -> VmSize:
