@@ -244,17 +244,27 @@ def test_opening_an_instance_app_gives_the_proxy_sign_in_for_the_owner_only(
     srv: RunningServer, admin: tuple[httpx.Client, str]
 ) -> None:
     client, ws = admin
-    opened = client.get(f"{ws}compute/yaml-inst/open/jupyterlab")
+    # A GET changes nothing: a page with the button that posts.
+    shown = client.get(f"{ws}compute/yaml-inst/open/jupyterlab")
+    assert shown.status_code == 200 and "set-cookie" not in shown.headers
+    assert f'action="{ws}compute/yaml-inst/open/jupyterlab"' in shown.text and 'method="post"' in shown.text
+    # The POST without the session's CSRF token is refused, and sets no cookie.
+    forged = client.post(f"{ws}compute/yaml-inst/open/jupyterlab", data={})
+    assert forged.status_code == 403 and "cloudlet_signin" not in forged.headers.get("set-cookie", "")
+    opened = client.post(f"{ws}compute/yaml-inst/open/jupyterlab", data={"csrf_token": csrf_of(shown)})
     assert opened.status_code == 303 and opened.headers["location"] == "/instances/yaml-inst/jupyterlab/lab"
     cookie = opened.headers["set-cookie"]
     assert cookie.startswith("cloudlet_signin=") and "Path=/instances/" in cookie and "HttpOnly" in cookie
     assert client.get(f"{ws}compute/yaml-inst/open/nothing").status_code == 404
+    nothing = client.post(f"{ws}compute/yaml-inst/open/nothing", data={"csrf_token": csrf_of(shown)})
+    assert nothing.status_code == 404
 
     with srv.client() as api:
         key = new_user(api, srv, "compute-other", "Contributor")
     with studio_client(srv) as other:
         assert sign_in(other, key).status_code == 303
-        minted = other.get(f"{ws}compute/yaml-inst/open/jupyterlab")
+        form = other.get(f"{ws}compute/yaml-inst/open/jupyterlab")
+        minted = other.post(f"{ws}compute/yaml-inst/open/jupyterlab", data={"csrf_token": csrf_of(form)})
         assert minted.status_code == 303
         refused = other.get("/instances/yaml-inst/jupyterlab/lab", headers={"Accept": "application/json"})
         assert refused.status_code == 403, refused.text  # the proxy: only the owner gets through
