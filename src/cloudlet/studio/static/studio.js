@@ -95,3 +95,28 @@ document.addEventListener("submit", (event) => {
   dialog.showModal();
   dismiss.focus(); // the safe answer first (WAI-ARIA's alert dialog)
 });
+
+// A region that htmx re-draws by itself (a list polled every few seconds) while the keyboard is in
+// it keeps the focus on the same control: htmx restores the focus only to an element with an id,
+// and without this the focus would fall to the page's body at each poll (the next Tab starting
+// over from the top).
+const focusKey = (el) =>
+  [el.tagName, el.getAttribute("href"), el.getAttribute("formaction"), el.name, el.value, el.textContent.trim()].join("|");
+let keptFocus = null;
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const active = document.activeElement;
+  const target = event.detail.target;
+  keptFocus = null;
+  if (active && active !== document.body && !active.id && target.id && target.contains(active)) {
+    keptFocus = { region: target.id, key: focusKey(active) };
+  }
+});
+document.addEventListener("htmx:afterSettle", () => {
+  if (!keptFocus) return;
+  const { region, key } = keptFocus;
+  keptFocus = null;
+  if (document.activeElement && document.activeElement !== document.body) return; // moved on
+  const match = [...(document.getElementById(region)?.querySelectorAll("a[href], button, input, select, textarea") ?? [])]
+    .find((el) => focusKey(el) === key);
+  match?.focus({ preventScroll: true });
+});
