@@ -160,6 +160,7 @@ def test_the_journey_of_a_new_azure_ml_user(studio_srv: RunningServer, browser: 
     # Cancel one job.
     submit_yaml(page, srv, "journey-long", LONG_JOB)
     page.get_by_role("button", name=re.compile("^Cancel")).first.click()
+    page.get_by_role("dialog").get_by_role("button", name="Cancel the job").click()  # it asks first
     page.locator("#job-status", has_text=re.compile("Cancel")).wait_for(timeout=JOB_TIMEOUT_MS)
 
     # Clone another with an edited command, and submit it.

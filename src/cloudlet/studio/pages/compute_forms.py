@@ -49,6 +49,7 @@ DEFAULTS = {
     "idle_time_before_scale_down": "120",
     "idle_time_before_shutdown_minutes": "",
 }
+MOST_DIGITS = 6  # a node count the picker reads; a longer one is the create's to refuse
 FORM_FIELDS = ("name", "type", "size", "location", "tier", "description", *NUMBERS)
 EXAMPLE_YAML = """$schema: https://azuremlschemas.azureedge.net/latest/computeInstance.schema.json
 name: my-instance
@@ -75,7 +76,7 @@ def _nodes(kind: str, form: dict[str, str]) -> tuple[int, int]:
     counts = []
     for field in ("min_instances", "max_instances"):
         raw = (form.get(field) or DEFAULTS[field]).strip()
-        counts.append(max(0, int(raw)) if raw.isdigit() else int(DEFAULTS[field]))
+        counts.append(int(raw) if raw.isdigit() and len(raw) <= MOST_DIGITS else int(DEFAULTS[field]))
     return counts[0], max(counts)
 
 
