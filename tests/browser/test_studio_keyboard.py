@@ -17,9 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, screenshot
+from tests.browser.studio_helpers import axe_check, screenshot, sign_in
 from tests.conftest import RunningServer
 from tests.instance_helpers import OP_TIMEOUT_S
+from tests.jobs_helpers import wait_until
 
 studio_srv, browser, page = studio_helpers.studio_srv, studio_helpers.browser, studio_helpers.page
 JOB_TIMEOUT_MS = 180_000
@@ -262,3 +263,21 @@ def test_the_main_journey_with_the_keyboard_alone(studio_srv: RunningServer, pag
     page.get_by_role("heading", name="Quota").first.wait_for()
     press_until(page, text_is("Sign out"), "Sign out")
     enter(page, "**/studio/signin**")
+
+
+def test_a_size_chosen_while_the_picker_redraws_stays_chosen(studio_srv: RunningServer, page: Any) -> None:
+    """A node count changed redraws the size picker; a size picked before the new picker arrives
+    (its request held here until then) stays picked, rather than the form losing it."""
+    srv = studio_srv
+    sign_in(page, srv)
+    page.goto(f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/compute/_new?type=amlcompute")
+    held: list[Any] = []
+    page.route("**/compute/_sizes?**", lambda route: held.append(route))
+    page.get_by_label("Maximum nodes").fill("4")
+    page.get_by_label("Maximum nodes").press("Tab")  # the change: the picker's request goes out
+    # Playwright hands over the held request while the page is waited on: wait on it in short turns.
+    wait_until(lambda: bool(held) or page.wait_for_timeout(50), timeout=30, what="the picker's request")
+    page.get_by_role("radio", name="Standard_DS3_v2").check()  # meanwhile, a size is picked
+    held[0].continue_()
+    page.locator("#sizes td", has_text="of 4").first.wait_for()  # the new picker is in
+    assert page.get_by_role("radio", name="Standard_DS3_v2").is_checked()

@@ -1,6 +1,21 @@
 // Compute pages: the create form's YAML editor and file loader (the type switch is htmx's; a
 // delete's confirmation is studio.js's, as every form with data-confirm).
 // An ES module (no inline script anywhere: the CSP forbids it).
+// The size picker is redrawn when the location, tier or a node count changes (htmx): a size chosen
+// while that request was on its way stays chosen (the request carried the choice from before).
+let chosenSize = null;
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const id = event.detail.target.id;
+  if (id === "sizes" || id === "type-fields") {
+    chosenSize = document.querySelector('#sizes input[name="size"]:checked')?.value ?? null;
+  }
+});
+document.addEventListener("htmx:afterSwap", () => {
+  if (chosenSize === null) return;
+  const radio = [...document.querySelectorAll('#sizes input[name="size"]')].find((r) => r.value === chosenSize);
+  if (radio && !radio.disabled) radio.checked = true;
+  chosenSize = null;
+});
 // The YAML box becomes the studio's editor (CodeMirror); the text area stays the form's field,
 // filled from the editor when the form is sent (without script, the text area is the editor).
 // Listeners first: the editor's module loads after them.
