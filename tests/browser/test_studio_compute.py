@@ -147,6 +147,7 @@ def test_an_instance_from_yaml_opens_jupyterlab_in_one_click(
         assert tab.get_by_role("button", name="Jupyter Lab").count() == 0
         assert tab.get_by_role("button", name="Stop").count() == 0  # only its owner drives it
         tab.goto(ws_url(srv, "compute", "lab-inst", "open", "jupyterlab"))  # a page with the button
+        axe_check(tab)
         with tab.expect_navigation() as navigation:
             tab.get_by_role("button", name="Open Jupyter Lab").click()  # it posts; the proxy says no
         assert navigation.value is not None and navigation.value.status == 403
