@@ -144,7 +144,7 @@ def test_submit_pasted_yaml_and_see_errors_at_the_field(
 ) -> None:
     srv = studio_srv
     sign_in(page, srv)
-    page.goto(ws(srv, "jobs", "new"))
+    page.goto(ws(srv, "jobs", "_new"))
     editor(page).wait_for()
     axe_check(page)
     # Hostile strings in the YAML and so in the error: shown as text.
@@ -154,7 +154,7 @@ def test_submit_pasted_yaml_and_see_errors_at_the_field(
         "resources:\n  instance_count: 0\n",
     )
     page.get_by_label("Job name").fill("hostile-submit")
-    expect_failed_load(page, ws(srv, "jobs", "new"))  # the form comes back as a 400
+    expect_failed_load(page, ws(srv, "jobs", "_new"))  # the form comes back as a 400
     page.get_by_role("button", name="Submit").click()
     page.get_by_role("alert").wait_for()
     assert "resources.instance_count (line 5)" in page.get_by_role("alert").inner_text()
@@ -169,7 +169,7 @@ def test_submit_pasted_yaml_and_see_errors_at_the_field(
     axe_check(page)
 
     # A local code folder: its archive is uploaded when chosen, then the job submits with it.
-    page.goto(ws(srv, "jobs", "new"))
+    page.goto(ws(srv, "jobs", "_new"))
     page.get_by_label("Code archive").set_input_files(
         files=[{"name": "src.zip", "mimeType": "application/zip", "buffer": code_zip()}]
     )
@@ -182,7 +182,7 @@ def test_submit_pasted_yaml_and_see_errors_at_the_field(
     with srv.client() as api:
         assert job(api, srv, "with-code")["code"].startswith("codes/")
 
-    page.goto(ws(srv, "jobs", "new"))
+    page.goto(ws(srv, "jobs", "_new"))
     set_editor(page, HELLO)
     page.get_by_label("Job name").fill("hello-from-studio")
     screenshot(page, "job-submit")

@@ -72,7 +72,7 @@ def set_editor(page: Any, text: str) -> None:
 
 def submit_yaml(page: Any, srv: RunningServer, name: str, text: str) -> None:
     """Submit TEXT as job NAME from the studio's submit page and land on its job page."""
-    page.goto(ws_url(srv, "jobs", "new"))
+    page.goto(ws_url(srv, "jobs", "_new"))
     editor(page).wait_for()
     set_editor(page, text)
     page.get_by_label("Job name").fill(name)
@@ -97,7 +97,7 @@ def run_a_cell_in_jupyterlab(browser: Any, srv: RunningServer) -> None:
         tab.set_default_timeout(LAB_TIMEOUT_MS)
         sign_in(tab, srv)
         tab.goto(ws_url(srv, "compute", "journey-lab"))
-        tab.get_by_role("link", name="Jupyter Lab").click()
+        tab.get_by_role("button", name="Jupyter Lab").click()
         tab.wait_for_url("**/instances/journey-lab/jupyterlab/lab**")
         tab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
         tab.get_by_text("Python 3 (ipykernel) | Idle").wait_for()
@@ -160,6 +160,7 @@ def test_the_journey_of_a_new_azure_ml_user(studio_srv: RunningServer, browser: 
     # Cancel one job.
     submit_yaml(page, srv, "journey-long", LONG_JOB)
     page.get_by_role("button", name=re.compile("^Cancel")).first.click()
+    page.get_by_role("dialog").get_by_role("button", name="Cancel the job").click()  # it asks first
     page.locator("#job-status", has_text=re.compile("Cancel")).wait_for(timeout=JOB_TIMEOUT_MS)
 
     # Clone another with an edited command, and submit it.
@@ -222,7 +223,7 @@ def test_a_reader_sees_the_jobs_has_no_write_control_and_is_refused(
     assert refused.status == 403
     with srv.client() as api:
         assert api.get(f"{srv.ws_path}/jobs/journey-wait-1").json()["status"] != "Canceled"
-    # Another user's instance's JupyterLab: refused.
+    # Another user's instance's JupyterLab: refused (its open page's button posts; the proxy says no).
     opened = ws_url(srv, "compute", "journey-lab", "open", "jupyterlab")
     # Chromium logs the refusal (the proxy's 403, and the favicon its error page has none of).
     for refused_url in (
@@ -231,5 +232,7 @@ def test_a_reader_sees_the_jobs_has_no_write_control_and_is_refused(
         f"{srv.endpoint}/favicon.ico",
     ):
         expect_failed_load(page, refused_url)
-    refused_lab = page.goto(opened)
-    assert refused_lab is not None and refused_lab.status == 403
+    page.goto(opened)
+    with page.expect_navigation() as navigation:
+        page.get_by_role("button", name="Open Jupyter Lab").click()
+    assert navigation.value is not None and navigation.value.status == 403

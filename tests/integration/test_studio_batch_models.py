@@ -98,7 +98,7 @@ def test_endpoint_and_deployment_from_yaml_then_invoke_an_uploaded_folder(
     made = client.post(f"{ws}batch-endpoints/_new", data={"csrf_token": csrf, "yaml": text})
     assert made.status_code == 303 and made.headers["location"].endswith("/batch-endpoints/scorer")
     code = client.post(
-        f"{ws}jobs/new/code", content=tar_gz({"score.py": SCORE}), headers={"X-CSRF-Token": csrf}
+        f"{ws}jobs/_new/code", content=tar_gz({"score.py": SCORE}), headers={"X-CSRF-Token": csrf}
     ).json()["code"]
     fields = {"csrf_token": csrf, "yaml": deployment_yaml("blue"), "code": code, "set_default": "on"}
     added = client.post(f"{ws}batch-endpoints/scorer/deployments", data=fields)
@@ -216,7 +216,7 @@ def test_used_by_names_the_batch_deployment(srv: RunningServer, admin: tuple[htt
     client, ws = admin
     csrf = token(client, f"{ws}batch-endpoints/scorer")
     code = client.post(
-        f"{ws}jobs/new/code", content=tar_gz({"score.py": SCORE}), headers={"X-CSRF-Token": csrf}
+        f"{ws}jobs/_new/code", content=tar_gz({"score.py": SCORE}), headers={"X-CSRF-Token": csrf}
     ).json()["code"]
     fields = {"csrf_token": csrf, "yaml": deployment_yaml("with-model", "azureml:clf:1"), "code": code}
     added = client.post(f"{ws}batch-endpoints/scorer/deployments", data=fields)

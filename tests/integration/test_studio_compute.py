@@ -244,17 +244,27 @@ def test_opening_an_instance_app_gives_the_proxy_sign_in_for_the_owner_only(
     srv: RunningServer, admin: tuple[httpx.Client, str]
 ) -> None:
     client, ws = admin
-    opened = client.get(f"{ws}compute/yaml-inst/open/jupyterlab")
+    # A GET changes nothing: a page with the button that posts.
+    shown = client.get(f"{ws}compute/yaml-inst/open/jupyterlab")
+    assert shown.status_code == 200 and "set-cookie" not in shown.headers
+    assert f'action="{ws}compute/yaml-inst/open/jupyterlab"' in shown.text and 'method="post"' in shown.text
+    # The POST without the session's CSRF token is refused, and sets no cookie.
+    forged = client.post(f"{ws}compute/yaml-inst/open/jupyterlab", data={})
+    assert forged.status_code == 403 and "cloudlet_signin" not in forged.headers.get("set-cookie", "")
+    opened = client.post(f"{ws}compute/yaml-inst/open/jupyterlab", data={"csrf_token": csrf_of(shown)})
     assert opened.status_code == 303 and opened.headers["location"] == "/instances/yaml-inst/jupyterlab/lab"
     cookie = opened.headers["set-cookie"]
     assert cookie.startswith("cloudlet_signin=") and "Path=/instances/" in cookie and "HttpOnly" in cookie
     assert client.get(f"{ws}compute/yaml-inst/open/nothing").status_code == 404
+    nothing = client.post(f"{ws}compute/yaml-inst/open/nothing", data={"csrf_token": csrf_of(shown)})
+    assert nothing.status_code == 404
 
     with srv.client() as api:
         key = new_user(api, srv, "compute-other", "Contributor")
     with studio_client(srv) as other:
         assert sign_in(other, key).status_code == 303
-        minted = other.get(f"{ws}compute/yaml-inst/open/jupyterlab")
+        form = other.get(f"{ws}compute/yaml-inst/open/jupyterlab")
+        minted = other.post(f"{ws}compute/yaml-inst/open/jupyterlab", data={"csrf_token": csrf_of(form)})
         assert minted.status_code == 303
         refused = other.get("/instances/yaml-inst/jupyterlab/lab", headers={"Accept": "application/json"})
         assert refused.status_code == 403, refused.text  # the proxy: only the owner gets through
@@ -279,3 +289,68 @@ def test_the_size_picker_disables_a_size_beyond_the_quota_left(
         "disabled"
         not in dict(re.findall(r'name="size" value="([^"]+)"([^>]*)>', low.text))["Standard_DS4_v2"]
     )
+
+
+def size_radios(text: str) -> dict[str, str]:
+    return dict(re.findall(r'<input type="radio" name="size" value="([^"]+)"([^>]*)>', text))
+
+
+def test_the_size_picker_counts_a_clusters_nodes_as_the_create_checks_them(
+    srv: RunningServer, admin: tuple[httpx.Client, str]
+) -> None:
+    """6 cores left in the family (the test above): a 4-core size holds one node. A cluster of at
+    most 3 may take it, noted "1 of 3"; one whose min_instances is 2 may not, and the create's own
+    quota check refuses it too."""
+    client, ws = admin
+    sizes = f"{ws}compute/_sizes?type=amlcompute&location=local"
+    grows = client.get(f"{sizes}&min_instances=0&max_instances=3")
+    assert "disabled" not in size_radios(grows.text)["Standard_DS3_v2"]
+    assert "1 of 3 nodes fit: 6 cores left in standardDSv2Family" in grows.text
+    assert "disabled" in size_radios(grows.text)["Standard_DS4_v2"]
+    assert "Nodes that fit" in grows.text
+    floor = client.get(f"{sizes}&min_instances=2&max_instances=3")
+    assert "disabled" in size_radios(floor.text)["Standard_DS3_v2"]
+    assert "needs 8 cores for 2 nodes; 6 left in standardDSv2Family" in floor.text
+    fields = {
+        "csrf_token": page_csrf(client, f"{ws}compute/_new?type=amlcompute"),
+        "type": "amlcompute",
+        "name": "two-floor",
+        "location": "local",
+        "size": "Standard_DS3_v2",
+        "min_instances": "2",
+        "max_instances": "3",
+    }
+    refused = client.post(f"{ws}compute/_new", data=fields)
+    assert refused.status_code == 400 and "standardDSv2Family" in refused.text
+    # An instance is one node: no node column.
+    assert "Nodes that fit" not in client.get(f"{ws}compute/_sizes?type=computeinstance").text
+
+
+def test_the_type_fields_swap_in_place_and_keep_the_values(
+    srv: RunningServer, admin: tuple[httpx.Client, str]
+) -> None:
+    client, ws = admin
+    hostile = "<img src=x onerror=alert(1)>"
+    query = urllib.parse.urlencode(
+        {
+            "type": "amlcompute",
+            "location": "local",
+            "max_instances": "5",
+            "idle_time_before_scale_down": hostile,
+            "idle_time_before_shutdown_minutes": "45",
+            "size": "Standard_DS3_v2",
+        }
+    )
+    cluster = client.get(f"{ws}compute/_fields?{query}")
+    assert cluster.status_code == 200 and "<html" not in cluster.text and 'id="type-fields"' in cluster.text
+    assert re.search(r'name="max_instances" value="5"', cluster.text)
+    assert 'type="hidden" name="idle_time_before_shutdown_minutes" value="45"' in cluster.text
+    assert "checked" in size_radios(cluster.text)["Standard_DS3_v2"]
+    assert hostile not in cluster.text and html.escape(hostile) in cluster.text
+    instance = client.get(f"{ws}compute/_fields?{query.replace('amlcompute', 'computeinstance')}")
+    assert re.search(r'name="idle_time_before_shutdown_minutes" value="45"', instance.text)
+    assert 'type="hidden" name="max_instances" value="5"' in instance.text
+    assert 'id="f-max_instances"' not in instance.text
+    # The form page names the swap: the type's radios ask for …/_fields.
+    form = client.get(f"{ws}compute/_new?type=computeinstance").text
+    assert f'hx-get="{ws}compute/_fields"' in form and "data-type-switch" not in form

@@ -59,12 +59,12 @@ def new_reader(api: httpx.Client, srv: RunningServer, name: str) -> str:
 
 
 def token(client: httpx.Client, srv: RunningServer) -> str:
-    return csrf_of(client.get(ws_url(srv, "jobs", "new")))
+    return csrf_of(client.get(ws_url(srv, "jobs", "_new")))
 
 
 def post_yaml(client: httpx.Client, srv: RunningServer, text: str, **fields: str) -> httpx.Response:
     form = {"csrf_token": token(client, srv), "yaml": text, **fields}
-    return client.post(ws_url(srv, "jobs", "new"), data=form)
+    return client.post(ws_url(srv, "jobs", "_new"), data=form)
 
 
 def queued_job(api: httpx.Client, srv: RunningServer, held: str, name: str, **extra: Any) -> None:
@@ -87,6 +87,23 @@ def test_submit_pasted_yaml_makes_the_job(
     assert made.status_code == 303 and re.search(
         r"/jobs/[a-z]+_[a-z]+_[0-9a-f]{8}$", made.headers["location"]
     )
+
+
+def test_a_job_named_new_opens_its_page_and_the_old_form_link_redirects(
+    srv: RunningServer, api: httpx.Client, admin: httpx.Client, held: str
+) -> None:
+    """The submit form is at …/jobs/_new ("_" starts no job name): a job named "new" (or "cancel")
+    is reached at …/jobs/{name}; …/jobs/new sends to the form only while no job is so named."""
+    old = admin.get(ws_url(srv, "jobs", "new"))
+    assert old.status_code == 303 and old.headers["location"] == ws_url(srv, "jobs", "_new")
+    assert 'id="job-form"' in admin.get(ws_url(srv, "jobs", "_new")).text
+    for name in ("new", "cancel"):
+        queued_job(api, srv, held, name, display_name=f"named {name}")
+        page = admin.get(ws_url(srv, "jobs", name))
+        assert page.status_code == 200, page.text
+        assert f"named {name}" in page.text and 'id="job-form"' not in page.text
+    listed = admin.get(ws_url(srv, "jobs")).text
+    assert f'href="{ws_url(srv, "jobs", "_new")}"' in listed
 
 
 @pytest.mark.parametrize(
@@ -141,13 +158,13 @@ def test_a_local_code_path_needs_its_archive(
         archive.writestr("main.py", "print('hello')\n")
     csrf = token(admin, srv)
     uploaded = admin.post(
-        ws_url(srv, "jobs", "new", "code"), content=packed.getvalue(), headers={"X-CSRF-Token": csrf}
+        ws_url(srv, "jobs", "_new", "code"), content=packed.getvalue(), headers={"X-CSRF-Token": csrf}
     )
     assert uploaded.status_code == 200, uploaded.text
     code = uploaded.json()["code"]
     assert re.fullmatch(r"codes/[0-9a-f]{64}", code)
     bad = admin.post(
-        ws_url(srv, "jobs", "new", "code"), content=b"not an archive", headers={"X-CSRF-Token": csrf}
+        ws_url(srv, "jobs", "_new", "code"), content=b"not an archive", headers={"X-CSRF-Token": csrf}
     )
     assert bad.status_code == 400 and bad.json()["field"] == "code_archive"
     sent = post_yaml(admin, srv, text, code=code)
@@ -240,7 +257,7 @@ def test_a_reader_sees_no_write_control_and_is_refused(
             ws_url(srv, "jobs", "readers-view", "cancel"): {"csrf_token": csrf},
             ws_url(srv, "jobs", "cancel"): {"csrf_token": csrf, "name": "readers-view"},
             ws_url(srv, "jobs", "readers-view", "resubmit"): {"csrf_token": csrf},
-            ws_url(srv, "jobs", "new"): {
+            ws_url(srv, "jobs", "_new"): {
                 "csrf_token": csrf,
                 "yaml": "command: echo r\n",
                 "name": "by-reader",
@@ -256,7 +273,7 @@ def test_a_reader_sees_no_write_control_and_is_refused(
             assert refused.status_code == 403, (url, refused.text[:300])
             assert "Not allowed" in refused.text
         upload = reader.post(
-            ws_url(srv, "jobs", "new", "code"), content=b"PK\x03\x04", headers={"X-CSRF-Token": csrf}
+            ws_url(srv, "jobs", "_new", "code"), content=b"PK\x03\x04", headers={"X-CSRF-Token": csrf}
         )
         assert upload.status_code == 403
     assert job(api, srv, "readers-view")["status"] == "Queued"
@@ -270,7 +287,7 @@ def test_writes_without_the_csrf_token_are_refused(
     for url, form in (
         (ws_url(srv, "jobs", "csrf-target", "cancel"), {}),
         (ws_url(srv, "jobs", "cancel"), {"name": "csrf-target"}),
-        (ws_url(srv, "jobs", "new"), {"yaml": "command: echo c\n", "name": "csrf-new"}),
+        (ws_url(srv, "jobs", "_new"), {"yaml": "command: echo c\n", "name": "csrf-new"}),
     ):
         assert admin.post(url, data=form).status_code == 403, url
     assert job(api, srv, "csrf-target")["status"] == "Queued"

@@ -36,7 +36,7 @@ def admin(srv: RunningServer) -> Iterator[tuple[httpx.Client, str]]:
 
 def upload(client: httpx.Client, ws: str, csrf: str, data: bytes) -> str:
     answer = client.post(
-        f"{ws}jobs/new/code",
+        f"{ws}jobs/_new/code",
         content=data,
         headers={"X-CSRF-Token": csrf, "Content-Type": "application/octet-stream"},
     )

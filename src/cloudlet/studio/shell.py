@@ -99,6 +99,17 @@ def ws_url(ref: WorkspaceRef, *parts: str) -> str:
     return f"{PREFIX}/ws/{quoted}/{tail}"
 
 
+# The job submit form's path under …/jobs/: "_" starts no job name (JOB_NAME_PATTERN), so no job's
+# page is hidden by it (a job may be named "new").
+JOB_FORM = "_new"
+
+
+def code_upload_url(ref: WorkspaceRef) -> str:
+    """Where a form uploads a local ``code:`` folder (a .zip or .tar.gz) as a code snapshot: the job
+    form's upload, which the endpoint forms share."""
+    return ws_url(ref, "jobs", JOB_FORM, "code")
+
+
 NAV: list[NavItem] = []  # filled by ``app.py`` from the page modules, in their order
 
 
@@ -141,7 +152,13 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(static_url=static_url, ws_url=ws_url, prefix=PREFIX, version=__version__)
+    env.globals.update(
+        static_url=static_url,
+        ws_url=ws_url,
+        code_upload_url=code_upload_url,
+        prefix=PREFIX,
+        version=__version__,
+    )
     return env
 
 

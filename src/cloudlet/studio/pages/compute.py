@@ -263,14 +263,38 @@ def compute_action(
 
 
 # -- JupyterLab, Jupyter, a terminal ------------------------------------------------------------
-@router.get(WS + "/{name}/open/{app}")
-def open_app(sub: str, rg: str, ws: str, name: str, app: str, ctx: Context = Depends(context)) -> Response:
-    """The instance's app, one click from the studio: the browser gets the proxy's sign-in cookie
-    for the same caller (so no second sign-in), then goes to the proxy, which lets the owner alone
-    through (another user's instance: 403 there)."""
-    _, _, compute = _compute(ctx, sub, rg, ws, name)
+def _app_of(ctx: Context, sub: str, rg: str, ws: str, name: str, app: str) -> tuple[Any, WorkspaceRef, Any]:
+    workspace, ref, compute = _compute(ctx, sub, rg, ws, name)
     if compute.type != ComputeType.COMPUTE_INSTANCE or app not in APPS:
         raise not_found("App", app)
+    return workspace, ref, compute
+
+
+@router.get(WS + "/{name}/open/{app}")
+def open_app_page(
+    sub: str, rg: str, ws: str, name: str, app: str, ctx: Context = Depends(context)
+) -> HTMLResponse:
+    """A link to an app (a bookmark, an old page) shows a button that opens it: the sign-in cookie
+    is set by the POST, never by a GET."""
+    workspace, ref, compute = _app_of(ctx, sub, rg, ws, name, app)
+    return shell.render(
+        ctx,
+        "compute_open.html",
+        ref,
+        workspace,
+        active=NAV.key,
+        c={"name": compute.name},
+        app=app,
+        app_label=APPS[app][0],
+    )
+
+
+@router.post(WS + "/{name}/open/{app}")
+def open_app(sub: str, rg: str, ws: str, name: str, app: str, ctx: Context = Depends(context)) -> Response:
+    """The instance's app, one click from the studio (a CSRF-checked POST): the browser gets the
+    proxy's sign-in cookie for the same caller (so no second sign-in), then goes to the proxy, which
+    lets the owner alone through (another user's instance: 403 there)."""
+    _, _, compute = _app_of(ctx, sub, rg, ws, name, app)
     path = APPS[app][1]
     value, lifetime = instance_signin.mint(ctx.session, ctx.caller, ctx.state.token_secret)
     target = instance_service.app_base_url(compute.name) + path

@@ -36,6 +36,11 @@ NUMBERS = (
     "idle_time_before_shutdown_minutes",
 )
 CLUSTER_ONLY = ("min_instances", "max_instances", "idle_time_before_scale_down", "tier")
+# The other type's fields, carried hidden in the form so that switching type back keeps them.
+OTHER_TYPE_FIELDS = {
+    ComputeType.COMPUTE_INSTANCE.value: CLUSTER_ONLY,
+    ComputeType.AMLCOMPUTE.value: ("idle_time_before_shutdown_minutes",),
+}
 DEFAULTS = {
     "type": ComputeType.COMPUTE_INSTANCE.value,
     "tier": Tier.DEDICATED.value,
@@ -44,6 +49,8 @@ DEFAULTS = {
     "idle_time_before_scale_down": "120",
     "idle_time_before_shutdown_minutes": "",
 }
+MOST_DIGITS = 6  # a node count the picker reads; a longer one is the create's to refuse
+FORM_FIELDS = ("name", "type", "size", "location", "tier", "description", *NUMBERS)
 EXAMPLE_YAML = """$schema: https://azuremlschemas.azureedge.net/latest/computeInstance.schema.json
 name: my-instance
 type: computeinstance
@@ -60,11 +67,27 @@ def _tier(value: str | None) -> Tier:
     return Tier.LOW_PRIORITY if value == Tier.LOW_PRIORITY.value else Tier.DEDICATED
 
 
+def _nodes(kind: str, form: dict[str, str]) -> tuple[int, int]:
+    """The nodes a size must hold: an instance one; a cluster its min_instances (what the create's
+    quota check asks for) and its max_instances (what the picker counts). A number not yet valid
+    counts as its default (the create itself reports it at its field)."""
+    if kind != ComputeType.AMLCOMPUTE.value:
+        return 1, 1
+    counts = []
+    for field in ("min_instances", "max_instances"):
+        raw = (form.get(field) or DEFAULTS[field]).strip()
+        counts.append(int(raw) if raw.isdigit() and len(raw) <= MOST_DIGITS else int(DEFAULTS[field]))
+    return counts[0], max(counts)
+
+
 def _sizes(
-    ctx: Context, ref: WorkspaceRef, location: str, kind: str, tier: Tier
+    ctx: Context, ref: WorkspaceRef, location: str, kind: str, tier: Tier, form: dict[str, str]
 ) -> list[size_picker.SizeChoice]:
     catalogue = catalogue_service.current(ctx.session)
-    return size_picker.choices(ctx.session, ref.subscription_id, location, catalogue, kind, tier)
+    low, high = _nodes(kind, form)
+    return size_picker.choices(
+        ctx.session, ref.subscription_id, location, catalogue, kind, tier, min_nodes=low, max_nodes=high
+    )
 
 
 def _place(ws: Any, kind: str, asked: str | None, known: list[str]) -> str:
@@ -72,6 +95,24 @@ def _place(ws: Any, kind: str, asked: str | None, known: list[str]) -> str:
     if kind == ComputeType.COMPUTE_INSTANCE.value or asked not in known:
         return str(ws.location)
     return str(asked)
+
+
+def _type_values(ctx: Context, ref: WorkspaceRef, ws: Any, form: dict[str, str]) -> dict[str, Any]:
+    """What the type's fields (``compute_create_fields.html``) and the size picker are drawn from."""
+    kind = _kind(form.get("type"))
+    known = [row.name for row in locations.list_all(ctx.session)]
+    place = _place(ws, kind, form.get("location"), known)
+    tier = _tier(form.get("tier"))
+    cluster = kind == ComputeType.AMLCOMPUTE.value
+    return {
+        "form": {**DEFAULTS, **form, "type": kind, "location": place, "tier": tier.value},
+        "places": known if cluster else [ws.location],
+        "sizes": _sizes(ctx, ref, place, kind, tier, form),
+        "nodes_wanted": _nodes(kind, form)[1] if cluster else None,
+        "kept": OTHER_TYPE_FIELDS[kind],
+        "sizes_url": shell.ws_url(ref, "compute", "_sizes"),
+        "fields_url": shell.ws_url(ref, "compute", "_fields"),
+    }
 
 
 def _form_page(
@@ -83,10 +124,6 @@ def _form_page(
     status: int = 200,
     yaml_text: str = EXAMPLE_YAML,
 ) -> HTMLResponse:
-    kind = _kind(form.get("type"))
-    known = [row.name for row in locations.list_all(ctx.session)]
-    place = _place(ws, kind, form.get("location"), known)
-    tier = _tier(form.get("tier"))
     return shell.render(
         ctx,
         "compute_create.html",
@@ -94,14 +131,15 @@ def _form_page(
         ws,
         active="compute",
         status=status,
-        form={**DEFAULTS, **form, "type": kind, "location": place, "tier": tier.value},
         errors=errors,
         types=TYPES,
-        places=known if kind == ComputeType.AMLCOMPUTE.value else [ws.location],
-        sizes=_sizes(ctx, ref, place, kind, tier),
-        sizes_url=shell.ws_url(ref, "compute", "_sizes"),
         yaml_text=yaml_text,
+        **_type_values(ctx, ref, ws, form),
     )
+
+
+def _query_form(request: Request) -> dict[str, str]:
+    return {k: v for k, v in request.query_params.items() if k in FORM_FIELDS}
 
 
 @router.get(WS + "/_new")
@@ -113,26 +151,32 @@ def create_form(
 
 
 @router.get(WS + "/_sizes")
-def size_choices(
-    sub: str,
-    rg: str,
-    ws: str,
-    type: str | None = None,
-    location: str | None = None,
-    tier: str | None = None,
-    size: str | None = None,
-    ctx: Context = Depends(context),
-) -> HTMLResponse:
-    """The size picker alone, for the form's type, location and tier (htmx swaps it in)."""
+def size_choices(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> HTMLResponse:
+    """The size picker alone, for the form's type, location, tier and a cluster's node counts
+    (htmx swaps it in when one of them changes)."""
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
-    kind = _kind(type)
-    known = [row.name for row in locations.list_all(ctx.session)]
-    place = _place(workspace, kind, location, known)
-    choices = _sizes(ctx, ref, place, kind, _tier(tier))
+    values = _type_values(ctx, ref, workspace, _query_form(ctx.request))
     view = shell.WorkspaceView(workspace.id, ref, workspace.location)
     return shell.render_html(
-        ctx.request, "compute_sizes.html", ctx.caller, view, sizes=choices, chosen=size or "", errors={}
+        ctx.request,
+        "compute_sizes.html",
+        ctx.caller,
+        view,
+        sizes=values["sizes"],
+        nodes_wanted=values["nodes_wanted"],
+        chosen=values["form"].get("size") or "",
+        errors={},
     )
+
+
+@router.get(WS + "/_fields")
+def type_fields(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> HTMLResponse:
+    """The fields of the type chosen (htmx swaps them in place when the type changes), drawn with
+    the values the form had: a value entered is kept."""
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
+    values = _type_values(ctx, ref, workspace, _query_form(ctx.request))
+    view = shell.WorkspaceView(workspace.id, ref, workspace.location)
+    return shell.render_html(ctx.request, "compute_create_fields.html", ctx.caller, view, errors={}, **values)
 
 
 def body_of(form: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -178,9 +222,6 @@ def _field_of(exc: CloudletError, fields: tuple[str, ...]) -> str:
 
 def _created(ref: WorkspaceRef, name: str, op_id: str) -> RedirectResponse:
     return RedirectResponse(shell.ws_url(ref, "compute", name) + f"?op={op_id}", status_code=303)
-
-
-FORM_FIELDS = ("name", "type", "size", "location", "tier", "description", *NUMBERS)
 
 
 def _submit_form(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) -> Response:

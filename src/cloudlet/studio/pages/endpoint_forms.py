@@ -1,6 +1,6 @@
 """Creating an online endpoint (a small form, or its CLI v2 YAML) and a deployment (its CLI v2 YAML,
 with the local ``code`` and ``model`` folders uploaded as archives first, as the job submit form
-does for ``code``: ``…/jobs/new/code`` stores each as a ``codes/<sha256>`` snapshot).
+does for ``code``: ``…/jobs/_new/code`` stores each as a ``codes/<sha256>`` snapshot).
 
 Both end in the REST door's use cases (``online_writes.put_endpoint`` / ``put_deployment``), never
 over an existing endpoint or deployment; a refusal is shown at the form with its field.
@@ -162,7 +162,7 @@ def _deployment_form(
         text=text,
         error=error,
         error_line=job_documents.line_of(text, error.target) if error is not None else None,
-        upload_url=shell.ws_url(ref, "jobs", "new", "code"),
+        upload_url=shell.code_upload_url(ref),
     )
 
 

@@ -3,7 +3,7 @@ in the editor, edited, submitted under a new name) and a job's YAML tab.
 
 A submission goes the REST door's way: ``jobs.prepare`` (pure validation), then
 ``jobs.submission`` through the dispatch batcher, which commits. A local ``code:`` path needs its
-folder as an archive, uploaded first (``…/jobs/new/code``, as the CLI uploads a snapshot before it
+folder as an archive, uploaded first (``…/jobs/_new/code``, as the CLI uploads a snapshot before it
 submits). A validation error is shown at its field: the message with the field's path beside the
 editor, and the line of that key marked in it (``job_documents.line_of``).
 """
@@ -32,6 +32,7 @@ from cloudlet.studio.uploads import json_answer
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 WS = "/ws/{sub}/{rg}/{ws}"
 ACTIVE = "jobs"
+NEW = shell.JOB_FORM  # the old …/jobs/new link reaches the form while no job is named "new"
 MAX_CODE_ARCHIVE = 64 << 20  # a browser's upload of one code folder; the CLI takes larger ones
 
 
@@ -59,7 +60,7 @@ def _form_page(
     """The submit (or clone) form: TEXT in the editor; ERROR shown at its field."""
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
     line = job_documents.line_of(text, error.target) if error is not None else None
-    action = shell.ws_url(ref, "jobs", source, "clone") if source else shell.ws_url(ref, "jobs", "new")
+    action = shell.ws_url(ref, "jobs", source, "clone") if source else shell.ws_url(ref, "jobs", NEW)
     return shell.render(
         ctx,
         "jobs_submit.html",
@@ -74,7 +75,7 @@ def _form_page(
         error=error,
         error_line=line,
         action=action,
-        upload_url=shell.ws_url(ref, "jobs", "new", "code"),
+        upload_url=shell.ws_url(ref, "jobs", NEW, "code"),
         title=f"Clone {source}" if source else "Submit a job",
     )
 
@@ -100,19 +101,19 @@ async def _submit_form(
     return RedirectResponse(shell.ws_url(ref, "jobs", name), status_code=303)
 
 
-@router.get(WS + "/jobs/new")
+@router.get(WS + "/jobs/" + NEW)
 def new_job(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> HTMLResponse:
     return _form_page(ctx, sub, rg, ws, text="", name="")
 
 
-@router.post(WS + "/jobs/new")
+@router.post(WS + "/jobs/" + NEW)
 async def submit_new(
     sub: str, rg: str, ws: str, request: Request, ctx: Context = Depends(context)
 ) -> Response:
     return await _submit_form(request, ctx, sub, rg, ws, None)
 
 
-@router.post(WS + "/jobs/new/code")
+@router.post(WS + "/jobs/" + NEW + "/code")
 @body_limit(MAX_CODE_ARCHIVE)
 async def upload_code(
     sub: str, rg: str, ws: str, request: Request, ctx: Context = Depends(context)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import HTMLResponse
+from fastapi.responses import RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
 from cloudlet.domain.jobs.job_kind import JobKind
@@ -26,6 +26,7 @@ from cloudlet.services.jobs.job_status import FINAL_VALUES
 from cloudlet.services.tracking import tracking_reads
 from cloudlet.services.views import jobs as job_views
 from cloudlet.studio import shell
+from cloudlet.studio.pages import job_forms
 from cloudlet.studio.pages.job_live import DEFAULT_LOG, JOB, clock, duration
 from cloudlet.studio.session import PREFIX, StudioRoute
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from cloudlet.store.schema import Job
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
+OLD_NEW = "new"  # the submit form's address before it moved to …/jobs/_new
 TAIL_BYTES = 256 * 1024  # how much of a long log the page shows at first (the download has it all)
 TABS = ("overview", "outputs", "metrics", "children")
 TAB_LABELS = {
@@ -92,8 +94,11 @@ def job_page(
     attempt: Annotated[int | None, Query(ge=1, le=10_000)] = None,
     file: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
     ctx: Context = Depends(context),
-) -> HTMLResponse:
+) -> Response:
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    if name == OLD_NEW and job_service.find_in(ctx.session, workspace.id, name) is None:
+        # The submit form's old address (now …/jobs/_new), kept for bookmarks while no job is so named.
+        return RedirectResponse(shell.ws_url(ref, "jobs", job_forms.NEW), status_code=303)
     job = job_service.get(ctx.session, workspace, name)
     view = job_views.view(ctx.session, ref, job, ctx.state.endpoint)
     active = _active_tab(tab, job.kind)

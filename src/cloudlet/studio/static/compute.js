@@ -1,14 +1,21 @@
-// Compute pages: the create form's type switch, its YAML editor and file loader, a delete's
-// confirmation.
+// Compute pages: the create form's YAML editor and file loader (the type switch is htmx's; a
+// delete's confirmation is studio.js's, as every form with data-confirm).
 // An ES module (no inline script anywhere: the CSP forbids it).
-for (const radio of document.querySelectorAll("input[data-type-switch]")) {
-  // The form's fields differ by type: reload it for the other type (the size list too).
-  radio.addEventListener("change", () => {
-    const url = new URL(window.location.href);
-    url.searchParams.set("type", radio.value);
-    window.location.assign(url.toString());
-  });
-}
+// The size picker is redrawn when the location, tier or a node count changes (htmx): a size chosen
+// while that request was on its way stays chosen (the request carried the choice from before).
+let chosenSize = null;
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const id = event.detail.target.id;
+  if (id === "sizes" || id === "type-fields") {
+    chosenSize = document.querySelector('#sizes input[name="size"]:checked')?.value ?? null;
+  }
+});
+document.addEventListener("htmx:afterSwap", () => {
+  if (chosenSize === null) return;
+  const radio = [...document.querySelectorAll('#sizes input[name="size"]')].find((r) => r.value === chosenSize);
+  if (radio && !radio.disabled) radio.checked = true;
+  chosenSize = null;
+});
 // The YAML box becomes the studio's editor (CodeMirror); the text area stays the form's field,
 // filled from the editor when the form is sent (without script, the text area is the editor).
 // Listeners first: the editor's module loads after them.
@@ -21,11 +28,6 @@ for (const input of document.querySelectorAll("input[data-yaml-into]")) {
     const view = yamlViews.get(input.dataset.yamlInto);
     if (view) view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } });
     else document.getElementById(input.dataset.yamlInto).value = text;
-  });
-}
-for (const form of document.querySelectorAll("form[data-confirm]")) {
-  form.addEventListener("submit", (event) => {
-    if (!window.confirm(form.dataset.confirm)) event.preventDefault();
   });
 }
 for (const area of document.querySelectorAll("textarea[data-yaml-editor]")) {

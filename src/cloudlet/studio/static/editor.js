@@ -16,6 +16,12 @@ export function yamlEditor(host, doc, { readOnly = false, label = "YAML" } = {})
       EditorState.readOnly.of(readOnly),
       EditorView.contentAttributes.of({ "aria-label": label }),
       EditorView.lineWrapping,
+      // The keyboard's focus shows as on every other control (studio.css's :focus-visible ring);
+      // the page's stylesheet does not reach into the shadow root.
+      EditorView.theme({
+        "&.cm-focused": { outline: "2px solid #0f62c6", outlineOffset: "2px" },
+        ".cm-scroller:focus-visible": { outline: "2px solid #0f62c6", outlineOffset: "-2px" },
+      }),
     ],
     parent: root,
     root,
