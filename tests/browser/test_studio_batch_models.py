@@ -190,6 +190,7 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
     assert (
         used.get_by_role("link", name="walk-scorer").is_visible() and used.get_by_text("green").is_visible()
     )
+    used.scroll_into_view_if_needed()  # the screenshot shows the flavors and the deployment
     screenshot(page, "model-version")
     axe_check(page)
     # A second version from files picked on this computer (packed and uploaded by the page).

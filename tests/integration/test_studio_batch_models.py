@@ -26,13 +26,14 @@ from tests.studio_http import csrf_of, home_of, sign_in, studio_client
 CLUSTER = "studio-batch"
 SCORE = "def init():\n    pass\n\ndef run(mini_batch):\n    return [str(len(mini_batch))]\n"
 HOSTILE = '<img src=x onerror="alert(1)"></script><script>alert(2)</script>'
-MLMODEL = """\
+MLMODEL = f"""\
 flavors:
   python_function:
     loader_module: mlflow.sklearn
     python_version: 3.11.4
   sklearn:
     sklearn_version: 1.3.0
+    note: '{HOSTILE}'
 """
 
 
@@ -202,6 +203,7 @@ def test_register_a_model_from_an_upload_its_files_and_archive(
     assert page.status_code == 200 and HOSTILE not in page.text
     assert 'id="asset-files"' in page.text and "model.pkl" in page.text and "data/" in page.text
     assert ">python_function<" in page.text and "sklearn_version" in page.text
+    assert "note: &lt;img src=x" in page.text  # the MLmodel's text and flavors, escaped
     assert "No job uses this version" in page.text and "No deployment uses this version" in page.text
     body = client.get(made.headers["location"] + "/download", params={"file": "model.pkl"})
     assert (

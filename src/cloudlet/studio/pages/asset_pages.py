@@ -73,8 +73,10 @@ environment: azureml:AzureML-sklearn-1.0-ubuntu20.04-py38-cpu@latest
 }
 TITLES = {"data": "Data", "model": "Models", "environment": "Environments", "component": "Components"}
 ONE = {"data": "data asset", "model": "model", "environment": "environment", "component": "component"}
-TYPES = {"data": rules.DATA_TYPES, "model": rules.MODEL_TYPES}  # the kinds registered from files
-DEFAULT_TYPE = {"data": "uri_folder", "model": "custom_model"}
+# The kinds registered from files (or a job's output), and their types as the form offers them: the
+# first is the default.
+TYPES = {"data": ("uri_folder", "uri_file", "mltable"), "model": rules.MODEL_TYPES}
+DEFAULT_TYPE = {kind: types[0] for kind, types in TYPES.items()}
 FROM_FILES = tuple(TYPES)
 
 
