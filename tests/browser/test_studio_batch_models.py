@@ -150,28 +150,29 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
         submit(api, srv, "walk-train", job)
         wait_job(api, srv, "walk-train", ("Completed",), timeout=JOB_TIMEOUT_MS / 1000)
     page.goto(ws_url(srv, "models"))
-    page.get_by_role("link", name="Register").click()
+    page.get_by_role("link", name="Register model").click()
     page.wait_for_url("**/models/_new")
     page.get_by_label("Name").fill("walk-model")
     page.get_by_label("Type").select_option("mlflow_model")
     page.get_by_label("Tags").fill(f"origin={XSS_IMG}")
     page.get_by_label("Description").fill(HOSTILE)
     page.get_by_label("A job's output").check()
-    page.get_by_label("Job", exact=True).select_option("walk-train")
-    page.locator("#model-output option[value='model']").wait_for(state="attached")  # the job's outputs
+    page.get_by_label("Job", exact=True).fill("walk-train")
+    page.keyboard.press("Tab")  # the change event: the job's outputs are fetched
+    page.locator("#f-output option[value='model']").wait_for(state="attached")
     page.get_by_label("Output", exact=True).select_option("model")
     axe_check(page)
     screenshot(page, "model-register")
     page.get_by_role("button", name="Register").click()
-    page.wait_for_url("**/models/walk-model/versions/1")
-    files = page.locator("#model-files")
+    page.wait_for_url("**/models/walk-model/1")
+    files = page.locator("#asset-files")
     files.get_by_role("link", name="model.pkl").wait_for()
     assert files.get_by_role("link", name="<img src=x onerror=console.error(3)>.txt").is_visible()
-    assert page.locator("#model-description").inner_text() == HOSTILE
-    assert page.locator("#model-tags").inner_text() == f"origin: {XSS_IMG}"
+    assert page.locator(".props dd", has_text="onerror").first.inner_text() == HOSTILE  # the description
+    assert page.locator(".props .tag").inner_text() == f"origin: {XSS_IMG}"
     assert page.locator("#flavors").get_by_text("python_function").is_visible()
-    assert page.get_by_role("link", name="walk-train").is_visible()  # the job it came from
-    assert page.get_by_text("No job or deployment uses this version").is_visible()
+    assert page.locator(".props").get_by_role("link", name="walk-train").is_visible()  # the job it came from
+    assert page.get_by_text("No deployment uses this version").is_visible()
     with page.expect_download() as download:
         files.get_by_role("link", name="model.pkl").click()
     assert Path(download.value.path()).read_text() == "weights\n"
@@ -185,27 +186,29 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
         assert put.status_code == 201, put.text
     page.reload()
     used = page.locator("#used-by")
-    assert used.get_by_text("Batch deployment").is_visible()
+    assert used.get_by_text("Batch deployment green").is_visible()
     assert (
         used.get_by_role("link", name="walk-scorer").is_visible() and used.get_by_text("green").is_visible()
     )
+    used.scroll_into_view_if_needed()  # the screenshot shows the flavors and the deployment
     screenshot(page, "model-version")
     axe_check(page)
     # A second version from files picked on this computer (packed and uploaded by the page).
     page.goto(ws_url(srv, "models", "walk-model"))
+    page.wait_for_url("**/models/walk-model/1")  # a name opens its latest version
     axe_check(page)
     page.get_by_role("link", name="Register a version").click()
-    page.wait_for_url("**/models/_new?name=walk-model")
+    page.wait_for_url("**/models/_new?name=walk-model&version=1")
     picked = [
         {"name": "model.pkl", "mimeType": "application/octet-stream", "buffer": b"weights v2\n"},
         {"name": "conda.yaml", "mimeType": "text/yaml", "buffer": b"dependencies: [python=3.11]\n"},
     ]
-    page.get_by_label("or files").set_input_files(files=picked)
-    page.locator("#upload-help", has_text="Uploaded upload (2 file(s))").wait_for()
+    page.get_by_label("Files", exact=True).set_input_files(files=picked)
+    page.locator("#upload-status", has_text="Uploaded 2 files").wait_for()
     page.get_by_role("button", name="Register").click()
-    page.wait_for_url("**/models/walk-model/versions/2")
-    assert page.locator("#model-files").get_by_role("link", name="conda.yaml").is_visible()
-    assert page.get_by_text("No job or deployment uses this version").is_visible()
+    page.wait_for_url("**/models/walk-model/2")
+    assert page.locator("#asset-files").get_by_role("link", name="conda.yaml").is_visible()
+    assert page.get_by_text("No deployment uses this version").is_visible()
     page.goto(ws_url(srv, "models"))
     page.get_by_role("link", name="walk-model").wait_for()
     screenshot(page, "models-list")
@@ -228,15 +231,16 @@ def test_a_reader_sees_no_write_control_and_a_hand_posted_form_is_refused(
     assert page.get_by_text("Add a deployment from YAML").count() == 0
     assert page.get_by_role("link", name=re.compile("Download predictions")).count() == 1  # reading is theirs
     axe_check(page)
-    page.goto(ws_url(srv, "models", "walk-model", "versions", "1"))
+    page.goto(ws_url(srv, "models", "walk-model", "1"))
     page.locator("#used-by").wait_for()
     assert page.get_by_role("button", name="Archive").count() == 0
     page.goto(ws_url(srv, "models"))
-    assert page.get_by_role("link", name="Register").count() == 0
+    page.get_by_role("link", name="walk-model").wait_for()
+    assert page.get_by_role("link", name="Register model").count() == 0
     token = page.locator("body").get_attribute("hx-headers") or ""
     csrf = re.search(r'"X-CSRF-Token":\s*"([^"]+)"', token)
     assert csrf is not None
-    archive = ws_url(srv, "models", "walk-model", "versions", "1", "archive")
+    archive = ws_url(srv, "models", "walk-model", "1", "archive")
     invoke = ws_url(srv, "batch-endpoints", "walk-scorer", "invoke")
     for url, form in ((archive, {}), (invoke, {"source": "asset", "data_asset": "azureml:x:1"})):
         expect_failed_load(page, url)

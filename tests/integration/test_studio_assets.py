@@ -105,6 +105,23 @@ def test_a_data_asset_from_uploaded_files_its_files_and_its_users(
         refused = api.post(f"{srv.ws_path}/data/other/versions", json=body)
         assert refused.status_code == 400 and "no output 'nope'" in refused.text
 
+    # A model from a path inside that output (as Azure names one): the same form, the same rule.
+    form = {"csrf_token": csrf, "name": "from-job-model", "type": "custom_model", "source": "job",
+            "job": "reads-uploaded", "output": "o", "output_path": "seen.txt"}  # fmt: skip
+    made = client.post(f"{base}models/_new", data=form)
+    assert made.status_code == 303, made.text[:2000]
+    assert made.headers["location"].endswith("/models/from-job-model/1")
+    page = client.get(made.headers["location"])
+    assert "azureml://jobs/reads-uploaded/outputs/o/paths/seen.txt" in page.text
+    assert f'href="{base}jobs/reads-uploaded"' in page.text  # the job it came from
+    assert client.get(f"{made.headers['location']}/download").content.endswith(b"\n")  # seen.txt itself
+    with srv.client() as api:
+        shown = api.get(f"{srv.ws_path}/models/from-job-model/versions/1").json()
+        assert shown["job_name"] == "reads-uploaded" and shown["path"].endswith("/seen.txt"), shown
+        body = {"path": "azureml://jobs/reads-uploaded/outputs/o/paths/../../etc"}
+        refused = api.post(f"{srv.ws_path}/models/other/versions", json=body)
+        assert refused.status_code == 400 and "path" in refused.text, refused.text
+
 
 def test_an_environment_and_a_component_from_yaml(
     srv: RunningServer, admin: tuple[httpx.Client, str, str]

@@ -1,13 +1,15 @@
 """The studio's batch endpoint and model pages over real HTTP (issue 28 items 2 and 3): an endpoint
 and a deployment from YAML (its code as an uploaded archive), a refused YAML at its field, a
 folder uploaded and invoked (the invocation listed as a job), a model registered from an upload
-(its files as a tree, a file downloaded, its MLmodel's flavors), a job output that does not exist
-refused at ``path``, archive and restore, "used by" a batch deployment, a Reader shown no write
-control and refused every write (403, nothing changed), and CSRF."""
+through the asset pages (its files as a tree, a file downloaded, its MLmodel's flavors), a job
+output that does not exist refused at ``path``, archive and restore, "used by" a batch
+deployment, a Reader shown no write control and refused every write (403, nothing changed), and
+CSRF."""
 
 from __future__ import annotations
 
 import io
+import secrets
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -24,13 +26,14 @@ from tests.studio_http import csrf_of, home_of, sign_in, studio_client
 CLUSTER = "studio-batch"
 SCORE = "def init():\n    pass\n\ndef run(mini_batch):\n    return [str(len(mini_batch))]\n"
 HOSTILE = '<img src=x onerror="alert(1)"></script><script>alert(2)</script>'
-MLMODEL = """\
+MLMODEL = f"""\
 flavors:
   python_function:
     loader_module: mlflow.sklearn
     python_version: 3.11.4
   sklearn:
     sklearn_version: 1.3.0
+    note: '{HOSTILE}'
 """
 
 
@@ -163,15 +166,26 @@ def test_endpoint_and_deployment_from_yaml_then_invoke_an_uploaded_folder(
     assert '<details class="add-deployment">' in empty.text  # not the deployment form's error
 
 
+def upload_model_file(client: httpx.Client, ws: str, csrf: str, batch: str, path: str, text: str) -> int:
+    """One file of a model's upload, as the register form's script sends it (the asset pages' route)."""
+    answer = client.post(
+        f"{ws}models/_upload",
+        params={"batch": batch, "path": path},
+        content=text.encode(),
+        headers={"X-CSRF-Token": csrf, "Content-Type": "application/octet-stream"},
+    )
+    return answer.status_code
+
+
 def test_register_a_model_from_an_upload_its_files_and_archive(
     srv: RunningServer, admin: tuple[httpx.Client, str]
 ) -> None:
     client, ws = admin
     csrf = token(client, f"{ws}models/_new")
+    batch = secrets.token_hex(16)
     files = {"MLmodel": MLMODEL, "model.pkl": "bytes", f"data/{HOSTILE.replace('/', '_')}.txt": "x"}
-    uri = client.post(
-        f"{ws}models/_upload?folder=clf", content=tar_gz(files), headers={"X-CSRF-Token": csrf}
-    ).json()["uri"]
+    for path, text in files.items():
+        assert upload_model_file(client, ws, csrf, batch, path, text) == 200
     form = {
         "csrf_token": csrf,
         "name": "clf",
@@ -179,35 +193,37 @@ def test_register_a_model_from_an_upload_its_files_and_archive(
         "tags": f"stage=dev, evil={HOSTILE.replace(',', ';')}",
         "description": HOSTILE,
         "source": "upload",
-        "upload_uri": uri,
+        "upload": batch,
+        "uploaded": "3 files",
+        "count": "3",
     }
     made = client.post(f"{ws}models/_new", data=form)
-    assert made.status_code == 303 and made.headers["location"].endswith("/models/clf/versions/1"), made.text[
-        -2000:
-    ]
+    assert made.status_code == 303 and made.headers["location"].endswith("/models/clf/1"), made.text[-2000:]
     page = client.get(made.headers["location"])
     assert page.status_code == 200 and HOSTILE not in page.text
-    assert 'id="model-files"' in page.text and "model.pkl" in page.text and "data/" in page.text
+    assert 'id="asset-files"' in page.text and "model.pkl" in page.text and "data/" in page.text
     assert ">python_function<" in page.text and "sklearn_version" in page.text
-    assert "No job or deployment uses this version" in page.text
-    body = client.get(made.headers["location"] + "/files/model.pkl")
+    assert "note: &lt;img src=x" in page.text  # the MLmodel's text and flavors, escaped
+    assert "No job uses this version" in page.text and "No deployment uses this version" in page.text
+    body = client.get(made.headers["location"] + "/download", params={"file": "model.pkl"})
     assert (
         body.status_code == 200
         and body.content == b"bytes"
         and "attachment" in body.headers["content-disposition"]
     )
-    assert client.get(made.headers["location"] + "/files/../../etc/passwd").status_code in (400, 404)
+    escaping = client.get(made.headers["location"] + "/download", params={"file": "../../etc/passwd"})
+    assert escaping.status_code in (400, 404)
     listed = client.get(f"{ws}models")
     assert "clf" in listed.text and "mlflow_model" in listed.text and "stage: dev" in listed.text
     missing = client.post(
         f"{ws}models/_new", data={**form, "source": "job", "job": "no-such-job", "output": "model"}
     )
     assert missing.status_code == 400 and "no job &#39;no-such-job&#39;" in missing.text, missing.text[-2000:]
-    archived = client.post(f"{ws}models/clf/versions/1/archive", data={"csrf_token": csrf})
+    archived = client.post(f"{ws}models/clf/1/archive", data={"csrf_token": csrf})
     assert archived.status_code == 303
-    assert "No model yet" in client.get(f"{ws}models").text
-    assert "clf" in client.get(f"{ws}models?archived=true").text
-    assert client.post(f"{ws}models/clf/versions/1/restore", data={"csrf_token": csrf}).status_code == 303
+    assert "No models yet" in client.get(f"{ws}models").text
+    assert "clf" in client.get(f"{ws}models?archived=1").text
+    assert client.post(f"{ws}models/clf/1/restore", data={"csrf_token": csrf}).status_code == 303
     with srv.client() as api:
         assert api.get(f"{srv.ws_path}/models/clf/versions/1").json().get("archived") in (False, None)
 
@@ -228,9 +244,10 @@ def test_used_by_names_the_batch_deployment(srv: RunningServer, admin: tuple[htt
             "inputs": {"m": {"type": "custom_model", "path": "azureml:clf@latest"}},
         }
         assert api.put(f"{srv.ws_path}/jobs/uses-clf", json=job).status_code == 201
-    page = client.get(f"{ws}models/clf/versions/1")
+    page = client.get(f"{ws}models/clf/1")
     used = page.text.split('id="used-by"')[1]
-    assert "Batch deployment" in used and "with-model" in used and "azureml:clf:1" in used
+    assert "Batch deployment" in used and "with-model" in used and "model: azureml:clf:1" in used
+    assert f"{ws}batch-endpoints/scorer" in used
     assert f"{ws}jobs/uses-clf" in used and "inputs.m" in used
 
 
@@ -247,9 +264,9 @@ def test_a_reader_sees_no_write_control_and_every_write_is_refused(
         csrf = csrf_of(page)
         listed = reader.get(f"{ws}batch-endpoints")
         assert "Create from YAML" not in listed.text
-        model = reader.get(f"{ws}models/clf/versions/1")
-        assert model.status_code == 200 and 'id="archive-toggle"' not in model.text
-        assert ">Register</a>" not in reader.get(f"{ws}models").text
+        model = reader.get(f"{ws}models/clf/1")
+        assert model.status_code == 200 and "/models/clf/1/archive" not in model.text
+        assert "Register model" not in reader.get(f"{ws}models").text
         assert reader.get(f"{ws}models/_new").status_code == 403
         assert reader.get(f"{ws}batch-endpoints/_new").status_code == 403
         writes: list[tuple[str, dict[str, Any]]] = [
@@ -259,16 +276,13 @@ def test_a_reader_sees_no_write_control_and_every_write_is_refused(
                 f"{ws}batch-endpoints/scorer/invoke",
                 {"source": "asset", "data_asset": "azureml:x:1", "job_name": "rj"},
             ),
-            (f"{ws}models/_new", {"name": "reader-model", "source": "upload", "upload_uri": "azureml://x"}),
-            (f"{ws}models/clf/versions/1/archive", {}),
+            (f"{ws}models/_new", {"name": "reader-model", "source": "upload", "upload": "0" * 32}),
+            (f"{ws}models/clf/1/archive", {}),
         ]
         for url, form in writes:
             refused = reader.post(url, data={"csrf_token": csrf, **form})
             assert refused.status_code == 403, (url, refused.status_code)
-        upload = reader.post(
-            f"{ws}models/_upload?folder=m", content=tar_gz({"a": "b"}), headers={"X-CSRF-Token": csrf}
-        )
-        assert upload.status_code == 403
+        assert upload_model_file(reader, ws, csrf, "0" * 32, "a", "b") == 403
     with srv.client() as api:
         assert api.get(f"{srv.ws_path}/batchEndpoints/reader-ep").status_code == 404
         assert api.get(f"{srv.ws_path}/jobs/rj").status_code == 404
@@ -280,5 +294,6 @@ def test_writes_without_the_csrf_token_are_refused(
 ) -> None:
     client, ws = admin
     assert client.post(f"{ws}batch-endpoints/_new", data={"yaml": "name: no-csrf\n"}).status_code == 403
-    assert client.post(f"{ws}models/clf/versions/1/archive", data={}).status_code == 403
-    assert client.post(f"{ws}models/_upload?folder=m", content=tar_gz({"a": "b"})).status_code == 403
+    assert client.post(f"{ws}models/clf/1/archive", data={}).status_code == 403
+    refused = client.post(f"{ws}models/_upload", params={"batch": "0" * 32, "path": "a"}, content=b"b")
+    assert refused.status_code == 403

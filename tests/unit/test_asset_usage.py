@@ -1,5 +1,5 @@
 """Which references name an asset version (``services/assets/asset_usage.names``): what "used by"
-counts for components and deployments."""
+counts for components and deployments (a deployment's ``@latest`` while the version is the latest)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,37 @@ ARM = "azureml:/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLear
 def test_a_reference_names_the_version(value: Any, expected: bool) -> None:
     asset = Asset(kind="component", name="train", version="2", workspace_id=1, spec={})
     assert names(value, asset) is expected
+
+
+MODEL_ARM = "/subscriptions/s/resourceGroups/rg/workspaces/w/models/clf"
+
+
+@pytest.mark.parametrize(
+    ("model", "named"),
+    [
+        ("azureml:clf:2", True),
+        ("azureml:clf:1", False),
+        ("azureml:other:2", False),
+        ("azureml:clf@latest", True),  # version 2 is the latest
+        (f"azureml:{MODEL_ARM}/versions/2", True),
+        (f"{MODEL_ARM}/versions/1", False),
+        (f"azureml:{MODEL_ARM}", True),  # a container's id names its latest
+        ("/subscriptions/s/resourceGroups/rg/workspaces/w/data/clf/versions/2", False),  # a data asset
+        ("azureml://datastores/workspaceblobstore/paths/clf", False),
+        ("azureml:clf@best", False),  # an unknown label names nothing
+        (None, False),
+        ({"path": "azureml:clf:2"}, False),  # an inline model is not a reference
+    ],
+)
+def test_a_deployment_model_names_the_latest_version(model: object, named: bool) -> None:
+    assert names(model, Asset(id=7, kind="model", name="clf", version="2", spec={}), latest=True) is named
+
+
+def test_latest_names_only_the_latest_version() -> None:
+    older = Asset(id=6, kind="model", name="clf", version="1", spec={})
+    assert not names("azureml:clf@latest", older, latest=False)
+    assert not names(f"azureml:{MODEL_ARM}", older, latest=False)
+    assert names("azureml:clf:1", older, latest=False)
 
 
 def test_the_jobs_of_a_version_are_read_from_its_index_without_a_sort(tmp_path: Path) -> None:
@@ -128,7 +159,7 @@ def test_deployments_that_name_the_version_are_listed(
         session.flush()
         found = {kind: used_by(session, asset).deployments for kind, asset in made.items()}
     assert found == {
-        "model": [DeploymentUse("ep", "blue", "online", "model")],
-        "environment": [DeploymentUse("ep", "blue", "online", "environment")],
-        "component": [DeploymentUse("bep", "score", "batch", "component")],
+        "model": [DeploymentUse("ep", "blue", "online", "model", "azureml:m:1")],
+        "environment": [DeploymentUse("ep", "blue", "online", "environment", "inline")],
+        "component": [DeploymentUse("bep", "score", "batch", "component", "azureml:train:1")],
     }

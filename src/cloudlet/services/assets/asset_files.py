@@ -5,8 +5,9 @@
 - ``upload_file``: one file of a browser's upload into ``LocalUpload/<batch>/`` of the default
   datastore (as the CLI's uploads land under ``LocalUpload/<hash>/``), within the workspace's
   storage budget; ``upload_uri`` is the batch's datastore URI, which a new version names;
-- ``job_output_path``: ``azureml://jobs/<job>/outputs/<name>`` (Azure ML's way to name a job's
-  output) as the datastore URI where that output is, so a version can be registered from it;
+- ``job_output_path``: ``azureml://jobs/<job>/outputs/<name>[/paths/<path>]`` (Azure ML's way to
+  name a job's output) as the datastore URI where that output is, so a version can be registered
+  from it (data and models alike, through ``assets.write``);
 - ``build_log``: environments are built on each node when a job first needs them
   (``nodekit/envs.py``), into the run's log; nothing is stored per environment. The log shown is
   the newest job that used the version: its ``cloudlet-agent`` lines about the environment.
@@ -45,7 +46,9 @@ from cloudlet.store.schema import Asset, AssetUse, Job, Workspace
 TREE_LIMIT = 1000  # entries listed from one version's folder
 DOWNLOAD_LIMIT = 256 << 20  # one file sent from the page
 BATCH = re.compile(r"^[0-9a-f]{32}$")  # an upload's folder, made by the page's server
-JOB_OUTPUT = re.compile(r"^azureml://jobs/(?P<job>[^/]+)/outputs/(?P<output>[^/]+)/?$")
+JOB_OUTPUT = re.compile(
+    r"^azureml://jobs/(?P<job>[^/]+)/outputs/(?P<output>[^/]+)(?:/paths/(?P<path>.*)|/)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class Tree:
     truncated: bool = False
 
 
-def _located(ws: Workspace, asset: Asset, data: DataRoot) -> tuple[Any, tuple[str, ...]] | None:
+def located_in(ws: Workspace, asset: Asset, data: DataRoot) -> tuple[Any, tuple[str, ...]] | None:
     """The datastore folder and the parts of ASSET's path in it; None for a path not in a datastore."""
     at = job_service.parse_datastore_uri(str(asset.spec.get("path") or ""))
     if at is None:
@@ -71,7 +74,7 @@ def _located(ws: Workspace, asset: Asset, data: DataRoot) -> tuple[Any, tuple[st
 
 
 def tree(ws: Workspace, asset: Asset, data: DataRoot) -> Tree:
-    located = _located(ws, asset, data)
+    located = located_in(ws, asset, data)
     if located is None:
         return Tree("remote")
     base, parts = located
@@ -118,7 +121,7 @@ def _walk(fd: int, prefix: str, depth: int, found: Tree) -> None:
 def download(ws: Workspace, asset: Asset, data: DataRoot, file: str | None) -> tuple[bytes, str]:
     """FILE of the version (relative to its path; its own file when it is one), or the whole
     folder as a tar.gz when None: (bytes, file name)."""
-    located = _located(ws, asset, data)
+    located = located_in(ws, asset, data)
     if located is None:
         raise not_found("File", str(asset.spec.get("path")))
     base, parts = located
@@ -181,9 +184,10 @@ def upload_file(session: Session, data: DataRoot, ws: Workspace, batch: str, pat
     return uri
 
 
-def job_output_path(session: Session, ws: Workspace, uri: str) -> str | None:
-    """``azureml://jobs/<job>/outputs/<name>`` as the datastore URI of that output (a 400 naming
-    ``path`` when the job or output does not exist); None for any other URI."""
+def job_output_path(session: Session, ws: Workspace, uri: str) -> tuple[str, str] | None:
+    """``azureml://jobs/<job>/outputs/<name>[/paths/<path>]`` as (the datastore URI of that output,
+    or of PATH in it; the job's name). A 400 naming ``path`` when the job or output does not exist
+    or PATH leaves the output; None for any other URI."""
     found = JOB_OUTPUT.fullmatch(uri.strip())
     if found is None:
         return None
@@ -196,7 +200,11 @@ def job_output_path(session: Session, ws: Workspace, uri: str) -> str | None:
         raise validation_error(
             "path", f"job '{job.name}' has no output '{found['output']}' (its outputs: {named})"
         )
-    return str(outputs[found["output"]]["path"])
+    base = str(outputs[found["output"]]["path"])
+    inner = (found["path"] or "").strip("/")
+    if not inner:
+        return base, job.name
+    return f"{base.rstrip('/')}/{'/'.join(relative_parts(inner, 'path'))}", job.name  # no '..'
 
 
 def job_outputs_of(session: Session, ws: Workspace, job_name: str) -> dict[str, dict[str, Any]]:

@@ -7,19 +7,22 @@ One function, ``used_by``, for every kind, bounded so a page never reads the who
 - components, which leave no such record: the newest ``SCAN_LIMIT`` jobs of the workspace, read
   for a reference to the version (``azureml:name:version``, the ARM id, or ``name:version``);
 - deployments: those of the workspace's online and batch endpoints (a workspace has tens, not
-  thousands) whose ``model``, ``environment`` or ``component`` names the version.
+  thousands) whose ``model``, ``environment`` or ``component`` names the version; a deployment
+  that names ``@latest`` (or the name's ARM id) uses it while it is the latest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.assets import assets as rules
+from cloudlet.domain.assets.assets import AssetKind
 from cloudlet.domain.errors import CloudletError
+from cloudlet.services.assets import assets as asset_service
 from cloudlet.store.schema import (
     Asset,
     AssetUse,
@@ -50,6 +53,7 @@ class DeploymentUse:
     name: str
     kind: str  # online | batch
     field: str  # model, environment, component
+    value: str = ""  # how the deployment names it (azureml:clf:1, azureml:clf@latest, …)
 
 
 @dataclass
@@ -114,10 +118,11 @@ def _component_field(spec: dict[str, Any], asset: Asset) -> str | None:
     return None
 
 
-def names(value: Any, asset: Asset) -> bool:
+def names(value: Any, asset: Asset, latest: bool = False) -> bool:
     """Whether VALUE (a reference as a job or deployment writes it, or an inline definition that
-    kept its name and version) names ASSET's version. ``@latest`` is not counted: which version it
-    meant is known only where the use was recorded."""
+    kept its name and version) names ASSET's version. ``@latest`` (or the name's ARM id) counts
+    only when LATEST says ASSET is its name's latest version now: a job's, which version it meant
+    is known only where the use was recorded; a deployment's names the latest still."""
     if isinstance(value, dict):
         return value.get("name") == asset.name and str(value.get("version")) == asset.version
     if not isinstance(value, str):
@@ -134,7 +139,7 @@ def names(value: Any, asset: Asset) -> bool:
         reference is not None
         and reference.kind in (None, asset.kind)
         and reference.name == asset.name
-        and reference.version == asset.version
+        and (reference.version == asset.version or (latest and reference.version is None))
     )
 
 
@@ -142,6 +147,9 @@ _FIELDS = ("model", "environment", "component")
 
 
 def _deployments(session: Session, asset: Asset) -> list[DeploymentUse]:
+    asset_kind = cast(AssetKind, asset.kind)  # the column is a plain str
+    newest = asset_service.latest_version(session, asset.workspace_id, asset_kind, asset.name)
+    latest = newest is not None and newest.id == asset.id
     found: list[DeploymentUse] = []
     kinds = (("online", OnlineEndpoint, OnlineDeployment), ("batch", BatchEndpoint, BatchDeployment))
     for kind, endpoint_table, deployment_table in kinds:
@@ -154,6 +162,8 @@ def _deployments(session: Session, asset: Asset) -> list[DeploymentUse]:
         )
         for endpoint, name, spec in session.execute(query):
             for key in _FIELDS:
-                if names((spec or {}).get(key), asset):
-                    found.append(DeploymentUse(endpoint, name, kind, key))
+                value = (spec or {}).get(key)
+                if names(value, asset, latest):
+                    shown = value if isinstance(value, str) else "inline"
+                    found.append(DeploymentUse(endpoint, name, kind, key, shown))
     return found

@@ -196,8 +196,9 @@ def write(
 
 
 def _job_output_resolved(session: Session, ws: Workspace, kind: AssetKind, body: Any) -> Any:
-    """A data or model ``path: azureml://jobs/<job>/outputs/<name>`` as the datastore URI of that
-    output (``asset_files.job_output_path``); the job's output is kept in ``properties``."""
+    """A data or model ``path: azureml://jobs/<job>/outputs/<name>[/paths/<path>]`` as the datastore
+    URI of that output (``asset_files.job_output_path``); the job's output is kept in
+    ``properties``, and a model's job in its ``job_name`` (as Azure ML's model keeps it)."""
     path = body.get("path") if isinstance(body, dict) and kind in ("data", "model") else None
     if not isinstance(path, str):
         return body
@@ -205,7 +206,15 @@ def _job_output_resolved(session: Session, ws: Workspace, kind: AssetKind, body:
     if resolved is None:
         return body
     properties = {**(body.get("properties") or {}), "job_output": path.strip()}
-    return {**body, "path": resolved, "properties": properties}
+    found = {**body, "path": resolved[0], "properties": properties}
+    if kind == "model":
+        found["job_name"] = resolved[1]
+    return found
+
+
+def latest_version(session: Session, ws: Workspace | int, kind: AssetKind, name: str) -> Asset | None:
+    """NAME's latest version (what ``@latest`` names: the newest not archived); None when none."""
+    return _latest(_versions(session, ws, kind, name))
 
 
 def _target(ref: WorkspaceRef, kind: AssetKind, name: str, version: str | None = None) -> str:

@@ -1,12 +1,13 @@
-"""The asset pages (issue 28 item 3): Components, Environments and Data share one set of routes,
-templates and this module; ``kind_pages(kind, …)`` makes a kind's navigation item and router
-(``pages/components.py``, ``environments.py``, ``data.py`` call it).
+"""The asset pages (issue 28 item 3): Models, Components, Environments and Data share one set of
+routes, templates and this module; ``kind_pages(kind, …)`` makes a kind's navigation item and
+router (``pages/models.py``, ``components.py``, ``environments.py``, ``data.py`` call it).
 
 Under ``…/{collection}``: the list (each name's latest version; ``?archived=1`` adds the names
-whose every version is archived), ``_new`` (register a version: a data asset from uploaded files or
-a folder, or from a job's output; an environment or component from YAML in the editor),
-``{name}`` (its latest version), ``{name}/{version}`` (the version: details, files, spec, build log,
-inputs and outputs, "used by"), ``…/download`` and ``…/archive`` / ``…/restore``. The studio's own
+whose every version is archived), ``_new`` (register a version: a data asset or a model from
+uploaded files or a folder, or from a job's output; an environment or component from YAML in the
+editor), ``{name}`` (its latest version), ``{name}/{version}`` (the version: details, files, a
+model's MLmodel, spec, build log, inputs and outputs, "used by"), ``…/download`` and
+``…/archive`` / ``…/restore``. The studio's own
 paths start with ``_``, which no asset name may. Each handler parses, makes one service call
 (``services/assets``) and renders; the services decide who may write.
 """
@@ -70,8 +71,13 @@ command: python -c "print('${{inputs.epochs}}')" && ls ${{inputs.data}} > ${{out
 environment: azureml:AzureML-sklearn-1.0-ubuntu20.04-py38-cpu@latest
 """,
 }
-TITLES = {"data": "Data", "environment": "Environments", "component": "Components"}
-ONE = {"data": "data asset", "environment": "environment", "component": "component"}
+TITLES = {"data": "Data", "model": "Models", "environment": "Environments", "component": "Components"}
+ONE = {"data": "data asset", "model": "model", "environment": "environment", "component": "component"}
+# The kinds registered from files (or a job's output), and their types as the form offers them: the
+# first is the default.
+TYPES = {"data": ("uri_folder", "uri_file", "mltable"), "model": rules.MODEL_TYPES}
+DEFAULT_TYPE = {kind: types[0] for kind, types in TYPES.items()}
+FROM_FILES = tuple(TYPES)
 
 
 def _when(stamp: float) -> str:
@@ -84,7 +90,7 @@ def _kind_of(asset: Any) -> str:
     spec = asset.spec or {}
     if asset.kind == "environment":
         return "image" if spec.get("image") else "conda" if spec.get("conda_file") else "pip"
-    return str(spec.get("type") or "")
+    return str(spec.get("type") or DEFAULT_TYPE.get(asset.kind, ""))
 
 
 def _tags(text: str) -> dict[str, str]:
@@ -130,7 +136,8 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
             "error": error,
             "batch": form.get("upload") or secrets.token_hex(16),
             "example": EXAMPLES.get(kind, ""),
-            "recent_jobs": asset_files.recent_jobs(ctx.session, ws) if kind == "data" else [],
+            "types": TYPES.get(kind, ()),
+            "recent_jobs": asset_files.recent_jobs(ctx.session, ws) if kind in FROM_FILES else [],
             "outputs": asset_files.job_outputs_of(ctx.session, ws, form["job"]) if form.get("job") else {},
         }
         return page(ctx, ref, ws, "asset_new.html", status=400 if error else 200, **values)
@@ -177,7 +184,7 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
         url = shell.ws_url(ref, suffix, result.asset.name, result.asset.version)
         return RedirectResponse(url, status_code=303)
 
-    if kind == "data":
+    if kind in FROM_FILES:
 
         @router.post(base + "/_upload", name=f"studio_{suffix}_upload")
         @body_limit(MAX_BROWSER_FILE)
@@ -274,13 +281,13 @@ def _prefilled(asset: Any) -> dict[str, str]:
     """The form's fields for the next version of ASSET: its name and what it says (a data asset's
     type, description and tags; a YAML asset's document without its version)."""
     spec = asset.spec or {}
-    if asset.kind != "data":
+    if asset.kind not in FROM_FILES:
         doc = {"name": asset.name, **spec}
         return {"yaml": yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)}
     tags = ", ".join(f"{k}={v}" if v else k for k, v in (spec.get("tags") or {}).items())
     return {
         "name": asset.name,
-        "type": str(spec.get("type") or "uri_folder"),
+        "type": str(spec.get("type") or DEFAULT_TYPE[asset.kind]),
         "description": str(spec.get("description") or ""),
         "tags": tags,
     }
@@ -293,8 +300,8 @@ def _as_yaml(asset: Any) -> str:
 
 def _document(kind: AssetKind, form: dict[str, str]) -> tuple[str, str | None, dict[str, Any]]:
     """The form as (name, version or None, the version's document)."""
-    if kind == "data":
-        return _data_document(form)
+    if kind in FROM_FILES:
+        return _files_document(kind, form)
     doc = job_documents.parse_yaml(form.get("yaml", ""))
     name = form.get("name", "").strip() or str(doc.get("name") or "")
     version = form.get("version", "").strip() or (str(doc["version"]) if doc.get("version") else None)
@@ -312,25 +319,28 @@ def _check_name(name: str, version: str | None) -> None:
         raise validation_error("version", rules.VERSION_RULE)
 
 
-def _data_document(form: dict[str, str]) -> tuple[str, str | None, dict[str, Any]]:
+def _files_document(kind: AssetKind, form: dict[str, str]) -> tuple[str, str | None, dict[str, Any]]:
+    """A data asset or model: its files uploaded by the form, or a job's output (a path inside it
+    as Azure names one: ``azureml://jobs/<job>/outputs/<output>/paths/<path>``)."""
     name, version = form.get("name", "").strip(), form.get("version", "").strip() or None
     if not name:
-        raise validation_error("name", "a data asset needs a name")
+        raise validation_error("name", f"a {ONE[kind]} needs a name")
     _check_name(name, version)
-    kind = form.get("type", "uri_folder")
+    of_type = form.get("type") or DEFAULT_TYPE[kind]
     if form.get("source") == "job":
         job, output = form.get("job", "").strip(), form.get("output", "").strip()
         if not job or not output:
             raise validation_error("output", "choose a job and one of its outputs")
-        path = f"azureml://jobs/{job}/outputs/{output}"
+        inner = form.get("output_path", "").strip().strip("/")
+        path = f"azureml://jobs/{job}/outputs/{output}" + (f"/paths/{inner}" if inner else "")
     else:
         if not form.get("upload") or not form.get("uploaded"):
             raise validation_error("upload", "choose files or a folder to upload first")
-        if kind == "uri_file" and form.get("count", "1") != "1":
+        if of_type == "uri_file" and form.get("count", "1") != "1":
             raise validation_error("type", "a uri_file is one file: upload one file, or choose uri_folder")
-        single = form.get("uploaded") if kind == "uri_file" else None
+        single = form.get("uploaded") if of_type == "uri_file" else None
         path = asset_files.upload_uri(form["upload"], single)
-    body: dict[str, Any] = {"type": kind, "path": path, "tags": _tags(form.get("tags", ""))}
+    body: dict[str, Any] = {"type": of_type, "path": path, "tags": _tags(form.get("tags", ""))}
     if form.get("description", "").strip():
         body["description"] = form["description"].strip()
     return name, version, body

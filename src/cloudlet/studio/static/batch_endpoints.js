@@ -1,9 +1,9 @@
-// Batch endpoints and models: YAML editors (CodeMirror over a textarea that stays the form's
+// Batch endpoints: YAML editors (CodeMirror over a textarea that stays the form's
 // field), a .yml file read into its editor, a code archive uploaded at once (its snapshot id kept
 // in a hidden field), and a folder uploaded at once: an archive as it is, or a folder picked with
 // webkitdirectory packed here into a tar.gz (ustar + CompressionStream), its URI kept in a hidden
 // field. Text from the server or the user is only ever set as text. CodeMirror is imported only
-// by a page with an editor (the lists and a model's page do without its 140 KB).
+// by a page with an editor (the lists do without its 140 KB).
 
 const csrfHeaders = () => JSON.parse(document.body.getAttribute("hx-headers") || "{}");
 
