@@ -26,7 +26,7 @@ from cloudlet.services.access import studio_sessions
 from cloudlet.services.access.studio_sessions import Issued
 from cloudlet.services.core.context import Caller
 from cloudlet.studio import shell
-from cloudlet.studio.pages import compute, home, job_live, job_page, jobs, quota
+from cloudlet.studio.pages import compute, home, job_live, job_page, job_streams, jobs, quota
 from cloudlet.studio.session import (
     PREFIX,
     StudioPublicRoute,
@@ -41,7 +41,7 @@ from cloudlet.studio.session import (
 )
 
 PAGES = (home, jobs, compute, quota)  # their order is the navigation's
-SUBPAGES = (job_page, job_live)  # pages reached from a page, not from the navigation
+SUBPAGES = (job_page, job_live, job_streams)  # pages reached from a page, not from the navigation
 shell.NAV[:] = [page.NAV for page in PAGES]
 
 public = APIRouter(prefix=PREFIX, route_class=StudioPublicRoute, include_in_schema=False)

@@ -90,6 +90,36 @@ def metric_history(session: Session, job_ids: Sequence[int], key: str) -> dict[i
     return found
 
 
+@dataclass(frozen=True)
+class MetricPoint:
+    id: int  # the point's row id: in the order points were logged, a stream's resume point
+    job_id: int
+    key: str
+    step: int
+    value: float
+
+
+def metric_points_after(
+    session: Session, job_ids: Sequence[int], after: int, limit: int
+) -> list[MetricPoint]:
+    """The values JOB_IDS logged after point AFTER (a ``MetricPoint.id``; 0: all), in the order
+    they were logged, at most LIMIT: what a live chart appends."""
+    if not job_ids:
+        return []
+    rows = session.execute(
+        select(TrackingMetric.id, TrackingRun.job_id, TrackingMetric.key, TrackingMetric.step)
+        .add_columns(TrackingMetric.value, TrackingMetric.is_nan)
+        .join(TrackingRun, TrackingRun.id == TrackingMetric.run_id)
+        .where(TrackingRun.job_id.in_(list(job_ids)), TrackingMetric.id > after)
+        .order_by(TrackingMetric.id)
+        .limit(limit)
+    )
+    return [
+        MetricPoint(point_id, job_id or 0, key, step, math.nan if is_nan else value)
+        for point_id, job_id, key, step, value, is_nan in rows
+    ]
+
+
 def params(session: Session, job_id: int) -> dict[str, str]:
     rows = session.execute(
         select(TrackingParam.key, TrackingParam.value)
