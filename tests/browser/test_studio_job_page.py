@@ -332,3 +332,32 @@ def test_a_running_pipelines_graph_follows_its_steps(studio_srv: RunningServer, 
         page.locator("#dag .dag-node[data-key='second'][data-status='Completed']").wait_for(timeout=90_000)
         page.locator("#job-status", has_text="Completed").wait_for()
         assert not [url for url in requested if "tab=children" in url], requested  # not fetched again
+
+
+def test_a_running_sweeps_trials_arrive_live_and_stay_text(studio_srv: RunningServer, page: Any) -> None:
+    srv = studio_srv
+    sweep = {
+        "type": "sweep",
+        "compute": "local",
+        "trial": {"command": "sleep 2"},
+        "sampling_algorithm": "grid",
+        "search_space": {"note": {"type": "choice", "values": [HOSTILE, "plain"]}},
+        "objective": {"goal": "minimize", "primary_metric": "loss"},
+        "limits": {"max_total_trials": 2, "max_concurrent_trials": 1},
+    }
+    with srv.client() as api:
+        submit(api, srv, "hostile-sweep", sweep)
+        sign_in(page, srv)
+        page.goto(ws_page(srv, "jobs", "hostile-sweep") + "?tab=children")
+        requested = requests_after_load(page)
+        # The trials table is swapped in from the stream as trials start and end; the hostile
+        # value in it stays text (the page fixture fails on the console.error it would run).
+        page.locator("#trials td", has_text=HOSTILE).first.wait_for(timeout=90_000)
+        ended = wait_job(api, srv, "hostile-sweep", timeout=120)  # Failed: no trial logged "loss"
+        page.locator("#job-status", has_text=ended["status"]).wait_for()
+        shown = page.locator("#trials tbody tr")
+        wait_until(lambda: shown.count() == 2, 30, "both trials in the table")
+        for row in shown.all():  # each trial's last status, swapped in without a reload
+            row.get_by_text("Completed").wait_for()
+        assert not [url for url in requested if "tab=children" in url], requested
+        axe_check(page)
