@@ -198,4 +198,5 @@ def test_a_node_appears_on_the_nodes_tab_without_a_reload(studio_srv: RunningSer
         assert scaled.status_code == 200, scaled.text
     row.get_by_text(re.compile(r"/ 1 / 4$")).wait_for()
     assert row.get_by_text(HOSTILE).is_visible()
+    screenshot(page, "compute-list-live")
     assert not [url for url in requested if "/compute" in url], requested

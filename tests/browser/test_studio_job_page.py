@@ -248,6 +248,7 @@ def test_new_metric_points_arrive_while_the_job_runs(studio_srv: RunningServer, 
         assert max(latencies) <= LATENCY_BOUND_S, latencies
         log_points(api, srv, "growing-job", "new-key", range(3), 1.0)
         page.locator("figure.chart[data-key='new-key'][data-points='3']").wait_for()  # a key logged later
+        screenshot(page, "job-metrics-live")
         assert page.locator("figure.chart[data-key='acc']").get_attribute("data-points") == "9"  # none twice
         assert not [url for url in requested if "metrics" in url], requested  # no re-read, no reconnect
         api.post(f"{srv.ws_path}/jobs/growing-job/cancel")
@@ -359,5 +360,6 @@ def test_a_running_sweeps_trials_arrive_live_and_stay_text(studio_srv: RunningSe
         wait_until(lambda: shown.count() == 2, 30, "both trials in the table")
         for row in shown.all():  # each trial's last status, swapped in without a reload
             row.get_by_text("Completed").wait_for()
+        screenshot(page, "job-sweep-live")
         assert not [url for url in requested if "tab=children" in url], requested
         axe_check(page)
