@@ -354,12 +354,14 @@ def test_a_running_sweeps_trials_arrive_live_and_stay_text(studio_srv: RunningSe
         # The trials table is swapped in from the stream as trials start and end; the hostile
         # value in it stays text (the page fixture fails on the console.error it would run).
         page.locator("#trials td", has_text=HOSTILE).first.wait_for(timeout=90_000)
+        page.locator("#trials th").first.get_by_role("button").click()  # sorted by trial: kept across swaps
         ended = wait_job(api, srv, "hostile-sweep", timeout=120)  # Failed: no trial logged "loss"
         page.locator("#job-status", has_text=ended["status"]).wait_for()
         shown = page.locator("#trials tbody tr")
         wait_until(lambda: shown.count() == 2, 30, "both trials in the table")
         for row in shown.all():  # each trial's last status, swapped in without a reload
             row.get_by_text("Completed").wait_for()
+        assert page.locator("#trials th").first.get_attribute("aria-sort") == "ascending"
         screenshot(page, "job-sweep-live")
         assert not [url for url in requested if "tab=children" in url], requested
         axe_check(page)

@@ -62,6 +62,7 @@ class MetricFeed:
     name: str
     runs: dict[int, str]  # job id → its name, as the chart labels its series
     after: int  # the last point sent
+    caught_up: bool = False  # the last poll read every point there was
 
     def poll(self) -> live.Step:
         with self.state.read_sessions() as session:
@@ -69,7 +70,10 @@ class MetricFeed:
             if job is None:
                 return live.Step([event("end", {"reason": "the job is gone"})], done=True)
             final = job.status in FINAL_VALUES  # read before the points: none logged after is missed
-            points = tracking.metric_points_after(session, list(self.runs), self.after, POINTS_PER_EVENT)
+            points = tracking.metric_points_after(
+                session, list(self.runs), self.after, POINTS_PER_EVENT, recent=self.caught_up
+            )
+        self.caught_up = len(points) < POINTS_PER_EVENT
         if not points:
             return live.Step([event("end", {"status": job.status})], done=True) if final else live.Step()
         metrics: dict[str, dict[str, list[list[float | None]]]] = {}
@@ -79,7 +83,7 @@ class MetricFeed:
             values.append(_number(point.value))
         self.after = points[-1].id
         body = {"runs": list(self.runs.values()), "metrics": metrics}
-        return live.Step([event("points", body, self.after)], again=len(points) == POINTS_PER_EVENT)
+        return live.Step([event("points", body, self.after)], again=not self.caught_up)
 
 
 @router.get(JOB + "/metrics/live")

@@ -239,30 +239,38 @@ async function graph() {
 }
 
 // -- a sortable table (the sweep's trials) -----------------------------------------------------------
+let sortedBy = null; // {column, ascending}: kept when the stream swaps a fresh table in
+
+function sortRows(table, column, ascending) {
+  const heads = [...table.querySelectorAll("thead th")];
+  const numeric = heads[column]?.querySelector("button")?.dataset.type === "number";
+  for (const other of heads) other.setAttribute("aria-sort", "none");
+  heads[column]?.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+  const body = table.tBodies[0];
+  const rows = [...body.rows];
+  const value = (row) => row.cells[column].dataset.value ?? row.cells[column].textContent;
+  rows.sort((a, b) => {
+    let x = value(a), y = value(b);
+    if (numeric) {
+      x = x === "" ? Infinity : Number(x); y = y === "" ? Infinity : Number(y);
+      const order = Number.isNaN(x) || Number.isNaN(y) ? String(x).localeCompare(String(y)) : x - y;
+      return ascending ? order : -order;
+    }
+    return ascending ? x.localeCompare(y) : y.localeCompare(x);
+  });
+  body.replaceChildren(...rows);
+}
+
 function sortable() {
   for (const table of document.querySelectorAll("table.sortable")) {
     const heads = [...table.querySelectorAll("thead th")];
     heads.forEach((th, column) => {
-      th.querySelector("button")?.addEventListener("click", (event) => {
-        const numeric = event.currentTarget.dataset.type === "number";
-        const ascending = th.getAttribute("aria-sort") !== "ascending";
-        for (const other of heads) other.setAttribute("aria-sort", "none");
-        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-        const body = table.tBodies[0];
-        const rows = [...body.rows];
-        const value = (row) => row.cells[column].dataset.value ?? row.cells[column].textContent;
-        rows.sort((a, b) => {
-          let x = value(a), y = value(b);
-          if (numeric) {
-            x = x === "" ? Infinity : Number(x); y = y === "" ? Infinity : Number(y);
-            const order = Number.isNaN(x) || Number.isNaN(y) ? String(x).localeCompare(String(y)) : x - y;
-            return ascending ? order : -order;
-          }
-          return ascending ? x.localeCompare(y) : y.localeCompare(x);
-        });
-        body.replaceChildren(...rows);
+      th.querySelector("button")?.addEventListener("click", () => {
+        sortedBy = {column, ascending: th.getAttribute("aria-sort") !== "ascending"};
+        sortRows(table, column, sortedBy.ascending);
       });
     });
+    if (sortedBy && sortedBy.column < heads.length) sortRows(table, sortedBy.column, sortedBy.ascending);
   }
 }
 
