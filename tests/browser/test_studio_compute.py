@@ -12,9 +12,19 @@ from typing import Any
 import yaml
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import VIEWPORT, axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import (
+    VIEWPORT,
+    WATCH_EVENT_SOURCES,
+    axe_check,
+    expect_failed_load,
+    open_event_sources,
+    screenshot,
+    set_visibility,
+    sign_in,
+)
 from tests.conftest import RunningServer
 from tests.instance_helpers import OP_TIMEOUT_S, new_user
+from tests.jobs_helpers import wait_until
 
 # The helpers' fixtures, used by name.
 studio_srv, browser, page = studio_helpers.studio_srv, studio_helpers.browser, studio_helpers.page
@@ -189,9 +199,15 @@ def test_a_node_appears_on_the_nodes_tab_without_a_reload(studio_srv: RunningSer
 
     # The clusters list: a change reaches its row without a reload; the hostile description
     # swapped in with it stays text (the page fixture fails on the console.error it would run).
+    page.add_init_script(WATCH_EVENT_SOURCES)
     page.goto(ws_url(srv, "compute") + "?tab=clusters")
     row = page.locator("#compute-rows tr", has=page.get_by_role("link", name="web-cluster"))
     row.wait_for()
+    wait_until(lambda: len(open_event_sources(page)) == 1, 10, "the list's stream")
+    set_visibility(page, "hidden")  # a hidden tab holds no connection; shown again, it reconnects
+    wait_until(lambda: open_event_sources(page) == [], 10, "the stream closed")
+    set_visibility(page, "visible")
+    wait_until(lambda: len(open_event_sources(page)) == 1, 10, "the stream again")
     requested.clear()
     with srv.client() as api:
         scaled = api.patch(f"{srv.ws_path}/computes/web-cluster", json={"max_instances": 4})

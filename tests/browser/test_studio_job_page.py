@@ -17,7 +17,14 @@ import httpx
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, screenshot, sign_in
+from tests.browser.studio_helpers import (
+    WATCH_EVENT_SOURCES,
+    axe_check,
+    open_event_sources,
+    screenshot,
+    set_visibility,
+    sign_in,
+)
 from tests.conftest import RunningServer
 from tests.jobs_helpers import submit, wait_job, wait_until
 
@@ -365,3 +372,26 @@ def test_a_running_sweeps_trials_arrive_live_and_stay_text(studio_srv: RunningSe
         screenshot(page, "job-sweep-live")
         assert not [url for url in requested if "tab=children" in url], requested
         axe_check(page)
+
+
+def test_a_hidden_tab_lets_go_of_its_streams_and_resumes_after_the_last_point(
+    studio_srv: RunningServer, page: Any
+) -> None:
+    srv = studio_srv
+    page.add_init_script(WATCH_EVENT_SOURCES)
+    with srv.client() as api:
+        submit(api, srv, "hidden-job", {"command": "sleep 120", "compute": "local"})
+        log_points(api, srv, "hidden-job", "loss", range(3), 1.0)
+        sign_in(page, srv)
+        page.goto(ws_page(srv, "jobs", "hidden-job") + "?tab=metrics")
+        page.locator("figure.chart[data-key='loss'][data-points='3']").wait_for()
+        assert len(open_event_sources(page)) == 2  # the job's status and its metric points
+        set_visibility(page, "hidden")  # another tab in front: no connection held
+        wait_until(lambda: open_event_sources(page) == [], 10, "the streams closed")
+        log_points(api, srv, "hidden-job", "loss", range(3, 5), 1.0)
+        requested = requests_after_load(page)
+        set_visibility(page, "visible")
+        page.locator("figure.chart[data-key='loss'][data-points='5']").wait_for()
+        metric_streams = [url for url in requested if "/metrics/live" in url]
+        assert len(metric_streams) == 1 and "last_event_id=" in metric_streams[0], requested  # not from 0
+        api.post(f"{srv.ws_path}/jobs/hidden-job/cancel")

@@ -58,10 +58,12 @@ def test_a_fragment_feed_sends_what_changed_and_ends_when_final_or_gone() -> Non
 
 def test_last_event_id_is_a_bounded_number_or_none() -> None:
     def request(value: str) -> Request:
-        return Request({"type": "http", "headers": [(b"last-event-id", value.encode())]})
+        return Request({"type": "http", "headers": [(b"last-event-id", value.encode())], "query_string": b""})
 
     assert live.last_event_id(request("1234"), 10_000) == 1234
     assert live.last_event_id(request("99999"), 10_000) is None
     assert live.last_event_id(request("-1"), 10_000) is None
     assert live.last_event_id(request("abc"), 10_000) is None
-    assert live.last_event_id(Request({"type": "http", "headers": []}), 10_000) is None
+    assert live.last_event_id(Request({"type": "http", "headers": [], "query_string": b""}), 10_000) is None
+    in_query = Request({"type": "http", "headers": [], "query_string": b"last_event_id=77"})
+    assert live.last_event_id(in_query, 10_000) == 77

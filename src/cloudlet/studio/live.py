@@ -68,8 +68,9 @@ def html_event(kind: str, markup: str) -> bytes:
 
 
 def last_event_id(request: Request, maximum: int) -> int | None:
-    """A reconnecting EventSource's ``Last-Event-ID``, when it is a number the stream can resume at."""
-    sent = request.headers.get("last-event-id", "")
+    """A reconnecting EventSource's ``Last-Event-ID`` (or ``?last_event_id=``: a stream the page
+    opens again itself, ``static/live.js``), when it is a number the stream can resume at."""
+    sent = request.headers.get("last-event-id") or request.query_params.get("last_event_id", "")
     return int(sent) if sent.isdigit() and int(sent) <= maximum else None
 
 

@@ -1,6 +1,7 @@
 // A job's page (job_page.html): live status and timings, the live log tail, metric charts (uPlot),
 // the pipeline graph (dagre, drawn as SVG here) and the sortable sweep table.
 // Everything user-controlled is put in the page as text (textContent, text nodes), never as HTML.
+import {LiveSource} from "./live.js";
 
 const TONES = {
   Completed: "ok", Succeeded: "ok", Running: "run", Starting: "run", Preparing: "run",
@@ -38,7 +39,7 @@ function showStatus(data) {
 function connect() {
   const log = document.getElementById("log");
   if (!root || (!log && jobFinal)) return;
-  const source = new EventSource(log ? log.dataset.stream : root.dataset.live);
+  const source = new LiveSource(log ? log.dataset.stream : root.dataset.live);
   const state = document.getElementById("log-state");
   const follow = document.getElementById("log-follow");
   source.addEventListener("status", (e) => showStatus(JSON.parse(e.data)));
@@ -106,7 +107,7 @@ async function metrics() {
     logged.clear();
     const url = new URL(host.dataset.stream, location.href);
     for (const box of host.querySelectorAll("input[name=run]:checked")) url.searchParams.append("run", box.value);
-    source = new EventSource(url);
+    source = new LiveSource(url);
     source.addEventListener("points", (e) => {
       const body = JSON.parse(e.data);
       for (const [key, runs] of Object.entries(body.metrics)) {
