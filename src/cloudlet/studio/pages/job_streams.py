@@ -112,7 +112,12 @@ def metrics_stream(
 
 def children_values(session: Any, ref: WorkspaceRef, job: Any, endpoint: str) -> dict[str, Any]:
     """What ``job_children.html`` shows: the job view (a sweep's trials), a pipeline's graph."""
-    values: dict[str, Any] = {"view": job_views.view(session, ref, job, endpoint)}
+    values: dict[str, Any] = {
+        "view": job_views.view(session, ref, job, endpoint),
+        "job": job,
+        "job_url": shell.ws_url(ref, "jobs", job.name),
+        "final": job.status in FINAL_VALUES,
+    }
     if job.kind == JobKind.PIPELINE.value:
         values["graph"] = pipelines.graph(job, job_children.children(session, job))
     return values
@@ -136,7 +141,7 @@ def children_stream(
                 raise not_found("Job", name)
             values = children_values(session, ref, job, state.endpoint)
         caller = request.state.caller  # as the session last resolved it
-        markup = shell.render_text(request, "job_children_section.html", caller, view, **values)
+        markup = shell.render_text(request, "job_children.html", caller, view, **values)
         return markup, job.status in FINAL_VALUES
 
     feed = live.FragmentFeed("children", render)
