@@ -262,26 +262,29 @@ function sortRows(table, column, ascending) {
   body.replaceChildren(...rows);
 }
 
-function sortable() {
+// One listener for every sortable table, present or swapped in later by the stream.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest?.("table.sortable thead th button");
+  if (!button) return;
+  const th = button.closest("th");
+  const column = [...th.parentElement.children].indexOf(th);
+  sortedBy = {column, ascending: th.getAttribute("aria-sort") !== "ascending"};
+  sortRows(th.closest("table"), column, sortedBy.ascending);
+});
+
+function keepSort() {
+  if (!sortedBy) return;
   for (const table of document.querySelectorAll("table.sortable")) {
-    const heads = [...table.querySelectorAll("thead th")];
-    heads.forEach((th, column) => {
-      th.querySelector("button")?.addEventListener("click", () => {
-        sortedBy = {column, ascending: th.getAttribute("aria-sort") !== "ascending"};
-        sortRows(table, column, sortedBy.ascending);
-      });
-    });
-    if (sortedBy && sortedBy.column < heads.length) sortRows(table, sortedBy.column, sortedBy.ascending);
+    if (sortedBy.column < table.querySelectorAll("thead th").length) sortRows(table, sortedBy.column, sortedBy.ascending);
   }
 }
 
 // -- a running pipeline's steps and a sweep's trials: htmx swaps the section in from its stream ----
-document.getElementById("children")?.addEventListener("htmx:afterSettle", () => {
-  sortable();
+document.getElementById("children")?.addEventListener("htmx:afterSwap", () => {
+  keepSort();
   graph();
 });
 
 connect();
-sortable();
 graph();
 metrics();
