@@ -124,3 +124,32 @@ def screenshot(page: Any, name: str) -> Path | None:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+# Every EventSource the page opens, kept in window.eventSources (an init script: before the page's own).
+WATCH_EVENT_SOURCES = """(() => {
+  const Native = window.EventSource;
+  window.eventSources = [];
+  window.EventSource = class extends Native {
+    constructor(...args) { super(...args); window.eventSources.push(this); }
+  };
+})();"""
+
+
+def set_visibility(page: Any, state: str) -> None:
+    """Make the page's tab hidden or visible again, as a browser does when the user switches tabs."""
+    page.evaluate(
+        """(state) => {
+        Object.defineProperty(document, "visibilityState", {value: state, configurable: true});
+        document.dispatchEvent(new Event("visibilitychange"));
+    }""",
+        state,
+    )
+
+
+def open_event_sources(page: Any) -> list[str]:
+    """The URLs of the page's event streams that are open or connecting."""
+    found: list[str] = page.evaluate(
+        "window.eventSources.filter((source) => source.readyState !== 2).map((source) => source.url)"
+    )
+    return found

@@ -1,18 +1,30 @@
 """The studio's Compute and Quota pages in Chromium (issue 27): a cluster from the form (the size
 picker greys out a size beyond quota), an instance from YAML, its JupyterLab opened in one click
 from the studio and a cell run, another user refused that JupyterLab, the quota page; axe-core on
-each page, hostile strings shown as text, the keyboard reaching the main actions."""
+each page, hostile strings shown as text, the keyboard reaching the main actions; a cluster's node
+and a list's row change by their streams, with nothing polled."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import VIEWPORT, axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import (
+    VIEWPORT,
+    WATCH_EVENT_SOURCES,
+    axe_check,
+    expect_failed_load,
+    open_event_sources,
+    screenshot,
+    set_visibility,
+    sign_in,
+)
 from tests.conftest import RunningServer
 from tests.instance_helpers import OP_TIMEOUT_S, new_user
+from tests.jobs_helpers import wait_until
 
 # The helpers' fixtures, used by name.
 studio_srv, browser, page = studio_helpers.studio_srv, studio_helpers.browser, studio_helpers.page
@@ -176,6 +188,8 @@ def test_a_node_appears_on_the_nodes_tab_without_a_reload(studio_srv: RunningSer
     sign_in(page, srv)
     page.goto(ws_url(srv, "compute", "web-cluster") + "?tab=nodes")
     assert page.get_by_text("No nodes: the cluster is at zero").is_visible()
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
     with srv.client() as api:  # min_instances 1: the autoscaler starts a node
         scaled = api.patch(f"{srv.ws_path}/computes/web-cluster", json={"min_instances": 1})
         assert scaled.status_code == 200, scaled.text
@@ -183,3 +197,25 @@ def test_a_node_appears_on_the_nodes_tab_without_a_reload(studio_srv: RunningSer
     nodes.get_by_text("Idle").or_(nodes.get_by_text("Running")).first.wait_for(timeout=OP_TIMEOUT_S * 1000)
     screenshot(page, "cluster-nodes")
     axe_check(page)
+    # The state came by the page's stream: nothing polled (no "/status" read), no reconnect.
+    assert not [url for url in requested if "/compute/" in url], requested
+
+    # The clusters list: a change reaches its row without a reload; the hostile description
+    # swapped in with it stays text (the page fixture fails on the console.error it would run).
+    page.add_init_script(WATCH_EVENT_SOURCES)
+    page.goto(ws_url(srv, "compute") + "?tab=clusters")
+    row = page.locator("#compute-rows tr", has=page.get_by_role("link", name="web-cluster"))
+    row.wait_for()
+    wait_until(lambda: len(open_event_sources(page)) == 1, 10, "the list's stream")
+    set_visibility(page, "hidden")  # a hidden tab holds no connection; shown again, it reconnects
+    wait_until(lambda: open_event_sources(page) == [], 10, "the stream closed")
+    set_visibility(page, "visible")
+    wait_until(lambda: len(open_event_sources(page)) == 1, 10, "the stream again")
+    requested.clear()
+    with srv.client() as api:
+        scaled = api.patch(f"{srv.ws_path}/computes/web-cluster", json={"max_instances": 4})
+        assert scaled.status_code == 200, scaled.text
+    row.get_by_text(re.compile(r"/ 1 / 4$")).wait_for()
+    assert row.get_by_text(HOSTILE).is_visible()
+    screenshot(page, "compute-list-live")
+    assert not [url for url in requested if "/compute" in url], requested

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cloudlet.studio.pages.job_live import RECHECK_S
+from cloudlet.studio.live import RECHECK_S
 from cloudlet.studio.pages.job_page import TAIL_BYTES as JOB_TAIL_BYTES
 from tests.conftest import RunningServer
 from tests.instance_helpers import act, create_instance

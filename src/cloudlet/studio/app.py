@@ -39,6 +39,7 @@ from cloudlet.studio.pages import (
     job_graphs,
     job_live,
     job_page,
+    job_streams,
     jobs,
     models,
     quota,
@@ -60,7 +61,7 @@ from cloudlet.studio.session import (
 # Their order is the navigation's.
 PAGES = (home, jobs, components, environments, models, data, endpoints, compute, quota, usage, admin)
 # Pages reached from a page, not from the navigation.
-SUBPAGES = (job_page, job_live, job_graphs, batch_endpoints, admin_more)
+SUBPAGES = (job_page, job_live, job_streams, job_graphs, batch_endpoints, admin_more)
 shell.NAV[:] = [page.NAV for page in PAGES]
 
 public = APIRouter(prefix=PREFIX, route_class=StudioPublicRoute, include_in_schema=False)

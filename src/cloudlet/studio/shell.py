@@ -175,8 +175,22 @@ def render_html(
     """TEMPLATE in the shell; what every page's template can use: ``caller``, ``csrf_token``,
     ``workspace`` (the current one), ``workspaces`` (the picker's), ``nav``, ``active`` and
     ``can(action)`` for the current workspace."""
+    page = render_text(request, template, caller, workspace, workspaces_list, active, **values)
+    return HTMLResponse(page, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def render_text(
+    request: Request,
+    template: str,
+    caller: Caller | None,
+    workspace: WorkspaceView | None = None,
+    workspaces_list: list[WorkspaceView] | None = None,
+    active: str = "",
+    **values: Any,
+) -> str:
+    """``render_html``'s markup alone: a fragment a live stream sends."""
     ws_id = workspace.id if workspace is not None else None
-    page = (
+    return (
         environment()
         .get_template(template)
         .render(
@@ -191,7 +205,6 @@ def render_html(
             **values,
         )
     )
-    return HTMLResponse(page, status_code=status, headers={"Cache-Control": "no-store"})
 
 
 def render(

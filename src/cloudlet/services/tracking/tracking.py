@@ -90,6 +90,47 @@ def metric_history(session: Session, job_ids: Sequence[int], key: str) -> dict[i
     return found
 
 
+@dataclass(frozen=True)
+class MetricPoint:
+    id: int  # the point's row id: in the order points were logged, a stream's resume point
+    job_id: int
+    key: str
+    step: int
+    value: float
+
+
+def metric_points_after(
+    session: Session, job_ids: Sequence[int], after: int, limit: int, recent: bool = False
+) -> list[MetricPoint]:
+    """The values JOB_IDS logged after point AFTER (a ``MetricPoint.id``; 0: all), in the order
+    they were logged, at most LIMIT: what a live chart appends. RECENT: AFTER is one of the last
+    points logged (a poll that caught up), so few points, if any, follow it."""
+    if not job_ids:
+        return []
+    runs = dict(
+        session.execute(
+            select(TrackingRun.id, TrackingRun.job_id).where(TrackingRun.job_id.in_(list(job_ids)))
+        ).all()
+    )
+    if not runs:
+        return []
+    # A history: the runs' own points (by the run index). Recent points: those logged since, by id
+    # (``run_id + 0`` keeps the planner off the run index, which would read every point of the run
+    # at each poll: 15-20 ms against 1 ms, measured for a 50,000-point run in a 1,000,000-point table).
+    run = TrackingMetric.run_id + 0 if recent and after > 0 else TrackingMetric.run_id
+    rows = session.execute(
+        select(TrackingMetric.id, TrackingMetric.run_id, TrackingMetric.key, TrackingMetric.step)
+        .add_columns(TrackingMetric.value, TrackingMetric.is_nan)
+        .where(run.in_(list(runs)), TrackingMetric.id > after)
+        .order_by(TrackingMetric.id)
+        .limit(limit)
+    )
+    return [
+        MetricPoint(point_id, runs[run_id] or 0, key, step, math.nan if is_nan else value)
+        for point_id, run_id, key, step, value, is_nan in rows
+    ]
+
+
 def params(session: Session, job_id: int) -> dict[str, str]:
     rows = session.execute(
         select(TrackingParam.key, TrackingParam.value)

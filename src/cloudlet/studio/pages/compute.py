@@ -3,32 +3,34 @@ page (an instance's apps, SSH and schedules; a cluster's nodes and why it is or 
 min/max/idle form), the instance actions, and the one-click door to JupyterLab.
 
 Every write is one service call (``services.compute.computes``, as the REST door makes it); the create
-form and YAML are in ``compute_forms``. The lists refresh themselves (htmx polls a partial).
+form and YAML are in ``compute_forms``. A list's table and a compute's state come again from the
+server whenever they change: server-sent event streams (``studio.live``) that htmx swaps in.
 """
 
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from cloudlet.api.deps import Context, context
+from cloudlet.api.deps import AppState, Context, context
 from cloudlet.domain.access.roles import Access
 from cloudlet.domain.compute.compute_types import ATTACHED, ComputeType
 from cloudlet.domain.errors import CloudletError, not_found
-from cloudlet.services.access import instance_signin
+from cloudlet.services.access import instance_signin, workspaces
 from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import computes, locations, operations
 from cloudlet.services.compute import instances as instance_service
 from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.compute import nodes as node_service
-from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.views import computes as compute_view
 from cloudlet.services.views import operations as operation_view
-from cloudlet.studio import shell
+from cloudlet.studio import live, shell
 from cloudlet.studio.pages import compute_forms
 from cloudlet.studio.session import PREFIX, StudioRoute, form_of
 
@@ -50,7 +52,7 @@ TYPES_OF_TAB = {
 # The instance's apps the studio opens: key in the URL → (label, path under JupyterLab's base URL),
 # as the instance's ``services`` list them.
 APPS = {label.lower().replace(" ", ""): (label, path) for label, path in instance_service.SERVICES}
-POLL_S = 3  # how often a list or a compute's status refreshes itself
+POLL_S = 1.0  # how often a list's or a compute's stream renders it again (sent when it changed)
 
 
 def _tab(value: str | None) -> str:
@@ -84,8 +86,7 @@ def _list_values(ctx: Context, ref: WorkspaceRef, ws: Any, tab: str) -> dict[str
         "tabs": TABS,
         "rows": _rows(ctx, ref, ws, tab),
         "places": _locations(ctx, ws) if tab == "locations" else [],
-        "rows_url": shell.ws_url(ref, "compute", "_rows") + "?" + urllib.parse.urlencode({"tab": tab}),
-        "poll_s": POLL_S,
+        "live_url": shell.ws_url(ref, "compute", "_live") + "?" + urllib.parse.urlencode({"tab": tab}),
         "apps": APPS,
     }
 
@@ -99,15 +100,44 @@ def compute_list(
     return shell.render(ctx, "compute.html", ref, workspace, active=NAV.key, **values)
 
 
-@router.get(WS + "/_rows")  # "_": no compute name starts so
-def compute_rows(
-    sub: str, rg: str, ws: str, tab: str | None = None, ctx: Context = Depends(context)
-) -> HTMLResponse:
-    """The tab's table alone: what the list polls to show states without a reload."""
-    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
-    values = _list_values(ctx, ref, workspace, _tab(tab))
-    view = shell.WorkspaceView(workspace.id, ref, workspace.location)
-    return shell.render_html(ctx.request, "compute_rows.html", ctx.caller, view, **values)
+@router.get(WS + "/_live")  # "_": no compute name starts so
+def compute_rows_stream(
+    sub: str, rg: str, ws: str, request: Request, tab: str | None = None, ctx: Context = Depends(context)
+) -> Response:
+    """``text/event-stream``: ``rows``, the tab's table, whenever it changed."""
+    shell.open_workspace(ctx, sub, rg, ws)  # a 404 before the stream starts
+    state, shown_tab = ctx.state, _tab(tab)
+
+    def render() -> tuple[str, bool]:
+        with _Rendering(state, request) as again:
+            workspace, ref = shell.open_workspace(again, sub, rg, ws)
+            values = _list_values(again, ref, workspace, shown_tab)
+            view = shell.WorkspaceView(workspace.id, ref, workspace.location)
+            return shell.render_text(request, "compute_rows_body.html", again.caller, view, **values), False
+
+    feed = live.FragmentFeed("rows", render)
+    return live.respond(request, feed, _readable(state, sub, rg, ws), POLL_S)
+
+
+class _Rendering(Context):
+    """A stream's poll's own unit of work (in its worker thread): the store session it opens is
+    closed after the render; the caller is the one the session last resolved."""
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def _readable(state: AppState, sub: str, rg: str, ws: str) -> Callable[[Caller], None]:
+    """The workspace read check again, for the caller as the session now resolves it."""
+
+    def check(caller: Caller) -> None:
+        with state.read_sessions() as session:
+            workspaces.resolve(session, WorkspaceRef(sub, rg, ws), caller, Access.READ)
+
+    return check
 
 
 # -- one compute --------------------------------------------------------------------------------
@@ -130,7 +160,7 @@ def _detail_values(
     is_owner = compute.type == ComputeType.COMPUTE_INSTANCE and compute.owner == ctx.caller.name
     shown_tab = "nodes" if tab == "nodes" and compute.type == ComputeType.AMLCOMPUTE else "details"
     query = {"tab": shown_tab, **({"op": op["id"]} if op is not None else {})}
-    status_url = shell.ws_url(ref, "compute", compute.name, "status") + "?" + urllib.parse.urlencode(query)
+    live_url = shell.ws_url(ref, "compute", compute.name, "live") + "?" + urllib.parse.urlencode(query)
     return {
         "tab": shown_tab,
         "c": shown,
@@ -138,8 +168,7 @@ def _detail_values(
         "nodes": nodes,
         "is_owner": is_owner,
         "apps": APPS if shown.get("services") else {},
-        "status_url": status_url,
-        "poll_s": POLL_S,
+        "live_url": live_url,
     }
 
 
@@ -165,21 +194,31 @@ def compute_page(
     )
 
 
-@router.get(WS + "/{name}/status")
-def compute_status(
+@router.get(WS + "/{name}/live")
+def compute_stream(
     sub: str,
     rg: str,
     ws: str,
     name: str,
+    request: Request,
     op: str | None = None,
     tab: str | None = None,
     ctx: Context = Depends(context),
-) -> HTMLResponse:
-    """The compute's state, its operation's progress and its nodes: polled by its page."""
-    workspace, ref, compute = _compute(ctx, sub, rg, ws, name)
-    values = _detail_values(ctx, ref, compute, op, tab)
-    view = shell.WorkspaceView(workspace.id, ref, workspace.location)
-    return shell.render_html(ctx.request, "compute_status.html", ctx.caller, view, **values)
+) -> Response:
+    """``text/event-stream``: ``status``, the compute's state, its operation's progress and its
+    nodes, whenever they changed; ``end`` when the compute is gone."""
+    _compute(ctx, sub, rg, ws, name)  # a 404 before the stream starts
+    state = ctx.state
+
+    def render() -> tuple[str, bool]:
+        with _Rendering(state, request) as again:
+            workspace, ref, compute = _compute(again, sub, rg, ws, name)
+            values = _detail_values(again, ref, compute, op, tab)
+            view = shell.WorkspaceView(workspace.id, ref, workspace.location)
+            return shell.render_text(request, "compute_status_body.html", again.caller, view, **values), False
+
+    feed = live.FragmentFeed("status", render)
+    return live.respond(request, feed, _readable(state, sub, rg, ws), POLL_S)
 
 
 # -- writes -------------------------------------------------------------------------------------

@@ -10,33 +10,30 @@ event's id is the log offset after it: a reconnecting ``EventSource`` sends it b
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
-from cloudlet.api.deps import AppState, Context, context, dump_json, json_response
-from cloudlet.domain.errors import CloudletError, not_found
+from cloudlet.api.deps import AppState, Context, context, json_response
+from cloudlet.domain.errors import not_found
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.core.storage import empty_tar
 from cloudlet.services.jobs import job_outputs
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.jobs.job_status import FINAL_VALUES
 from cloudlet.services.tracking import tracking
-from cloudlet.studio import shell
-from cloudlet.studio.session import PREFIX, StudioRoute, resolve_session
+from cloudlet.studio import live, shell
+from cloudlet.studio.live import event
+from cloudlet.studio.session import PREFIX, StudioRoute
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 JOB = "/ws/{sub}/{rg}/{ws}/jobs/{name}"
 POLL_S = 0.3  # how often a stream reads the job and its log: the log's latency budget is 2 s
-RECHECK_S = 5.0  # how often a stream checks that its session still stands
-HEARTBEAT_S = 15.0  # a comment line, so that a gone browser is noticed and proxies keep the stream
 DEFAULT_LOG = "user_logs/std_log.txt"
 MAX_OFFSET = 1 << 40
 MAX_SERIES = 8  # runs on one chart
@@ -110,73 +107,55 @@ def _poll(state: AppState, ws_id: int, name: str, attempt: int | None, file: str
         return Poll(timing, page["data"], page["next_offset"], tuple(page["files"]))
 
 
-def _still_readable(state: AppState, ref: WorkspaceRef, caller: Caller, name: str) -> None:
+def _still_readable(state: AppState, ref: WorkspaceRef, name: str) -> Callable[[Caller], None]:
     """The services' read check again, for a stream's caller as the session now resolves it."""
-    with state.read_sessions() as session:
-        job_service.readable(session, ref, caller, name)
+
+    def check(caller: Caller) -> None:
+        with state.read_sessions() as session:
+            job_service.readable(session, ref, caller, name)
+
+    return check
 
 
-def event(kind: str, data: Any, event_id: int | None = None) -> bytes:
-    """One server-sent event; DATA as JSON on one line (a log's newlines stay inside the JSON)."""
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return head.encode() + f"event: {kind}\ndata: ".encode() + dump_json(data) + b"\n\n"
+@dataclass
+class JobFeed:
+    """A job's status and timings whenever they change; with FILE, the attempt's log files and the
+    log's new bytes past OFFSET (an event's id is the offset after it); done when the job is final
+    and its log stopped growing."""
 
-
-async def stream(
-    request: Request,
-    state: AppState,
-    ref: WorkspaceRef,
-    ws_id: int,
-    name: str,
-    attempt: int | None,
-    file: str | None,
-    offset: int,
-) -> AsyncIterator[bytes]:
-    yield b"retry: 1000\n\n"
+    state: AppState
+    ws_id: int
+    name: str
+    attempt: int | None
+    file: str | None
+    offset: int
     last_timing: Timing | None = None
     last_files: tuple[str, ...] | None = None
-    checked = beat = time.monotonic()
-    while True:
-        try:
-            poll = await run_in_threadpool(_poll, state, ws_id, name, attempt, file, offset)
-        except CloudletError as exc:  # a file name the service refuses: said once, then the end
-            yield event("failed", {"message": exc.message})
-            return
-        if poll.timing is None:
-            yield event("end", {"reason": "the job is gone"})
-            return
-        if poll.timing != last_timing:
-            last_timing = poll.timing
-            yield event("status", poll.timing.wire())
-        if file is not None and poll.files != last_files:
-            last_files = poll.files
-            yield event("files", list(poll.files))
-        if poll.text:
-            offset = poll.next_offset
-            yield event("log", {"text": poll.text, "offset": offset}, offset)
-            continue  # more may be there already (a page is at most LOG_PAGE_BYTES)
-        if poll.timing.status in FINAL_VALUES:  # final, and nothing new since: the log is complete
-            yield event("end", {"status": poll.timing.status, "offset": offset}, offset)
-            return
-        now = time.monotonic()
-        if now - checked > RECHECK_S:
-            checked = now
-            try:  # a revoked key, a disabled user, a removed role: the stream ends as a page load would
-                signed = await resolve_session(request)
-                await run_in_threadpool(_still_readable, state, ref, signed.caller, name)
-            except CloudletError:
-                yield event("end", {"reason": "no longer allowed"})
-                return
-        if now - beat > HEARTBEAT_S:
-            beat = now
-            yield b": alive\n\n"
-        if await request.is_disconnected():
-            return
-        await asyncio.sleep(POLL_S)
+
+    def poll(self) -> live.Step:
+        found = _poll(self.state, self.ws_id, self.name, self.attempt, self.file, self.offset)
+        if found.timing is None:
+            return live.Step([event("end", {"reason": "the job is gone"})], done=True)
+        step = live.Step()
+        if found.timing != self.last_timing:
+            self.last_timing = found.timing
+            step.events.append(event("status", found.timing.wire()))
+        if self.file is not None and found.files != self.last_files:
+            self.last_files = found.files
+            step.events.append(event("files", list(found.files)))
+        if found.text:
+            self.offset = found.next_offset
+            step.events.append(event("log", {"text": found.text, "offset": self.offset}, self.offset))
+            step.again = True  # more may be there already (a page is at most LOG_PAGE_BYTES)
+        elif found.timing.status in FINAL_VALUES:  # final, and nothing new since: the log is complete
+            done = {"status": found.timing.status, "offset": self.offset}
+            step.events.append(event("end", done, self.offset))
+            step.done = True
+        return step
 
 
 @router.get(JOB + "/live")
-def live(
+def live_stream(
     sub: str,
     rg: str,
     ws: str,
@@ -192,12 +171,9 @@ def live(
     log grows; ``end`` when the job is final and its log complete."""
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
     job_service.get(ctx.session, workspace, name)  # a 404 before the stream starts
-    resumed = request.headers.get("last-event-id", "")
-    if resumed.isdigit() and int(resumed) <= MAX_OFFSET:
-        offset = int(resumed)
-    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    body = stream(request, ctx.state, ref, workspace.id, name, attempt, file, offset)
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+    resumed = live.last_event_id(request, MAX_OFFSET)
+    feed = JobFeed(ctx.state, workspace.id, name, attempt, file, offset if resumed is None else resumed)
+    return live.respond(request, feed, _still_readable(ctx.state, ref, name), POLL_S)
 
 
 def _series(values: list[tuple[int, float]]) -> list[list[float | None]]:

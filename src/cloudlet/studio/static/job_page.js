@@ -1,6 +1,7 @@
 // A job's page (job_page.html): live status and timings, the live log tail, metric charts (uPlot),
 // the pipeline graph (dagre, drawn as SVG here) and the sortable sweep table.
 // Everything user-controlled is put in the page as text (textContent, text nodes), never as HTML.
+import {LiveSource} from "./live.js";
 
 const TONES = {
   Completed: "ok", Succeeded: "ok", Running: "run", Starting: "run", Preparing: "run",
@@ -38,7 +39,7 @@ function showStatus(data) {
 function connect() {
   const log = document.getElementById("log");
   if (!root || (!log && jobFinal)) return;
-  const source = new EventSource(log ? log.dataset.stream : root.dataset.live);
+  const source = new LiveSource(log ? log.dataset.stream : root.dataset.live);
   const state = document.getElementById("log-state");
   const follow = document.getElementById("log-follow");
   source.addEventListener("status", (e) => showStatus(JSON.parse(e.data)));
@@ -85,32 +86,49 @@ function showFiles(files) {
 // -- metrics: one uPlot chart per key; other runs of the experiment overlaid -----------------------
 const COLOURS = ["#0f62c6", "#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#1098ad", "#5f3dc4", "#e67700"];
 
+const MAX_CHARTS = 64;
+
 async function metrics() {
   const host = document.getElementById("metrics");
   if (!host) return;
   const {uPlot} = await import("./vendor/uplot.min.js");
   const charts = document.getElementById("charts");
   const state = document.getElementById("metrics-state");
-  const drawn = new Map(); // key → {plot, runs, points}
-  let busy = false;
+  const drawn = new Map(); // key → {plot, card, signature, points}
+  const logged = new Map(); // key → Map(run → [[steps], [values]]), in the order they were logged
+  let source = null;
 
-  async function refresh() {
-    if (busy) return;
-    busy = true;
-    try {
-      const url = new URL(host.dataset.url, location.href);
-      for (const box of host.querySelectorAll("input[name=run]:checked")) url.searchParams.append("run", box.value);
-      const response = await fetch(url, {headers: {Accept: "application/json"}});
-      if (!response.ok) { state.textContent = `Metrics could not be read (${response.status})`; return; }
-      const body = await response.json();
-      const keys = Object.keys(body.metrics);
-      for (const key of keys) draw(key, body.runs, body.metrics[key]);
-      for (const [key, chart] of drawn) if (!keys.includes(key)) { chart.card.remove(); drawn.delete(key); }
-      state.textContent = keys.length ? `${keys.length} metric${keys.length === 1 ? "" : "s"}` : state.textContent;
-      if (body.final) jobFinal = true;
-    } finally {
-      busy = false;
-    }
+  // The points come by a server-sent event stream: the history first, then each new point as
+  // it is logged (no re-read). Ticking a run to compare opens the stream again for the new set.
+  function follow() {
+    source?.close();
+    for (const chart of drawn.values()) { chart.plot.destroy(); chart.card.remove(); }
+    drawn.clear();
+    logged.clear();
+    const url = new URL(host.dataset.stream, location.href);
+    for (const box of host.querySelectorAll("input[name=run]:checked")) url.searchParams.append("run", box.value);
+    source = new LiveSource(url);
+    source.addEventListener("points", (e) => {
+      const body = JSON.parse(e.data);
+      for (const [key, runs] of Object.entries(body.metrics)) {
+        if (!logged.has(key) && logged.size >= MAX_CHARTS) continue;
+        const byRun = logged.get(key) || new Map();
+        logged.set(key, byRun);
+        for (const [run, [xs, ys]] of Object.entries(runs)) {
+          const [steps, values] = byRun.get(run) || [[], []];
+          for (let i = 0; i < xs.length; i++) { steps.push(xs[i]); values.push(ys[i]); }
+          byRun.set(run, [steps, values]);
+        }
+        draw(key, body.runs, Object.fromEntries(byRun));
+        drawn.get(key).card.dataset.shownAt = String(Date.now()); // when its newest point showed (tests)
+      }
+      state.textContent = `${logged.size} metric${logged.size === 1 ? "" : "s"}`;
+    });
+    source.addEventListener("end", () => source.close());
+    source.addEventListener("failed", (e) => {
+      state.textContent = `Metrics could not be read: ${JSON.parse(e.data).message}`;
+      source.close();
+    });
   }
 
   function draw(key, runs, series) {
@@ -162,10 +180,8 @@ async function metrics() {
     drawn.set(key, {plot, card, signature, points: steps.length});
   }
 
-  host.addEventListener("change", () => refresh());
-  await refresh();
-  // New points while the job runs: read again every 2 s until it is final.
-  const timer = setInterval(() => { if (jobFinal) clearInterval(timer); else refresh(); }, 2000);
+  host.addEventListener("change", follow);
+  follow();
 }
 
 // -- the pipeline graph: dagre lays the steps out, drawn here as SVG with links to each step -------
@@ -224,52 +240,51 @@ async function graph() {
 }
 
 // -- a sortable table (the sweep's trials) -----------------------------------------------------------
-function sortable() {
+let sortedBy = null; // {column, ascending}: kept when the stream swaps a fresh table in
+
+function sortRows(table, column, ascending) {
+  const heads = [...table.querySelectorAll("thead th")];
+  const numeric = heads[column]?.querySelector("button")?.dataset.type === "number";
+  for (const other of heads) other.setAttribute("aria-sort", "none");
+  heads[column]?.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+  const body = table.tBodies[0];
+  const rows = [...body.rows];
+  const value = (row) => row.cells[column].dataset.value ?? row.cells[column].textContent;
+  rows.sort((a, b) => {
+    let x = value(a), y = value(b);
+    if (numeric) {
+      x = x === "" ? Infinity : Number(x); y = y === "" ? Infinity : Number(y);
+      const order = Number.isNaN(x) || Number.isNaN(y) ? String(x).localeCompare(String(y)) : x - y;
+      return ascending ? order : -order;
+    }
+    return ascending ? x.localeCompare(y) : y.localeCompare(x);
+  });
+  body.replaceChildren(...rows);
+}
+
+// One listener for every sortable table, present or swapped in later by the stream.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest?.("table.sortable thead th button");
+  if (!button) return;
+  const th = button.closest("th");
+  const column = [...th.parentElement.children].indexOf(th);
+  sortedBy = {column, ascending: th.getAttribute("aria-sort") !== "ascending"};
+  sortRows(th.closest("table"), column, sortedBy.ascending);
+});
+
+function keepSort() {
+  if (!sortedBy) return;
   for (const table of document.querySelectorAll("table.sortable")) {
-    const heads = [...table.querySelectorAll("thead th")];
-    heads.forEach((th, column) => {
-      th.querySelector("button")?.addEventListener("click", (event) => {
-        const numeric = event.currentTarget.dataset.type === "number";
-        const ascending = th.getAttribute("aria-sort") !== "ascending";
-        for (const other of heads) other.setAttribute("aria-sort", "none");
-        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-        const body = table.tBodies[0];
-        const rows = [...body.rows];
-        const value = (row) => row.cells[column].dataset.value ?? row.cells[column].textContent;
-        rows.sort((a, b) => {
-          let x = value(a), y = value(b);
-          if (numeric) {
-            x = x === "" ? Infinity : Number(x); y = y === "" ? Infinity : Number(y);
-            const order = Number.isNaN(x) || Number.isNaN(y) ? String(x).localeCompare(String(y)) : x - y;
-            return ascending ? order : -order;
-          }
-          return ascending ? x.localeCompare(y) : y.localeCompare(x);
-        });
-        body.replaceChildren(...rows);
-      });
-    });
+    if (sortedBy.column < table.querySelectorAll("thead th").length) sortRows(table, sortedBy.column, sortedBy.ascending);
   }
 }
 
-// -- a running pipeline's steps and a sweep's trials: read again every 3 s until the job is final ----
-function followChildren() {
-  const table = document.querySelector("#steps, #trials");
-  if (!table || jobFinal) return;
-  const timer = setInterval(async () => {
-    const last = jobFinal;
-    const response = await fetch(location.href, {headers: {Accept: "text/html"}});
-    if (!response.ok) return;
-    // The server's own escaped markup, parsed inert (DOMParser runs no script), rows moved over.
-    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
-    const rows = fresh.querySelector(`#${table.id} tbody`);
-    if (rows) table.tBodies[0].replaceChildren(...document.adoptNode(rows).children);
-    if (table.id === "steps") graph();
-    if (last) clearInterval(timer);
-  }, 3000);
-}
+// -- a running pipeline's steps and a sweep's trials: htmx swaps the section in from its stream ----
+document.getElementById("children")?.addEventListener("htmx:afterSwap", () => {
+  keepSort();
+  graph();
+});
 
 connect();
-sortable();
 graph();
 metrics();
-followChildren();

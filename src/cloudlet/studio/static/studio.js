@@ -1,4 +1,9 @@
 // The studio's own script (an ES module; no inline script anywhere: the CSP forbids it).
+import {LiveSource} from "./live.js";
+
+// htmx's SSE extension (the live tables) makes its streams as LiveSources: let go while hidden.
+if (window.htmx) window.htmx.createEventSource = (url) => new LiveSource(url);
+
 // Menus (<details data-menu>) close on Escape, on a click outside and when focus leaves them.
 for (const menu of document.querySelectorAll("details[data-menu]")) {
   menu.addEventListener("keydown", (event) => {
