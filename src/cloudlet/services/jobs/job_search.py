@@ -5,8 +5,8 @@ Every sort is a tuple of columns ending in the job's id, so ties are stable and 
 last row's tuple: the next page starts strictly after it (a job added meanwhile is neither skipped
 nor repeated). The sorts the list answers most (submitted, and any of them under a status, compute
 or submitter filter) have an index in that order (migrations 0026, 0027), so a first page reads a
-page of index entries, not the world. A count stops at ``COUNT_CAP`` for the same reason; a name
-search's first page and its count come from one walk of its matches.
+page of index entries, not the world. A count stops at ``COUNT_CAP`` for the same reason, and a
+name search's count goes on from its first page's last row (one walk of the matches in all).
 """
 
 from __future__ import annotations
@@ -103,24 +103,35 @@ def search_jobs(session: Session, ws: Workspace, query: JobQuery) -> JobSearchPa
     keys = (*_SORT_KEYS[sort], Job.id)
     page = select(*_LISTED).where(*filtered)
     if query.after is not None:
-        last = _decode_token(query.after, sort, query.descending, len(keys))
         page = page.where(
-            tuple_(*keys) < tuple_(*last) if query.descending else tuple_(*keys) > tuple_(*last)
+            _beyond(keys, query.descending, _decode_token(query.after, sort, query.descending, len(keys)))
         )
     order = [k.desc() if query.descending else k.asc() for k in keys]
+    # A name search's bound is written into the statement, as its pattern is (``_contains``).
+    bound = _written(query.top + 1) if query.text else query.top + 1
+    rows: list[Any] = list(session.execute(page.order_by(*order).limit(bound)).all())
     count, capped = None, False
-    if query.count and query.text and query.after is None:
-        rows, count, capped = _first_page_counted(session, filtered, keys, query.descending, query.top)
-    else:
-        rows = list(session.execute(page.order_by(*order).limit(query.top + 1)).all())
-    if query.count and count is None:  # a first page that holds every match is its own count
-        whole = query.after is None and len(rows) <= query.top
-        count, capped = (len(rows), False) if whole else _count(session, filtered)
+    if query.count and query.after is None and len(rows) <= query.top:
+        count = len(rows)  # a first page that holds every match is its own count
+    elif query.count and query.after is None and query.text:
+        # A name is tested row by row (no index finds it on SQLite, nor on PostgreSQL without
+        # trigrams): a rare one's page walks most of the workspace, and a count from the start
+        # would walk it again. The count goes on from the page's last row: one walk in all.
+        beyond = _beyond(keys, query.descending, _key_values(sort, rows[-1]))
+        more, capped = _count(session, [*filtered, beyond], COUNT_CAP - len(rows), True)
+        count = len(rows) + more
+    elif query.count:  # through the filter's index: cheaper from the start (measured)
+        count, capped = _count(session, filtered, COUNT_CAP, bool(query.text))
     if len(rows) <= query.top:
         return JobSearchPage(rows, None, count, capped)
     last_row = rows[query.top - 1]
     token = _encode_token(sort, query.descending, _key_values(sort, last_row))
     return JobSearchPage(rows[: query.top], token, count, capped)
+
+
+def _beyond(keys: tuple[Any, ...], descending: bool, last: list[Any]) -> ColumnElement[bool]:
+    """The rows after LAST (a row's sort key) in the order: a keyset page's start."""
+    return tuple_(*keys) < tuple_(*last) if descending else tuple_(*keys) > tuple_(*last)
 
 
 def page_statement(session: Session, ws: Workspace, query: JobQuery) -> Select[Any]:
@@ -228,43 +239,17 @@ def _one_of(column: Any, values: tuple[str, ...]) -> ColumnElement[bool]:
     return column == values[0] if len(values) == 1 else column.in_(values)
 
 
-def _first_page_counted(
-    session: Session, where: list[ColumnElement[bool]], keys: tuple[Any, ...], descending: bool, top: int
-) -> tuple[list[Any], int, bool]:
-    """A name search's first page and its count from one walk of the matches. A name search tests
-    job by job (SQLite: the names in the top-level index, newest first; PostgreSQL without
-    trigrams: the same), and a rare name is a walk of the whole workspace, which the page and then
-    its count would make twice. Here the first ``COUNT_CAP + 1`` matches' keys are read once, in
-    order; the store counts them (a window over that bounded set) and joins the page's rows. On
-    PostgreSQL the bound also lets the planner read the trigram index and sort its few matches."""
-    labels = [f"k{i}" for i in range(len(keys))]
-    matches = select(*(key.label(label) for key, label in zip(keys, labels, strict=True)))
-    matches_order = [k.desc() if descending else k.asc() for k in keys]
-    # The bounds written into the statement, as the pattern is (``_contains``): a generic plan that
-    # cannot see them guesses a small limit and walks the workspace in order instead.
-    bounded = matches.where(*where).order_by(*matches_order).limit(_written(COUNT_CAP + 1)).subquery()
-    columns = [bounded.c[label] for label in labels]
-    page = (
-        select(bounded.c[labels[-1]].label("job_id"), func.count().over().label("matches"))
-        .order_by(*(c.desc() if descending else c.asc() for c in columns))
-        .limit(_written(top + 1))
-        .subquery()
-    )
-    ordered = [k.desc() if descending else k.asc() for k in keys]
-    statement = select(*_LISTED, page.c.matches).join(page, Job.id == page.c.job_id).order_by(*ordered)
-    rows = list(session.execute(statement).all())
-    found = int(rows[0].matches) if rows else 0
-    return rows, min(found, COUNT_CAP), found > COUNT_CAP
-
-
 def _written(bound: int) -> ColumnElement[int]:
     return literal_column(str(int(bound)), Integer)
 
 
-def _count(session: Session, where: list[ColumnElement[bool]]) -> tuple[int, bool]:
-    capped = select(literal(1)).select_from(Job).where(*where).limit(COUNT_CAP + 1).subquery()
+def _count(session: Session, where: list[ColumnElement[bool]], cap: int, written: bool) -> tuple[int, bool]:
+    """How many rows match WHERE, up to CAP, and whether there are more (WRITTEN: the bound in
+    the statement, as a name search's is)."""
+    bound = _written(cap + 1) if written else cap + 1
+    capped = select(literal(1)).select_from(Job).where(*where).limit(bound).subquery()
     found = int(session.scalar(select(func.count()).select_from(capped)) or 0)
-    return min(found, COUNT_CAP), found > COUNT_CAP
+    return min(found, cap), found > cap
 
 
 def _key_values(sort: JobSort, row: Any) -> list[Any]:
