@@ -625,6 +625,9 @@ class OnlineDeployment(Base):
     # other server's gateway; and autoscale's current count, which a restart starts from.
     serving: Mapped[dict[str, Any] | None] = mapped_column(nullable=True)
     autoscaled_instances: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Until when (epoch seconds) a server that does not hold the online lease holds a request for
+    # the deployment with no replica ready: the holder counts it as held (scale from zero).
+    demand_until: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class OnlineDeploymentMetrics(Base):

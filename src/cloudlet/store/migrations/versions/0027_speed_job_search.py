@@ -1,4 +1,5 @@
-"""speed_job_search: the job list's filtered pages within budget at 100,000 jobs (issue 27)
+"""speed_job_search: the job list's filtered pages within budget at 100,000 jobs, and a
+deployment's demand across servers (issue 27)
 
 - ``ix_jobs_list_duration`` loses its parent column: PostgreSQL's planner treats
   ``parent_job_id IS NULL`` as a filter, not an equality, so it never read that index in order
@@ -8,6 +9,9 @@
 - On PostgreSQL, where the ``pg_trgm`` extension exists (or can be made), a trigram GIN index on
   the names: a name search reads the matching jobs instead of scanning the workspace's. Without
   the extension the search scans newest first as before (docs/performance.md).
+- ``online_deployments.demand_until``: a server that does not hold the online lease holds a
+  request for a deployment scaled to zero and says so here; the holder starts a replica
+  (``control/online_serving.py``).
 
 Revision ID: 0027
 Revises: 0026
@@ -31,6 +35,8 @@ _DURATION = sa.text("coalesce(ended_at - started_at, -1.0)")  # job_search's key
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("online_deployments") as batch:
+        batch.add_column(sa.Column("demand_until", sa.Float(), nullable=True))
     op.drop_index("ix_jobs_list_duration", table_name="jobs")
     op.create_index("ix_jobs_list_duration", "jobs", ["workspace_id", _DURATION, "submitted_at", "id"])
     op.drop_index("ix_jobs_list_status", table_name="jobs")
@@ -57,6 +63,8 @@ def _trigrams(bind: sa.Connection) -> bool:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("online_deployments") as batch:
+        batch.drop_column("demand_until")
     op.execute("DROP INDEX IF EXISTS ix_jobs_name_trgm")
     op.drop_index("ix_jobs_list_status", table_name="jobs")
     op.create_index("ix_jobs_list_status", "jobs", ["workspace_id", "status", "submitted_at", "id"])
