@@ -100,9 +100,12 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_cloudlet(home: Path, timeout: float | None = None, host: str | None = None) -> ServerProcess:
+def start_cloudlet(
+    home: Path, timeout: float | None = None, host: str | None = None, db_url: str | None = None
+) -> ServerProcess:
     """Start ``python -m cloudlet server --port 0 --home HOME`` and wait until it answers /healthz
-    (on HOST instead of loopback when given: agents in other network namespaces dial it). TIMEOUT:
+    (on HOST instead of loopback when given: agents in other network namespaces dial it; on the
+    database DB_URL instead of HOME's SQLite when given). TIMEOUT:
     ``$CLOUDLET_BENCH_START_TIMEOUT`` or 60 s (two workers took 42-48 s to serve at load 11-21)."""
     if timeout is None:
         timeout = float(os.environ.get("CLOUDLET_BENCH_START_TIMEOUT", "60"))
@@ -112,6 +115,7 @@ def start_cloudlet(home: Path, timeout: float | None = None, host: str | None = 
     log_path = home / f"server-{time.time_ns()}.log"
     cmd = [sys.executable, "-m", "cloudlet", "server", "--port", "0", "--tls-port", "0", "--home", str(home)]
     cmd += ["--host", host] if host else []
+    cmd += ["--db", db_url] if db_url else []
     env = _env({"CLOUDLET_HOME": str(home)})
     env.pop("CLOUDLET_DB", None)  # embedded SQLite in HOME, whatever the caller's environment says
     with open(log_path, "wb") as log:

@@ -28,8 +28,8 @@ PAGES = {
     "submitter": (JobQuery(created_by=("u3",)), ("ix_jobs_list_creator",)),
     "with children": (JobQuery(include_children=True), ("ix_jobs_list_all",)),
 }
-# SQLite reads the duration sort through its expression index; PostgreSQL does not match it yet
-# (it sorts the workspace's top-level jobs: a known gap, docs/performance.md).
+# SQLite reads the duration sort through its expression index; PostgreSQL did not match 0026's
+# (it sorted the workspace's top-level jobs): 0027 changed the index (test_migration_0027.py).
 SQLITE_PAGES = {"by duration": (JobQuery(sort="duration"), ("ix_jobs_list_duration",))}
 
 

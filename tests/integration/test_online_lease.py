@@ -208,3 +208,52 @@ def test_the_autoscaled_count_survives_a_restart(
         )
         assert shown["autoscaled_instances"] == 2, shown
     assert len(_replica_ports(second.installation)) == 2
+
+
+@pytest.mark.postgres
+def test_a_request_through_the_other_server_brings_a_deployment_up_from_zero(
+    server_factory: Callable[..., RunningServer], postgres_url: str, tmp_path: Path
+) -> None:
+    """The server that does not hold the lease holds a request for a deployment at zero replicas;
+    only the holder can start one: the request reaches it through the deployment's row and is
+    answered (without that, it was held to its bound and refused with 503)."""
+    require_inference_environment()
+    project = _project(tmp_path / "project")
+    env = {"CLOUDLET_LEASE_TTL_S": str(TTL_S), "CLOUDLET_DATA": str(tmp_path / "data")}
+    a = server_factory(db_url=postgres_url, extra_env=env, timeout=120)
+    b = server_factory(db_url=postgres_url, extra_env=env, api_key=a.api_key, timeout=120)
+    holder, other = (a, b) if _holder(postgres_url) == _replica_id(a) else (b, a)
+    settings = {
+        "type": "target_utilization",
+        "min_instances": 0,
+        "max_instances": 1,
+        "target_concurrent_requests": 1,
+        "polling_interval": 1,
+        "window": 1,
+        "scale_in_delay": 1,
+    }
+    doc = _doc(
+        "zero",
+        "ep-zero",
+        instance_count=1,
+        scale_settings=settings,
+        request_settings={"request_timeout_ms": 90_000, "max_concurrent_requests_per_instance": 2},
+    )
+    with MLClient(home=holder.home) as ml:
+        ml.online_endpoints.create_or_update({"name": "ep-zero", "auth_mode": "key"})
+        created = ml.online_deployments.create_or_update(doc, base_path=project, local=True)
+        ml.online_deployments.wait("ep-zero", "zero", generation=created["generation"])
+        url = ml.online_endpoints.update_traffic("ep-zero", {"zero": 100})["scoring_uri"]
+        key = ml.online_endpoints.get_keys("ep-zero")["primaryKey"]
+        wait_until(lambda: not ml.online_deployments.get("ep-zero", "zero")["replicas"], 60, "scaled to zero")
+    with other.client() as client:  # the other server's gateway follows the report of zero replicas
+        wait_until(lambda: _listed(client, other, "ep-zero", "zero") == set(), 30, "the other sees zero")
+    wait_until(lambda: _replica_ports(a.installation) == set(), 30, "its replica stopped")
+
+    through_other = f"{other.endpoint}/online/{url.split('/online/', 1)[1]}"
+    started = time.monotonic()
+    answer = httpx.post(through_other, json={"x": 1}, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+    assert answer.status_code == 200, answer.text
+    print(f"\nheld at the other server and answered after {time.monotonic() - started:.1f} s")
+    assert len(_replica_ports(a.installation)) == 1  # started by the holder, the one set
+    assert _holder(postgres_url) == _replica_id(holder)

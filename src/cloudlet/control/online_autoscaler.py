@@ -12,7 +12,8 @@ mean CPU % (their process session's ``utime + stime`` from ``/proc``). Then:
 
 Quota is held for ``max_instances`` when the deployment is written (services/endpoints/online_endpoints),
 so growing within it needs no check here. A request held for a deployment with no replica wakes
-the loop at once rather than at the next poll. Only the online lease holder autoscales
+the loop at once rather than at the next poll; one held by another server reaches the holder
+through the deployment's row (``control/online_serving.py``). Only the online lease holder autoscales
 (``control/online_serving.py``); each change of count is stored on the deployment's row, so a
 restart or a new holder starts from it.
 """
@@ -65,6 +66,7 @@ class Autoscaler:
             self.wake.wait(TICK_S)
             self.wake.clear()
             if not self.runtime.loop.leading:  # another server runs the replicas
+                self.tell_the_holder(time.monotonic())
                 continue
             with self.runtime.lock:
                 deployments = [
@@ -78,6 +80,29 @@ class Autoscaler:
                     self.tick(deployment, time.monotonic())
                 except Exception:  # one deployment's failure must not stop the others' autoscale
                     log.exception("autoscale of %s failed", deployment.name)
+
+    def tell_the_holder(self, now: float) -> None:
+        """On a server that does not run the replicas: the autoscaled deployments it holds a
+        request for with no replica serving, written to their rows for the holder (once per half
+        of the hold's bound: a hold outlasting it is told again)."""
+        with self.runtime.lock:
+            held = [
+                d
+                for e in self.runtime.endpoints.values()
+                for d in e.deployments.values()
+                if d.spec.scale_settings is not None
+                and d.waiting > 0
+                and not [r for r in d.replicas if not r.retired]
+                and d.demand_told_until <= now
+            ]
+        for deployment in held:
+            for_s = deployment.spec.request_settings["request_timeout_ms"] / 1000
+            try:
+                self.runtime.loop.signal_demand(deployment.id, for_s)
+            except Exception:  # the next tick tries again
+                log.exception("telling the holder of a request for %s failed", deployment.name)
+                continue
+            deployment.demand_told_until = now + for_s / 2
 
     def _cpu_percent(self, replicas: list[Replica], now: float) -> float | None:
         pids = {r.proc.pid for r in replicas if r.proc.poll() is None}
@@ -96,13 +121,15 @@ class Autoscaler:
         settings = deployment.spec.scale_settings
         assert settings is not None
         serving = [r for r in deployment.replicas if not r.retired]
-        urgent = deployment.waiting > 0 and not serving
+        # requests held here, and one for another server's held requests (online_serving)
+        held = deployment.waiting + (1 if deployment.demand_until > now else 0)
+        urgent = held > 0 and not serving
         if now < deployment.next_sample and not urgent:
             return
         deployment.next_sample = now + settings.polling_interval
         cpu = self._cpu_percent(serving, now) if settings.target_utilization_percentage is not None else None
         in_flight = self.runtime.in_flight(deployment)  # every worker's, under --workers
-        sample = policy.Sample(now, in_flight + deployment.waiting, len(serving), cpu)
+        sample = policy.Sample(now, in_flight + held, len(serving), cpu)
         deployment.samples = [s for s in deployment.samples if s.at > now - policy.horizon(settings)] + [
             sample
         ]

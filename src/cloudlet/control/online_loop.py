@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -129,6 +130,7 @@ class OnlineLoop(ReconcileLoop):
                 self.converge(desired)
                 if self.leading:
                     self.report(session, desired)
+                    self.take_demand(desired)
                 elif self.can_lead:
                     self.follow(desired)
         finally:
@@ -288,6 +290,25 @@ class OnlineLoop(ReconcileLoop):
             if self.fenced(session):
                 online_serving.store_autoscaled(session, deployment_id, count)
                 session.commit()
+
+    def signal_demand(self, deployment_id: int, for_s: float) -> None:
+        """A request this server holds for FOR_S more seconds for a deployment the holder runs."""
+        with self.sessions() as session:
+            online_serving.signal_demand(session, deployment_id, time.time() + for_s)
+            session.commit()
+
+    def take_demand(self, desired: Desired) -> None:
+        """The holder: requests other servers hold (read this pass) count as held here until
+        their bound, so autoscale starts a replica of a deployment at zero at once."""
+        left = online_serving.demand_left((d for ds in desired.deployments.values() for d in ds), time.time())
+        if not left:
+            return
+        now = time.monotonic()
+        with self.runtime.lock:
+            for state in self.runtime.endpoints.values():
+                for deployment in state.deployments.values():
+                    if deployment.id in left:
+                        deployment.demand_until = max(deployment.demand_until, now + left[deployment.id])
 
     # --- metrics ------------------------------------------------------------------------------
 

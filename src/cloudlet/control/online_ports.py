@@ -18,13 +18,15 @@ if TYPE_CHECKING:
 
 
 class LeaseHolder(Protocol):
-    """The loop as the autoscaler sees it: whether this server runs the replicas, and where the
-    autoscaled count is kept."""
+    """The loop as the autoscaler sees it: whether this server runs the replicas, where the
+    autoscaled count is kept, and how a request held here reaches the server that runs them."""
 
     @property
     def leading(self) -> bool: ...
 
     def store_autoscaled(self, deployment_id: int, count: int) -> None: ...
+
+    def signal_demand(self, deployment_id: int, for_s: float) -> None: ...
 
 
 class ReplicaRuntime(Protocol):

@@ -10,6 +10,12 @@ on a node, reached by host and port. Under ``--workers N`` worker 0 is the one t
 lease, and what it knows — run or read — is what it publishes to the other workers in the same
 shape (``control/online_shared.py``).
 
+A request that another server's gateway holds for an autoscaled deployment with no replica ready
+(scale from zero) is a demand only the holder can meet: that server writes until when it holds it
+on the deployment's row (``demand_until``), the holder reads it on its next pass and counts it as
+a request it holds itself (``control/online_autoscaler.py``), so a request through any server
+brings a deployment at zero replicas up.
+
 When the holder dies, another server takes the lease once its TTL has run out and does what a
 restart does: it ends the replicas the dead holder left on this host, releases the nodes made for
 them, and rolls every stored deployment out again (an autoscaled one from its stored count). A
@@ -22,10 +28,11 @@ import contextlib
 import enum
 import os
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import or_, update
 from sqlalchemy.orm import Session
 
 from cloudlet.control.online_state import DeploymentState, Replica
@@ -120,6 +127,23 @@ def store_autoscaled(session: Session, deployment_id: int, count: int) -> None:
         .where(OnlineDeployment.id == deployment_id)
         .values(autoscaled_instances=count)
     )
+
+
+def signal_demand(session: Session, deployment_id: int, until: float) -> None:
+    """A request held here until UNTIL (epoch seconds) for a deployment this server does not run
+    (never moving an earlier server's later bound back)."""
+    row = OnlineDeployment
+    session.execute(
+        update(row)
+        .where(row.id == deployment_id, or_(row.demand_until.is_(None), row.demand_until < until))
+        .values(demand_until=until)
+    )
+
+
+def demand_left(rows: Iterable[OnlineDeployment], now: float) -> dict[int, float]:
+    """The deployments among ROWS that another server holds a request for at NOW (epoch
+    seconds), and for how many seconds more."""
+    return {r.id: r.demand_until - now for r in rows if r.demand_until is not None and r.demand_until > now}
 
 
 # --- taking over and stepping down ---------------------------------------------------------------

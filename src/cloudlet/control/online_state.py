@@ -63,6 +63,10 @@ class DeploymentState:
     model_dir: Path | None = None
     started: int = 0  # replicas ever started in this generation (names their logs)
     waiting: int = 0  # requests the gateway holds until a replica is ready (scale from zero)
+    # The holder: until when (monotonic) another server holds a request for it (online_serving);
+    # another server: until when the holder has been told of this one's held requests.
+    demand_until: float = 0.0
+    demand_told_until: float = 0.0
     samples: list[Any] = field(default_factory=list)
     next_sample: float = 0.0
     flushed: Counts = field(default_factory=Counts)  # what the store has of this worker's counts

@@ -18,15 +18,12 @@ from cloudlet.control.actions import Actions, Launch, release
 from cloudlet.control.eviction import evict_low_priority
 from cloudlet.domain.compute import autoscale
 from cloudlet.domain.compute.compute_spec import ClusterScaling, cluster_scaling
-from cloudlet.domain.compute.locks import scaling_block
 from cloudlet.domain.compute.nodes import FAILED, HOLDING, SERVING, NodeState
 from cloudlet.domain.compute.quota import Tier
 from cloudlet.providers.capacity import CapacityReading, CapacityReadings, free_nodes, location_capacity
-from cloudlet.services.access import workspaces
 from cloudlet.services.compute import catalogue as catalogue_service
-from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.compute import nodes as node_service
-from cloudlet.services.compute import quotas
+from cloudlet.services.compute.scaling_limits import scaling_limits
 from cloudlet.services.jobs import job_status
 from cloudlet.store.schema import Compute, Job, Location, Node, Workspace
 
@@ -125,37 +122,23 @@ class ClusterScaler:
         now: float,
         need_headroom: bool = True,
     ) -> autoscale.Limits:
-        ref = workspaces.ref_of(session, workspace_of(session, compute.workspace_id))
-        block = scaling_block(lock_store.effective(session, ref), ref.arm_id)
-        catalogue = catalogue_service.current(session)
-        size = catalogue.get(compute.size or "")
+        live = len([n for n in nodes if n.state in HOLDING])
+        limits = scaling_limits(session, compute, Tier(scaling.tier), live, need_headroom)
+        size = limits.size
         if size is None:
             return autoscale.Limits(
                 0, "unknown size", blocked_reason=f"size {compute.size} is not in the catalogue"
             )
-        blocked = block.reason if block else None
         if not need_headroom:
-            return autoscale.Limits(1 << 30, blocked_reason=blocked)
-        live = len([n for n in nodes if n.state in HOLDING])
-        quota_nodes, quota_reason = quotas.headroom_nodes(
-            session,
-            ref.subscription_id,
-            compute.location,
-            catalogue,
-            compute,
-            size.vcpus,
-            size.family,
-            Tier(scaling.tier),
-            live,
-        )
+            return autoscale.Limits(1 << 30, blocked_reason=limits.blocked_reason)
         reading = self.readings.get(compute.location)
         capacity_nodes, capacity_reason = _capacity(session, compute.location, size.vcpus, reading, now)
         return autoscale.Limits(
-            quota_nodes,
-            quota_reason,
+            limits.quota_nodes,
+            limits.quota_reason,
             capacity_nodes,
             capacity_reason,
-            blocked_reason=blocked,
+            blocked_reason=limits.blocked_reason,
         )
 
     def _apply(

@@ -4,8 +4,9 @@ reads: filters, sorts, keyset paging with an opaque token for every sort, and a 
 Every sort is a tuple of columns ending in the job's id, so ties are stable and a page's token is the
 last row's tuple: the next page starts strictly after it (a job added meanwhile is neither skipped
 nor repeated). The sorts the list answers most (submitted, and any of them under a status, compute
-or submitter filter) have an index in that order (migration 0024), so a first page reads a page of
-index entries, not the world. A count stops at ``COUNT_CAP`` for the same reason.
+or submitter filter) have an index in that order (migrations 0026, 0027), so a first page reads a
+page of index entries, not the world. A count stops at ``COUNT_CAP`` for the same reason, and a
+name search's count goes on from its first page's last row (one walk of the matches in all).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, literal, select, tuple_
+from sqlalchemy import ColumnElement, Integer, Select, String, func, literal, literal_column, select, tuple_
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import validation_error
@@ -102,21 +103,35 @@ def search_jobs(session: Session, ws: Workspace, query: JobQuery) -> JobSearchPa
     keys = (*_SORT_KEYS[sort], Job.id)
     page = select(*_LISTED).where(*filtered)
     if query.after is not None:
-        last = _decode_token(query.after, sort, query.descending, len(keys))
         page = page.where(
-            tuple_(*keys) < tuple_(*last) if query.descending else tuple_(*keys) > tuple_(*last)
+            _beyond(keys, query.descending, _decode_token(query.after, sort, query.descending, len(keys)))
         )
     order = [k.desc() if query.descending else k.asc() for k in keys]
-    rows: list[Any] = list(session.execute(page.order_by(*order).limit(query.top + 1)).all())
+    # A name search's bound is written into the statement, as its pattern is (``_contains``).
+    bound = _written(query.top + 1) if query.text else query.top + 1
+    rows: list[Any] = list(session.execute(page.order_by(*order).limit(bound)).all())
     count, capped = None, False
-    if query.count:  # a first page that holds every match is its own count
-        whole = query.after is None and len(rows) <= query.top
-        count, capped = (len(rows), False) if whole else _count(session, filtered)
+    if query.count and query.after is None and len(rows) <= query.top:
+        count = len(rows)  # a first page that holds every match is its own count
+    elif query.count and query.after is None and query.text:
+        # A name is tested row by row (no index finds it on SQLite, nor on PostgreSQL without
+        # trigrams): a rare one's page walks most of the workspace, and a count from the start
+        # would walk it again. The count goes on from the page's last row: one walk in all.
+        beyond = _beyond(keys, query.descending, _key_values(sort, rows[-1]))
+        more, capped = _count(session, [*filtered, beyond], COUNT_CAP - len(rows), True)
+        count = len(rows) + more
+    elif query.count:  # through the filter's index: cheaper from the start (measured)
+        count, capped = _count(session, filtered, COUNT_CAP, bool(query.text))
     if len(rows) <= query.top:
         return JobSearchPage(rows, None, count, capped)
     last_row = rows[query.top - 1]
     token = _encode_token(sort, query.descending, _key_values(sort, last_row))
     return JobSearchPage(rows[: query.top], token, count, capped)
+
+
+def _beyond(keys: tuple[Any, ...], descending: bool, last: list[Any]) -> ColumnElement[bool]:
+    """The rows after LAST (a row's sort key) in the order: a keyset page's start."""
+    return tuple_(*keys) < tuple_(*last) if descending else tuple_(*keys) > tuple_(*last)
 
 
 def page_statement(session: Session, ws: Workspace, query: JobQuery) -> Select[Any]:
@@ -207,11 +222,16 @@ def _filtered(session: Session, ws: Workspace, query: JobQuery) -> list[ColumnEl
 
 def _contains(session: Session, column: Any, text: str) -> ColumnElement[bool]:
     """COLUMN holds TEXT, case-insensitively. SQLite's LIKE already ignores case (ASCII, as its
-    lower() does) and costs half of lower() on every row; PostgreSQL's needs ILIKE."""
+    lower() does) and costs half of lower() on every row; PostgreSQL's needs ILIKE.
+
+    On PostgreSQL the pattern is written into the statement (quoted by SQLAlchemy), not bound:
+    psycopg prepares a statement it has run five times, and PostgreSQL then settles on a generic
+    plan that cannot see the pattern, so it walks the workspace newest first (200 ms measured at
+    100,000 jobs) where the pattern's trigrams would have named a handful of jobs (1 ms)."""
     pattern = "%" + text.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
     if session.get_bind().dialect.name == "sqlite":
         return column.like(pattern, escape="/")
-    return column.ilike(pattern, escape="/")
+    return column.ilike(literal(pattern, String, literal_execute=True), escape="/")
 
 
 def _one_of(column: Any, values: tuple[str, ...]) -> ColumnElement[bool]:
@@ -219,10 +239,17 @@ def _one_of(column: Any, values: tuple[str, ...]) -> ColumnElement[bool]:
     return column == values[0] if len(values) == 1 else column.in_(values)
 
 
-def _count(session: Session, where: list[ColumnElement[bool]]) -> tuple[int, bool]:
-    capped = select(literal(1)).select_from(Job).where(*where).limit(COUNT_CAP + 1).subquery()
+def _written(bound: int) -> ColumnElement[int]:
+    return literal_column(str(int(bound)), Integer)
+
+
+def _count(session: Session, where: list[ColumnElement[bool]], cap: int, written: bool) -> tuple[int, bool]:
+    """How many rows match WHERE, up to CAP, and whether there are more (WRITTEN: the bound in
+    the statement, as a name search's is)."""
+    bound = _written(cap + 1) if written else cap + 1
+    capped = select(literal(1)).select_from(Job).where(*where).limit(bound).subquery()
     found = int(session.scalar(select(func.count()).select_from(capped)) or 0)
-    return min(found, COUNT_CAP), found > COUNT_CAP
+    return min(found, cap), found > cap
 
 
 def _key_values(sort: JobSort, row: Any) -> list[Any]:

@@ -2,8 +2,8 @@
 
 The facts come from where the scheduler and the autoscaler take them: the queue in the scheduler's
 order (``dispatch.queue_in_order``), an instance's free vCPUs as the scheduler counts them, and the
-lock and quota limits the autoscaler reads (``domain.compute.locks.scaling_block``,
-``quotas.headroom_nodes``); ``domain.jobs.job_wait`` turns them into a code and a sentence.
+lock and quota limits the autoscaler reads (``services.compute.scaling_limits``, the one function
+both call); ``domain.jobs.job_wait`` turns them into a code and a sentence.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.compute import compute_types
 from cloudlet.domain.compute.compute_spec import cluster_scaling
-from cloudlet.domain.compute.locks import scaling_block
 from cloudlet.domain.compute.nodes import HOLDING, SERVING, NodeState
 from cloudlet.domain.compute.quota import Tier
 from cloudlet.domain.jobs.job_status import JobStatus
@@ -29,11 +28,9 @@ from cloudlet.domain.jobs.job_wait import (
     cluster_reason,
     instance_reason,
 )
-from cloudlet.services.access import workspaces
 from cloudlet.services.compute import catalogue as catalogue_service
-from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.compute import nodes as node_service
-from cloudlet.services.compute import quotas
+from cloudlet.services.compute.scaling_limits import scaling_limits
 from cloudlet.services.jobs import dispatch
 from cloudlet.store.schema import Compute, Job, Node
 
@@ -114,30 +111,14 @@ def _cluster_facts(session: Session, compute: Compute, job: Job) -> ClusterFacts
         select(Node.state, func.count()).where(node_service.owned_by_compute(compute.id)).group_by(Node.state)
     )
     states: Counter[NodeState] = Counter({NodeState(state): int(count) for state, count in counted})
-    ref = workspaces.ref_of_id(session, compute.workspace_id)
-    block = scaling_block(lock_store.effective(session, ref), ref.arm_id)
-    catalogue = catalogue_service.current(session)
-    size = catalogue.get(compute.size or "")
-    quota_nodes, quota_reason = 1 << 30, ""
-    if size is not None:
-        quota_nodes, quota_reason = quotas.headroom_nodes(
-            session,
-            ref.subscription_id,
-            compute.location,
-            catalogue,
-            compute,
-            size.vcpus,
-            size.family,
-            Tier(scaling.tier),
-            sum(states[s] for s in HOLDING),
-        )
+    limits = scaling_limits(session, compute, Tier(scaling.tier), sum(states[s] for s in HOLDING))
     return ClusterFacts(
         max_instances=scaling.max_instances,
         serving_nodes=sum(states[s] for s in SERVING),
         starting_nodes=sum(states[s] for s in _STARTING),
         idle_nodes=states[NodeState.IDLE],
         job_nodes=job.instance_count,
-        lock_reason=block.reason if block else None,
-        quota_nodes=quota_nodes,
-        quota_reason=quota_reason,
+        lock_reason=limits.blocked_reason,
+        quota_nodes=limits.quota_nodes,
+        quota_reason=limits.quota_reason,
     )
