@@ -25,6 +25,7 @@ from cloudlet.domain.access.roles import Access
 from cloudlet.domain.assets import assets as rules
 from cloudlet.domain.assets.assets import AssetKind
 from cloudlet.services.access import workspaces
+from cloudlet.services.assets import asset_writes
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.core.context import WorkspaceRef
 
@@ -116,7 +117,7 @@ def _routes(kind: AssetKind) -> None:
         ctx: Context, sub: str, rg: str, ws: str, name: str, version: str | None, body: Any
     ) -> Response:
         ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
-        result = asset_service.write(
+        result = asset_writes.write(
             ctx.session, ref, workspace, kind, name, version, body, ctx.caller, ctx.state.data
         )
         return json_response(render(result.asset, ref), 201 if result.created else 200)

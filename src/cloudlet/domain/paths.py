@@ -22,3 +22,13 @@ def relative_parts(relative: str, field: str, what: str = "a path") -> tuple[str
     if ".." in parts:
         raise CloudletError("ValidationError", f"{field} must not contain '..' (got '{relative}')", field)
     return parts
+
+
+def parse_datastore_uri(uri: str) -> tuple[str, str] | None:
+    """``azureml://datastores/<datastore>/paths/<path>`` as (datastore, path); None for any other URI."""
+    prefix = "azureml://datastores/"
+    if not uri.startswith(prefix):
+        return None
+    rest = uri[len(prefix) :]
+    datastore, sep, path = rest.partition("/paths/")
+    return (datastore, path) if sep else None

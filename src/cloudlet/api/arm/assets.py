@@ -32,8 +32,8 @@ from cloudlet.domain.assets import assets as rules
 from cloudlet.domain.assets.assets import AssetKind
 from cloudlet.domain.errors import validation_error
 from cloudlet.services.access import workspaces
+from cloudlet.services.assets import asset_writes, build_contexts
 from cloudlet.services.assets import assets as asset_service
-from cloudlet.services.assets import build_contexts
 from cloudlet.services.core.context import WorkspaceRef
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ def _routes(kind: AssetKind) -> None:
         with arm_errors(rename):
             if kind == "environment" and doc.get("build") is not None:  # the SDK's uploaded context
                 doc = build_contexts.inline(doc, ctx.state.data, workspace.id)
-            result = asset_service.write(
+            result = asset_writes.write(
                 ctx.session,
                 ref,
                 workspace,

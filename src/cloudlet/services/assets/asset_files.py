@@ -27,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
+from cloudlet.domain.paths import parse_datastore_uri
 from cloudlet.services.access import workspaces
 from cloudlet.services.assets.codes import PENDING_UPLOAD_FOLDER
 from cloudlet.services.core.storage import (
@@ -67,7 +68,7 @@ class Tree:
 
 def located_in(ws: Workspace, asset: Asset, data: DataRoot) -> tuple[Any, tuple[str, ...]] | None:
     """The datastore folder and the parts of ASSET's path in it; None for a path not in a datastore."""
-    at = job_service.parse_datastore_uri(str(asset.spec.get("path") or ""))
+    at = parse_datastore_uri(str(asset.spec.get("path") or ""))
     if at is None:
         return None
     return data.datastore(ws.id, at[0]), relative_parts(at[1], "path")

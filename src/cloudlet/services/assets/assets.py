@@ -27,7 +27,6 @@ from cloudlet.domain.errors import CloudletError, conflict, not_found, validatio
 from cloudlet.domain.jobs import pipeline_jobs as pipeline_rules
 from cloudlet.domain.jobs.job_spec import MODEL_TYPES, PATH_TYPES
 from cloudlet.services.access import audit
-from cloudlet.services.assets import asset_files
 from cloudlet.services.assets.component_code import checked_code
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.core.storage import DEFAULT_DATASTORE, DataRoot
@@ -135,7 +134,6 @@ def create_or_update(
 ) -> Created:
     """Create NAME:VERSION (the next version when None), or update an existing version's
     description, tags, properties and stage (anything else of a version is immutable: 409)."""
-    body = _job_output_resolved(session, ws, kind, body)
     spec = pipeline_rules.parse_asset(kind, body, name, version)
     _check_path_exists(ws, kind, spec.doc, data)
     if kind == "component":  # its code: the uploaded snapshot it runs
@@ -172,44 +170,6 @@ def create_or_update(
             "AssetVersionExists", f"{kind} {name}:{wanted} was created meanwhile; try again", "version"
         ) from None
     return Created(row, True)
-
-
-def write(
-    session: Session,
-    ref: WorkspaceRef,
-    ws: Workspace,
-    kind: AssetKind,
-    name: str,
-    version: str | None,
-    body: Any,
-    caller: Caller,
-    data: DataRoot,
-    archived: bool | None = None,
-) -> Created:
-    """The use case behind a version's POST or PUT: ``create_or_update``, then archive or restore
-    it when ARCHIVED (the ARM facade's isArchived) differs; committed."""
-    result = create_or_update(session, ref, ws, kind, name, version, body, caller, data)
-    if archived is not None and archived != result.asset.archived:
-        set_archived(session, ref, ws, kind, name, result.asset.version, archived, caller)
-    session.commit()
-    return result
-
-
-def _job_output_resolved(session: Session, ws: Workspace, kind: AssetKind, body: Any) -> Any:
-    """A data or model ``path: azureml://jobs/<job>/outputs/<name>[/paths/<path>]`` as the datastore
-    URI of that output (``asset_files.job_output_path``); the job's output is kept in
-    ``properties``, and a model's job in its ``job_name`` (as Azure ML's model keeps it)."""
-    path = body.get("path") if isinstance(body, dict) and kind in ("data", "model") else None
-    if not isinstance(path, str):
-        return body
-    resolved = asset_files.job_output_path(session, ws, path)
-    if resolved is None:
-        return body
-    properties = {**(body.get("properties") or {}), "job_output": path.strip()}
-    found = {**body, "path": resolved[0], "properties": properties}
-    if kind == "model":
-        found["job_name"] = resolved[1]
-    return found
 
 
 def latest_version(session: Session, ws: Workspace | int, kind: AssetKind, name: str) -> Asset | None:

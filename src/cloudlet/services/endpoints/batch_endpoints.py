@@ -26,6 +26,7 @@ from cloudlet.domain.endpoints import batch_pipelines, mlflow_models
 from cloudlet.domain.errors import CloudletError, conflict, not_found, validation_error
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.job_spec import CODE_SNAPSHOT_PATTERN, JOB_NAME_PATTERN
+from cloudlet.domain.paths import parse_datastore_uri
 from cloudlet.services.access import audit
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.assets import codes
@@ -293,7 +294,7 @@ def _submit_invocation(
 
 def _writable(ws: Workspace, data: DataRoot, output_path: str) -> None:
     """OUTPUT_PATH names a folder inside its datastore, and not a file already there."""
-    parsed = job_service.parse_datastore_uri(output_path)
+    parsed = parse_datastore_uri(output_path)
     assert parsed is not None  # InvokeRequest checked its shape
     try:
         target = data.datastore_path(ws.id, *parsed)

@@ -9,9 +9,9 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.endpoints.batch_endpoints import OUTPUT_NAME
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.jobs.job_kind import JobKind
+from cloudlet.domain.paths import parse_datastore_uri
 from cloudlet.services.core.storage import DataRoot, read_beneath
 from cloudlet.services.endpoints import batch_endpoints
-from cloudlet.services.jobs import jobs as job_service
 from cloudlet.store.schema import Job, Workspace
 
 MAX_PREDICTIONS = 512 << 20  # one file through the browser
@@ -38,7 +38,7 @@ def predictions(session: Session, data: DataRoot, ws: Workspace, job: Job) -> tu
     """The invocation's predictions file: (its name, its bytes); 404 until it is written."""
     name = predictions_name(job)
     score = ((job.spec.get("outputs") or {}).get(OUTPUT_NAME) or {}).get("path")
-    parsed = job_service.parse_datastore_uri(score) if isinstance(score, str) else None
+    parsed = parse_datastore_uri(score) if isinstance(score, str) else None
     if name is None or parsed is None:
         raise not_found("Predictions of job", job.name)
     folder = tuple(p for p in parsed[1].split("/") if p)

@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.pipeline_bindings import DEFAULT_DATASTORE, default_output_path
+from cloudlet.domain.paths import parse_datastore_uri
 from cloudlet.services.core.storage import DataRoot, pack_beneath, relative_parts
 from cloudlet.services.jobs import job_children, pipelines
-from cloudlet.services.jobs.jobs import parse_datastore_uri
 from cloudlet.store.schema import Job, Workspace
 
 

@@ -29,6 +29,7 @@ from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.parent_jobs import ParentKind
 from cloudlet.domain.jobs.pipeline_jobs import setting_warnings
+from cloudlet.domain.paths import parse_datastore_uri
 from cloudlet.services.access import workspaces
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.assets import environments as environment_service
@@ -321,15 +322,6 @@ def _check_inputs(ws: Workspace, doc: dict[str, Any], data: DataRoot) -> None:
             raise CloudletError(
                 "InputNotFound", f"input '{name}': nothing at {path}; upload it first", f"inputs.{name}.path"
             )
-
-
-def parse_datastore_uri(uri: str) -> tuple[str, str] | None:
-    prefix = "azureml://datastores/"
-    if not uri.startswith(prefix):
-        return None
-    rest = uri[len(prefix) :]
-    datastore, sep, path = rest.partition("/paths/")
-    return (datastore, path) if sep else None
 
 
 def find_in(session: Session, workspace_id: int, name: str) -> Job | None:

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.assets import environments
 from cloudlet.domain.jobs import job_inputs, job_outcome, job_spec
+from cloudlet.domain.paths import parse_datastore_uri
 from cloudlet.services.compute import compute_identity
 from cloudlet.services.core.storage import DataRoot
-from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.tracking import tracking, tracking_tokens
 from cloudlet.store.schema import Compute
 
@@ -146,7 +146,7 @@ def _resolve_io(
         if job_inputs.is_download(value):
             continue  # the node downloads it (job_inputs.downloads)
         if isinstance(value, dict) and value.get("type") in job_spec.PATH_TYPES:
-            parsed = job_service.parse_datastore_uri(str(value["path"]))
+            parsed = parse_datastore_uri(str(value["path"]))
             assert parsed is not None  # checked at submission
             inputs[name] = str(data.datastore_path(workspace_id, *parsed))
         elif isinstance(value, dict):
@@ -165,7 +165,7 @@ def _output_path(workspace_id: int, job_name: str, name: str, value: Any, data: 
     """Where an output is written: its ``path`` when that is a datastore URI (a pipeline step's
     outputs always have one), else ``<default datastore>/azureml/<job>/<output>``."""
     given = value.get("path") if isinstance(value, dict) else None
-    parsed = job_service.parse_datastore_uri(given) if isinstance(given, str) else None
+    parsed = parse_datastore_uri(given) if isinstance(given, str) else None
     if parsed is None:
         return data.job_output(workspace_id, job_name, name)
     return data.datastore_path(workspace_id, *parsed)

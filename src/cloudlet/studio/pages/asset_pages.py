@@ -30,7 +30,7 @@ from cloudlet.domain.access.roles import Access
 from cloudlet.domain.assets import assets as rules
 from cloudlet.domain.assets.assets import AssetKind
 from cloudlet.domain.errors import CloudletError, validation_error
-from cloudlet.services.assets import asset_files
+from cloudlet.services.assets import asset_files, asset_writes
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.jobs import job_documents
@@ -173,7 +173,7 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
         workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
         try:
             name, version, body = _document(kind, form)
-            result = asset_service.write(
+            result = asset_writes.write(
                 ctx.session, ref, workspace, kind, name, version, body, ctx.caller, ctx.state.data
             )
         except CloudletError as exc:
