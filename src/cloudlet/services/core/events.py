@@ -47,7 +47,7 @@ def _buffer(session: Session) -> list[dict[str, Any]]:
     found = session.info.get(_KEY)
     if found is None:
         found = session.info[_KEY] = []
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def record(
