@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -212,3 +214,29 @@ def test_cli_pages_the_feed_and_refuses_a_bad_filter(api: httpx.Client, srv: Run
     assert all(e["seq"] > since for e in later) and later[0]["seq"] == mine[1]["seq"]
     bad = api.get(f"{srv.ws_path}/events", params={"type": "nope"})
     assert bad.status_code == 400, bad.text
+
+
+def test_cli_watch_follows_new_events(api: httpx.Client, srv: RunningServer) -> None:
+    start = _last_seq(api, f"{srv.ws_path}/events")
+    argv = [sys.executable, "-m", "cloudlet", "events", "--watch", "--type", "job", "--since", str(start)]
+    watch = subprocess.Popen(
+        argv, env={**srv.cli_env(), "CLOUDLET_OUTPUT": "json"}, stdout=subprocess.PIPE, text=True
+    )
+    lines: list[dict[str, Any]] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(json.loads(line) for line in watch.stdout or ()), daemon=True
+    )
+    reader.start()
+    try:
+        submit(api, srv, "ev-watch", {"command": "true", "compute": f"azureml:{CLUSTER}"})
+        wait_until(
+            lambda: any(e["name"] == "ev-watch" and e["to_state"] in TERMINAL for e in list(lines)),
+            120,
+            "cloudlet events --watch to print ev-watch's end",
+        )
+    finally:
+        watch.terminate()
+        watch.wait(timeout=20)
+    moves = [(e["from_state"], e["to_state"]) for e in lines if e["name"] == "ev-watch"]
+    assert moves[0] == (None, "Queued") and moves[-1][1] == "Completed", moves
+    assert all(e["seq"] > start for e in lines)

@@ -149,11 +149,12 @@ def _node_detail(owner_type: str, owner_id: int | None, error: Any) -> dict[str,
 # -- ORM writers ---------------------------------------------------------------------------------
 def _changed(obj: Any, attribute: str, new: bool, deleted: bool) -> tuple[str | None, str] | None:
     """(from, to) of OBJ's ATTRIBUTE in this flush, or None when it did not move."""
-    current = getattr(obj, attribute)
     if new:
+        current = getattr(obj, attribute)
         return (None, current) if current is not None else None
     if deleted:
-        return (current, DELETED)
+        return (getattr(obj, attribute), DELETED)
+    # The history alone: reading the attribute of an expired object would load it.
     history = inspect(obj).attrs[attribute].history
     if not history.added:
         return None
