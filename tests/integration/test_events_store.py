@@ -17,12 +17,26 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.events import EventType, Retention
 from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.resources import COMPUTES
 from cloudlet.services.core import events
 from cloudlet.services.core.clock import utcnow
 from cloudlet.services.jobs import job_status
 from cloudlet.services.views import events as feed
-from cloudlet.store import db
-from cloudlet.store.schema import Job, LifecycleEvent, ResourceGroup, Subscription, Workspace
+from cloudlet.store import db, rows
+from cloudlet.store.schema import (
+    BatchDeployment,
+    BatchEndpoint,
+    Compute,
+    Job,
+    LifecycleEvent,
+    Node,
+    OnlineDeployment,
+    OnlineEndpoint,
+    Operation,
+    ResourceGroup,
+    Subscription,
+    Workspace,
+)
 
 
 def _store(engine: Engine) -> sessionmaker[Session]:
@@ -107,6 +121,130 @@ def test_sqlite_records_each_move_in_its_transaction(tmp_path: Path) -> None:
 def test_postgres_records_each_move_in_its_transaction(postgres_url: str) -> None:
     engine = create_engine(db.normalise_url(postgres_url))
     _recorded(engine)
+    engine.dispose()
+
+
+def test_every_kind_of_lifecycle_change_is_an_event(tmp_path: Path) -> None:
+    """Computes, operations, nodes (through the ORM and in plain SQL, as placements write them),
+    online deployments and batch deployments."""
+    engine = db.make_engine(db.sqlite_url(tmp_path))
+    sessions = _store(engine)
+    now = utcnow()
+    with sessions() as session, session.begin():
+        compute = Compute(
+            workspace_id=1,
+            name="cpu",
+            type="amlcompute",
+            location="l",
+            spec={},
+            created_by="a",
+            provisioning_state="Creating",
+            created_on=now,
+            last_modified_on=now,
+        )
+        session.add(compute)
+        session.flush()
+        session.add(
+            Operation(
+                id="op-1",
+                workspace_id=1,
+                resource_type=COMPUTES,
+                resource_id=compute.id,
+                resource_name="cpu",
+                kind="create",
+                status="InProgress",
+                step="start",
+                created_by="a",
+                created_on=now,
+            )
+        )
+        session.add(
+            Node(
+                id="n1",
+                workspace_id=1,
+                owner_type=COMPUTES,
+                owner_id=compute.id,
+                installation_id="i",
+                location="l",
+                provider="local",
+                size="s",
+                family="f",
+                vcpus=1,
+                memory_gb=1.0,
+                tier="dedicated",
+                state="creating",
+                state_since=1.0,
+                token_hash="t",
+                created_at=1.0,
+            )
+        )
+        online = OnlineEndpoint(
+            workspace_id=1,
+            name="web",
+            spec={},
+            primary_key="k",
+            secondary_key="k",
+            provisioning_state="Succeeded",
+            created_by="a",
+            created_on=now,
+        )
+        batch = BatchEndpoint(
+            workspace_id=1, name="nightly", spec={}, created_by="a", created_at=1.0, modified_at=1.0
+        )
+        session.add_all([online, batch])
+        session.flush()
+        session.add(
+            OnlineDeployment(
+                endpoint_id=online.id,
+                name="blue",
+                spec={},
+                provisioning_state="Creating",
+                stage="placing",
+                created_by="a",
+                created_on=now,
+            )
+        )
+        session.add(
+            BatchDeployment(
+                endpoint_id=batch.id, name="v1", spec={}, created_by="a", created_at=1.0, modified_at=1.0
+            )
+        )
+    with sessions() as session, session.begin():
+        found_compute = session.scalar(select(Compute))
+        operation = session.get(Operation, "op-1")
+        node = session.get(Node, "n1")
+        deployment = session.scalar(select(OnlineDeployment))
+        assert found_compute and operation and node and deployment
+        found_compute.provisioning_state = "Succeeded"
+        operation.status = "Succeeded"
+        node.state = "idle"
+        deployment.provisioning_state = "Succeeded"
+        session.delete(session.scalar(select(BatchDeployment)))
+    with sessions() as session, session.begin():  # plain SQL, as a placement writes its nodes
+        events.nodes_moving(session, [("n1", {"state": "busy", "state_since": 2.0}), ("n1", {"usage": {}})])
+        rows.update_rows(session, Node, [("n1", {"state": "busy", "state_since": 2.0})])
+    with sessions() as session:
+        got = [
+            (e.type, e.name, e.compute, e.from_state, e.to_state)
+            for e in feed.page(session, 1, feed.EventFilter()).events
+        ]
+    made = [
+        ("compute", "cpu", "cpu", None, "Creating"),
+        ("operation", "op-1", "cpu", None, "InProgress"),
+        ("node", "n1", "cpu", None, "creating"),
+        ("deployment", "web/blue", None, None, "Creating"),
+        ("deployment", "nightly/v1", None, None, "Succeeded"),
+    ]
+    moved = [
+        ("compute", "cpu", "cpu", "Creating", "Succeeded"),
+        ("operation", "op-1", "cpu", "InProgress", "Succeeded"),
+        ("node", "n1", "cpu", "creating", "idle"),
+        ("deployment", "web/blue", None, "Creating", "Succeeded"),
+        ("deployment", "nightly/v1", None, "Succeeded", "Deleted"),
+    ]
+    # Within one transaction the ORM flushes in its own order; the transactions come in theirs.
+    assert sorted(got[:5]) == sorted(made) and sorted(got[5:10]) == sorted(moved), got
+    assert got[10:] == [("node", "n1", "cpu", "idle", "busy")], got
     engine.dispose()
 
 

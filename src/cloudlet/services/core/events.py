@@ -28,6 +28,8 @@ from sqlalchemy.orm import Session, SessionTransaction
 from cloudlet.domain.events import EventType
 from cloudlet.domain.resources import COMPUTES
 from cloudlet.store.schema import (
+    BatchDeployment,
+    BatchEndpoint,
     Compute,
     Job,
     LifecycleEvent,
@@ -41,6 +43,7 @@ _KEY = "cloudlet.events"
 _MARKS = "cloudlet.events.savepoints"
 EVENTS_LOCK_KEY = 0x65766E74  # "evnt": serializes event inserts to commit order (PostgreSQL)
 DELETED = "Deleted"
+SUCCEEDED = "Succeeded"
 
 
 def _buffer(session: Session) -> list[dict[str, Any]]:
@@ -229,9 +232,24 @@ def _from_object(session: Session, obj: Any, new: bool, deleted: bool) -> None:
                     *moved,
                     detail,
                 )
+    elif isinstance(obj, BatchDeployment) and (new or deleted):
+        # No lifecycle state of its own (always Succeeded, as Azure shows it): made and deleted.
+        with session.no_autoflush:
+            batch_endpoint = session.get(BatchEndpoint, obj.endpoint_id)
+        if batch_endpoint is not None:
+            moved_batch = (None, SUCCEEDED) if new else (SUCCEEDED, DELETED)
+            record(
+                session,
+                EventType.DEPLOYMENT,
+                batch_endpoint.workspace_id,
+                f"{batch_endpoint.name}/{obj.name}",
+                None,
+                *moved_batch,
+                {"kind": "batch"},
+            )
 
 
-_TRACKED = (Job, Node, Compute, Operation, OnlineDeployment)
+_TRACKED = (Job, Node, Compute, Operation, OnlineDeployment, BatchDeployment)
 
 
 @event.listens_for(Session, "before_flush")
