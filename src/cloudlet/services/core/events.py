@@ -237,14 +237,16 @@ def _from_object(session: Session, obj: Any, new: bool, deleted: bool) -> None:
         with session.no_autoflush:
             batch_endpoint = session.get(BatchEndpoint, obj.endpoint_id)
         if batch_endpoint is not None:
-            moved_batch = (None, SUCCEEDED) if new else (SUCCEEDED, DELETED)
+            before, after = (None, SUCCEEDED) if new else (SUCCEEDED, DELETED)
+            name = f"{batch_endpoint.name}/{obj.name}"
             record(
                 session,
                 EventType.DEPLOYMENT,
                 batch_endpoint.workspace_id,
-                f"{batch_endpoint.name}/{obj.name}",
+                name,
                 None,
-                *moved_batch,
+                before,
+                after,
                 {"kind": "batch"},
             )
 
