@@ -32,6 +32,7 @@ from cloudlet.control.attached_vms import VmDriver
 from cloudlet.control.clusters import ClusterReconciler
 from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.dispatch_batcher import DispatchBatcher
+from cloudlet.control.event_retention import EventRetentionLoop
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
 from cloudlet.control.online_inflight import InFlightBoard, board_path
@@ -46,6 +47,7 @@ from cloudlet.services.compute import instance_activity, locations
 from cloudlet.services.compute.agent_protocol import AgentProtocol
 from cloudlet.services.compute.host_keys import HostKeyBook
 from cloudlet.services.core import bootstrap, effects, wake
+from cloudlet.services.core import events as _events  # noqa: F401  (registers the feed's writers)
 from cloudlet.services.core.notify import NodeNotifier
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import dispatch
@@ -249,7 +251,7 @@ def build_state(
         data=data,
         url=url,
         notifier=notifier,
-        loops=(reconciler, clusters, instance_watch, parents),
+        loops=(reconciler, clusters, instance_watch, parents, EventRetentionLoop(control)),
         batcher=batcher,
         agents=agents,
         online=online,

@@ -1,6 +1,7 @@
 """Schemathesis hooks for tests/integration/test_openapi_fuzz.py (loaded by ``st run`` through
 SCHEMATHESIS_HOOKS): a job body always names the cluster that cannot grow (never ``local``, which
-makes a node), upload bodies (tar.gz) go as the bytes generated (refused as no archive), a body
+makes a node), an events stream is asked as one page (it never ends), upload bodies (tar.gz) go
+as the bytes generated (refused as no archive), a body
 field that names a run, an experiment, a job or data names a real one and an integer generation is
 the deployment's first (``values.json``, written by the test beside ``schemathesis.toml``); a lock
 the fuzzing makes is removed at once and the doomed lock made just before its DELETE; every
@@ -68,8 +69,14 @@ def _lock_to_remove(case: Any) -> None:
     assert made.status_code in (201, 403), made.text  # 403: an administrators' scope
 
 
+TRUE_WORDS = {"1", "on", "t", "true", "y", "yes"}  # what the server reads as true (pydantic)
+
+
 @schemathesis.hook
 def before_call(ctx: Any, case: Any, kwargs: Any) -> None:
+    query = case.query if isinstance(case.query, dict) else {}
+    if case.path.endswith("/events") and str(query.get("watch")).lower() in TRUE_WORDS:
+        query["watch"] = "false"  # an endless stream (tests/integration/test_events.py covers it)
     if case.method == "PUT" and case.path.endswith("/jobs/{name}") and isinstance(case.body, dict):
         case.body = {k: v for k, v in case.body.items() if k != "resources"}
         case.body["compute"] = f"azureml:{CLUSTER}"

@@ -125,6 +125,7 @@ ROWS: list[Row] = [
     Row("PUT", "{ws}/roleAssignments/nobody-here", "manage", {"json": {"role": "Reader"}}),
     Row("DELETE", "{ws}/roleAssignments/nobody-here", "manage"),
     Row("GET", "/audit", "admin"),
+    Row("GET", "/events", "admin"),
     Row("GET", "/system/reconcilers", "admin"),
     # workspaces, sizes, locations, quotas
     Row("GET", "/workspaces", "user"),
@@ -167,6 +168,7 @@ ROWS: list[Row] = [
     Row("PUT", "{ws}/jobs/mx-job-new", "write", {"json": {**JOB, "compute": "azureml:no-such-cluster"}}),
     Row("GET", "{ws}/jobs/mx-job", "read"),
     Row("GET", "{ws}/jobs", "read"),
+    Row("GET", "{ws}/events", "read"),
     Row("POST", "{ws}/jobs/mx-job/cancel", "write"),
     Row("GET", "{ws}/jobs/mx-job/logs", "read"),
     # azure-ai-ml's ARM facade and run history

@@ -11,6 +11,7 @@ import json
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TextIO
 
@@ -141,6 +142,10 @@ def _key(name: str) -> Getter:
     return lambda d: d.get(name)
 
 
+def event_time(e: dict[str, Any]) -> str:
+    return datetime.fromtimestamp(float(e.get("at") or 0), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def traffic_text(e: dict[str, Any]) -> str:
     traffic = e.get("traffic") or {}
     if not isinstance(traffic, dict):
@@ -250,6 +255,15 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("TARGET", _key("target")),
         ("CHANNEL", _key("channel")),
         ("DETAILS", _key("details")),
+    ],
+    "events": [
+        ("SEQ", _key("seq")),
+        ("TIME", event_time),
+        ("TYPE", _key("type")),
+        ("NAME", _key("name")),
+        ("COMPUTE", _key("compute")),
+        ("FROM", _key("from_state")),
+        ("TO", _key("to_state")),
     ],
     "online-endpoint": [
         ("NAME", _key("name")),

@@ -68,6 +68,7 @@ from cloudlet.client.entities import (
     VmSize,
     Workspace,
 )
+from cloudlet.client.events import EventOperations
 from cloudlet.client.jobs import (
     CommandJob,
     Input,
@@ -168,6 +169,7 @@ class MLClient:
         self.quotas = QuotaOperations(self._rest, scope)
         self.principals = PrincipalOperations(self._rest, scope)
         self.audit = AuditOperations(self._rest, scope)
+        self.events = EventOperations(self._rest, scope)
         self.jobs = JobOperations(self._rest, scope)
         self.data = DataOperations(self._rest, scope)
         self.models = ModelOperations(self._rest, scope)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -257,6 +257,25 @@ class RestClient:
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         return self.request("GET", path, params=params)
+
+    def stream_lines(
+        self, path: str, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+    ) -> Iterator[str]:
+        """A streamed GET's lines (server-sent events), read as they come; no read timeout (a
+        watched stream sends a heartbeat, and a dead server ends the connection)."""
+        clean_params = {k: v for k, v in (params or {}).items() if v is not None}
+        all_headers = {**self._headers(), "Accept": "text/event-stream", **(headers or {})}
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        try:
+            with self._http.stream(
+                "GET", path, params=clean_params, headers=all_headers, timeout=timeout
+            ) as response:
+                if response.is_error:
+                    response.read()
+                    raise_for_response(response)
+                yield from response.iter_lines()
+        except httpx.TransportError as exc:
+            raise ServiceRequestError(f"the stream from {self.endpoint} broke: {exc}") from exc
 
     def put(self, path: str, body: Any) -> Any:
         return self.request("PUT", path, json=body)

@@ -710,3 +710,34 @@ class StudioSession(Base):
     created_at: Mapped[float] = mapped_column(Float)
     last_seen_at: Mapped[float] = mapped_column(Float)  # written at most every TOUCH_RESOLUTION_S
     expires_at: Mapped[float] = mapped_column(Float)  # the absolute expiry
+
+
+class LifecycleEvent(Base):
+    """One lifecycle change of a job, compute, node, operation or deployment, written in the
+    transaction that made it (``services/core/events.py``). ``seq`` orders the feed: on PostgreSQL
+    the inserts are serialized to commit order, so a reader that has seen N never misses a lower
+    one committed later. Pruned past a retention window (``control/event_retention.py``)."""
+
+    __tablename__ = "events"
+    # A pruned seq must never come back (SQLite would reuse the highest after deletes).
+    __table_args__ = (Index("ix_events_workspace_seq", "workspace_id", "seq"), {"sqlite_autoincrement": True})
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    # No foreign key: events outlive what they tell of (a deleted compute, a deleted workspace).
+    workspace_id: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(16))  # domain.events.EventType
+    name: Mapped[str] = mapped_column(String(255))
+    compute: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    from_state: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    to_state: Mapped[str] = mapped_column(String(32))
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class EventHorizon(Base):
+    """The feed's pruning mark (one row, id 1): every seq below ``pruned_below`` is gone, so a
+    reader that last saw less than ``pruned_below - 1`` missed some (a gap above it is only a
+    rolled-back transaction's)."""
+
+    __tablename__ = "event_horizon"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pruned_below: Mapped[int] = mapped_column(Integer, default=0)

@@ -25,7 +25,7 @@ from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.run_state import CANCEL_REQUESTED, ExitReason, RunState
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.compute import nodes as node_service
-from cloudlet.services.core import effects
+from cloudlet.services.core import effects, events
 from cloudlet.services.jobs import job_status
 from cloudlet.store.rows import update_row
 from cloudlet.store.schema import Job, JobRun, Node
@@ -139,12 +139,9 @@ def _release_node(session: Session, view: ExitView, now: float) -> list[str]:
     side_by_side = view.operation_id is not None  # an instance's node (node_service.runs_jobs_side_by_side)
     if side_by_side and session.scalar(ACTIVE_RUNS_ON_NODE, {"node": view.node_id}) is not None:
         return [view.node_id]  # it still runs other jobs: it may take more now
-    update_row(
-        session,
-        Node,
-        view.node_id,
-        node_service.transition(view.node_id, view.node_state, NodeEvent.RELEASE, now),
-    )
+    released = node_service.transition(view.node_id, view.node_state, NodeEvent.RELEASE, now)
+    events.nodes_moving(session, [(view.node_id, released)])
+    update_row(session, Node, view.node_id, released)
     return [view.node_id]
 
 

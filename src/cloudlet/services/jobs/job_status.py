@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, object_session
 from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.jobs import job_status
 from cloudlet.domain.jobs.job_status import JobStatus
-from cloudlet.services.core import effects
+from cloudlet.services.core import effects, events
 from cloudlet.store import rows
 from cloudlet.store.schema import Job
 
@@ -108,6 +108,7 @@ def update_status(
     of the move once it commits). A ``Job`` object SESSION holds for the row takes the values."""
     statement, params = status_update(to, now, columns or {})
     held_object = rows.before_write(session, Job, job_id)
+    events.jobs_moving(session, to.value, [(job_id, now, columns or {})])
     result = session.connection().execute(statement, {"row_id": job_id, **params})
     if result.rowcount != 1:
         current = session.connection().execute(select(Job.status).where(Job.id == job_id)).scalar()
@@ -131,6 +132,7 @@ def update_statuses(session: Session, to: JobStatus, moves: list[tuple[int, floa
         return
     by_columns: dict[frozenset[str], tuple[Update, list[dict[str, Any]]]] = {}
     held_objects = []
+    events.jobs_moving(session, to.value, moves)
     for job_id, now, columns in moves:
         statement, params = status_update(to, now, columns)
         by_columns.setdefault(frozenset(params), (statement, []))[1].append({"row_id": job_id, **params})

@@ -17,7 +17,7 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.jobs.job_status import JobStatus
-from cloudlet.services.core import effects
+from cloudlet.services.core import effects, events
 from cloudlet.services.jobs import job_status
 from cloudlet.store.rows import update_rows
 from cloudlet.store.schema import JobRun, Node
@@ -41,6 +41,7 @@ class PlacementWrites:
         if self.runs:
             session.connection().execute(insert(JobRun), self.runs)
         if self.nodes:
+            events.nodes_moving(session, self.nodes)
             update_rows(session, Node, self.nodes)
         if self.child_moved:
             effects.parent_work(session)
