@@ -63,10 +63,10 @@ def add_sample(
     return sample if held is None else merge(held, sample, 0)
 
 
-def compact(buckets: Sequence[Bucket]) -> tuple[list[Bucket], list[Bucket]]:
-    """Given all buckets of one job and node: (buckets to drop, buckets to write) so that every level
-    is within its capacity. Overflowing buckets move (merged) into the next level; the last level's
-    oldest buckets are dropped."""
+def compact(buckets: Sequence[Bucket], only: set[int] | None = None) -> tuple[list[Bucket], list[Bucket]]:
+    """Given the buckets of one job and node: (buckets to drop, buckets to write) so that every level
+    (of `only`, if given: then `buckets` must hold those levels and the next) is within its capacity.
+    Overflowing buckets move (merged) into the next level; the last level's oldest are dropped."""
     by_level: dict[int, dict[float, Bucket]] = {}
     for b in buckets:
         by_level.setdefault(b.level, {})[b.start] = b
@@ -74,7 +74,7 @@ def compact(buckets: Sequence[Bucket]) -> tuple[list[Bucket], list[Bucket]]:
     write: dict[tuple[int, float], Bucket] = {}
     for level, (_, capacity) in enumerate(LEVELS):
         held = by_level.get(level, {})
-        if len(held) <= capacity:
+        if len(held) <= capacity or (only is not None and level not in only):
             continue
         oldest = sorted(held)[: len(held) - capacity]
         for start in oldest:
@@ -121,7 +121,8 @@ def idle(points: Sequence[tuple[float, float | None]], rule: IdleRule, now: floa
         return False
     # Covered: a bucket near the window's start (older data sits in 1-minute buckets) and a recent
     # one (samples that stopped say nothing about now).
-    if min(t for t, _ in recent) > since + LEVELS[1][0] or max(t for t, _ in recent) < now - 3 * LEVELS[0][0]:
+    slack = min(LEVELS[1][0], rule.window_s / 4)
+    if min(t for t, _ in recent) > since + slack or max(t for t, _ in recent) < now - 3 * LEVELS[0][0]:
         return False
     return all(v is not None and v < rule.threshold_percent for _, v in recent)
 

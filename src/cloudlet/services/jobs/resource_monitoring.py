@@ -114,7 +114,8 @@ def _compact(session: Session, job_id: int, node_id: str) -> None:
         (r.level, r.start): r
         for r in session.scalars(select(JobResourceBucket).where(*mine, JobResourceBucket.level.in_(levels)))
     }
-    drop, write = rs.compact([_bucket(r) for r in rows.values()])
+    # A level this overflows is compacted on a later poll (it is counted again then).
+    drop, write = rs.compact([_bucket(r) for r in rows.values()], only=over)
     for bucket in drop:
         session.delete(rows.pop((bucket.level, bucket.start)))
     session.flush()
