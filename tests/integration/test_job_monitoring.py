@@ -125,3 +125,13 @@ def test_job_show_monitor(srv: RunningServer, jobs: dict[str, str]) -> None:
     assert done.returncode == 0, done.stderr
     assert "IDLE" in done.stdout and "(no GPU)" in done.stdout and "CPU %" in done.stdout, done.stdout
     assert "GPU %" not in done.stdout
+
+
+def test_usage_idle_reports_node_hours_and_no_gpu_hours_without_gpus(
+    srv: RunningServer, jobs: dict[str, str]
+) -> None:
+    rows = cli_json(srv, "usage", "--idle", "--days", "1")
+    mine = [r for r in rows if r["compute"] == CLUSTER]
+    assert mine and sum(r["node_hours"] for r in mine) > 0, rows
+    assert all(0 <= r["idle_node_hours"] <= r["node_hours"] for r in mine), rows
+    assert all(r["gpu_hours"] == 0 and r["idle_gpu_hours"] == 0 for r in rows), rows

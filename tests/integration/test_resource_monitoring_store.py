@@ -112,3 +112,16 @@ def test_prometheus_gauges_of_running_jobs(sessions: sessionmaker[Session]) -> N
     assert cpu.labels == {"job": "train", "compute": "gpu-cluster", "node": "n1"} and cpu.value == 99.0
     assert families["cloudlet_job_memory_bytes"].samples[0].value == 5e8
     assert families["cloudlet_job_gpu_utilization_percent"].samples == []  # no GPU: no series
+
+
+def test_gpu_hours_and_idle_gpu_hours_per_user_and_compute(sessions: sessionmaker[Session]) -> None:
+    """Ten minutes on two GPUs, busy for the first five and idle for the last five."""
+    with sessions.begin() as session:
+        session.scalars(select(Job)).one().started_at = 0.0
+        busy = _samples(0.0, 300, 5, gpu_percent=80.0, gpu_count=2.0)
+        idle = _samples(300.0, 300, 5, gpu_percent=1.0, gpu_count=2.0)
+        monitoring.record_samples(session, "n1", busy + idle, now=600.0)
+        workspace_id = session.scalars(select(Job)).one().workspace_id
+        found = monitoring.gpu_hours_by(session, workspace_id, 0.0, 600.0)
+    held, wasted = found[("gpu-cluster", "alice")]
+    assert held == pytest.approx(2 * 600 / 3600) and wasted == pytest.approx(2 * 300 / 3600)

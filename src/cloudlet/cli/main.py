@@ -173,6 +173,9 @@ def _register() -> None:
     from cloudlet.cli import studio
 
     studio.register(app)  # studio open: a one-time sign-in link (issue 27)
+    from cloudlet.cli import usage
+
+    usage.register(app)  # usage --idle (issue 29)
 
 
 _register()

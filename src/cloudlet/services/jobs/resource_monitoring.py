@@ -15,8 +15,13 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from cloudlet.domain.access.roles import Access
+from cloudlet.domain.compute.sizes import Catalogue
 from cloudlet.domain.jobs import resource_samples as rs
 from cloudlet.domain.jobs.resource_samples import Bucket, IdleRule
+from cloudlet.services.access import workspaces
+from cloudlet.services.compute import usage as usage_service
+from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.store.schema import Job, JobResourceBucket, JobRun
 
 MAX_SAMPLES_PER_POLL = 5000
@@ -246,3 +251,73 @@ def job_resource_metrics(session: Session) -> Iterable[Any]:
             if value is not None:  # no GPU: no GPU series, not zeros
                 gauge.add_metric([job.name, job.compute_name or "", node_id], value)
     return list(gauges.values())
+
+
+def gpu_hours_by(
+    session: Session, workspace_id: int, since: float, until: float
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """(compute, user) → (GPU-hours held, idle GPU-hours) in [since, until), from the samples of the
+    workspace's jobs on nodes with GPUs: each bucket counts its width (clipped to the job's run and the
+    window) times its GPUs, idle when its mean utilisation is under the GPU idle threshold."""
+    query = (
+        select(Job.compute_name, Job.created_by, Job.started_at, Job.ended_at, JobResourceBucket)
+        .join(JobResourceBucket, JobResourceBucket.job_id == Job.id)
+        .where(
+            Job.workspace_id == workspace_id,
+            JobResourceBucket.gpu_count.is_not(None),
+            JobResourceBucket.start < until,
+            JobResourceBucket.start >= since - rs.LEVELS[-1][0],
+        )
+    )
+    points: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    for compute, user, started, ended, row in session.execute(query).all():
+        begin = max(row.start, since, started or row.start)
+        end = min(row.start + rs.LEVELS[row.level][0], until, ended or until)
+        if end > begin:
+            key = (compute or "", user)
+            points.setdefault(key, []).append((end - begin, row.gpu_percent or 0.0, int(row.gpu_count or 0)))
+    return {key: rs.gpu_hours(found) for key, found in points.items()}
+
+
+def idle_usage(
+    session: Session,
+    caller: Caller,
+    ref: WorkspaceRef,
+    days: int,
+    catalogue: Catalogue,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """``cloudlet usage --idle``: per user and compute over the last DAYS days, node-hours and idle
+    node-hours (``services/compute/usage``: the node rows and job runs) beside GPU-hours and idle
+    GPU-hours (the job samples)."""
+    workspace = workspaces.resolve(session, ref, caller, Access.READ)
+    found = usage_service.workspace_usage(session, caller, ref, days, catalogue, now)
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def row(compute: str, user: str) -> dict[str, Any]:
+        return rows.setdefault(
+            (compute, user),
+            {
+                "compute": compute,
+                "user": user,
+                "node_hours": 0.0,
+                "idle_node_hours": 0.0,
+                "gpu_hours": 0.0,
+                "idle_gpu_hours": 0.0,
+            },
+        )
+
+    for r in found.rows:
+        target = row(r.compute, r.user)
+        target["node_hours"] += r.node_hours
+        target["idle_node_hours"] += r.idle_node_hours
+    for (compute, user), (held, wasted) in gpu_hours_by(
+        session, workspace.id, found.since, found.until
+    ).items():
+        target = row(compute, user)
+        target["gpu_hours"] += held
+        target["idle_gpu_hours"] += wasted
+    ordered = sorted(
+        rows.values(), key=lambda r: (-r["idle_gpu_hours"], -r["idle_node_hours"], r["user"], r["compute"])
+    )
+    return {"since": found.since, "until": found.until, "days": days, "value": ordered}
