@@ -37,7 +37,8 @@ def child(mode: str, runs: int, seconds: float, interval: float) -> dict[str, An
     from cloudlet.agent.monitor import RunMonitor
 
     trees = [
-        subprocess.Popen(["sh", "-c", "sleep 600 & sleep 600 & wait"], start_new_session=True) for _ in range(runs)
+        subprocess.Popen(["sh", "-c", "sleep 600 & sleep 600 & wait"], start_new_session=True)
+        for _ in range(runs)
     ]
     pairs = [(f"run-{i}", p.pid) for i, p in enumerate(trees)]
     try:
@@ -76,9 +77,23 @@ def run(runs: int, seconds: float, interval: float) -> dict[str, Any]:
     out: dict[str, Any] = {"runs": runs, "seconds": seconds, "interval_s": interval}
     for mode in ("baseline", "sampling"):
         done = subprocess.run(
-            [sys.executable, "-m", CHILD, "--child", mode, "--runs", str(runs), "--seconds", str(seconds),
-             "--interval", str(interval)],
-            capture_output=True, text=True, check=True, timeout=seconds + 120,
+            [
+                sys.executable,
+                "-m",
+                CHILD,
+                "--child",
+                mode,
+                "--runs",
+                str(runs),
+                "--seconds",
+                str(seconds),
+                "--interval",
+                str(interval),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=seconds + 120,
         )
         out[mode] = json.loads(done.stdout.strip().splitlines()[-1])
     sampling, baseline = out["sampling"], out["baseline"]

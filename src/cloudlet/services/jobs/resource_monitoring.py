@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.access.roles import Access
@@ -192,10 +192,6 @@ def monitoring(session: Session, job: Job, now: float | None = None) -> dict[str
         "nodes": out,
         "warnings": list(job.warnings or []),
     }
-
-
-def drop_job(session: Session, job_id: int) -> None:
-    session.execute(delete(JobResourceBucket).where(JobResourceBucket.job_id == job_id))
 
 
 def latest_of_running_jobs(session: Session) -> Iterator[tuple[Job, str, dict[str, float | None]]]:
