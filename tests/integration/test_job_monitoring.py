@@ -87,6 +87,7 @@ def test_a_job_burning_one_core_shows_about_one_core(
     assert len(cpu) >= 2 and sum(counts) >= 12, node["series"]  # 1 s samples in 10 s buckets
     monitored = sum(c * n for c, n in zip(cpu, counts, strict=True)) / sum(counts)
     got = float(log_text(api, srv, jobs["burn"]).split("GOT")[-1].split()[0])
+    print(f"\nburn: monitored {monitored:.1f} % of a core, the process measured {got:.1f} %")
     # Within 15 points of one core's 100: unloaded, `got` is ~100 and so must the monitor be.
     assert abs(monitored - got) <= 15.0, (monitored, got, cpu)
     assert not body["idle"]
@@ -96,6 +97,7 @@ def test_a_job_allocating_500_mib_shows_it(
     api: httpx.Client, srv: RunningServer, jobs: dict[str, str]
 ) -> None:
     memory = max(_series(_monitoring(api, srv, jobs["allocate"]), "memory_bytes"))
+    print(f"\nallocate: {memory / 2**20:.1f} MiB at most")
     assert 0.9 * 500 * 2**20 <= memory <= 1.1 * 500 * 2**20, memory / 2**20
 
 
