@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+NAME = "agent_sampling"
 CHILD = "bench.agent_sampling"
 
 
@@ -73,7 +74,7 @@ def child(mode: str, runs: int, seconds: float, interval: float) -> dict[str, An
             p.wait()
 
 
-def run(runs: int, seconds: float, interval: float) -> dict[str, Any]:
+def measure(runs: int, seconds: float, interval: float) -> dict[str, Any]:
     out: dict[str, Any] = {"runs": runs, "seconds": seconds, "interval_s": interval}
     for mode in ("baseline", "sampling"):
         done = subprocess.run(
@@ -103,6 +104,37 @@ def run(runs: int, seconds: float, interval: float) -> dict[str, Any]:
     return out
 
 
+def run(quick: bool) -> dict[str, Any]:
+    """``python -m bench --only agent_sampling``: 8 runs, a 20 s window quick, 60 s full."""
+    return measure(8, 20 if quick else 60, 5.0)
+
+
+def markdown(data: dict[str, Any]) -> str:
+    base, sampled = data["baseline"], data["sampling"]
+    return "\n".join(
+        [
+            f"{data['runs']} runs sampled every {data['interval_s']:g} s, a {data['seconds']:g} s window "
+            f"({sampled['processes_on_host']} processes on the host).",
+            "",
+            "| | without sampling | with sampling | target |",
+            "|---|---|---|---|",
+            f"| CPU over the window | {base['cpu_percent_of_core']:.3f} % of a core | "
+            f"{sampled['cpu_percent_of_core']:.3f} % of a core | ≤ 1 % |",
+            f"| one sampling round | — | {sampled['per_round_ms']:.1f} ms of CPU | — |",
+            f"| resident memory | {base['rss_mb']:.2f} MB | {sampled['rss_mb']:.2f} MB | < 30 MB |",
+        ]
+    )
+
+
+def report(data: dict[str, Any]) -> str:
+    return (
+        f"sampling: {data['sampling_cpu_percent_of_core']:.2f} % of a core by the timed round, "
+        f"{data['window_cpu_difference_percent']:.2f} % over the window; "
+        f"RSS {data['sampling']['rss_mb']:.1f} MB "
+        f"({data['rss_difference_mb']:+.2f} MB)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=8)
@@ -113,7 +145,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.runs, args.seconds, args.interval)))
         return
-    print(json.dumps(run(args.runs, args.seconds, args.interval), indent=2))
+    print(json.dumps(measure(args.runs, args.seconds, args.interval), indent=2))
 
 
 if __name__ == "__main__":
