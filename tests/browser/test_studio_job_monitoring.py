@@ -20,7 +20,7 @@ HOSTILE = "<img src=x onerror=console.error(1)></script><script>console.error(2)
 # ~200 MiB held, one core busy for a while, then asleep: charts with a shape.
 COMMAND = (
     "python -c \"import time; held = bytearray(b'x') * (200 << 20); end = time.time() + 8; "
-    '[0 for _ in iter(lambda: time.time() < end, False)]; time.sleep(60)"'
+    'any(time.time() > end for _ in iter(int, 1)); time.sleep(60)"'
 )
 
 

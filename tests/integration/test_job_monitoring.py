@@ -17,12 +17,13 @@ from tests.conftest import RunningServer
 from tests.jobs_helpers import cli_json, create_compute, log_text, served, submit, wait_job
 
 CLUSTER = "monitor-cluster"
-# One core busy for 20 s (iter(f, False) calls f until it answers False), and 500 MiB written.
+# One core busy for 20 s (iter(int, 1) never ends; any() stops at the first True and keeps nothing),
+# and 500 MiB written.
 # The burner prints the CPU it got: on a loaded machine (2 cores shared by many processes) one busy
 # thread gets less than a core, and the monitor must show what it got, not what it asked for.
 BURN = (
     "import time; begin = time.time(); end = begin + 20; "
-    "[0 for _ in iter(lambda: time.time() < end, False)]; "
+    "any(time.time() > end for _ in iter(int, 1)); "
     "print('GOT', 100 * time.process_time() / (time.time() - begin))"
 )
 ALLOCATE = "import time; held = bytearray(b'x') * (500 << 20); time.sleep(20)"

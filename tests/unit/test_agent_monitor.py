@@ -23,7 +23,7 @@ BUSY_WITH_CHILD = (
     "import subprocess, sys, time; "
     "child = subprocess.Popen([sys.executable, '-c', "
     "'import time; held = bytearray(b\"x\") * (64 << 20); time.sleep(30)']); "
-    "end = time.time() + 30; [0 for _ in iter(lambda: time.time() < end, False)]"
+    "end = time.time() + 30; any(time.time() > end for _ in iter(int, 1))"
 )
 
 
@@ -52,7 +52,8 @@ def test_a_runs_tree_cpu_and_memory_without_a_gpu(busy: subprocess.Popen[bytes],
         time.sleep(1.0)
         (sample,) = sampler.sample_once()
         memory = sample["memory_bytes"]
-    assert memory >= 64 * 2**20  # the child's 64 MiB counts: the tree, not the launcher alone
+    # The child's 64 MiB counts (the tree, not the launcher alone), once: two interpreters add ~20 MiB.
+    assert 64 * 2**20 <= memory <= 104 * 2**20, memory / 2**20
     assert 0 < sample["cpu_percent"] <= 110
     assert sample["gpu"] is False and not any(k.startswith("gpu_") for k in sample)
     assert {s["run"] for s in sampler.take()} == {"r1"}
