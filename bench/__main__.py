@@ -15,6 +15,7 @@ from typing import Any
 
 from bench import (
     _results,
+    agent_sampling,
     api_latency,
     arm_facade,
     arm_jobs,
@@ -73,6 +74,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     slurm_node.NAME: Benchmark(slurm_node.NAME, slurm_node.run, slurm_node.markdown, slurm_node.report),
     studio_jobs.NAME: Benchmark(studio_jobs.NAME, studio_jobs.run, studio_jobs.markdown, studio_jobs.report),
+    agent_sampling.NAME: Benchmark(
+        agent_sampling.NAME, agent_sampling.run, agent_sampling.markdown, agent_sampling.report
+    ),
 }
 
 

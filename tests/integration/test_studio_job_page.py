@@ -138,13 +138,15 @@ def test_an_unknown_job_is_the_studios_404_and_another_workspaces_reader_is_refu
         assert admin.get(job_url(srv, "no-such-job") + "/live").status_code == 404
         with studio_client(srv) as reader:  # a Reader of the job's workspace sees it all, read-only
             sign_in(reader, new_user(api, srv, "page-reader"))
-            for tab in ("overview", "outputs", "metrics"):
+            for tab in ("overview", "outputs", "metrics", "monitoring"):
                 seen = reader.get(job_url(srv, "private-job"), params={"tab": tab})
                 assert seen.status_code == 200, seen.text
                 assert seen.text.count('method="post"') == 1  # sign-out alone: no write control
+            monitored = reader.get(job_url(srv, "private-job") + "/monitoring.json")
+            assert monitored.status_code == 200 and monitored.json()["job"] == "private-job", monitored.text
         sign_in(outsider, key)
         assert outsider.get(job_url(srv, "other-missing", "team", "other")).status_code == 404
-        for path in ("", "/live", "/metrics.json", "/log", "/artifacts.tar.gz"):
+        for path in ("", "/live", "/metrics.json", "/monitoring.json", "/log", "/artifacts.tar.gz"):
             refused = outsider.get(job_url(srv, "private-job") + path)
             assert refused.status_code == 404, (path, refused.status_code)
             assert "private-job" not in refused.text or "Not found" in refused.text

@@ -14,6 +14,7 @@ from typing import Any
 from cloudlet.agent.apps import AppSupervisor
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import AGENT_VERSION, AgentConfig, ConfigError, log
+from cloudlet.agent.monitor import RunMonitor
 from cloudlet.agent.replicas import ReplicaSupervisor
 from cloudlet.agent.runner import KILL_AFTER_S, RunManager
 from cloudlet.agent.usage import UsageSampler, resources
@@ -36,6 +37,9 @@ class Agent:
             shared_filesystem=config.shared_filesystem,
         )
         self.usage = UsageSampler(config.node_dir, config.vcpus)
+        # Per-run resource samples, sent with the polls (CLOUDLET_MONITOR_INTERVAL_S=0: none).
+        self.monitor_interval_s = float(os.environ.get("CLOUDLET_MONITOR_INTERVAL_S") or 5.0)
+        self.monitor = RunMonitor(self._sampled_runs, config.node_dir, self.monitor_interval_s)
         self.stop = threading.Event()
         self.apps = AppSupervisor.from_env(
             self.client, config.node_id, config.node_dir, self.stop, self.sandbox
@@ -55,6 +59,9 @@ class Agent:
         self.heartbeat_s = 5.0
         self.poll_timeout_s = 20.0
         self._resources: dict[str, Any] | None = None
+
+    def _sampled_runs(self) -> list[tuple[str, int]]:
+        return [(r.run_id, r.pid) for r in self.runs.running() if r.pid is not None]
 
     @property
     def _node_path(self) -> str:
@@ -92,7 +99,16 @@ class Agent:
             "usage": self.usage.sample(),
             "idle": not self.runs.running(),
         }
-        answer = self.client.call("POST", self._node_path + "/poll", body, timeout=self.poll_timeout_s + 10)
+        samples = self.monitor.take()
+        if samples:
+            body["samples"] = samples
+        try:
+            answer = self.client.call(
+                "POST", self._node_path + "/poll", body, timeout=self.poll_timeout_s + 10
+            )
+        except (Unreachable, HTTPStatusError):
+            self.monitor.give_back(samples)
+            raise
         return answer if isinstance(answer, dict) else {}
 
     def handle(self, answer: dict[str, Any]) -> bool:
@@ -170,6 +186,8 @@ class Agent:
             f"job data {data})"
         )
         threading.Thread(target=self.loop, name="poll", daemon=True).start()
+        if self.monitor_interval_s > 0:
+            threading.Thread(target=self.monitor.loop, args=(self.stop,), name="monitor", daemon=True).start()
         if self.apps is not None:  # a compute instance's node: JupyterLab and friends
             self.apps.start()
         if self.replicas is not None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Response
+from fastapi import APIRouter, Body, Depends, Query, Response
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import json_body, named_by_url, schema_of, success
@@ -21,6 +21,7 @@ from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import computes, operations
 from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import resource_monitoring
 from cloudlet.services.views import computes as compute_view
 from cloudlet.services.views import operations as operation_view
 
@@ -160,3 +161,19 @@ def list_operations(sub: str, rg: str, ws: str, ctx: Context = Depends(context))
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     rows = operations.recent(ctx.session, workspace.id)
     return json_response({"value": [operation_view.render(op, ref) for op in rows]})
+
+
+@router.get(WS + "/usage/idle")
+def idle_usage(
+    sub: str,
+    rg: str,
+    ws: str,
+    days: Annotated[int, Query(ge=1, le=366, description="the last DAYS UTC days, today included")] = 30,
+    ctx: Context = Depends(context),
+) -> Response:
+    """Node-hours, idle node-hours, GPU-hours and idle GPU-hours per user and compute."""
+    catalogue = catalogue_service.current(ctx.session)
+    found = resource_monitoring.idle_usage(
+        ctx.session, ctx.caller, WorkspaceRef(sub, rg, ws), days, catalogue
+    )
+    return json_response(found)

@@ -35,7 +35,7 @@ from cloudlet.services.compute import computes, preemption
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.core.storage import empty_tar
-from cloudlet.services.jobs import job_cancel, job_outputs, job_search
+from cloudlet.services.jobs import job_cancel, job_outputs, job_search, resource_monitoring
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.views import jobs as native_jobs
 
@@ -153,6 +153,13 @@ def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     job, runs = job_cancel.cancel(ctx.session, workspace, name)
     return json_response(native_jobs.render(job, ref, runs, _base_url(ctx)), 202)
+
+
+@router.get(WS + "/jobs/{name}/monitoring")
+def job_monitoring(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
+    """The job's resource samples (downsampled), latest values and idle flags, per node."""
+    _, job = job_service.readable(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, name)
+    return json_response(resource_monitoring.monitoring(ctx.session, job))
 
 
 @router.get(WS + "/jobs/{name}/logs")

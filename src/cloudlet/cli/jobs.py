@@ -112,11 +112,23 @@ def create(
     st.emit(data, "job")
 
 
+MonitorOpt = Annotated[
+    bool, typer.Option("--monitor", help="Its CPU, memory, I/O and GPU over time, per node.")
+]
+
+
 @app.command("show")
-def show(ctx: typer.Context, name: NameOpt, web: WebOpt = False) -> None:
+def show(ctx: typer.Context, name: NameOpt, web: WebOpt = False, monitor: MonitorOpt = False) -> None:
     """Show one job with its status, attempts and outputs (a pipeline: its steps as a DAG)."""
     no_web_page(web)
     st = state(ctx)
+    if monitor:
+        data = operations(ctx).monitoring(name)
+        if st.output == "table":
+            typer.echo(monitor_table(data))
+        else:
+            st.emit(data, "job")
+        return
     data = operations(ctx).get(name)._to_dict()
     if data.get("dag") and st.output == "table":  # each step, its status, upstream, reuse
         dag = data.pop("dag")
@@ -124,6 +136,55 @@ def show(ctx: typer.Context, name: NameOpt, web: WebOpt = False) -> None:
         typer.echo(f"\nsteps:\n{dag}")
         return
     st.emit(data, "job")
+
+
+SPARKS = "▁▂▃▄▅▆▇█"
+MONITOR_ROWS = (
+    ("cpu_percent", "CPU %", 1.0, "{:.0f}"),
+    ("memory_bytes", "memory MiB", 1 / 2**20, "{:.0f}"),
+    ("read_bps", "read KiB/s", 1 / 2**10, "{:.0f}"),
+    ("write_bps", "write KiB/s", 1 / 2**10, "{:.0f}"),
+    ("disk_used_bytes", "node disk GiB", 1 / 2**30, "{:.1f}"),
+    ("net_rx_bps", "node rx KiB/s", 1 / 2**10, "{:.0f}"),
+    ("net_tx_bps", "node tx KiB/s", 1 / 2**10, "{:.0f}"),
+    ("gpu_percent", "GPU %", 1.0, "{:.0f}"),
+    ("gpu_memory_bytes", "GPU memory MiB", 1 / 2**20, "{:.0f}"),
+)
+
+
+def sparkline(values: list[float | None], width: int = 40) -> str:
+    """The last `width` values as block characters scaled to their maximum (a gap: a space)."""
+    tail = values[-width:]
+    top = max((v for v in tail if v is not None), default=0.0)
+    return "".join(
+        " "
+        if v is None
+        else SPARKS[min(len(SPARKS) - 1, int(v / top * (len(SPARKS) - 1)))]
+        if top
+        else SPARKS[0]
+        for v in tail
+    )
+
+
+def monitor_table(data: dict[str, Any]) -> str:
+    """Per node: each metric's latest value, mean, maximum and sparkline; idle and no-GPU said."""
+    lines = [f"job {data.get('job')} ({data.get('status')})" + ("  IDLE: CPU ~0" if data.get("idle") else "")]
+    for warning in data.get("warnings") or []:
+        lines.append(f"warning: {warning}")
+    if not data.get("nodes"):
+        lines.append("no samples yet")
+    for node in data.get("nodes") or []:
+        lines.append(f"\nnode {node['node']}" + ("" if node.get("gpu") else "  (no GPU)"))
+        lines.append(f"  {'METRIC':<16}{'LATEST':>9}{'MEAN':>9}{'MAX':>9}  HISTORY")
+        series = node.get("series") or {}
+        for field, label, scale, fmt in MONITOR_ROWS:
+            values = [None if v is None else v * scale for v in series.get(field) or []]
+            seen = [v for v in values if v is not None]
+            if not seen:
+                continue
+            latest, mean, top = (fmt.format(x) for x in (seen[-1], sum(seen) / len(seen), max(seen)))
+            lines.append(f"  {label:<16}{latest:>9}{mean:>9}{top:>9}  {sparkline(values)}")
+    return "\n".join(lines)
 
 
 @app.command("list")

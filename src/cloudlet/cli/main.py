@@ -176,6 +176,9 @@ def _register() -> None:
     from cloudlet.cli import events
 
     events.register(app)  # the lifecycle events feed (issue 29)
+    from cloudlet.cli import usage
+
+    usage.register(app)  # usage --idle (issue 29)
 
 
 _register()

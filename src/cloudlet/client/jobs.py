@@ -158,6 +158,10 @@ class JobOperations(_Operations):
         job = Job(self._rest.post(f"{self._path(name)}/cancel"))
         return LROPoller(self._rest, None, None, job)
 
+    def monitoring(self, name: str) -> dict[str, Any]:
+        """The job's resource samples per node (downsampled), latest values and idle flags."""
+        return dict(self._rest.get(f"{self._path(name)}/monitoring") or {})
+
     def logs(
         self, name: str, offset: int = 0, file: str | None = None, attempt: int | None = None
     ) -> dict[str, Any]:

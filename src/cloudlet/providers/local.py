@@ -43,6 +43,7 @@ PASS_ENV = (
     "CLOUDLET_PYTHONS",  # ... and the interpreters a pinned Python may be built on (nodekit/envs.py)
     "CLOUDLET_BOOT_DELAY_S",  # a simulated boot time (see agent/main.py)
     "CLOUDLET_AGENT_ORPHAN_GRACE_S",  # how long an agent waits for an unreachable control plane
+    "CLOUDLET_MONITOR_INTERVAL_S",  # how often the agent samples its runs' resources (agent/monitor.py)
     # http(s) inputs: the host's proxy (the agent's control-plane client does not use it), limits
     *("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"),
     *("CLOUDLET_MAX_DOWNLOAD_BYTES", "CLOUDLET_DOWNLOAD_TIMEOUT_S"),

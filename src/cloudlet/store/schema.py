@@ -382,6 +382,40 @@ class JobRun(Base):
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+class JobResourceBucket(Base):
+    """A job's resource samples on one node, downsampled (``domain/jobs/resource_samples.py``): the
+    mean (CPU, I/O, network, GPU %) or maximum (memory, disk, GPU memory) of `n` samples within
+    [start, start + the level's width). NULL: not measured (no GPU on the node)."""
+
+    __tablename__ = "job_resource_buckets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    node_id: Mapped[str] = mapped_column(String(32))
+    level: Mapped[int] = mapped_column(Integer)
+    start: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+    cpu_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    memory_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    read_bps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    write_bps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    disk_used_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    net_rx_bps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    net_tx_bps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_memory_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_count: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+Index(
+    "ix_job_resource_buckets_key",
+    JobResourceBucket.job_id,
+    JobResourceBucket.node_id,
+    JobResourceBucket.level,
+    JobResourceBucket.start,
+    unique=True,
+)
+
+
 class CodeAsset(Base):
     __tablename__ = "code_assets"
     __table_args__ = (UniqueConstraint("workspace_id", "hash"),)

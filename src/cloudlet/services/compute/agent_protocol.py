@@ -26,7 +26,7 @@ from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.compute import preemption
 from cloudlet.services.core.batch import Answer, Round, Work
 from cloudlet.services.core.storage import DataRoot, append_at, link_once
-from cloudlet.services.jobs import dispatch, exits, prepared_specs
+from cloudlet.services.jobs import dispatch, exits, prepared_specs, resource_monitoring
 from cloudlet.services.tracking import tracking_tokens
 from cloudlet.store.schema import Job, JobRun, Node
 
@@ -71,6 +71,10 @@ class PollReport(_AgentBody):
     reported: list[Annotated[str, Field(max_length=40)]] = Field(default_factory=list, max_length=10_000)
     usage: dict[str, Any] | None = None
     idle: bool | None = None
+    # Per-run resource samples taken since the last poll (agent/monitor.py), in time order.
+    samples: list[dict[str, Any]] = Field(
+        default_factory=list, max_length=resource_monitoring.MAX_SAMPLES_PER_POLL
+    )
 
 
 class LogChunk(_AgentBody):
@@ -293,6 +297,10 @@ class AgentProtocol:
         """One look: the poll's answer if it has one now (work, cancels, terminate), else None
         (the caller holds the poll and looks again)."""
         now = time.time()
+        if report.samples:  # its own short transaction: the poll's answer need not wait for it
+            with self.sessions.begin() as session:
+                check_node(session, node_id, token)
+                resource_monitoring.record_samples(session, node_id, report.samples, now)
         if self.quiet(node_id, token, report, now):
             mail = self.mail.take(node_id)
             return idle_answer(mail) if mail else None

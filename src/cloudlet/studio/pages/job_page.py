@@ -1,4 +1,4 @@
-"""A job's page, with tabs as in Azure ML studio: Overview, Outputs + logs, Metrics and, for a
+"""A job's page, with tabs as in Azure ML studio: Overview, Outputs + logs, Metrics, Monitoring and, for a
 pipeline or a sweep, Child jobs (``?tab=``). Read-only: a Reader sees all of it.
 
 Everything on it is the job view every front door shows (``services.views.jobs.view``: the job,
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.services.core.context import WorkspaceRef
-from cloudlet.services.jobs import job_children, pipelines
+from cloudlet.services.jobs import job_children, pipelines, resource_monitoring
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.jobs.job_status import FINAL_VALUES
 from cloudlet.services.tracking import tracking_reads
@@ -36,11 +36,12 @@ if TYPE_CHECKING:
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 OLD_NEW = "new"  # the submit form's address before it moved to …/jobs/_new
 TAIL_BYTES = 256 * 1024  # how much of a long log the page shows at first (the download has it all)
-TABS = ("overview", "outputs", "metrics", "children")
+TABS = ("overview", "outputs", "metrics", "monitoring", "children")
 TAB_LABELS = {
     "overview": "Overview",
     "outputs": "Outputs + logs",
     "metrics": "Metrics",
+    "monitoring": "Monitoring",
     "children": "Child jobs",
 }
 
@@ -142,6 +143,16 @@ def job_page(
         values["graph"] = pipelines.graph(job, job_children.children(ctx.session, job))
     title = f"{values['display_name']} · {TAB_LABELS[active]}"
     return shell.render(ctx, "job_page.html", ref, workspace, active="jobs", title=title, **values)
+
+
+@router.get(JOB + "/monitoring.json")
+def monitoring_json(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
+    """The Monitoring tab's data: the job's resource series per node (``resource_monitoring``)."""
+    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    job = job_service.get(ctx.session, workspace, name)
+    return JSONResponse(
+        {**resource_monitoring.monitoring(ctx.session, job), "final": job.status in FINAL_VALUES}
+    )
 
 
 def _compute_url(ref: WorkspaceRef, compute: str | None) -> str | None:

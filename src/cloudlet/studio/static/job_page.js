@@ -184,6 +184,89 @@ async function metrics() {
   follow();
 }
 
+// -- monitoring: the job's resource samples per node, one uPlot chart per measured metric ------------
+const MONITORED = [
+  ["cpu_percent", "CPU (% of one core)", 1],
+  ["memory_bytes", "Memory (MiB)", 1 / 1048576],
+  ["read_bps", "Disk read (KiB/s)", 1 / 1024],
+  ["write_bps", "Disk write (KiB/s)", 1 / 1024],
+  ["net_rx_bps", "Node network in (KiB/s)", 1 / 1024],
+  ["net_tx_bps", "Node network out (KiB/s)", 1 / 1024],
+  ["disk_used_bytes", "Node disk used (GiB)", 1 / 1073741824],
+  ["gpu_percent", "GPU utilisation (%)", 1],
+  ["gpu_memory_bytes", "GPU memory (MiB)", 1 / 1048576],
+];
+
+async function monitoring() {
+  const host = document.getElementById("monitoring");
+  if (!host) return;
+  const {uPlot} = await import("./vendor/uplot.min.js");
+  const state = document.getElementById("monitoring-state");
+  const nodes = document.getElementById("monitoring-nodes");
+  const drawn = new Map(); // node + field → {plot, points}
+
+  function text(tag, className, value) {
+    const el = document.createElement(tag);
+    el.className = className;
+    el.textContent = value;
+    return el;
+  }
+
+  function draw(node, holder) {
+    for (const [field, label, scale] of MONITORED) {
+      const values = node.series[field];
+      if (!values || values.every((v) => v === null)) continue;
+      const columns = [node.series.t, values.map((v) => (v === null ? null : v * scale))];
+      const id = `${node.node} ${field}`;
+      const old = drawn.get(id);
+      if (old) {
+        if (old.points !== columns[0].length) { old.plot.setData(columns); old.points = columns[0].length; }
+        continue;
+      }
+      const card = document.createElement("figure");
+      card.className = "card chart";
+      card.dataset.key = field;
+      const area = document.createElement("div");
+      card.append(text("figcaption", "chart-title", label), area);
+      holder.append(card);
+      const options = {
+        width: Math.max(320, card.clientWidth - 40), height: 200,
+        series: [{}, {label, stroke: COLOURS[0], width: 1.5, spanGaps: false}],
+      };
+      drawn.set(id, {plot: new uPlot(options, columns, area), points: columns[0].length});
+    }
+  }
+
+  async function refresh() {
+    const response = await fetch(host.dataset.url, {headers: {Accept: "application/json"}});
+    if (!response.ok) { state.textContent = `Monitoring could not be read (${response.status})`; return; }
+    const body = await response.json();
+    if (!body.nodes.length) {
+      state.textContent = body.final ? "No resource samples were taken for this job." : "No samples yet: they appear a few seconds after the job starts.";
+    } else {
+      state.textContent = body.idle ? "Idle: the job's CPU has stayed near 0 %." : `${body.nodes.length} node${body.nodes.length === 1 ? "" : "s"} sampled`;
+      state.classList.toggle("idle", body.idle);
+    }
+    for (const node of body.nodes) {
+      let holder = nodes.querySelector(`[data-node="${CSS.escape(node.node)}"] .charts`);
+      if (!holder) {
+        const section = document.createElement("section");
+        section.dataset.node = node.node;
+        section.append(text("h3", "node-title mono", `Node ${node.node}${node.gpu ? "" : " · no GPU"}`));
+        holder = document.createElement("div");
+        holder.className = "charts";
+        section.append(holder);
+        nodes.append(section);
+      }
+      draw(node, holder);
+    }
+    if (body.final) jobFinal = true;
+  }
+
+  await refresh();
+  const timer = setInterval(() => { if (jobFinal) clearInterval(timer); else refresh(); }, 5000);
+}
+
 // -- the pipeline graph: dagre lays the steps out, drawn here as SVG with links to each step -------
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -288,3 +371,4 @@ document.getElementById("children")?.addEventListener("htmx:afterSwap", () => {
 connect();
 graph();
 metrics();
+monitoring();
