@@ -1,0 +1,69 @@
+"""``GET /metrics`` (Prometheus's text format, issue 29) and the middleware that counts every HTTP
+request by route template and status (``services/core/metrics.py`` holds the instruments)."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from cloudlet.api.deps import AppState, app_state
+from cloudlet.services.core import metrics
+
+router = APIRouter(tags=["metrics"])
+
+
+@router.get("/metrics", include_in_schema=False)
+def scrape(request: Request, state: AppState = Depends(app_state)) -> Response:
+    """Every worker's counters and the store's gauges, for the scrape token (or from loopback where
+    allowed): a sync handler, so the store's queries run in the threadpool."""
+    refusal = metrics.scrape_refusal(
+        request.headers.get("authorization", ""), request.client.host if request.client else None
+    )
+    if refusal is not None:
+        status, message = refusal
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return Response(message + "\n", status_code=status, media_type="text/plain", headers=headers)
+    return Response(metrics.exposition(state.read_sessions), media_type=metrics.CONTENT_TYPE)
+
+
+def _route_template(scope: Scope) -> str:
+    """The matched route's path template (``/api/v1/…/jobs/{name}``), never the raw path: the label's
+    values stay as few as the routes."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) and path else metrics.UNMATCHED_ROUTE
+
+
+class HttpMetrics:
+    """Pure ASGI middleware (no per-request task or body copy, as BaseHTTPMiddleware would add):
+    counts each HTTP request by method, route template and status, and times it to its last byte."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # an exception before the answer began is answered 500 by the server
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            method, route = scope["method"], _route_template(scope)
+            metrics.HTTP_REQUESTS.labels(method, route, str(status)).inc()
+            metrics.HTTP_DURATION.labels(method, route).observe(time.perf_counter() - started)
+
+
+def install(app: FastAPI) -> None:
+    app.router.routes.extend(router.routes)
+    app.add_middleware(HttpMetrics)
