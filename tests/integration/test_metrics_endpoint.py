@@ -60,15 +60,16 @@ def test_scrape_token_is_needed_and_the_families_are_there(
     assert requests.get(("GET", job_route, "404"), 0) >= 1, requests
     assert not any("no-such-job" in route for _, route, _ in requests), "a raw path as a label"
     assert any(n == "cloudlet_http_request_duration_seconds_bucket" for n, _, _ in samples)
-    loops = {labels["loop"] for n, labels, _ in samples if n == "cloudlet_reconcile_pass_duration_seconds_count"}
+    passes = "cloudlet_reconcile_pass_duration_seconds_count"
+    loops = {labels["loop"] for n, labels, _ in samples if n == passes}
     assert "cluster-reconciler" in loops, loops
     jobs = {
         (labels["compute"], labels["status"]): value for n, labels, value in samples if n == "cloudlet_jobs"
     }
     assert jobs.get(("local", "Completed")) == 1, jobs
     families = {f.name for f in text_string_to_metric_families(_scrape(srv, TOKEN).text)}
-    for family in ("cloudlet_operations", "cloudlet_nodes", "cloudlet_queue_depth", "cloudlet_agent_connections"):
-        assert family in families, families
+    for family in ("operations", "nodes", "queue_depth", "queue_oldest_age_seconds", "agent_connections"):
+        assert f"cloudlet_{family}" in families, families
 
 
 def test_without_a_token_metrics_are_off_even_from_loopback(
