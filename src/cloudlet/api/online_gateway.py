@@ -316,7 +316,8 @@ class GatewayRoute(BaseRoute):
             found = self.PATH.match(scope["path"])
             if found is not None:
                 return Match.FULL, {
-                    "path_params": dict(zip(("sub", "rg", "ws", "endpoint"), found.groups(), strict=True))
+                    "path_params": dict(zip(("sub", "rg", "ws", "endpoint"), found.groups(), strict=True)),
+                    "route": self,  # FastAPI's router names only its own routes (metrics' label)
                 }
         return Match.NONE, {}
 
