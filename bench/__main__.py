@@ -21,6 +21,7 @@ from bench import (
     blob_listener,
     dispatch,
     instances,
+    metrics_scrape,
     mixed_load,
     online_gateway,
     pipeline_handoff,
@@ -73,6 +74,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     slurm_node.NAME: Benchmark(slurm_node.NAME, slurm_node.run, slurm_node.markdown, slurm_node.report),
     studio_jobs.NAME: Benchmark(studio_jobs.NAME, studio_jobs.run, studio_jobs.markdown, studio_jobs.report),
+    metrics_scrape.NAME: Benchmark(
+        metrics_scrape.NAME, metrics_scrape.run, metrics_scrape.markdown, metrics_scrape.report
+    ),
 }
 
 
