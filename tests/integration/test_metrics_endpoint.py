@@ -4,7 +4,11 @@ template (never the raw path) and status, the store's families, reconcile passes
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cloudlet.services.core import metrics
 from tests.conftest import RunningServer
+from tests.integration.test_online_workers import _client_on, _replica_of
 from tests.jobs_helpers import submit, wait_job, wait_until
 
 TOKEN = "scrape-token-for-tests-0123456789"
@@ -118,10 +123,8 @@ def test_who_may_scrape(
     assert (answer and answer[0]) == refused, answer
 
 
-def test_the_token_may_be_read_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
-    from pathlib import Path
-
-    path = Path(str(tmp_path)) / "scrape-token"
+def test_the_token_may_be_read_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = tmp_path / "scrape-token"
     path.write_text(TOKEN + "\n")
     monkeypatch.delenv(metrics.TOKEN_ENV, raising=False)
     monkeypatch.delenv(metrics.LOOPBACK_ENV, raising=False)
@@ -129,3 +132,70 @@ def test_the_token_may_be_read_from_a_file(monkeypatch: pytest.MonkeyPatch, tmp_
     assert metrics.scrape_refusal(f"Bearer {TOKEN}", "10.1.2.3") is None
     refused = metrics.scrape_refusal("Bearer nope", "10.1.2.3")
     assert refused is not None and refused[0] == 401
+
+
+def _worker_pid(supervisor: int, slot: int) -> int:
+    """The pid of the supervisor's worker SLOT (its spec is in its environment, ``serving.py``)."""
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    for pid in map(int, children):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:  # a worker just killed, not reaped yet
+            continue
+        for entry in environ:
+            if entry.startswith(b"CLOUDLET_WORKER=") and json.loads(entry.partition(b"=")[2])["slot"] == slot:
+                return pid
+    raise AssertionError(f"no worker {slot} under {supervisor}: {children}")
+
+
+def test_a_scrape_sums_every_worker_and_keeps_an_exited_workers_counts(
+    server_factory: Callable[..., RunningServer],
+) -> None:
+    """20 refused scrapes through worker 1 are counted by a scrape through worker 0 (multiprocess
+    mode), and still after worker 1 was killed and started again."""
+    srv = server_factory(extra_env={"CLOUDLET_WORKERS": "2", metrics.TOKEN_ENV: TOKEN}, timeout=120)
+    seen: set[str] = set()
+
+    def both() -> bool:
+        with httpx.Client(base_url=srv.endpoint, timeout=10, trust_env=False) as http:
+            seen.add(_replica_of(http))
+        return len(seen) == 2
+
+    wait_until(both, 60, "both workers answering")
+    first, second = sorted(seen)
+    refused = '{method="GET",route="/metrics",status="401"}'
+
+    def refused_count(replica: str) -> float:
+        http = _client_on(srv, replica)
+        try:
+            answer = http.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert answer.status_code == 200, answer.text
+            assert _replica_of(http) == replica
+        finally:
+            http.close()
+        found = [s for s in _samples(answer.text) if s[0] == "cloudlet_http_requests_total"]
+        counts = [v for _, labels, v in found if labels["route"] == "/metrics" and labels["status"] == "401"]
+        return sum(counts)
+
+    http = _client_on(srv, second)
+    try:
+        for _ in range(20):
+            assert http.get("/metrics").status_code == 401
+            assert _replica_of(http) == second
+    finally:
+        http.close()
+    assert refused_count(first) == 20, f"worker 0's scrape counts worker 1's requests {refused}"
+    old = _worker_pid(srv.process.pid, 1)
+    os.kill(old, signal.SIGKILL)
+
+    def restarted() -> bool:
+        try:
+            return _worker_pid(srv.process.pid, 1) != old
+        except AssertionError:  # between the exit and the start
+            return False
+
+    wait_until(restarted, 60, "worker 1 started again", interval=0.2)
+    seen.clear()
+    wait_until(both, 60, "both workers answering again")
+    assert refused_count(first) == 20
+    assert refused_count(second) == 20
