@@ -22,6 +22,7 @@ costs no store round trip. In order:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import random
 import re
@@ -172,9 +173,21 @@ async def _body(
         writer.close()
 
 
+@functools.lru_cache(maxsize=4096)
+def _instruments(endpoint: str, deployment: str) -> tuple[Any, Any, Any]:
+    """A deployment's labelled counters (requests, errors, latency), kept: ``labels()`` costs a lock
+    and a key on every call."""
+    labels = (endpoint, deployment)
+    return (
+        metrics.ONLINE_REQUESTS.labels(*labels),
+        metrics.ONLINE_ERRORS.labels(*labels),
+        metrics.ONLINE_DURATION.labels(*labels),
+    )
+
+
 def _failed(endpoint: str, deployment: DeploymentState) -> None:
     deployment.failures += 1
-    metrics.ONLINE_ERRORS.labels(endpoint, deployment.name).inc()
+    _instruments(endpoint, deployment.name)[1].inc()
 
 
 async def _send(
@@ -201,8 +214,9 @@ async def _send(
         deployment.requests += 1
         deployment.latency_ms += spent_ms
         deployment.recent.append((time.time(), spent_ms))
-        metrics.ONLINE_REQUESTS.labels(endpoint, deployment.name).inc()
-        metrics.ONLINE_DURATION.labels(endpoint, deployment.name).observe(spent_s)
+        requests, _, latency = _instruments(endpoint, deployment.name)
+        requests.inc()
+        latency.observe(spent_s)
 
     try:
         deadline = time.monotonic() + timeout

@@ -4,6 +4,7 @@ request by route template and status (``services/core/metrics.py`` holds the ins
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,6 +43,10 @@ class HttpMetrics:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        # The labelled children, kept: ``labels()`` takes a lock and builds its key on every call
+        # (about half of the ~20 µs a request the counting cost before).
+        self.counted: dict[tuple[str, str, int], Any] = {}
+        self.timed: dict[tuple[str, str], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -60,8 +65,15 @@ class HttpMetrics:
             await self.app(scope, receive, sending)
         finally:
             method, route = scope["method"], _route_template(scope)
-            metrics.HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            metrics.HTTP_DURATION.labels(method, route).observe(time.perf_counter() - started)
+            counter = self.counted.get((method, route, status))
+            if counter is None:
+                counter = metrics.HTTP_REQUESTS.labels(method, route, str(status))
+                self.counted[(method, route, status)] = counter
+            counter.inc()
+            timer = self.timed.get((method, route))
+            if timer is None:
+                timer = self.timed[(method, route)] = metrics.HTTP_DURATION.labels(method, route)
+            timer.observe(time.perf_counter() - started)
 
 
 def install(app: FastAPI) -> None:
