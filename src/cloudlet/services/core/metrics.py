@@ -46,6 +46,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.domain.compute.nodes import NodeState
 from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.resources import COMPUTES
 from cloudlet.store.schema import Compute, Job, Node, Operation, Workspace
 
 log = logging.getLogger("cloudlet.metrics")
@@ -103,12 +104,10 @@ def store_families(session: Session, now: float) -> list[Metric]:
     """Jobs by status and compute, queue depth and oldest queued age per compute, nodes by state
     and compute, operations by status: four grouped queries (the jobs' one reads the queue-order
     index, ``ix_jobs_queue_order``, which covers it) and two small lookups of names."""
-    workspaces = dict(session.execute(select(Workspace.id, Workspace.name)).tuples().all())
+    workspaces = dict(session.execute(select(Workspace.id, Workspace.name)).all())
     computes = {
         compute_id: (workspaces.get(ws_id, ""), name)
-        for compute_id, ws_id, name in session.execute(
-            select(Compute.id, Compute.workspace_id, Compute.name)
-        ).tuples()
+        for compute_id, ws_id, name in session.execute(select(Compute.id, Compute.workspace_id, Compute.name))
     }
     labels = ["workspace", "compute"]
     jobs = GaugeMetricFamily(
@@ -124,13 +123,17 @@ def store_families(session: Session, now: float) -> list[Metric]:
         select(
             Job.workspace_id, Job.compute_name, Job.status, func.count(), func.min(Job.submitted_at)
         ).group_by(Job.workspace_id, Job.compute_name, Job.status)
-    ).tuples()
+    )
+    queues: dict[tuple[str, str], tuple[int, float]] = {}  # (workspace, compute) -> depth, oldest
     for ws_id, compute, status, count, first in job_rows:
-        where = [workspaces.get(ws_id, ""), compute or ""]
+        where = (workspaces.get(ws_id, ""), compute or "")
         jobs.add_metric([*where, status], count)
-        if status == JobStatus.QUEUED:
-            depth.add_metric(where, count)
-            oldest.add_metric(where, max(0.0, now - first))
+        if status == JobStatus.QUEUED:  # two workspaces of one name (other groups) share a series
+            had, earliest = queues.get(where, (0, first))
+            queues[where] = (had + count, min(earliest, first))
+    for where, (count, first) in queues.items():
+        depth.add_metric(list(where), count)
+        oldest.add_metric(list(where), max(0.0, now - first))
     nodes = GaugeMetricFamily(
         "cloudlet_nodes",
         "Nodes by state (those not terminated), per workspace and compute (a job's own node: no compute).",
@@ -140,16 +143,14 @@ def store_families(session: Session, now: float) -> list[Metric]:
         select(Node.workspace_id, Node.owner_type, Node.owner_id, Node.state, func.count())
         .where(Node.state != NodeState.TERMINATED)
         .group_by(Node.workspace_id, Node.owner_type, Node.owner_id, Node.state)
-    ).tuples()
+    )
     for ws_id, owner_type, owner_id, state, count in node_rows:
-        owner = computes.get(owner_id) if owner_type == "computes" and owner_id is not None else None
+        owner = computes.get(owner_id) if owner_type == COMPUTES and owner_id is not None else None
         nodes.add_metric([*(owner or (workspaces.get(ws_id, ""), "")), state], count)
     operations = GaugeMetricFamily(
         "cloudlet_operations", "Long-running operations by status.", labels=["status"]
     )
-    for status, count in session.execute(
-        select(Operation.status, func.count()).group_by(Operation.status)
-    ).tuples():
+    for status, count in session.execute(select(Operation.status, func.count()).group_by(Operation.status)):
         operations.add_metric([status], count)
     return [_summed(jobs), depth, oldest, _summed(nodes), operations]
 
