@@ -4,7 +4,8 @@ two workers every second with the scrape token (issue 29's acceptance). Through 
 
 - the job counters rise as jobs run (a cluster of at most one node, three jobs of a few seconds:
   the Completed count goes 1, 2, 3 in Prometheus's own series) and the queue depth while they wait;
-- the store's gauges once, not once per worker (exactly 3 completed, not 6);
+- the store's gauges once, not once per worker (exactly 3 completed, not 6); the node busy, its
+  agent connected, every control loop's passes timed;
 - a deployment's request counter at 50 after 50 scoring requests, 25 through each worker (each
   worker counts its own; the scrape, whichever worker answers, sums them), and the HTTP requests of
   the scoring route's template at 50 too.
@@ -176,6 +177,11 @@ def _jobs_rise_and_wait_in_queue(srv: RunningServer, prom: Prometheus) -> None:
     assert prom.value(f"cloudlet_queue_depth{{{where}}}") in (None, 0.0)
     oldest = prom.series(f"cloudlet_queue_oldest_age_seconds{{{where}}}[10m]")
     assert max(oldest) > 0, oldest
+    # The cluster's node ran them (busy), its agent holding a long poll on one worker or the other.
+    assert prom.value(f'max_over_time(cloudlet_nodes{{{where},state="busy"}}[10m])') == 1
+    assert (prom.value("max_over_time(cloudlet_agent_connections[10m])") or 0) >= 1
+    loops = {r["metric"]["loop"] for r in prom.query("cloudlet_reconcile_pass_duration_seconds_count")}
+    assert {"cluster-reconciler", "operation-reconciler", "parent-jobs"} <= loops, loops
 
 
 def _deploy(srv: RunningServer, replica: str, tmp_path: Path) -> tuple[str, str]:
