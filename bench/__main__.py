@@ -22,6 +22,7 @@ from bench import (
     blob_listener,
     dispatch,
     instances,
+    metrics_scrape,
     mixed_load,
     online_gateway,
     pipeline_handoff,
@@ -76,6 +77,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     studio_jobs.NAME: Benchmark(studio_jobs.NAME, studio_jobs.run, studio_jobs.markdown, studio_jobs.report),
     agent_sampling.NAME: Benchmark(
         agent_sampling.NAME, agent_sampling.run, agent_sampling.markdown, agent_sampling.report
+    ),
+    metrics_scrape.NAME: Benchmark(
+        metrics_scrape.NAME, metrics_scrape.run, metrics_scrape.markdown, metrics_scrape.report
     ),
 }
 

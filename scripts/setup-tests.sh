@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What only the tests need, on top of scripts/setup.sh (scripts/test.sh runs both): the azure-ai-ml
 # SDK for the facade's tests, PyTorch (CPU) for distributed training, OpenSSH and iproute2 for the
-# SSH hosts (network namespaces), Slurm, HAProxy for a benchmark and Chromium for the browser tests.
+# SSH hosts (network namespaces), Slurm, HAProxy for a benchmark, Prometheus for the scrape test and
+# Chromium for the browser tests.
 # The Debian packages need root and apt-get; each is best effort and says what it skips. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,12 @@ fi
 # Best effort, root with apt only: elsewhere that benchmark reports HAProxy as not measured.
 if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
   apt_install "the online_gateway bench will not measure HAProxy" haproxy
+fi
+# Prometheus (Debian's 2.42): tests/integration/test_prometheus.py starts its binary to scrape a server
+# (never the Debian service). Best effort, root with apt only: elsewhere that test is skipped with a
+# notice; under CI (CI=true) it fails without it.
+if ! command -v prometheus >/dev/null 2>&1 && [ ! -x /usr/bin/prometheus ]; then
+  apt_install "the Prometheus scrape test will be skipped (fails under CI)" prometheus
 fi
 # Chromium for the browser tests (Playwright drives /usr/bin/chromium; never `playwright install`).
 # Best effort, root with apt only: elsewhere the browser tests are skipped with a notice.

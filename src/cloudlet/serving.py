@@ -18,6 +18,9 @@ processes, each a full server replica over the same store (SQLite in WAL mode or
 - **Wake-ups.** What a worker places for a node whose long poll another worker holds, and what
   wakes a loop another worker leads, reach that worker at once through Unix datagram pairs made
   here (``services/core/wake.py``).
+- **Metrics.** Each worker keeps its Prometheus counters in a directory the supervisor empties
+  at start (``PROMETHEUS_MULTIPROC_DIR``); a scrape of any worker sums them all
+  (``services/core/metrics.py``), and an exited worker's live gauges are dropped.
 - **Supervision.** A worker that exits is started again (after a pause that grows while it keeps
   exiting at once). SIGTERM or SIGINT stops them all (SIGKILL after ``STOP_GRACE_S``). A worker
   asks the kernel for SIGKILL when the supervisor dies (``PR_SET_PDEATHSIG``), and exits at once if
@@ -46,6 +49,7 @@ from pathlib import Path
 
 from cloudlet import server
 from cloudlet.control.online_inflight import board_path
+from cloudlet.services.core import metrics
 from cloudlet.services.core.wake import WakeBus
 
 log = logging.getLogger("cloudlet.serving")
@@ -146,7 +150,9 @@ def supervise(
     )
     # No worker reads a row of an earlier run's board (control/online_inflight.py).
     board_path(home_path).unlink(missing_ok=True)
-    code = Supervisor(slots).run()
+    # The workers' Prometheus counters, summed by whichever answers a scrape (services/core/metrics.py).
+    metrics_dir = metrics.prepare_multiprocess_dir(home_path)
+    code = Supervisor(slots, metrics_dir).run()
     listeners.http_socket.close()
     listeners.tls_socket.close()
     if code:
@@ -154,8 +160,9 @@ def supervise(
 
 
 class Supervisor:
-    def __init__(self, slots: list[_Slot]) -> None:
+    def __init__(self, slots: list[_Slot], metrics_dir: Path | None = None) -> None:
         self.slots = slots
+        self.metrics_dir = metrics_dir
         self.stopping = False
         self.signals = 0
 
@@ -224,6 +231,8 @@ class Supervisor:
                     lived,
                     delay,
                 )
+                if self.metrics_dir is not None:
+                    metrics.worker_exited(process.pid, self.metrics_dir)
                 slot.process, slot.due_at = None, now + delay
             if slot.process is None and now >= slot.due_at and not self.stopping:
                 self._start(slot)

@@ -30,6 +30,7 @@ from cloudlet.api import (
     routes_instance_setup,
     routes_instances,
     routes_jobs,
+    routes_metrics,
     routes_online,
     routes_studio,
 )
@@ -149,6 +150,7 @@ def create_app(state: AppState) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok", "installation": state.installation_id, "replica": state.replica_id}
 
+    routes_metrics.install(app)  # GET /metrics and the HTTP requests' counters (issue 29)
     errors.install(app)
     openapi.install(app)
     return app

@@ -22,6 +22,7 @@ costs no store round trip. In order:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import random
 import re
@@ -36,6 +37,7 @@ from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
 from cloudlet.domain.endpoints import online_endpoints as rules
+from cloudlet.services.core import metrics
 from cloudlet.services.endpoints import online_endpoints as service
 
 if TYPE_CHECKING:
@@ -171,8 +173,30 @@ async def _body(
         writer.close()
 
 
+@functools.lru_cache(maxsize=4096)
+def _instruments(endpoint: str, deployment: str) -> tuple[Any, Any, Any]:
+    """A deployment's labelled counters (requests, errors, latency), kept: ``labels()`` costs a lock
+    and a key on every call."""
+    labels = (endpoint, deployment)
+    return (
+        metrics.ONLINE_REQUESTS.labels(*labels),
+        metrics.ONLINE_ERRORS.labels(*labels),
+        metrics.ONLINE_DURATION.labels(*labels),
+    )
+
+
+def _failed(endpoint: str, deployment: DeploymentState) -> None:
+    deployment.failures += 1
+    _instruments(endpoint, deployment.name)[1].inc()
+
+
 async def _send(
-    runtime: OnlineRuntime, deployment: DeploymentState, method: str, body: bytes, headers: dict[str, str]
+    runtime: OnlineRuntime,
+    endpoint: str,
+    deployment: DeploymentState,
+    method: str,
+    body: bytes,
+    headers: dict[str, str],
 ) -> Answer | Response:
     replica = deployment.pick()
     if replica is None:
@@ -185,17 +209,21 @@ async def _send(
 
     def done() -> None:
         runtime.count_in_flight(deployment, replica, -1)
-        spent_ms = (time.perf_counter() - started) * 1000
+        spent_s = time.perf_counter() - started
+        spent_ms = spent_s * 1000
         deployment.requests += 1
         deployment.latency_ms += spent_ms
         deployment.recent.append((time.time(), spent_ms))
+        requests, _, latency = _instruments(endpoint, deployment.name)
+        requests.inc()
+        latency.observe(spent_s)
 
     try:
         deadline = time.monotonic() + timeout
         exchange = _exchange(replica.host, replica.port, method, body, headers, deadline)
         answer = await asyncio.wait_for(exchange, timeout)
     except TimeoutError:
-        deployment.failures += 1
+        _failed(endpoint, deployment)
         done()
         return _error(
             408,
@@ -204,13 +232,13 @@ async def _send(
             "request_settings.request_timeout_ms or make run() faster",
         )
     except AnswerTooLarge as exc:
-        deployment.failures += 1
+        _failed(endpoint, deployment)
         done()
         return _error(
             502, "AnswerTooLarge", f"{exc}; the gateway passes at most {MAX_SCORE_ANSWER_BYTES} bytes"
         )
     except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-        deployment.failures += 1
+        _failed(endpoint, deployment)
         done()
         return _error(502, "ReplicaUnreachable", f"replica of '{deployment.name}' did not answer: {exc}")
     except BaseException:
@@ -253,7 +281,12 @@ async def _read_body(request: Request) -> bytes | Response:
 
 
 async def _mirror(
-    runtime: OnlineRuntime, deployment: DeploymentState, method: str, body: bytes, headers: dict[str, str]
+    runtime: OnlineRuntime,
+    endpoint: str,
+    deployment: DeploymentState,
+    method: str,
+    body: bytes,
+    headers: dict[str, str],
 ) -> None:
     if rules.overloaded(
         runtime.in_flight(deployment),
@@ -261,7 +294,7 @@ async def _mirror(
         len(deployment.ready()),
     ):
         return
-    answer = await _send(runtime, deployment, method, body, headers)
+    answer = await _send(runtime, endpoint, deployment, method, body, headers)
     if isinstance(answer, Answer):  # the answer is dropped
         async for _ in answer.body:
             pass
@@ -289,6 +322,7 @@ class GatewayRoute(BaseRoute):
     Starlette's Request as is (no dependencies, no body model: the body is the model's)."""
 
     PATH = re.compile(r"^/online/([^/]+)/([^/]+)/([^/]+)/([^/]+)/score$")
+    path = "/online/{sub}/{rg}/{ws}/{endpoint}/score"  # its template, as metrics label requests
     METHODS = ("GET", "POST")
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
@@ -296,7 +330,8 @@ class GatewayRoute(BaseRoute):
             found = self.PATH.match(scope["path"])
             if found is not None:
                 return Match.FULL, {
-                    "path_params": dict(zip(("sub", "rg", "ws", "endpoint"), found.groups(), strict=True))
+                    "path_params": dict(zip(("sub", "rg", "ws", "endpoint"), found.groups(), strict=True)),
+                    "route": self,  # FastAPI's router names only its own routes (metrics' label)
                 }
         return Match.NONE, {}
 
@@ -369,10 +404,10 @@ async def score(request: Request, sub: str, rg: str, ws: str, endpoint: str) -> 
     mirror_name = None if pinned else rules.mirrored(state.mirror, random.random())
     mirror = state.deployments.get(mirror_name) if mirror_name and mirror_name != name else None
     if mirror is not None:
-        task = asyncio.create_task(_mirror(runtime, mirror, request.method, body, headers))
+        task = asyncio.create_task(_mirror(runtime, endpoint, mirror, request.method, body, headers))
         gateway.mirrors.add(task)
         task.add_done_callback(gateway.mirrors.discard)
-    answer = await _send(runtime, deployment, request.method, body, headers)
+    answer = await _send(runtime, endpoint, deployment, request.method, body, headers)
     if isinstance(answer, Response):
         answer.headers[rules.PINNED_HEADER] = name
         return answer
@@ -382,7 +417,7 @@ async def score(request: Request, sub: str, rg: str, ws: str, endpoint: str) -> 
             out[header] = answer.headers[header]
     media = answer.headers.get("content-type")
     if answer.status_code != 200:
-        deployment.failures += 1
+        _failed(endpoint, deployment)
         out["ms-azureml-model-error-statuscode"] = str(answer.status_code)
         out["ms-azureml-model-error-reason"] = "model_error"
     status = 200 if answer.status_code == 200 else 424

@@ -22,6 +22,7 @@ from cloudlet.services.compute.agent_protocol import (
     Registration,
     RunningReport,
 )
+from cloudlet.services.core.metrics import AGENT_CONNECTIONS
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 # Another server replica may have assigned work: look at the store this often. (The other worker
@@ -63,7 +64,12 @@ async def poll(
     """A long poll: answered as soon as the node has work (placed in this process or another
     worker of this server: at once; by another server replica: at the next look at the store),
     else when the timeout is up."""
-    token, deadline = _node(request).token, time.monotonic() + timeout
+    with AGENT_CONNECTIONS.track_inprogress():  # a node whose poll is held is connected
+        return await _held_poll(node_id, _node(request).token, body, timeout, state)
+
+
+async def _held_poll(node_id: str, token: str, body: PollReport, timeout: float, state: AppState) -> Response:
+    deadline = time.monotonic() + timeout
     while True:
         answer = await run_in_threadpool(state.agents.poll_once, node_id, token, body)
         remaining = deadline - time.monotonic()

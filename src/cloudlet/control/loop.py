@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.services.core import leases
 from cloudlet.services.core.clock import WALL_CLOCK, Clock
+from cloudlet.services.core.metrics import RECONCILE_PASS
 
 log = logging.getLogger("cloudlet.control")
 
@@ -109,12 +111,14 @@ class ReconcileLoop:
     def run_pass(self) -> float:
         """One counted pass now (the loop's body; tests may call it directly)."""
         began = self.clock.now()
+        timer = time.perf_counter()
         try:
             delay = self.pass_once(began)
         except Exception:  # the loop lives on; the next pass retries
             log.exception("%s pass failed", self.name)
             delay = self.interval_s
         finally:
+            RECONCILE_PASS.labels(self.name).observe(time.perf_counter() - timer)
             with self._count_lock:
                 self._passes += 1
                 self._last_pass_at = began
