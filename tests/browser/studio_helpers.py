@@ -124,3 +124,11 @@ def screenshot(page: Any, name: str) -> Path | None:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+def confirm(page: Any, yes: str, question: str | None = None) -> None:
+    """Accept the studio's confirmation dialog (studio.js's data-confirm): wait for it (asking
+    QUESTION, when given), press its YES button and wait for it to close."""
+    dialog = page.get_by_role("dialog", name=question) if question else page.get_by_role("dialog")
+    dialog.get_by_role("button", name=yes, exact=True).click()
+    dialog.wait_for(state="hidden")

@@ -23,6 +23,7 @@ from tests.browser.studio_helpers import (
     REPORT_CSP,
     VIEWPORT,
     axe_check,
+    confirm,
     expect_failed_load,
     screenshot,
     sign_in,
@@ -128,6 +129,7 @@ def test_admin_creates_a_reader_who_sees_no_write_control_and_the_audit_log_show
     expect(page.locator("#locks tr[data-lock='hold'] .lock-notes")).to_have_text(HOSTILE)
     axe_check(page)
     page.locator("#locks tr[data-lock='hold']").get_by_role("button", name="Remove").click()
+    confirm(page, "Remove", "Remove lock hold? What it protects can be changed or deleted again.")
     expect(page.locator("#locks tr[data-lock='hold']")).to_have_count(0)
 
     _tab(page, "Locations and sizes")
@@ -194,6 +196,7 @@ def test_admin_creates_a_reader_who_sees_no_write_control_and_the_audit_log_show
     # -- revoke the key: the Reader's session ends ---------------------------------------------
     page.goto(ws_url(srv, "admin", "keys") + "?user=newbie")
     page.locator("#keys tbody tr").first.get_by_role("button", name=re.compile("^Revoke")).click()
+    confirm(page, "Revoke")
     expect(page.locator("#keys tbody tr").first).to_contain_text("Revoked")
     reader.goto(ws_url(srv, "jobs"))
     expect(reader).to_have_url(re.compile(r".*/studio/signin\?next="), timeout=SESSION_END_MS)

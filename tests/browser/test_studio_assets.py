@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import submit, wait_job, wait_until
@@ -190,6 +190,7 @@ def test_an_environment_from_yaml_a_components_inputs_and_archive_then_restore(
 
     # Archive, then restore: the list hides the archived name unless asked.
     page.get_by_role("button", name="Archive").click()
+    confirm(page, "Archive", "Archive train version 1? It leaves the lists (it can be restored).")
     page.get_by_role("button", name="Restore").wait_for()
     assert page.get_by_text("Archived", exact=True).first.is_visible()
     page.goto(ws_url(srv, "components"))

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in
 from tests.conftest import RunningServer
 from tests.jobs_helpers import create_compute, job, submit
 
@@ -133,6 +133,7 @@ def test_list_filter_by_keyboard_open_a_job_and_cancel_one(
     # Cancel one from its row.
     page.goto(ws(srv, "jobs"))
     page.get_by_role("button", name="Cancel train-0").click()
+    confirm(page, "Cancel the job", "Cancel job train-0? Its processes are stopped.")
     page.wait_for_url("**/jobs")
     page.locator("tr", has_text="train-0").get_by_text("Canceled").wait_for()
     with srv.client() as api:

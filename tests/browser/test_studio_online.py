@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import served_for_inference, wait_until
@@ -178,8 +178,8 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
     screenshot(page, "endpoint-consume")
 
     # -- regenerate the primary key in the studio: the old one refused, the new one accepted
-    page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Regenerate primary key").click()
+    confirm(page, "Regenerate")
     page.locator("#regenerated").wait_for()
 
     def status_with(key: str) -> int:
