@@ -27,6 +27,7 @@ from tests.browser.studio_helpers import (
     expect_failed_load,
     screenshot,
     sign_in,
+    ws_url,
 )
 from tests.conftest import RunningServer
 from tests.jobs_helpers import create_compute, submit
@@ -34,10 +35,6 @@ from tests.jobs_helpers import create_compute, submit
 studio_srv, browser, page = studio_helpers.studio_srv, studio_helpers.browser, studio_helpers.page
 HOSTILE = "<img src=x onerror=console.error('xss')></script><script>console.error('xss')</script>"
 SESSION_END_MS = 10_000  # the caller cache is 2 s; revocation reaches this server at once
-
-
-def ws_url(srv: RunningServer, *parts: str) -> str:
-    return f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/" + "/".join(parts)
 
 
 @pytest.fixture
@@ -129,7 +126,11 @@ def test_admin_creates_a_reader_who_sees_no_write_control_and_the_audit_log_show
     expect(page.locator("#locks tr[data-lock='hold'] .lock-notes")).to_have_text(HOSTILE)
     axe_check(page)
     page.locator("#locks tr[data-lock='hold']").get_by_role("button", name="Remove").click()
-    confirm(page, "Remove", "Remove lock hold? What it protects can be changed or deleted again.")
+    question = "Remove lock hold? What it protects can be changed or deleted again."
+    page.get_by_role("dialog", name=question).wait_for()
+    axe_check(page)
+    screenshot(page, "admin-confirm")
+    confirm(page, "Remove", question)
     expect(page.locator("#locks tr[data-lock='hold']")).to_have_count(0)
 
     _tab(page, "Locations and sizes")

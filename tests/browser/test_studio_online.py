@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in, ws_url
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import served_for_inference, wait_until
@@ -34,10 +34,6 @@ BLUE_SHARE = 0.7
 @pytest.fixture(scope="module")
 def studio_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     yield from served_for_inference(tmp_path_factory, "studio-online-browser")
-
-
-def ws_url(srv: RunningServer, *parts: str) -> str:
-    return f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/" + "/".join(parts)
 
 
 def tab(page: Any, srv: RunningServer, name: str) -> None:

@@ -16,7 +16,7 @@ from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import served_for_inference, wait_until
 from tests.online_helpers import HOSTILE, REQUEST, code_zip, deployment_yaml, model_zip
-from tests.studio_http import csrf_of, home_of, sign_in, studio_client
+from tests.studio_http import csrf_of, sign_in, signed_in_admin, studio_client
 
 pytestmark = pytest.mark.timeout(300)
 EP = "studio-ep"
@@ -29,9 +29,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 @pytest.fixture(scope="module")
 def admin(srv: RunningServer) -> Iterator[tuple[httpx.Client, str]]:
-    with studio_client(srv) as client:
-        assert sign_in(client, srv.api_key).status_code == 303
-        yield client, str(home_of(client).url.path)
+    yield from signed_in_admin(srv)
 
 
 def upload(client: httpx.Client, ws: str, csrf: str, data: bytes) -> str:

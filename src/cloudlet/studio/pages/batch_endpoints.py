@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.body_limits import body_limit
@@ -30,7 +29,7 @@ from cloudlet.services.endpoints import batch_endpoints as service
 from cloudlet.services.endpoints import batch_results
 from cloudlet.services.jobs import job_documents, job_outputs
 from cloudlet.studio import shell
-from cloudlet.studio.session import PREFIX, StudioRoute, form_of, posted
+from cloudlet.studio.session import PREFIX, StudioRoute, posted
 from cloudlet.studio.uploads import json_answer
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
@@ -92,8 +91,9 @@ def new_endpoint(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) ->
     return _endpoint_form(ctx, sub, rg, ws, ENDPOINT_EXAMPLE)
 
 
-def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, text: str) -> Response:
+def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) -> Response:
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
+    text = form.get("yaml", "")
     try:
         doc = job_documents.parse_yaml(text)
         name = str(doc.get("name") or "")
@@ -111,9 +111,7 @@ def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, text: str) -> Res
 async def create_endpoint(
     sub: str, rg: str, ws: str, request: Request, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_create_endpoint, ctx, sub, rg, ws, form.get("yaml", ""))
-    return response
+    return await posted(request, _create_endpoint, ctx, sub, rg, ws)
 
 
 # -- an endpoint -------------------------------------------------------------------------------
