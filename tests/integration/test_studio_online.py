@@ -48,6 +48,18 @@ def rest(srv: RunningServer, path: str = "") -> dict[str, object]:
         return found
 
 
+def settled(srv: RunningServer, deployment: str) -> dict[str, object]:
+    """The deployment once its provisioning has ended (Succeeded or Failed)."""
+    path = f"/deployments/{deployment}"
+    wait_until(
+        lambda: rest(srv, path)["provisioning_state"] in ("Succeeded", "Failed"),
+        timeout=240,
+        what=f"{deployment} to settle",
+        interval=0.5,
+    )
+    return rest(srv, path)
+
+
 @pytest.fixture(scope="module")
 def deployed(srv: RunningServer, admin: tuple[httpx.Client, str]) -> str:
     """Endpoint EP (from the form, a hostile description) and its deployment blue from YAML, ready."""
@@ -64,13 +76,7 @@ def deployed(srv: RunningServer, admin: tuple[httpx.Client, str]) -> str:
     form = {"csrf_token": csrf, "yaml": deployment_yaml(EP, "blue", "blue"), "code": code, "model": model}
     made = client.post(f"{ws}endpoints/{EP}/deployments/_new", data=form)
     assert made.status_code == 303, made.text[:3000]
-    wait_until(
-        lambda: rest(srv, "/deployments/blue")["provisioning_state"] in ("Succeeded", "Failed"),
-        timeout=240,
-        what="blue to settle",
-        interval=0.5,
-    )
-    shown = rest(srv, "/deployments/blue")
+    shown = settled(srv, "blue")
     assert shown["provisioning_state"] == "Succeeded", shown
     return ws
 
@@ -133,13 +139,7 @@ def test_a_deployment_from_the_small_form(
     form |= {"code": code, "model": model, "scoring_script": "score.py", "instance_count": "1"}
     made = client.post(f"{ws}endpoints/{EP}/deployments/_new", data=form)
     assert made.status_code == 303, made.text[:3000]
-    wait_until(
-        lambda: rest(srv, "/deployments/green")["provisioning_state"] in ("Succeeded", "Failed"),
-        timeout=240,
-        what="green to settle",
-        interval=0.5,
-    )
-    assert rest(srv, "/deployments/green")["instance_count"] == 1
+    assert settled(srv, "green")["instance_count"] == 1
     answer = client.post(
         f"{ws}endpoints/{EP}/test",
         data={"csrf_token": csrf, "deployment": "green", "body": '{"data": [[1, 1]]}'},
