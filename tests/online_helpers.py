@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import tarfile
 import textwrap
 import zipfile
 
@@ -40,6 +41,18 @@ def zipped(files: dict[str, str]) -> bytes:
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, text in files.items():
             archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def tar_gz(files: dict[str, str]) -> bytes:
+    """FILES (name: text) as a .tar.gz, as a user's archive of a folder."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 
 

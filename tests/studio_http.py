@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import ssl
+from collections.abc import Iterator
 
 import httpx
 
@@ -42,3 +43,11 @@ def home_of(client: httpx.Client) -> httpx.Response:
 
 def signed_out(response: httpx.Response) -> bool:
     return response.status_code == 303 and response.headers["location"].startswith("/studio/signin")
+
+
+def signed_in_admin(srv: RunningServer) -> Iterator[tuple[httpx.Client, str]]:
+    """A studio client signed in with SRV's admin key, and its first workspace's path (a module
+    fixture's body: ``yield from signed_in_admin(srv)``)."""
+    with studio_client(srv) as client:
+        assert sign_in(client, srv.api_key).status_code == 303
+        yield client, str(home_of(client).url.path)

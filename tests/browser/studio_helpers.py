@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import RunningServer
 from tests.jobs_helpers import served
@@ -153,3 +154,25 @@ def open_event_sources(page: Any) -> list[str]:
         "window.eventSources.filter((source) => source.readyState !== 2).map((source) => source.url)"
     )
     return found
+
+
+def confirm(page: Any, yes: str, question: str | None = None) -> None:
+    """Accept the studio's confirmation dialog (studio.js's data-confirm): wait for it (asking
+    QUESTION, when given), press its YES button and wait for it to close."""
+    dialog = page.get_by_role("dialog", name=question) if question else page.get_by_role("dialog")
+    dialog.get_by_role("button", name=yes, exact=True).click()
+    dialog.wait_for(state="hidden")
+
+
+def ws_url(srv: RunningServer, *parts: str) -> str:
+    """The studio's URL of PARTS in SRV's default workspace."""
+    return f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/" + "/".join(parts)
+
+
+def load_yaml(page: Any, editor: str, doc: dict[str, Any], file_label: str = "Or load a file") -> None:
+    """DOC as a .yml file picked at FILE_LABEL (as a user loads one): wait until the EDITOR
+    (its accessible name) is up, then until it shows DOC's name."""
+    page.get_by_role("textbox", name=editor).wait_for()
+    upload = {"name": "doc.yml", "mimeType": "text/yaml", "buffer": yaml.safe_dump(doc).encode()}
+    page.get_by_label(file_label).set_input_files(files=[upload])
+    page.get_by_role("textbox", name=editor).get_by_text(f"name: {doc['name']}").wait_for()

@@ -23,9 +23,11 @@ from tests.browser.studio_helpers import (
     REPORT_CSP,
     VIEWPORT,
     axe_check,
+    confirm,
     expect_failed_load,
     screenshot,
     sign_in,
+    ws_url,
 )
 from tests.conftest import RunningServer
 from tests.jobs_helpers import create_compute, submit
@@ -33,10 +35,6 @@ from tests.jobs_helpers import create_compute, submit
 studio_srv, browser, page = studio_helpers.studio_srv, studio_helpers.browser, studio_helpers.page
 HOSTILE = "<img src=x onerror=console.error('xss')></script><script>console.error('xss')</script>"
 SESSION_END_MS = 10_000  # the caller cache is 2 s; revocation reaches this server at once
-
-
-def ws_url(srv: RunningServer, *parts: str) -> str:
-    return f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/" + "/".join(parts)
 
 
 @pytest.fixture
@@ -92,6 +90,12 @@ def test_admin_creates_a_reader_who_sees_no_write_control_and_the_audit_log_show
     expect(row).to_contain_text("Enabled")
     screenshot(page, "admin-users")
     axe_check(page)
+    # Disable asks first; "Go back" leaves the user enabled.
+    row.get_by_role("button", name="Disable newbie").click()
+    asked = page.get_by_role("dialog", name=re.compile("^Disable newbie\\?"))
+    asked.get_by_role("button", name="Go back").click()
+    asked.wait_for(state="hidden")
+    expect(row).to_contain_text("Enabled")
     # A refused name comes back at the form as text.
     expect_failed_load(page, ws_url(srv, "admin", "users"))
     page.get_by_label("Name", exact=True).fill(HOSTILE[:120])
@@ -128,6 +132,11 @@ def test_admin_creates_a_reader_who_sees_no_write_control_and_the_audit_log_show
     expect(page.locator("#locks tr[data-lock='hold'] .lock-notes")).to_have_text(HOSTILE)
     axe_check(page)
     page.locator("#locks tr[data-lock='hold']").get_by_role("button", name="Remove").click()
+    question = "Remove lock hold? What it protects can be changed or deleted again."
+    page.get_by_role("dialog", name=question).wait_for()
+    axe_check(page)
+    screenshot(page, "admin-confirm")
+    confirm(page, "Remove", question)
     expect(page.locator("#locks tr[data-lock='hold']")).to_have_count(0)
 
     _tab(page, "Locations and sizes")
@@ -194,6 +203,7 @@ def test_admin_creates_a_reader_who_sees_no_write_control_and_the_audit_log_show
     # -- revoke the key: the Reader's session ends ---------------------------------------------
     page.goto(ws_url(srv, "admin", "keys") + "?user=newbie")
     page.locator("#keys tbody tr").first.get_by_role("button", name=re.compile("^Revoke")).click()
+    confirm(page, "Revoke")
     expect(page.locator("#keys tbody tr").first).to_contain_text("Revoked")
     reader.goto(ws_url(srv, "jobs"))
     expect(reader).to_have_url(re.compile(r".*/studio/signin\?next="), timeout=SESSION_END_MS)

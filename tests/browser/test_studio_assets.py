@@ -11,10 +11,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import (
+    axe_check,
+    confirm,
+    expect_failed_load,
+    load_yaml,
+    screenshot,
+    sign_in,
+    ws_url,
+)
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import submit, wait_job, wait_until
@@ -24,18 +30,6 @@ XSS_IMG = "<img src=x onerror=console.error(1)>"
 XSS_SCRIPT = "</script><script>console.error(2)</script>"
 HOSTILE = XSS_IMG + XSS_SCRIPT
 HOSTILE_FILE = "<img src=x onerror=console.error(3)>.txt"  # a file name cannot hold '/'
-
-
-def ws_url(srv: RunningServer, *parts: str) -> str:
-    return f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/" + "/".join(parts)
-
-
-def load_yaml(page: Any, label: str, doc: dict[str, Any]) -> None:
-    """DOC as a .yml file loaded into the register form's editor (as a user picks a file)."""
-    page.get_by_role("textbox", name=label).wait_for()  # the editor is up
-    upload = {"name": "asset.yml", "mimeType": "text/yaml", "buffer": yaml.safe_dump(doc).encode()}
-    page.get_by_label("Or load a file").set_input_files(files=[upload])
-    page.get_by_role("textbox", name=label).get_by_text(f"name: {doc['name']}").wait_for()
 
 
 def test_a_data_asset_from_a_folder_its_files_and_the_job_that_uses_it(
@@ -190,6 +184,7 @@ def test_an_environment_from_yaml_a_components_inputs_and_archive_then_restore(
 
     # Archive, then restore: the list hides the archived name unless asked.
     page.get_by_role("button", name="Archive").click()
+    confirm(page, "Archive", "Archive train version 1? It leaves the lists (it can be restored).")
     page.get_by_role("button", name="Restore").wait_for()
     assert page.get_by_text("Archived", exact=True).first.is_visible()
     page.goto(ws_url(srv, "components"))

@@ -9,19 +9,16 @@ posted by hand is refused (403). Hostile tags, descriptions and model file names
 
 from __future__ import annotations
 
-import io
 import re
-import tarfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import axe_check, expect_failed_load, load_yaml, screenshot, sign_in, ws_url
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import create_compute, submit, wait_job
+from tests.online_helpers import tar_gz
 
 studio_srv, browser, page = studio_helpers.studio_srv, studio_helpers.browser, studio_helpers.page
 XSS_IMG = "<img src=x onerror=console.error(1)>"
@@ -50,29 +47,6 @@ TRAIN = (
 )
 
 
-def ws_url(srv: RunningServer, *parts: str) -> str:
-    return f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/" + "/".join(parts)
-
-
-def tar_gz(files: dict[str, str]) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
-def load_yaml(page: Any, editor: str, doc: dict[str, Any]) -> None:
-    """DOC as a .yml file picked in the form (read into its editor, as a user loads one)."""
-    page.get_by_role("textbox", name=editor).wait_for()  # the editor is up
-    upload = {"name": "doc.yml", "mimeType": "text/yaml", "buffer": yaml.safe_dump(doc).encode()}
-    page.get_by_label("YAML file").set_input_files(files=[upload])
-    page.get_by_role("textbox", name=editor).get_by_text(f"name: {doc['name']}").wait_for()
-
-
 def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
     studio_srv: RunningServer, page: Any, tmp_path: Path
 ) -> None:
@@ -88,7 +62,7 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
     axe_check(page)
     page.get_by_role("link", name="Create from YAML").click()
     page.wait_for_url("**/batch-endpoints/_new")
-    load_yaml(page, "Batch endpoint YAML", {"name": "walk-scorer", "description": HOSTILE})
+    load_yaml(page, "Batch endpoint YAML", {"name": "walk-scorer", "description": HOSTILE}, "YAML file")
     axe_check(page)
     page.get_by_role("button", name="Create").click()
     page.wait_for_url("**/batch-endpoints/walk-scorer")
@@ -103,7 +77,7 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
         "mini_batch_size": 1,
         "output_file_name": "predictions.csv",
     }
-    load_yaml(page, "Batch deployment YAML", deployment)
+    load_yaml(page, "Batch deployment YAML", deployment, "YAML file")
     archive = {"name": "src.tar.gz", "mimeType": "application/gzip", "buffer": tar_gz({"score.py": SCORE})}
     page.get_by_label("Code archive").set_input_files(files=[archive])
     page.locator("#code-help", has_text="Uploaded src.tar.gz").wait_for()

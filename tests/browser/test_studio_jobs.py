@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in
 from tests.conftest import RunningServer
 from tests.jobs_helpers import create_compute, job, submit
 
@@ -130,9 +130,21 @@ def test_list_filter_by_keyboard_open_a_job_and_cancel_one(
     page.wait_for_url("**status=Canceled**")
     page.get_by_text("No job matches these filters.").wait_for()
 
-    # Cancel one from its row.
+    # The bulk Cancel asks its own question (the button's, not the row's); Escape keeps the job.
     page.goto(ws(srv, "jobs"))
+    page.get_by_label("Select train-1").check()
+    page.get_by_role("button", name="Cancel 1 selected").click()
+    bulk = page.get_by_role("dialog", name="Cancel the selected jobs? Their processes are stopped.")
+    bulk.wait_for()
+    page.keyboard.press("Escape")
+    bulk.wait_for(state="hidden")
+    page.get_by_label("Select train-1").uncheck()
+    with srv.client() as api:
+        assert job(api, srv, "train-1")["status"] != "Canceled"
+
+    # Cancel one from its row.
     page.get_by_role("button", name="Cancel train-0").click()
+    confirm(page, "Cancel the job", "Cancel job train-0? Its processes are stopped.")
     page.wait_for_url("**/jobs")
     page.locator("tr", has_text="train-0").get_by_text("Canceled").wait_for()
     with srv.client() as api:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, expect_failed_load, screenshot, sign_in
+from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in, ws_url
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import served_for_inference, wait_until
@@ -34,10 +34,6 @@ BLUE_SHARE = 0.7
 @pytest.fixture(scope="module")
 def studio_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     yield from served_for_inference(tmp_path_factory, "studio-online-browser")
-
-
-def ws_url(srv: RunningServer, *parts: str) -> str:
-    return f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/" + "/".join(parts)
 
 
 def tab(page: Any, srv: RunningServer, name: str) -> None:
@@ -178,8 +174,8 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
     screenshot(page, "endpoint-consume")
 
     # -- regenerate the primary key in the studio: the old one refused, the new one accepted
-    page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Regenerate primary key").click()
+    confirm(page, "Regenerate")
     page.locator("#regenerated").wait_for()
 
     def status_with(key: str) -> int:

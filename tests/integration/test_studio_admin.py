@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import cli_json, served
-from tests.studio_http import csrf_of, home_of, sign_in, studio_client
+from tests.studio_http import csrf_of, home_of, sign_in, signed_in_admin, studio_client
 
 HOSTILE = "<img src=x onerror=alert(1)></script><script>alert(2)</script>"
 _SECRET = re.compile(r'id="secret" class="secret mono" readonly value="([^"]+)"')
@@ -30,9 +30,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 @pytest.fixture(scope="module")
 def admin(srv: RunningServer) -> Iterator[tuple[httpx.Client, str]]:
-    with studio_client(srv) as client:
-        assert sign_in(client, srv.api_key).status_code == 303
-        yield client, str(home_of(client).url.path)
+    yield from signed_in_admin(srv)
 
 
 def _post(client: httpx.Client, page_url: str, action: str, **fields: str) -> httpx.Response:

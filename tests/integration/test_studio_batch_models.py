@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import secrets
-import tarfile
 import zipfile
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +20,8 @@ import pytest
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import create_compute, served
-from tests.studio_http import csrf_of, home_of, sign_in, studio_client
+from tests.online_helpers import tar_gz
+from tests.studio_http import csrf_of, sign_in, signed_in_admin, studio_client
 
 CLUSTER = "studio-batch"
 SCORE = "def init():\n    pass\n\ndef run(mini_batch):\n    return [str(len(mini_batch))]\n"
@@ -47,20 +47,7 @@ def admin(srv: RunningServer) -> Iterator[tuple[httpx.Client, str]]:
     with srv.client() as api:
         body = {"type": "amlcompute", "size": "Standard_DS3_v2", "min_instances": 0, "max_instances": 1}
         create_compute(api, srv, CLUSTER, body)
-    with studio_client(srv) as client:
-        assert sign_in(client, srv.api_key).status_code == 303
-        yield client, str(home_of(client).url.path)
-
-
-def tar_gz(files: dict[str, str]) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
+    yield from signed_in_admin(srv)
 
 
 def zipped(files: dict[str, str]) -> bytes:

@@ -16,7 +16,7 @@ from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import served_for_inference, wait_until
 from tests.online_helpers import HOSTILE, REQUEST, code_zip, deployment_yaml, model_zip
-from tests.studio_http import csrf_of, home_of, sign_in, studio_client
+from tests.studio_http import csrf_of, sign_in, signed_in_admin, studio_client
 
 pytestmark = pytest.mark.timeout(300)
 EP = "studio-ep"
@@ -29,9 +29,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 @pytest.fixture(scope="module")
 def admin(srv: RunningServer) -> Iterator[tuple[httpx.Client, str]]:
-    with studio_client(srv) as client:
-        assert sign_in(client, srv.api_key).status_code == 303
-        yield client, str(home_of(client).url.path)
+    yield from signed_in_admin(srv)
 
 
 def upload(client: httpx.Client, ws: str, csrf: str, data: bytes) -> str:
@@ -50,6 +48,18 @@ def rest(srv: RunningServer, path: str = "") -> dict[str, object]:
         return found
 
 
+def settled(srv: RunningServer, deployment: str) -> dict[str, object]:
+    """The deployment once its provisioning has ended (Succeeded or Failed)."""
+    path = f"/deployments/{deployment}"
+    wait_until(
+        lambda: rest(srv, path)["provisioning_state"] in ("Succeeded", "Failed"),
+        timeout=240,
+        what=f"{deployment} to settle",
+        interval=0.5,
+    )
+    return rest(srv, path)
+
+
 @pytest.fixture(scope="module")
 def deployed(srv: RunningServer, admin: tuple[httpx.Client, str]) -> str:
     """Endpoint EP (from the form, a hostile description) and its deployment blue from YAML, ready."""
@@ -66,13 +76,7 @@ def deployed(srv: RunningServer, admin: tuple[httpx.Client, str]) -> str:
     form = {"csrf_token": csrf, "yaml": deployment_yaml(EP, "blue", "blue"), "code": code, "model": model}
     made = client.post(f"{ws}endpoints/{EP}/deployments/_new", data=form)
     assert made.status_code == 303, made.text[:3000]
-    wait_until(
-        lambda: rest(srv, "/deployments/blue")["provisioning_state"] in ("Succeeded", "Failed"),
-        timeout=240,
-        what="blue to settle",
-        interval=0.5,
-    )
-    shown = rest(srv, "/deployments/blue")
+    shown = settled(srv, "blue")
     assert shown["provisioning_state"] == "Succeeded", shown
     return ws
 
@@ -135,13 +139,7 @@ def test_a_deployment_from_the_small_form(
     form |= {"code": code, "model": model, "scoring_script": "score.py", "instance_count": "1"}
     made = client.post(f"{ws}endpoints/{EP}/deployments/_new", data=form)
     assert made.status_code == 303, made.text[:3000]
-    wait_until(
-        lambda: rest(srv, "/deployments/green")["provisioning_state"] in ("Succeeded", "Failed"),
-        timeout=240,
-        what="green to settle",
-        interval=0.5,
-    )
-    assert rest(srv, "/deployments/green")["instance_count"] == 1
+    assert settled(srv, "green")["instance_count"] == 1
     answer = client.post(
         f"{ws}endpoints/{EP}/test",
         data={"csrf_token": csrf, "deployment": "green", "body": '{"data": [[1, 1]]}'},

@@ -77,6 +77,14 @@ async def form_of(request: Request) -> dict[str, str]:
     return cached
 
 
+async def posted(request: Request, handler: Callable[..., Response], *args: Any) -> Response:
+    """HANDLER(*ARGS, form) run in the threadpool (its store and file calls stay off the event
+    loop), the form being REQUEST's posted fields: the body of a studio form's POST route."""
+    form = await form_of(request)
+    response: Response = await run_in_threadpool(handler, *args, form)
+    return response
+
+
 async def form_lists_of(request: Request) -> dict[str, list[str]]:
     """An urlencoded form's fields with every value of each (ticked checkboxes of one name)."""
     raw = (await request.body()).decode("utf-8", "replace")  # Starlette keeps the body: read once

@@ -25,6 +25,7 @@ from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services.access import workspaces
 from cloudlet.services.core.context import Caller, WorkspaceRef
+from cloudlet.services.jobs import job_documents
 
 if TYPE_CHECKING:
     from cloudlet.store.schema import Workspace
@@ -223,6 +224,16 @@ def render(
     if ref is not None and ws_row is not None:
         current = WorkspaceView(ws_row.id, ref, ws_row.location)
     return render_html(ctx.request, template, ctx.caller, current, choices, active, status, **values)
+
+
+def editor_error(text: str, error: CloudletError | None) -> dict[str, Any]:
+    """What an editor form's page needs of a refusal (``render``'s values): the answer's status,
+    the error (shown at its field) and the line of TEXT that holds the field, marked."""
+    return {
+        "status": error.status if error is not None else 200,
+        "error": error,
+        "error_line": job_documents.line_of(text, error.target) if error is not None else None,
+    }
 
 
 TITLES = {

@@ -14,7 +14,6 @@ import urllib.parse
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
@@ -24,7 +23,7 @@ from cloudlet.services.access import api_keys, identity, role_assignments, works
 from cloudlet.services.access.api_keys import KeyAction
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.studio import shell
-from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+from cloudlet.studio.session import PREFIX, StudioRoute, posted
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 NAV = shell.NavItem("admin", "Admin", "admin", "admin", shown="role.assign")
@@ -39,6 +38,14 @@ TABS: tuple[tuple[str, str, str | None], ...] = (
     ("audit", "Audit log", "user.manage"),
 )
 FORM_ERRORS = (400, 409)  # shown at the form; 403 and 404 are the studio's error page
+
+
+def shown_at_form(ctx: Context, exc: CloudletError, also: tuple[int, ...] = ()) -> None:
+    """Raise EXC again unless the form shows it (FORM_ERRORS, and ALSO); when it does, the
+    session's half-done work is rolled back before the page is drawn again."""
+    if exc.status not in (*FORM_ERRORS, *also):
+        raise exc
+    ctx.session.rollback()
 
 
 def tabs_for(caller: Caller, workspace_id: int) -> list[tuple[str, str]]:
@@ -93,9 +100,7 @@ def _create_user(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str])
     try:
         identity.add_principal(ctx.session, ctx.caller, name, form.get("is_admin") == "on")
     except CloudletError as exc:
-        if exc.status not in FORM_ERRORS:
-            raise
-        ctx.session.rollback()
+        shown_at_form(ctx, exc)
         return _users_page(ctx, ref, workspace, exc.message, name, exc.status)
     return _back(ref, "users")
 
@@ -104,9 +109,7 @@ def _create_user(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str])
 async def create_user(
     request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_create_user, ctx, sub, rg, ws, form)
-    return response
+    return await posted(request, _create_user, ctx, sub, rg, ws)
 
 
 def _set_enabled(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) -> Response:
@@ -114,9 +117,7 @@ def _set_enabled(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str])
     try:
         identity.change_enabled(ctx.session, ctx.caller, form.get("name", ""), form.get("enabled") == "true")
     except CloudletError as exc:
-        if exc.status not in FORM_ERRORS:
-            raise
-        ctx.session.rollback()
+        shown_at_form(ctx, exc)
         return _users_page(ctx, ref, workspace, exc.message, status=exc.status)
     return _back(ref, "users")
 
@@ -126,9 +127,7 @@ async def set_enabled(
     request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
 ) -> Response:
     """Disable a user (their keys, tokens and studio sessions stop) or enable them again."""
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_set_enabled, ctx, sub, rg, ws, form)
-    return response
+    return await posted(request, _set_enabled, ctx, sub, rg, ws)
 
 
 # -- API keys -----------------------------------------------------------------------------------
@@ -174,9 +173,7 @@ def _key_action(ctx: Context, sub: str, rg: str, ws: str, action: str, form: dic
             ctx, ref, workspace, user, error="the lifetime is a whole number of days", status=400
         )
     except CloudletError as exc:
-        if exc.status not in FORM_ERRORS:
-            raise
-        ctx.session.rollback()
+        shown_at_form(ctx, exc)
         return _keys_page(ctx, ref, workspace, user, error=exc.message, status=exc.status)
     if issued is None:
         return _back(
@@ -193,9 +190,7 @@ async def key_action(
     """Create, rotate or revoke a key (``action``): the services decide who may."""
     if action not in ("create", "rotate", "revoke"):
         raise CloudletError("NotFound", f"no key action '{action}'", status=404)
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_key_action, ctx, sub, rg, ws, action, form)
-    return response
+    return await posted(request, _key_action, ctx, sub, rg, ws, action)
 
 
 # -- role assignments ---------------------------------------------------------------------------
@@ -224,9 +219,7 @@ def _role_change(ctx: Context, ref: WorkspaceRef, remove: bool, form: dict[str, 
         else:
             role_assignments.put(ctx.session, ref, ctx.caller, principal, form.get("role", ""))
     except CloudletError as exc:
-        if exc.status not in (*FORM_ERRORS, 404):
-            raise
-        ctx.session.rollback()
+        shown_at_form(ctx, exc, also=(404,))
         return _roles_page(ctx, ref, exc.message, principal, exc.status)
     return _back(ref, "roles")
 
@@ -235,17 +228,13 @@ def _role_change(ctx: Context, ref: WorkspaceRef, remove: bool, form: dict[str, 
 async def assign_role(
     request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
     ref = WorkspaceRef(sub, rg, ws)
-    response: Response = await run_in_threadpool(_role_change, ctx, ref, False, form)
-    return response
+    return await posted(request, _role_change, ctx, ref, False)
 
 
 @router.post(WS + "/roles/remove")
 async def remove_role(
     request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
     ref = WorkspaceRef(sub, rg, ws)
-    response: Response = await run_in_threadpool(_role_change, ctx, ref, True, form)
-    return response
+    return await posted(request, _role_change, ctx, ref, True)

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
@@ -23,8 +22,8 @@ from cloudlet.services.compute import locations, lock_scope
 from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.studio import shell
-from cloudlet.studio.pages.admin import FORM_ERRORS, WS, _back, render_tab
-from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+from cloudlet.studio.pages.admin import WS, _back, render_tab, shown_at_form
+from cloudlet.studio.session import PREFIX, StudioRoute, posted
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 AUDIT_PAGE = 50
@@ -71,9 +70,7 @@ def _add_size(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) ->
             raise validation_error(field, f"{field}: {problem['msg']}") from None
         catalogue_service.add_size(ctx.session, ctx.caller, spec)
     except CloudletError as exc:
-        if exc.status not in FORM_ERRORS:
-            raise
-        ctx.session.rollback()
+        shown_at_form(ctx, exc)
         return _places_page(ctx, ref, workspace, exc.message, exc.status, form)
     return _back(ref, "places")
 
@@ -81,9 +78,7 @@ def _add_size(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) ->
 @router.post(WS + "/places/sizes")
 async def add_size(request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
     """An administrator's own size (the site's hardware), as ``POST /api/v1/sizes`` adds one."""
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_add_size, ctx, sub, rg, ws, form)
-    return response
+    return await posted(request, _add_size, ctx, sub, rg, ws)
 
 
 # -- locks --------------------------------------------------------------------------------------
@@ -120,9 +115,7 @@ def _lock_change(ctx: Context, sub: str, rg: str, ws: str, remove: bool, form: d
                 raise validation_error(field, f"{field}: {exc.errors()[0]['msg']}") from None
             lock_store.put(ctx.session, scope, name, update, ctx.caller.name)
     except CloudletError as exc:
-        if exc.status not in FORM_ERRORS:
-            raise
-        ctx.session.rollback()
+        shown_at_form(ctx, exc)
         return _locks_page(
             ctx, ref, workspace, exc.message, exc.status, name=name, notes=form.get("notes", "")
         )
@@ -132,18 +125,14 @@ def _lock_change(ctx: Context, sub: str, rg: str, ws: str, remove: bool, form: d
 @router.post(WS + "/locks")
 async def put_lock(request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
     """A lock on the workspace (its Owner's), or a new level or notes for one there."""
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_lock_change, ctx, sub, rg, ws, False, form)
-    return response
+    return await posted(request, _lock_change, ctx, sub, rg, ws, False)
 
 
 @router.post(WS + "/locks/remove")
 async def remove_lock(
     request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_lock_change, ctx, sub, rg, ws, True, form)
-    return response
+    return await posted(request, _lock_change, ctx, sub, rg, ws, True)
 
 
 # -- the audit log ------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from typing import Any, Literal
 
 import yaml
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.body_limits import body_limit
@@ -36,7 +35,7 @@ from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.jobs import job_documents
 from cloudlet.services.views import assets as asset_views
 from cloudlet.studio import shell
-from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+from cloudlet.studio.session import PREFIX, StudioRoute, posted
 from cloudlet.studio.uploads import json_answer
 
 MAX_BROWSER_FILE = 64 << 20  # one file of a browser's upload; the CLI takes larger ones
@@ -165,9 +164,7 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
     async def create(
         request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
     ) -> Response:
-        form = await form_of(request)
-        result: Response = await run_in_threadpool(_create, ctx, sub, rg, ws, form)
-        return result
+        return await posted(request, _create, ctx, sub, rg, ws)
 
     def _create(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) -> Response:
         workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)

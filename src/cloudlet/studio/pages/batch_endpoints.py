@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import Context, context
@@ -30,7 +29,8 @@ from cloudlet.services.endpoints import batch_endpoints as service
 from cloudlet.services.endpoints import batch_results
 from cloudlet.services.jobs import job_documents, job_outputs
 from cloudlet.studio import shell
-from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+from cloudlet.studio.session import PREFIX, StudioRoute, posted
+from cloudlet.studio.uploads import json_answer
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 ACTIVE = "endpoints"  # the navigation's item: the Endpoints page, whose second tab this is
@@ -82,9 +82,7 @@ def batch_list(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> H
 def _endpoint_form(
     ctx: Context, sub: str, rg: str, ws: str, text: str, error: CloudletError | None = None
 ) -> HTMLResponse:
-    line = job_documents.line_of(text, error.target) if error is not None else None
-    status = error.status if error is not None else 200
-    return _render(ctx, "batch_new.html", sub, rg, ws, status, text=text, error=error, error_line=line)
+    return _render(ctx, "batch_new.html", sub, rg, ws, text=text, **shell.editor_error(text, error))
 
 
 @router.get(WS + "/_new")
@@ -93,8 +91,9 @@ def new_endpoint(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) ->
     return _endpoint_form(ctx, sub, rg, ws, ENDPOINT_EXAMPLE)
 
 
-def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, text: str) -> Response:
+def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) -> Response:
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
+    text = form.get("yaml", "")
     try:
         doc = job_documents.parse_yaml(text)
         name = str(doc.get("name") or "")
@@ -112,9 +111,7 @@ def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, text: str) -> Res
 async def create_endpoint(
     sub: str, rg: str, ws: str, request: Request, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_create_endpoint, ctx, sub, rg, ws, form.get("yaml", ""))
-    return response
+    return await posted(request, _create_endpoint, ctx, sub, rg, ws)
 
 
 # -- an endpoint -------------------------------------------------------------------------------
@@ -193,9 +190,7 @@ async def add_deployment(
     sub: str, rg: str, ws: str, name: str, request: Request, ctx: Context = Depends(context)
 ) -> Response:
     """A deployment from its YAML (its local code as the archive uploaded by the page, as for a job)."""
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_add_deployment, ctx, sub, rg, ws, name, form)
-    return response
+    return await posted(request, _add_deployment, ctx, sub, rg, ws, name)
 
 
 @router.post(EP + "/upload")
@@ -208,17 +203,12 @@ async def upload_folder(
     archive = await request.body()
     folder = request.query_params.get("folder") or "upload"
 
-    def store() -> str:
+    def store() -> dict[str, Any]:
         workspace, _ = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
-        return folder_uploads.store_folder(ctx.session, ctx.state.data, workspace, archive, folder)
+        uri = folder_uploads.store_folder(ctx.session, ctx.state.data, workspace, archive, folder)
+        return {"uri": uri, "size": len(archive)}
 
-    try:
-        uri = await run_in_threadpool(store)
-    except CloudletError as exc:
-        if exc.status in (401, 403):
-            raise
-        return JSONResponse({"error": exc.message, "field": exc.target}, status_code=exc.status)
-    return JSONResponse({"uri": uri, "size": len(archive)})
+    return await json_answer(store)
 
 
 def _invoke(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str, str]) -> Response:
@@ -248,9 +238,7 @@ def _invoke(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str,
 async def invoke(
     sub: str, rg: str, ws: str, name: str, request: Request, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_invoke, ctx, sub, rg, ws, name, form)
-    return response
+    return await posted(request, _invoke, ctx, sub, rg, ws, name)
 
 
 @router.get(EP + "/jobs/{job}/predictions")

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import AppState, Context, context
@@ -32,7 +31,7 @@ from cloudlet.services.views import computes as compute_view
 from cloudlet.services.views import operations as operation_view
 from cloudlet.studio import live, shell
 from cloudlet.studio.pages import compute_forms
-from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+from cloudlet.studio.session import PREFIX, StudioRoute, posted
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 router.include_router(compute_forms.router)  # before "/{name}", which would take "_new"
@@ -249,9 +248,7 @@ async def compute_scale(
     request: Request, sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)
 ) -> Response:
     """A cluster's min/max nodes and idle time: the same service update as the REST PATCH."""
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_scale, ctx, sub, rg, ws, name, form)
-    return response
+    return await posted(request, _scale, ctx, sub, rg, ws, name)
 
 
 def _scale(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str, str]) -> Response:

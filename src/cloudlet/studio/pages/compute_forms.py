@@ -21,7 +21,7 @@ from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import computes, locations, size_picker
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.studio import shell
-from cloudlet.studio.session import StudioRoute, form_of
+from cloudlet.studio.session import StudioRoute, form_of, posted
 
 router = APIRouter(route_class=StudioRoute, include_in_schema=False)  # under compute's prefix
 WS = "/ws/{sub}/{rg}/{ws}/compute"
@@ -241,9 +241,7 @@ def _submit_form(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str])
 async def create_from_form(
     request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_submit_form, ctx, sub, rg, ws, form)
-    return response
+    return await posted(request, _submit_form, ctx, sub, rg, ws)
 
 
 def _submit_yaml(ctx: Context, sub: str, rg: str, ws: str, text: str) -> Response:

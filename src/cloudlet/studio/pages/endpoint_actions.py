@@ -23,7 +23,7 @@ from cloudlet.services.endpoints import online_invoke
 from cloudlet.services.endpoints import online_writes as writes
 from cloudlet.studio import shell
 from cloudlet.studio.pages.endpoint_view import render_page
-from cloudlet.studio.session import StudioRoute, form_of
+from cloudlet.studio.session import StudioRoute, form_of, posted
 
 router = APIRouter(route_class=StudioRoute, include_in_schema=False)  # under endpoints.py's prefix
 WS = "/ws/{sub}/{rg}/{ws}/endpoints"
@@ -91,9 +91,7 @@ async def send_test(
 ) -> Response:
     """The Test tab's request: sent through the gateway with the endpoint's credential, as a
     client's; its status, latency and body (escaped) come back in the tab."""
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_test, ctx, sub, rg, ws, name, form)
-    return response
+    return await posted(request, _test, ctx, sub, rg, ws, name)
 
 
 # -- traffic ----------------------------------------------------------------------------------
@@ -132,9 +130,7 @@ async def save_traffic(
 ) -> Response:
     """The Traffic tab's weights (``traffic:<deployment>``, ``mirror:<deployment>``): the service
     checks them by the endpoint's rule and refuses a bad split whatever the page allowed."""
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_traffic, ctx, sub, rg, ws, name, form)
-    return response
+    return await posted(request, _traffic, ctx, sub, rg, ws, name)
 
 
 # -- delete -----------------------------------------------------------------------------------

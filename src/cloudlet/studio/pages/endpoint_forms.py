@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
@@ -22,7 +21,7 @@ from cloudlet.services.endpoints import online_endpoints as online
 from cloudlet.services.endpoints import online_writes as writes
 from cloudlet.services.jobs import job_documents
 from cloudlet.studio import shell
-from cloudlet.studio.session import StudioRoute, form_of
+from cloudlet.studio.session import StudioRoute, posted
 
 router = APIRouter(route_class=StudioRoute, include_in_schema=False)  # under endpoints.py's prefix
 WS = "/ws/{sub}/{rg}/{ws}/endpoints"
@@ -82,10 +81,8 @@ def _endpoint_form(
         ref,
         workspace,
         active=ACTIVE,
-        status=error.status if error is not None else 200,
         form=form,
-        error=error,
-        error_line=job_documents.line_of(text, error.target) if error is not None and text else None,
+        **shell.editor_error(text, error),
         example=ENDPOINT_EXAMPLE,
         auth_modes=rules.AUTH_MODES,
         name_rule=rules.ENDPOINT_NAME_RULE,
@@ -132,9 +129,7 @@ def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, s
 async def create_endpoint(
     request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_create_endpoint, ctx, sub, rg, ws, form)
-    return response
+    return await posted(request, _create_endpoint, ctx, sub, rg, ws)
 
 
 # -- a new deployment -------------------------------------------------------------------------
@@ -156,12 +151,10 @@ def _deployment_form(
         ref,
         workspace,
         active=ACTIVE,
-        status=error.status if error is not None else 200,
         endpoint_name=row.name,
         form=form,
         text=text,
-        error=error,
-        error_line=job_documents.line_of(text, error.target) if error is not None else None,
+        **shell.editor_error(text, error),
         upload_url=shell.code_upload_url(ref),
     )
 
@@ -232,6 +225,4 @@ def _create_deployment(ctx: Context, sub: str, rg: str, ws: str, name: str, form
 async def create_deployment(
     request: Request, sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)
 ) -> Response:
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_create_deployment, ctx, sub, rg, ws, name, form)
-    return response
+    return await posted(request, _create_deployment, ctx, sub, rg, ws, name)

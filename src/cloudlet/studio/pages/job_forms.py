@@ -59,7 +59,6 @@ def _form_page(
 ) -> HTMLResponse:
     """The submit (or clone) form: TEXT in the editor; ERROR shown at its field."""
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
-    line = job_documents.line_of(text, error.target) if error is not None else None
     action = shell.ws_url(ref, "jobs", source, "clone") if source else shell.ws_url(ref, "jobs", NEW)
     return shell.render(
         ctx,
@@ -67,13 +66,11 @@ def _form_page(
         ref,
         workspace,
         active=ACTIVE,
-        status=error.status if error is not None else 200,
         text=text,
         name=name,
         source=source,
         code=code,
-        error=error,
-        error_line=line,
+        **shell.editor_error(text, error),
         action=action,
         upload_url=shell.ws_url(ref, "jobs", NEW, "code"),
         title=f"Clone {source}" if source else "Submit a job",

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from cloudlet.api.deps import Context, context
@@ -17,7 +16,7 @@ from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import locations, quotas
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.studio import shell
-from cloudlet.studio.session import PREFIX, StudioRoute, form_of
+from cloudlet.studio.session import PREFIX, StudioRoute, posted
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 NAV = shell.NavItem("quota", "Quota", "quota", "quota")
@@ -81,6 +80,4 @@ async def set_limit(
     request: Request, sub: str, rg: str, ws: str, ctx: Context = Depends(context)
 ) -> Response:
     """An administrator's new limit for one quota of one location."""
-    form = await form_of(request)
-    response: Response = await run_in_threadpool(_raise, ctx, sub, rg, ws, form)
-    return response
+    return await posted(request, _raise, ctx, sub, rg, ws)

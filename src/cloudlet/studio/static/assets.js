@@ -2,6 +2,7 @@
 // without script), the register form's YAML editor, and a data asset's upload: each chosen file
 // is sent at once (raw bytes, the session's CSRF header) into the form's upload folder.
 import { yamlEditor } from "./editor.js";
+import { csrfHeaders } from "./forms.js";
 
 for (const pre of document.querySelectorAll("pre.yaml-view")) {
   const host = document.createElement("div");
@@ -36,7 +37,6 @@ async function uploadAll(input, fromFolder) {
   const uploaded = document.getElementById("f-uploaded");
   const count = document.getElementById("f-count");
   const submit = document.getElementById("register");
-  const headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
   const files = [...(input.files || [])];
   if (!files.length) return;
   submit.disabled = true;
@@ -52,7 +52,7 @@ async function uploadAll(input, fromFolder) {
       const answer = await fetch(url, {
         method: "POST",
         body: file,
-        headers: { ...headers, "Content-Type": "application/octet-stream" },
+        headers: { ...csrfHeaders(), "Content-Type": "application/octet-stream" },
         credentials: "same-origin",
       });
       const body = await answer.json();

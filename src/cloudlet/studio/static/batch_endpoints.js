@@ -5,7 +5,7 @@
 // field. Text from the server or the user is only ever set as text. CodeMirror is imported only
 // by a page with an editor (the lists do without its 140 KB).
 
-const csrfHeaders = () => JSON.parse(document.body.getAttribute("hx-headers") || "{}");
+import { postBytes, selectLine } from "./forms.js";
 
 const hosts = [...document.querySelectorAll(".editor[data-source]")];
 const { yamlEditor } = hosts.length ? await import("./editor.js") : {};
@@ -23,12 +23,7 @@ for (const host of hosts) {
     const file = event.target.files?.[0];
     if (file) view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: await file.text() } });
   });
-  const line = Number(host.dataset.errorLine || 0);
-  if (line > 0 && line <= view.state.doc.lines) {
-    const at = view.state.doc.line(line);
-    view.dispatch({ selection: { anchor: at.from, head: at.to }, scrollIntoView: true });
-    view.focus();
-  }
+  selectLine(view, Number(host.dataset.errorLine || 0));
 }
 
 // -- a tar.gz of picked files, in the browser ----------------------------------------------------
@@ -91,17 +86,7 @@ async function packed(input) {
   return [await tarGz(entries), top];
 }
 
-async function upload(input, body, query) {
-  const answer = await fetch(input.dataset.upload + query, {
-    method: "POST",
-    body,
-    headers: { ...csrfHeaders(), "Content-Type": "application/octet-stream" },
-    credentials: "same-origin",
-  });
-  const found = await answer.json();
-  if (!answer.ok) throw new Error(found.error || `upload refused (${answer.status})`);
-  return found;
-}
+const upload = (input, body, query) => postBytes(input.dataset.upload + query, body);
 
 function uploader(input, send) {
   input.addEventListener("change", async () => {

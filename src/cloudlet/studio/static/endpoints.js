@@ -1,13 +1,7 @@
-// Online endpoint pages: the YAML/JSON editors, archive uploads, confirmations, the traffic
+// Online endpoint pages: the YAML/JSON editors, archive uploads, the traffic
 // sliders (Save only when the split is one the service accepts) and the Monitoring charts.
 // An ES module (no inline script anywhere: the CSP forbids it). Data is set as text, never HTML.
-const csrfHeaders = () => JSON.parse(document.body.getAttribute("hx-headers") || "{}");
-
-for (const form of document.querySelectorAll("form[data-confirm]")) {
-  form.addEventListener("submit", (event) => {
-    if (!window.confirm(form.dataset.confirm)) event.preventDefault();
-  });
-}
+import { selectLine, uploadArchive } from "./forms.js";
 
 // -- editors: each marked text area becomes the studio's editor; the area stays the form's field.
 const views = new Map();
@@ -32,12 +26,7 @@ if (areas.length) {
     const view = yamlEditor(host, area.value, { label: area.dataset.yamlEditor });
     view.scrollDOM.tabIndex = 0;
     views.set(area.id, view);
-    const line = Number(area.dataset.errorLine || 0);
-    if (line > 0 && line <= view.state.doc.lines) {
-      const at = view.state.doc.line(line);
-      view.dispatch({ selection: { anchor: at.from, head: at.to }, scrollIntoView: true });
-      view.focus();
-    }
+    selectLine(view, Number(area.dataset.errorLine || 0));
     area.form.addEventListener("submit", () => {
       area.value = view.state.doc.toString();
     });
@@ -51,26 +40,7 @@ for (const input of document.querySelectorAll("input[data-upload]")) {
     if (!file) return;
     const field = document.getElementById(input.dataset.into);
     const help = document.getElementById(`${input.dataset.into}-help`);
-    const submit = input.form.querySelector("button[type=submit]");
-    help.textContent = `Uploading ${file.name}…`;
-    submit.disabled = true;
-    try {
-      const answer = await fetch(input.dataset.upload, {
-        method: "POST",
-        body: file,
-        headers: { ...csrfHeaders(), "Content-Type": "application/octet-stream" },
-        credentials: "same-origin",
-      });
-      const body = await answer.json();
-      if (!answer.ok) throw new Error(body.error || `upload refused (${answer.status})`);
-      field.value = body.code;
-      help.textContent = `Uploaded ${file.name}: ${body.code}`;
-    } catch (error) {
-      field.value = "";
-      help.textContent = `The archive was not uploaded: ${error.message}`;
-    } finally {
-      submit.disabled = false;
-    }
+    await uploadArchive(input.dataset.upload, file, field, help, input.form.querySelector("button[type=submit]"));
   });
 }
 

@@ -3,6 +3,7 @@
 // a code archive is uploaded at once and its snapshot id kept in the form's `code` field.
 // An error the server placed on a line (data-error-line) selects that line.
 import { yamlEditor } from "./editor.js";
+import { selectLine, uploadArchive } from "./forms.js";
 
 const host = document.getElementById("yaml-editor");
 const source = document.getElementById("yaml");
@@ -14,12 +15,7 @@ if (host && source) {
   host.classList.add("mounted");
   const setText = (text) => view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } });
 
-  const line = Number(host.dataset.errorLine || 0);
-  if (line > 0 && line <= view.state.doc.lines) {
-    const at = view.state.doc.line(line);
-    view.dispatch({ selection: { anchor: at.from, head: at.to }, scrollIntoView: true });
-    view.focus(); // the keyboard is where the fix is
-  }
+  selectLine(view, Number(host.dataset.errorLine || 0));
 
   const form = document.getElementById("job-form");
   form?.addEventListener("submit", () => {
@@ -34,29 +30,8 @@ if (host && source) {
   const archive = document.getElementById("code-archive");
   archive?.addEventListener("change", async () => {
     const file = archive.files?.[0];
-    const help = document.getElementById("code-help");
-    const field = document.getElementById("code");
-    const submit = document.getElementById("submit-job");
     if (!file) return;
-    const headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
-    help.textContent = `Uploading ${file.name}…`;
-    submit.disabled = true;
-    try {
-      const answer = await fetch(archive.dataset.upload, {
-        method: "POST",
-        body: file,
-        headers: { ...headers, "Content-Type": "application/octet-stream" },
-        credentials: "same-origin",
-      });
-      const body = await answer.json();
-      if (!answer.ok) throw new Error(body.error || `upload refused (${answer.status})`);
-      field.value = body.code;
-      help.textContent = `Uploaded ${file.name}: ${body.code}`;
-    } catch (error) {
-      field.value = "";
-      help.textContent = `The archive was not uploaded: ${error.message}`;
-    } finally {
-      submit.disabled = false;
-    }
+    const help = document.getElementById("code-help");
+    await uploadArchive(archive.dataset.upload, file, document.getElementById("code"), help, document.getElementById("submit-job"));
   });
 }

@@ -44,7 +44,8 @@ document.addEventListener("keydown", (event) => {
 
 // A form with data-confirm asks first, in a modal <dialog> (focus stays inside it; Escape or
 // the dismiss button closes it and focus returns to the button pressed). The question and the
-// button's words are set as text, never as HTML.
+// button's words are set as text, never as HTML. A submit button's own data-confirm (a form with
+// several actions: the job list's row and bulk Cancel) is asked instead of the form's.
 let confirmDialog = null;
 
 function dialogFor() {
@@ -73,17 +74,19 @@ function dialogFor() {
 
 document.addEventListener("submit", (event) => {
   const form = event.target;
-  if (!(form instanceof HTMLFormElement) || !form.dataset.confirm) return;
+  if (!(form instanceof HTMLFormElement)) return;
+  const submitter = event.submitter;
+  const asking = submitter && submitter.dataset.confirm ? submitter : form;
+  if (!asking.dataset.confirm) return;
   if (form.dataset.confirmed === "yes") {
     delete form.dataset.confirmed;
     return;
   }
   event.preventDefault();
-  const submitter = event.submitter;
   const dialog = dialogFor();
-  dialog.querySelector("p").textContent = form.dataset.confirm;
+  dialog.querySelector("p").textContent = asking.dataset.confirm;
   const [dismiss, accept] = dialog.querySelectorAll("button");
-  accept.textContent = form.dataset.confirmYes || "Confirm";
+  accept.textContent = asking.dataset.confirmYes || "Confirm";
   dialog.returnValue = "";
   dialog.addEventListener(
     "close",
