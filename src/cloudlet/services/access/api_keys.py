@@ -22,6 +22,7 @@ from cloudlet.domain.errors import conflict, forbidden, not_found, validation_er
 from cloudlet.services.access import audit, identity
 from cloudlet.services.core.clock import as_utc, given_time, iso, utcnow
 from cloudlet.services.core.context import Caller
+from cloudlet.services.core.use_case import use_case
 from cloudlet.store.schema import ApiKey, Principal
 
 MAX_LIFETIME_DAYS = 3650
@@ -247,6 +248,7 @@ def rotate(
 
 
 # -- use cases: each authorizes, writes and commits ------------------------------------------
+@use_case
 def create_key(
     session: Session,
     caller: Caller,
@@ -261,6 +263,7 @@ def create_key(
     return issued
 
 
+@use_case
 def revoke_key(session: Session, caller: Caller, user: str, key_id: str) -> None:
     """Revoke USER's key (again: nothing changes), committed."""
     principal = authorize(session, caller, user, KeyAction.REVOKE)
@@ -268,6 +271,7 @@ def revoke_key(session: Session, caller: Caller, user: str, key_id: str) -> None
     session.commit()
 
 
+@use_case
 def rotate_key(
     session: Session,
     caller: Caller,

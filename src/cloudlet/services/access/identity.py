@@ -32,6 +32,7 @@ from cloudlet.domain.errors import CloudletError, conflict, forbidden, not_found
 from cloudlet.services.access import audit
 from cloudlet.services.core.clock import as_utc, iso, utcnow
 from cloudlet.services.core.context import Caller
+from cloudlet.services.core.use_case import use_case
 from cloudlet.store.schema import ApiKey, Installation, Principal, RoleAssignment
 
 log = logging.getLogger("cloudlet.identity")
@@ -138,6 +139,7 @@ def check_principal_name(name: str) -> None:
         )
 
 
+@use_case
 def add_principal(session: Session, caller: Caller, name: str, is_admin: bool) -> Principal:
     """The use case behind ``POST /principals``: an administrator creates a user, committed."""
     require_admin(caller, "creating users")
@@ -147,6 +149,7 @@ def add_principal(session: Session, caller: Caller, name: str, is_admin: bool) -
     return principal
 
 
+@use_case
 def change_enabled(session: Session, caller: Caller, name: str, enabled: bool) -> Principal:
     """The use case behind ``PATCH /principals/{name}``: disable a user or enable them again,
     committed."""

@@ -13,6 +13,7 @@ from cloudlet.domain.access.roles import Access, Role, parse_role
 from cloudlet.domain.errors import not_found, validation_error
 from cloudlet.services.access import audit, identity, workspaces
 from cloudlet.services.core.context import Caller, WorkspaceRef
+from cloudlet.services.core.use_case import use_case
 from cloudlet.store.schema import Principal, RoleAssignment, Workspace
 
 
@@ -28,6 +29,7 @@ def _row(session: Session, workspace: Workspace, principal: Principal) -> RoleAs
     )
 
 
+@use_case
 def put(
     session: Session, ref: WorkspaceRef, caller: Caller, principal_name: str, role_name: str
 ) -> dict[str, Any]:
@@ -64,6 +66,7 @@ def assign(session: Session, workspace: Workspace, principal: Principal, role: R
     identity.forget_callers_on_commit(session)
 
 
+@use_case
 def remove(session: Session, ref: WorkspaceRef, caller: Caller, principal_name: str) -> None:
     """Take away the principal's role on the workspace the caller manages: it no longer sees the
     workspace (404). Committed."""

@@ -14,9 +14,11 @@ from cloudlet.services.assets import asset_files, assets
 from cloudlet.services.assets.assets import Created
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.core.use_case import use_case
 from cloudlet.store.schema import Workspace
 
 
+@use_case
 def write(
     session: Session,
     ref: WorkspaceRef,

@@ -15,6 +15,7 @@ from cloudlet.domain.errors import CloudletError, forbidden
 from cloudlet.services.access import audit
 from cloudlet.services.core import effects
 from cloudlet.services.core.context import Caller
+from cloudlet.services.core.use_case import use_case
 from cloudlet.store.schema import CustomSize
 
 log = logging.getLogger("cloudlet.catalogue")
@@ -69,6 +70,7 @@ def size_target(name: str) -> str:
     return f"/sizes/{name}"
 
 
+@use_case
 def add_size(session: Session, caller: Caller, spec: CustomSizeSpec) -> VmSize:
     """The use case behind ``POST /sizes`` and the studio's form: an administrator adds a size."""
     if not caller.is_admin:

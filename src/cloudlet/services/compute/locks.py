@@ -15,6 +15,7 @@ from cloudlet.services.access import audit
 from cloudlet.services.core import effects
 from cloudlet.services.core.clock import iso, utcnow
 from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.core.use_case import use_case
 from cloudlet.store.schema import ManagementLock
 
 
@@ -60,6 +61,7 @@ def lock_target(scope: str, name: str) -> str:
     return f"{scope}/providers/Microsoft.Authorization/locks/{name}"
 
 
+@use_case
 def put(session: Session, scope: str, name: str, update: LockUpdate, actor: str) -> ManagementLock:
     if not re.fullmatch(LOCK_NAME, name):
         raise CloudletError(

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.core.use_case import use_case
 from cloudlet.services.endpoints import online_endpoints as online
 from cloudlet.services.endpoints.online_endpoints import Written
 from cloudlet.store.schema import OnlineDeployment, OnlineEndpoint, Workspace
@@ -22,6 +23,7 @@ def _find(session: Session, ws: Workspace, name: str) -> OnlineEndpoint | None:
     return next((r for r in online.list_endpoints(session, ws) if r.name == name), None)
 
 
+@use_case
 def put_endpoint(
     session: Session,
     ref: WorkspaceRef,
@@ -68,6 +70,7 @@ class DeploymentWritten:
     live: dict[str, Any] = field(default_factory=dict)
 
 
+@use_case
 def put_deployment(
     session: Session,
     ref: WorkspaceRef,
@@ -109,6 +112,7 @@ def delete_deployment(
     return True
 
 
+@use_case
 def update_traffic(
     session: Session,
     ref: WorkspaceRef,

@@ -41,11 +41,10 @@ FORM_ERRORS = (400, 409)  # shown at the form; 403 and 404 are the studio's erro
 
 
 def shown_at_form(ctx: Context, exc: CloudletError, also: tuple[int, ...] = ()) -> None:
-    """Raise EXC again unless the form shows it (FORM_ERRORS, and ALSO); when it does, the
-    session's half-done work is rolled back before the page is drawn again."""
+    """Raise EXC again unless the form shows it (FORM_ERRORS, and ALSO). The failed use case has
+    rolled its own work back (``services/core/use_case``), so the page is drawn from a clean session."""
     if exc.status not in (*FORM_ERRORS, *also):
         raise exc
-    ctx.session.rollback()
 
 
 def tabs_for(caller: Caller, workspace_id: int) -> list[tuple[str, str]]:

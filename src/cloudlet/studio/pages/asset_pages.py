@@ -176,7 +176,6 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
         except CloudletError as exc:
             if exc.status not in (400, 409, 413):
                 raise
-            ctx.session.rollback()
             return form_page(ctx, ref, workspace, form, exc)
         url = shell.ws_url(ref, suffix, result.asset.name, result.asset.version)
         return RedirectResponse(url, status_code=303)
@@ -200,7 +199,6 @@ def kind_pages(kind: AssetKind, label: str, suffix: str, icon: str) -> tuple[she
             def store() -> dict[str, Any]:
                 workspace, _ = shell.open_workspace(ctx, sub, rg, ws, Access.WRITE)
                 uri = asset_files.upload_file(ctx.session, ctx.state.data, workspace, batch, path, body)
-                ctx.session.commit()
                 return {"uri": uri, "size": len(body)}
 
             return await json_answer(store)

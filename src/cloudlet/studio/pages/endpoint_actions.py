@@ -119,7 +119,6 @@ def _traffic(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str
     except CloudletError as exc:
         if exc.status != 400:
             raise
-        ctx.session.rollback()
         return render_page(ctx, ref, workspace, row, "traffic", 400, traffic_error=exc, traffic_form=form)
     return RedirectResponse(_tab_url(ref, name, "traffic") + "&saved=1", 303)
 

@@ -120,7 +120,6 @@ def _create_endpoint(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, s
     except CloudletError as exc:
         if exc.status in (401, 403, 404):
             raise
-        ctx.session.rollback()
         return _endpoint_form(ctx, sub, rg, ws, form, exc)
     return RedirectResponse(shell.ws_url(ref, "endpoints", name), 303)
 
@@ -216,7 +215,6 @@ def _create_deployment(ctx: Context, sub: str, rg: str, ws: str, name: str, form
     except CloudletError as exc:
         if exc.status in (401, 403, 404):
             raise
-        ctx.session.rollback()
         return _deployment_form(ctx, sub, rg, ws, name, form, exc)
     return RedirectResponse(shell.ws_url(ref, "endpoints", name), 303)
 
