@@ -34,6 +34,7 @@ from cloudlet.control.compute_steps import ComputeSteps
 from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
+from cloudlet.control.notifications import NotificationLoop
 from cloudlet.control.online_inflight import InFlightBoard, board_path
 from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
@@ -210,11 +211,14 @@ def build_state(
     )
     if bus.shared:
         _share_wakeups(bus, notifier, reconciler, clusters, parents, online_wakeups)
+    # Job notifications: the outbox's sender, under its own lease (control/notifications.py).
+    notifications = NotificationLoop(control, replica.id, url, lease_ttl_s=lease_ttl)
     publisher = effects.Publisher(
         wake_node=notifier.notify,
         on_demand=clusters.wake.set,
         on_operations=reconciler.wake.set,
         on_parent_work=parents.wake.set,
+        on_notifications=notifications.wake.set,
     )
     for made in (store.dispatch, control):  # their owners hand placed run specs over themselves
         publisher.install(made)
@@ -249,7 +253,7 @@ def build_state(
         data=data,
         url=url,
         notifier=notifier,
-        loops=(reconciler, clusters, instance_watch, parents),
+        loops=(reconciler, clusters, instance_watch, parents, notifications),
         batcher=batcher,
         agents=agents,
         online=online,

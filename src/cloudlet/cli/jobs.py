@@ -126,6 +126,12 @@ def show(ctx: typer.Context, name: NameOpt, web: WebOpt = False) -> None:
     st.emit(data, "job")
 
 
+@app.command("deliveries")
+def deliveries(ctx: typer.Context, name: NameOpt) -> None:
+    """The job's notifications: each email and webhook, its state, tries and last error."""
+    state(ctx).emit(operations(ctx).deliveries(name), "delivery")
+
+
 @app.command("list")
 def list_(
     ctx: typer.Context,

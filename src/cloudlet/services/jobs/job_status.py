@@ -29,6 +29,7 @@ from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.jobs import job_status
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.services.core import effects
+from cloudlet.services.jobs import notifications
 from cloudlet.store import rows
 from cloudlet.store.schema import Job
 
@@ -72,6 +73,10 @@ def set_status(
         job.error = error
     if job.parent_job_id is not None:
         effects.parent_work(object_session(job))
+    if to in job_status.FINAL and (session := object_session(job)) is not None:
+        if job.id is None:
+            session.flush()  # the outbox rows name it
+        notifications.enqueue(session, job.id, to, now)
 
 
 @functools.cache
@@ -117,6 +122,8 @@ def update_status(
         rows.after_write(held_object, {name.removeprefix("v_"): value for name, value in params.items()})
     if child:
         effects.parent_work(session)
+    if to in job_status.FINAL:
+        notifications.enqueue(session, job_id, to, now)
 
 
 def update_statuses(session: Session, to: JobStatus, moves: list[tuple[int, float, dict[str, Any]]]) -> None:
