@@ -34,7 +34,9 @@ def submit(name, webhook_url):
     rest.properties.notification_setting = NotificationSetting(
         email_on=["JobFailed", "JobCompleted"],
         emails=["ops@example.com"],
-        webhooks={"chat": Webhook({"webhookType": "AzureDevOps", "eventType": "JobFailed", "url": webhook_url})},
+        webhooks={"chat": Webhook(
+            {"webhookType": "AzureDevOps", "eventType": "JobFailed", "url": webhook_url}
+        )},
     )
     return ml.jobs._create_or_update_with_different_version_api(rest, strip_none_body=True)
 
