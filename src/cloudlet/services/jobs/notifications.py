@@ -97,7 +97,7 @@ def due(session: Session, now: float, limit: int) -> list[tuple[NotificationDeli
         .order_by(NotificationDelivery.next_try_at, NotificationDelivery.id)
         .limit(limit)
     )
-    return [(row, setting or {}) for row, setting in session.execute(query).tuples()]
+    return [(row, setting or {}) for row, setting in session.execute(query)]
 
 
 def record_try(
