@@ -197,6 +197,13 @@ def test_a_failing_jobs_email_and_a_flaky_webhook_arrive(
 
     shown = cli_json(srv, "job", "deliveries", "--name", "fails-loudly")
     assert sorted(d["kind"] for d in shown) == ["email", "webhook"]
+    # The job echoes its setting (no secret is part of it), and the server's log names the
+    # failed tries without the secret.
+    echoed = api.get(f"{srv.ws_path}/jobs/fails-loudly").json()["notification_setting"]
+    assert echoed["webhooks"]["chat"]["url"] == receiver.url + "/flaky"
+    server_log = srv.log_path.read_text()
+    assert "to webhook chat: try 1 failed: HTTP 500" in server_log
+    assert SECRET.decode() not in server_log
 
 
 def test_a_receiver_that_never_answers_does_not_delay_the_job(
