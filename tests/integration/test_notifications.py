@@ -14,7 +14,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -226,6 +226,37 @@ def test_a_receiver_that_never_answers_does_not_delay_the_job(
     assert not receiver.release.is_set()
     (pending,) = _deliveries(api, srv, "ends-anyway")
     assert pending["state"] == "pending" and pending["attempts"] == 0, pending
+
+
+def test_under_two_workers_one_sends_each_event_once(
+    server_factory: Callable[..., RunningServer], receiver: _Receiver
+) -> None:
+    """``--workers 2``: both workers run the notification loop; the lease lets one send. Jobs
+    submitted through either worker each reach the receiver once."""
+    srv = server_factory(extra_env={"CLOUDLET_WORKERS": "2", "CLOUDLET_WEBHOOK_SECRET": SECRET.decode()})
+    names = [f"twice-{i}" for i in range(4)]
+    with srv.client() as api:
+        for name in names:
+            submit(
+                api,
+                srv,
+                name,
+                {
+                    "command": "true",
+                    "compute": "local",
+                    "notification_setting": {"webhooks": {"ok": {"url": receiver.url + "/once"}}},
+                },
+            )
+        for name in names:
+            assert wait_job(api, srv, name, timeout=120)["status"] == "Completed"
+        for name in names:
+            wait_until(
+                lambda name=name: _deliveries(api, srv, name)[0]["state"] == "delivered",
+                30,
+                f"{name} delivered",
+            )
+    got = sorted(json.loads(body)["job"] for _, _, body in receiver.calls["/once"])
+    assert got == names, got
 
 
 def test_a_webhook_url_that_is_not_http_is_refused(api: httpx.Client, srv: RunningServer) -> None:

@@ -243,7 +243,6 @@ class NotificationLoop(ReconcileLoop):
         finally:
             with self._lock:
                 self._in_flight.discard(delivery.id)
-        self.wake.set()  # a retry may be due sooner than the next pass
 
 
 @dataclass(frozen=True)
