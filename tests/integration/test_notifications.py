@@ -1,5 +1,6 @@
 """Acceptance (issue 29 item 4): notifications on job events, through a real SMTP server
-(``aiosmtpd``) and real HTTP receivers, from jobs that really run.
+(``aiosmtpd``, taking mail only after STARTTLS with a private CA and a login whose password the
+server reads from a file) and real HTTP receivers, from jobs that really run.
 
 A failing job's email arrives with its name, status, error and a link to its studio page; a
 webhook that answers 500 twice then 200 receives the event three times, each signed with the
@@ -23,13 +24,15 @@ from typing import Any
 import httpx
 import pytest
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from cloudlet import tls
 from cloudlet.domain.jobs import notifications as rules
 from tests.conftest import RunningServer
 from tests.jobs_helpers import cli_json, error_of, served, submit, wait_job, wait_until
 
 SECRET = b"webhook-secret-for-tests"
+SMTP_LOGIN = (b"cloudlet-mailer", b"smtp-password-for-tests")
 EXTERNAL = "https://cloudlet.example"
 
 
@@ -79,13 +82,37 @@ class _Receiver:
         self.server.shutdown()
 
 
+def _authenticator(
+    server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any
+) -> AuthResult:
+    ok = isinstance(auth_data, LoginPassword) and (auth_data.login, auth_data.password) == SMTP_LOGIN
+    return AuthResult(success=ok)
+
+
 @pytest.fixture(scope="module")
-def mailbox() -> Iterator[tuple[_Mailbox, int]]:
+def smtp_tls(tmp_path_factory: pytest.TempPathFactory) -> tls.TlsFiles:
+    """A private CA and a certificate for 127.0.0.1: the SMTP server's, which the server trusts
+    through CLOUDLET_SMTP_CA_FILE."""
+    return tls.ensure(tmp_path_factory.mktemp("smtp-tls"), "127.0.0.1", "smtp-test")
+
+
+@pytest.fixture(scope="module")
+def mailbox(smtp_tls: tls.TlsFiles) -> Iterator[tuple[_Mailbox, int]]:
+    """A real SMTP server that, as a provider's does, takes mail only after STARTTLS and a login."""
     box = _Mailbox()
     with socket.socket() as probe:  # aiosmtpd's controller checks its port by connecting: not 0
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
-    controller = Controller(box, hostname="127.0.0.1", port=port)
+    controller = Controller(
+        box,
+        hostname="127.0.0.1",
+        port=port,
+        tls_context=smtp_tls.server_context(),
+        require_starttls=True,
+        auth_required=True,
+        auth_require_tls=True,
+        authenticator=_authenticator,
+    )
     controller.start()
     try:
         yield box, port
@@ -101,15 +128,21 @@ def receiver() -> Iterator[_Receiver]:
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory, mailbox: tuple[_Mailbox, int]) -> Iterator[RunningServer]:
-    secret_file = Path(tmp_path_factory.mktemp("secrets")) / "webhook"
-    secret_file.write_bytes(SECRET)
+def srv(
+    tmp_path_factory: pytest.TempPathFactory, mailbox: tuple[_Mailbox, int], smtp_tls: tls.TlsFiles
+) -> Iterator[RunningServer]:
+    secrets = Path(tmp_path_factory.mktemp("secrets"))
+    (secrets / "webhook").write_bytes(SECRET)
+    (secrets / "smtp").write_bytes(SMTP_LOGIN[1] + b"\n")
     env = {
         "CLOUDLET_SMTP_HOST": "127.0.0.1",
         "CLOUDLET_SMTP_PORT": str(mailbox[1]),
-        "CLOUDLET_SMTP_SECURITY": "none",
+        "CLOUDLET_SMTP_SECURITY": "starttls",
+        "CLOUDLET_SMTP_CA_FILE": str(smtp_tls.ca),
+        "CLOUDLET_SMTP_USER": SMTP_LOGIN[0].decode(),
+        "CLOUDLET_SMTP_PASSWORD_FILE": str(secrets / "smtp"),
         "CLOUDLET_SMTP_FROM": "cloudlet@example.com",
-        "CLOUDLET_WEBHOOK_SECRET_FILE": str(secret_file),
+        "CLOUDLET_WEBHOOK_SECRET_FILE": str(secrets / "webhook"),
         "CLOUDLET_EXTERNAL_URL": EXTERNAL,
         "CLOUDLET_NOTIFY_TIMEOUT_S": "30",  # the hanging receiver's try outlasts the job by far
     }
@@ -203,7 +236,7 @@ def test_a_failing_jobs_email_and_a_flaky_webhook_arrive(
     assert echoed["webhooks"]["chat"]["url"] == receiver.url + "/flaky"
     server_log = srv.log_path.read_text()
     assert "to webhook chat: try 1 failed: HTTP 500" in server_log
-    assert SECRET.decode() not in server_log
+    assert SECRET.decode() not in server_log and SMTP_LOGIN[1].decode() not in server_log
 
 
 def test_a_receiver_that_never_answers_does_not_delay_the_job(

@@ -11,7 +11,7 @@ what picks up retries and another server's deliveries.
 
 Configuration (the server's environment; docs/observability.md "Notifications"): the SMTP server
 (``CLOUDLET_SMTP_HOST``, ``_PORT``, ``_SECURITY`` = ``starttls`` | ``tls`` | ``none``, ``_USER``,
-``_PASSWORD`` or ``_PASSWORD_FILE``, ``_FROM``), the webhook signing secret
+``_PASSWORD`` or ``_PASSWORD_FILE``, ``_FROM``, ``_CA_FILE``), the webhook signing secret
 (``CLOUDLET_WEBHOOK_SECRET`` or ``_FILE``), the studio links' base (``CLOUDLET_EXTERNAL_URL``, else
 the server's URL) and a try's timeout (``CLOUDLET_NOTIFY_TIMEOUT_S``, default 10).
 """
@@ -65,6 +65,10 @@ class SmtpConfig:
     user: str | None
     password: str | None
     sender: str
+    ca_file: str | None = None  # a private CA the SMTP server's certificate is issued by
+
+    def tls_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=self.ca_file)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class NotifyConfig:
                 user=env.get("CLOUDLET_SMTP_USER") or None,
                 password=_secret(env, "CLOUDLET_SMTP_PASSWORD"),
                 sender=env.get("CLOUDLET_SMTP_FROM") or "cloudlet@localhost",
+                ca_file=env.get("CLOUDLET_SMTP_CA_FILE") or None,
             )
         secret = _secret(env, "CLOUDLET_WEBHOOK_SECRET")
         return cls(
@@ -147,13 +152,13 @@ def send_email(to: str, body: dict[str, Any], config: NotifyConfig) -> TryResult
     try:
         if smtp.security == "tls":
             client: smtplib.SMTP = smtplib.SMTP_SSL(
-                smtp.host, smtp.port, timeout=config.timeout_s, context=ssl.create_default_context()
+                smtp.host, smtp.port, timeout=config.timeout_s, context=smtp.tls_context()
             )
         else:
             client = smtplib.SMTP(smtp.host, smtp.port, timeout=config.timeout_s)
         with client:
             if smtp.security == "starttls":
-                client.starttls(context=ssl.create_default_context())
+                client.starttls(context=smtp.tls_context())
             if smtp.user:
                 client.login(smtp.user, smtp.password or "")
             client.send_message(message)
