@@ -261,6 +261,27 @@ def test_a_receiver_that_never_answers_does_not_delay_the_job(
     assert pending["state"] == "pending" and pending["attempts"] == 0, pending
 
 
+def test_a_pipeline_notifies_of_its_own_end_not_its_steps(
+    api: httpx.Client, srv: RunningServer, receiver: _Receiver
+) -> None:
+    submit(
+        api,
+        srv,
+        "piped",
+        {
+            "type": "pipeline",
+            "settings": {"default_compute": "local"},
+            "notification_setting": {"webhooks": {"ci": {"url": receiver.url + "/pipeline"}}},
+            "jobs": {"ok": {"command": "true"}, "bad": {"command": "exit 4"}},
+        },
+    )
+    assert wait_job(api, srv, "piped", timeout=180)["status"] == "Failed"
+    wait_until(lambda: _deliveries(api, srv, "piped")[0]["state"] == "delivered", 30, "the pipeline's event")
+    events = [json.loads(body) for _, _, body in receiver.calls["/pipeline"]]
+    assert [(e["job"], e["event"]) for e in events] == [("piped", "job_failed")], events
+    assert _deliveries(api, srv, "piped-bad") == [] and _deliveries(api, srv, "piped-ok") == []
+
+
 def test_under_two_workers_one_sends_each_event_once(
     server_factory: Callable[..., RunningServer], receiver: _Receiver
 ) -> None:
