@@ -196,12 +196,12 @@ class NotificationLoop(ReconcileLoop):
         with self.sessions() as session:
             due = outbox.due(session, now, BATCH)
             work = [(_Delivery.of(row), setting) for row, setting in due]
-        for job, setting in work:
+        for delivery, setting in work:
             with self._lock:
-                if job.id in self._in_flight:
+                if delivery.id in self._in_flight:
                     continue
-                self._in_flight.add(job.id)
-            self._pool.submit(self._deliver, job, setting, token)
+                self._in_flight.add(delivery.id)
+            self._pool.submit(self._deliver, delivery, setting, token)
         return self.interval_s
 
     def on_stop(self) -> None:
@@ -212,6 +212,10 @@ class NotificationLoop(ReconcileLoop):
 
     def _deliver(self, delivery: _Delivery, setting: dict[str, Any], token: int) -> None:
         try:
+            with self.sessions() as session:
+                # A pass may have read the row just before an earlier try of it was recorded.
+                if not outbox.still_due(session, delivery.id, delivery.attempts):
+                    return
             body = rules.event_body(
                 {k: v for k, v in delivery.payload.items() if k != "studio_path"},
                 delivery.event,

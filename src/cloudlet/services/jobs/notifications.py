@@ -109,6 +109,16 @@ def due(session: Session, now: float, limit: int) -> list[tuple[NotificationDeli
     return [(row, setting or {}) for row, setting in session.execute(query)]
 
 
+def still_due(session: Session, delivery_id: int, attempts: int) -> bool:
+    """Whether the delivery is still pending after ATTEMPTS tries (no try recorded since it was read)."""
+    query = select(NotificationDelivery.id).where(
+        NotificationDelivery.id == delivery_id,
+        NotificationDelivery.state == PENDING,
+        NotificationDelivery.attempts == attempts,
+    )
+    return session.scalar(query) is not None
+
+
 def record_try(
     session: Session,
     delivery_id: int,
@@ -127,7 +137,11 @@ def record_try(
     else:
         later = rules.next_try(attempts, now)
         values.update(state=PENDING if later is not None else FAILED, next_try_at=later)
-    session.execute(update(NotificationDelivery).where(NotificationDelivery.id == delivery_id).values(values))
+    session.execute(  # only over the state the try began from: a try is recorded once
+        update(NotificationDelivery)
+        .where(NotificationDelivery.id == delivery_id, NotificationDelivery.attempts == attempts - 1)
+        .values(values)
+    )
 
 
 def deliveries(session: Session, ref: WorkspaceRef, caller: Caller, name: str) -> list[dict[str, Any]]:
