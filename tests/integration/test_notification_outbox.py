@@ -100,6 +100,14 @@ def test_sqlite_the_outbox_is_written_with_the_jobs_end(tmp_path: Path) -> None:
     engine.dispose()
 
 
+def test_sqlite_without_update_returning_the_setting_is_read(tmp_path: Path) -> None:
+    """A store whose SQLite predates ``UPDATE … RETURNING`` (3.35) reads the setting instead."""
+    engine = db.make_engine(db.sqlite_url(tmp_path))
+    engine.dialect.update_returning = False
+    _outbox(engine)
+    engine.dispose()
+
+
 @pytest.mark.postgres
 def test_postgres_the_outbox_is_written_with_the_jobs_end(postgres_url: str) -> None:
     engine = create_engine(db.normalise_url(postgres_url))

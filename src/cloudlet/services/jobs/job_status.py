@@ -119,12 +119,14 @@ def update_status(
     ``IllegalJobTransition`` when its status may not become TO. CHILD: the job has a parent (told
     of the move once it commits). A ``Job`` object SESSION holds for the row takes the values."""
     statement, params = status_update(to, now, columns or {})
+    connection = session.connection()
     final = to in job_status.FINAL
-    if final:  # the job's notification setting comes back with the write: no read of its own
+    returning = final and connection.dialect.update_returning
+    if returning:  # the job's notification setting comes back with the write: no read of its own
         statement = _returning_setting(statement)
     held_object = rows.before_write(session, Job, job_id)
-    result = session.connection().execute(statement, {"row_id": job_id, **params})
-    matched = result.all() if final else None  # RETURNING's rows are the reliable count there
+    result = connection.execute(statement, {"row_id": job_id, **params})
+    matched = result.all() if returning else None  # RETURNING's rows are the reliable count there
     if (len(matched) if matched is not None else result.rowcount) != 1:
         current = session.connection().execute(select(Job.status).where(Job.id == job_id)).scalar()
         job_status.transition(str(current), to, f"#{job_id}")  # raises: the row did not match
@@ -135,6 +137,8 @@ def update_status(
         effects.parent_work(session)
     if matched:
         notifications.enqueue(session, job_id, to, now, matched[0].setting)
+    elif final:  # a store without UPDATE … RETURNING (SQLite before 3.35): read it
+        notifications.enqueue(session, job_id, to, now)
 
 
 def update_statuses(session: Session, to: JobStatus, moves: list[tuple[int, float, dict[str, Any]]]) -> None:
