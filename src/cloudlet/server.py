@@ -35,6 +35,7 @@ from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.event_retention import EventRetentionLoop
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
+from cloudlet.control.notifications import NotificationLoop
 from cloudlet.control.online_inflight import InFlightBoard, board_path
 from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
@@ -210,13 +211,16 @@ def build_state(
         # managed replicas' nodes; with --workers they are processes here (control/online_placement)
         nodes=None if bus.shared else NodeMaker(control, providers, installation_id, url),
     )
+    # Job notifications: the outbox's sender, under its own lease (control/notifications.py).
+    notifications = NotificationLoop(control, replica.id, url, lease_ttl_s=lease_ttl)
     if bus.shared:
-        _share_wakeups(bus, notifier, reconciler, clusters, parents, online_wakeups)
+        _share_wakeups(bus, notifier, reconciler, clusters, parents, online_wakeups, notifications)
     publisher = effects.Publisher(
         wake_node=notifier.notify,
         on_demand=clusters.wake.set,
         on_operations=reconciler.wake.set,
         on_parent_work=parents.wake.set,
+        on_notifications=notifications.wake.set,
     )
     for made in (store.dispatch, control):  # their owners hand placed run specs over themselves
         publisher.install(made)
@@ -251,7 +255,7 @@ def build_state(
         data=data,
         url=url,
         notifier=notifier,
-        loops=(reconciler, clusters, instance_watch, parents, EventRetentionLoop(control)),
+        loops=(reconciler, clusters, instance_watch, parents, EventRetentionLoop(control), notifications),
         batcher=batcher,
         agents=agents,
         online=online,
@@ -268,12 +272,14 @@ def _share_wakeups(
     clusters: ClusterReconciler,
     parents: ParentJobLoop,
     online: dict[bytes, Callable[[str], None]],
+    notifications: NotificationLoop,
 ) -> None:
     """What wakes a loop or a poll in this worker wakes it in the others too (``services/core/wake.py``);
     set before anything holds the loops' ``wake.set``."""
     operations = reconciler.wake = wake.SharedEvent(bus, wake.OPERATIONS)
     cluster_loop = clusters.wake = wake.SharedEvent(bus, wake.CLUSTERS)
     parent_loop = parents.wake = wake.SharedEvent(bus, wake.PARENTS)
+    notification_loop = notifications.wake = wake.SharedEvent(bus, wake.NOTIFICATIONS)
     instance_activity.share(lambda name, at: bus.send(wake.ACTIVITY, f"{name} {at!r}"))
 
     def leading(_payload: str) -> None:
@@ -286,6 +292,10 @@ def _share_wakeups(
         if parents.leases.holds_any(parents.clock.now()):
             parent_loop.set_here()
 
+    def notifications_leading(_payload: str) -> None:  # as for clusters: only the lease holder sends
+        if notifications.leases.holds_any(notifications.clock.now()):
+            notification_loop.set_here()
+
     def activity(payload: str) -> None:
         name, _, at = payload.rpartition(" ")
         instance_activity.remember(name, float(at))
@@ -297,6 +307,7 @@ def _share_wakeups(
             wake.OPERATIONS: operations.set_here,
             wake.CLUSTERS: leading,
             wake.PARENTS: parents_leading,
+            wake.NOTIFICATIONS: notifications_leading,
             wake.ACTIVITY: activity,
             **online,  # the online gateway's view and what followers ask of its owner
         }

@@ -35,7 +35,7 @@ from cloudlet.services.compute import computes, preemption
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.core.storage import empty_tar
-from cloudlet.services.jobs import job_cancel, job_outputs, job_search, resource_monitoring
+from cloudlet.services.jobs import job_cancel, job_outputs, job_search, notifications, resource_monitoring
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.views import jobs as native_jobs
 
@@ -87,6 +87,14 @@ def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(c
     ref = WorkspaceRef(sub, rg, ws)
     _, job = job_service.readable(ctx.session, ref, ctx.caller, name)
     return json_response(native_jobs.view(ctx.session, ref, job, _base_url(ctx)))
+
+
+@router.get(WS + "/jobs/{name}/deliveries")
+def job_deliveries(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
+    """The job's notification delivery log: per email or webhook, its event, state, attempts,
+    last status or error and next try (docs/observability.md "Notifications")."""
+    ref = WorkspaceRef(sub, rg, ws)
+    return json_response({"value": notifications.deliveries(ctx.session, ref, ctx.caller, name)})
 
 
 @router.get(WS + "/jobs")

@@ -187,6 +187,12 @@ def monitor_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@app.command("deliveries")
+def deliveries(ctx: typer.Context, name: NameOpt) -> None:
+    """The job's notifications: each email and webhook, its state, tries and last error."""
+    state(ctx).emit(operations(ctx).deliveries(name), "delivery")
+
+
 @app.command("list")
 def list_(
     ctx: typer.Context,

@@ -202,6 +202,15 @@ COLUMNS: dict[str, list[tuple[str, Getter]]] = {
         ("HOLDERS", usage_holders),
     ],
     "quota": [("NAME", _key("name")), ("LIMIT", _key("limit")), ("UNIT", _key("unit"))],
+    "delivery": [
+        ("KIND", _key("kind")),
+        ("TARGET", _key("target")),
+        ("EVENT", _key("event")),
+        ("STATE", _key("state")),
+        ("ATTEMPTS", _key("attempts")),
+        ("LAST", _key("lastStatus")),
+        ("ERROR", _key("lastError")),
+    ],
     "location": [
         ("NAME", _key("name")),
         ("PROVIDER", _key("provider")),

@@ -138,6 +138,11 @@ class JobOperations(_Operations):
     def get(self, name: str) -> Job:
         return Job(self._rest.get(self._path(name)))
 
+    def deliveries(self, name: str) -> list[dict[str, Any]]:
+        """The job's notification delivery log (an email or webhook each: event, state, attempts,
+        last status or error, next try)."""
+        return list(self._rest.get(f"{self._path(name)}/deliveries")["value"])
+
     def list(
         self,
         *,

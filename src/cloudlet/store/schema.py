@@ -775,3 +775,30 @@ class EventHorizon(Base):
     __tablename__ = "event_horizon"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     pruned_below: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class NotificationDelivery(Base):
+    """One notification of a job event to send: an email to a recipient or a call of a webhook
+    (``domain/jobs/notifications.py``). Written in the transaction that ends the job (an outbox:
+    ``services/jobs/notifications.py``), sent and retried by the notification loop, which records
+    each try here (the job's delivery log)."""
+
+    __tablename__ = "notification_deliveries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "email" or "webhook"
+    target: Mapped[str] = mapped_column(String(255))  # the recipient, or the webhook's name
+    event: Mapped[str] = mapped_column(String(32))  # "job_completed", "job_failed", "job_cancelled"
+    # What the message says (job, status, error, workspace, the studio path): fixed at the event.
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))  # "pending", "delivered", "failed" (given up)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_status: Mapped[int | None] = mapped_column(Integer, nullable=True)  # HTTP status / SMTP code
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    next_try_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    delivered_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+# The notification loop's question on every pass: which deliveries are due.
+Index("ix_notification_deliveries_due", NotificationDelivery.state, NotificationDelivery.next_try_at)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_JOB_TIMEOUT_S, MAX_PROCESSES_PER_NODE
 from cloudlet.domain.compute.sizes import DEFAULT_SIZE
 from cloudlet.domain.errors import CloudletError, validation_error
+from cloudlet.domain.jobs.notifications import NotificationSetting
 from cloudlet.domain.validation import FieldProblem, translate
 
 JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$")
@@ -237,6 +238,7 @@ class CommandJobSpec(_Strict):
     queue_settings: QueueSettings | None = None
     identity: JobIdentity | None = None
     services: dict[str, Any] | None = None
+    notification_setting: NotificationSetting | None = None
 
     @field_validator("name")
     @classmethod

@@ -38,6 +38,7 @@ from cloudlet.domain.jobs.job_spec import (
     translate_error,
 )
 from cloudlet.domain.jobs.job_status import ACTIVE, JobStatus
+from cloudlet.domain.jobs.notifications import NotificationSetting
 from cloudlet.domain.jobs.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
 from cloudlet.domain.jobs.pipeline_bindings import OUTPUT_MODES, child_job_name, output_binding, retarget
 from cloudlet.domain.jobs.pipeline_dag import (
@@ -69,6 +70,7 @@ TOP_LEVEL = frozenset(
         "settings",
         "jobs",
         "compute",
+        "notification_setting",  # the pipeline's own end (domain/jobs/notifications.py); not its steps'
     }
 )
 SETTINGS = ("default_compute", "default_datastore", "continue_on_step_failure", "force_rerun")
@@ -131,6 +133,8 @@ def parse_pipeline(doc: Any, name: str) -> dict[str, Any]:
     out["inputs"] = _parent_inputs(doc.get("inputs"))
     out["outputs"] = _parent_outputs(doc.get("outputs"))
     out["settings"] = _settings(doc.get("settings"), doc.get("compute"))
+    if doc.get("notification_setting") is not None:
+        out["notification_setting"] = _notification_setting(doc["notification_setting"])
     jobs = doc.get("jobs")
     if not isinstance(jobs, dict) or not jobs:
         raise validation_error(
@@ -154,6 +158,16 @@ def parse_pipeline(doc: Any, name: str) -> dict[str, Any]:
         except CloudletError as exc:
             raise retarget(exc, f"jobs.{key}") from None
     return out
+
+
+def _notification_setting(value: Any) -> dict[str, Any]:
+    try:
+        setting = NotificationSetting.model_validate(value)
+    except ValidationError as exc:
+        raise translate_error(
+            exc, NotificationSetting, "notification_setting", "a notification setting"
+        ) from None
+    return setting.model_dump(mode="json", exclude_none=True)
 
 
 def _parent_inputs(inputs: Any) -> dict[str, Any]:

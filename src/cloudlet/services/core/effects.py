@@ -29,6 +29,7 @@ class Effects:
     operations_pending: bool = False  # the operation reconciler has a step to run
     parent_work: bool = False  # a pipeline or sweep has a next step
     endpoints_changed: bool = False  # an online endpoint's desired state moved
+    notifications_pending: bool = False  # a job's end recorded notifications to send
 
     def __bool__(self) -> bool:
         return bool(
@@ -37,6 +38,7 @@ class Effects:
             or self.operations_pending
             or self.parent_work
             or self.endpoints_changed
+            or self.notifications_pending
         )
 
 
@@ -75,6 +77,10 @@ def endpoints_changed(session: Session) -> None:
     of(session).endpoints_changed = True
 
 
+def notifications_pending(session: Session) -> None:
+    of(session).notifications_pending = True
+
+
 @dataclass
 class Publisher:
     """Who hears which effect; built once per server (``server.build_state``). ``after`` runs
@@ -85,6 +91,7 @@ class Publisher:
     on_operations: Callable[[], None] = lambda: None
     on_parent_work: Callable[[], None] = lambda: None
     on_endpoints: Callable[[], None] = lambda: None
+    on_notifications: Callable[[], None] = lambda: None
     after: Callable[[Session], None] = lambda _session: None
 
     def publish(self, recorded: Effects) -> None:
@@ -98,6 +105,8 @@ class Publisher:
             self.on_parent_work()
         if recorded.endpoints_changed:
             self.on_endpoints()
+        if recorded.notifications_pending:
+            self.on_notifications()
 
     def install(self, sessions: sessionmaker[Session]) -> None:
         """Publish each commit's effects of SESSIONS' sessions; forget a rolled-back one's."""

@@ -31,6 +31,7 @@ MAIL = b"m"  # payload: JSON [node id, run spec]: a run placed for the node (``N
 CLUSTERS = b"c"  # the cluster reconciler's wake
 OPERATIONS = b"o"  # the operation reconciler's wake
 PARENTS = b"p"  # the parent-job loop's wake (pipelines, sweeps: a child moved)
+NOTIFICATIONS = b"t"  # the notification loop's wake (a job's end recorded deliveries)
 ACTIVITY = b"a"  # payload: "<instance name> <time.time()>": a deliberate request to an instance's app
 MAX_DATAGRAM = 65536  # a run spec is ~1-3 KB; a larger one goes as a plain wake-up (NODE)
 

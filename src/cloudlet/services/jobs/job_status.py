@@ -29,6 +29,7 @@ from cloudlet.domain.errors import CloudletError, failure_text
 from cloudlet.domain.jobs import job_status
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.services.core import effects, events
+from cloudlet.services.jobs import notifications
 from cloudlet.store import rows
 from cloudlet.store.schema import Job
 
@@ -72,6 +73,10 @@ def set_status(
         job.error = error
     if job.parent_job_id is not None:
         effects.parent_work(object_session(job))
+    setting = (job.spec or {}).get("notification_setting")
+    if setting and to in job_status.FINAL and (session := object_session(job)) is not None:
+        session.flush()  # the outbox rows name the job, and their message reads its row
+        notifications.enqueue(session, job.id, to, now, setting)
 
 
 @functools.cache
@@ -85,6 +90,13 @@ def _guarded_update(to: JobStatus, columns: frozenset[str]) -> Update:
     # Plain binds, not ``IN (…)``: that renders its list per execution, which executemany refuses.
     guard = or_(*(table.c.status == bindparam(f"from_{i}", value) for i, value in enumerate(allowed)))
     return update(table).where(table.c.id == bindparam("row_id"), guard).values(values)
+
+
+@functools.cache
+def _returning_setting(statement: Update) -> Update:
+    """STATEMENT answering the row's ``notification_setting`` (``services/jobs/notifications.py``)."""
+    table = cast(Table, Job.__table__)
+    return statement.returning(table.c.spec["notification_setting"].label("setting"))
 
 
 def status_update(to: JobStatus, now: float, columns: dict[str, Any]) -> tuple[Update, dict[str, Any]]:
@@ -107,10 +119,16 @@ def update_status(
     ``IllegalJobTransition`` when its status may not become TO. CHILD: the job has a parent (told
     of the move once it commits). A ``Job`` object SESSION holds for the row takes the values."""
     statement, params = status_update(to, now, columns or {})
+    connection = session.connection()
+    final = to in job_status.FINAL
+    returning = final and connection.dialect.update_returning
+    if returning:  # the job's notification setting comes back with the write: no read of its own
+        statement = _returning_setting(statement)
     held_object = rows.before_write(session, Job, job_id)
     events.jobs_moving(session, to.value, [(job_id, now, columns or {})])
-    result = session.connection().execute(statement, {"row_id": job_id, **params})
-    if result.rowcount != 1:
+    result = connection.execute(statement, {"row_id": job_id, **params})
+    matched = result.all() if returning else None  # RETURNING's rows are the reliable count there
+    if (len(matched) if matched is not None else result.rowcount) != 1:
         current = session.connection().execute(select(Job.status).where(Job.id == job_id)).scalar()
         job_status.transition(str(current), to, f"#{job_id}")  # raises: the row did not match
         raise AssertionError(f"job #{job_id} moved to {to.value} but no row changed")
@@ -118,6 +136,10 @@ def update_status(
         rows.after_write(held_object, {name.removeprefix("v_"): value for name, value in params.items()})
     if child:
         effects.parent_work(session)
+    if matched:
+        notifications.enqueue(session, job_id, to, now, matched[0].setting)
+    elif final:  # a store without UPDATE … RETURNING (SQLite before 3.35): read it
+        notifications.enqueue(session, job_id, to, now)
 
 
 def update_statuses(session: Session, to: JobStatus, moves: list[tuple[int, float, dict[str, Any]]]) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudlet.domain.errors import validation_error
+from cloudlet.domain.jobs import notifications as notification_rules
 
 JOB_TYPE = "Command"
 # ARM's input modes and their CLI v2 names.
@@ -131,7 +132,48 @@ def from_arm(body: Any, name: str, refs: Refs) -> dict[str, Any]:
     identity = props.get("identity")
     if isinstance(identity, Mapping) and identity.get("identityType"):
         doc["identity"] = {"type": _identity_type(str(identity["identityType"]))}
+    if props.get("notificationSetting"):
+        doc["notification_setting"] = notification_from_arm(props["notificationSetting"])
     return doc
+
+
+def notification_from_arm(value: Any) -> dict[str, Any]:
+    """Azure's ``notificationSetting`` (``emailOn``, ``emails``, ``webhooks: {NAME: {webhookType,
+    eventType, url}}``) as the job document's ``notification_setting`` (validated with it)."""
+    setting = _object(value, "properties.notificationSetting")
+    doc: dict[str, Any] = {}
+    if setting.get("emails") is not None:
+        doc["emails"] = setting["emails"]
+    if setting.get("emailOn") is not None:
+        doc["email_on"] = setting["emailOn"]
+    hooks = _object(setting.get("webhooks") or {}, "properties.notificationSetting.webhooks")
+    if hooks:
+        doc["webhooks"] = {
+            name: {
+                key: hook[arm]
+                for arm, key in (("url", "url"), ("eventType", "event_type"), ("webhookType", "webhook_type"))
+                if isinstance(hook, Mapping) and hook.get(arm) is not None
+            }
+            for name, hook in hooks.items()
+        }
+    return doc
+
+
+def notification_to_arm(setting: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored ``notification_setting`` in Azure's REST shape (events in their PascalCase names)."""
+    hooks = {}
+    for name, hook in (setting.get("webhooks") or {}).items():
+        arm: dict[str, Any] = {"url": hook["url"]}
+        if hook.get("event_type"):
+            arm["eventType"] = notification_rules.EVENTS.get(hook["event_type"], hook["event_type"])
+        if hook.get("webhook_type"):
+            arm["webhookType"] = hook["webhook_type"]
+        hooks[name] = arm
+    return {
+        "emails": list(setting.get("emails") or []),
+        "emailOn": [notification_rules.EVENTS.get(e, e) for e in setting.get("email_on") or []],
+        "webhooks": hooks,
+    }
 
 
 def _object(value: Any, field: str) -> Mapping[str, Any]:
@@ -305,6 +347,8 @@ def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = Non
     limits = view.get("limits")
     if isinstance(limits, Mapping) and limits.get("timeout"):
         props["limits"] = {"jobLimitsType": "Command", "timeout": seconds_iso(int(limits["timeout"]))}
+    if isinstance(view.get("notification_setting"), Mapping):
+        props["notificationSetting"] = notification_to_arm(view["notification_setting"])
     return job_resource(view, workspace_id, props)
 
 
