@@ -172,6 +172,7 @@ ROWS: list[Row] = [
     Row("POST", "{ws}/jobs/mx-job/cancel", "write"),
     Row("GET", "{ws}/jobs/mx-job/logs", "read"),
     Row("GET", "{ws}/jobs/mx-job/monitoring", "read"),
+    Row("GET", "{ws}/jobs/mx-job/deliveries", "read"),
     Row("GET", "{ws}/usage/idle", "read"),
     # azure-ai-ml's ARM facade and run history
     Row("PUT", "{arm}/jobs/mx-arm-job", "write", {"json": ARM_JOB}),
