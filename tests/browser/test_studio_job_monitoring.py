@@ -56,14 +56,15 @@ def test_the_monitoring_tab_charts_a_running_job(
     page.locator("h3.node-title", has_text="no GPU").wait_for()
     assert page.locator("figure.chart[data-key='gpu_percent']").count() == 0  # no GPU: no chart, not zeros
     assert page.get_by_role("heading", level=1).inner_text() == HOSTILE
-    # More samples arrive over the stream (a sample a second): the chart grows, nothing is fetched.
+    # More samples arrive over the stream (a sample a second, sent with the agent's long polls, up
+    # to 20 s apart): the chart grows, nothing is fetched.
     cpu = page.locator("figure.chart[data-key='cpu_percent']")
     drawn = int(cpu.get_attribute("data-samples") or 0)
     page.wait_for_function(
         "n => Number(document.querySelector(\"figure.chart[data-key='cpu_percent']\").dataset.samples)"
         " > n + 2",
         arg=drawn,
-        timeout=30_000,
+        timeout=45_000,
     )
     page.wait_for_function(
         "document.querySelectorAll('#monitoring-nodes figure.chart').length >= 4", timeout=30_000
