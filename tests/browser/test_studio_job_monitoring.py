@@ -1,7 +1,7 @@
 """A job's Monitoring tab in Chromium (issue 29 item 2): a running job's CPU and memory charts
-drawn from its agent's samples, a node without a GPU says so and has no GPU chart, the GPU idle
-warning is shown; axe-core clean; the job's hostile display name stays text (the page fixture fails
-on any console error)."""
+drawn from its agent's samples and growing as more arrive over the tab's event stream (the page
+reads no monitoring JSON), a node without a GPU says so and has no GPU chart; axe-core clean; the
+job's hostile display name stays text (the page fixture fails on any console error)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ def test_the_monitoring_tab_charts_a_running_job(
     studio_srv: RunningServer, running_job: str, page: Any
 ) -> None:
     sign_in(page, studio_srv)
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
     url = f"{studio_srv.endpoint}/studio/ws/{studio_srv.subscription_id}/default/default/jobs/{running_job}"
     page.goto(url + "?tab=monitoring")
     assert page.get_by_role("link", name="Monitoring").get_attribute("aria-current") == "page"
@@ -54,9 +56,20 @@ def test_the_monitoring_tab_charts_a_running_job(
     page.locator("h3.node-title", has_text="no GPU").wait_for()
     assert page.locator("figure.chart[data-key='gpu_percent']").count() == 0  # no GPU: no chart, not zeros
     assert page.get_by_role("heading", level=1).inner_text() == HOSTILE
-    # Let a few more samples arrive so the screenshot has a shape (the page polls every 5 s).
+    # More samples arrive over the stream (a sample a second, sent with the agent's long polls, up
+    # to 20 s apart): the chart grows, nothing is fetched.
+    cpu = page.locator("figure.chart[data-key='cpu_percent']")
+    drawn = int(cpu.get_attribute("data-samples") or 0)
+    page.wait_for_function(
+        "n => Number(document.querySelector(\"figure.chart[data-key='cpu_percent']\").dataset.samples)"
+        " > n + 2",
+        arg=drawn,
+        timeout=45_000,
+    )
     page.wait_for_function(
         "document.querySelectorAll('#monitoring-nodes figure.chart').length >= 4", timeout=30_000
     )
+    assert [u for u in requested if u.endswith("/monitoring/live")] == [url + "/monitoring/live"], requested
+    assert not [u for u in requested if "monitoring.json" in u], requested
     screenshot(page, "job-monitoring")
     axe_check(page)

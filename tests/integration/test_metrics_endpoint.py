@@ -77,6 +77,38 @@ def test_scrape_token_is_needed_and_the_families_are_there(
         assert f"cloudlet_{family}" in families, families
 
 
+# One core busy until canceled (iter(int, 1) never ends; any() keeps nothing).
+BURN = 'python -c "import time; any(time.time() < 0 for _ in iter(int, 1))"'
+
+
+def test_a_running_jobs_resource_gauges_are_scraped_and_gone_after_it_ends(
+    server_factory: Callable[..., RunningServer],
+) -> None:
+    srv = server_factory(extra_env={metrics.TOKEN_ENV: TOKEN, "CLOUDLET_MONITOR_INTERVAL_S": "1"})
+
+    def gauges(name: str) -> list[tuple[dict[str, str], float]]:
+        answer = _scrape(srv, TOKEN)
+        assert answer.status_code == 200, answer.text
+        return [(labels, value) for n, labels, value in _samples(answer.text) if n == name]
+
+    with srv.client() as api:
+        submit(api, srv, "metrics-burn", {"command": BURN, "compute": "local"})
+
+        def busy() -> dict[str, str] | None:
+            found = [labels for labels, value in gauges("cloudlet_job_cpu_percent") if value > 0]
+            return found[0] if found else None
+
+        labels = wait_until(busy, 60, "the running job's CPU gauge above 0", interval=0.5)
+        assert labels["job"] == "metrics-burn" and labels["compute"] == "local" and labels["node"], labels
+        memory = gauges("cloudlet_job_memory_bytes")
+        assert [value > 0 for labels, value in memory if labels["job"] == "metrics-burn"] == [True], memory
+        assert gauges("cloudlet_job_gpu_utilization_percent") == []  # no GPU here: no series, not zeros
+        assert api.post(f"{srv.ws_path}/jobs/metrics-burn/cancel").status_code == 202
+        assert wait_job(api, srv, "metrics-burn", timeout=60)["status"] == "Canceled"
+    for family in ("cloudlet_job_cpu_percent", "cloudlet_job_memory_bytes"):
+        assert not [labels for labels, _ in gauges(family) if labels["job"] == "metrics-burn"], family
+
+
 def test_without_a_token_metrics_are_off_even_from_loopback(
     server_factory: Callable[..., RunningServer],
 ) -> None:

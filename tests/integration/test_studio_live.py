@@ -26,7 +26,9 @@ from tests.studio_http import sign_in, studio_client
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     # Instances without JupyterLab: these tests need the machine's states, not the app.
-    yield from served(tmp_path_factory, "studio-live", extra_env={"CLOUDLET_INSTANCE_APPS": ""})
+    # Samples every second: the Monitoring stream's test waits for one.
+    env = {"CLOUDLET_INSTANCE_APPS": "", "CLOUDLET_MONITOR_INTERVAL_S": "1"}
+    yield from served(tmp_path_factory, "studio-live", extra_env=env)
 
 
 def studio(srv: RunningServer, *parts: str, rg: str = "default", ws: str = "default") -> str:
@@ -109,6 +111,51 @@ def test_metric_points_arrive_as_logged_and_resume_from_last_event_id(srv: Runni
         with client.stream("GET", url, headers={"Last-Event-ID": last_id}) as response:
             kinds = [kind for kind, _, _ in events(response)]  # a final job: nothing new, then the end
         assert kinds == ["end"], kinds
+
+
+def sampled(data: str) -> int:
+    """How many samples a ``monitoring`` event's buckets hold, over every node."""
+    body: dict[str, Any] = json.loads(data)
+    return sum(sum(node["series"]["n"]) for node in body["nodes"])
+
+
+def test_resource_samples_arrive_as_stored_and_the_stream_ends_with_the_job(srv: RunningServer) -> None:
+    with srv.client() as api, studio_client(srv) as client:
+        submit(api, srv, "sampled", {"command": "sleep 120", "compute": "local"})
+        sign_in(client, srv.api_key)
+        url = studio(srv, "jobs", "sampled", "monitoring", "live")
+        with client.stream("GET", url) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            stream = events(response)
+            kind, _, data = next(stream)  # what is stored now, maybe nothing yet
+            assert kind == "monitoring", (kind, data)
+            first = json.loads(data)
+            assert first["job"] == "sampled" and first["final"] is False, first
+            counts, shown = [sampled(data)], [data]
+            # Samples come with the agent's polls: events until two polls' samples were sent, each
+            # event different from the one before (sent when something changed, only then).
+            while len(set(counts)) < 3:
+                kind, _, data = next(stream)
+                assert kind == "monitoring", (kind, data)
+                assert data != shown[-1]
+                counts.append(sampled(data))
+                shown.append(data)
+            assert counts == sorted(counts), counts
+            (node,) = json.loads(data)["nodes"]
+            assert node["gpu"] is False and "memory_bytes" in node["series"], node
+            assert api.post(f"{srv.ws_path}/jobs/sampled/cancel").status_code == 202
+            kinds = []
+            for kind, _, data in stream:  # the samples up to its end, then the end
+                kinds.append(kind)
+                if kind == "monitoring":
+                    last = json.loads(data)
+            assert kinds[-1] == "end" and set(kinds[:-1]) == {"monitoring"}, kinds
+            assert last["final"] is True, last
+        # A final job's stream: what was stored, then the end.
+        with client.stream("GET", url) as response:
+            kinds = [kind for kind, _, _ in events(response)]
+        assert kinds == ["monitoring", "end"], kinds
 
 
 def test_a_pipelines_steps_arrive_as_they_change_and_the_stream_ends(srv: RunningServer) -> None:
@@ -196,6 +243,7 @@ def test_another_workspaces_streams_are_404(srv: RunningServer) -> None:
         for parts in (
             ("jobs", "not-theirs", "metrics", "live"),
             ("jobs", "not-theirs", "children", "live"),
+            ("jobs", "not-theirs", "monitoring", "live"),
             ("compute", "_live"),
             ("compute", "any-compute", "live"),
         ):

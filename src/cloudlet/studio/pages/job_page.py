@@ -20,13 +20,13 @@ from cloudlet.api.deps import Context, context
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.services.core.context import WorkspaceRef
-from cloudlet.services.jobs import job_children, pipelines, resource_monitoring
+from cloudlet.services.jobs import job_children, pipelines
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.jobs.job_status import FINAL_VALUES
 from cloudlet.services.tracking import tracking_reads
 from cloudlet.services.views import jobs as job_views
 from cloudlet.studio import shell
-from cloudlet.studio.pages import job_forms
+from cloudlet.studio.pages import job_forms, job_streams
 from cloudlet.studio.pages.job_live import DEFAULT_LOG, JOB, clock, duration
 from cloudlet.studio.session import PREFIX, StudioRoute
 
@@ -150,9 +150,7 @@ def monitoring_json(sub: str, rg: str, ws: str, name: str, ctx: Context = Depend
     """The Monitoring tab's data: the job's resource series per node (``resource_monitoring``)."""
     workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
     job = job_service.get(ctx.session, workspace, name)
-    return JSONResponse(
-        {**resource_monitoring.monitoring(ctx.session, job), "final": job.status in FINAL_VALUES}
-    )
+    return JSONResponse(job_streams.monitoring_body(ctx.session, job))
 
 
 def _compute_url(ref: WorkspaceRef, compute: str | None) -> str | None:

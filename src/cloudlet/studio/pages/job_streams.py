@@ -8,6 +8,9 @@ pipeline's steps or a sweep's trials on the Child jobs tab.
   carry the history; ``end`` when the job is final and every point was sent.
 - ``…/jobs/{name}/children/live``: ``children``, the tab's section rendered again (the template
   the page includes) whenever it changed, for htmx's ``sse-swap``; ``end`` once the job is final.
+- ``…/jobs/{name}/monitoring/live``: ``monitoring``, the Monitoring tab's data (what
+  ``monitoring.json`` answers: ``resource_monitoring.monitoring``) whenever a stored sample changed
+  it; ``end`` when the job is final and a poll found no new samples.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from cloudlet.api.deps import AppState, Context, context
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.services.core.context import Caller, WorkspaceRef
-from cloudlet.services.jobs import job_children, pipelines
+from cloudlet.services.jobs import job_children, pipelines, resource_monitoring
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.jobs.job_status import FINAL_VALUES
 from cloudlet.services.tracking import tracking
@@ -37,6 +40,7 @@ from cloudlet.studio.session import PREFIX, StudioRoute
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 METRIC_POLL_S = 0.5  # a logged point's budget to reach the chart is 2 s
 CHILDREN_POLL_S = 1.0
+MONITORING_POLL_S = 1.0  # agents sample every few seconds (CLOUDLET_MONITOR_INTERVAL_S)
 POINTS_PER_EVENT = 20_000  # a longer history comes in several events, back to back
 MAX_POINT_ID = 1 << 62
 
@@ -146,3 +150,44 @@ def children_stream(
 
     feed = live.FragmentFeed("children", render)
     return live.respond(request, feed, _readable(state, ref, name), CHILDREN_POLL_S)
+
+
+def monitoring_body(session: Any, job: Any) -> dict[str, Any]:
+    """The Monitoring tab's data: the job's resource series per node, and whether the job is final
+    (``monitoring.json`` and the stream's events are this)."""
+    return {**resource_monitoring.monitoring(session, job), "final": job.status in FINAL_VALUES}
+
+
+@dataclass
+class MonitoringFeed:
+    """The job's monitoring data, sent whole when it changed: a new sample changes the latest
+    bucket, and compaction rewrites older ones, so the page redraws from what it is sent."""
+
+    state: AppState
+    ws_id: int
+    name: str
+    sent: bytes | None = None
+
+    def poll(self) -> live.Step:
+        with self.state.read_sessions() as session:
+            job = job_service.find_in(session, self.ws_id, self.name)
+            if job is None:
+                return live.Step([event("end", {"reason": "the job is gone"})], done=True)
+            body = monitoring_body(session, job)  # status and samples from one read
+        encoded = event("monitoring", body)
+        if encoded != self.sent:
+            self.sent = encoded
+            return live.Step([encoded])  # a final job: the next poll ends it, if nothing came since
+        return live.Step([event("end", {"status": job.status})], done=True) if body["final"] else live.Step()
+
+
+@router.get(JOB + "/monitoring/live")
+def monitoring_stream(
+    sub: str, rg: str, ws: str, name: str, request: Request, ctx: Context = Depends(context)
+) -> Response:
+    """``text/event-stream``: ``monitoring`` (the tab's JSON) when a sample changed it; ``end`` once
+    the job is final and no new samples came."""
+    workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
+    job_service.get(ctx.session, workspace, name)  # a 404 before the stream starts
+    feed = MonitoringFeed(ctx.state, workspace.id, name)
+    return live.respond(request, feed, _readable(ctx.state, ref, name), MONITORING_POLL_S)

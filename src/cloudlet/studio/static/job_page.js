@@ -203,7 +203,7 @@ async function monitoring() {
   const {uPlot} = await import("./vendor/uplot.min.js");
   const state = document.getElementById("monitoring-state");
   const nodes = document.getElementById("monitoring-nodes");
-  const drawn = new Map(); // node + field → {plot, points}
+  const drawn = new Map(); // node + field → {plot, card}
 
   function text(tag, className, value) {
     const el = document.createElement(tag);
@@ -213,19 +213,22 @@ async function monitoring() {
   }
 
   function draw(node, holder) {
+    const samples = String(node.series.n.reduce((a, b) => a + b, 0));
     for (const [field, label, scale] of MONITORED) {
       const values = node.series[field];
       if (!values || values.every((v) => v === null)) continue;
       const columns = [node.series.t, values.map((v) => (v === null ? null : v * scale))];
       const id = `${node.node} ${field}`;
       const old = drawn.get(id);
-      if (old) {
-        if (old.points !== columns[0].length) { old.plot.setData(columns); old.points = columns[0].length; }
+      if (old) { // sent only when it changed: a bucket may fill in place
+        old.plot.setData(columns);
+        old.card.dataset.samples = samples;
         continue;
       }
       const card = document.createElement("figure");
       card.className = "card chart";
       card.dataset.key = field;
+      card.dataset.samples = samples; // how many samples it draws (tests watch it grow)
       const area = document.createElement("div");
       card.append(text("figcaption", "chart-title", label), area);
       holder.append(card);
@@ -233,14 +236,11 @@ async function monitoring() {
         width: Math.max(320, card.clientWidth - 40), height: 200,
         series: [{}, {label, stroke: COLOURS[0], width: 1.5, spanGaps: false}],
       };
-      drawn.set(id, {plot: new uPlot(options, columns, area), points: columns[0].length});
+      drawn.set(id, {plot: new uPlot(options, columns, area), card});
     }
   }
 
-  async function refresh() {
-    const response = await fetch(host.dataset.url, {headers: {Accept: "application/json"}});
-    if (!response.ok) { state.textContent = `Monitoring could not be read (${response.status})`; return; }
-    const body = await response.json();
+  function show(body) {
     if (!body.nodes.length) {
       state.textContent = body.final ? "No resource samples were taken for this job." : "No samples yet: they appear a few seconds after the job starts.";
     } else {
@@ -263,8 +263,18 @@ async function monitoring() {
     if (body.final) jobFinal = true;
   }
 
-  await refresh();
-  const timer = setInterval(() => { if (jobFinal) clearInterval(timer); else refresh(); }, 5000);
+  // The stream's first event is everything stored so far; then the data again whenever a sample
+  // changed it, until the job is final and nothing more came (then "end").
+  const source = new LiveSource(host.dataset.stream);
+  source.addEventListener("monitoring", (e) => show(JSON.parse(e.data)));
+  source.addEventListener("failed", (e) => {
+    state.textContent = `Monitoring could not be read: ${JSON.parse(e.data).message}`;
+    source.close();
+  });
+  source.addEventListener("error", () => {
+    if (source.readyState === EventSource.CLOSED) state.textContent = "Monitoring could not be read.";
+  });
+  source.addEventListener("end", () => source.close());
 }
 
 // -- the pipeline graph: dagre lays the steps out, drawn here as SVG with links to each step -------
