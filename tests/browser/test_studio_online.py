@@ -18,7 +18,15 @@ import httpx
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in, ws_url
+from tests.browser.studio_helpers import (
+    axe_check,
+    confirm,
+    expect_failed_load,
+    requests_after_load,
+    screenshot,
+    sign_in,
+    ws_url,
+)
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import served_for_inference, wait_until
@@ -195,15 +203,20 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
     page.get_by_role("button", name="Show").click()
     page.locator("#log-text").get_by_text("init done").first.wait_for()
     assert HOSTILE in page.locator("#log-text").inner_text()
-    page.evaluate("document.getElementById('log-box').dataset.before = 'refresh'")
-    page.get_by_role("button", name="Refresh").click()
-    swapped = "!document.getElementById('log-box').dataset.before"  # the box is a new one
-    wait_until(lambda: page.evaluate(swapped), timeout=15, what="the log box refreshed")
-    page.locator("#log-text").get_by_text("init done").first.wait_for()
+    # The log tail is live (a server-sent event stream): a line the server writes now shows, no reload.
+    page.evaluate("document.getElementById('log-box').dataset.before = 'live'")
+    requested = requests_after_load(page)
+    boom = {"Authorization": f"Bearer {new_key}", "azureml-model-deployment": "green"}
+    assert httpx.post(uri, json={"data": "boom"}, headers=boom, timeout=30).status_code >= 400
+    page.locator("#log-text").get_by_text("boom").first.wait_for(timeout=15_000)
+    assert page.evaluate("!document.getElementById('log-box').dataset.before")  # the box is a new one
+    assert HOSTILE in page.locator("#log-text").inner_text()
+    assert requested == [], requested  # nothing read again: the stream brought it
     axe_check(page)
     screenshot(page, "endpoint-logs")
     tab(page, srv, "monitoring")
-    page.locator("#chart-requests canvas").wait_for()  # drawn after its second poll
+    page.locator("#chart-requests canvas").wait_for()  # drawn after its second event
+    requested = requests_after_load(page)
     for _ in range(10):
         status_with(new_key)
     wait_until(
@@ -219,6 +232,7 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
     p95 = page.locator("#metrics-table tr[data-deployment=blue] [data-field=p95_ms]")
     wait_until(lambda: p95.inner_text() not in ("—", ""), timeout=15, what="an interval's p95")
     assert float(p95.inner_text()) > 0
+    assert requested == [], requested  # the counters came by the stream: metrics.json is not polled
     axe_check(page)
     screenshot(page, "endpoint-monitoring")
 
