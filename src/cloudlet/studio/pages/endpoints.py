@@ -84,7 +84,7 @@ def endpoint_page(
 def endpoint_logs(
     sub: str, rg: str, ws: str, name: str, deployment: str | None = None, ctx: Context = Depends(context)
 ) -> HTMLResponse:
-    """The Logs tab's log box alone (its Refresh button swaps it in)."""
+    """The Logs tab's log box alone, once (the tab itself follows ``…/logs/live``)."""
     workspace, ref, row = endpoint_row(ctx, sub, rg, ws, name)
     view = shell.WorkspaceView(workspace.id, ref, workspace.location)
     values = logs_values(ctx, workspace, row, deployment)
