@@ -51,3 +51,20 @@ def signed_in_admin(srv: RunningServer) -> Iterator[tuple[httpx.Client, str]]:
     with studio_client(srv) as client:
         assert sign_in(client, srv.api_key).status_code == 303
         yield client, str(home_of(client).url.path)
+
+
+def events(response: httpx.Response) -> Iterator[tuple[str, str | None, str]]:
+    """The (event, id, data) of a server-sent event stream as they arrive; data as sent (JSON or
+    HTML), its lines joined as a browser joins them."""
+    kind, ident, data = "message", None, []
+    for line in response.iter_lines():
+        if line == "":
+            if data:
+                yield kind, ident, "\n".join(data)
+            kind, ident, data = "message", None, []
+        elif line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("id: "):
+            ident = line[4:]
+        elif line.startswith("data: "):
+            data.append(line[6:])

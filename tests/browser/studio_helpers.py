@@ -176,3 +176,11 @@ def load_yaml(page: Any, editor: str, doc: dict[str, Any], file_label: str = "Or
     upload = {"name": "doc.yml", "mimeType": "text/yaml", "buffer": yaml.safe_dump(doc).encode()}
     page.get_by_label(file_label).set_input_files(files=[upload])
     page.get_by_role("textbox", name=editor).get_by_text(f"name: {doc['name']}").wait_for()
+
+
+def requests_after_load(page: Any) -> list[str]:
+    """The URLs the page requests from now on (a live page reads no JSON or HTML again: its streams
+    bring what changed)."""
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url))
+    return seen

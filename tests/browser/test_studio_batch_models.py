@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, expect_failed_load, load_yaml, screenshot, sign_in, ws_url
+from tests.browser.studio_helpers import (
+    axe_check,
+    expect_failed_load,
+    load_yaml,
+    requests_after_load,
+    screenshot,
+    sign_in,
+    ws_url,
+)
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import create_compute, submit, wait_job
@@ -103,8 +111,11 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
     assert invocation.get_by_role("link", name="walk-batch-1").get_attribute("href", timeout=5000) == (
         f"/studio/ws/{srv.subscription_id}/default/default/jobs/walk-batch-1"
     )
-    # The table refreshes itself (htmx) until the job has ended.
+    # The table is live (a server-sent event stream htmx swaps in) until the job has ended: the
+    # page itself is not read again.
+    requested = requests_after_load(page)
     invocation.get_by_text("Completed").wait_for(timeout=JOB_TIMEOUT_MS)
+    assert requested == [], requested
     with page.expect_download() as download:
         invocation.get_by_role("link", name="Download predictions.csv").click()
     predictions = Path(download.value.path()).read_text().splitlines()

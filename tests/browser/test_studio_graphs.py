@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, screenshot, sign_in
+from tests.browser.studio_helpers import axe_check, requests_after_load, screenshot, sign_in
 from tests.conftest import RunningServer
 from tests.integration.test_studio_graphs import EDGES, HOSTILE, pipeline_doc, sweep_doc
 from tests.jobs_helpers import submit, wait_job
@@ -205,9 +205,33 @@ def test_a_running_pipelines_full_page_graph_follows_its_steps(studio_srv: Runni
         sign_in(page, srv)
         page.goto(ws_page(srv, "jobs", "moving-graph", "graph"))
         page.locator("#graph-view[data-ready=true]").wait_for()
+        requested = requests_after_load(page)
         assert page.locator(".graph-node[data-key=score]").get_attribute("data-status") != "Completed"
-        # No reload: graph.json is read again every 2 s, and the steps, the table and the header follow.
+        # No reload, nothing read again: the graph/live stream brings each change, and the steps,
+        # the table and the header follow.
         page.locator(".graph-node[data-key=score][data-status=Completed]").wait_for(timeout=120_000)
         page.locator("#pipeline-status", has_text="Completed").wait_for()
         assert "Completed" in page.locator("#graph-steps tr[data-id='step:score']").inner_text()
+        page.locator("#graph-refresh:empty").wait_for(state="attached")  # the stream's end
+        assert requested == [], requested
         assert wait_job(api, srv, "moving-graph")["status"] == "Completed"
+
+
+def test_a_running_sweeps_charts_follow_its_trials(studio_srv: RunningServer, page: Any) -> None:
+    srv = studio_srv
+    with srv.client() as api:
+        submit(api, srv, "moving-sweep", sweep_doc("moving"))
+        sign_in(page, srv)
+        page.goto(ws_page(srv, "jobs", "moving-sweep") + "?tab=children")
+        page.locator("#sweep-charts[data-ready=true]").wait_for()
+        requested = requests_after_load(page)
+        chart = page.locator("#metric-chart")
+        assert chart.get_attribute("data-trials") != "3"  # not every trial reported yet
+        # The trials/live stream brings each change: every trial charted, no trials.json read again.
+        page.locator("#metric-chart[data-trials='3']").wait_for(timeout=120_000)
+        page.locator("#sweep-charts-state:empty").wait_for(
+            state="attached", timeout=120_000
+        )  # the sweep final, the stream ended
+        assert chart.get_attribute("data-stopped") == "1"
+        assert not [url for url in requested if "trials" in url], requested
+        assert wait_job(api, srv, "moving-sweep")["status"] == "Completed"

@@ -21,6 +21,7 @@ from tests.browser.studio_helpers import (
     WATCH_EVENT_SOURCES,
     axe_check,
     open_event_sources,
+    requests_after_load,
     screenshot,
     set_visibility,
     sign_in,
@@ -220,14 +221,6 @@ def test_metric_charts_draw_compare_and_grow_live(
     page.locator("figure.chart[data-key='train/loss'] .u-legend .u-series", has_text="peer-job").wait_for()
     screenshot(page, "job-metrics")
     axe_check(page)
-
-
-def requests_after_load(page: Any) -> list[str]:
-    """The URLs the page requests from now on (a live page reads no JSON or HTML again: its streams
-    bring what changed)."""
-    seen: list[str] = []
-    page.on("request", lambda request: seen.append(request.url))
-    return seen
 
 
 def test_new_metric_points_arrive_while_the_job_runs(studio_srv: RunningServer, page: Any) -> None:

@@ -18,7 +18,15 @@ import httpx
 import pytest
 
 from tests.browser import studio_helpers
-from tests.browser.studio_helpers import axe_check, confirm, expect_failed_load, screenshot, sign_in, ws_url
+from tests.browser.studio_helpers import (
+    axe_check,
+    confirm,
+    expect_failed_load,
+    requests_after_load,
+    screenshot,
+    sign_in,
+    ws_url,
+)
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import served_for_inference, wait_until
@@ -189,39 +197,6 @@ def test_create_deploy_test_split_traffic_and_regenerate_a_key(studio_srv: Runni
     assert new_key != old_key
     assert status_with(new_key) == 200
 
-    # -- logs (a hostile line shown as text) and the monitoring charts
-    tab(page, srv, "logs")
-    page.get_by_label("Deployment", exact=True).select_option("green")
-    page.get_by_role("button", name="Show").click()
-    page.locator("#log-text").get_by_text("init done").first.wait_for()
-    assert HOSTILE in page.locator("#log-text").inner_text()
-    page.evaluate("document.getElementById('log-box').dataset.before = 'refresh'")
-    page.get_by_role("button", name="Refresh").click()
-    swapped = "!document.getElementById('log-box').dataset.before"  # the box is a new one
-    wait_until(lambda: page.evaluate(swapped), timeout=15, what="the log box refreshed")
-    page.locator("#log-text").get_by_text("init done").first.wait_for()
-    axe_check(page)
-    screenshot(page, "endpoint-logs")
-    tab(page, srv, "monitoring")
-    page.locator("#chart-requests canvas").wait_for()  # drawn after its second poll
-    for _ in range(10):
-        status_with(new_key)
-    wait_until(
-        lambda: (
-            int(page.locator("#metrics-table tr[data-deployment=blue] td[data-field=requests]").inner_text())
-            > seen["blue"]
-        ),
-        timeout=15,
-        what="the table to count the new requests",
-    )
-    for _ in range(10):
-        status_with(new_key)
-    p95 = page.locator("#metrics-table tr[data-deployment=blue] [data-field=p95_ms]")
-    wait_until(lambda: p95.inner_text() not in ("—", ""), timeout=15, what="an interval's p95")
-    assert float(p95.inner_text()) > 0
-    axe_check(page)
-    screenshot(page, "endpoint-monitoring")
-
 
 def test_a_reader_sees_no_write_control_and_a_posted_form_is_refused(
     studio_srv: RunningServer, page: Any
@@ -256,3 +231,61 @@ def test_a_reader_sees_no_write_control_and_a_posted_form_is_refused(
     )
     assert refused.status == 403
     assert rest(srv)["traffic"] == {"blue": 70, "green": 30}
+
+
+def test_the_logs_and_monitoring_tabs_are_live(studio_srv: RunningServer, page: Any) -> None:
+    """The deployments the first test made: their log tail and counters come by server-sent event
+    streams (a hostile line shown as text), and the page reads nothing again."""
+    srv = studio_srv
+    settled(srv, "blue")
+    settled(srv, "green")
+    with srv.client() as api:
+        key = api.post(f"{srv.ws_path}/onlineEndpoints/{EP}/listKeys").json()["primaryKey"]
+    uri = rest(srv)["scoring_uri"]
+    auth = {"Authorization": f"Bearer {key}"}
+    sign_in(page, srv)
+    with httpx.Client(timeout=30, trust_env=False) as http:
+        tab(page, srv, "logs")
+        page.get_by_label("Deployment", exact=True).select_option("green")
+        page.get_by_role("button", name="Show").click()
+        page.locator("#log-text").get_by_text("init done").first.wait_for()
+        assert HOSTILE in page.locator("#log-text").inner_text()
+        # The log tail is live (a server-sent event stream): a line the server writes now shows, no reload.
+        page.evaluate("document.getElementById('log-box').dataset.before = 'live'")
+        requested = requests_after_load(page)
+        boom = {"Authorization": f"Bearer {key}", "azureml-model-deployment": "green"}
+        assert http.post(uri, json={"data": "boom"}, headers=boom).status_code >= 400
+        page.locator("#log-text").get_by_text("boom").first.wait_for(timeout=15_000)
+        assert page.evaluate("!document.getElementById('log-box').dataset.before")  # the box is a new one
+        assert HOSTILE in page.locator("#log-text").inner_text()
+        assert requested == [], requested  # nothing read again: the stream brought it
+        axe_check(page)
+        screenshot(page, "endpoint-logs")
+        tab(page, srv, "monitoring")
+        page.locator("#chart-requests canvas").wait_for()  # drawn after its second event
+        requested = requests_after_load(page)
+        before = int(
+            page.locator("#metrics-table tr[data-deployment=blue] td[data-field=requests]").inner_text()
+        )
+        for _ in range(10):
+            assert http.post(uri, json=REQUEST, headers=auth).status_code == 200
+        wait_until(
+            lambda: (
+                int(
+                    page.locator(
+                        "#metrics-table tr[data-deployment=blue] td[data-field=requests]"
+                    ).inner_text()
+                )
+                > before
+            ),
+            timeout=15,
+            what="the table to count the new requests",
+        )
+        for _ in range(10):
+            assert http.post(uri, json=REQUEST, headers=auth).status_code == 200
+        p95 = page.locator("#metrics-table tr[data-deployment=blue] [data-field=p95_ms]")
+        wait_until(lambda: p95.inner_text() not in ("—", ""), timeout=15, what="an interval's p95")
+        assert float(p95.inner_text()) > 0
+        assert requested == [], requested  # the counters came by the stream: metrics.json is not polled
+        axe_check(page)
+        screenshot(page, "endpoint-monitoring")

@@ -21,7 +21,7 @@ from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import create_compute, served
 from tests.online_helpers import tar_gz
-from tests.studio_http import csrf_of, sign_in, signed_in_admin, studio_client
+from tests.studio_http import csrf_of, events, sign_in, signed_in_admin, studio_client
 
 CLUSTER = "studio-batch"
 SCORE = "def init():\n    pass\n\ndef run(mini_batch):\n    return [str(len(mini_batch))]\n"
@@ -151,6 +151,40 @@ def test_endpoint_and_deployment_from_yaml_then_invoke_an_uploaded_folder(
     )
     assert empty.status_code == 400 and "upload a folder first" in empty.text
     assert '<details class="add-deployment">' in empty.text  # not the deployment form's error
+
+
+def test_the_invocations_table_is_live_until_every_invocation_is_final(
+    srv: RunningServer, admin: tuple[httpx.Client, str]
+) -> None:
+    client, ws = admin
+    csrf = token(client, f"{ws}batch-endpoints/scorer")
+    form = {"csrf_token": csrf, "source": "asset", "data_asset": "azureml:rows:1", "job_name": "sb-live"}
+    assert (
+        client.post(
+            f"{ws}batch-endpoints/scorer/invoke", data={**form, "deployment_name": "blue"}
+        ).status_code
+        == 303
+    )
+    assert (
+        'sse-connect="' in client.get(f"{ws}batch-endpoints/scorer").text
+    )  # a running one: the table is live
+    tables: list[str] = []
+    with client.stream("GET", f"{ws}batch-endpoints/scorer/invocations/live") as response:
+        assert response.status_code == 200
+        for kind, _, data in events(response):
+            if kind == "end":
+                break
+            assert kind == "invocations", (kind, data)
+            tables.append(data)
+    assert 'id="invocation-jobs"' in tables[0] and "<html" not in tables[0], tables[0]
+    assert 'data-job="sb-live"' in tables[0] and len(tables) >= 2 and len(set(tables)) == len(tables)
+    assert "Completed" in tables[-1] and "when it completes" not in tables[-1], tables[-1]
+    assert (
+        'sse-connect="' not in client.get(f"{ws}batch-endpoints/scorer").text
+    )  # all final: nothing to follow
+    with srv.client() as api, studio_client(srv) as outsider:
+        sign_in(outsider, new_user(api, srv, "batch-outsider", role=None))
+        assert outsider.get(f"{ws}batch-endpoints/scorer/invocations/live").status_code == 404
 
 
 def upload_model_file(client: httpx.Client, ws: str, csrf: str, batch: str, path: str, text: str) -> int:

@@ -6,15 +6,18 @@ a job of another kind has no such page; every hostile string comes back escaped.
 from __future__ import annotations
 
 import html
+import itertools
+import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import RunningServer
 from tests.integration.test_studio_sessions import new_user
 from tests.jobs_helpers import served, submit, wait_job
-from tests.studio_http import sign_in, studio_client
+from tests.studio_http import events, sign_in, studio_client
 
 HOSTILE = "<img src=x onerror=console.error(1)></script><script>console.error(2)</script>"
 # The train step's output is the score step's input; the pipeline's own input and output are nodes.
@@ -140,7 +143,7 @@ def test_a_job_of_another_kind_has_no_graph_or_trials_and_an_outsider_sees_none(
         submit(api, srv, "plain-job", {"command": "true", "compute": "local"})
         submit(api, srv, "closed-pipe", pipeline_doc())
         sign_in(client, srv.api_key)
-        for suffix in ("/graph", "/graph.json", "/trials.json"):
+        for suffix in ("/graph", "/graph.json", "/trials.json", "/graph/live", "/trials/live"):
             assert client.get(job_url(srv, "plain-job") + suffix).status_code == 404, suffix
         assert client.get(job_url(srv, "nope") + "/graph").status_code == 404
         with studio_client(srv) as reader:  # a Reader of the workspace sees the graph: read-only
@@ -148,7 +151,7 @@ def test_a_job_of_another_kind_has_no_graph_or_trials_and_an_outsider_sees_none(
             seen = reader.get(job_url(srv, "closed-pipe") + "/graph")
             assert seen.status_code == 200 and seen.text.count('method="post"') == 1  # sign-out alone
         sign_in(outsider, new_user(api, srv, "no-role", role=None))
-        for suffix in ("/graph", "/graph.json"):
+        for suffix in ("/graph", "/graph.json", "/graph/live"):
             refused = outsider.get(job_url(srv, "closed-pipe") + suffix)
             assert refused.status_code == 404 and "prepare" not in refused.text, suffix
 
@@ -176,3 +179,48 @@ def test_a_trial_stopped_by_the_policy_is_marked_early_terminated(srv: RunningSe
         tab = client.get(job_url(srv, "stopping-sweep"), params={"tab": "children"})
         assert tab.text.count("Stopped early") == 1 and "stopped-early" in tab.text
         assert 'id="sweep-charts"' in tab.text and HOSTILE not in tab.text
+
+
+def stream_documents(client: httpx.Client, url: str, kind: str) -> list[dict[str, Any]]:
+    """Each KIND document a live stream sends, until its ``end``."""
+    documents: list[dict[str, Any]] = []
+    with client.stream("GET", url) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for event, _, data in events(response):
+            if event == "end":
+                return documents
+            assert event == kind, (event, data)
+            documents.append(json.loads(data))
+    raise AssertionError(f"the stream ended without its end event: {len(documents)} documents")
+
+
+def test_a_pipelines_graph_arrives_as_its_steps_change_and_the_stream_ends(srv: RunningServer) -> None:
+    with srv.client() as api, studio_client(srv) as client:
+        slow = pipeline_doc()  # its first step takes long enough for the stream to see it run
+        prepare = slow["jobs"]["prepare"]
+        prepare["command"] = "sleep 4; " + prepare["command"]
+        submit(api, srv, "graph-live", slow)
+        sign_in(client, srv.api_key)
+        shown = stream_documents(client, job_url(srv, "graph-live") + "/graph/live", "graph")
+        assert len(shown) >= 2 and all(a != b for a, b in itertools.pairwise(shown))  # changes only
+        assert not shown[0]["final"] and [s["key"] for s in shown[0]["steps"]] == [
+            "prepare",
+            "train",
+            "score",
+        ]
+        assert shown[-1]["final"] and shown[-1]["status"] == "Completed", shown[-1]
+        assert {s["status"] for s in shown[-1]["steps"]} == {"Completed"}
+        assert sorted(e["label"] for e in shown[-1]["edges"]) == sorted(EDGES)
+
+
+def test_a_sweeps_trials_arrive_as_they_report_and_the_stream_ends(srv: RunningServer) -> None:
+    with srv.client() as api, studio_client(srv) as client:
+        submit(api, srv, "trials-live", sweep_doc("live"))
+        sign_in(client, srv.api_key)
+        shown = stream_documents(client, job_url(srv, "trials-live") + "/trials/live", "trials")
+        assert len(shown) >= 2 and not shown[0]["final"]
+        metrics = [sum(t["metric"] is not None for t in doc["trials"]) for doc in shown]
+        assert metrics[-1] == 3 and min(metrics) < 3, metrics  # the trials' metrics came as they reported
+        assert shown[-1]["final"] and shown[-1]["best"] is not None
+        assert shown[-1] == client.get(job_url(srv, "trials-live") + "/trials.json").json()

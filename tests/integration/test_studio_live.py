@@ -20,7 +20,7 @@ from tests.conftest import RunningServer
 from tests.instance_helpers import act, create_instance
 from tests.integration.test_studio_sessions import PRINCIPALS, new_user
 from tests.jobs_helpers import served, submit, wait_job, wait_until
-from tests.studio_http import sign_in, studio_client
+from tests.studio_http import events, sign_in, studio_client
 
 
 @pytest.fixture(scope="module")
@@ -47,23 +47,6 @@ def log(api: httpx.Client, srv: RunningServer, run: str, key: str, steps: range)
     batch = [{"key": key, "value": s / 10, "timestamp": now + s, "step": s} for s in steps]
     answer = api.post(f"{tracking(srv)}/runs/log-batch", json={"run_id": run, "metrics": batch})
     assert answer.status_code == 200, answer.text
-
-
-def events(response: httpx.Response) -> Iterator[tuple[str, str | None, str]]:
-    """The (event, id, data) of a server-sent event stream as they arrive; data as sent (JSON or
-    HTML), its lines joined as a browser joins them."""
-    kind, ident, data = "message", None, []
-    for line in response.iter_lines():
-        if line == "":
-            if data:
-                yield kind, ident, "\n".join(data)
-            kind, ident, data = "message", None, []
-        elif line.startswith("event: "):
-            kind = line[7:]
-        elif line.startswith("id: "):
-            ident = line[4:]
-        elif line.startswith("data: "):
-            data.append(line[6:])
 
 
 def points_of(data: str) -> dict[str, list[float]]:

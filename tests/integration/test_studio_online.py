@@ -7,6 +7,7 @@ Reader sees no write control and each hand-posted write is a 403; hostile string
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -16,7 +17,7 @@ from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
 from tests.jobs_helpers import served_for_inference, wait_until
 from tests.online_helpers import HOSTILE, REQUEST, code_zip, deployment_yaml, model_zip
-from tests.studio_http import csrf_of, sign_in, signed_in_admin, studio_client
+from tests.studio_http import csrf_of, events, sign_in, signed_in_admin, studio_client
 
 pytestmark = pytest.mark.timeout(300)
 EP = "studio-ep"
@@ -204,6 +205,50 @@ def test_logs_and_metrics(admin: tuple[httpx.Client, str], deployed: str) -> Non
     after = client.get(f"{ws}endpoints/{EP}/metrics.json", params={"since": metrics["t"]}).json()
     assert after["deployments"]["blue"]["sampled"] == 0 and after["deployments"]["blue"]["p50_ms"] is None
     assert client.get(f"{ws}endpoints/{EP}?tab=monitoring").status_code == 200
+
+
+def test_the_monitoring_counters_and_the_log_tail_are_live(
+    srv: RunningServer, admin: tuple[httpx.Client, str], deployed: str
+) -> None:
+    client, ws = admin
+    csrf = csrf_of(client.get(f"{ws}endpoints/{EP}?tab=test"))
+
+    def send(body: str) -> None:
+        answer = client.post(
+            f"{ws}endpoints/{EP}/test", data={"csrf_token": csrf, "deployment": "blue", "body": body}
+        )
+        assert answer.status_code == 200
+
+    monitoring = client.get(f"{ws}endpoints/{EP}?tab=monitoring").text
+    assert "metrics/live" in monitoring and "metrics.json" not in monitoring  # the page follows the stream
+    with client.stream("GET", f"{ws}endpoints/{EP}/metrics/live") as response:
+        assert response.status_code == 200
+        stream = events(response)
+        kind, _, data = next(stream)
+        assert kind == "metrics", (kind, data)
+        before = json.loads(data)["deployments"]["blue"]["requests"]
+        send('{"data": [[1, 2, 3]]}')
+        for kind, _, data in stream:  # an event every 2 s; the request is counted in one of them
+            assert kind == "metrics", (kind, data)
+            blue = json.loads(data)["deployments"]["blue"]
+            if blue["requests"] > before:
+                assert blue["sampled"] >= 1 and blue["p95_ms"] >= blue["p50_ms"] > 0, blue
+                break
+    logs = client.get(f"{ws}endpoints/{EP}?tab=logs").text
+    assert "logs/live?deployment=blue" in logs and "Refresh" not in logs
+    with client.stream("GET", f"{ws}endpoints/{EP}/logs/live", params={"deployment": "blue"}) as response:
+        assert response.status_code == 200
+        stream = events(response)
+        kind, _, data = next(stream)
+        assert kind == "logs" and 'id="log-box"' in data and "init done" in data and "<html" not in data, data
+        assert "<img src=x" not in data and "&lt;img src=x" in data
+        send('{"data": "boom"}')  # the scoring script raises: the server logs it
+        kind, _, data = next(stream)
+        assert kind == "logs" and "boom" in data and "<img src=x" not in data, data
+    with srv.client() as api, studio_client(srv) as outsider:
+        sign_in(outsider, new_user(api, srv, "online-outsider", None))
+        for stream_url in (f"{ws}endpoints/{EP}/metrics/live", f"{ws}endpoints/{EP}/logs/live"):
+            assert outsider.get(stream_url).status_code == 404, stream_url
 
 
 def test_a_reader_sees_no_write_control_and_is_refused(srv: RunningServer, deployed: str) -> None:

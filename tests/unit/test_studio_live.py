@@ -1,5 +1,5 @@
 """The studio's shared live-stream pieces (``studio/live.py``): the event encodings, a fragment
-feed that sends only what changed and ends when told, and ``Last-Event-ID`` parsing."""
+feed and a JSON document feed that send only what changed and end when told, and ``Last-Event-ID`` parsing."""
 
 from __future__ import annotations
 
@@ -54,6 +54,23 @@ def test_a_fragment_feed_sends_what_changed_and_ends_when_final_or_gone() -> Non
     ended = live.FragmentFeed("status", gone).poll()
     assert ended.done and parsed(ended.events[0])[0] == "end"
     assert "c1" in json.loads(parsed(ended.events[0])[2])["reason"]
+
+
+def test_a_json_feed_sends_a_changed_document_and_ends_when_final_or_gone() -> None:
+    documents = iter([({"a": 1}, False), ({"a": 1}, False), ({"a": 2}, False), ({"a": 2}, True)])
+    feed = live.JsonFeed("graph", lambda: next(documents))
+    first = feed.poll()
+    assert [(parsed(e)[0], json.loads(parsed(e)[2])) for e in first.events] == [("graph", {"a": 1})]
+    assert feed.poll().events == []  # the same document: nothing sent
+    assert [json.loads(parsed(e)[2]) for e in feed.poll().events] == [{"a": 2}]
+    last = feed.poll()  # final, unchanged: only the end
+    assert [parsed(e)[0] for e in last.events] == ["end"] and last.done
+
+    def gone() -> tuple[dict[str, int], bool]:
+        raise not_found("Job", "p1")
+
+    ended = live.JsonFeed("graph", gone).poll()
+    assert ended.done and parsed(ended.events[0])[0] == "end" and "p1" in parsed(ended.events[0])[2]
 
 
 def test_last_event_id_is_a_bounded_number_or_none() -> None:

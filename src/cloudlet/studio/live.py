@@ -1,6 +1,8 @@
 """The studio's live parts as server-sent event streams, one loop for all of them: a job's status
 and log (``pages.job_live``), its metric points and its children, a compute list's and a compute's
-state (``pages.compute``).
+state (``pages.compute``), a pipeline's graph and a sweep's trials as data (``pages.job_graphs``),
+a batch endpoint's invocations (``pages.batch_endpoints``), an online endpoint's counters and its
+log tail (``pages.endpoints``).
 
 A stream is a ``Feed``: its ``poll`` runs in a worker thread (every store or file call off the
 event loop), reads through the services, and returns the events for what changed since its last
@@ -23,7 +25,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from cloudlet.api.deps import dump_json
+from cloudlet.api.deps import Context, dump_json
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services.core.context import Caller
 from cloudlet.studio.session import resolve_session, signed
@@ -159,3 +161,41 @@ class FragmentFeed:
             step.events.append(event("end", {"final": True}))
             step.done = True
         return step
+
+
+@dataclass
+class JsonFeed:
+    """A document as data, sent as event KIND (a chart or a graph draws it) whenever it differs from
+    the last one sent. READ (in a worker thread) returns the document and whether the thing is
+    final; a ``CloudletError`` from it ends the stream, as ``FragmentFeed``'s."""
+
+    kind: str
+    read: Callable[[], tuple[Any, bool]]
+    shown: bytes | None = None
+
+    def poll(self) -> Step:
+        try:
+            document, final = self.read()
+        except CloudletError as exc:
+            return Step([event("end", {"reason": exc.message})], done=True)
+        step = Step()
+        encoded = event(self.kind, document)
+        if encoded != self.shown:
+            self.shown = encoded
+            step.events.append(encoded)
+        if final:
+            step.events.append(event("end", {"final": True}))
+            step.done = True
+        return step
+
+
+class PollContext(Context):
+    """A stream's poll's own unit of work (in its worker thread), for the pages' ``Context``-taking
+    helpers: the store session it opens is closed after the poll; the caller is the one the
+    session last resolved."""
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -2,7 +2,9 @@
 
 ``…/batch-endpoints`` lists them; ``…/batch-endpoints/{name}`` shows the deployments (the default
 marked), invokes the endpoint on a data asset or an uploaded folder, and lists its invocations
-(jobs, linked to their job page) with their predictions to download. Endpoints and deployments
+(jobs, linked to their job page) with their predictions to download; while one runs, that table
+comes again by ``…/invocations/live`` (``studio.live``: ``invocations`` events, the table's HTML,
+whenever it changed; ``end`` once every invocation is final). Endpoints and deployments
 are created from their YAML in the editor. Every write is ``services/endpoints/batch_endpoints``'
 (the REST routes' service), which checks the caller's role; a folder is stored by
 ``assets.folder_uploads`` as the CLI's upload stores it.
@@ -22,13 +24,16 @@ from cloudlet.api.deps import Context, context
 from cloudlet.domain.access.roles import Access
 from cloudlet.domain.endpoints import batch_endpoints as rules
 from cloudlet.domain.errors import CloudletError, validation_error
+from cloudlet.services.access import workspaces
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.assets import folder_uploads
+from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.core.storage import empty_tar
 from cloudlet.services.endpoints import batch_endpoints as service
 from cloudlet.services.endpoints import batch_results
 from cloudlet.services.jobs import job_documents, job_outputs
-from cloudlet.studio import shell
+from cloudlet.services.jobs.job_status import FINAL_VALUES
+from cloudlet.studio import live, shell
 from cloudlet.studio.session import PREFIX, StudioRoute, posted
 from cloudlet.studio.uploads import json_answer
 
@@ -36,6 +41,7 @@ router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=Fal
 ACTIVE = "endpoints"  # the navigation's item: the Endpoints page, whose second tab this is
 WS = "/ws/{sub}/{rg}/{ws}/batch-endpoints"
 EP = WS + "/{name}"
+INVOCATIONS_POLL_S = 1.0
 MAX_FOLDER = 64 << 20  # one folder from a browser; the CLI uploads larger ones
 ENDPOINT_EXAMPLE = """\
 $schema: https://azuremlschemas.azureedge.net/latest/batchEndpoint.schema.json
@@ -129,7 +135,6 @@ def _endpoint_page(
 ) -> HTMLResponse:
     workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
     endpoint = service.get_endpoint(ctx.session, workspace, name)
-    jobs = service.invocations(ctx.session, workspace, name)[:100]
     line = job_documents.line_of(deployment_text, error.target) if error and deployment_error else None
     return _render(
         ctx,
@@ -138,10 +143,9 @@ def _endpoint_page(
         rg,
         ws,
         status,
-        endpoint=endpoint,
+        **_invocations(ctx, workspace, endpoint),
         default=(endpoint.spec.get("defaults") or {}).get("deployment_name"),
         deployments=service.deployments(ctx.session, endpoint),
-        jobs=[(job, batch_results.predictions_name(job)) for job in jobs],
         data_assets=asset_service.list_assets(ctx.session, workspace, "data"),
         error=error,
         error_line=line,
@@ -154,6 +158,44 @@ def _endpoint_page(
 @router.get(EP)
 def endpoint_page(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> HTMLResponse:
     return _endpoint_page(ctx, sub, rg, ws, name)
+
+
+def _invocations(ctx: Context, workspace: Any, endpoint: Any) -> dict[str, Any]:
+    """What ``batch_invocations.html`` shows: the newest 100 jobs, each with its predictions
+    file's name; ``running``: one is not final yet (the table is live)."""
+    jobs = service.invocations(ctx.session, workspace, endpoint.name)[:100]
+    return {
+        "endpoint": endpoint,
+        "jobs": [(job, batch_results.predictions_name(job)) for job in jobs],
+        "running": any(job.status not in FINAL_VALUES for job in jobs),
+    }
+
+
+@router.get(EP + "/invocations/live")
+def invocations_stream(
+    sub: str, rg: str, ws: str, name: str, request: Request, ctx: Context = Depends(context)
+) -> Response:
+    """``text/event-stream``: ``invocations`` (the table's HTML, for htmx's ``sse-swap``) whenever
+    it changed; ``end`` once every invocation is final (or the endpoint is gone)."""
+    workspace, _ = shell.open_workspace(ctx, sub, rg, ws)
+    service.get_endpoint(ctx.session, workspace, name)  # a 404 before the stream starts
+    state = ctx.state
+
+    def render() -> tuple[str, bool]:
+        with live.PollContext(state, request) as again:
+            workspace, ref = shell.open_workspace(again, sub, rg, ws)
+            values = _invocations(again, workspace, service.get_endpoint(again.session, workspace, name))
+            view = shell.WorkspaceView(workspace.id, ref, workspace.location)
+            markup = shell.render_text(
+                request, "batch_invocations.html", again.caller, view, when=when, **values
+            )
+            return markup, not values["running"]
+
+    def allowed(caller: Caller) -> None:
+        with state.read_sessions() as session:
+            workspaces.resolve(session, WorkspaceRef(sub, rg, ws), caller, Access.READ)
+
+    return live.respond(request, live.FragmentFeed("invocations", render), allowed, INVOCATIONS_POLL_S)
 
 
 def _add_deployment(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str, str]) -> Response:

@@ -108,7 +108,7 @@ def compute_rows_stream(
     state, shown_tab = ctx.state, _tab(tab)
 
     def render() -> tuple[str, bool]:
-        with _Rendering(state, request) as again:
+        with live.PollContext(state, request) as again:
             workspace, ref = shell.open_workspace(again, sub, rg, ws)
             values = _list_values(again, ref, workspace, shown_tab)
             view = shell.WorkspaceView(workspace.id, ref, workspace.location)
@@ -116,17 +116,6 @@ def compute_rows_stream(
 
     feed = live.FragmentFeed("rows", render)
     return live.respond(request, feed, _readable(state, sub, rg, ws), POLL_S)
-
-
-class _Rendering(Context):
-    """A stream's poll's own unit of work (in its worker thread): the store session it opens is
-    closed after the render; the caller is the one the session last resolved."""
-
-    def __enter__(self) -> Context:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
 
 
 def _readable(state: AppState, sub: str, rg: str, ws: str) -> Callable[[Caller], None]:
@@ -210,7 +199,7 @@ def compute_stream(
     state = ctx.state
 
     def render() -> tuple[str, bool]:
-        with _Rendering(state, request) as again:
+        with live.PollContext(state, request) as again:
             workspace, ref, compute = _compute(again, sub, rg, ws, name)
             values = _detail_values(again, ref, compute, op, tab)
             view = shell.WorkspaceView(workspace.id, ref, workspace.location)

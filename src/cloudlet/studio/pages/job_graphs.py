@@ -4,20 +4,22 @@
   and outputs as nodes and each binding as an edge named by the ports it joins; a step opens a
   panel with its inputs, outputs, timings and a link to its logs. The steps table below it is the
   graph's text alternative (``static/pipeline_graph.js`` draws from ``graph.json``).
-- ``…/jobs/{name}/graph.json``: that graph as data (``pipelines.full_graph``); the page reads it
-  again every 2 s while the pipeline runs (there is no children stream: the job's live stream
-  says only the pipeline's own status).
+- ``…/jobs/{name}/graph.json``: that graph as data (``pipelines.full_graph``); ``…/graph/live``:
+  the same as ``graph`` server-sent events (``studio.live``), again whenever it changed, ``end``
+  once the pipeline is final: the page draws from the stream and reads nothing again.
 - ``…/jobs/{name}/trials.json``: a sweep's trials as its Child jobs tab charts them
-  (``sweeps.view``: the ranking, the early-terminated trials and why), with each parameter's axis.
+  (``sweeps.view``: the ranking, the early-terminated trials and why), with each parameter's axis;
+  ``…/trials/live``: the same as ``trials`` events, whenever they changed, until the sweep is final.
 
 Read-only, like the job's page: a Reader sees all of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
 from cloudlet.api.deps import Context, context, json_response
@@ -29,8 +31,9 @@ from cloudlet.services.jobs import job_children, pipelines, sweeps
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.jobs.job_status import FINAL_VALUES
 from cloudlet.services.tracking import tracking
-from cloudlet.studio import shell
+from cloudlet.studio import live, shell
 from cloudlet.studio.pages.job_live import JOB, clock, duration
+from cloudlet.studio.pages.job_streams import still_readable
 from cloudlet.studio.session import PREFIX, StudioRoute
 
 if TYPE_CHECKING:
@@ -40,6 +43,8 @@ router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=Fal
 NO_STORE = {"Cache-Control": "no-store"}
 CHOICE = "choice"  # a search-space expression drawn as a categorical axis
 LOG_SCALED = frozenset({"loguniform", "qloguniform", "lognormal", "qlognormal"})
+GRAPH_POLL_S = 1.0
+TRIALS_POLL_S = 1.0
 
 
 def _job_of_kind(
@@ -125,6 +130,42 @@ def graph_json(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(con
     return json_response(graph_wire(ref, job, pipelines.full_graph(ctx.session, job)), headers=NO_STORE)
 
 
+def _stream(
+    ctx: Context,
+    request: Request,
+    where: tuple[str, str, str, str],
+    kind: JobKind,
+    wire: Callable[[Any, WorkspaceRef, Job], dict[str, Any]],
+    poll_s: float,
+) -> Response:
+    """WIRE's document of the job as ``kind.value`` events whenever it changed; ``end`` once final."""
+    sub, rg, ws, name = where
+    _, ref, workspace = _job_of_kind(ctx, sub, rg, ws, name, kind)  # a 404 before the stream starts
+    state, ws_id = ctx.state, workspace.id
+
+    def read() -> tuple[dict[str, Any], bool]:
+        with state.read_sessions() as session:
+            job = job_service.find_in(session, ws_id, name)
+            if job is None:
+                raise not_found("Job", name)
+            return wire(session, ref, job), job.status in FINAL_VALUES
+
+    event_kind = "graph" if kind == JobKind.PIPELINE else "trials"
+    return live.respond(request, live.JsonFeed(event_kind, read), still_readable(state, ref, name), poll_s)
+
+
+@router.get(JOB + "/graph/live")
+def graph_stream(
+    sub: str, rg: str, ws: str, name: str, request: Request, ctx: Context = Depends(context)
+) -> Response:
+    """``text/event-stream``: ``graph`` (``graph.json``'s document) whenever it changed."""
+
+    def wire(session: Any, ref: WorkspaceRef, job: Job) -> dict[str, Any]:
+        return graph_wire(ref, job, pipelines.full_graph(session, job))
+
+    return _stream(ctx, request, (sub, rg, ws, name), JobKind.PIPELINE, wire, GRAPH_POLL_S)
+
+
 def _axis(name: str, expression: Any) -> dict[str, Any]:
     """A parameter's axis: a ``choice`` is categorical (its values, in order), the rest numeric;
     a log-distributed one on a log scale."""
@@ -143,7 +184,20 @@ def trials_json(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(co
     """``{"metric", "goal", "best", "final", "axes": [{name, kind, values?}], "trials": [{index,
     key, name, url, status, params, metric, early_terminated, termination_reason}]}``."""
     job, ref, _ = _job_of_kind(ctx, sub, rg, ws, name, JobKind.SWEEP)
-    view = sweeps.view(ctx.session, job, job_children.children(ctx.session, job), tracking.metric_history)
+    return json_response(trials_wire(ctx.session, ref, job), headers=NO_STORE)
+
+
+@router.get(JOB + "/trials/live")
+def trials_stream(
+    sub: str, rg: str, ws: str, name: str, request: Request, ctx: Context = Depends(context)
+) -> Response:
+    """``text/event-stream``: ``trials`` (``trials.json``'s document) whenever it changed."""
+    return _stream(ctx, request, (sub, rg, ws, name), JobKind.SWEEP, trials_wire, TRIALS_POLL_S)
+
+
+def trials_wire(session: Any, ref: WorkspaceRef, job: Job) -> dict[str, Any]:
+    """A sweep's trials as its charts draw them."""
+    view = sweeps.view(session, job, job_children.children(session, job), tracking.metric_history)
     best = view["best_trial"]
     trials = [
         {
@@ -155,7 +209,7 @@ def trials_json(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(co
         }
         for trial in view["trials"]
     ]
-    body = {
+    return {
         "metric": view["objective"]["primary_metric"],
         "goal": view["objective"]["goal"],
         "best": best["key"] if best else None,
@@ -163,4 +217,3 @@ def trials_json(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(co
         "axes": [_axis(str(k), v) for k, v in view["search_space"].items()],
         "trials": trials,
     }
-    return json_response(body, headers=NO_STORE)

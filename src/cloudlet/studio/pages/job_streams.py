@@ -45,7 +45,7 @@ POINTS_PER_EVENT = 20_000  # a longer history comes in several events, back to b
 MAX_POINT_ID = 1 << 62
 
 
-def _readable(state: AppState, ref: WorkspaceRef, name: str) -> Callable[[Caller], None]:
+def still_readable(state: AppState, ref: WorkspaceRef, name: str) -> Callable[[Caller], None]:
     def check(caller: Caller) -> None:
         with state.read_sessions() as session:
             job_service.readable(session, ref, caller, name)
@@ -111,7 +111,7 @@ def metrics_stream(
         runs[found.id] = found.name
     after = live.last_event_id(request, MAX_POINT_ID) or 0
     feed = MetricFeed(ctx.state, workspace.id, name, runs, after)
-    return live.respond(request, feed, _readable(ctx.state, ref, name), METRIC_POLL_S)
+    return live.respond(request, feed, still_readable(ctx.state, ref, name), METRIC_POLL_S)
 
 
 def children_values(session: Any, ref: WorkspaceRef, job: Any, endpoint: str) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def children_stream(
         return markup, job.status in FINAL_VALUES
 
     feed = live.FragmentFeed("children", render)
-    return live.respond(request, feed, _readable(state, ref, name), CHILDREN_POLL_S)
+    return live.respond(request, feed, still_readable(state, ref, name), CHILDREN_POLL_S)
 
 
 def monitoring_body(session: Any, job: Any) -> dict[str, Any]:
@@ -190,4 +190,4 @@ def monitoring_stream(
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
     job_service.get(ctx.session, workspace, name)  # a 404 before the stream starts
     feed = MonitoringFeed(ctx.state, workspace.id, name)
-    return live.respond(request, feed, _readable(ctx.state, ref, name), MONITORING_POLL_S)
+    return live.respond(request, feed, still_readable(ctx.state, ref, name), MONITORING_POLL_S)

@@ -2,6 +2,7 @@
 // sliders (Save only when the split is one the service accepts) and the Monitoring charts.
 // An ES module (no inline script anywhere: the CSP forbids it). Data is set as text, never HTML.
 import { selectLine, uploadArchive } from "./forms.js";
+import { LiveSource } from "./live.js";
 
 // -- editors: each marked text area becomes the studio's editor; the area stays the form's field.
 const views = new Map();
@@ -84,8 +85,9 @@ if (trafficForm) {
   check();
 }
 
-// -- monitoring: the counters polled every 2 s; each interval's requests and errors (differences
-// of the counters) and its p50/p95 latency (the server's, over the requests after the last poll).
+// -- monitoring: the counters, an event every 2 s from a server-sent event stream (…/metrics/live);
+// each interval's requests and errors (differences of the counters) and its p50/p95 latency (the
+// server's, over the requests answered since the last event).
 const monitoring = document.getElementById("monitoring");
 if (monitoring) {
   const { uPlot } = await import("./vendor/uplot.min.js");
@@ -133,11 +135,7 @@ if (monitoring) {
     drawnNames = names.join();
   };
   const table = document.getElementById("metrics-table");
-  const poll = async () => {
-    const since = previous ? previous.t : Date.now() / 1000;
-    const answer = await fetch(`${monitoring.dataset.metrics}?since=${since}`, { credentials: "same-origin" });
-    if (!answer.ok) return;
-    const now = await answer.json();
+  const show = (now) => {
     const names = Object.keys(now.deployments).sort();
     for (const name of names) {
       const row = table.querySelector(`tr[data-deployment="${CSS.escape(name)}"]`);
@@ -167,6 +165,8 @@ if (monitoring) {
     }
     previous = now;
   };
-  await poll();
-  setInterval(poll, 2000);
+  const source = new LiveSource(monitoring.dataset.stream);
+  source.addEventListener("metrics", (e) => show(JSON.parse(e.data)));
+  source.addEventListener("end", () => source.close());
+  source.addEventListener("failed", () => source.close());
 }

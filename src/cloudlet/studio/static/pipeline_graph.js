@@ -1,9 +1,11 @@
 // A pipeline's graph as a full page (job_graph.html): dagre lays out the steps, the pipeline's inputs
 // and outputs, and one edge per binding (labelled "train.model → score.model_in"); drawn as SVG with
 // pan and zoom (drag, wheel, the buttons, the keyboard). A step opens a side panel (click, Enter or
-// Space). While the pipeline runs, graph.json is read again every 2 s and the statuses follow.
+// Space). The graph comes by a server-sent event stream (…/graph/live): drawn from its first event,
+// the statuses follow each later one until the pipeline is final; graph.json is never read again.
 // Everything user-controlled goes in as text (textContent), never as HTML.
 import {dagre} from "./vendor/dagre.min.js";
+import {LiveSource} from "./live.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const TONES = {
@@ -13,7 +15,6 @@ const TONES = {
 };
 const STEP = {width: 250, height: 78};
 const PORT = {width: 190, height: 40};
-const REFRESH_MS = 2000;
 const root = document.getElementById("pipeline");
 const view = document.getElementById("graph-view");
 
@@ -291,9 +292,25 @@ function fillPanel(step) {
 }
 
 // -- putting it together -------------------------------------------------------------------------------
-async function main() {
+function main() {
   if (!root || !view) return;
-  let data = await (await fetch(root.dataset.url, {headers: {Accept: "application/json"}})).json();
+  const source = new LiveSource(root.dataset.stream);
+  let update = null;
+  source.addEventListener("graph", (e) => {
+    const body = JSON.parse(e.data);
+    if (update) update(body); else update = start(body);
+    if (body.final) document.getElementById("graph-refresh").textContent = "";
+  });
+  source.addEventListener("end", () => { source.close(); document.getElementById("graph-refresh").textContent = ""; });
+  source.addEventListener("failed", (e) => {
+    document.getElementById("graph-refresh").textContent = `The graph could not be read: ${JSON.parse(e.data).message}`;
+    source.close();
+  });
+}
+
+// The first graph drawn; returns what draws each later one.
+function start(first) {
+  let data = first;
   const g = layout(data);
   const panel = document.getElementById("step-panel");
   let opened = null; // {id, group}
@@ -336,17 +353,7 @@ async function main() {
       fillPanel(byId().get(opened.id));
     }
   };
-  if (data.final) return;
-  const timer = setInterval(async () => {
-    const response = await fetch(root.dataset.url, {headers: {Accept: "application/json"}});
-    if (!response.ok) return;
-    const fresh = await response.json();
-    update(fresh);
-    if (fresh.final) {
-      clearInterval(timer);
-      document.getElementById("graph-refresh").textContent = "";
-    }
-  }, REFRESH_MS);
+  return update;
 }
 
 main();

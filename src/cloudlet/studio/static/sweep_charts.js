@@ -1,11 +1,12 @@
 // A sweep's charts on its Child jobs tab (job_children.html), from trials.json: the primary metric
 // of each trial by trial number (uPlot; the best marked, the early-terminated trials drawn hollow and
-// red), and the parameters against the metric (parallel_coords.js). While the sweep runs, the data
-// is read again every 3 s. Every user-controlled string goes in as text.
+// red), and the parameters against the metric (parallel_coords.js). The data comes by a server-sent
+// event stream (…/trials/live): once at once, again whenever a trial changed, until the sweep is
+// final; nothing is read again. Every user-controlled string goes in as text.
 import {uPlot} from "./vendor/uplot.min.js";
 import {parallelCoordinates} from "./parallel_coords.js";
+import {LiveSource} from "./live.js";
 
-const REFRESH_MS = 3000;
 const host = document.getElementById("sweep-charts");
 
 function pointsOnly(label, stroke, fill, size) {
@@ -63,29 +64,23 @@ function parallel(figure, body) {
   figure.dataset.lines = String(lines.size);
 }
 
-async function main() {
+function main() {
   if (!host) return;
   const state = document.getElementById("sweep-charts-state");
   let plot = null;
-  let busy = false;
-  const refresh = async () => {
-    if (busy) return true;
-    busy = true;
-    try {
-      const response = await fetch(host.dataset.url, {headers: {Accept: "application/json"}});
-      if (!response.ok) { state.textContent = `The trials could not be read (${response.status})`; return false; }
-      const body = await response.json();
-      plot = metricChart(document.getElementById("metric-chart"), body, plot);
-      parallel(document.getElementById("parallel"), body);
-      host.dataset.ready = "true";
-      if (body.final) state.textContent = "";
-      return body.final;
-    } finally {
-      busy = false;
-    }
-  };
-  if (await refresh()) return;
-  const timer = setInterval(async () => { if (await refresh()) clearInterval(timer); }, REFRESH_MS);
+  const source = new LiveSource(host.dataset.stream);
+  source.addEventListener("trials", (e) => {
+    const body = JSON.parse(e.data);
+    plot = metricChart(document.getElementById("metric-chart"), body, plot);
+    parallel(document.getElementById("parallel"), body);
+    host.dataset.ready = "true";
+    if (body.final) state.textContent = "";
+  });
+  source.addEventListener("end", () => { source.close(); state.textContent = ""; });
+  source.addEventListener("failed", (e) => {
+    state.textContent = `The trials could not be read: ${JSON.parse(e.data).message}`;
+    source.close();
+  });
 }
 
 main();
