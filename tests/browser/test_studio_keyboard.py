@@ -175,17 +175,22 @@ def create_a_cluster(page: Any) -> None:
     page.get_by_role("status").get_by_text("Succeeded").wait_for(timeout=OP_TIMEOUT_S * 1000)
 
 
-def the_list_keeps_the_focus_while_it_polls(page: Any) -> None:
-    """The clusters list re-draws itself every few seconds: the focused row's link keeps the focus."""
+def the_list_keeps_the_focus_while_it_streams(page: Any, srv: RunningServer) -> None:
+    """The clusters list is drawn again whenever it changes (its event stream): the focused row's
+    link keeps the focus. The change: the cluster's maximum lowered over the API meanwhile."""
     go_to(page, "/compute", "**/compute")
     switch_tab(page, "Compute instances", "End", "Locations", "**/compute?tab=locations")
     switch_tab(page, "Locations", "ArrowLeft", "Attached computes", "**/compute?tab=attached")
     switch_tab(page, "Attached computes", "ArrowLeft", "Compute clusters", "**/compute?tab=clusters")
     press_until(page, link_to("/compute/keys-cpu"), "the cluster's row")
-    page.evaluate("""() => { window.studioPolls = 0;
-      document.addEventListener("htmx:afterSettle", () => { window.studioPolls += 1; }); }""")
-    page.wait_for_function("() => window.studioPolls >= 2")  # two re-draws of the rows
-    assert link_to("/compute/keys-cpu")(assert_ring(page, "the row's link after the list polled"))
+    page.evaluate("""() => { window.studioSwaps = 0;
+      document.addEventListener("htmx:afterSettle", () => { window.studioSwaps += 1; }); }""")
+    with srv.client() as api:
+        changed = api.patch(f"{srv.ws_path}/computes/keys-cpu", json={"max_instances": 2})
+        assert changed.status_code == 200, changed.text
+    page.wait_for_function("() => window.studioSwaps >= 1")  # the rows, drawn again from the stream
+    page.locator("#compute-rows tr", has_text="keys-cpu").locator("td", has_text="2").first.wait_for()
+    assert link_to("/compute/keys-cpu")(assert_ring(page, "the row's link after the list changed"))
     enter(page, "**/compute/keys-cpu")
 
 
@@ -238,7 +243,7 @@ def test_the_main_journey_with_the_keyboard_alone(studio_srv: RunningServer, pag
     sign_in_by_keyboard(page, srv)
     the_workspace_menu_closes_with_escape(page)
     create_a_cluster(page)
-    the_list_keeps_the_focus_while_it_polls(page)
+    the_list_keeps_the_focus_while_it_streams(page, srv)
 
     go_to(page, "/jobs", "**/jobs")
     press_until(page, text_is("+ Submit job"), "+ Submit job")

@@ -104,21 +104,24 @@ document.addEventListener("submit", (event) => {
   dismiss.focus(); // the safe answer first (WAI-ARIA's alert dialog)
 });
 
-// A region that htmx re-draws by itself (a list polled every few seconds) while the keyboard is in
+// A region that htmx re-draws by itself (a list from its event stream) while the keyboard is in
 // it keeps the focus on the same control: htmx restores the focus only to an element with an id,
-// and without this the focus would fall to the page's body at each poll (the next Tab starting
+// and without this the focus would fall to the page's body at each re-draw (the next Tab starting
 // over from the top).
 const focusKey = (el) =>
   [el.tagName, el.getAttribute("href"), el.getAttribute("formaction"), el.name, el.value, el.textContent.trim()].join("|");
 let keptFocus = null;
-document.addEventListener("htmx:beforeSwap", (event) => {
+const keepFocusIn = (target) => {
   const active = document.activeElement;
-  const target = event.detail.target;
   keptFocus = null;
-  if (active && active !== document.body && !active.id && target.id && target.contains(active)) {
+  if (target && active && active !== document.body && !active.id && target.id && target.contains(active)) {
     keptFocus = { region: target.id, key: focusKey(active) };
   }
-});
+};
+document.addEventListener("htmx:beforeSwap", (event) => keepFocusIn(event.detail.target));
+// A region drawn again from its event stream (sse-swap): the SSE extension swaps without a
+// beforeSwap, and announces the message on the element it swaps instead.
+document.addEventListener("htmx:sseBeforeMessage", (event) => keepFocusIn(event.target));
 document.addEventListener("htmx:afterSettle", () => {
   if (!keptFocus) return;
   const { region, key } = keptFocus;
