@@ -179,8 +179,9 @@ def load_yaml(page: Any, editor: str, doc: dict[str, Any], file_label: str = "Or
 
 
 def requests_after_load(page: Any) -> list[str]:
-    """The URLs the page requests from now on (a live page reads no JSON or HTML again: its streams
-    bring what changed)."""
+    """The URLs of data the page requests from now on (a live page reads no JSON or HTML again: its
+    streams bring what changed). The studio's static files are left out: a module the page imports
+    when it needs it (the editor's bundle) may be fetched after the load on a slow machine."""
     seen: list[str] = []
-    page.on("request", lambda request: seen.append(request.url))
+    page.on("request", lambda request: None if "/studio/static/" in request.url else seen.append(request.url))
     return seen
