@@ -2,24 +2,10 @@
 // the pipeline graph (dagre, drawn as SVG here) and the sortable sweep table.
 // Everything user-controlled is put in the page as text (textContent, text nodes), never as HTML.
 import {LiveSource} from "./live.js";
+import {pill, tone} from "./status.js";
 
-const TONES = {
-  Completed: "ok", Succeeded: "ok", Running: "run", Starting: "run", Preparing: "run",
-  Provisioning: "run", Finalizing: "run", Queued: "wait", NotStarted: "wait", Failed: "bad",
-  Canceled: "off", CancelRequested: "off", Skipped: "off",
-};
 const root = document.getElementById("job");
 let jobFinal = root?.dataset.final === "true";
-
-function pill(status) {
-  const span = document.createElement("span");
-  span.className = `pill pill-${TONES[status] || "off"}`;
-  const dot = document.createElement("span");
-  dot.className = "dot";
-  dot.setAttribute("aria-hidden", "true");
-  span.append(dot, document.createTextNode(status));
-  return span;
-}
 
 function showStatus(data) {
   document.getElementById("job-status")?.replaceChildren(pill(data.status));
@@ -318,11 +304,11 @@ async function graph() {
     group.setAttribute("data-status", status);
     const x = node.x - node.width / 2;
     const y = node.y - node.height / 2;
-    group.append(svg("rect", {x, y, width: node.width, height: node.height, rx: 8, class: `dag-box tone-${TONES[status] || "off"}`}));
-    group.append(svg("rect", {x, y, width: 5, height: node.height, rx: 2, class: `dag-bar tone-${TONES[status] || "off"}`}));
+    group.append(svg("rect", {x, y, width: node.width, height: node.height, rx: 8, class: `dag-box tone-${tone(status)}`}));
+    group.append(svg("rect", {x, y, width: 5, height: node.height, rx: 2, class: `dag-bar tone-${tone(status)}`}));
     const name = svg("text", {x: x + 16, y: y + 23, class: "dag-name"});
     name.textContent = key.length > 26 ? `${key.slice(0, 25)}…` : key;
-    const state = svg("text", {x: x + 16, y: y + 42, class: `dag-status tone-${TONES[status] || "off"}`});
+    const state = svg("text", {x: x + 16, y: y + 42, class: `dag-status tone-${tone(status)}`});
     state.textContent = status;
     const title = svg("title", {});
     title.textContent = `${key}: ${status}`;

@@ -6,13 +6,9 @@
 // Everything user-controlled goes in as text (textContent), never as HTML.
 import {dagre} from "./vendor/dagre.min.js";
 import {LiveSource} from "./live.js";
+import {pill, tone} from "./status.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const TONES = {
-  Completed: "ok", Succeeded: "ok", Running: "run", Starting: "run", Preparing: "run",
-  Provisioning: "run", Finalizing: "run", Queued: "wait", NotStarted: "wait", Failed: "bad",
-  Canceled: "off", CancelRequested: "off", Skipped: "off",
-};
 const STEP = {width: 250, height: 78};
 const PORT = {width: 190, height: 40};
 const root = document.getElementById("pipeline");
@@ -29,18 +25,6 @@ function text(x, y, value, className, max) {
   el.textContent = value.length > max ? `${value.slice(0, max - 1)}…` : value;
   return el;
 }
-
-function pill(status) {
-  const span = document.createElement("span");
-  span.className = `pill pill-${TONES[status] || "off"}`;
-  const dot = document.createElement("span");
-  dot.className = "dot";
-  dot.setAttribute("aria-hidden", "true");
-  span.append(dot, document.createTextNode(status));
-  return span;
-}
-
-const tone = (status) => TONES[status] || "off";
 
 // -- layout and drawing -------------------------------------------------------------------------------
 function layout(data) {
