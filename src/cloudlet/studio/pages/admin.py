@@ -40,7 +40,7 @@ TABS: tuple[tuple[str, str, str | None], ...] = (
 FORM_ERRORS = (400, 409)  # shown at the form; 403 and 404 are the studio's error page
 
 
-def shown_at_form(ctx: Context, exc: CloudletError, also: tuple[int, ...] = ()) -> None:
+def shown_at_form(exc: CloudletError, also: tuple[int, ...] = ()) -> None:
     """Raise EXC again unless the form shows it (FORM_ERRORS, and ALSO). The failed use case has
     rolled its own work back (``services/core/use_case``), so the page is drawn from a clean session."""
     if exc.status not in (*FORM_ERRORS, *also):
@@ -99,7 +99,7 @@ def _create_user(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str])
     try:
         identity.add_principal(ctx.session, ctx.caller, name, form.get("is_admin") == "on")
     except CloudletError as exc:
-        shown_at_form(ctx, exc)
+        shown_at_form(exc)
         return _users_page(ctx, ref, workspace, exc.message, name, exc.status)
     return _back(ref, "users")
 
@@ -116,7 +116,7 @@ def _set_enabled(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str])
     try:
         identity.change_enabled(ctx.session, ctx.caller, form.get("name", ""), form.get("enabled") == "true")
     except CloudletError as exc:
-        shown_at_form(ctx, exc)
+        shown_at_form(exc)
         return _users_page(ctx, ref, workspace, exc.message, status=exc.status)
     return _back(ref, "users")
 
@@ -172,7 +172,7 @@ def _key_action(ctx: Context, sub: str, rg: str, ws: str, action: str, form: dic
             ctx, ref, workspace, user, error="the lifetime is a whole number of days", status=400
         )
     except CloudletError as exc:
-        shown_at_form(ctx, exc)
+        shown_at_form(exc)
         return _keys_page(ctx, ref, workspace, user, error=exc.message, status=exc.status)
     if issued is None:
         return _back(
@@ -218,7 +218,7 @@ def _role_change(ctx: Context, ref: WorkspaceRef, remove: bool, form: dict[str, 
         else:
             role_assignments.put(ctx.session, ref, ctx.caller, principal, form.get("role", ""))
     except CloudletError as exc:
-        shown_at_form(ctx, exc, also=(404,))
+        shown_at_form(exc, also=(404,))
         return _roles_page(ctx, ref, exc.message, principal, exc.status)
     return _back(ref, "roles")
 

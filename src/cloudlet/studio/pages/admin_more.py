@@ -70,7 +70,7 @@ def _add_size(ctx: Context, sub: str, rg: str, ws: str, form: dict[str, str]) ->
             raise validation_error(field, f"{field}: {problem['msg']}") from None
         catalogue_service.add_size(ctx.session, ctx.caller, spec)
     except CloudletError as exc:
-        shown_at_form(ctx, exc)
+        shown_at_form(exc)
         return _places_page(ctx, ref, workspace, exc.message, exc.status, form)
     return _back(ref, "places")
 
@@ -115,7 +115,7 @@ def _lock_change(ctx: Context, sub: str, rg: str, ws: str, remove: bool, form: d
                 raise validation_error(field, f"{field}: {exc.errors()[0]['msg']}") from None
             lock_store.put(ctx.session, scope, name, update, ctx.caller.name)
     except CloudletError as exc:
-        shown_at_form(ctx, exc)
+        shown_at_form(exc)
         return _locks_page(
             ctx, ref, workspace, exc.message, exc.status, name=name, notes=form.get("notes", "")
         )
