@@ -176,10 +176,15 @@ def live_stream(
     return live.respond(request, feed, _still_readable(ctx.state, ref, name), POLL_S)
 
 
+def plotted(value: float) -> float | None:
+    """A metric value as a chart point: NaN and infinities are gaps (JSON has neither)."""
+    return value if math.isfinite(value) else None
+
+
 def _series(values: list[tuple[int, float]]) -> list[list[float | None]]:
-    """(step, value) pairs as uPlot's columns; NaN and infinities as gaps (JSON has neither)."""
+    """(step, value) pairs as uPlot's columns."""
     steps = [float(step) for step, _ in values]
-    ys = [v if math.isfinite(v) else None for _, v in values]
+    ys = [plotted(v) for _, v in values]
     return [steps, ys]  # type: ignore[list-item]
 
 

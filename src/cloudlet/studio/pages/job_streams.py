@@ -15,7 +15,6 @@ pipeline's steps or a sweep's trials on the Child jobs tab.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -34,7 +33,7 @@ from cloudlet.services.tracking import tracking
 from cloudlet.services.views import jobs as job_views
 from cloudlet.studio import live, shell
 from cloudlet.studio.live import event
-from cloudlet.studio.pages.job_live import JOB, MAX_SERIES
+from cloudlet.studio.pages.job_live import JOB, MAX_SERIES, plotted
 from cloudlet.studio.session import PREFIX, StudioRoute
 
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
@@ -51,10 +50,6 @@ def still_readable(state: AppState, ref: WorkspaceRef, name: str) -> Callable[[C
             job_service.readable(session, ref, caller, name)
 
     return check
-
-
-def _number(value: float) -> float | None:
-    return value if math.isfinite(value) else None  # NaN and infinities: gaps (JSON has neither)
 
 
 @dataclass
@@ -84,7 +79,7 @@ class MetricFeed:
         for point in points:
             steps, values = metrics.setdefault(point.key, {}).setdefault(self.runs[point.job_id], [[], []])
             steps.append(float(point.step))
-            values.append(_number(point.value))
+            values.append(plotted(point.value))
         self.after = points[-1].id
         body = {"runs": list(self.runs.values()), "metrics": metrics}
         return live.Step([event("points", body, self.after)], again=not self.caught_up)
