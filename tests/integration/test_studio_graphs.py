@@ -28,10 +28,12 @@ EDGES = [
     "score.scores → outputs.final_scores",
 ]
 # Each trial logs its loss 20 times (lr × a falling curve); the bandit policy stops lr 5 once another
-# trial reported as often, long before its 20 reports.
+# trial reported as often. lr 5 then waits to be stopped: on a loaded machine the policy may judge
+# it only after its last report, and a trial that ended by itself would not show what pages mark.
 TRIAL = (
-    "python -c \"import mlflow, time; [(mlflow.log_metric('loss', ${{search_space.lr}} * (30 - i) / 30, "
-    'step=i), time.sleep(0.3)) for i in range(20)]"'
+    'python -c "import mlflow, time; lr = ${{search_space.lr}}; '
+    "[(mlflow.log_metric('loss', lr * (30 - i) / 30, step=i), time.sleep(0.3)) for i in range(20)]; "
+    'time.sleep(600 if lr > 1 else 0)"'
 )
 
 
