@@ -96,7 +96,8 @@ MIXED_ROUTES = ("compute_show", "job_list", "job_show", "job_submit")
 def mixed_load_headlines(data: dict[str, Any]) -> list[Headline]:
     out: list[Headline] = []
     for run in data.get("runs") or []:
-        w = f"{run.get('workers')}w"
+        workers = run.get("workers")
+        w = f"{workers}w" if str(workers).isdigit() else str(workers)
         cloudlet, peer = run.get("cloudlet") or {}, run.get("peer") or {}
         errors = sum(_num(_get(cloudlet, route, "errors")) or 0 for route in (*MIXED_ROUTES, "healthz"))
         out.append(Headline(f"{w} errors", errors, "lower"))
