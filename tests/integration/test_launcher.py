@@ -145,9 +145,17 @@ def test_a_runs_leftover_daemon_dies_when_the_run_ends(client: LauncherClient, t
 def test_a_sigterm_reaches_the_users_processes_and_not_the_reaper_first(
     client: LauncherClient, tmp_path: Path
 ) -> None:
-    command = "trap 'echo caught; exit 7' TERM; echo ready; while true; do sleep 0.05; done"
+    command = (
+        "grep SigIgn /proc/self/status; trap 'echo caught; exit 7' TERM; echo ready; "
+        "while true; do sleep 0.05; done"
+    )
     run = launch(client, run_dir(tmp_path, "term"), command)
-    assert run.stdout is not None and run.stdout.read(6) == b"ready\n"
+    assert run.stdout is not None
+    # Nothing ignored comes from the launcher (SIGTERM) or Python (SIGPIPE, SIGXFSZ).
+    seen = b""
+    while not seen.endswith(b"ready\n"):
+        seen += run.stdout.read(1)
+    assert seen == b"SigIgn:\t0000000000000000\nready\n", seen
     run.send_signal(signal.SIGTERM)
     code, text = finish(run)
     assert code == 7 and "caught" in text, (code, text)  # the job's own handler decided its exit

@@ -14,18 +14,20 @@ Protocol, over a ``SOCK_SEQPACKET`` socket pair the agent made (one JSON message
   (the kernel translates it into the agent's PID namespace), then ``{"op": "exit", "id",
   "status"}`` (an exit code; 128+N for a signal N).
 
-A run is three processes: the launcher's child (*holder*: makes the namespaces, reports the
-start, waits), the run's PID 1 (*reaper*: builds the root, pivots into it, forwards SIGTERM to
-every process of the run and ignores it itself, reaps), and the user's process (drops to the
-sandbox user, execs). The holder and the reaper die with their parent (PR_SET_PDEATHSIG), and
-when the reaper ends the kernel kills every process left in the run's PID namespace: a killed
-launcher takes its runs with it, and a run's daemonised leftovers end with the run.
+A run is two processes before its command runs: the launcher's child, PID 1 of a new PID
+namespace (*reaper*: makes the run's mount and IPC namespaces, builds the root, pivots into it,
+forwards SIGTERM to every process of the run and ignores it itself, reaps), and the user's process
+(drops to the sandbox user, execs the command). The reaper dies with the launcher
+(PR_SET_PDEATHSIG), and when it ends the kernel kills every process left in the run's PID
+namespace: a killed launcher takes its runs with it, and a run's daemonised leftovers end with
+the run. The launcher forks with its collector frozen and off: a fork copies few pages.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import platform
@@ -34,6 +36,7 @@ import selectors
 import signal
 import socket
 import struct
+import subprocess
 import sys
 from typing import Any
 
@@ -54,6 +57,10 @@ DEV_LINKS = {
     "core": "/proc/kcore",
     "ptmx": "pts/ptmx",
 }
+RESET_SIGNALS = (
+    *(signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT),
+    *(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD),
+)
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")  # as bwrap's --proc covers them
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x20000, 0x08000000, 0x10000000, 0x20000000
@@ -107,20 +114,14 @@ def _prctl(option: int, value: int) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), "prctl")
 
 
-def _die_with_parent(parent: int) -> None:
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(137)
-
-
-def _die_with_holder(alive: int) -> None:
-    """``_die_with_parent`` for a PID 1, whose parent is outside its namespace (its ``getppid``
-    is 0): ``alive`` is the read end of a pipe the parent holds open and never writes."""
+def _die_with_launcher(alive: int) -> None:
+    """Die with the launcher (a PID 1's ``getppid`` is 0: its parent is outside its namespace,
+    so whether the launcher died before the request took effect is asked of ``alive``, the read
+    end of a pipe only the launcher holds open, and never writes)."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     readable, _, _ = select.select([alive], [], [], 0)
-    if readable:  # end of file: the parent died before the request took effect
+    if readable:  # end of file: the launcher is gone
         os._exit(137)
-    os.close(alive)
 
 
 def _exit_code(status: int) -> int:
@@ -254,6 +255,9 @@ def _become_user(request: dict[str, Any]) -> None:
 
 def _exec_user(request: dict[str, Any], out: int) -> None:
     try:
+        # What the launcher and Python ignore (SIGTERM, SIGPIPE, SIGXFSZ) an exec would keep ignored.
+        for sig in RESET_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
@@ -269,13 +273,42 @@ def _exec_user(request: dict[str, Any], out: int) -> None:
     os._exit(127)
 
 
-# -- the run's PID 1 and its holder ------------------------------------------------------------
+def _spawn_user(request: dict[str, Any], out: int, alive: int) -> subprocess.Popen[bytes]:
+    """Start the command without another fork of this Python (a fork copies its pages): PID 1
+    becomes the sandbox user itself, then spawns it (vfork + exec). As a real root that left
+    root, it stays undumpable: no process of the run can read its memory."""
+    uid, gid = int(request["uid"]), int(request["gid"])
+    if request.get("privileged", True):
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    else:  # the agent's user, in a user namespace nested in the launcher's (as bwrap makes it)
+        _map_ids(uid, gid, 0, 0)
+    _die_with_launcher(alive)  # a change of credentials cleared it
+    os.close(alive)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    # subprocess's vfork: handlers Python set go back to the default, so do SIGPIPE and SIGXFSZ.
+    # (The caller holds on to the object: its collection would reap the process the reaper waits for.)
+    return subprocess.Popen(
+        list(request["argv"]),
+        cwd=request["cwd"],
+        env=dict(request["env"]),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=out,
+        close_fds=True,
+        restore_signals=True,
+    )
+
+
+# -- the run's PID 1 --------------------------------------------------------------------------
 def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> None:
     """PID 1 of the run: build its root, start the user's process, forward SIGTERM to every
     process of the run (ignoring it itself), reap, and end with the user's process."""
     try:
-        _die_with_holder(alive)
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _die_with_launcher(alive)
+        os.setsid()
+        _unshare(CLONE_NEWNS | CLONE_NEWIPC)  # a copy of the launcher's mounts, all private (main)
         _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
         build_root(NEW_ROOT, request["ops"], fds)
         for fd in fds:
@@ -285,13 +318,23 @@ def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> No
         with contextlib.suppress(OSError):
             os.write(out, f"cloudlet-launcher: cannot build the run's sandbox: {exc}\n".encode())
         os._exit(1)
-    user = os.fork()
-    if user == 0:
-        _exec_user(request, out)
-    os.close(out)
     signal.signal(signal.SIGTERM, lambda *_: _forward(signal.SIGTERM))
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda number, _frame: _forward(number))
+    if request["root_inside"]:  # its own user namespace: made by a fork that then execs
+        user = os.fork()
+        if user == 0:
+            _exec_user(request, out)
+        os.close(alive)
+    else:
+        try:
+            spawned = _spawn_user(request, out, alive)
+            user = spawned.pid
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.write(out, f"cloudlet-launcher: cannot start the run: {exc}\n".encode())
+            os._exit(127)
+    os.close(out)
     while True:
         try:
             pid, status = os.wait()
@@ -306,42 +349,18 @@ def _forward(sig: int) -> None:
         os.kill(-1, sig)  # from PID 1: every process of the namespace but itself
 
 
-def _holder(request: dict[str, Any], fds: list[int], channel: socket.socket, launcher: int) -> None:
-    """The launcher's child: make the run's namespaces, fork its PID 1, report it, wait for it."""
-    code = 1
-    try:
-        _die_with_parent(launcher)
-        os.setsid()
-        _unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC)
-        alive, holding = os.pipe()
-        reaper = os.fork()
-        if reaper == 0:
-            channel.close()
-            os.close(holding)
-            _reaper(request, fds[0], fds[1:], alive)
-        os.close(alive)
-        for fd in fds:
-            os.close(fd)
-        started = json.dumps({"op": "started", "id": request["id"]}).encode()
-        creds = struct.pack("3i", reaper, os.getuid(), os.getgid())
-        channel.sendmsg([started], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)])
-        channel.close()
-        _, status = os.waitpid(reaper, 0)
-        code = _exit_code(status)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.write(fds[0], f"cloudlet-launcher: cannot start the run: {exc}\n".encode())
-    os._exit(code)
-
-
 # -- the launcher's loop -----------------------------------------------------------------------
 class Launcher:
     """Single-threaded: reads requests, forks holders, reports their exits; never blocks on a run."""
 
     def __init__(self, channel: socket.socket) -> None:
         self.channel = channel
-        self.runs: dict[int, str] = {}  # holder pid → run id
+        self.runs: dict[int, str] = {}  # a run's PID 1 → its id
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.alive_r, self.alive_w = os.pipe2(os.O_CLOEXEC)
+        # Its own PID namespace, to go back to after making each run's (a fork made after
+        # unshare(CLONE_NEWPID) is PID 1 of a new one: no process in between).
+        self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
     def serve(self) -> None:
         signal.set_wakeup_fd(self.wake_w)
@@ -379,9 +398,14 @@ class Launcher:
         if not fds:
             self._send({"op": "exit", "id": request.get("id"), "status": 1})
             return
-        me = os.getpid()
         try:
-            pid = os.fork()
+            _unshare(CLONE_NEWPID)
+            pid = -1
+            try:
+                pid = os.fork()
+            finally:
+                if pid != 0:
+                    _check(_libc.setns(self.own_pid_ns, CLONE_NEWPID), "setns")
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.write(fds[0], f"cloudlet-launcher: cannot start the run: {exc}\n".encode())
@@ -391,10 +415,15 @@ class Launcher:
         if pid == 0:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            _holder(request, fds, self.channel, me)
+            self.channel.close()
+            os.close(self.alive_w)
+            _reaper(request, fds[0], fds[1:], self.alive_r)
         self._close(fds)
         self.runs[pid] = str(request["id"])
+        # The kernel puts the pid into the agent's PID namespace (the launcher may name its child's).
+        started = json.dumps({"op": "started", "id": request["id"]}).encode()
+        creds = struct.pack("3i", pid, os.getuid(), os.getgid())
+        self.channel.sendmsg([started], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)])
 
     def _reap(self) -> None:
         while self.runs:
@@ -421,6 +450,11 @@ class Launcher:
 def main(argv: list[str]) -> int:
     channel = socket.socket(fileno=int(argv[1]))
     os.umask(0o022)
+    # Once, not per run: no mount a run makes propagates anywhere, nor one made elsewhere into it.
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # Each run's PID 1 is a fork of this process: no collector pass may touch (copy) its pages.
+    gc.disable()
+    gc.freeze()
     Launcher(channel).serve()
     return 0
 
