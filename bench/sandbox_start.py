@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import _results
 from bench._results import fmt
 from bench._stats import percentile
 
@@ -142,6 +143,7 @@ def measure(runs: int) -> dict[str, Any]:
             meter.close()
 
     out: dict[str, Any] = {
+        **_results.envelope(NAME, Path(__file__).resolve().parent.parent),
         "runs": runs,
         "command": COMMAND,
         "privileged": os.geteuid() == 0,
@@ -169,10 +171,12 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def markdown(data: dict[str, Any]) -> str:
+    cpu = "from a cgroup" if data["cpu_from_cgroup"] else "by rusage"
     rows = [
         f"`bash -c '{data['command']}'` × {data['runs']} each way, interleaved "
         f"({'root agent' if data['privileged'] else 'unprivileged agent'}; "
-        f"the launcher itself started in {fmt(data['launcher_start_ms'], 1)} ms).",
+        f"the launcher itself started in {fmt(data['launcher_start_ms'], 1)} ms; load average at the "
+        f"start {data.get('loadavg_start')}; CPU {cpu}).",
         "",
         "| | start p50 | start p99 | total p50 | total p99 | CPU per run | total p50 ÷ bare |",
         "|---|---|---|---|---|---|---|",

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import cloudlet
 from cloudlet.agent import launcher_client
 from cloudlet.agent.launcher_client import LaunchedRun, LauncherClient, node_launcher
 from cloudlet.nodekit import launcher
@@ -203,6 +207,64 @@ def test_a_launcher_that_cannot_start_leaves_the_node_on_a_bwrap_per_run(
     monkeypatch.setattr(launcher_client, "READY_TIMEOUT_S", 10.0)
     assert node_launcher(box, {}) is None
     assert "each job run starts in a bwrap of its own" in capsys.readouterr().err
+
+
+UNPRIVILEGED_AGENT = r"""
+import sys
+from pathlib import Path
+from cloudlet.agent.launcher_client import node_launcher
+from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox
+
+root = Path(sys.argv[1])
+for root_inside in (False, True):
+    box = Sandbox(Policy(mode="bwrap", root_inside=root_inside), hostname="n-u", state_dir=root / "state")
+    launcher = node_launcher(box, {})
+    assert launcher is not None, "the launcher did not start"
+    cwd = root / f"run-{root_inside}"
+    cwd.mkdir()
+    run = launcher.launch(
+        ["bash", "-c", "id -u; echo made > f; stat -c '%u %g' f"],
+        cwd=cwd, env={"PATH": "/usr/bin:/bin"}, binds=[Bind(str(cwd), True)],
+    )
+    print(f"root_inside={root_inside}", run.stdout.read().decode().split(), run.wait(30), flush=True)
+    launcher.close()
+"""
+
+
+def test_an_unprivileged_agents_launcher_runs_as_that_user_or_root_inside() -> None:
+    """The agent not root: the launcher in a user namespace of its own, each run in one nested in
+    it, as the agent's user (files are the agent's) or root inside (``CLOUDLET_SANDBOX_ROOT``)."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to run an agent as another user")
+    agent = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
+    # An interpreter whose folder that user can see (a venv under /root is not): the agent's code
+    # is the standard library's only, so the system's will do.
+    seen = "import os, sys; sys.exit(not os.path.isdir(os.path.dirname(os.path.realpath(sys.executable))))"
+    usable = [
+        p
+        for p in (sys.executable, "/usr/bin/python3")
+        if subprocess.run([*agent, p, "-c", seen]).returncode == 0
+    ]
+    if not usable:
+        pytest.skip(f"no interpreter that uid {SANDBOX_UID} can see")
+    root = Path(tempfile.mkdtemp(prefix="launcher-unprivileged-"))
+    try:
+        os.chown(root, SANDBOX_UID, SANDBOX_UID)
+        done = subprocess.run(
+            [*agent, usable[0], "-c", UNPRIVILEGED_AGENT, str(root)],
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.dirname(os.path.dirname(cloudlet.__file__))},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        lines = done.stdout.splitlines()
+        assert done.returncode == 0 and len(lines) == 2, (done.stdout, done.stderr)
+        # id -u, and the owner and group of the file it made, as the run sees them; its exit code
+        assert lines[0] == f"root_inside=False {[str(SANDBOX_UID)] * 3} 0", lines
+        assert lines[1] == "root_inside=True ['0', '0', '0'] 0", lines
+        assert os.stat(root / "run-True" / "f").st_uid == SANDBOX_UID  # root inside is the agent's user
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # -- through the server ---------------------------------------------------------------------------

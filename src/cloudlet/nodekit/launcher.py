@@ -47,6 +47,7 @@ MAX_FDS = 64
 CAPABILITIES = (
     *("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_CHROOT"),
     *("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_CHOWN"),
+    "CAP_SETFCAP",  # a nested user namespace that maps the launcher's uid 0 (unprivileged agent)
 )
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 DEV_LINKS = {

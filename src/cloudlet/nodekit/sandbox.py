@@ -22,6 +22,10 @@ read-only (a job's ``python`` is the agent's), its own ``/dev`` (GPU devices bou
 of its own PID namespace, a private ``/tmp`` and ``/dev/shm``, and the binds it is given —
 nothing else of the host.
 
+Job runs start in the node's launcher (nodekit/launcher.py: ``launcher_argv`` starts it in the fixed
+part, ``launch_plan`` gives it each run's root as steps); the rest, and job runs where there is no
+launcher, get a ``bwrap`` per process (``wrap``).
+
 Signals: the agent stops a run with SIGTERM, then SIGKILL, to its process group, which holds the
 outer ``bwrap`` too. That ``bwrap`` would die of the SIGTERM at once and take the job with it
 (``--die-with-parent``) before it could checkpoint, so the SIGTERM goes to every member of the
