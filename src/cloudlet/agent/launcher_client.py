@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import signal
 import socket
 import struct
@@ -182,6 +183,30 @@ class LauncherClient:
         self._lock = threading.Lock()
         self._connection: _Connection | None = None
         self._serial = 0
+        # The launcher dies with the thread that started it (bwrap --die-with-parent is a
+        # parent-death signal, which follows the thread): so it is started by one that lives as
+        # long as this client, never by a run's thread that ends with the run.
+        self._starts: queue.Queue[list[Any] | None] = queue.Queue()
+        self._keeper = threading.Thread(target=self._keep, name="launcher-keeper", daemon=True)
+        self._keeper.start()
+
+    def _keep(self) -> None:
+        while (job := self._starts.get()) is not None:
+            done, result = job
+            try:
+                result.append(_Connection(self.sandbox))
+            except LauncherUnavailable as exc:
+                result.append(exc)
+            done.set()
+
+    def _new_connection(self) -> _Connection:
+        done, result = threading.Event(), list[Any]()
+        self._starts.put([done, result])
+        done.wait()
+        if isinstance(result[0], LauncherUnavailable):
+            raise result[0]
+        connection: _Connection = result[0]
+        return connection
 
     @property
     def pid(self) -> int | None:
@@ -199,7 +224,7 @@ class LauncherClient:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
-            self._connection = _Connection(self.sandbox)
+            self._connection = self._new_connection()
             if restarted:
                 log("the node's launcher was started again")
         return self._connection
@@ -239,6 +264,7 @@ class LauncherClient:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+        self._starts.put(None)
 
 
 def node_launcher(sandbox: Sandbox, env: Mapping[str, str] | None = None) -> LauncherClient | None:
@@ -252,5 +278,6 @@ def node_launcher(sandbox: Sandbox, env: Mapping[str, str] | None = None) -> Lau
         client.start()
     except LauncherUnavailable as exc:
         log(f"notice: {exc}; each job run starts in a bwrap of its own")
+        client.close()
         return None
     return client
