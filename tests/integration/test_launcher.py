@@ -121,6 +121,7 @@ def test_two_runs_of_one_launcher_cannot_see_or_signal_each_other(
         'read -r -d "" c < $f; case "$c" in *"$M"*) echo SEEN $f;; esac; done; '
         f"kill -TERM {victim} 2>&1 || echo kill refused; kill -KILL {holder.pid} 2>&1 || echo kill refused; "
         "echo pids: $(ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '); "
+        "cat /proc/1/environ > /dev/null 2>&1 || echo reaper unreadable; "
         "sleep 30 & kill -9 -1; echo survived"
     )
     code, text = finish(launch(client, second, probe))
@@ -128,6 +129,7 @@ def test_two_runs_of_one_launcher_cannot_see_or_signal_each_other(
     assert text.count("No such file or directory") == 2, text  # its file and its folder: absent
     assert f"work: {second.name}\n" in text, text  # the parent folder is scaffolding: its own run only
     assert text.count("kill refused") == 2, text
+    assert "reaper unreadable" in text, text  # its PID 1 holds a copy of the launcher's memory
     pids = [int(p) for p in text.split("pids:")[1].split() if p.isdigit()]
     assert max(pids) < 50 and 1 in pids, text  # its own PID namespace: a handful of its own
     assert code in (0, 128 + signal.SIGKILL), (code, text)
@@ -233,8 +235,10 @@ for root_inside in (False, True):
     assert launcher is not None, "the launcher did not start"
     cwd = root / f"run-{root_inside}"
     cwd.mkdir()
+    command = "id -u; echo made > f; stat -c '%u %g' f; "
+    command += "cat /proc/1/environ >/dev/null 2>&1 || echo -"
     run = launcher.launch(
-        ["bash", "-c", "id -u; echo made > f; stat -c '%u %g' f"],
+        ["bash", "-c", command],
         cwd=cwd, env={"PATH": "/usr/bin:/bin"}, binds=[Bind(str(cwd), True)],
     )
     print(f"root_inside={root_inside}", run.stdout.read().decode().split(), run.wait(30), flush=True)
@@ -271,8 +275,9 @@ def test_an_unprivileged_agents_launcher_runs_as_that_user_or_root_inside() -> N
         lines = done.stdout.splitlines()
         assert done.returncode == 0 and len(lines) == 2, (done.stdout, done.stderr)
         # id -u, and the owner and group of the file it made, as the run sees them; its exit code
-        assert lines[0] == f"root_inside=False {[str(SANDBOX_UID)] * 3} 0", lines
-        assert lines[1] == "root_inside=True ['0', '0', '0'] 0", lines
+        # ("-": its PID 1, a copy of the launcher's memory, is not readable to it)
+        assert lines[0] == f"root_inside=False {[str(SANDBOX_UID)] * 3 + ['-']} 0", lines
+        assert lines[1] == "root_inside=True ['0', '0', '0', '-'] 0", lines
         assert os.stat(root / "run-True" / "f").st_uid == SANDBOX_UID  # root inside is the agent's user
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -256,6 +256,7 @@ def _become_user(request: dict[str, Any]) -> None:
 
 def _exec_user(request: dict[str, Any], out: int) -> None:
     try:
+        _prctl(PR_SET_DUMPABLE, 1)  # its own /proc/self files, to write its id maps
         # What the launcher and Python ignore (SIGTERM, SIGPIPE, SIGXFSZ) an exec would keep ignored.
         for sig in RESET_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
@@ -287,6 +288,9 @@ def _spawn_user(request: dict[str, Any], out: int, alive: int) -> subprocess.Pop
         _map_ids(uid, gid, 0, 0)
     _die_with_launcher(alive)  # a change of credentials cleared it
     os.close(alive)
+    # Its memory is a copy of the launcher's (other runs' requests included): no process of the
+    # run, the same user, may read it (ptrace, /proc/1/mem, /proc/1/environ).
+    _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     # subprocess's vfork: handlers Python set go back to the default, so do SIGPIPE and SIGXFSZ.
     # (The caller holds on to the object: its collection would reap the process the reaper waits for.)
@@ -323,6 +327,7 @@ def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> No
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda number, _frame: _forward(number))
     if request["root_inside"]:  # its own user namespace: made by a fork that then execs
+        _prctl(PR_SET_DUMPABLE, 0)  # (the fork makes itself dumpable again to map its ids)
         user = os.fork()
         if user == 0:
             _exec_user(request, out)
