@@ -95,8 +95,17 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 
 
 def _syscall(name: str, *args: Any) -> int:
-    number = SYSCALLS.get(platform.machine(), SYSCALLS["x86_64"])[name]
+    number = SYSCALLS[platform.machine()][name]
     return int(_libc.syscall(ctypes.c_long(number), *args))
+
+
+def unsupported() -> str | None:
+    """Why this host cannot run the launcher (the agent then starts a bwrap per run), or None."""
+    if platform.machine() not in SYSCALLS:
+        return f"no system call numbers for {platform.machine()}"
+    if _syscall("mount_setattr", -1, b"", 0, None, ctypes.c_size_t(0)) != 0 and ctypes.get_errno() == 38:
+        return "the kernel has no mount_setattr (Linux 5.12+)"  # ENOSYS
+    return None
 
 
 def _read_only(path: str) -> None:
@@ -454,6 +463,10 @@ class Launcher:
 
 
 def main(argv: list[str]) -> int:
+    why = unsupported()
+    if why is not None:
+        print(f"cloudlet-launcher: {why}", file=sys.stderr)
+        return 2  # before "ready": the agent falls back to a bwrap per run
     channel = socket.socket(fileno=int(argv[1]))
     os.umask(0o022)
     # Once, not per run: no mount a run makes propagates anywhere, nor one made elsewhere into it.
