@@ -140,6 +140,24 @@ def test_two_runs_of_one_launcher_cannot_see_or_signal_each_other(
     assert finish(holder)[0] == 128 + signal.SIGTERM
 
 
+def test_the_system_folders_and_read_only_binds_are_read_only_mounts(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    """(The sandbox user could not write them anyway: the mounts are read-only as well.)"""
+    cwd, data = run_dir(tmp_path, "ro"), tmp_path / "data"
+    data.mkdir()
+    binds = [Bind(str(cwd), True), Bind(str(data), False)]
+    command = "while read -r _ _ _ _ point options _; do echo $point $options; done < /proc/self/mountinfo"
+    run = client.launch(["bash", "-c", command], cwd=cwd, env=PATH, binds=binds)
+    code, text = finish(run)
+    options = {line.split()[0]: line.split()[1].split(",")[0] for line in text.splitlines()}
+    assert code == 0, text
+    for point in ("/usr", "/etc", "/etc/passwd", "/proc/sys", str(data)):
+        assert options.get(point) == "ro", (point, text)
+    for point in ("/tmp", "/dev/shm", str(cwd)):
+        assert options.get(point) == "rw", (point, text)
+
+
 def test_a_runs_leftover_daemon_dies_when_the_run_ends(client: LauncherClient, tmp_path: Path) -> None:
     marker = "cloudlet-daemon-" + uuid.uuid4().hex[:8]
     command = f"(setsid bash -c 'exec -a {marker} sleep 300' &) ; sleep 0.2; echo left it"

@@ -144,7 +144,10 @@ def _here(root: str, path: str) -> str:
     return root + path
 
 
-def _bind(source: str, target: str, *, writable: bool) -> None:
+def _bind(source: str, target: str, *, writable: bool, own_view: bool = False) -> None:
+    """Bind ``source`` (recursively) at ``target``; read-only unless ``writable``. ``own_view``:
+    a folder of the launcher's own view, read-only there, mounts below it included (bwrap's
+    --ro-bind), which a bind copies: made read-only again only if it is not."""
     if os.path.isdir(source):
         os.makedirs(target, mode=0o755, exist_ok=True)
     else:
@@ -152,7 +155,7 @@ def _bind(source: str, target: str, *, writable: bool) -> None:
         with open(target, "a"):
             pass
     _mount(source, target, None, MS_BIND | MS_REC)
-    if not writable:
+    if not writable and not (own_view and os.statvfs(target).f_flag & os.ST_RDONLY):
         _read_only(target)
 
 
@@ -206,7 +209,7 @@ def build_root(root: str, ops: list[list[Any]], fds: list[int]) -> None:
     for op in ops:
         kind = op[0]
         if kind == "bind":  # a folder of the launcher's own view (system folders, the interpreter)
-            _bind(op[1], _here(root, op[1]), writable=bool(op[2]))
+            _bind(op[1], _here(root, op[1]), writable=bool(op[2]), own_view=True)
         elif kind == "symlink":
             os.symlink(op[1], _here(root, op[2]))
         elif kind == "dir":
