@@ -27,6 +27,7 @@ from bench import (
     online_gateway,
     pipeline_handoff,
     reconcile_store,
+    sandbox_start,
     simulator,
     slurm_node,
     ssh_join,
@@ -80,6 +81,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     metrics_scrape.NAME: Benchmark(
         metrics_scrape.NAME, metrics_scrape.run, metrics_scrape.markdown, metrics_scrape.report
+    ),
+    sandbox_start.NAME: Benchmark(
+        sandbox_start.NAME, sandbox_start.run, sandbox_start.markdown, sandbox_start.report
     ),
 }
 

@@ -121,6 +121,11 @@ def test_sandbox_settings_come_from_the_servers_environment(monkeypatch: pytest.
         "CLOUDLET_SANDBOX_GID": "2000",
     }
     assert sandbox_env({"CLOUDLET_SANDBOX": "none"}) == {"CLOUDLET_SANDBOX": "none"}
+    # A bwrap per job run instead of the node's launcher (to compare them, or where it fails).
+    assert sandbox_env({"CLOUDLET_LAUNCHER": "off"}) == {
+        "CLOUDLET_SANDBOX": "bwrap",
+        "CLOUDLET_LAUNCHER": "off",
+    }
     with pytest.raises(ProviderError, match="unprivileged"):
         sandbox_env({"CLOUDLET_SANDBOX_UID": "0"})
     with pytest.raises(ProviderError, match="bwrap or none"):

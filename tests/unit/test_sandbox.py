@@ -4,6 +4,7 @@ files, and the symlink-refusing walks of ``safe_paths`` (on a real temporary fol
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,55 @@ def test_a_venv_on_an_interpreter_the_sandbox_cannot_see_brings_it_in(tmp_path: 
     (inside / "bin").mkdir(parents=True)
     (inside / "bin" / "python").symlink_to(visible / "python3")  # under a folder every sandbox sees
     assert box.venv_binds(inside) == [Bind(str(inside))]
+
+
+def test_the_launchers_plan_is_the_same_root_with_every_bind_a_descriptor(tmp_path: Path) -> None:
+    box = sandbox(tmp_path)
+    run = tmp_path / "nodes" / "n1" / "work" / "r1"
+    data = tmp_path / "data"
+    run.mkdir(parents=True)
+    data.mkdir()
+    given = os.open(data, os.O_PATH)
+    try:
+        plan = box.launch_plan(
+            ["bash", "-c", "true"],
+            cwd=run,
+            env={"PATH": "/usr/bin"},
+            binds=[Bind(str(run), True), Bind(str(data), False, given)],
+        )
+    finally:
+        os.close(given)
+    ops = plan.request["ops"]
+    # The fixed part as bwrap's: system folders read-only, /dev, /proc, a private /tmp.
+    assert ["bind", "/usr", False] in ops and ["proc"] in ops and ["tmpfs", "/tmp", "1777"] in ops
+    assert len([op for op in ops if op[0] == "dev"]) == 1
+    binds = [op for op in ops if op[0] == "fdbind"]
+    # Parents first; each bind names its descriptor, where it goes, and the host path it reads.
+    assert binds == [
+        ["fdbind", 0, str(data), str(data), False],
+        ["fdbind", 1, str(run), str(run), True],
+    ]
+    assert plan.fds[0] == given and len(plan.fds) == 2
+    assert plan.owned == [plan.fds[1]]  # the path bind was opened for the plan: the caller closes it
+    os.close(plan.owned[0])
+    scaffolding = [op[1] for op in ops if op[0] == "dir"]
+    assert str(run.parent) in scaffolding and str(tmp_path / "nodes") in scaffolding
+    assert scaffolding.index(str(tmp_path / "nodes")) < scaffolding.index(str(run.parent))
+    assert plan.request["uid"] == 65534 and plan.request["privileged"] is True
+    assert plan.request["root_inside"] is False and plan.request["cwd"] == str(run)
+
+
+def test_the_launcher_keeps_the_capabilities_to_make_namespaces(tmp_path: Path) -> None:
+    from cloudlet.nodekit import launcher
+
+    argv = sandbox(tmp_path).launcher_argv(7)
+    assert os.path.basename(argv[0]) == "bwrap" and "--unshare-user" not in argv
+    assert {"CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID"} <= set(pairs(argv, "--cap-add"))
+    assert argv[argv.index("--bind", argv.index("--die-with-parent")) + 2] == launcher.HOST_VIEW
+    assert argv[-5:] == [sys.executable, "-I", "-S", launcher.__file__, "7"]
+    unprivileged = sandbox(tmp_path, Policy(mode="bwrap", privileged=False)).launcher_argv(7)
+    assert unprivileged[unprivileged.index("--unshare-user") :][:5] == [
+        *("--unshare-user", "--uid", "0", "--gid", "0")
+    ]
+    with pytest.raises(SandboxError):
+        sandbox(tmp_path, Policy(mode="none")).launcher_argv(7)

@@ -14,6 +14,7 @@ from typing import Any
 from cloudlet.agent.apps import AppSupervisor
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import AGENT_VERSION, AgentConfig, ConfigError, log
+from cloudlet.agent.launcher_client import node_launcher
 from cloudlet.agent.monitor import RunMonitor
 from cloudlet.agent.replicas import ReplicaSupervisor
 from cloudlet.agent.runner import KILL_AFTER_S, RunManager
@@ -35,6 +36,8 @@ class Agent:
             sandbox=self.sandbox,
             signal_means=config.signal_means,
             shared_filesystem=config.shared_filesystem,
+            # Job runs start in the node's launcher, one sandbox for the node (docs/isolation.md).
+            launcher=node_launcher(self.sandbox),
         )
         self.usage = UsageSampler(config.node_dir, config.vcpus)
         # Per-run resource samples, sent with the polls (CLOUDLET_MONITOR_INTERVAL_S=0: none).

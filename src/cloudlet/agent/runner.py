@@ -24,6 +24,7 @@ from cloudlet.agent import remote_data
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
 from cloudlet.agent.interfaces import collective_interface
+from cloudlet.agent.launcher_client import LaunchedRun, LauncherClient, LauncherUnavailable
 from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group, utf8_cut
 from cloudlet.nodekit.safe_paths import UnsafePath
 from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox, user_environment
@@ -40,6 +41,9 @@ DOWNLOAD_FAILED = "download_failed"  # the exit reason of a run whose http(s) in
 UPLOAD_FAILED = "upload_failed"  # ... of a run whose data (no shared disk) could not be uploaded
 RUN_VENV = ".cloudlet-venv"  # the run's own venv, in its working directory (nodekit/envs.py: overlay)
 SIGNAL_RACE_S = 1.0  # how long a run killed by SIGTERM waits to learn whether the node got it too
+LOST = "lost"  # the exit reason of a run whose launcher died (the node's problem, not the run's)
+
+Process = subprocess.Popen[bytes] | LaunchedRun
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,15 @@ class Staged:
     binds: list[Bind]
     fds: tuple[int, ...]
     remote: tuple[remote_data.RemoteData, dict[str, str]] | None
+
+
+def _signal(proc: Process, sig: int, spare: int | None) -> None:
+    """A launched run's PID 1 forwards a SIGTERM to all of the run and dies of a SIGKILL with
+    all of it; a bwrap's process group gets it all but ``spare`` (runstate.signal_group)."""
+    if isinstance(proc, LaunchedRun):
+        proc.send_signal(sig)
+    else:
+        signal_group(proc.pid, sig, spare)
 
 
 def _put_paths(text: str, paths: dict[str, str]) -> str:
@@ -71,8 +84,11 @@ class RunManager:
         sandbox: Sandbox | None = None,
         signal_means: str | None = None,
         shared_filesystem: bool = True,
+        launcher: LauncherClient | None = None,
     ) -> None:
         self.client = client
+        # The node's launcher starts job runs (agent/launcher_client.py); None: a bwrap per run.
+        self.launcher = launcher
         # False: the server's paths are not on this host; a run's mounts move over HTTP.
         self.shared_filesystem = shared_filesystem
         self._remote: dict[str, remote_data.RemoteData] = {}  # runs' local copies of their mounts
@@ -152,6 +168,8 @@ class RunManager:
         self._sender_stop.set()
         with self._cond:
             self._cond.notify_all()
+        if self.launcher is not None:
+            self.launcher.close()
 
     # -- one run -------------------------------------------------------------------------------
     def _supervise(self, run: Run) -> None:
@@ -206,7 +224,7 @@ class RunManager:
             return  # the run has ended (a download failed, a stop came first)
         proc = self._launch(run, staged)
         assert proc.stdout is not None
-        run.pid = proc.pid
+        run.pid = proc.pid or None
         self.on_change()
         if staged.remote is not None:
             interval = remote_data.checkpoint_interval(run.spec.get("env") or {}, os.environ)
@@ -214,6 +232,9 @@ class RunManager:
         # The sandbox's outer bwrap leads the group: spared by SIGTERM (see nodekit/sandbox.py).
         self._relay(run, proc, spool_fd, proc.pid if self.sandbox.enabled else None)
         exit_code, reason = exit_code_of(proc.wait()), run.stop_reason or "exited"
+        if isinstance(proc, LaunchedRun) and proc.lost:
+            self._note(run, b"cloudlet-agent: the node's launcher ended: the run was lost\n")
+            reason = LOST
         if staged.remote is not None:
             exit_code, reason = self._push_data(run, staged.remote[0], exit_code, reason)
         self._finish(run, exit_code, reason)
@@ -251,8 +272,16 @@ class RunManager:
         fds = tuple(b.fd for b in mounts if b.fd is not None)
         return Staged(command, env, binds + mounts, fds, remote)
 
-    def _launch(self, run: Run, staged: Staged) -> subprocess.Popen[bytes]:
+    def _launch(self, run: Run, staged: Staged) -> Process:
+        """In the node's launcher; in a bwrap of its own where there is none (or it cannot take
+        this run), and with no sandbox when the sandbox is off."""
         try:
+            if self.launcher is not None:
+                argv = ["bash", "-c", staged.command]
+                try:
+                    return self.launcher.launch(argv, cwd=run.cwd, env=staged.env, binds=staged.binds)
+                except LauncherUnavailable as exc:
+                    log(f"run {run.run_id}: {exc}; it starts in a bwrap of its own")
             return subprocess.Popen(
                 self.sandbox.wrap(["bash", "-c", staged.command], cwd=run.cwd, binds=staged.binds),
                 cwd=run.cwd,
@@ -268,7 +297,7 @@ class RunManager:
             for fd in staged.fds:
                 os.close(fd)
 
-    def _relay(self, run: Run, proc: subprocess.Popen[bytes], spool_fd: int, spare: int | None) -> None:
+    def _relay(self, run: Run, proc: Process, spool_fd: int, spare: int | None) -> None:
         """Spool the output until the pipe closes; stop the run on its timeout or when asked
         (SIGTERM, then SIGKILL), and kill what is left of its process group once it exits."""
         assert proc.stdout is not None
@@ -293,14 +322,15 @@ class RunManager:
             if timeout_s and now - started >= timeout_s and not run.stop_requested.is_set():
                 run.request_stop("timeout")
             if run.stop_requested.is_set() and kill_at is None:
-                signal_group(proc.pid, signal.SIGTERM, spare)
+                _signal(proc, signal.SIGTERM, spare)
                 kill_at = now + KILL_AFTER_S
             if kill_at is not None and now >= kill_at:
-                killpg(proc.pid, signal.SIGKILL)
+                _signal(proc, signal.SIGKILL, spare)
                 kill_at = float("inf")
             if proc.poll() is not None:
                 exited_at = now
-                killpg(proc.pid, signal.SIGKILL)  # leftovers in the run's process group
+                if not isinstance(proc, LaunchedRun):  # a launched run's namespace died with it
+                    killpg(proc.pid, signal.SIGKILL)  # leftovers in the run's process group
         proc.stdout.close()
 
     def _spool(self, run: Run, spool_fd: int, data: bytes) -> None:

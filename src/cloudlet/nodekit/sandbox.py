@@ -22,6 +22,10 @@ read-only (a job's ``python`` is the agent's), its own ``/dev`` (GPU devices bou
 of its own PID namespace, a private ``/tmp`` and ``/dev/shm``, and the binds it is given —
 nothing else of the host.
 
+Job runs start in the node's launcher (nodekit/launcher.py: ``launcher_argv`` starts it in the fixed
+part, ``launch_plan`` gives it each run's root as steps); the rest, and job runs where there is no
+launcher, get a ``bwrap`` per process (``wrap``).
+
 Signals: the agent stops a run with SIGTERM, then SIGKILL, to its process group, which holds the
 outer ``bwrap`` too. That ``bwrap`` would die of the SIGTERM at once and take the job with it
 (``--die-with-parent``) before it could checkpoint, so the SIGTERM goes to every member of the
@@ -39,6 +43,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cloudlet.nodekit import safe_paths
 
@@ -153,6 +158,16 @@ def identity_files(uid: int, gid: int, home: str, hostname: str, hosts: str = ""
     }
 
 
+@dataclass
+class LaunchPlan:
+    """A run for the node's launcher (nodekit/launcher.py): its request, and the descriptors to
+    send with it (the binds' ``fdbind`` indexes); ``owned``: those opened here, to close once sent."""
+
+    request: dict[str, Any]
+    fds: list[int]
+    owned: list[int]
+
+
 class Sandbox:
     """Wraps argvs for one node. The fixed part of the ``bwrap`` command is built once (a tiny job's
     start is a hot path); ``wrap`` adds the binds, the working directory and the user switch."""
@@ -176,6 +191,8 @@ class Sandbox:
         self._trusted = (0,) if policy.privileged else (0, os.getuid())
         self._inner_user: list[str] = []
         self._inner_root: list[str] = []
+        self._fixed_ops: list[list[Any]] = []  # the launcher's steps for the fixed part
+        self._python = python
         if policy.enabled:
             self._build(state_dir, python)
 
@@ -283,6 +300,68 @@ class Sandbox:
         args += argv
         return args
 
+    def launch_plan(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | Path,
+        env: Mapping[str, str],
+        binds: Sequence[Bind] = (),
+        root_inside: bool | None = None,
+    ) -> LaunchPlan:
+        """What ``wrap`` gives bwrap, as a request for the node's launcher: the same root (the
+        fixed part, then each bind after its missing parents), every bind as a descriptor (path
+        binds opened here) with the host path it names."""
+        root = self.policy.root_inside if root_inside is None else root_inside
+        ops = list(self._fixed_ops)
+        fds: list[int] = []
+        owned: list[int] = []
+        covered, made = list(self._covered), set(self._made)
+        try:
+            for bind in sorted(binds, key=lambda b: (b.path.count("/"), b.path)):
+                path = os.path.normpath(bind.path)
+                ops += [["dir", folder] for folder in _parent_dirs(path, covered, made)]
+                fd = bind.fd
+                if fd is None:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                    owned.append(fd)
+                ops.append(["fdbind", len(fds), path, os.readlink(f"/proc/self/fd/{fd}"), bind.writable])
+                fds.append(fd)
+                covered.append(path)
+        except OSError:
+            for fd in owned:
+                os.close(fd)
+            raise
+        uid, gid = self.owner
+        request = {
+            "op": "run",
+            "argv": list(argv),
+            "cwd": str(cwd),
+            "env": dict(env),
+            "uid": uid,
+            "gid": gid,
+            "root_inside": root,
+            "privileged": self.policy.privileged,
+            "ops": ops,
+        }
+        return LaunchPlan(request, fds, owned)
+
+    def launcher_argv(self, channel_fd: int) -> list[str]:
+        """The node's launcher in the fixed part of the sandbox, which keeps the capabilities to
+        make namespaces and mounts (inside its own user namespace when the agent is not root),
+        with the host's root at ``HOST_VIEW`` to find the runs' binds again (never in a run's root)."""
+        from cloudlet.nodekit import launcher
+
+        if not self.enabled:
+            raise SandboxError("the launcher runs only in a sandbox")
+        args = list(self._outer)
+        if not self.policy.privileged:
+            args += ["--unshare-user", "--uid", "0", "--gid", "0"]
+        args += ["--bind", "/", launcher.HOST_VIEW]
+        for capability in launcher.CAPABILITIES:
+            args += ["--cap-add", capability]
+        return [*args, "--", self._python, "-I", "-S", launcher.__file__, str(channel_fd)]
+
     def _build(self, state_dir: Path, python: str) -> None:
         tools = {name: shutil.which(name) for name in ("bwrap", "setpriv", "unshare")}
         needed = ("bwrap", "setpriv", "unshare") if self.policy.privileged else ("bwrap",)
@@ -292,6 +371,9 @@ class Sandbox:
                 f"the sandbox needs {', '.join(missing)}: apt-get install bubblewrap util-linux"
             )
         outer = [str(tools["bwrap"])]
+        # The same root as steps for the launcher (nodekit/launcher.py); the identity files come
+        # with its /etc, over which they are bound.
+        ops: list[list[Any]] = []
         covered: list[str] = []
         devices = sorted({device for pattern in DEVICE_GLOBS for device in glob.glob(pattern)})
         # Every bind costs bwrap a pass over the mount table (~0.3-0.5 ms a job): /sys only
@@ -299,12 +381,15 @@ class Sandbox:
         for path in (*SYSTEM_DIRS, *(["/sys"] if devices else [])):
             if os.path.isdir(path):
                 outer += ["--ro-bind", path, path]
+                ops.append(["bind", path, False])
                 covered.append(path)
         for path in MERGED_USR:
             if os.path.islink(path):
                 outer += ["--symlink", os.readlink(path), path]
+                ops.append(["symlink", os.readlink(path), path])
             elif os.path.isdir(path):
                 outer += ["--ro-bind", path, path]
+                ops.append(["bind", path, False])
                 covered.append(path)
         for name, path in self._identity(state_dir).items():
             outer += ["--ro-bind", path, f"/etc/{name}"]
@@ -313,15 +398,19 @@ class Sandbox:
             outer += ["--dev-bind", device, device]
         outer += ["--perms", "1777", "--tmpfs", "/dev/shm", "--proc", "/proc"]
         outer += ["--perms", "1777", "--tmpfs", "/tmp"]
+        ops += [["dev", devices], ["proc"], ["tmpfs", "/tmp", "1777"]]
         made = set(TMPFS_DIRS)
         for path in interpreter_paths(python):
             if not is_under(path, covered):
-                outer += _parents(path, covered, made)
+                folders = _parent_dirs(path, covered, made)
+                outer += [arg for folder in folders for arg in ("--perms", "0755", "--dir", folder)]
+                ops += [["dir", folder] for folder in folders]
                 outer += ["--ro-bind", path, path]
+                ops.append(["bind", path, False])
                 covered.append(path)
         outer += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         outer += ["--hostname", self.hostname, "--die-with-parent"]
-        self._outer, self._covered, self._made = outer, covered, made
+        self._outer, self._covered, self._made, self._fixed_ops = outer, covered, made, ops
         if self.policy.privileged:
             uid, gid = self.policy.uid, self.policy.gid
             drop = [str(tools["setpriv"]), f"--reuid={uid}", f"--regid={gid}"]
@@ -353,13 +442,18 @@ class Sandbox:
 def _parents(path: str, covered: Sequence[str], made: set[str]) -> list[str]:
     """``--dir`` (mode 0755) for each missing ancestor of ``path``: bwrap would make them 0700 and
     root-owned, which the unprivileged user could not pass through."""
-    args: list[str] = []
+    return [
+        arg for folder in _parent_dirs(path, covered, made) for arg in ("--perms", "0755", "--dir", folder)
+    ]
+
+
+def _parent_dirs(path: str, covered: Sequence[str], made: set[str]) -> list[str]:
+    """The missing ancestors of ``path``, outermost first (added to ``made``): empty scaffolding."""
     parent = os.path.dirname(path)
     chain: list[str] = []
     while parent not in ("/", "") and parent not in made and not is_under(parent, covered):
         chain.append(parent)
         parent = os.path.dirname(parent)
-    for folder in reversed(chain):
-        args += ["--perms", "0755", "--dir", folder]
-        made.add(folder)
-    return args
+    chain.reverse()
+    made.update(chain)
+    return chain

@@ -122,7 +122,8 @@ def agent_env(
 
 def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The agent's sandbox settings (nodekit/sandbox.py) from the server's environment:
-    ``CLOUDLET_SANDBOX`` (``bwrap``, the default, or ``none``), ``CLOUDLET_SANDBOX_UID``/``_GID``.
+    ``CLOUDLET_SANDBOX`` (``bwrap``, the default, or ``none``), ``CLOUDLET_SANDBOX_UID``/``_GID``,
+    ``CLOUDLET_LAUNCHER`` (``off``: a bwrap per job run rather than the node's launcher).
     Raises ProviderError when the sandbox cannot be had (no ``bwrap``) or is misconfigured."""
     base = dict(os.environ) if base is None else base
     mode = (base.get("CLOUDLET_SANDBOX") or "bwrap").strip().lower()
@@ -135,6 +136,8 @@ def sandbox_env(base: dict[str, str] | None = None) -> dict[str, str]:
     if os.geteuid() == 0 and not (shutil.which("setpriv") and shutil.which("unshare")):
         raise ProviderError("the sandbox needs setpriv and unshare: apt-get install util-linux")
     env = {"CLOUDLET_SANDBOX": "bwrap"}
+    if (base.get("CLOUDLET_LAUNCHER") or "").strip():
+        env["CLOUDLET_LAUNCHER"] = base["CLOUDLET_LAUNCHER"].strip()
     for name in ("CLOUDLET_SANDBOX_UID", "CLOUDLET_SANDBOX_GID"):
         raw = (base.get(name) or "").strip()
         if raw:
