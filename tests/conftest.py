@@ -118,7 +118,9 @@ class RunningServer:
 TEST_WORKERS = "1"
 
 
-def server_env(home: Path, extra_env: dict[str, str] | None, workers: str | None = TEST_WORKERS) -> dict[str, str]:
+def server_env(
+    home: Path, extra_env: dict[str, str] | None, workers: str | None = TEST_WORKERS
+) -> dict[str, str]:
     """The environment of a test's server for HOME: WORKERS (None: the server's default, whatever
     this process's environment says), then EXTRA_ENV over it."""
     env = {**os.environ, "CLOUDLET_HOME": str(home)}
