@@ -111,6 +111,25 @@ class RunningServer:
             time.sleep(0.05)
 
 
+# Tests serve with one worker process unless they test several (CLOUDLET_WORKERS in their
+# extra_env): `cloudlet server`'s default, `auto`, is a supervisor and one worker per core, which
+# on a 2-core machine running tests side by side costs a start and memory that the test does not
+# need. ``start_server(workers=None)`` serves with the server's own default.
+TEST_WORKERS = "1"
+
+
+def server_env(
+    home: Path, extra_env: dict[str, str] | None, workers: str | None = TEST_WORKERS
+) -> dict[str, str]:
+    """The environment of a test's server for HOME: WORKERS (None: the server's default, whatever
+    this process's environment says), then EXTRA_ENV over it."""
+    env = {**os.environ, "CLOUDLET_HOME": str(home)}
+    env.pop("CLOUDLET_WORKERS", None)
+    if workers is not None:
+        env["CLOUDLET_WORKERS"] = workers
+    return {**env, **(extra_env or {})}
+
+
 def server_argv(home: Path, port: int, host: str | None = None) -> list[str]:
     """``cloudlet server`` on PORT (0: any) for HOME. ``--tls-port 0``: a free port (the default,
     ``--port`` + 1, may be taken when a test restarts a server on its port). HOST: listen there
@@ -128,15 +147,17 @@ def start_server(
     api_key: str | None = None,
     port: int = 0,
     host: str | None = None,
+    workers: str | None = TEST_WORKERS,
 ) -> RunningServer:
     """Start ``cloudlet server`` and wait until it answers. A replica joining a store that another
     server bootstrapped writes no credentials: pass that server's ``api_key``. A restarted server
-    that its node agents should find again needs the same ``port`` (``RunningServer.port``)."""
+    that its node agents should find again needs the same ``port`` (``RunningServer.port``).
+    WORKERS: ``--workers`` (None: the server's default); ``CLOUDLET_WORKERS`` in EXTRA_ENV wins."""
     home.mkdir(parents=True, exist_ok=True)
     config = home / "config.json"
     stale_endpoint = json.loads(config.read_text())["endpoint"] if config.exists() else None
     log_path = home / f"server-{time.time_ns()}.log"
-    env = {**os.environ, "CLOUDLET_HOME": str(home), **(extra_env or {})}
+    env = server_env(home, extra_env, workers)
     cmd = server_argv(home, port, host)
     if db_url:
         cmd += ["--db", db_url]

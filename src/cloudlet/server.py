@@ -208,8 +208,9 @@ def build_state(
         lease_ttl_s=lease_ttl,
         # the gateway's in-flight count (the 429 rule, the autoscaler) across the workers
         inflight=InFlightBoard(board_path(home), worker, bus.members) if bus.shared else None,
-        # managed replicas' nodes; with --workers they are processes here (control/online_placement)
-        nodes=None if bus.shared else NodeMaker(control, providers, installation_id, url),
+        # managed replicas' nodes, made by the worker that runs the replicas (an agent's reports
+        # may reach any worker: control/replica_board_shared.py)
+        nodes=NodeMaker(control, providers, installation_id, url) if worker == 0 else None,
     )
     # Job notifications: the outbox's sender, under its own lease (control/notifications.py).
     notifications = NotificationLoop(control, replica.id, url, lease_ttl_s=lease_ttl)

@@ -1,5 +1,6 @@
-"""``cloudlet server``'s entry point (the CLI execs ``main``): one server process (``server.py``),
-or with ``--workers N`` a supervisor of N worker processes (``serving.py``)."""
+"""``cloudlet server``'s entry point (the CLI execs ``main``): a supervisor of N worker processes
+(``serving.py``; ``--workers auto``, the default, is one per usable CPU, at most 8), or with
+``--workers 1`` (or on a host with one usable CPU) one server process (``server.py``)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--home")
     parser.add_argument("--db")
     parser.add_argument("--tls-port", type=int)
-    parser.add_argument("--workers", default=os.environ.get("CLOUDLET_WORKERS", "1"))
+    parser.add_argument("--workers", default=os.environ.get("CLOUDLET_WORKERS", serving.DEFAULT_WORKERS))
     args = parser.parse_args(argv)
     try:
         workers = serving.parse_workers(args.workers)

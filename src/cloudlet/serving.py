@@ -1,4 +1,5 @@
-"""``cloudlet server --workers N``: the API served by N processes, so that reads scale across cores.
+"""``cloudlet server`` (``--workers auto`` by default, or ``N``): the API served by N processes, so that
+reads scale across cores.
 
 One Python process serves requests on one core at most (the GIL); ``docs/performance.md`` ("Mixed
 load") measured where that leaves the tail at 100 clients. Here a supervisor starts N worker
@@ -55,6 +56,7 @@ from cloudlet.services.core.wake import WakeBus
 log = logging.getLogger("cloudlet.serving")
 
 WORKER_ENV = "CLOUDLET_WORKER"  # the worker's spec (JSON): set by the supervisor for its workers
+DEFAULT_WORKERS = "auto"  # what `cloudlet server` serves with unless told (--workers, CLOUDLET_WORKERS)
 MAX_AUTO_WORKERS = 8
 STOP_GRACE_S = 30.0  # SIGTERM to SIGKILL (a held long poll is answered within its timeout)
 QUICK_EXIT_S = 10.0  # a worker that exits sooner than this after its start is restarted later

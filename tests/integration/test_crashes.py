@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.conftest import RunningServer, server_argv
+from tests.conftest import RunningServer, server_argv, server_env
 from tests.jobs_helpers import (
     Recorder,
     agent_nodes,
@@ -57,7 +57,7 @@ def restart_on_same_port(old: RunningServer, timeout: float = 60) -> RunningServ
     port = urlsplit(old.endpoint).port
     assert port is not None
     log_path = old.home / f"server-restart-{time.time_ns()}.log"
-    env = {**os.environ, "CLOUDLET_HOME": str(old.home), **old.env}
+    env = server_env(old.home, old.env)
     cmd = server_argv(old.home, port)
     with open(log_path, "wb") as log:
         process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

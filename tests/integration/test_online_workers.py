@@ -1,7 +1,8 @@
 """Online endpoints under ``cloudlet server --workers 2`` (``control/online_shared.py``), with real
 replicas of the real ``azureml-inference-server-http`` and real HTTP to each worker:
 
-- a deployment on a compute instance works: the agent's reports may reach either worker;
+- a managed deployment's replicas run on nodes made for them (by worker 0), and a deployment on
+  a compute instance works: the agents' reports may reach either worker;
 - ``show`` counts the requests sent through either worker;
 - worker 0 runs the replicas, once (not one set per worker); the other worker's gateway serves
   invoke from the view worker 0 publishes;
@@ -227,6 +228,8 @@ def test_every_worker_serves_invoke_of_replicas_run_once(
         created = ml.online_deployments.create_or_update(doc("blue"), base_path=tmp_path)
         shown = ml.online_deployments.wait("ep-w", "blue", generation=created["generation"])
         assert shown["provisioning_state"] == "Succeeded", shown
+        # a managed deployment's replica runs on a node made for it, as with one server process
+        assert [r["node"] for r in shown["replicas"]] == [n["nodeId"] for n in shown["nodes"]], shown
         endpoint = ml.online_endpoints.update_traffic("ep-w", {"blue": 100})
         keys = ml.online_endpoints.get_keys("ep-w")
     uri, old_key = endpoint["scoring_uri"], keys["primaryKey"]

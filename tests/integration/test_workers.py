@@ -6,7 +6,8 @@
   recheck is also the node's heartbeat, lost after 15 s), so a job placed by the worker that does
   not hold the poll would wait 4 s on average without the wake-up;
 - a killed worker is started again, and requests meanwhile are answered by the other;
-- ``kill -9`` of the supervisor leaves no worker; SIGTERM stops them all.
+- ``kill -9`` of the supervisor leaves no worker; SIGTERM stops them all;
+- with no ``--workers`` the server runs one worker per usable CPU (``auto``, the default).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from cloudlet import serving
 from tests.conftest import RunningServer
 from tests.jobs_helpers import create_compute, nodes, submit, wait_job, wait_until
 
@@ -34,6 +36,7 @@ WARM = {
 }
 PROMPT_S = 3.0  # submit → Completed of a `true` job on a busy machine (~0.1 s on a quiet one)
 ROUNDS = 4  # each a job through each worker: without the wake-up 4 would wait for the recheck
+START_S = 180  # a supervisor and its workers each import the server: 40 s each on a loaded machine
 
 
 def _alive(pid: int) -> bool:
@@ -96,7 +99,7 @@ def _one_client_per_replica(srv: RunningServer) -> dict[str, httpx.Client]:
 def test_two_workers_serve_run_jobs_wake_each_other_and_restart(
     server_factory: Callable[..., RunningServer],
 ) -> None:
-    srv = server_factory(extra_env=WORKERS)
+    srv = server_factory(extra_env=WORKERS, timeout=START_S)
     workers = wait_until(lambda: len(w := _workers(srv.process.pid)) == 2 and w, 30, "two workers")
     # One listening socket per port, the supervisor's, that both workers accept from: one queue
     # of new connections, taken by whichever worker is free (not hashed to one per worker).
@@ -189,8 +192,33 @@ def test_two_workers_serve_run_jobs_wake_each_other_and_restart(
 
 
 def test_sigterm_stops_every_worker(server_factory: Callable[..., RunningServer]) -> None:
-    srv = server_factory(extra_env=WORKERS)
+    srv = server_factory(extra_env=WORKERS, timeout=START_S)
     workers = wait_until(lambda: len(w := _workers(srv.process.pid)) == 2 and w, 30, "two workers")
     srv.process.send_signal(signal.SIGTERM)
     assert srv.process.wait(timeout=40) == 0
     assert not any(_alive(pid) for pid in workers), workers
+
+
+def test_the_default_is_a_worker_per_usable_cpu(server_factory: Callable[..., RunningServer]) -> None:
+    """``cloudlet server`` with no ``--workers`` and no ``CLOUDLET_WORKERS`` serves with ``auto``:
+    one worker per CPU this process may run on (at most 8), under a supervisor."""
+    expected = min(len(os.sched_getaffinity(0)), serving.MAX_AUTO_WORKERS)
+    srv = server_factory(workers=None, timeout=START_S)
+    if expected == 1:  # a host with one usable CPU: one server process, no supervisor
+        assert not _workers(srv.process.pid)
+        assert " workers on " not in srv.log_path.read_text()
+        return
+    workers = wait_until(
+        lambda: len(w := _workers(srv.process.pid)) == expected and w, 60, f"{expected} workers"
+    )
+    assert f": {expected} workers on " in srv.log_path.read_text()
+    # every worker serves: a new connection each time, until each replica has answered
+    wanted = {f"-{slot}" for slot in range(expected)}
+    answered: set[str] = set()
+
+    def every_worker_answered() -> bool:
+        answered.update(replica[replica.rindex("-") :] for replica in _fresh_replicas(srv, 4))
+        return answered == wanted
+
+    wait_until(every_worker_answered, 60, f"each of {sorted(wanted)} answering")
+    assert all(_alive(pid) for pid in workers)

@@ -16,6 +16,7 @@ from cloudlet.api import (
     errors,
     online_gateway,
     openapi,
+    route_index,
     routes_access,
     routes_admin,
     routes_agent,
@@ -93,20 +94,15 @@ def create_app(state: AppState) -> FastAPI:
         generate_unique_id_function=_operation_id,
     )
     app.state.cloudlet = state
-    # The agents' routes first: routes are matched in order, and run reports are the most
-    # frequent requests (none of these paths overlaps another router's). routes_jobs before
-    # routes_compute: its POST {ws}/computes/{name}/evict would otherwise be shadowed by
-    # routes_compute's catch-all POST {ws}/computes/{name}/{action}.
-    # The ARM facade's jobs next (azure-ai-ml's job create and get): a route ~100 places down
-    # costs ~0.3 ms of matching a request; its /subscriptions/…/providers/… paths overlap none
-    # of the native /api/v1 routes, which it puts 4 routes (~10 µs) further down.
+    # Routes are matched in registration order (the first full match wins), so the order
+    # matters where paths overlap: routes_jobs before routes_compute, whose catch-all
+    # POST {ws}/computes/{name}/{action} would otherwise shadow POST {ws}/computes/{name}/evict.
+    # What a match costs no longer depends on the place: route_index (below) finds a path's few
+    # candidates in one walk of its segments, not a walk of every route before it.
     for router in (
         routes_agent.router,
         arm_jobs.router,
         routes_jobs.router,
-        # Compute show is the most polled read after job show (the mixed-load goal's route): at
-        # the 64th place it was matched against 63 routes first (~8 % of its CPU); no data or
-        # asset path overlaps a compute one.
         routes_compute.router,
         routes_data.router,
         routes_assets.router,
@@ -143,7 +139,8 @@ def create_app(state: AppState) -> FastAPI:
     ):
         _add_routes(app, router)
     # The online endpoints' scoring path (/online/{sub}/{rg}/{ws}/{endpoint}/score) first: a plain
-    # ASGI route that overlaps no other path; 250 routes down it spent half its CPU being matched.
+    # ASGI route that overlaps no other path (a class of its own: a candidate of every path, one
+    # regular expression, for the route index).
     app.router.routes.insert(0, online_gateway.route)
 
     @app.get("/healthz", tags=["health"])
@@ -153,4 +150,7 @@ def create_app(state: AppState) -> FastAPI:
     routes_metrics.install(app)  # GET /metrics and the HTTP requests' counters (issue 29)
     errors.install(app)
     openapi.install(app)
+    # Routes matched in one step: a trie of their literal leading segments finds a path's few
+    # candidates, in order (api/route_index.py; built on the first request, after the studio's).
+    route_index.install(app.router)
     return app

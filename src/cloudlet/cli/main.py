@@ -132,10 +132,10 @@ def server_cmd(
         str,
         typer.Option(
             envvar="CLOUDLET_WORKERS",
-            help="Server processes sharing the ports (reads scale across cores): a number, or "
-            "'auto' for this host's CPUs (at most 8).",
+            help="Server processes sharing the ports (reads scale across cores): 'auto' (the "
+            "default) for this host's usable CPUs (at most 8), or a number (1: one process).",
         ),
-    ] = "1",
+    ] = "auto",  # serving.DEFAULT_WORKERS (the client-only CLI does not import the server)
 ) -> None:
     """Run a cloudlet server (the API and the control loops) in the foreground."""
     if importlib.util.find_spec("fastapi") is None:  # a client-only install: `pip install cloudlet`

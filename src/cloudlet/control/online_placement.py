@@ -48,10 +48,9 @@ class Placement:
     def of(
         cls, spec: rules.DeploymentSpec, ws_id: int, deployment_id: int, local: bool, makes_nodes: bool = True
     ) -> Placement:
-        """Where a deployment's replicas run. A server that makes no nodes for replicas (one of
-        several ``--workers``: an agent's replica polls may reach any worker, and the board of what
-        each node runs is worker 0's, in memory) runs a managed deployment's replicas as processes
-        on its own host, as ``--local`` ones."""
+        """Where a deployment's replicas run. A runtime that makes no nodes for replicas (a
+        worker of ``--workers N`` other than worker 0, which runs none) would run a managed
+        deployment's replicas as processes on its own host, as ``--local`` ones."""
         kind = rules.placement_kind(local, spec.compute)
         if kind == "node" and not makes_nodes:
             kind = "process"

@@ -71,7 +71,12 @@ def deployment_doc(deployment: DeploymentState) -> dict[str, Any]:
         "reason": deployment.reason,
         "restarts": deployment.restarts,
         "replicas": [
-            {"host": r.host, "port": r.port, "ready": r.ready and r.proc.poll() is None}
+            {
+                "host": r.host,
+                "port": r.port,
+                "ready": r.ready and r.proc.poll() is None,
+                "node": getattr(r.proc, "node_id", None),  # show's, through any server or worker
+            }
             for r in deployment.replicas
             if not r.retired
         ],
@@ -80,10 +85,13 @@ def deployment_doc(deployment: DeploymentState) -> dict[str, Any]:
 
 class Elsewhere:
     """The process handle of a replica that another server or worker runs: alive while its runner
-    lists it."""
+    lists it; NODE_ID: the node it runs on (None: a process of its runner's host)."""
 
     pid = -1
     returncode = None
+
+    def __init__(self, node_id: str | None = None) -> None:
+        self.node_id = node_id
 
     def poll(self) -> int | None:
         return None
@@ -104,7 +112,7 @@ def followed(doc: dict[str, Any], endpoint: str, old: DeploymentState | None) ->
     for r in doc["replicas"]:
         address = (str(r["host"]), int(r["port"]))  # a node's replica: its host's address
         replica = by_address.get(address) or Replica(
-            address[1], Elsewhere(), Path(os.devnull), host=address[0]
+            address[1], Elsewhere(r.get("node")), Path(os.devnull), host=address[0]
         )
         replica.ready = bool(r["ready"])
         replicas.append(replica)

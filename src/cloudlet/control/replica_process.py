@@ -1,6 +1,5 @@
-"""Online replicas run as sandboxed processes of this machine (``--local`` deployments, and
-every replica under ``--workers N``): the real ``azmlinfsrv`` in the node sandbox of jobs, from the
-deployment's own environment when it has one.
+"""Online replicas run as sandboxed processes of this machine (``--local`` deployments): the real
+``azmlinfsrv`` in the node sandbox of jobs, from the deployment's own environment when it has one.
 
 Split from ``control/online_replicas.py`` (the runtime decides *when* a replica starts; this
 module is *how* one starts here).
@@ -35,11 +34,11 @@ def process_interpreter(
     sandbox: Sandbox,
     stop: threading.Event,
 ) -> tuple[str, dict[str, str]]:
-    """The interpreter of a replica run as a process of this machine (``--local``, and every
-    replica under ``--workers N``), and the variables its environment adds: the deployment's
-    environment built here as a node's agent builds it (``nodekit/envs.py``, in the sandbox, cached
-    by hash beside the local provider's job environments), else DEFAULT_PYTHON (the server's
-    inference interpreter), as ``replica_environment`` decides for nodes. The build's notes go to
+    """The interpreter of a replica run as a process of this machine (``--local``), and the
+    variables its environment adds: the deployment's environment built here as a node's agent
+    builds it (``nodekit/envs.py``, in the sandbox, cached by hash beside the local provider's job
+    environments), else DEFAULT_PYTHON (the server's inference interpreter), as
+    ``replica_environment`` decides for nodes. The build's notes go to
     LOG_PATH (the replica's log: ``get-logs`` shows them); a failed build raises ``BuildFailed``."""
     wanted = replica_environment(spec)
     if wanted is None or wanted.get("kind") not in ("venv", "image"):
