@@ -79,7 +79,7 @@ def test_one_server_runs_the_replicas_the_other_routes_to_them_and_takes_over(
         with sessions() as s:
             stored = s.scalars(select(OnlineDeployment)).one().serving
         assert stored is not None and stored["replicas"] == [
-            {"host": "127.0.0.1", "port": 7001, "ready": True}
+            {"host": "127.0.0.1", "port": 7001, "ready": True, "node": None}
         ]
         followed = b.endpoints[(3, "ep1")].deployments["blue"]
         assert [(r.url, r.ready) for r in followed.replicas] == [("http://127.0.0.1:7001", True)]
