@@ -88,6 +88,15 @@ def test_eta_at_submission_is_measured(trace_path: Path) -> None:
     assert fifo.eta_median_error == pytest.approx(0.75)  # type: ignore[attr-defined]
 
 
+def test_due_jain_counts_each_teams_part_of_its_due() -> None:
+    from cloudlet.sim.policy_outcome import _due_jain
+
+    shares = {"a": 2.0, "b": 2.0}
+    assert _due_jain({"a": 4, "b": 0}, {"a": 4, "b": 0}, shares) == 1.0  # b wants nothing: a borrows
+    assert _due_jain({"a": 2, "b": 2}, {"a": 4, "b": 3}, shares) == 1.0
+    assert _due_jain({"a": 4, "b": 0}, {"a": 4, "b": 2}, shares) == 0.5  # b got none of its due
+
+
 def test_jain() -> None:
     assert jain([1, 1, 1]) == 1.0
     assert jain([1, 0, 0, 0]) == 0.25
@@ -110,9 +119,12 @@ def test_whatif_cli_compares_policies(trace_path: Path) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert [p["policy"] for p in doc["policies"]] == ["fifo", "fair-borrow"]
-    # b reclaims 2; a's high-priority jobs also preempt its own low-priority ones (random tiers)
-    assert doc["policies"][1]["preemptions"] >= 2 and doc["group_column"] == "team"
+    assert doc["policies"][1]["preemptions"] == 2 and doc["group_column"] == "team"
     assert doc["policies"][0]["preemptions"] == 0
+    # with priorities drawn, a's high-priority jobs also preempt its own low-priority ones
+    mixed = CliRunner().invoke(app, [*args, "--priority-mix", "0.4,0.4"])
+    assert mixed.exit_code == 0, mixed.output
+    assert json.loads(mixed.stdout)["policies"][1]["preemptions"] > 2
     table = CliRunner().invoke(app, args[2:])
     assert table.exit_code == 0 and "team b: wait p95" in table.stdout and "fair-borrow" in table.stdout
 
@@ -123,6 +135,7 @@ def test_whatif_cli_compares_policies(trace_path: Path) -> None:
         (["--policy", "fifo,lottery", "--capacity", "4"], "unknown policy 'lottery'"),
         (["--policy", "fifo"], "--policy needs --capacity"),
         (["--policy", "fifo", "--capacity", "4", "--days", "0"], "--days 0"),
+        (["--policy", "fifo", "--capacity", "4", "--priority-mix", "0.8,0.8"], "--priority-mix"),
     ],
 )
 def test_whatif_policy_errors(trace_path: Path, extra: list[str], message: str) -> None:

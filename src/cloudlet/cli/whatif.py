@@ -26,6 +26,7 @@ from cloudlet.cli.whatif_policies import (
     check_run,
     compare_policies,
     parse_policies,
+    parse_priority_mix,
     policies_doc,
     render_policies,
 )
@@ -347,6 +348,12 @@ def what_if(
     eta_sample: Annotated[
         int, typer.Option("--eta-sample", help="--policy: estimate the ETA of every n-th job.", min=1)
     ] = 1,
+    priority_mix: Annotated[
+        str | None,
+        typer.Option(
+            "--priority-mix", help="--policy: HIGH,LOW shares of jobs given high/low priority (0.1,0.2)."
+        ),
+    ] = None,
 ) -> None:
     started = time.perf_counter()
     if policy is not None:
@@ -356,6 +363,7 @@ def what_if(
             limit,
             PolicyRun([], capacity or 0, teams, start_day, days, checkpoint, half_life, min_run, eta_sample),
             policy,
+            priority_mix,
         )
         return
     try:
@@ -383,10 +391,13 @@ def what_if(
     _emit(ctx, loaded, outcomes, time.perf_counter() - started)
 
 
-def _what_if_policies(ctx: typer.Context, path: str, limit: int | None, run: PolicyRun, policy: str) -> None:
+def _what_if_policies(
+    ctx: typer.Context, path: str, limit: int | None, run: PolicyRun, policy: str, mix: str | None
+) -> None:
     started = time.perf_counter()
     try:
-        run = replace(run, policies=parse_policies(policy))
+        high, low = parse_priority_mix(mix)
+        run = replace(run, policies=parse_policies(policy), high_share=high, low_share=low)
         if run.capacity < 1:
             raise PolicyInputError(
                 "--policy needs --capacity N: the pool's GPUs (or nodes), e.g. --capacity 400."

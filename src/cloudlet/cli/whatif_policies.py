@@ -33,6 +33,8 @@ class PolicyRun:
     half_life_h: float
     min_run_min: float
     eta_sample: int
+    high_share: float = 0.0  # jobs drawn high priority (the trace has none)
+    low_share: float = 0.0  # jobs drawn low priority
 
 
 def parse_policies(text: str) -> list[str]:
@@ -46,6 +48,21 @@ def parse_policies(text: str) -> list[str]:
             f"give a comma-separated list of {', '.join(POLICIES)}."
         )
     return list(dict.fromkeys(names))
+
+
+def parse_priority_mix(text: str | None) -> tuple[float, float]:
+    """``--priority-mix HIGH,LOW``: the shares of jobs drawn high and low priority."""
+    if text is None:
+        return 0.0, 0.0
+    try:
+        high, low = (float(part) for part in text.split(","))
+    except ValueError:
+        high = low = math.nan
+    if not (0 <= high <= 1 and 0 <= low <= 1 and high + low <= 1):
+        raise PolicyInputError(
+            f"--priority-mix {text!r}: give HIGH,LOW shares of jobs between 0 and 1 (e.g. 0.1,0.2)."
+        )
+    return high, low
 
 
 def check_run(run: PolicyRun) -> None:
@@ -66,7 +83,12 @@ def compare_policies(trace: Trace, run: PolicyRun) -> list[PolicyOutcome]:
     from cloudlet.sim.policy_compare import WorkloadShape, compare, pool_jobs
 
     jobs, teams = pool_jobs(
-        trace, WorkloadShape(teams=run.teams, eta_sample=run.eta_sample), run.start_day * 86400.0, run.days
+        trace,
+        WorkloadShape(
+            teams=run.teams, eta_sample=run.eta_sample, high_share=run.high_share, low_share=run.low_share
+        ),
+        run.start_day * 86400.0,
+        run.days,
     )
     if not jobs:
         raise PolicyInputError(
@@ -100,8 +122,15 @@ def _jain(o: PolicyOutcome) -> str:
     return f"{o.jain_min:.3f} min, {o.jain_mean:.3f} mean ({o.jain_days} days)"
 
 
+def _due(o: PolicyOutcome) -> str:
+    if not o.due_days:
+        return "- (no contended day)"
+    return f"{o.due_jain_min:.3f} min, {o.due_jain_mean:.3f} mean ({o.due_days} days)"
+
+
 _ROWS: list[tuple[str, Callable[[PolicyOutcome], str]]] = [
-    ("Jain's index (days all busy)", _jain),
+    ("Jain, usage/share (days all busy)", _jain),
+    ("Jain, share of due (contended days)", _due),
     ("utilisation", lambda o: f"{o.utilisation:.1%}"),
     ("wait p95 (all jobs)", lambda o: _duration(o.wait_p95_s)),
     ("GPU-hours lost to preemption", lambda o: f"{o.lost_core_hours:,.1f} ({o.lost_share:.2%})"),
@@ -155,5 +184,6 @@ __all__ = [
     "check_run",
     "compare_policies",
     "parse_policies",
+    "parse_priority_mix",
     "render_policies",
 ]

@@ -30,8 +30,8 @@ OTHER_TEAM = "other"
 @dataclass(frozen=True)
 class WorkloadShape:
     teams: int = 5  # teams − 1 largest groups, plus "other"
-    high_share: float = 0.1
-    low_share: float = 0.2
+    high_share: float = 0.0  # Philly has no priorities: none unless asked for
+    low_share: float = 0.0
     spot_share: float = 0.0
     seed: int = 0
     eta_sample: int = 1  # estimate the ETA of every n-th job

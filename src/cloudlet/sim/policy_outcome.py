@@ -38,6 +38,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
+def _due_jain(held: Mapping[str, float], demand: Mapping[str, float], entitled: Mapping[str, float]) -> float:
+    parts = [
+        min(held.get(team, 0.0), share) / min(wanted, share)
+        for team, share in entitled.items()
+        if (wanted := demand.get(team, 0.0)) > 0
+    ]
+    return jain(parts) if parts else 1.0
+
+
 @dataclass(frozen=True)
 class TeamOutcome:
     team: str
@@ -56,8 +65,14 @@ class PolicyOutcome:
     span_s: float
     utilisation: float  # cores held / capacity over the span (lost runs included: they held cores)
     jain_days: int  # days on which every team wanted at least its share (busy_fraction of the day)
-    jain_min: float
+    jain_min: float  # over those days: Jain of each team's usage / its share
     jain_mean: float
+    # Demand-aware, every contended day (total demand >= capacity at least half the day): at each
+    # instant, Jain over the teams that want anything of x = min(held, share) / min(wanted, share)
+    # (the part of its due each team got: borrowing idle capacity is not unfair), time-weighted.
+    due_days: int
+    due_jain_min: float
+    due_jain_mean: float
     teams: tuple[TeamOutcome, ...]
     core_hours: float  # run, all attempts
     lost_core_hours: float
@@ -85,6 +100,9 @@ class PolicyOutcome:
             "jain_days": self.jain_days,
             "jain_min": round(self.jain_min, 4),
             "jain_mean": round(self.jain_mean, 4),
+            "due_days": self.due_days,
+            "due_jain_min": round(self.due_jain_min, 4),
+            "due_jain_mean": round(self.due_jain_mean, 4),
             "core_hours": round(self.core_hours, 2),
             "lost_core_hours": round(self.lost_core_hours, 2),
             "lost_share": round(self.lost_share, 5),
@@ -121,6 +139,7 @@ class Tally:
     busy_s: dict[str, float] = field(default_factory=dict)  # team -> seconds its demand >= share
     day_usage: dict[int, dict[str, float]] = field(default_factory=dict)
     day_busy: dict[int, dict[str, float]] = field(default_factory=dict)
+    day_due: dict[int, list[float]] = field(default_factory=dict)  # day -> [Σ jain·dt, contended s]
     run_s: float = 0.0  # core-seconds run
     lost_s: float = 0.0  # core-seconds lost to preemption
     preemptions: int = 0
@@ -137,6 +156,10 @@ class Tally:
             dt = cut - start
             usage = self.day_usage.setdefault(day, {})
             busy = self.day_busy.setdefault(day, {})
+            due = self.day_due.setdefault(day, [0.0, 0.0])
+            if sum(demand.values()) >= self.capacity:
+                due[0] += dt * _due_jain(held, demand, self.entitled)
+                due[1] += dt
             for team in self.teams:
                 cores = held.get(team, 0.0)
                 usage[team] = usage.get(team, 0.0) + cores * dt
@@ -169,6 +192,11 @@ class Tally:
             if all(busy.get(team, 0.0) >= fraction * DAY_S for team in self.teams):
                 usage = self.day_usage[day]
                 indices.append(jain([usage.get(t, 0.0) / self.entitled[t] for t in self.teams]))
+        dues = [
+            total / seconds
+            for day, (total, seconds) in sorted(self.day_due.items())
+            if (day + 1) * DAY_S <= span_s and seconds >= DAY_S / 2
+        ]
         span = max(span_s, 1e-9)
         teams = tuple(
             TeamOutcome(
@@ -191,6 +219,9 @@ class Tally:
             jain_days=len(indices),
             jain_min=min(indices, default=math.nan),
             jain_mean=statistics.fmean(indices) if indices else math.nan,
+            due_days=len(dues),
+            due_jain_min=min(dues, default=math.nan),
+            due_jain_mean=statistics.fmean(dues) if dues else math.nan,
             teams=teams,
             core_hours=self.run_s / 3600,
             lost_core_hours=self.lost_s / 3600,
