@@ -3,9 +3,9 @@ borrowing + preemption) and a Kueue-like policy (borrowing and reclaim, no usage
 
 The pool is a fixed number of GPUs (or cores) shared by teams; the question is who runs when, not
 how many machines to hold (``sim.engine`` answers that one). Every decision is the server's pure
-code, unchanged: ``domain.jobs.fair_share`` (decayed usage, factors, order, caps, admission,
-borrowed capacity), ``domain.jobs.preemption.choose_victims`` and ``domain.jobs.wait_estimate``
-(the ETA a job is shown at submission).
+code, unchanged: ``domain.jobs.fair_pass.decide`` (the order, the victims and the jobs to start,
+through ``fair_share`` and ``preemption``), ``fair_share.decay_usage`` for the usage, and
+``domain.jobs.wait_estimate`` (the ETA a job is shown at submission).
 
 A pass runs every ``pass_s`` of simulated time while something changed (an arrival, an end, a
 job reaching its minimum run time), as the server's reconcile loop does every few seconds. A
@@ -22,11 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cloudlet.domain.jobs import fair_share as fs
-from cloudlet.domain.jobs.preemption import Claim, Guard, Running, choose_victims
+from cloudlet.domain.jobs.fair_pass import PassPolicy, RunningJob, decide
+from cloudlet.domain.jobs.preemption import Guard
 from cloudlet.domain.jobs.wait_estimate import Ahead, RunningEnd, estimate_start, expected_remaining
 from cloudlet.sim.policy_outcome import PolicyOutcome, Tally
-
-CLAIM_WINDOW = 256  # waiting jobs a pass considers for preemption (the scheduler's window)
 
 
 @dataclass(frozen=True)
@@ -113,6 +112,7 @@ class _PoolSim:
         half_life = settings.half_life_s if policy.half_life_s is None else policy.half_life_s
         self.config = fs.FairShareConfig(settings.teams, half_life_s=half_life)
         self.guard = policy.guard or settings.guard
+        self.pass_policy = PassPolicy(policy.order == "fair", policy.borrow, policy.preempt, self.guard)
         self.entitled = fs.entitlements(self.config, settings.capacity)
         self.state = _State()
         self.usage = fs.Usage(0.0)
@@ -223,24 +223,36 @@ class _PoolSim:
             return
         if not self.policy.preempt and self.free < min(self.state.sizes) and not self.state.fresh:
             return  # nothing can start and nothing is stopped: the order does not matter now
-        ordered = self._order()
-        if self.policy.preempt:
-            self._preempt(ordered, now)
-        room = None
-        if not self.policy.borrow:
-            room = fs.caps(self.config, self.s.capacity, self.state.held, borrow=False)
-        starting = fs.admit(ordered, self.free, room, self.state.held)
-        self._estimate(ordered, now, {j.name for j in starting})
-        for view in starting:
+        fifo = self.policy.order == "fifo"
+        queued = [job.fifo_view if fifo else job.view for job in self.state.queue.values()]
+        running = [self._running_job(job, now) for job in self.state.running.values()]
+        hour_ago = now - 3600.0
+        self.state.recent = [t for t in self.state.recent if t > hour_ago]
+        decision = decide(
+            self.config,
+            self.pass_policy,
+            self.s.capacity,
+            queued,
+            running,
+            self.usage,
+            now,
+            self.state.recent,
+        )
+        for victim in decision.preempt:
+            self._stop(self.state.running[victim.victim], now)
+        self._estimate(decision.order, now, {job.name for job in decision.start})
+        for view in decision.start:
             self._start(self._dequeue(view.name), now)
 
-    def _order(self) -> list[fs.FairJob]:
-        views = [job.view for job in self.state.queue.values()]
-        if self.policy.order == "fifo":
-            return fs.fair_order([job.fifo_view for job in self.state.queue.values()], None)
-        if self.policy.order == "priority":
-            return fs.fair_order(views, None)
-        return fs.fair_order(views, fs.factors(self.config, self.usage))
+    def _running_job(self, job: _Job, now: float) -> RunningJob:
+        assert job.started_at is not None
+        ran = now - job.started_at
+        checkpoints = math.floor(ran / self.s.checkpoint_s) if self.s.checkpoint_s > 0 else 0
+        last = job.started_at + checkpoints * self.s.checkpoint_s if checkpoints else None
+        spec = job.spec
+        return RunningJob(
+            spec.name, spec.team, spec.cores, spec.priority, spec.spot, job.started_at, last, job.preemptions
+        )
 
     def _start(self, job: _Job, now: float) -> None:
         job.started_at = now
@@ -254,50 +266,6 @@ class _PoolSim:
         self._push(now + job.spec.duration_s - job.done_s, "end", (job, job.attempt))
         if self.policy.preempt and self.guard.min_run_s > 0:
             self._push(now + self.guard.min_run_s, "due", None)
-
-    def _preempt(self, ordered: list[fs.FairJob], now: float) -> None:
-        waiting = [v for v in ordered[:CLAIM_WINDOW]]
-        claims = [
-            Claim(
-                v.name,
-                v.team,
-                v.priority,
-                v.spot,
-                v.cores,
-                self.state.held.get(v.team, 0),
-                self.entitled.get(v.team, 0.0),
-            )
-            for v in waiting
-        ]
-        holdings = [
-            fs.Holding(name, j.spec.team, j.spec.cores, j.started_at or now, j.spec.spot)
-            for name, j in self.state.running.items()
-        ]
-        lent = fs.borrowed(holdings, self.entitled)
-        running = [self._running_view(j, name in lent, now) for name, j in self.state.running.items()]
-        over = {t: self.state.held.get(t, 0) - e for t, e in self.entitled.items()}
-        hour_ago = now - 3600.0
-        self.state.recent = [t for t in self.state.recent if t > hour_ago]
-        decisions = choose_victims(claims, running, self.free, now, self.guard, self.state.recent, over)
-        for decision in decisions:
-            self._stop(self.state.running[decision.victim], now)
-
-    def _running_view(self, job: _Job, borrowed: bool, now: float) -> Running:
-        assert job.started_at is not None
-        ran = now - job.started_at
-        checkpoints = math.floor(ran / self.s.checkpoint_s) if self.s.checkpoint_s > 0 else 0
-        last = job.started_at + checkpoints * self.s.checkpoint_s if checkpoints else None
-        return Running(
-            job.spec.name,
-            job.spec.team,
-            job.spec.priority,
-            job.spec.spot,
-            job.started_at,
-            last,
-            borrowed,
-            job.spec.cores,
-            job.preemptions,
-        )
 
     def _stop(self, job: _Job, now: float) -> None:
         """Checkpoint-and-requeue: the work up to the last checkpoint is kept."""
