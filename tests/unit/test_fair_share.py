@@ -85,6 +85,9 @@ def test_order_priority_then_team_factor_then_user_then_fifo_spot_last() -> None
         "a-old",
         "c-spot-high",
     ]
+    # a team with no share waits behind those with one, whatever its usage
+    stray = job("stray", "nobody", -1.0)
+    assert [j.name for j in fs.fair_order([stray, job("a-old", "a", 1.0)], f)] == ["a-old", "stray"]
     # without fair share: spot last, priority, then FIFO across teams
     assert [j.name for j in fs.fair_order(jobs, None)] == [
         "a-high",

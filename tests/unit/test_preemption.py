@@ -77,6 +77,11 @@ def test_higher_priority_preempts_within_its_team_or_borrowed_not_another_teams_
     ]
 
 
+def test_a_spot_claim_never_preempts() -> None:
+    running = [run("lent-low", "a", priority=1, borrowed=True), run("spot-low", "b", spot=True, priority=1)]
+    assert victims([claim("s", "b", priority=3, spot=True)], running) == []
+
+
 def test_no_preemption_that_does_not_start_the_job() -> None:
     running = [run("lent", "a", borrowed=True, cores=1)]
     assert victims([claim("b-big", "b", cores=3)], running) == []

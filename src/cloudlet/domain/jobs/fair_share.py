@@ -163,7 +163,8 @@ def factors(config: FairShareConfig, usage: Usage, queued_users: Iterable[tuple[
 
 def fair_order(jobs: Sequence[FairJob], fair: Factors | None) -> list[FairJob]:
     """Non-spot first, priority, team factor, user factor, submission time, name. ``fair=None``:
-    no fair share (spot last, then priority, then FIFO). A user is in one team (``team_of``)."""
+    no fair share (spot last, then priority, then FIFO). A user is in one team (``team_of``); a
+    team ``fair`` has no factor for (no share) goes after the teams that have one."""
     fifo = sorted(jobs, key=_NAME)
     fifo.sort(key=_SUBMITTED)  # stable: (submitted_at, name) without a tuple per job
     spot_priority = map(sub, map(mul, map(_SPOT, fifo), repeat(_SPOT_BAND)), map(_PRIORITY, fifo))
@@ -178,7 +179,7 @@ def fair_order(jobs: Sequence[FairJob], fair: Factors | None) -> list[FairJob]:
         users = sorted(
             user_team,
             key=lambda u: (
-                -team_f.get(user_team[u], 1.0),
+                -team_f.get(user_team[u], 0.0),  # a team with no share: after those with one
                 -user_f.get((user_team[u], u), 1.0),
                 user_team[u],
                 u,

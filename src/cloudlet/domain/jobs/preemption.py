@@ -144,17 +144,13 @@ def _cost(job: Running, now: float) -> tuple[bool, bool, int, float, float, str]
 
 
 def _reason(job: Running, claim: Claim, over: Mapping[str, float]) -> PreemptReason | None:
-    if job.spot and not claim.spot:
+    if claim.spot:
+        return None  # a spot job only takes capacity nobody wants: it never stops another
+    if job.spot:
         return PreemptReason.PRIORITY
     if job.priority < claim.priority and (job.team == claim.team or job.borrowed):
         return PreemptReason.PRIORITY
-    if (
-        _below_share(claim)
-        and not claim.spot
-        and job.borrowed
-        and job.team != claim.team
-        and over.get(job.team, 0.0) > 1e-9
-    ):
+    if _below_share(claim) and job.borrowed and job.team != claim.team and over.get(job.team, 0.0) > 1e-9:
         return PreemptReason.RECLAIM
     return None
 
