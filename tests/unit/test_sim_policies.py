@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cloudlet.cli.main import app
+from cloudlet.domain.jobs.fair_share import TeamShare
 from cloudlet.sim.policies import POLICIES, PoolJob, PoolSettings, simulate
 from cloudlet.sim.policy_compare import WorkloadShape, compare, pool_jobs, team_names
 from cloudlet.sim.policy_outcome import jain
@@ -68,8 +69,7 @@ def test_fifo_makes_b_wait_fair_share_does_not(trace_path: Path) -> None:
 
 
 def test_kueue_like_has_no_guard_and_fair_borrow_waits_for_the_min_run() -> None:
-    teams = pool_jobs.__globals__["TeamShare"]  # the same TeamShare the workload uses
-    shares = (teams("a", 1.0), teams("b", 1.0))
+    shares = (TeamShare("a", 1.0), TeamShare("b", 1.0))
     jobs = [PoolJob(f"a{i}", "a", "a", 0.0, 7200.0, 1) for i in range(4)] + [
         PoolJob("b0", "b", "b", 60.0, 600.0, 1)
     ]
