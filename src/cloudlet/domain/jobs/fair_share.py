@@ -197,6 +197,7 @@ _SPOT = attrgetter("spot")
 _PRIORITY = attrgetter("priority")
 _USER = attrgetter("user")
 _TEAM = attrgetter("team")
+_CORES = attrgetter("cores")
 _SPOT_BAND = 1_000_000  # above any priority: every spot job after every other job
 
 
@@ -216,7 +217,9 @@ def admit(
     if held is not None and left is not None:
         alone |= set(left) - set(held)
     started: list[FairJob] = []
-    smallest = min((job.cores for job in ordered), default=0)
+    if free <= 0:
+        return []
+    smallest = min(map(_CORES, ordered), default=0)
     for job in ordered:
         if free < smallest or free <= 0:
             break
