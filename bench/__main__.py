@@ -21,6 +21,8 @@ from bench import (
     arm_jobs,
     blob_listener,
     dispatch,
+    fair_share,
+    fair_share_pass,
     instances,
     metrics_scrape,
     mixed_load,
@@ -78,6 +80,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     studio_jobs.NAME: Benchmark(studio_jobs.NAME, studio_jobs.run, studio_jobs.markdown, studio_jobs.report),
     agent_sampling.NAME: Benchmark(
         agent_sampling.NAME, agent_sampling.run, agent_sampling.markdown, agent_sampling.report
+    ),
+    fair_share.NAME: Benchmark(fair_share.NAME, fair_share.run, fair_share.markdown, fair_share.report),
+    fair_share_pass.NAME: Benchmark(
+        fair_share_pass.NAME, fair_share_pass.run, fair_share_pass.markdown, fair_share_pass.report
     ),
     metrics_scrape.NAME: Benchmark(
         metrics_scrape.NAME, metrics_scrape.run, metrics_scrape.markdown, metrics_scrape.report

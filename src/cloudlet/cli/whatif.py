@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -20,6 +20,16 @@ from rich.console import Console
 from rich.table import Table
 
 from cloudlet.cli.output import OutputFormat, dump_json, dump_yaml, err_console, print_error
+from cloudlet.cli.whatif_policies import (
+    PolicyInputError,
+    PolicyRun,
+    check_run,
+    compare_policies,
+    parse_policies,
+    parse_priority_mix,
+    policies_doc,
+    render_policies,
+)
 from cloudlet.domain.compute.compute_types import ComputeType
 from cloudlet.domain.compute.quota import Tier
 from cloudlet.domain.errors import CloudletError
@@ -45,6 +55,14 @@ Several settings, two ways (a column each):
   --setting KEY=VALUE,... (repeatable): keys size, min, max, idle, tier, boot, rate; unset keys
     take the plain flags' (first) values:
     --setting "max=8" --setting "max=8,tier=low_priority"
+
+\b
+Queue policies instead of cluster settings (--policy): one pool of --capacity GPUs shared by the
+trace's groups as teams (Philly's virtual clusters; equal shares), replayed under each policy:
+fifo, priority, fair (fair share, no borrowing), fair-borrow (fair share, borrowing, preemption
+from checkpoints) and kueue (borrowing and reclaim without usage decay or anti-thrash guard):
+  cloudlet compute what-if --trace philly.csv --policy fifo,fair,fair-borrow,kueue --capacity 400 \\
+      --start-day 35 --days 7
 
 \b
 Example:
@@ -297,8 +315,57 @@ def what_if(
     plot: Annotated[
         str | None, typer.Option("--plot", help="Write a PNG: nodes and queue over time per setting.")
     ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            help="Compare queue policies on one shared pool instead of cluster settings: a comma-separated "
+            "list of fifo, priority, fair, fair-borrow, kueue (needs --capacity).",
+        ),
+    ] = None,
+    capacity: Annotated[
+        int | None,
+        typer.Option("--capacity", help="--policy: the pool's GPUs (or nodes, for a nodes trace)."),
+    ] = None,
+    teams: Annotated[
+        int,
+        typer.Option("--teams", help="--policy: the trace's largest groups become teams (the rest: other)."),
+    ] = 5,
+    start_day: Annotated[
+        float, typer.Option("--start-day", help="--policy: replay from this day of the trace.")
+    ] = 0.0,
+    days: Annotated[float | None, typer.Option("--days", help="--policy: replay this many days.")] = None,
+    checkpoint: Annotated[
+        float,
+        typer.Option("--checkpoint", help="--policy: minutes between checkpoints (work kept on preemption)."),
+    ] = 15.0,
+    half_life: Annotated[
+        float, typer.Option("--half-life", help="--policy: fair-share usage half-life, hours.")
+    ] = 24.0,
+    min_run: Annotated[
+        float, typer.Option("--min-run", help="--policy: minutes a job runs before it may be preempted.")
+    ] = 10.0,
+    eta_sample: Annotated[
+        int, typer.Option("--eta-sample", help="--policy: estimate the ETA of every n-th job.", min=1)
+    ] = 1,
+    priority_mix: Annotated[
+        str | None,
+        typer.Option(
+            "--priority-mix", help="--policy: HIGH,LOW shares of jobs given high/low priority (0.1,0.2)."
+        ),
+    ] = None,
 ) -> None:
     started = time.perf_counter()
+    if policy is not None:
+        _what_if_policies(
+            ctx,
+            trace,
+            limit,
+            PolicyRun([], capacity or 0, teams, start_day, days, checkpoint, half_life, min_run, eta_sample),
+            policy,
+            priority_mix,
+        )
+        return
     try:
         if not (time_scale > 0 and math.isfinite(time_scale)):
             raise WhatIfInputError(f"--time-scale {time_scale:g}: give a number > 0 (0.5: twice as fast).")
@@ -322,6 +389,38 @@ def what_if(
     if plot is not None:
         _write_plot(outcomes, plot, f"What-if: {os.path.basename(trace)}, {len(loaded.jobs):,} jobs")
     _emit(ctx, loaded, outcomes, time.perf_counter() - started)
+
+
+def _what_if_policies(
+    ctx: typer.Context, path: str, limit: int | None, run: PolicyRun, policy: str, mix: str | None
+) -> None:
+    started = time.perf_counter()
+    try:
+        high, low = parse_priority_mix(mix)
+        run = replace(run, policies=parse_policies(policy), high_share=high, low_share=low)
+        if run.capacity < 1:
+            raise PolicyInputError(
+                "--policy needs --capacity N: the pool's GPUs (or nodes), e.g. --capacity 400."
+            )
+        check_run(run)
+        loaded = load_checked_trace(path, limit, [])
+        err_console.print(
+            f"replaying {len(loaded.jobs):,} jobs from {path} under {len(run.policies)} policies...",
+            highlight=False,
+            soft_wrap=True,
+        )
+        outcomes = compare_policies(loaded, run)
+    except (WhatIfInputError, PolicyInputError) as exc:
+        print_error(str(exc))
+        raise typer.Exit(code=2) from None
+    elapsed = time.perf_counter() - started
+    fmt = OutputFormat(getattr(ctx.find_root().obj, "output", OutputFormat.table))
+    if fmt is OutputFormat.table:
+        sys.stdout.write(render_policies(outcomes))
+        err_console.print(f"simulated in {elapsed:.1f} s", highlight=False, soft_wrap=True)
+        return
+    doc = policies_doc(loaded, run, outcomes, elapsed)
+    sys.stdout.write(dump_json(doc) + "\n" if fmt is OutputFormat.json else dump_yaml(doc))
 
 
 def _write_plot(outcomes: list[Outcome], path: str, title: str) -> None:

@@ -7,7 +7,9 @@ Columns are found by name (case-insensitive, first match wins):
 - duration in seconds: ``duration``, ``duration_s``, ``runtime``, ``run_time``;
 - size of the job: ``nodes``, ``num_nodes``, ``instance_count`` (nodes, used as is), else ``num_gpus``,
   ``gpus``, ``gpu`` (GPUs: ``ceil(gpus / GPUs per node of the size)`` nodes, at least one). With
-  neither, every job takes one node.
+  neither, every job takes one node;
+- optionally the group a job belongs to: ``team``, ``cluster`` (Philly's virtual clusters), ``vc``,
+  ``user`` — the policy comparison maps groups to teams.
 
 Rows with an empty or unreadable value, or a negative duration, are skipped and counted. Philly's
 trace has no job status column: failed and killed jobs held their GPUs for their recorded duration,
@@ -26,6 +28,7 @@ SUBMIT_COLUMNS = ("timestamp", "submit_time", "submitted_at", "submit")
 DURATION_COLUMNS = ("duration", "duration_s", "runtime", "run_time")
 NODE_COLUMNS = ("nodes", "num_nodes", "instance_count")
 GPU_COLUMNS = ("num_gpus", "gpus", "gpu")
+GROUP_COLUMNS = ("team", "cluster", "vc", "virtual_cluster", "user")
 
 
 class TraceError(ValueError):
@@ -39,6 +42,7 @@ class TraceJob:
     duration_s: float
     gpus: int | None
     nodes: int | None
+    group: str | None = None  # the team, virtual cluster or user (GROUP_COLUMNS), when given
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Trace:
     jobs: list[TraceJob]  # in submit order
     columns: dict[str, str]  # role -> the column used
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows
+    group_column: str | None = None  # the column read as each job's group (GROUP_COLUMNS)
 
     @property
     def gives_gpus(self) -> bool:
@@ -102,13 +107,15 @@ def load_trace(path: str | Path) -> Trace:
     with handle:
         reader = csv.DictReader(handle)
         columns = _columns(path, list(reader.fieldnames or []))
-        raw, skipped = _read_rows(reader, columns)
+        group_column = _pick(list(reader.fieldnames or []), GROUP_COLUMNS)
+        read = {**columns, "group": group_column} if group_column else columns
+        raw, skipped = _read_rows(reader, read)
     if not raw:
         raise TraceError(f"--trace {path}: no usable rows (skipped: {skipped or 'none'})")
     raw.sort(key=lambda job: (job.submit_s, job.row))
     start = raw[0].submit_s
-    jobs = [TraceJob(j.row, j.submit_s - start, j.duration_s, j.gpus, j.nodes) for j in raw]
-    return Trace(path, jobs, columns, skipped)
+    jobs = [TraceJob(j.row, j.submit_s - start, j.duration_s, j.gpus, j.nodes, j.group) for j in raw]
+    return Trace(path, jobs, columns, skipped, group_column)
 
 
 def _read_rows(reader: csv.DictReader[str], columns: dict[str, str]) -> tuple[list[TraceJob], dict[str, int]]:
@@ -127,6 +134,7 @@ def _read_rows(reader: csv.DictReader[str], columns: dict[str, str]) -> tuple[li
 
 def _parse_row(line: int, row: dict[str, str], columns: dict[str, str]) -> TraceJob:
     values = {role: (row.get(col) or "").strip() for role, col in columns.items()}
+    group = values.pop("group", "") or None  # optional: an empty group is no group
     missing = [role for role, value in values.items() if not value]
     if missing:
         raise ValueError(f"empty {missing[0]}: line {line}")
@@ -141,4 +149,4 @@ def _parse_row(line: int, row: dict[str, str], columns: dict[str, str]) -> Trace
         raise ValueError(f"negative or infinite duration: line {line}")
     if (nodes is not None and nodes < 1) or (gpus is not None and gpus < 0):
         raise ValueError(f"bad node or GPU count: line {line}")
-    return TraceJob(line, submit, duration, gpus, nodes)
+    return TraceJob(line, submit, duration, gpus, nodes, group)

@@ -23,6 +23,10 @@ class WaitCode(StrEnum):
     NO_FREE_VCPU = "no_free_vcpu"
     BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
     NEXT = "next"  # first in line with room for it: the next scheduling round places it
+    # Issue 31 (domain.jobs.wait_estimate): fair share, spot tier, dependencies.
+    FAIR_SHARE = "fair_share"  # teams that used less of their share lately go first
+    SPOT = "spot"  # spot tier: only capacity no other job wants
+    DEPENDENCY = "dependency"  # waits for other jobs (a pipeline's upstream steps)
 
 
 @dataclass(frozen=True)
