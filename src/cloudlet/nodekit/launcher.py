@@ -31,6 +31,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import select
 import selectors
 import signal
@@ -38,10 +39,12 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from typing import Any
 
 HOST_VIEW = "/.cloudlet-host"  # where the launcher sees the host's root (never in a run's root)
 NEW_ROOT = "/tmp"  # the launcher's folder a run's root is built on (in the run's own namespace)
+DEV_TEMPLATES = "/.cloudlet-dev"  # the launcher's templates of a run's /dev (never in a run's root)
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 64
 CAPABILITIES = (
@@ -108,11 +111,13 @@ def unsupported() -> str | None:
     return None
 
 
-def _read_only(path: str) -> None:
-    """Make the mount at ``path`` and every mount below it read-only (one ``mount_setattr``)."""
+def _read_only(path: str, *, recursive: bool = True) -> None:
+    """Make the mount at ``path`` (and every mount below it, if ``recursive``) read-only (one
+    ``mount_setattr``)."""
     attr = struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0)  # attr_set, attr_clr, propagation, userns_fd
     buf = ctypes.create_string_buffer(attr, len(attr))
-    result = _syscall("mount_setattr", -100, path.encode(), AT_RECURSIVE, buf, ctypes.c_size_t(len(attr)))
+    flags = AT_RECURSIVE if recursive else 0
+    result = _syscall("mount_setattr", -100, path.encode(), flags, buf, ctypes.c_size_t(len(attr)))
     _check(result, f"read-only {path}")
 
 
@@ -160,10 +165,32 @@ def _bind(source: str, target: str, *, writable: bool, own_view: bool = False) -
 
 
 def _dev(root: str, devices: list[str]) -> None:
-    """A ``/dev`` of its own: the usual nodes bound from the launcher's, a fresh ``devpts``
-    instance, a private ``/dev/shm``, and the node's GPU devices."""
+    """A ``/dev`` of its own: the launcher's template for these devices (one recursive bind: the
+    usual nodes, the node's GPU devices, the links), a private ``/dev/shm`` and a fresh ``devpts``
+    instance mounted on it."""
     dev = _here(root, "/dev")
-    os.makedirs(dev, mode=0o755, exist_ok=True)
+    os.mkdir(dev, 0o755)
+    _mount(dev_template(devices), dev, None, MS_BIND | MS_REC)
+    _mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+
+
+_dev_templates: dict[tuple[str, ...], str] = {}
+
+
+def dev_template(devices: list[str]) -> str:
+    """The fixed part of a run's ``/dev``, made once (per device list) in the launcher's own mount
+    namespace, which each run's namespace copies: a tmpfs with the usual nodes and the GPU devices
+    bound from the launcher's ``/dev``, the links, and the empty ``shm`` and ``pts`` a run mounts
+    its own on. The tmpfs is read-only (no run may add to it: every run's ``/dev`` is this one);
+    the device binds on it stay writable (a read-only mount never stops a device's writes, but
+    its own flags are kept)."""
+    key = tuple(devices)
+    made = _dev_templates.get(key)
+    if made is not None:
+        return made
+    dev = f"{DEV_TEMPLATES}/{len(_dev_templates)}"
+    os.makedirs(dev, mode=0o755)
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755")
     for name in DEV_NODES:
         if os.path.exists(f"/dev/{name}"):
@@ -171,11 +198,12 @@ def _dev(root: str, devices: list[str]) -> None:
     for name, target in DEV_LINKS.items():
         os.symlink(target, f"{dev}/{name}")
     os.mkdir(f"{dev}/shm", 0o755)
-    _mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     os.mkdir(f"{dev}/pts", 0o755)
-    _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
     for device in devices:
-        _bind(device, _here(root, device), writable=True)
+        _bind(device, dev + device.removeprefix("/dev"), writable=True)
+    _read_only(dev, recursive=False)
+    _dev_templates[key] = dev
+    return dev
 
 
 def _proc(root: str) -> None:
@@ -204,7 +232,7 @@ def _fd_bind(fd: int, path: str, host_path: str, root: str, *, writable: bool) -
         os.close(again)
 
 
-def build_root(root: str, ops: list[list[Any]], fds: list[int]) -> None:
+def build_root(root: str, ops: list[list[Any]], fds: list[int], trace: Any = None) -> None:
     """Carry out the agent's plan (``Sandbox.launch_ops``) on the fresh tmpfs ``root``."""
     for op in ops:
         kind = op[0]
@@ -226,6 +254,8 @@ def build_root(root: str, ops: list[list[Any]], fds: list[int]) -> None:
             _fd_bind(fds[int(op[1])], op[2], op[3], root, writable=bool(op[4]))
         else:
             raise LaunchError(0, f"unknown step {kind!r}")
+        if trace is not None:
+            trace(f"{kind} {op[1] if len(op) > 1 and isinstance(op[1], str) else ''}")
 
 
 def _pivot(root: str) -> None:
@@ -319,18 +349,44 @@ def _spawn_user(request: dict[str, Any], out: int, alive: int) -> subprocess.Pop
 
 
 # -- the run's PID 1 --------------------------------------------------------------------------
+class _Trace:
+    """Per-step wall and CPU time of a run's start (a request's ``trace``: bench/launcher_steps.py)."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.steps: list[list[Any]] = []
+        self.last = (time.perf_counter_ns(), time.thread_time_ns())
+
+    def __call__(self, step: str) -> None:
+        if self.on:
+            now = (time.perf_counter_ns(), time.thread_time_ns())
+            self.steps.append([step, now[0] - self.last[0], now[1] - self.last[1]])
+            self.last = (time.perf_counter_ns(), time.thread_time_ns())
+
+    def write(self, out: int) -> None:
+        if self.on:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            report = {"steps": self.steps, "utime": usage.ru_utime, "stime": usage.ru_stime}
+            os.write(out, f"cloudlet-trace {json.dumps(report)}\n".encode())
+
+
 def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> None:
     """PID 1 of the run: build its root, start the user's process, forward SIGTERM to every
     process of the run (ignoring it itself), reap, and end with the user's process."""
+    trace = _Trace(bool(request.get("trace")))
     try:
         _die_with_launcher(alive)
         os.setsid()
+        trace("pdeathsig+setsid")
         _unshare(CLONE_NEWNS | CLONE_NEWIPC)  # a copy of the launcher's mounts, all private (main)
+        trace("unshare(NEWNS|NEWIPC)")
         _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
-        build_root(NEW_ROOT, request["ops"], fds)
+        trace("root tmpfs")
+        build_root(NEW_ROOT, request["ops"], fds, trace)
         for fd in fds:
             os.close(fd)
         _pivot(NEW_ROOT)
+        trace("pivot_root+detach")
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.write(out, f"cloudlet-launcher: cannot build the run's sandbox: {exc}\n".encode())
@@ -352,6 +408,8 @@ def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> No
             with contextlib.suppress(OSError):
                 os.write(out, f"cloudlet-launcher: cannot start the run: {exc}\n".encode())
             os._exit(127)
+    trace("spawn user")
+    trace.write(out)
     os.close(out)
     while True:
         try:
@@ -417,6 +475,9 @@ class Launcher:
             self._send({"op": "exit", "id": request.get("id"), "status": 1})
             return
         try:
+            for op in request.get("ops", ()):
+                if op[0] == "dev":  # made here, in the launcher's namespace: kept for every run
+                    dev_template(list(op[1]))
             _unshare(CLONE_NEWPID)
             pid = -1
             try:
