@@ -62,6 +62,8 @@ def measure(runs: int) -> dict[str, Any]:
 
         steps: dict[str, list[tuple[int, int]]] = defaultdict(list)
         rusage: list[tuple[float, float]] = []
+        command_cpu: list[float] = []
+        faults: list[int] = []
         walls: list[float] = []
         try:
             for _ in range(5):
@@ -84,6 +86,8 @@ def measure(runs: int) -> dict[str, Any]:
                         for name, wall, cpu in report["steps"]:
                             steps[name].append((wall, cpu))
                         rusage.append((report["utime"], report["stime"]))
+                        command_cpu.append(report["command_cpu"])
+                        faults.append(report["minflt"])
             cpu1, ticks1 = meter.seconds(lambda: 0.0), _system_ticks()
             times1, own1 = launcher_times(), time.process_time()
             for _ in range(runs):  # the floor: bash -c with no sandbox
@@ -112,6 +116,8 @@ def measure(runs: int) -> dict[str, Any]:
         "bare_cgroup_cpu_ms_per_run": round((cpu2 - cpu1) * 1000 / runs, 2),
         "bare_machine_system_ms_per_run": round((ticks2[0] - ticks1[0]) * 1000 / hz / runs, 2),
         "bare_machine_user_ms_per_run": round((ticks2[1] - ticks1[1]) * 1000 / hz / runs, 2),
+        "command_cpu_ms_mean": round(statistics.mean(command_cpu) * 1000, 2),
+        "reaper_minor_faults_median": statistics.median(faults),
         "reaper_user_ms_median": round(statistics.median(u for u, _ in rusage) * 1000, 2),
         "reaper_system_ms_median": round(statistics.median(s for _, s in rusage) * 1000, 2),
         "steps_median_us": {
