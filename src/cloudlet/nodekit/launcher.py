@@ -31,6 +31,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import select
 import selectors
 import signal
@@ -38,10 +39,12 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from typing import Any
 
 HOST_VIEW = "/.cloudlet-host"  # where the launcher sees the host's root (never in a run's root)
 NEW_ROOT = "/tmp"  # the launcher's folder a run's root is built on (in the run's own namespace)
+DEV_TEMPLATES = "/.cloudlet-dev"  # the launcher's templates of a run's /dev (never in a run's root)
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 64
 CAPABILITIES = (
@@ -63,6 +66,8 @@ RESET_SIGNALS = (
     *(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD),
 )
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")  # as bwrap's --proc covers them
+# Those this kernel has (a run's /proc is another instance of the launcher's): asked once.
+_proc_knobs = [name for name in PROC_READ_ONLY if os.path.exists(f"/proc/{name}")]
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x20000, 0x08000000, 0x10000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -108,11 +113,13 @@ def unsupported() -> str | None:
     return None
 
 
-def _read_only(path: str) -> None:
-    """Make the mount at ``path`` and every mount below it read-only (one ``mount_setattr``)."""
+def _read_only(path: str, *, recursive: bool = True) -> None:
+    """Make the mount at ``path`` (and every mount below it, if ``recursive``) read-only (one
+    ``mount_setattr``)."""
     attr = struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0)  # attr_set, attr_clr, propagation, userns_fd
     buf = ctypes.create_string_buffer(attr, len(attr))
-    result = _syscall("mount_setattr", -100, path.encode(), AT_RECURSIVE, buf, ctypes.c_size_t(len(attr)))
+    flags = AT_RECURSIVE if recursive else 0
+    result = _syscall("mount_setattr", -100, path.encode(), flags, buf, ctypes.c_size_t(len(attr)))
     _check(result, f"read-only {path}")
 
 
@@ -148,22 +155,65 @@ def _bind(source: str, target: str, *, writable: bool, own_view: bool = False) -
     """Bind ``source`` (recursively) at ``target``; read-only unless ``writable``. ``own_view``:
     a folder of the launcher's own view, read-only there, mounts below it included (bwrap's
     --ro-bind), which a bind copies: made read-only again only if it is not."""
-    if os.path.isdir(source):
-        os.makedirs(target, mode=0o755, exist_ok=True)
+    is_dir, read_only = _own_view[source] if own_view else (os.path.isdir(source), False)
+    if is_dir:
+        _folder(target)
     else:
-        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        _folder(os.path.dirname(target))
         with open(target, "a"):
             pass
     _mount(source, target, None, MS_BIND | MS_REC)
-    if not writable and not (own_view and os.statvfs(target).f_flag & os.ST_RDONLY):
+    if not writable and not read_only:
         _read_only(target)
 
 
+_own_view: dict[str, tuple[bool, bool]] = {}
+
+
+def learn_own_view(path: str) -> None:
+    """Whether ``path`` of the launcher's view is a folder and a read-only mount: asked once, in
+    the launcher, not by every run (its view does not change)."""
+    if path not in _own_view:
+        _own_view[path] = (os.path.isdir(path), bool(os.statvfs(path).f_flag & os.ST_RDONLY))
+
+
+def _folder(path: str) -> None:
+    """``path`` as a folder (mode 0755: the launcher's umask is 022), its parents too."""
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+
+
 def _dev(root: str, devices: list[str]) -> None:
-    """A ``/dev`` of its own: the usual nodes bound from the launcher's, a fresh ``devpts``
-    instance, a private ``/dev/shm``, and the node's GPU devices."""
+    """A ``/dev`` of its own: the launcher's template for these devices (one recursive bind: the
+    usual nodes, the node's GPU devices, the links), a private ``/dev/shm`` and a fresh ``devpts``
+    instance mounted on it."""
     dev = _here(root, "/dev")
-    os.makedirs(dev, mode=0o755, exist_ok=True)
+    os.mkdir(dev, 0o755)
+    _mount(dev_template(devices), dev, None, MS_BIND | MS_REC)
+    _mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+
+
+_dev_templates: dict[tuple[str, ...], str] = {}
+
+
+def dev_template(devices: list[str]) -> str:
+    """The fixed part of a run's ``/dev``, made once (per device list) in the launcher's own mount
+    namespace, which each run's namespace copies: a tmpfs with the usual nodes and the GPU devices
+    bound from the launcher's ``/dev``, the links, and the empty ``shm`` and ``pts`` a run mounts
+    its own on. The tmpfs is read-only (no run may add to it: every run's ``/dev`` is this one);
+    the device binds on it stay writable (a read-only mount never stops a device's writes, but
+    its own flags are kept)."""
+    key = tuple(devices)
+    made = _dev_templates.get(key)
+    if made is not None:
+        return made
+    dev = f"{DEV_TEMPLATES}/{len(_dev_templates)}"
+    os.makedirs(dev, mode=0o755)
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755")
     for name in DEV_NODES:
         if os.path.exists(f"/dev/{name}"):
@@ -171,11 +221,12 @@ def _dev(root: str, devices: list[str]) -> None:
     for name, target in DEV_LINKS.items():
         os.symlink(target, f"{dev}/{name}")
     os.mkdir(f"{dev}/shm", 0o755)
-    _mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     os.mkdir(f"{dev}/pts", 0o755)
-    _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
     for device in devices:
-        _bind(device, _here(root, device), writable=True)
+        _bind(device, dev + device.removeprefix("/dev"), writable=True)
+    _read_only(dev, recursive=False)
+    _dev_templates[key] = dev
+    return dev
 
 
 def _proc(root: str) -> None:
@@ -183,11 +234,10 @@ def _proc(root: str) -> None:
     proc = _here(root, "/proc")
     os.makedirs(proc, mode=0o555, exist_ok=True)
     _mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in PROC_READ_ONLY:
+    for name in _proc_knobs:
         path = f"{proc}/{name}"
-        if os.path.exists(path):
-            _mount(path, path, None, MS_BIND | MS_REC)
-            _read_only(path)
+        _mount(path, path, None, MS_BIND | MS_REC)
+        _read_only(path)
 
 
 def _fd_bind(fd: int, path: str, host_path: str, root: str, *, writable: bool) -> None:
@@ -204,7 +254,7 @@ def _fd_bind(fd: int, path: str, host_path: str, root: str, *, writable: bool) -
         os.close(again)
 
 
-def build_root(root: str, ops: list[list[Any]], fds: list[int]) -> None:
+def build_root(root: str, ops: list[list[Any]], fds: list[int], trace: Any = None) -> None:
     """Carry out the agent's plan (``Sandbox.launch_ops``) on the fresh tmpfs ``root``."""
     for op in ops:
         kind = op[0]
@@ -213,10 +263,9 @@ def build_root(root: str, ops: list[list[Any]], fds: list[int]) -> None:
         elif kind == "symlink":
             os.symlink(op[1], _here(root, op[2]))
         elif kind == "dir":
-            os.makedirs(_here(root, op[1]), mode=0o755, exist_ok=True)
-            os.chmod(_here(root, op[1]), 0o755)
+            _folder(_here(root, op[1]))
         elif kind == "tmpfs":
-            os.makedirs(_here(root, op[1]), mode=0o755, exist_ok=True)
+            _folder(_here(root, op[1]))
             _mount("tmpfs", _here(root, op[1]), "tmpfs", MS_NOSUID | MS_NODEV, f"mode={op[2]}")
         elif kind == "dev":
             _dev(root, list(op[1]))
@@ -226,6 +275,8 @@ def build_root(root: str, ops: list[list[Any]], fds: list[int]) -> None:
             _fd_bind(fds[int(op[1])], op[2], op[3], root, writable=bool(op[4]))
         else:
             raise LaunchError(0, f"unknown step {kind!r}")
+        if trace is not None:
+            trace(f"{kind} {op[1] if len(op) > 1 and isinstance(op[1], str) else ''}")
 
 
 def _pivot(root: str) -> None:
@@ -233,6 +284,33 @@ def _pivot(root: str) -> None:
     _check(_syscall("pivot_root", b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
     os.chdir("/")
+
+
+class _Trace:
+    """Per-step wall and CPU time of a run's start (a request's ``trace``: bench/launcher_steps.py)."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.steps: list[list[Any]] = []
+        self.last = (time.perf_counter_ns(), time.thread_time_ns())
+
+    def __call__(self, step: str) -> None:
+        if self.on:
+            now = (time.perf_counter_ns(), time.thread_time_ns())
+            self.steps.append([step, now[0] - self.last[0], now[1] - self.last[1]])
+            self.last = (time.perf_counter_ns(), time.thread_time_ns())
+
+    def write(self, out: int, command: Any) -> None:
+        if self.on:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            report = {
+                "steps": self.steps,
+                "utime": usage.ru_utime,
+                "stime": usage.ru_stime,
+                "minflt": usage.ru_minflt,
+                "command_cpu": command.ru_utime + command.ru_stime,
+            }
+            os.write(out, f"cloudlet-trace {json.dumps(report)}\n".encode())
 
 
 # -- the user's process ------------------------------------------------------------------------
@@ -287,7 +365,7 @@ def _exec_user(request: dict[str, Any], out: int) -> None:
     os._exit(127)
 
 
-def _spawn_user(request: dict[str, Any], out: int, alive: int) -> subprocess.Popen[bytes]:
+def _spawn_user(request: dict[str, Any], out: int, alive: int, trace: _Trace) -> subprocess.Popen[bytes]:
     """Start the command without another fork of this Python (a fork copies its pages): PID 1
     becomes the sandbox user itself, then spawns it (vfork + exec). As a real root that left
     root, it stays undumpable: no process of the run can read its memory."""
@@ -298,13 +376,16 @@ def _spawn_user(request: dict[str, Any], out: int, alive: int) -> subprocess.Pop
         os.setresuid(uid, uid, uid)
     else:  # the agent's user, in a user namespace nested in the launcher's (as bwrap makes it)
         _map_ids(uid, gid, 0, 0)
+    trace("become the user")
     _die_with_launcher(alive)  # a change of credentials cleared it
     os.close(alive)
     # Its memory is a copy of the launcher's (other runs' requests included): no process of the
     # run, the same user, may read it (ptrace, /proc/1/mem, /proc/1/environ).
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    trace("pdeathsig, prctl")
     # subprocess's vfork: handlers Python set go back to the default, so do SIGPIPE and SIGXFSZ.
+    # (Not os.posix_spawn: glibc 2.36's leaves its internal signals 32 and 33 ignored in the command.)
     # (The caller holds on to the object: its collection would reap the process the reaper waits for.)
     return subprocess.Popen(
         list(request["argv"]),
@@ -322,15 +403,20 @@ def _spawn_user(request: dict[str, Any], out: int, alive: int) -> subprocess.Pop
 def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> None:
     """PID 1 of the run: build its root, start the user's process, forward SIGTERM to every
     process of the run (ignoring it itself), reap, and end with the user's process."""
+    trace = _Trace(bool(request.get("trace")))
     try:
         _die_with_launcher(alive)
         os.setsid()
+        trace("pdeathsig+setsid")
         _unshare(CLONE_NEWNS | CLONE_NEWIPC)  # a copy of the launcher's mounts, all private (main)
+        trace("unshare(NEWNS|NEWIPC)")
         _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
-        build_root(NEW_ROOT, request["ops"], fds)
+        trace("root tmpfs")
+        build_root(NEW_ROOT, request["ops"], fds, trace)
         for fd in fds:
             os.close(fd)
         _pivot(NEW_ROOT)
+        trace("pivot_root+detach")
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.write(out, f"cloudlet-launcher: cannot build the run's sandbox: {exc}\n".encode())
@@ -346,19 +432,23 @@ def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> No
         os.close(alive)
     else:
         try:
-            spawned = _spawn_user(request, out, alive)
+            spawned = _spawn_user(request, out, alive, trace)
             user = spawned.pid
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.write(out, f"cloudlet-launcher: cannot start the run: {exc}\n".encode())
             os._exit(127)
-    os.close(out)
+    trace("spawn user")
+    if not trace.on:  # (a traced run reports on it once its command ended)
+        os.close(out)
     while True:
         try:
-            pid, status = os.wait()
+            pid, status, usage = os.wait4(-1, 0)
         except ChildProcessError:
             os._exit(1)
         if pid == user:
+            trace("wait for the command")
+            trace.write(out, usage)
             os._exit(_exit_code(status))  # the kernel kills the rest of the PID namespace
 
 
@@ -417,6 +507,11 @@ class Launcher:
             self._send({"op": "exit", "id": request.get("id"), "status": 1})
             return
         try:
+            for op in request.get("ops", ()):
+                if op[0] == "dev":  # made here, in the launcher's namespace: kept for every run
+                    dev_template(list(op[1]))
+                elif op[0] == "bind":
+                    learn_own_view(op[1])
             _unshare(CLONE_NEWPID)
             pid = -1
             try:
