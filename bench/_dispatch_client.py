@@ -47,11 +47,17 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _server_cpu_share(pid: int, window_s: float) -> float | None:
-    """Share of one CPU the server process used over WINDOW_S (idle clients: its own loops)."""
-    before = _cpu_seconds(pid)
+def _server_cpu_seconds(server: ServerProcess) -> float | None:
+    """CPU seconds of the server's processes (its workers' included)."""
+    times = [_cpu_seconds(pid) for pid in server.pids()]
+    return None if times[0] is None else sum(t or 0.0 for t in times)
+
+
+def _server_cpu_share(server: ServerProcess, window_s: float) -> float | None:
+    """Share of one CPU the server's processes used over WINDOW_S (idle clients: its own loops)."""
+    before = _server_cpu_seconds(server)
     time.sleep(window_s)
-    after = _cpu_seconds(pid)
+    after = _server_cpu_seconds(server)
     if before is None or after is None:
         return None
     return round((after - before) / window_s, 4)
@@ -63,7 +69,7 @@ def _cpu_snapshot(server: ServerProcess, home: Path) -> dict[str, float]:
     agents = [pid for pid, info in node_processes(home).items() if info["kind"] == "agent"]
     times = os.times()
     return {
-        "server": _cpu_seconds(server.pid) or 0.0,
+        "server": _server_cpu_seconds(server) or 0.0,
         "agents": sum(_cpu_seconds(pid) or 0.0 for pid in agents),
         "client": times.user + times.system,
     }

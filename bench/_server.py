@@ -49,9 +49,15 @@ class ServerProcess:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"}
 
+    def pids(self) -> list[int]:
+        """The server's processes: its own and, under several workers, the workers it supervises."""
+        return server_pids(self.process.pid)
+
     def rss_kib(self) -> int | None:
-        """VmRSS of the server process in KiB (None when it is gone or /proc is unavailable)."""
-        return read_vm_rss_kib(self.process.pid)
+        """VmRSS of the server's processes in KiB, summed over its workers (None when it is gone or
+        /proc is unavailable)."""
+        sizes = [read_vm_rss_kib(pid) for pid in self.pids()]
+        return None if sizes[0] is None else sum(size or 0 for size in sizes)
 
     def stop(self, timeout: float = 10) -> None:
         if self.process.poll() is not None:
@@ -191,6 +197,17 @@ def proc_environ(pid: int) -> dict[str, str]:
         if sep:
             out[key.decode(errors="replace")] = value.decode(errors="replace")
     return out
+
+
+def server_pids(pid: int) -> list[int]:
+    """PID and its direct children that are workers of ``cloudlet server --workers N`` (their
+    environment names ``CLOUDLET_WORKER``); a single-process server's children are node agents
+    and replicas, not the server."""
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        children = []
+    return [pid, *(child for child in children if "CLOUDLET_WORKER" in proc_environ(child))]
 
 
 def node_processes(home: Path) -> dict[int, dict[str, str]]:

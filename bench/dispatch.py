@@ -295,7 +295,7 @@ def _queue_rss(api: Api, db: Db, server: ServerProcess, n: int) -> dict[str, Any
         time.sleep(0.1)
     out: dict[str, Any] = {"queued_target": n}
     out["rss_before_kib"] = server.rss_kib()
-    out["server_cpu_share_before"] = _server_cpu_share(server.pid, 3.0)
+    out["server_cpu_share_before"] = _server_cpu_share(server, 3.0)
     names = [f"q-{i:05d}" for i in range(n)]
     t0 = time.perf_counter()
     put_s = _parallel(
@@ -308,7 +308,7 @@ def _queue_rss(api: Api, db: Db, server: ServerProcess, n: int) -> dict[str, Any
     time.sleep(1.0)
     out["queued"] = db.count("q-", ("Queued",))
     out["rss_with_queue_kib"] = server.rss_kib()
-    out["server_cpu_share_with_queue"] = _server_cpu_share(server.pid, 3.0)
+    out["server_cpu_share_with_queue"] = _server_cpu_share(server, 3.0)
     probes = []  # warm dispatches on the other (idle, 2-node) cluster while this queue exists
     for i in range(10):
         t1 = time.time()
@@ -329,7 +329,7 @@ def _queue_rss(api: Api, db: Db, server: ServerProcess, n: int) -> dict[str, Any
         time.sleep(0.2)
     out["left_active_after_cancel"] = db.count("q-", ("Queued", "Preparing", "Running"))
     out["rss_after_cancel_kib"] = server.rss_kib()
-    out["server_hwm_kib"] = status_kib(server.pid, "VmHWM")
+    out["server_hwm_kib"] = sum(status_kib(pid, "VmHWM") or 0 for pid in server.pids())
     return out
 
 
@@ -436,7 +436,7 @@ def _cloudlet(plan: Plan, tmp: Path) -> dict[str, Any]:
         out["scale"] = _scale(api, db, plan.scale_reps)
         out["delete_zero"] = api.delete_cluster(ZERO)
         out["server_rss_end_kib"] = server.rss_kib()
-        out["server_hwm_kib"] = status_kib(server.pid, "VmHWM")
+        out["server_hwm_kib"] = sum(status_kib(pid, "VmHWM") or 0 for pid in server.pids())
         if server.process.poll() is not None:
             raise RuntimeError(f"the cloudlet server exited ({server.process.returncode}) mid-benchmark")
         return out

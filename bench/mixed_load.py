@@ -34,7 +34,14 @@ from bench import _results
 from bench._dispatch_client import Api, Db
 from bench._loadgen import RunResult
 from bench._mixed_load import Client, MixedResult, Route, run_mixed
-from bench._server import REPO_ROOT, ServerProcess, kill_node_processes, start_cloudlet, start_peer
+from bench._server import (
+    REPO_ROOT,
+    ServerProcess,
+    kill_node_processes,
+    server_pids,
+    start_cloudlet,
+    start_peer,
+)
 from bench._stats import ratio, summarize_ns
 
 NAME = "mixed_load"
@@ -131,14 +138,10 @@ def _drain(db: Db, prefix: str, accepted: int, timeout: float) -> dict[str, Any]
 
 
 def _cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) of PID and of its direct children: a server's workers under
-    ``--workers N`` (their own children, the node agents, are not counted)."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
+    """CPU seconds (user + system) of the server's processes: PID and, under ``--workers N``, its
+    workers (node agents, its children when it serves alone, are not counted)."""
     total = 0.0
-    for each in (pid, *map(int, children)):
+    for each in server_pids(pid):
         try:
             fields = Path(f"/proc/{each}/stat").read_text().rpartition(")")[2].split()
         except OSError:
