@@ -25,6 +25,7 @@ from cloudlet.cli.whatif_policies import (
     PolicyRun,
     check_run,
     compare_policies,
+    duration_text,
     parse_policies,
     parse_priority_mix,
     policies_doc,
@@ -235,18 +236,6 @@ def replay_all(
         return list(pool.map(_replay_one, work))
 
 
-def _hours(seconds: float) -> str:
-    if math.isnan(seconds):
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
 def _losses(o: Outcome) -> str:
     dollars = o.lost_node_hours * o.setting.price_per_node_hour
     return f"{o.lost_node_hours:,.1f} node-h (${dollars:,.2f})"
@@ -260,8 +249,8 @@ _ROWS: list[tuple[str, Callable[[Outcome], str]]] = [
     ("price / node-hour", lambda o: f"${o.setting.price_per_node_hour:,.4g} ({o.setting.tier.value})"),
     ("cost", lambda o: f"${o.cost:,.2f}"),
     ("node-hours", lambda o: f"{o.node_hours:,.1f}"),
-    ("queue wait p50", lambda o: _hours(o.wait_p50_s)),
-    ("queue wait p95", lambda o: _hours(o.wait_p95_s)),
+    ("queue wait p50", lambda o: duration_text(o.wait_p50_s)),
+    ("queue wait p95", lambda o: duration_text(o.wait_p95_s)),
     ("idle waste", lambda o: f"{o.idle_node_hours:,.1f} node-h ({o.idle_share:.1%})"),
     ("preemptions", lambda o: f"{o.preemptions:,}"),
     ("preemption losses", _losses),

@@ -106,14 +106,17 @@ def compare_policies(trace: Trace, run: PolicyRun) -> list[PolicyOutcome]:
     return compare(jobs, settings, run.policies, workers=min(len(run.policies), os.cpu_count() or 1))
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: seconds, minutes, hours or days."""
     if math.isnan(seconds):
         return "-"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
 
 
 def _jain(o: PolicyOutcome) -> str:
@@ -132,7 +135,7 @@ _ROWS: list[tuple[str, Callable[[PolicyOutcome], str]]] = [
     ("Jain, usage/share (days all busy)", _jain),
     ("Jain, share of due (contended days)", _due),
     ("utilisation", lambda o: f"{o.utilisation:.1%}"),
-    ("wait p95 (all jobs)", lambda o: _duration(o.wait_p95_s)),
+    ("wait p95 (all jobs)", lambda o: duration_text(o.wait_p95_s)),
     ("GPU-hours lost to preemption", lambda o: f"{o.lost_core_hours:,.1f} ({o.lost_share:.2%})"),
     ("preemptions", lambda o: f"{o.preemptions:,}"),
     ("max preemptions of one job", lambda o: str(o.max_preemptions)),
@@ -152,7 +155,7 @@ def render_policies(outcomes: list[PolicyOutcome]) -> str:
         table.add_row(
             f"team {team.team}: wait p95 / used of share",
             *(
-                f"{_duration(o.team(team.team).wait_p95_s)} / {o.team(team.team).usage_ratio:.0%}"
+                f"{duration_text(o.team(team.team).wait_p95_s)} / {o.team(team.team).usage_ratio:.0%}"
                 for o in outcomes
             ),
         )

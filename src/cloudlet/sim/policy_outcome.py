@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cloudlet.sim.whatif import percentile
+
 DAY_S = 86400.0
 ETA_MIN_WAIT_S = 60.0  # the ETA's error is measured on jobs that waited at least this long
 
@@ -26,16 +28,6 @@ def jain(values: Sequence[float]) -> float:
     """Jain's fairness index: (Σx)² / (n·Σx²); 1 when all equal, 1/n when one takes everything."""
     squares = sum(x * x for x in values)
     return (sum(values) ** 2) / (len(values) * squares) if squares > 0 else 1.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    pos = (len(ordered) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def _due_jain(held: Mapping[str, float], demand: Mapping[str, float], entitled: Mapping[str, float]) -> float:
