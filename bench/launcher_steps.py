@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.sandbox_start import CpuMeter
+from bench.sandbox_start import CpuMeter, bench_node
 
 COMMAND = "true"
 
@@ -33,16 +33,9 @@ def _system_ticks() -> tuple[int, int]:
 def measure(runs: int) -> dict[str, Any]:
     from cloudlet.agent.launcher_client import LauncherClient
     from cloudlet.agent.monitor import HZ, process_tree
-    from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox
 
     with tempfile.TemporaryDirectory(prefix="launcher-steps-") as tmp:
-        root = Path(tmp)
-        cwd = root / "work" / "run"
-        cwd.mkdir(parents=True)
-        box = Sandbox(Policy(mode="bwrap"), hostname="n-bench", state_dir=root / "state")
-        box.hand_over(cwd)
-        binds = [Bind(str(cwd), writable=True)]
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+        box, cwd, binds, env = bench_node(Path(tmp))
         plan_of = box.launch_plan
 
         def traced_plan(*args: Any, **kwargs: Any) -> Any:

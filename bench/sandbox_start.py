@@ -75,19 +75,24 @@ class CpuMeter:
                 self.group.rmdir()
 
 
+def bench_node(root: Path) -> tuple[Any, Path, list[Any], dict[str, str]]:
+    """A node's sandbox (bwrap, as the local provider's) under ROOT, one run folder bound writable,
+    and a minimal environment: (sandbox, run folder, binds, env)."""
+    from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox
+
+    cwd = root / "work" / "run"
+    cwd.mkdir(parents=True)
+    box = Sandbox(Policy(mode="bwrap"), hostname="n-bench", state_dir=root / "state")
+    box.hand_over(cwd)
+    return box, cwd, [Bind(str(cwd), writable=True)], {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+
+
 def measure(runs: int) -> dict[str, Any]:
     from cloudlet.agent.launcher_client import LauncherClient
     from cloudlet.agent.monitor import HZ, process_tree
-    from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox
 
     with tempfile.TemporaryDirectory(prefix="sandbox-start-") as tmp:
-        root = Path(tmp)
-        cwd = root / "work" / "run"
-        cwd.mkdir(parents=True)
-        box = Sandbox(Policy(mode="bwrap"), hostname="n-bench", state_dir=root / "state")
-        box.hand_over(cwd)
-        binds = [Bind(str(cwd), writable=True)]
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
+        box, cwd, binds, env = bench_node(Path(tmp))
         meter = CpuMeter()
         launcher = LauncherClient(box)
         began = time.monotonic()
