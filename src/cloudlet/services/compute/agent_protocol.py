@@ -92,6 +92,9 @@ class ExitReport(_AgentBody):
     reason: str = Field(default=ExitReason.EXITED.value, max_length=32)
     started_at: Epoch = None
     ended_at: Epoch = None
+    # The log's last chunk (a tiny job's whole log): written before the exit is recorded, so the
+    # job has its log when it ends, and the agent makes one request where it made two.
+    log: LogChunk | None = None
 
 
 class Mailbox(Protocol):
@@ -264,7 +267,8 @@ class AgentProtocol:
         self.wake(wake)
         if prepared_specs.wanted(session):
             self.prepare()
-        return {"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S}
+        # exit_log: this server takes a run's last log chunk inside its exit report
+        return {"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S, "exit_log": True}
 
     def quiet(self, node_id: str, token: str, report: PollReport, now: float) -> bool:
         """True when this poll changes nothing: no new run states, no work for the node, a recent
