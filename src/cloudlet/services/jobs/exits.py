@@ -60,6 +60,7 @@ _EXIT_VIEW = (
         Job.name,
         Job.compute_name,
         Job.status.label("job_status"),
+        asset_service.pending_outputs(JobRun.job_id).label("pending_outputs"),  # most jobs have none
         Job.attempt.label("job_attempt"),
         Job.max_attempts,
         Job.cancel_requested,
@@ -168,7 +169,7 @@ def _settle(
     job_status.update_status(
         session, view.job_id, to, now, {**columns, **outcome}, child=view.parent_job_id is not None, was=was
     )
-    if to is JobStatus.COMPLETED:
+    if to is JobStatus.COMPLETED and view.pending_outputs:
         asset_service.register_outputs(session, int(view.job_id))  # named outputs become asset versions
 
 
