@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, or_, select
+from sqlalchemy import Row, Select, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.compute import compute_types
@@ -162,7 +162,7 @@ def place(
 def _is_row(read: Any) -> bool:
     """READ is a row this transaction selected (``_JOB_COLUMNS``, ``_IDLE_NODES``), not an ORM
     object (whose attributes may hold changes not yet written)."""
-    return hasattr(read, "_mapping")
+    return isinstance(read, Row)
 
 
 def _node_was(node: Any, compute: Compute | None) -> events.NodeWas | None:
