@@ -153,6 +153,25 @@ _RUN_NODE_JOB = (
 )
 
 
+DEFAULT_LOG = "user_logs/std_log.txt"
+# Where a run's log goes and who may write it, in one row of columns: every tiny job's log is
+# written as it exits, and loading the run, node and job as objects cost more than the write.
+_LOG_TARGET = (
+    select(
+        JobRun.node_id,
+        JobRun.attempt,
+        JobRun.spec["log_name"].as_string().label("log_name"),
+        Job.workspace_id,
+        Job.name,
+        Node.token_hash,
+        Node.state.label("node_state"),
+    )
+    .join(Node, Node.id == JobRun.node_id)
+    .join(Job, Job.id == JobRun.job_id)
+    .where(JobRun.id == bindparam("run"))
+)
+
+
 def run_of(session: Session, run_id: str, token: str, keep: dict[Any, Any] | None = None) -> JobRun:
     """The run, once its node's token checks out. KEEP holds the node and job loaded with it:
     the session's identity map only references objects weakly."""
@@ -331,14 +350,15 @@ class AgentProtocol:
     def append_log(self, run_id: str, token: str, chunk: LogChunk) -> int:
         """Write a chunk of a run's log at its offset (retries are idempotent); the log's size."""
         with self.read_sessions() as session:
-            run = run_of(session, run_id, token)
-            log_name = run.spec.get("log_name", "user_logs/std_log.txt")
-            job = session.get(Job, run.job_id)
-            assert job is not None
-            path = self.data.job_dir(job.workspace_id, job.name, run.attempt) / log_name
-            artifacts = self.data.job_artifacts(job.workspace_id, job.name, run.attempt)
+            target = session.execute(_LOG_TARGET, {"run": run_id}).first()
+        if target is None:
+            raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
+        _check_token(target.node_id, target.token_hash, target.node_state, token)
+        log_name = target.log_name or DEFAULT_LOG
+        path = self.data.job_dir(target.workspace_id, target.name, target.attempt) / log_name
         size = append_at(path, chunk.offset, chunk.data.encode())
         if chunk.offset == 0:  # the log is also one of the attempt's artifacts, as on Azure ML
+            artifacts = self.data.job_artifacts(target.workspace_id, target.name, target.attempt)
             link_once(path, artifacts / log_name)
         return size
 
