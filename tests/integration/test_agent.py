@@ -63,6 +63,7 @@ class FakeControlPlane:
         self.logs: dict[str, list[tuple[int, str]]] = {}  # run -> accepted chunks
         self.exits: dict[str, dict[str, Any]] = {}
         self.files: dict[str, bytes] = {}
+        self.exit_log = False  # told at registration: a run's last log chunk may come with its exit
         self.down = False
         self.port = 0
         self._server: ThreadingHTTPServer | None = None
@@ -183,7 +184,8 @@ class FakeControlPlane:
             if auth != f"Bearer {self.tokens.get(node)}":
                 return self._reply(h, 401, {"error": {"code": "Unauthorized", "message": "bad node token"}})
             if node_match.group(2) == "register":
-                return self._reply(h, 200, {"heartbeat_s": 1, "poll_timeout_s": self.poll_timeout_s})
+                answer = {"heartbeat_s": 1, "poll_timeout_s": self.poll_timeout_s, "exit_log": self.exit_log}
+                return self._reply(h, 200, answer)
             return self._poll(h, node)
         if auth not in valid:
             return self._reply(h, 401, {"error": {"code": "Unauthorized", "message": "bad node token"}})
@@ -191,14 +193,15 @@ class FakeControlPlane:
             run, kind = run_match.groups()
             body = json.loads(raw)
             with self.cond:
-                if kind == "logs":
+                chunk = body if kind == "logs" else body.get("log")
+                if chunk is not None:
                     chunks = self.logs.setdefault(run, [])
                     have = sum(len(d.encode()) for _, d in chunks)
-                    if body["offset"] == have:
-                        chunks.append((body["offset"], body["data"]))
-                    elif body["offset"] > have:
+                    if chunk["offset"] == have:
+                        chunks.append((chunk["offset"], chunk["data"]))
+                    elif chunk["offset"] > have:
                         return self._reply(h, 409, {"error": {"code": "Gap", "message": f"expected {have}"}})
-                else:
+                if kind != "logs":
                     self.exits.setdefault(run, body)
                 self.cond.notify_all()
             return self._reply(h, 200, {"ok": True})
@@ -395,6 +398,41 @@ def test_run_streams_merged_logs_with_offsets_and_reports_exit_code(
     log_calls = fake.calls_to("logs", spec["run"])
     assert log_calls and max(c.at for c in log_calls) <= fake.calls_to("exit", spec["run"])[0].at
     assert (Path(node.handle.provider_ref["node_dir"]) / "work" / spec["run"]).is_dir()
+
+
+def _log_rode_on_exit(fake: FakeControlPlane, run: str, expected: str) -> bool:
+    """The run's log arrived whole and in order; whether its last chunk came with the exit (at the
+    offset the chunks posted before it reach)."""
+    exit_body = fake.wait_for(lambda: fake.exits.get(run), what="exit")
+    assert fake.log_text(run) == expected
+    posted = sum(len(c.body["data"].encode()) for c in fake.calls_to("logs", run))
+    tail = exit_body.get("log")
+    if tail is None:
+        assert posted == len(expected.encode())  # all of it went while the run still ran
+        return False
+    assert tail["offset"] == posted and posted + len(tail["data"].encode()) == len(expected.encode())
+    return True
+
+
+def test_a_server_that_takes_the_log_with_the_exit_gets_its_last_chunk_there(
+    fake: FakeControlPlane, start_node: Callable[[], Node]
+) -> None:
+    """One request where there were two: a run whose log is unsent when it ends sends the rest
+    with its exit. (A sender that wakes between a run's last write and its end posts the log
+    alone, as before: of several tiny runs, most end first.)"""
+    fake.exit_log = True
+    node = start_node()
+    carried = []
+    for i in range(5):
+        spec = run_spec(f"echo tiny-{i}; exit 2")
+        fake.command(node.id, start=spec)
+        carried.append(_log_rode_on_exit(fake, spec["run"], f"tiny-{i}\n"))
+        assert fake.exits[spec["run"]]["exit_code"] == 2
+    assert any(carried), "no tiny run's log came with its exit"
+    spec = run_spec("seq 1 20000")  # more than a chunk: the first ones are posted alone
+    fake.command(node.id, start=spec)
+    _log_rode_on_exit(fake, spec["run"], "".join(f"{i}\n" for i in range(1, 20_001)))
+    assert fake.calls_to("logs", spec["run"])
 
 
 def test_code_snapshot_is_fetched_with_the_node_token_and_unpacked(

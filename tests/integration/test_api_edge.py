@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import sqlite3
 import tarfile
 import threading
 import time
@@ -361,6 +362,36 @@ def test_agent_bodies_of_the_wrong_shape_are_400_for_an_authenticated_node(
 
 
 # -- defect 8: the OpenAPI document and 405 --------------------------------------------------------
+def test_an_exit_whose_log_chunk_leaves_a_gap_is_still_recorded(
+    srv: RunningServer, api: httpx.Client
+) -> None:
+    """A run's last log chunk rides on its exit report. One the server refuses (it would leave a
+    gap) is dropped and the exit still counts, as the agent drops a refused chunk it posted alone."""
+    from tests.jobs_helpers import _environ, agent_pids, log_text, wait_until
+
+    submit(api, srv, "edge-gap", {"command": "echo started; sleep 8", "compute": f"azureml:{CLUSTER}"})
+    wait_until(lambda: "started" in log_text(api, srv, "edge-gap"), 60, "the job's first line")
+    with sqlite3.connect(f"file:{srv.home / 'cloudlet.db'}?mode=ro", uri=True) as db:
+        run_id, node_id = db.execute(
+            "SELECT r.id, r.node_id FROM job_runs r JOIN jobs j ON j.id = r.job_id WHERE j.name = 'edge-gap'"
+        ).fetchone()
+    installation = httpx.get(srv.endpoint + "/healthz").json()["installation"]
+    pid = wait_until(lambda: agent_pids(installation, node_id), 30, "its agent")[0]
+    token = _environ(pid)["CLOUDLET_NODE_TOKEN"]
+    now = time.time()
+    report = {"exit_code": 0, "started_at": now, "ended_at": now, "log": {"offset": 1 << 20, "data": "gap"}}
+    answer = httpx.post(
+        f"{srv.endpoint}/agent/v1/runs/{run_id}/exit",
+        json=report,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    wait_job(api, srv, "edge-gap", ("Completed",), timeout=5)  # before the run itself ends
+    text = log_text(api, srv, "edge-gap")
+    assert "started" in text and "gap" not in text
+
+
 def test_openapi_says_what_the_server_sends(srv: RunningServer) -> None:
     doc = httpx.get(srv.endpoint + "/openapi.json").json()
     operations = [(path, method, op) for path, item in doc["paths"].items() for method, op in item.items()]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.domain.compute.compute_spec import parse_compute, spec_to_doc
@@ -29,7 +29,16 @@ from cloudlet.services.core.context import Caller
 from cloudlet.services.core.notify import NodeNotifier
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import jobs as job_service
-from cloudlet.store.schema import Compute, Installation, Job, JobRun, Node, Subscription, Workspace
+from cloudlet.store.schema import (
+    Compute,
+    Installation,
+    Job,
+    JobRun,
+    LifecycleEvent,
+    Node,
+    Subscription,
+    Workspace,
+)
 
 SIZE = "Standard_DS3_v2"
 
@@ -312,6 +321,50 @@ def test_an_exit_alone_frees_its_node_for_its_cluster(tmp_path: Path) -> None:
             "code": "UserError",
             "message": "process 0 exited with code 3; see user_logs/std_log.txt",
         }
+
+
+def test_a_placement_and_an_exit_record_their_events_from_the_rows_they_read(tmp_path: Path) -> None:
+    """Plain-SQL moves take their events' sources from the rows the round read (no read of their
+    own): each event names the workspace, the compute, where the row came from and the detail."""
+    batcher, sessions, data, (ws_id, node_id, token) = _cluster_store(tmp_path)
+    with sessions() as session:
+        seen = session.scalar(select(func.max(LifecycleEvent.seq))) or 0
+        compute_id = session.scalars(select(Compute.id).where(Compute.name == "batch")).one()
+
+    async def scenario() -> None:
+        batcher.start(asyncio.get_running_loop())
+        try:
+            await batcher.apply(_submit_work(ws_id, "evented", data))
+            with sessions() as session:
+                run_id = session.scalars(select(JobRun.id)).one()
+            report = ExitReport(exit_code=3, ended_at=time.time())
+            await batcher.apply(agent_protocol.exit_report(run_id, token, report), urgent=True)
+        finally:
+            batcher.stop()
+
+    asyncio.run(scenario())
+    with sessions() as session:
+        found = session.scalars(
+            select(LifecycleEvent).where(LifecycleEvent.seq > seen).order_by(LifecycleEvent.seq)
+        ).all()
+        # a job's status message is its own business here: only the error's code is compared
+        got = [
+            (e.workspace_id, e.type, e.name, e.compute, e.from_state, e.to_state, _coded(e.detail))
+            for e in found
+        ]
+    owner = {"owner": f"computes/{compute_id}"}
+    assert got == [
+        (ws_id, "job", "evented", "batch", None, "Queued", None),
+        (ws_id, "job", "evented", "batch", "Queued", "Preparing", None),
+        (ws_id, "node", node_id, "batch", "idle", "busy", owner),
+        (ws_id, "node", node_id, "batch", "busy", "idle", owner),
+        (ws_id, "job", "evented", "batch", "Preparing", "Failed", {"error": "UserError"}),
+    ]
+
+
+def _coded(detail: dict[str, Any] | None) -> dict[str, Any] | None:
+    kept = {key: value for key, value in (detail or {}).items() if key != "message"}
+    return kept or None
 
 
 def test_a_report_with_a_wrong_token_or_an_unknown_run_is_refused_and_changes_nothing(

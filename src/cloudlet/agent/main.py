@@ -92,6 +92,7 @@ class Agent:
         answer = self.client.call("POST", self._node_path + "/register", body) or {}
         self.heartbeat_s = float(answer.get("heartbeat_s") or self.heartbeat_s)
         self.poll_timeout_s = float(answer.get("poll_timeout_s") or self.poll_timeout_s)
+        self.runs.exit_carries_log = answer.get("exit_log") is True
 
     def poll_once(self) -> dict[str, Any]:
         # Run states travel by the sender (running after a short while, exits with their logs);

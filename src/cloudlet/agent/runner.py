@@ -100,6 +100,8 @@ class RunManager:
         self.on_change = on_change
         self.sandbox = sandbox or Sandbox(Policy(), hostname="", state_dir=work_dir)
         self.revoked = threading.Event()
+        # The server takes a run's last log chunk inside its exit report (said at registration).
+        self.exit_carries_log = False
         self._runs: dict[str, Run] = {}
         self._done: dict[str, None] = {}  # recently acknowledged runs: a repeated start is ignored
         self._cond = threading.Condition()
@@ -566,6 +568,7 @@ class RunManager:
 
     def _send_run(self, run: Run) -> None:
         self._report_running(run)
+        tail: dict[str, Any] | None = None  # the log's last chunk, carried by the exit report
         while True:
             with self._cond:
                 exited, written = run.exited, run.written
@@ -578,8 +581,11 @@ class RunManager:
             if n == 0:
                 break
             text = data[:n].decode("utf-8", "replace")
+            chunk = {"offset": run.sent_text, "data": text}
+            if exited and self.exit_carries_log and run.sent_raw + n >= written:
+                tail = chunk  # one request for both (a tiny job's whole log): sent below
+                break
             try:
-                chunk = {"offset": run.sent_text, "data": text}
                 self.client.call("POST", f"/agent/v1/runs/{run.run_id}/logs", chunk)
             except HTTPStatusError as exc:
                 if exc.status >= 500:
@@ -587,13 +593,14 @@ class RunManager:
                 log(f"run {run.run_id}: log chunk at {run.sent_text} refused ({exc}); dropped")
             run.sent_raw += n
             run.sent_text += len(text.encode())
-        if not exited or run.sent_raw < written:
+        if not exited or (tail is None and run.sent_raw < written):
             return
         body = {
             "exit_code": run.exit_code,
             "started_at": run.started_at,
             "ended_at": run.ended_at,
             "reason": run.reason,
+            **({"log": tail} if tail is not None else {}),
         }
         answer: Any = None
         try:

@@ -3,6 +3,7 @@ Authenticated by per-node tokens (``NodeRoute``) before any body is read."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path as FilePath
@@ -14,6 +15,7 @@ from fastapi.responses import FileResponse
 
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.routing import NodeCaller, NodeRoute
+from cloudlet.domain.errors import CloudletError
 from cloudlet.services.compute import agent_protocol as protocol
 from cloudlet.services.compute.agent_protocol import (
     ExitReport,
@@ -24,6 +26,7 @@ from cloudlet.services.compute.agent_protocol import (
 )
 from cloudlet.services.core.metrics import AGENT_CONNECTIONS
 
+log = logging.getLogger("cloudlet.agents")
 router = APIRouter(prefix="/agent/v1", tags=["agent"], route_class=NodeRoute)
 # Another server replica may have assigned work: look at the store this often. (The other worker
 # processes of this server wake the poll at once: ``services/core/wake.py``.) Settable for the tests
@@ -103,9 +106,24 @@ async def run_running(
 async def run_exit(
     run_id: RunId, request: Request, body: ExitReport, state: AppState = Depends(app_state)
 ) -> Response:
-    """Record the exit; the answer carries the node's next run when the exit freed it."""
-    work = protocol.exit_report(run_id, _node(request).token, body)
+    """Record the exit; the answer carries the node's next run when the exit freed it. A log chunk
+    it carries is written first (the job has its whole log once it has ended)."""
+    token = _node(request).token
+    if body.log is not None:
+        await run_in_threadpool(_exit_log, state, run_id, token, body.log)
+    work = protocol.exit_report(run_id, token, body)
     return _answer(state, await state.batcher.apply(work, urgent=True))
+
+
+def _exit_log(state: AppState, run_id: str, token: str, chunk: LogChunk) -> None:
+    """The exit's log chunk. One refused (a gap: 409) is dropped, as a chunk posted alone is by the
+    agent, and the exit is still recorded; an unknown run or a bad token is the exit's answer too."""
+    try:
+        state.agents.append_log(run_id, token, chunk)
+    except CloudletError as exc:
+        if exc.status in (401, 403, 404) or exc.status >= 500:
+            raise
+        log.warning("run %s: the log chunk of its exit was refused (%s); dropped", run_id, exc)
 
 
 @router.get("/codes/{workspace_id}/{digest}", responses={200: {"content": {"application/gzip": {}}}})

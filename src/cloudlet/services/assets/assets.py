@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import ColumnElement, bindparam, exists, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from cloudlet.domain.assets import assets as rules
 from cloudlet.domain.assets.assets import AssetKind, AssetRef
@@ -433,6 +433,12 @@ _JOB_COLUMNS = select(Job.name, Job.workspace_id, Job.spec, Job.created_by).wher
 _PENDING = select(AssetUse).where(
     AssetUse.job_id == bindparam("job"), AssetUse.role == "output", AssetUse.asset_id.is_(None)
 )
+
+
+def pending_outputs(job_id: ColumnElement[int] | InstrumentedAttribute[int]) -> ColumnElement[bool]:
+    """Whether the job JOB_ID (a column of a statement) has named outputs not yet registered, as
+    a column: a reader of the job's row learns whether ``register_outputs`` has anything to do."""
+    return exists().where(AssetUse.job_id == job_id, AssetUse.role == "output", AssetUse.asset_id.is_(None))
 
 
 def _output_path(declared: dict[str, Any]) -> str | None:

@@ -92,6 +92,9 @@ class ExitReport(_AgentBody):
     reason: str = Field(default=ExitReason.EXITED.value, max_length=32)
     started_at: Epoch = None
     ended_at: Epoch = None
+    # The log's last chunk (a tiny job's whole log): written before the exit is recorded, so the
+    # job has its log when it ends, and the agent makes one request where it made two.
+    log: LogChunk | None = None
 
 
 class Mailbox(Protocol):
@@ -147,6 +150,25 @@ _RUN_NODE_JOB = (
     .join(Job, Job.id == JobRun.job_id)
     .where(JobRun.id == bindparam("run"))
     .options(*node_service.REPORTS_DEFERRED)
+)
+
+
+DEFAULT_LOG = "user_logs/std_log.txt"
+# Where a run's log goes and who may write it, in one row of columns: every tiny job's log is
+# written as it exits, and loading the run, node and job as objects cost more than the write.
+_LOG_TARGET = (
+    select(
+        JobRun.node_id,
+        JobRun.attempt,
+        JobRun.spec["log_name"].as_string().label("log_name"),
+        Job.workspace_id,
+        Job.name,
+        Node.token_hash,
+        Node.state.label("node_state"),
+    )
+    .join(Node, Node.id == JobRun.node_id)
+    .join(Job, Job.id == JobRun.job_id)
+    .where(JobRun.id == bindparam("run"))
 )
 
 
@@ -264,7 +286,8 @@ class AgentProtocol:
         self.wake(wake)
         if prepared_specs.wanted(session):
             self.prepare()
-        return {"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S}
+        # exit_log: this server takes a run's last log chunk inside its exit report
+        return {"heartbeat_s": HEARTBEAT_S, "poll_timeout_s": POLL_TIMEOUT_S, "exit_log": True}
 
     def quiet(self, node_id: str, token: str, report: PollReport, now: float) -> bool:
         """True when this poll changes nothing: no new run states, no work for the node, a recent
@@ -327,14 +350,15 @@ class AgentProtocol:
     def append_log(self, run_id: str, token: str, chunk: LogChunk) -> int:
         """Write a chunk of a run's log at its offset (retries are idempotent); the log's size."""
         with self.read_sessions() as session:
-            run = run_of(session, run_id, token)
-            log_name = run.spec.get("log_name", "user_logs/std_log.txt")
-            job = session.get(Job, run.job_id)
-            assert job is not None
-            path = self.data.job_dir(job.workspace_id, job.name, run.attempt) / log_name
-            artifacts = self.data.job_artifacts(job.workspace_id, job.name, run.attempt)
+            target = session.execute(_LOG_TARGET, {"run": run_id}).first()
+        if target is None:
+            raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
+        _check_token(target.node_id, target.token_hash, target.node_state, token)
+        log_name = target.log_name or DEFAULT_LOG
+        path = self.data.job_dir(target.workspace_id, target.name, target.attempt) / log_name
         size = append_at(path, chunk.offset, chunk.data.encode())
         if chunk.offset == 0:  # the log is also one of the attempt's artifacts, as on Azure ML
+            artifacts = self.data.job_artifacts(target.workspace_id, target.name, target.attempt)
             link_once(path, artifacts / log_name)
         return size
 

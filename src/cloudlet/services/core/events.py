@@ -20,6 +20,8 @@ A rolled-back transaction (or savepoint) forgets its events.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event, insert, inspect, select, text
@@ -82,25 +84,57 @@ def record(
 
 
 # -- plain-SQL writers ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobWas:
+    """A job row as the transaction read it just before moving it in plain SQL: a writer that
+    holds this passes it, and the row is not read again for its event."""
+
+    workspace_id: int
+    name: str
+    compute: str | None
+    status: str
+
+
+@dataclass(frozen=True)
+class NodeWas:
+    """A node row as the transaction read it just before writing it in plain SQL (``JobWas``'s
+    counterpart). COMPUTE: the owning compute's name (None for a job's node)."""
+
+    workspace_id: int
+    compute: str | None
+    state: str
+    owner_type: str
+    owner_id: int | None
+
+
 _JOB_ROWS = select(Job.id, Job.workspace_id, Job.name, Job.compute_name, Job.status)
 
 
-def jobs_moving(session: Session, to: str, moves: list[tuple[int, float, dict[str, Any]]]) -> None:
-    """Record job rows (id, now, columns) about to move to TO by a guarded UPDATE (read first:
-    the statement does not say where each came from). Should the UPDATE fail, the transaction
-    rolls back and so do these."""
-    ids = [job_id for job_id, _, _ in moves]
-    rows = {row.id: row for row in session.connection().execute(_JOB_ROWS.where(Job.id.in_(ids)))}
+def jobs_moving(
+    session: Session,
+    to: str,
+    moves: list[tuple[int, float, dict[str, Any]]],
+    known: Mapping[int, JobWas] | None = None,
+) -> None:
+    """Record job rows (id, now, columns) about to move to TO by a guarded UPDATE. KNOWN: rows the
+    caller read in this transaction; the others are read here (the statement does not say where
+    each came from). Should the UPDATE fail, the transaction rolls back and so do these."""
+    known = known or {}
+    missing = [job_id for job_id, _, _ in moves if job_id not in known]
+    rows: dict[int, JobWas] = {**known}
+    if missing:
+        for row in session.connection().execute(_JOB_ROWS.where(Job.id.in_(missing))):
+            rows[row.id] = JobWas(row.workspace_id, row.name, row.compute_name, row.status)
     for job_id, now, columns in moves:
-        row = rows.get(job_id)
-        if row is not None:
+        was = rows.get(job_id)
+        if was is not None:
             record(
                 session,
                 EventType.JOB,
-                row.workspace_id,
-                row.name,
-                row.compute_name,
-                row.status,
+                was.workspace_id,
+                was.name,
+                was.compute,
+                was.status,
                 to,
                 _job_detail(columns.get("status_message"), columns.get("error")),
                 now,
@@ -108,27 +142,44 @@ def jobs_moving(session: Session, to: str, moves: list[tuple[int, float, dict[st
 
 
 _NODE_ROWS = select(
-    Node.id, Node.workspace_id, Node.state, Node.owner_type, Node.owner_id, Compute.name.label("compute")
+    Node.id,
+    Node.workspace_id,
+    Node.state,
+    Node.owner_type,
+    Node.owner_id,
+    Compute.name.label("compute"),
 ).outerjoin(Compute, (Node.owner_type == COMPUTES) & (Compute.id == Node.owner_id))
 
 
-def nodes_moving(session: Session, changes: list[tuple[object, dict[str, Any]]]) -> None:
-    """Record node rows (id, columns) about to be written in plain SQL whose state changes."""
+def nodes_moving(
+    session: Session,
+    changes: list[tuple[object, dict[str, Any]]],
+    known: Mapping[object, NodeWas] | None = None,
+) -> None:
+    """Record node rows (id, columns) about to be written in plain SQL whose state changes. KNOWN:
+    rows the caller read in this transaction; the others are read here."""
     moving = {node_id: columns for node_id, columns in changes if "state" in columns}
     if not moving:
         return
-    query = _NODE_ROWS.where(Node.id.in_(list(moving)))
-    for row in session.connection().execute(query):
-        columns = moving[row.id]
+    known = known or {}
+    rows: dict[object, NodeWas] = {node_id: known[node_id] for node_id in moving if node_id in known}
+    missing = [node_id for node_id in moving if node_id not in rows]
+    if missing:
+        for row in session.connection().execute(_NODE_ROWS.where(Node.id.in_(missing))):
+            rows[row.id] = NodeWas(row.workspace_id, row.compute, row.state, row.owner_type, row.owner_id)
+    for node_id, columns in moving.items():
+        was = rows.get(node_id)
+        if was is None:
+            continue
         record(
             session,
             EventType.NODE,
-            row.workspace_id,
-            str(row.id),
-            row.compute,
-            row.state,
+            was.workspace_id,
+            str(node_id),
+            was.compute,
+            was.state,
             str(columns["state"]),
-            _node_detail(row.owner_type, row.owner_id, None),
+            _node_detail(was.owner_type, was.owner_id, None),
             columns.get("state_since"),
         )
 

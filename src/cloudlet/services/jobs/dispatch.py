@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, or_, select
+from sqlalchemy import Row, Select, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.compute import compute_types
@@ -21,7 +21,9 @@ from cloudlet.domain.compute.nodes import NodeEvent, NodeState
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.run_state import CANCEL_REQUESTED, RunState
 from cloudlet.domain.jobs.scheduling import QueuedJob, schedule
+from cloudlet.domain.resources import COMPUTES
 from cloudlet.services.compute import nodes as node_service
+from cloudlet.services.core import events
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import exits, job_status, prepared_specs, run_specs
 from cloudlet.services.jobs.placement_writes import PlacementWrites
@@ -141,15 +143,35 @@ def place(
     preparing = {"attempt": number, "status_message": _preparing_message(number, len(nodes))}
     gathered.preparing.append((job.id, now, preparing))
     gathered.child_moved |= child
+    if _is_row(job):
+        gathered.jobs_were[job.id] = events.JobWas(job.workspace_id, job.name, job.compute_name, job.status)
     _gather_runs(session, gathered, job.id, made, now)
     for node in nodes:
         changes: dict[str, Any] = {"current_run": job.name}
         if node.state == NodeState.IDLE.value:  # an instance's node may already run other jobs
             changes.update(node_service.transition(node.id, node.state, NodeEvent.ASSIGN, now))
+            was = _node_was(node, compute)
+            if was is not None:
+                gathered.nodes_were[node.id] = was
         gathered.nodes.append((node.id, changes))
     if writes is None:
         gathered.write(session)
     return [node.id for node in nodes]
+
+
+def _is_row(read: Any) -> bool:
+    """READ is a row this transaction selected (``_JOB_COLUMNS``, ``_IDLE_NODES``), not an ORM
+    object (whose attributes may hold changes not yet written)."""
+    return isinstance(read, Row)
+
+
+def _node_was(node: Any, compute: Compute | None) -> events.NodeWas | None:
+    """A cluster's idle node row as read by this round, for its event; None when not known here."""
+    if not _is_row(node) or compute is None:
+        return None
+    if node.owner_type != COMPUTES or node.owner_id != compute.id:
+        return None
+    return events.NodeWas(node.workspace_id, compute.name, node.state, node.owner_type, node.owner_id)
 
 
 def cancel_queued(session: Session, job: Any) -> None:
@@ -165,7 +187,7 @@ SCHEDULE_WINDOW = 256  # queued jobs looked at per scheduling round (priority or
 # What placing needs of a cluster's idle nodes, as rows (read without the write lock, and
 # without locking rows, to prepare large attempts).
 _IDLE_NODES_TO_PREPARE = (
-    select(Node.id, Node.state, Node.resources)
+    select(Node.id, Node.state, Node.resources, Node.workspace_id, Node.owner_type, Node.owner_id)
     .where(node_service.owned_by_compute(bindparam("compute")), Node.state == NodeState.IDLE.value)
     .order_by(Node.created_at)
 )
@@ -175,6 +197,7 @@ _JOB_COLUMNS = (
     Job.name,
     Job.workspace_id,
     Job.compute_name,
+    Job.status,  # the placement's event says where it came from
     Job.spec,
     Job.attempt,
     Job.parent_job_id,

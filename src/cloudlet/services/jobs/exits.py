@@ -23,12 +23,13 @@ from cloudlet.domain.jobs import job_outcome
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.run_state import CANCEL_REQUESTED, ExitReason, RunState
+from cloudlet.domain.resources import COMPUTES
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core import effects, events
 from cloudlet.services.jobs import job_status
 from cloudlet.store.rows import update_row
-from cloudlet.store.schema import Job, JobRun, Node
+from cloudlet.store.schema import Compute, Job, JobRun, Node
 
 ASSIGNED, EXITED = RunState.ASSIGNED, RunState.EXITED
 _FINAL_JOB = frozenset(job_status.FINAL_VALUES)
@@ -50,7 +51,16 @@ _EXIT_VIEW = (
         Node.state.label("node_state"),
         Node.operation_id,
         node_service.OWNING_COMPUTE_ID,
+        # the node's and the job's event sources (``events.NodeWas`` / ``JobWas``): not read again
+        Node.workspace_id.label("node_workspace_id"),
+        Node.owner_type,
+        Node.owner_id,
+        Compute.name.label("node_compute"),
+        Job.workspace_id,
+        Job.name,
+        Job.compute_name,
         Job.status.label("job_status"),
+        asset_service.pending_outputs(JobRun.job_id).label("pending_outputs"),  # most jobs have none
         Job.attempt.label("job_attempt"),
         Job.max_attempts,
         Job.cancel_requested,
@@ -62,6 +72,7 @@ _EXIT_VIEW = (
         .label("attempt_runs"),
     )
     .outerjoin(Node, Node.id == JobRun.node_id)
+    .outerjoin(Compute, (Node.owner_type == COMPUTES) & (Compute.id == Node.owner_id))
     .join(Job, Job.id == JobRun.job_id)
     .where(JobRun.id == bindparam("run"))
 )
@@ -140,7 +151,10 @@ def _release_node(session: Session, view: ExitView, now: float) -> list[str]:
     if side_by_side and session.scalar(ACTIVE_RUNS_ON_NODE, {"node": view.node_id}) is not None:
         return [view.node_id]  # it still runs other jobs: it may take more now
     released = node_service.transition(view.node_id, view.node_state, NodeEvent.RELEASE, now)
-    events.nodes_moving(session, [(view.node_id, released)])
+    was = events.NodeWas(
+        view.node_workspace_id, view.node_compute, view.node_state, view.owner_type, view.owner_id
+    )
+    events.nodes_moving(session, [(view.node_id, released)], {view.node_id: was})
     update_row(session, Node, view.node_id, released)
     return [view.node_id]
 
@@ -151,10 +165,11 @@ def _settle(
     outcome = job_outcome.settle(ends, view.job_attempt, view.max_attempts, view.cancel_requested, now)
     to = JobStatus(outcome.pop("status"))
     outcome.pop("ended_at", None)  # stamped by the status table, as the same time
+    was = events.JobWas(view.workspace_id, view.name, view.compute_name, view.job_status)
     job_status.update_status(
-        session, view.job_id, to, now, {**columns, **outcome}, child=view.parent_job_id is not None
+        session, view.job_id, to, now, {**columns, **outcome}, child=view.parent_job_id is not None, was=was
     )
-    if to is JobStatus.COMPLETED:
+    if to is JobStatus.COMPLETED and view.pending_outputs:
         asset_service.register_outputs(session, int(view.job_id))  # named outputs become asset versions
 
 

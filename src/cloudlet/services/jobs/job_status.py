@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 from typing import Any, Final, cast
 
 from sqlalchemy import Table, Update, bindparam, or_, select, update
@@ -114,10 +115,12 @@ def update_status(
     now: float,
     columns: dict[str, Any] | None = None,
     child: bool = False,
+    was: events.JobWas | None = None,
 ) -> None:
     """Move the job row JOB_ID to TO in plain SQL, with COLUMNS beside it; raises
     ``IllegalJobTransition`` when its status may not become TO. CHILD: the job has a parent (told
-    of the move once it commits). A ``Job`` object SESSION holds for the row takes the values."""
+    of the move once it commits). WAS: the row as this transaction read it (its event's source,
+    not read again). A ``Job`` object SESSION holds for the row takes the values."""
     statement, params = status_update(to, now, columns or {})
     connection = session.connection()
     final = to in job_status.FINAL
@@ -125,7 +128,7 @@ def update_status(
     if returning:  # the job's notification setting comes back with the write: no read of its own
         statement = _returning_setting(statement)
     held_object = rows.before_write(session, Job, job_id)
-    events.jobs_moving(session, to.value, [(job_id, now, columns or {})])
+    events.jobs_moving(session, to.value, [(job_id, now, columns or {})], {job_id: was} if was else None)
     result = connection.execute(statement, {"row_id": job_id, **params})
     matched = result.all() if returning else None  # RETURNING's rows are the reliable count there
     if (len(matched) if matched is not None else result.rowcount) != 1:
@@ -142,19 +145,26 @@ def update_status(
         notifications.enqueue(session, job_id, to, now)
 
 
-def update_statuses(session: Session, to: JobStatus, moves: list[tuple[int, float, dict[str, Any]]]) -> None:
+def update_statuses(
+    session: Session,
+    to: JobStatus,
+    moves: list[tuple[int, float, dict[str, Any]]],
+    known: Mapping[int, events.JobWas] | None = None,
+) -> None:
     """``update_status`` for many job rows (id, now, columns) in one executemany statement per
     column set: a scheduling round writes its placements together. The guard holds as there: when
     fewer rows matched than were moved, ``IllegalJobTransition`` names an offending row (the
-    caller's transaction then rolls back what did match). Parents are told by the caller."""
+    caller's transaction then rolls back what did match). Parents are told by the caller. KNOWN:
+    rows as this transaction read them (``update_status``'s WAS)."""
     connection = session.connection()
+    known = known or {}
     if len(moves) == 1 or not connection.dialect.supports_sane_multi_rowcount:
         for job_id, now, columns in moves:  # rowcount per row is the only reliable guard check
-            update_status(session, job_id, to, now, columns)
+            update_status(session, job_id, to, now, columns, was=known.get(job_id))
         return
     by_columns: dict[frozenset[str], tuple[Update, list[dict[str, Any]]]] = {}
     held_objects = []
-    events.jobs_moving(session, to.value, moves)
+    events.jobs_moving(session, to.value, moves, known)
     for job_id, now, columns in moves:
         statement, params = status_update(to, now, columns)
         by_columns.setdefault(frozenset(params), (statement, []))[1].append({"row_id": job_id, **params})

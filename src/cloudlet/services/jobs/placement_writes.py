@@ -32,17 +32,21 @@ class PlacementWrites:
     runs: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[tuple[object, dict[str, Any]]] = field(default_factory=list)
     child_moved: bool = False  # a placed job has a parent, told once the round commits
+    # The placed rows as the round read them: their events need no read of their own.
+    jobs_were: dict[int, events.JobWas] = field(default_factory=dict)
+    nodes_were: dict[object, events.NodeWas] = field(default_factory=dict)
 
     def write(self, session: Session) -> None:
         """Execute and forget what was gathered (raises ``IllegalJobTransition`` as
         ``job_status.update_status`` would, for a job row whose status may not become Preparing)."""
         if self.preparing:
-            job_status.update_statuses(session, JobStatus.PREPARING, self.preparing)
+            job_status.update_statuses(session, JobStatus.PREPARING, self.preparing, self.jobs_were)
         if self.runs:
             session.connection().execute(insert(JobRun), self.runs)
         if self.nodes:
-            events.nodes_moving(session, self.nodes)
+            events.nodes_moving(session, self.nodes, self.nodes_were)
             update_rows(session, Node, self.nodes)
         if self.child_moved:
             effects.parent_work(session)
         self.preparing, self.runs, self.nodes, self.child_moved = [], [], [], False
+        self.jobs_were, self.nodes_were = {}, {}
