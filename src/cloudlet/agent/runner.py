@@ -507,7 +507,8 @@ class RunManager:
         """REASON, or ``signal_means`` for a run the node's SIGTERM ended: stopped by the agent
         after the signal, or killed by the same signal (which may reach the run first: wait for
         the agent's handler a moment)."""
-        if self.signal_means is None or reason not in ("exited", "canceled"):
+        # LOST too: the same signal reaches the node's launcher, whose death ends its runs.
+        if self.signal_means is None or reason not in ("exited", "canceled", LOST):
             return reason
         if reason == "canceled" and self._signalled.is_set():
             return self.signal_means

@@ -160,8 +160,11 @@ def _bind(source: str, target: str, *, writable: bool, own_view: bool = False) -
         _folder(target)
     else:
         _folder(os.path.dirname(target))
-        with open(target, "a"):
-            pass
+        # A file may already be there, inside a folder bound read-only before it (a uri_file
+        # input in a uri_folder input's folder): bound over as it is, as bwrap does.
+        if not os.path.lexists(target):
+            with open(target, "a"):
+                pass
     _mount(source, target, None, MS_BIND | MS_REC)
     if not writable and not read_only:
         _read_only(target)
