@@ -23,7 +23,7 @@ import pytest
 
 import cloudlet
 from cloudlet.agent import launcher_client
-from cloudlet.agent.launcher_client import LaunchedRun, LauncherClient, node_launcher
+from cloudlet.agent.launcher_client import LaunchedRun, LauncherClient, LauncherUnavailable, node_launcher
 from cloudlet.nodekit import launcher
 from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox
 from tests.conftest import RunningServer
@@ -236,8 +236,15 @@ def test_a_launcher_that_cannot_start_leaves_the_node_on_a_bwrap_per_run(
     # A capability the host refuses (here: one bwrap does not know) stops the launcher's start.
     monkeypatch.setattr(launcher, "CAPABILITIES", (*launcher.CAPABILITIES, "CAP_NOT_A_CAPABILITY"))
     monkeypatch.setattr(launcher_client, "READY_TIMEOUT_S", 10.0)
-    assert node_launcher(box, {}) is None
+    client = node_launcher(box, {})  # started by the first run, not here
+    assert client is not None and client.pid is None
+    with pytest.raises(LauncherUnavailable):
+        client.launch(["true"], cwd=box.home, env={}, binds=())  # the runner then starts a bwrap
     assert "each job run starts in a bwrap of its own" in capsys.readouterr().err
+    with pytest.raises(LauncherUnavailable):  # refused once: not tried again for every run
+        client.start()
+    assert "each job run" not in capsys.readouterr().err
+    client.close()
 
 
 UNPRIVILEGED_AGENT = r"""

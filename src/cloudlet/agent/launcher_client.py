@@ -176,12 +176,15 @@ class _Connection:
 
 
 class LauncherClient:
-    """The node's launcher, (re)started on demand."""
+    """The node's launcher, started at the node's first job run (a node that runs none, such as
+    an instance's or a replica's, never pays its interpreter's start) and restarted on demand."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
         self._lock = threading.Lock()
         self._connection: _Connection | None = None
+        # Why its first start failed: the node then stays on a bwrap per run (not retried per run).
+        self._refused: LauncherUnavailable | None = None
         self._serial = 0
         # The launcher dies with the thread that started it (bwrap --die-with-parent is a
         # parent-death signal, which follows the thread): so it is started by one that lives as
@@ -219,12 +222,20 @@ class LauncherClient:
             self._current()
 
     def _current(self) -> _Connection:
+        if self._refused is not None:
+            raise self._refused
         if self._connection is None or not self._connection.alive:
             restarted = self._connection is not None
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
-            self._connection = self._new_connection()
+            try:
+                self._connection = self._new_connection()
+            except LauncherUnavailable as exc:
+                if not restarted:
+                    self._refused = exc
+                    log(f"notice: {exc}; each job run starts in a bwrap of its own")
+                raise
             if restarted:
                 log("the node's launcher was started again")
         return self._connection
@@ -269,15 +280,9 @@ class LauncherClient:
 
 def node_launcher(sandbox: Sandbox, env: Mapping[str, str] | None = None) -> LauncherClient | None:
     """The launcher for the node's job runs; None (each run in a bwrap of its own) when the
-    sandbox is off, ``CLOUDLET_LAUNCHER=off``, or it cannot start (a notice in the log)."""
+    sandbox is off or ``CLOUDLET_LAUNCHER=off``. One that cannot start (a notice in the log) leaves
+    the node's runs each in a bwrap of its own (``runner._launch`` on ``LauncherUnavailable``)."""
     env = os.environ if env is None else env
     if not sandbox.enabled or (env.get("CLOUDLET_LAUNCHER") or "").strip().lower() in OFF:
         return None
-    client = LauncherClient(sandbox)
-    try:
-        client.start()
-    except LauncherUnavailable as exc:
-        log(f"notice: {exc}; each job run starts in a bwrap of its own")
-        client.close()
-        return None
-    return client
+    return LauncherClient(sandbox)  # started by the first run: a node that runs no job pays nothing
