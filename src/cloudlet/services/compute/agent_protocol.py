@@ -21,6 +21,7 @@ from cloudlet.domain.bounds import MAX_OFFSET
 from cloudlet.domain.compute.node_address import reported_address
 from cloudlet.domain.compute.nodes import NodeEvent, NodeState
 from cloudlet.domain.errors import CloudletError
+from cloudlet.domain.jobs.job_outcome import SINGLE_LOG
 from cloudlet.domain.jobs.run_state import CANCEL_REQUESTED, ExitReason, RunState
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.compute import preemption
@@ -153,7 +154,6 @@ _RUN_NODE_JOB = (
 )
 
 
-DEFAULT_LOG = "user_logs/std_log.txt"
 # Where a run's log goes and who may write it, in one row of columns: every tiny job's log is
 # written as it exits, and loading the run, node and job as objects cost more than the write.
 _LOG_TARGET = (
@@ -354,7 +354,7 @@ class AgentProtocol:
         if target is None:
             raise CloudletError("RunNotFound", f"run {run_id} is unknown", status=404)
         _check_token(target.node_id, target.token_hash, target.node_state, token)
-        log_name = target.log_name or DEFAULT_LOG
+        log_name = target.log_name or SINGLE_LOG
         path = self.data.job_dir(target.workspace_id, target.name, target.attempt) / log_name
         size = append_at(path, chunk.offset, chunk.data.encode())
         if chunk.offset == 0:  # the log is also one of the attempt's artifacts, as on Azure ML
