@@ -313,6 +313,12 @@ class Job(Base):
     submitted_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # queue_settings.job_tier (issue 31): None is Azure's default tier; "spot" runs only on capacity
+    # nobody else wants. A column, not only the spec: the scheduler reads it for the whole queue.
+    job_tier: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # Times the scheduler preempted the job to make room (checkpoint and requeue; issue 31). Bounded
+    # by the preemption guard; such a requeue does not use one of the job's max_attempts.
+    preemptions: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 Index("ix_jobs_parent_child_key", Job.parent_job_id, Job.child_key, unique=True)
@@ -802,3 +808,45 @@ class NotificationDelivery(Base):
 
 # The notification loop's question on every pass: which deliveries are due.
 Index("ix_notification_deliveries_due", NotificationDelivery.state, NotificationDelivery.next_try_at)
+
+
+class Team(Base):
+    """A group of users that shares a pool's cores (issue 31, weighted fair share). Teams are the
+    installation's, like users; a team's share of a pool is a ``TeamShare``."""
+
+    __tablename__ = "teams"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class TeamMember(Base):
+    """A user (a principal's name, as jobs record ``created_by``) in a team: one team per user."""
+
+    __tablename__ = "team_members"
+    principal_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+
+
+class TeamShare(Base):
+    """A team's share (a weight) of one pool's cores and how many cores beyond its entitlement it
+    may borrow while others leave them idle (None: any idle capacity; 0: never borrows). A pool is
+    a location (``workspace_id`` None) or one compute of a workspace; a compute's own shares, where
+    it has any, win over its location's (``domain/jobs/fair_share.py``)."""
+
+    __tablename__ = "team_shares"
+    __table_args__ = (UniqueConstraint("team_id", "pool_kind", "workspace_id", "pool_name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    pool_kind: Mapped[str] = mapped_column(String(16))  # "location" or "compute"
+    workspace_id: Mapped[int | None] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), nullable=True
+    )
+    pool_name: Mapped[str] = mapped_column(String(64))  # the location's or the compute's name
+    share: Mapped[float] = mapped_column(Float)
+    borrow_limit: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+# The scheduler's question each pass: the shares of one pool.
+Index("ix_team_shares_pool", TeamShare.pool_kind, TeamShare.workspace_id, TeamShare.pool_name)
