@@ -89,6 +89,13 @@ def test_the_default_team_is_weighted_only_while_its_users_have_jobs(sessions: s
         session.query(Job).update({Job.status: "Completed"})
     config = config_of(sessions, "c1")
     assert config is not None and config.shares() == {"a": 30.0, "b": 10.0}
+    # The scheduling pass, which has read the queue, names its users instead of the probe.
+    with sessions() as session:
+        row = session.scalars(select(Compute).where(Compute.name == "c1")).one()
+        given = fair_config.for_compute(session, row, users=["alice", "stranger"])
+        assert given is not None and given.shares()[fair_share.DEFAULT_TEAM] == 20.0
+        members_only = fair_config.for_compute(session, row, users=["alice", "bob"])
+        assert members_only is not None and fair_share.DEFAULT_TEAM not in members_only.shares()
 
 
 def test_half_life_setting(monkeypatch: pytest.MonkeyPatch) -> None:

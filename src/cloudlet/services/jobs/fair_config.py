@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -67,8 +67,13 @@ def half_life_s() -> float:
     return value
 
 
-def for_compute(session: Session, compute: Compute) -> FairShareConfig | None:
-    """The pool's teams, shares and users for ``compute``; None where no team has a share of it."""
+def for_compute(
+    session: Session, compute: Compute, *, users: Iterable[str] | None = None
+) -> FairShareConfig | None:
+    """The pool's teams, shares and users for ``compute``; None where no team has a share of it.
+    USERS: the users of the compute's queued and running jobs, where the caller has read them
+    already (the scheduling pass has); without them one query probes the queue for a user of the
+    default team (a scan of the compute's active jobs when none is: ~45 ms at 100,000 on SQLite)."""
     rows = _shares(session, COMPUTE, compute.workspace_id, compute.name)
     if not rows:
         rows = _shares(session, LOCATION, None, compute.location)
@@ -81,7 +86,12 @@ def for_compute(session: Session, compute: Compute) -> FairShareConfig | None:
         .where(Team.name.in_([team.name for team in teams]))
     )
     user_teams = {str(user): str(team) for user, team in members}
-    if _default_team_busy(session, compute, user_teams):
+    busy = (
+        any(user not in user_teams for user in users)
+        if users is not None
+        else _default_team_busy(session, compute, user_teams)
+    )
+    if busy:
         mean = sum(team.share for team in teams) / len(teams)
         teams.append(fair_share.TeamShare(fair_share.DEFAULT_TEAM, mean, None))
     return FairShareConfig(tuple(teams), user_teams, half_life_s())
