@@ -12,7 +12,8 @@ import typer
 import yaml
 from rich.markup import escape
 
-from cloudlet.cli.output import err_console
+from cloudlet.cli import fair_share_table
+from cloudlet.cli.output import OutputFormat, err_console
 from cloudlet.cli.state import CliState
 from cloudlet.cli.whatif import HELP as WHAT_IF_HELP
 from cloudlet.cli.whatif import what_if
@@ -239,7 +240,13 @@ def create(
 def show(ctx: typer.Context, name: NameOpt) -> None:
     """Show one compute with its status fields."""
     st = state(ctx)
-    st.emit(st.rest.get(st.compute_path(name)), "compute")
+    body = st.rest.get(st.compute_path(name))
+    st.emit(body, "compute")
+    cluster = isinstance(body, dict) and body.get("type") == "amlcompute"
+    if st.output is OutputFormat.table and st.query is None and cluster:
+        table = fair_share_table.render(st.rest.get(st.compute_path(name) + "/fairShare"))
+        if table:  # the pool has team shares (issue 31)
+            typer.echo("\n" + table, nl=False)
 
 
 @app.command("list")
