@@ -16,6 +16,10 @@ def _number(value: Any) -> str:
     return f"{float(value):g}" if value is not None else "—"
 
 
+def _hours(value: float) -> str:
+    return f"{value:.2f}" if value >= 1 or not value else f"{value:.2g}"  # a minute's use shows
+
+
 def render(view: dict[str, Any]) -> str:
     """The table, and the pool's line under it (capacity, half-life, preemptions of the hour); ""
     where no team has a share of the pool."""
@@ -34,7 +38,7 @@ def render(view: dict[str, Any]) -> str:
             + (f" +{_number(borrow)}" if borrow is not None else " + any idle"),
             _number(team["held_cores"]),
             _number(team["borrowed_cores"]),
-            f"{team['usage_core_hours']:.2f} ({team['usage_percent']:g} %)",
+            f"{_hours(team['usage_core_hours'])} ({team['usage_percent']:g} %)",
             f"{team['factor']:.3f}",
             str(team["queued_jobs"]),
         )
