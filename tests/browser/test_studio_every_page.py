@@ -97,7 +97,8 @@ PAGES: list[tuple[str, str | None, str | None]] = [
 @pytest.fixture(scope="module")
 def seeded(studio_srv: RunningServer) -> RunningServer:
     """One of each thing a page shows, made over REST: a cluster, a finished job and pipeline, an
-    online and a batch endpoint, a team with a share of the cluster, a data asset, a model, an environment and a component."""
+    online and a batch endpoint, a team with a share of the cluster, a data asset, a model, an
+    environment and a component."""
     srv = studio_srv
     with srv.client() as api:
         body = {"type": "amlcompute", "size": "Standard_DS3_v2", "min_instances": 0, "max_instances": 1}
