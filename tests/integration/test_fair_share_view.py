@@ -88,7 +88,7 @@ def test_compute_show_prints_the_fair_share_table(srv: RunningServer, pool: dict
     assert "Fair share" in text and "TEAM" in text, text
     rows = {line.split()[0]: line for line in text.splitlines() if line.startswith("fv-")}
     assert set(rows) == {"fv-a", "fv-b"}, text
-    assert "(50 %)" in rows["fv-a"] and "+ any idle" in rows["fv-a"] and "+0" in rows["fv-b"], text
+    assert "(50 %)" in rows["fv-a"] and "any idle" in rows["fv-a"] and "never" in rows["fv-b"], text
     assert "Fair share" not in show(PLAIN)
 
 

@@ -9,7 +9,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-COLUMNS = ("TEAM", "SHARE", "ENTITLED", "HELD", "BORROWED", "USAGE (core-h)", "FACTOR", "QUEUED")
+COLUMNS = (
+    "TEAM",
+    "SHARE",
+    "ENTITLED",
+    "MAY BORROW",
+    "HELD",
+    "BORROWED",
+    "USAGE (core-h)",
+    "FACTOR",
+    "QUEUED",
+)
 
 
 def _number(value: Any) -> str:
@@ -34,8 +44,8 @@ def render(view: dict[str, Any]) -> str:
         table.add_row(
             str(team["team"]),
             f"{_number(team['share'])} ({team['share_percent']:g} %)",
-            f"{_number(team['entitlement_cores'])} cores"
-            + (f" +{_number(borrow)}" if borrow is not None else " + any idle"),
+            f"{_number(team['entitlement_cores'])} cores",
+            "any idle" if borrow is None else ("never" if borrow == 0 else f"{_number(borrow)} cores"),
             _number(team["held_cores"]),
             _number(team["borrowed_cores"]),
             f"{_hours(team['usage_core_hours'])} ({team['usage_percent']:g} %)",
