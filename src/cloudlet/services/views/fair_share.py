@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.compute import compute_types
@@ -83,21 +83,25 @@ def pool_view(session: Session, compute: Compute, now: float | None = None) -> d
     now = time.time() if now is None else now
     vcpus = _vcpus(session, compute)
     capacity = _capacity(compute, vcpus)
-    active = list(
+    where = (Job.workspace_id == compute.workspace_id, Job.compute_name == compute.name)
+    running = list(
         session.execute(
-            select(
-                Job.name, Job.status, Job.created_by, Job.instance_count, Job.started_at, Job.submitted_at
-            ).where(
-                Job.workspace_id == compute.workspace_id,
-                Job.compute_name == compute.name,
-                Job.status.in_((JobStatus.QUEUED.value, *_HELD)),
+            select(Job.name, Job.created_by, Job.instance_count, Job.started_at, Job.submitted_at).where(
+                *where, Job.status.in_(_HELD)
             )
         )
     )
-    running = [row for row in active if row.status in _HELD]
-    queued = [row for row in active if row.status == JobStatus.QUEUED.value]
+    # Queued jobs counted per user in the store (a deep queue is not read row by row).
+    queued = {
+        str(user): int(count)
+        for user, count in session.execute(
+            select(Job.created_by, func.count())
+            .where(*where, Job.status == JobStatus.QUEUED.value)
+            .group_by(Job.created_by)
+        )
+    }
     usage = _usage(session, compute, vcpus, running, config, now)
-    queued_users = {(config.team_of(row.created_by), row.created_by) for row in queued}
+    queued_users = {(config.team_of(user), user) for user in queued}
     factors = fs.factors(config, usage, queued_users)
     entitled = fs.entitlements(config, capacity)
     holdings = [
@@ -129,11 +133,14 @@ def _teams(
     on_loan: set[str],
     usage: fs.Usage,
     factors: fs.Factors,
-    queued: list[Any],
+    queued: Mapping[str, int],
 ) -> list[dict[str, Any]]:
     total_share = sum(team.share for team in config.teams)
     by_team = usage.teams()
     total_usage = sum(by_team.values())
+    queued_of: dict[str, int] = {}
+    for user, count in queued.items():
+        queued_of[config.team_of(user)] = queued_of.get(config.team_of(user), 0) + count
     rows = []
     for team in config.teams:
         mine = [h for h in holdings if h.team == team.name]
@@ -150,7 +157,7 @@ def _teams(
                 "usage_core_hours": round(used / HOUR_S, 6),
                 "usage_percent": round(100.0 * used / total_usage, 1) if total_usage > 0 else 0.0,
                 "factor": round(factors.team.get(team.name, 1.0), 3),
-                "queued_jobs": sum(1 for row in queued if config.team_of(row.created_by) == team.name),
+                "queued_jobs": queued_of.get(team.name, 0),
             }
         )
     return rows
