@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.conftest import RunningServer
-from tests.jobs_helpers import create_compute, job, log_text, served, submit, wait_job, wait_until
+from tests.jobs_helpers import create_compute, job, log_text, nodes, served, submit, wait_job, wait_until
 
 TEAMS = "/api/v1/teams"
 PRINCIPALS = "/api/v1/principals"
@@ -69,23 +69,14 @@ def team(api: httpx.Client, name: str, members: list[str], cluster: str) -> None
     assert made.status_code in (200, 201), made.text
 
 
-def full_cluster(api: httpx.Client, srv: RunningServer, name: str, nodes: int) -> None:
-    """A cluster of NODES nodes, all up and idle (min = max)."""
-    body = {"type": "amlcompute", "size": DS3, "min_instances": nodes, "max_instances": nodes}
+def full_cluster(api: httpx.Client, srv: RunningServer, name: str, count: int) -> None:
+    """A cluster of COUNT nodes, all up and idle (min = max)."""
+    body = {"type": "amlcompute", "size": DS3, "min_instances": count, "max_instances": count}
     create_compute(api, srv, name, body)
     wait_until(
-        lambda: (
-            len(
-                [
-                    n
-                    for n in api.get(f"{srv.ws_path}/computes/{name}/nodes").json()["value"]
-                    if n["state"] == "idle"
-                ]
-            )
-            == nodes
-        ),
+        lambda: [n["state"] for n in nodes(api, srv, name)] == ["idle"] * count,
         120,
-        f"{nodes} idle nodes on {name}",
+        f"{count} idle nodes on {name}",
     )
 
 
