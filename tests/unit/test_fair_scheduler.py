@@ -311,3 +311,25 @@ def test_usage_is_rebuilt_from_the_runs_history(store: Store, monkeypatch: pytes
         usage = fair_usage.from_history(session, 1, "pool", 1, time.time(), 3600.0)
     (value,) = usage.users.values()
     assert 90 < value < 100  # ~100 core-seconds, decayed a little (half-life 1 h)
+
+
+def test_a_high_priority_job_preempts_only_as_the_domain_rule_says(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_shares(monkeypatch)
+    for i in range(2):
+        store.submit(f"a-low-{i}", priority=1)
+        store.submit(f"b-low-{i}", user="b", priority=1)
+    store.round()
+    store.started_long_ago()
+    store.submit("b-high", user="b", priority=3)
+    store.round()
+    with store.sessions() as session:
+        stopping = session.execute(
+            select(Job.name, Job.status_message)
+            .join(JobRun, JobRun.job_id == Job.id)
+            .where(JobRun.reason == PREEMPT_REQUESTED)
+        ).all()
+    # Each team holds its own share: B's high job takes one of B's own low jobs, never A's.
+    assert len(stopping) == 1 and stopping[0].name.startswith("b-low-"), stopping
+    assert stopping[0].status_message.startswith("preempted for b-high, priority 3 over 1"), stopping

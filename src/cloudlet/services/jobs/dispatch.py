@@ -260,7 +260,9 @@ _QUEUE = (
 _COMPUTE = select(Compute).where(
     Compute.workspace_id == bindparam("ws"), Compute.name == bindparam("compute")
 )
-_QUEUE_ROWS = select(*_QUEUE_COLUMNS).where(Job.id.in_(bindparam("jobs", expanding=True)))
+_QUEUE_ROWS = select(*_QUEUE_COLUMNS).where(
+    Job.id.in_(bindparam("jobs", expanding=True)), Job.status == job_status.QUEUED
+)
 
 
 def queue_in_order(session: Session, workspace_id: int, compute_name: str, limit: int) -> list[Any]:
@@ -274,9 +276,8 @@ def queue_in_order(session: Session, workspace_id: int, compute_name: str, limit
         config = fair_queue.config_for(session, compute)
     if compute is None or config is None:
         return list(session.execute(_QUEUE, params).all())
-    decided = fair_queue.decide_round(session, compute, config)
-    ids = [row.id for row in [*decided.ordered, *decided.canceled][:limit]]
-    found = _job_rows(session, _QUEUE_ROWS, ids)
+    ids = fair_queue.queue_ids(session, compute, config)[:limit]
+    found = _job_rows(session, _QUEUE_ROWS, ids)  # still queued (the order may be a second old)
     return [found[i] for i in ids if i in found]
 
 

@@ -44,7 +44,7 @@ USER_WINDOW = 256  # each user's queued jobs read per round (the scheduler's win
 CONFIG_FRESH_S = 2.0  # a compute's shares are read from the store at most this often per process
 PREEMPTED_EVENT = "Preempted"  # the job event a preemption writes (``to_state``): the hour's count
 HOUR_S = 3600.0
-_WORKING = [s.value for s in (JobStatus.PREPARING, JobStatus.RUNNING, JobStatus.FINALIZING)]
+WORKING = [s.value for s in (JobStatus.PREPARING, JobStatus.RUNNING, JobStatus.FINALIZING)]
 
 # One user's queue in the fair order (within a user, the fair order is spot, priority, FIFO).
 _USER_ORDER = (SPOT_LAST, Job.priority.desc(), Job.submitted_at, Job.name)
@@ -92,7 +92,7 @@ _RUNNING = (
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
-        Job.status.in_(_WORKING),
+        Job.status.in_(WORKING),
         JobRun.state != RunState.EXITED.value,
     )
 )
@@ -134,8 +134,10 @@ def config_for(session: Session, compute: Compute) -> fs.FairShareConfig | None:
 
 
 def forget_configs() -> None:
-    """The next round reads every compute's shares again (tests, and a change made here)."""
+    """The next round reads every compute's shares again, and every order is decided again
+    (tests, and a change made here)."""
     _configs.clear()
+    _orders.clear()
 
 
 @dataclass(frozen=True)
@@ -282,6 +284,24 @@ def _why(
         over = f"priority {claim.priority} over {victim.priority}"
         return f"preempted for {claim.name}, {over} ({requeued}; {p.message})"
     return f"preempted ({requeued}; {p.message})"
+
+
+ORDER_FRESH_S = 1.0  # a compute's fair order as waiting jobs read it: decided at most this often
+_orders: dict[int, tuple[float, list[int]]] = {}
+
+
+def queue_ids(session: Session, compute: Compute, config: fs.FairShareConfig) -> list[int]:
+    """The ids of the compute's queued jobs in the fair order (ready ones, then those whose cancel
+    was asked), as the scheduler takes them: decided at most every ``ORDER_FRESH_S`` per compute
+    and process, so a page of waiting jobs asking their positions costs one decision, not one each."""
+    now = time.monotonic()
+    cached = _orders.get(compute.id)
+    if cached is not None and now - cached[0] < ORDER_FRESH_S:
+        return cached[1]
+    decided = decide_round(session, compute, config)
+    ids = [row.id for row in [*decided.ordered, *decided.canceled]]
+    _orders[compute.id] = (now, ids)
+    return ids
 
 
 def recent_preemptions(session: Session, compute: Compute, now: float | None = None) -> int:

@@ -14,21 +14,45 @@ preempted.
 
 from __future__ import annotations
 
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.events import EventType
-from cloudlet.domain.jobs.run_state import PREEMPT_REQUESTED, ExitReason, RunState
+from cloudlet.domain.jobs.run_state import PREEMPT_REQUESTED, STOP_REQUESTED, ExitReason, RunState
 from cloudlet.services.core import events
-from cloudlet.services.jobs import exits
+from cloudlet.services.jobs import exits, fair_queue
 from cloudlet.services.jobs.fair_queue import PREEMPTED_EVENT, Victim
 from cloudlet.store.rows import update_row
 from cloudlet.store.schema import Compute, Job, JobRun
 
+# Victims' rows, locked without waiting (PostgreSQL: a row another transaction holds — an exit
+# under way, another replica's round — is skipped this round rather than waited for, so this
+# never waits inside a lock cycle; SQLite's single writer serializes rounds already).
+_LOCK_VICTIMS = (
+    select(Job.id)
+    .where(Job.id.in_(bindparam("jobs", expanding=True)), Job.status.in_(fair_queue.WORKING))
+    .with_for_update(skip_locked=True)
+)
+# Runs of those jobs whose stop was asked meanwhile (another replica's round committed first).
+_ASKED = select(JobRun.job_id).where(
+    JobRun.job_id.in_(bindparam("jobs", expanding=True)),
+    JobRun.state != RunState.EXITED.value,
+    JobRun.reason.in_(sorted(STOP_REQUESTED)),
+)
+
 
 def stop(session: Session, compute: Compute, victims: list[Victim], now: float) -> list[str]:
-    """Stop VICTIMS (checkpoint and requeue): the node ids to wake."""
+    """Stop VICTIMS (checkpoint and requeue): the node ids to wake. A victim another transaction
+    holds or already stops is left out: a preemption is carried out once."""
+    if not victims:
+        return []
+    ids = [victim.job_id for victim in victims]
+    held = set(session.scalars(_LOCK_VICTIMS, {"jobs": ids}))
+    held -= set(session.scalars(_ASKED, {"jobs": sorted(held)})) if held else set()
     wake: list[str] = []
     for victim in victims:
+        if victim.job_id not in held:
+            continue
         p = victim.preemption
         update_row(
             session,
