@@ -131,7 +131,21 @@ class Store:
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    sessions, installation = new_store(tmp_path / "home")
+    yield from made_store(tmp_path, monkeypatch, None)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Store]:
+    """The store over SQLite, and over PostgreSQL: the fair round's window and history queries are
+    plain SQL that both must run."""
+    db_url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    yield from made_store(tmp_path, monkeypatch, db_url)
+
+
+def made_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: str | None) -> Iterator[Store]:
+    sessions, installation = new_store(tmp_path / "home", db_url)
     add_cluster(sessions, "pool", max_instances=NODES)
     with sessions.begin() as session:
         compute = session.scalars(select(Compute).where(Compute.name == "pool")).one()
@@ -206,8 +220,9 @@ def test_the_fair_order_puts_the_team_that_used_less_first(
 
 
 def test_a_team_below_its_share_preempts_borrowed_jobs_which_requeue_without_using_an_attempt(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    store = any_store
     with_shares(monkeypatch)
     for i in range(4):
         store.submit(f"a-{i}", max_attempts=1)
