@@ -171,7 +171,7 @@ def made_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_url: str | No
 
 
 def with_shares(monkeypatch: pytest.MonkeyPatch, config: FairShareConfig = HALVES) -> None:
-    monkeypatch.setattr(fair_config, "for_compute", lambda session, compute: config)
+    monkeypatch.setattr(fair_config, "for_compute", lambda session, compute, users=None: config)
     fair_queue.forget_configs()
 
 

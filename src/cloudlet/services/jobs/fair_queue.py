@@ -123,14 +123,26 @@ _configs: dict[int, tuple[float, fs.FairShareConfig | None]] = {}
 
 def config_for(session: Session, compute: Compute) -> fs.FairShareConfig | None:
     """``fair_config.for_compute``, read from the store at most every ``CONFIG_FRESH_S`` per
-    compute and process: a round of a compute without shares costs no query for it most times."""
+    compute and process: a round of a compute without shares costs no query for it most times.
+    Read without the queue's users (``users=()``: no probe of the queue for a user in no team);
+    ``decide_round`` adds the default team when its reads find such a user (``_with_users``)."""
     now = time.monotonic()
     cached = _configs.get(compute.id)
     if cached is not None and now - cached[0] < CONFIG_FRESH_S:
         return cached[1]
-    config = fair_config.for_compute(session, compute)
+    config = fair_config.for_compute(session, compute, users=())
     _configs[compute.id] = (now, config)
     return config
+
+
+def _with_users(
+    session: Session, compute: Compute, config: fs.FairShareConfig, users: set[str]
+) -> fs.FairShareConfig:
+    """CONFIG as ``fair_config.for_compute`` gives it for these USERS (the round's queued and
+    running ones): read again, with the default team, only when one of them is in no team here."""
+    if all(user in config.user_teams for user in users):
+        return config
+    return fair_config.for_compute(session, compute, users=sorted(users)) or config
 
 
 def forget_configs() -> None:
@@ -174,6 +186,9 @@ def decide_round(
     capacity = cluster_scaling(compute.spec).max_instances * vcpus
     where = {"ws": compute.workspace_id, "compute": compute.name}
     rows = list(session.execute(_QUEUED, {**where, "window": USER_WINDOW}))
+    running_rows = list(session.execute(_RUNNING, where))
+    users = {str(r.created_by) for r in rows} | {str(r.created_by) for r in running_rows}
+    config = _with_users(session, compute, config, users)
     canceled = [r for r in rows if r.cancel_requested]
     ready = {r.name: r for r in rows if not r.cancel_requested}
     queued = [
@@ -188,7 +203,7 @@ def decide_round(
         )
         for r in ready.values()
     ]
-    running, held_by_user, runs_of = _running(session, where, config, vcpus)
+    running, held_by_user, runs_of = _running(running_rows, config, vcpus)
     usage = fair_usage.usage(
         session, compute.id, compute.workspace_id, compute.name, vcpus, held_by_user, config, now
     )
@@ -234,12 +249,12 @@ def decide_round(
 
 
 def _running(
-    session: Session, where: dict[str, Any], config: fs.FairShareConfig, vcpus: int
+    rows: list[Any], config: fs.FairShareConfig, vcpus: int
 ) -> tuple[list[RunningJob], dict[str, float], dict[str, list[Any]]]:
     """The compute's running jobs as the pass sees them (those being stopped left out: counted as
     gone), cores held per user (all of them: they still run), and each job's live runs."""
     runs_of: dict[str, list[Any]] = {}
-    for row in session.execute(_RUNNING, where):
+    for row in rows:
         runs_of.setdefault(row.name, []).append(row)
     running: list[RunningJob] = []
     held_by_user: dict[str, float] = {}
