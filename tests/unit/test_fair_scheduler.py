@@ -23,7 +23,8 @@ from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import dispatch, exits, fair_config, fair_queue, fair_usage
-from cloudlet.store.schema import Compute, Job, JobRun, LifecycleEvent, Node
+from cloudlet.store.schema import Compute, Job, JobRun, LifecycleEvent, Node, Team, TeamMember
+from cloudlet.store.schema import TeamShare as TeamShareRow
 from tests.unit.control_fakes import SIZE, add_cluster, new_store
 
 URL = "http://127.0.0.1:9"
@@ -348,3 +349,41 @@ def test_a_high_priority_job_preempts_only_as_the_domain_rule_says(
     # Each team holds its own share: B's high job takes one of B's own low jobs, never A's.
     assert len(stopping) == 1 and stopping[0].name.startswith("b-low-"), stopping
     assert stopping[0].status_message.startswith("preempted for b-high, priority 3 over 1"), stopping
+
+
+def test_shares_from_the_store_with_a_user_in_no_team(store: Store) -> None:
+    """The real ``fair_config`` over the teams' rows: a user in no team is in the default team,
+    listed (with the mean share) only while they have jobs here; the round reads it again then."""
+    with store.sessions.begin() as session:
+        compute = store.compute(session)
+        for name, user in (("A", "a"), ("B", "b")):
+            made = Team(name=name, created_at=time.time())
+            session.add(made)
+            session.flush()
+            session.add(TeamMember(principal_name=user, team_id=made.id))
+            session.add(
+                TeamShareRow(
+                    team_id=made.id,
+                    pool_kind="compute",
+                    workspace_id=compute.workspace_id,
+                    pool_name=compute.name,
+                    share=50.0,
+                )
+            )
+    fair_queue.forget_configs()
+    for i in range(4):
+        store.submit(f"a-{i}")
+    store.submit("c-0", user="c")
+    store.round()
+    assert set(store.placed()) == {"a-0", "a-1", "a-2", "a-3"}
+    store.started_long_ago()
+    store.submit("b-0", user="b")
+    with store.sessions() as session:
+        compute = store.compute(session)
+        config = fair_queue.config_for(session, compute)
+        assert config is not None and config.team_of("c") == "default"
+        decided = fair_queue.decide_round(session, compute, config)
+    # Three teams now (A, B and the default team of c), a third each of 4 cores: b and c are
+    # below their share, A borrows; both claims are served by A's borrowed jobs (guarded: 1 h run).
+    assert sorted(r.name for r in decided.ordered) == ["b-0", "c-0"]
+    assert sorted(v.preemption.for_job for v in decided.victims) == ["b-0", "c-0"]
