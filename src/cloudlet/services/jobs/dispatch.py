@@ -276,7 +276,7 @@ def queue_in_order(session: Session, workspace_id: int, compute_name: str, limit
         config = fair_queue.config_for(session, compute)
     if compute is None or config is None:
         return list(session.execute(_QUEUE, params).all())
-    ids = fair_queue.queue_ids(session, compute, config)[:limit]
+    ids = fair_queue.queue_ids(session, compute, config, limit)
     found = _job_rows(session, _QUEUE_ROWS, ids)  # still queued (the order may be a second old)
     return [found[i] for i in ids if i in found]
 

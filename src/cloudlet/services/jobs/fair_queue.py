@@ -177,19 +177,30 @@ def vcpus_of(session: Session, compute: Compute) -> int:
     return max(1, int(size.vcpus)) if size is not None else 1
 
 
-def decide_round(
-    session: Session, compute: Compute, config: fs.FairShareConfig, now: float | None = None
-) -> FairRound:
-    """The compute's fair-share decision now (reads only; the caller carries it out)."""
-    now = time.time() if now is None else now
+@dataclass
+class _Reads:
+    """What a round reads of the compute: its queue (each user's window), its running jobs and its
+    usage, under the config as it stands for the round's users."""
+
+    config: fs.FairShareConfig
+    vcpus: int
+    capacity: int
+    ready: dict[str, Any]  # queued rows by name, not canceled, in the store's per-user order
+    canceled: list[Any]
+    queued: list[fs.FairJob]
+    running: list[RunningJob]
+    runs_of: dict[str, list[Any]]
+    usage: fs.Usage
+
+
+def _read(session: Session, compute: Compute, config: fs.FairShareConfig, window: int, now: float) -> _Reads:
     vcpus = vcpus_of(session, compute)
     capacity = cluster_scaling(compute.spec).max_instances * vcpus
     where = {"ws": compute.workspace_id, "compute": compute.name}
-    rows = list(session.execute(_QUEUED, {**where, "window": USER_WINDOW}))
+    rows = list(session.execute(_QUEUED, {**where, "window": window}))
     running_rows = list(session.execute(_RUNNING, where))
     users = {str(r.created_by) for r in rows} | {str(r.created_by) for r in running_rows}
     config = _with_users(session, compute, config, users)
-    canceled = [r for r in rows if r.cancel_requested]
     ready = {r.name: r for r in rows if not r.cancel_requested}
     queued = [
         fs.FairJob(
@@ -207,6 +218,19 @@ def decide_round(
     usage = fair_usage.usage(
         session, compute.id, compute.workspace_id, compute.name, vcpus, held_by_user, config, now
     )
+    canceled = [r for r in rows if r.cancel_requested]
+    return _Reads(config, vcpus, capacity, ready, canceled, queued, running, runs_of, usage)
+
+
+def decide_round(
+    session: Session, compute: Compute, config: fs.FairShareConfig, now: float | None = None
+) -> FairRound:
+    """The compute's fair-share decision now (reads only; the caller carries it out)."""
+    now = time.time() if now is None else now
+    reads = _read(session, compute, config, USER_WINDOW, now)
+    config, capacity, ready, queued = reads.config, reads.capacity, reads.ready, reads.queued
+    running, runs_of, canceled, usage = reads.running, reads.runs_of, reads.canceled, reads.usage
+    where = {"ws": compute.workspace_id, "compute": compute.name}
     recent = [float(at) for at in session.scalars(_RECENT, {**where, "since": now - HOUR_S})]
     decision = decide(config, PassPolicy(guard=guard()), capacity, queued, running, usage, now, recent)
     stopped = {p.victim for p in decision.preempt}
@@ -302,21 +326,25 @@ def _why(
 
 
 ORDER_FRESH_S = 1.0  # a compute's fair order as waiting jobs read it: decided at most this often
-_orders: dict[int, tuple[float, list[int]]] = {}
+_orders: dict[int, tuple[float, int, list[int]]] = {}  # compute → (when, window, ids)
 
 
-def queue_ids(session: Session, compute: Compute, config: fs.FairShareConfig) -> list[int]:
-    """The ids of the compute's queued jobs in the fair order (ready ones, then those whose cancel
-    was asked), as the scheduler takes them: decided at most every ``ORDER_FRESH_S`` per compute
-    and process, so a page of waiting jobs asking their positions costs one decision, not one each."""
+def queue_ids(session: Session, compute: Compute, config: fs.FairShareConfig, limit: int) -> list[int]:
+    """The ids of the compute's first LIMIT queued jobs in the fair order (ready ones, then those
+    whose cancel was asked), as the scheduler takes them: ``decide``'s order (``fair_order`` under
+    the teams' factors), over each user's first LIMIT jobs (at least ``USER_WINDOW``), so the
+    first LIMIT are exact however deep. Ordered at most every ``ORDER_FRESH_S`` per compute and
+    process, so a page of waiting jobs asking their positions costs one read, not one each."""
     now = time.monotonic()
     cached = _orders.get(compute.id)
-    if cached is not None and now - cached[0] < ORDER_FRESH_S:
-        return cached[1]
-    decided = decide_round(session, compute, config)
-    ids = [row.id for row in [*decided.ordered, *decided.canceled]]
-    _orders[compute.id] = (now, ids)
-    return ids
+    if cached is not None and now - cached[0] < ORDER_FRESH_S and cached[1] >= limit:
+        return cached[2][:limit]
+    window = max(USER_WINDOW, limit)
+    reads = _read(session, compute, config, window, time.time())
+    ordered = fs.fair_order(reads.queued, fs.factors(reads.config, reads.usage))
+    ids = [reads.ready[j.name].id for j in ordered][:window] + [r.id for r in reads.canceled]
+    _orders[compute.id] = (now, window, ids)
+    return ids[:limit]
 
 
 def recent_preemptions(session: Session, compute: Compute, now: float | None = None) -> int:
