@@ -387,3 +387,21 @@ def test_shares_from_the_store_with_a_user_in_no_team(store: Store) -> None:
     # below their share, A borrows; both claims are served by A's borrowed jobs (guarded: 1 h run).
     assert sorted(r.name for r in decided.ordered) == ["b-0", "c-0"]
     assert sorted(v.preemption.for_job for v in decided.victims) == ["b-0", "c-0"]
+
+
+def test_positions_are_exact_deeper_than_the_rounds_window(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_shares(monkeypatch)
+    monkeypatch.setattr(fair_queue, "USER_WINDOW", 2)  # the round reads each user's first 2
+    for i in range(4):
+        store.submit(f"a-{i}")
+    store.round()
+    store.started_long_ago()
+    for i in range(3):
+        store.submit(f"a-more-{i}")
+    for i in range(3):
+        store.submit(f"b-{i}", user="b")
+    with store.sessions() as session:
+        order = [r.name for r in dispatch.queue_in_order(session, 1, "pool", 10)]
+    assert order == ["b-0", "b-1", "b-2", "a-more-0", "a-more-1", "a-more-2"]
