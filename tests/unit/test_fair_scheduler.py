@@ -393,11 +393,11 @@ def test_positions_are_exact_deeper_than_the_rounds_window(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with_shares(monkeypatch)
-    monkeypatch.setattr(fair_queue, "USER_WINDOW", 2)  # the round reads each user's first 2
     for i in range(4):
         store.submit(f"a-{i}")
     store.round()
     store.started_long_ago()
+    monkeypatch.setattr(fair_queue, "USER_WINDOW", 2)  # the round reads each user's first 2
     for i in range(3):
         store.submit(f"a-more-{i}")
     for i in range(3):
