@@ -14,6 +14,8 @@ never sleep and then assert.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -151,6 +153,14 @@ def test_team_b_gets_its_half_and_team_a_resumes_from_checkpoints(
         assert "preempted to give team fs-team-b its share" in moved[0]["detail"]["message"], moved
     shown_compute = api.get(f"{srv.ws_path}/computes/{cluster}").json()
     assert shown_compute["preemptions"] == "preemptions in the last hour: 2 of 60", shown_compute
+    table = subprocess.run(
+        [sys.executable, "-m", "cloudlet", "compute", "show", "-n", cluster],
+        env={**srv.cli_env(), "CLOUDLET_OUTPUT": "table"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "preemptions in the last hour: 2 of 60" in table.stdout, table.stdout + table.stderr
     print(f"B ran {b_running_after:.1f} s after its submission (guard minimum run {MIN_RUN_S} s)")
 
 

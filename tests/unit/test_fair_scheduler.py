@@ -15,6 +15,8 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.control.clusters import _less_held_back
+from cloudlet.domain.compute import autoscale
 from cloudlet.domain.compute.nodes import NodeState
 from cloudlet.domain.jobs.fair_share import FairShareConfig, TeamShare
 from cloudlet.domain.jobs.run_state import PREEMPT_REQUESTED, ExitReason
@@ -405,3 +407,10 @@ def test_positions_are_exact_deeper_than_the_rounds_window(
     with store.sessions() as session:
         order = [r.name for r in dispatch.queue_in_order(session, 1, "pool", 10)]
     assert order == ["b-0", "b-1", "b-2", "a-more-0", "a-more-1", "a-more-2"]
+
+
+def test_the_autoscaler_is_not_asked_for_nodes_a_cap_holds_back() -> None:
+    demand = autoscale.Demand(running_nodes=2, queued=(5,))
+    assert _less_held_back(demand, 0) == demand
+    assert _less_held_back(demand, 2) == autoscale.Demand(2, (3,))
+    assert _less_held_back(demand, 9) == autoscale.Demand(2, ())
