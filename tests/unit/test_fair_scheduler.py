@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.control.clusters import _less_held_back
@@ -111,6 +111,20 @@ class Store:
                 .values(state="running", started_at=time.time() - seconds, assigned_at=time.time() - seconds)
             )
             session.execute(update(Job).where(Job.status == "Preparing").values(status="Running"))
+
+    def agent_stops_all(self, count: int = 2) -> list[str]:
+        """COUNT running jobs end on their own (exit 0), as their agents report it."""
+        with self.sessions.begin() as session:
+            runs = session.execute(
+                select(JobRun.id, Job.name)
+                .join(Job)
+                .where(JobRun.state != "exited")
+                .order_by(Job.name)
+                .limit(count)
+            ).all()
+            for run_id, _ in runs:
+                exits.record_exit(session, run_id, 0, ExitReason.EXITED, time.time())
+        return [name for _, name in runs]
 
     def job(self, name: str) -> Job:
         with self.sessions() as session:
@@ -320,15 +334,45 @@ def test_priority_orders_the_queue_without_shares(store: Store) -> None:
     assert set(store.placed()) == {"high", "low-0", "low-1", "low-2"}
 
 
-def test_usage_is_rebuilt_from_the_runs_history(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_usage_kept_per_process_is_the_historys_figure(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds keep a copy of the finished attempts' usage and add those that end meanwhile; at
+    every round it equals the figure derived from the whole history (what another process, or
+    one just started, computes), so no worker's order drifts from another's."""
     with_shares(monkeypatch)
-    store.submit("a-0")
+    for i in range(4):
+        store.submit(f"a-{i}", user="a" if i % 2 else "b")
     store.round()
     store.started_long_ago(seconds=100)
-    with store.sessions() as session:
-        usage = fair_usage.from_history(session, 1, "pool", 1, time.time(), 3600.0)
-    (value,) = usage.users.values()
-    assert 90 < value < 100  # ~100 core-seconds, decayed a little (half-life 1 h)
+
+    def figures() -> tuple[dict[str, float], dict[str, float]]:
+        with store.sessions() as session:
+            decided = fair_queue.decide_round(session, store.compute(session), HALVES)
+            assert decided is not None
+            now = time.time()
+            kept = fair_usage.usage(session, 1, 1, "pool", 1, _live(session), HALVES, now)
+            full = fair_usage.from_history(session, 1, "pool", 1, now, HALVES.half_life_s)
+        return ({u: v for (_, u), v in kept.users.items()}, {u: v for (_, u), v in full.users.items()})
+
+    kept, full = figures()
+    assert kept.keys() == full.keys() == {"a", "b"}
+    assert all(abs(kept[u] - full[u]) < 0.5 for u in full), (kept, full)  # ~200 core-s each
+    ended = store.agent_stops_all()  # two of them end between rounds
+    assert len(ended) == 2
+    kept, full = figures()
+    assert all(abs(kept[u] - full[u]) < 0.5 for u in full), (kept, full)
+    fair_usage.forget()  # a fresh process: its first round reads the history
+    again, _ = figures()
+    assert all(abs(again[u] - kept[u]) < 0.5 for u in kept), (again, kept)
+
+
+def _live(session: Session) -> list[fair_usage.Live]:
+    rows = session.execute(
+        select(Job.created_by, func.min(JobRun.started_at))
+        .join(JobRun, (JobRun.job_id == Job.id) & (JobRun.attempt == Job.attempt))
+        .where(JobRun.state != "exited")
+        .group_by(Job.id, Job.created_by)
+    ).all()
+    return [fair_usage.Live(user, 1.0, float(start)) for user, start in rows]
 
 
 def test_a_high_priority_job_preempts_only_as_the_domain_rule_says(

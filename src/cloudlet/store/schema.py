@@ -391,6 +391,11 @@ class JobRun(Base):
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
+# The runs that ended lately (the fair-share usage of a compute is brought up to date from them each
+# round, however long its history: services/jobs/fair_usage.py; migration 0033).
+Index("ix_job_runs_ended_at", JobRun.ended_at)
+
+
 class JobResourceBucket(Base):
     """A job's resource samples on one node, downsampled (``domain/jobs/resource_samples.py``): the
     mean (CPU, I/O, network, GPU %) or maximum (memory, disk, GPU memory) of `n` samples within

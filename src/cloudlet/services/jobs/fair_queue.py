@@ -214,9 +214,9 @@ def _read(session: Session, compute: Compute, config: fs.FairShareConfig, window
         )
         for r in ready.values()
     ]
-    running, held_by_user, runs_of = _running(running_rows, config, vcpus)
+    running, live, runs_of = _running(running_rows, config, vcpus)
     usage = fair_usage.usage(
-        session, compute.id, compute.workspace_id, compute.name, vcpus, held_by_user, config, now
+        session, compute.id, compute.workspace_id, compute.name, vcpus, live, config, now
     )
     canceled = [r for r in rows if r.cancel_requested]
     return _Reads(config, vcpus, capacity, ready, canceled, queued, running, runs_of, usage)
@@ -274,21 +274,21 @@ def decide_round(
 
 def _running(
     rows: list[Any], config: fs.FairShareConfig, vcpus: int
-) -> tuple[list[RunningJob], dict[str, float], dict[str, list[Any]]]:
+) -> tuple[list[RunningJob], list[fair_usage.Live], dict[str, list[Any]]]:
     """The compute's running jobs as the pass sees them (those being stopped left out: counted as
-    gone), cores held per user (all of them: they still run), and each job's live runs."""
+    gone), the live attempts' usage (all of them: they still run), and each job's live runs."""
     runs_of: dict[str, list[Any]] = {}
     for row in rows:
         runs_of.setdefault(row.name, []).append(row)
     running: list[RunningJob] = []
-    held_by_user: dict[str, float] = {}
+    live: list[fair_usage.Live] = []
     for name, runs in runs_of.items():
         first = runs[0]
         cores = first.instance_count * vcpus
-        held_by_user[first.created_by] = held_by_user.get(first.created_by, 0.0) + cores
+        started = min((float(r.run_start) for r in runs if r.run_start is not None), default=time.time())
+        live.append(fair_usage.Live(str(first.created_by), float(cores), started))
         if any(r.reason in STOP_REQUESTED for r in runs):
             continue
-        started = min((float(r.run_start) for r in runs if r.run_start is not None), default=time.time())
         running.append(
             RunningJob(
                 name,
@@ -301,7 +301,7 @@ def _running(
                 int(first.preemptions or 0),
             )
         )
-    return running, held_by_user, runs_of
+    return running, live, runs_of
 
 
 def _why(

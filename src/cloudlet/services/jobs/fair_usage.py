@@ -1,69 +1,106 @@
-"""A compute's fair-share usage: decayed core-seconds per user (``fair_share.decay_usage``).
+"""A compute's fair-share usage: decayed core-seconds per user (``fair_share.decay_usage``'s figure).
 
-Nothing is stored for it: the figures are derived from the jobs' run history (one query: each
-attempt's start and end on the compute, its cores = instance_count × the size's vCPUs) and kept
-per process, brought up to date on every scheduling round from the jobs running then (cores held
-constant since the previous round, as ``decay_usage`` integrates them). Any worker or replica
-derives the same figures from the same store, so none needs another's copy. Bounds on a copy:
+Nothing new is stored: the figures are derived from the jobs' runs. Usage at ``now`` is the sum of
+each job attempt's cores (``instance_count`` × the size's vCPUs) over its run time, decayed to
+``now`` with the half-life, exactly (the closed form ``decay_usage`` integrates). Two parts:
 
-- it never extrapolates over more than ``STALE_S``: a process that has not looked at the compute
-  for longer (another replica drove it meanwhile) rebuilds from the history instead;
-- it is rebuilt from the history every ``REBUILD_S`` anyway, which also counts the runs that
-  started and ended between two rounds (never seen running by one).
+- **finished attempts** (every run exited): a per-process copy, per compute, of their sum at the
+  copy's time ``at``. It decays as a whole (``× 2^(−Δ/h)``), so bringing it to ``now`` needs only
+  the attempts that ended since: one query over the runs that ended after ``at`` less
+  ``LATE_S`` (``ix_job_runs_ended_at``: a few rows, however long the history), attempts counted
+  already being remembered by key for that long (an exit recorded late, with its agent's earlier
+  end time, is still counted once). Built in full from the history (one query: ``from_history``)
+  the first time a process needs the compute;
+- **live attempts**: from the round's own read of the running jobs (their start and cores),
+  exactly, each round: no query.
 
-So a copy is at most a few seconds of one round's drift off the history's figure: not enough to
-flip the order of two teams back and forth, and preemption is bounded by its guard whatever the
-order says (``preemption.Guard``).
-
-Usage is per user; the team is applied at read time (``config.team_of``), so a user moved to
-another team takes their history with them, at once, in every process.
+So every process's figure is the store's, at every round: no copy drifts or goes stale, whichever
+worker or replica runs the round (what thrash would need). Usage is per user; the team is
+applied when read (``config.team_of``), so a user moved to another team takes their history along.
 """
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from sqlalchemy import bindparam, case, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import bindparam, case, func, select
+from sqlalchemy.orm import Session, aliased
 
 from cloudlet.domain.jobs import fair_share as fs
 from cloudlet.domain.jobs.run_state import RunState
 from cloudlet.store.schema import Job, JobRun
 
-STALE_S = 5.0
-REBUILD_S = 60.0
 # History older than this many half-lives weighs under 0.1 % of what it weighed: not read.
 HISTORY_HALF_LIVES = 10
-_NOBODY = ""  # the team slot of the per-user keys kept here (teams are applied at read time)
+LATE_S = 120.0  # an attempt's end may be recorded this long after its time (an agent's late report)
+_EXITED = RunState.EXITED.value
 
-# Each attempt of each job of the compute that ran within the horizon (or still runs): its user,
-# its nodes, when its first run started and its last ended (None while one still runs).
+# Every attempt of the compute's jobs that ran within the horizon (or still runs): its user, nodes,
+# first start, last end and how many of its runs still live.
 _HISTORY = (
     select(
+        JobRun.job_id,
+        JobRun.attempt,
         Job.created_by,
         Job.instance_count,
         func.min(func.coalesce(JobRun.started_at, JobRun.assigned_at)).label("start"),
         func.max(JobRun.ended_at).label("end"),
-        func.sum(case((JobRun.state != RunState.EXITED.value, 1), else_=0)).label("live"),
+        func.sum(case((JobRun.state != _EXITED, 1), else_=0)).label("live"),
     )
     .join(Job, Job.id == JobRun.job_id)
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
-        JobRun.started_at.is_not(None) | (JobRun.state != RunState.EXITED.value),
-        or_(JobRun.ended_at >= bindparam("since"), JobRun.state != RunState.EXITED.value),
+        JobRun.started_at.is_not(None) | (JobRun.state != _EXITED),
+        (JobRun.ended_at >= bindparam("since")) | (JobRun.state != _EXITED),
     )
     .group_by(JobRun.job_id, JobRun.attempt, Job.created_by, Job.instance_count)
 )
+_MATE = aliased(JobRun)
+# The runs (of any compute) that ended after ``since``: a range of ``ix_job_runs_ended_at``, a few
+# rows however long the history.
+_ENDED_RUNS = select(JobRun.job_id, JobRun.attempt, JobRun.ended_at).where(
+    JobRun.ended_at > bindparam("since")
+)
+# Of those runs' jobs, the compute's, with each attempt's first start (over all its runs) and
+# whether a run of it still lives: found by id.
+_ATTEMPTS = (
+    select(
+        Job.id,
+        Job.created_by,
+        Job.instance_count,
+        _MATE.attempt,
+        func.min(_MATE.started_at).label("start"),
+        func.sum(case((_MATE.state != _EXITED, 1), else_=0)).label("live"),
+    )
+    .join(_MATE, _MATE.job_id == Job.id)
+    .where(
+        Job.id.in_(bindparam("jobs", expanding=True)),
+        Job.workspace_id == bindparam("ws"),
+        Job.compute_name == bindparam("compute"),
+    )
+    .group_by(Job.id, Job.created_by, Job.instance_count, _MATE.attempt)
+)
+
+
+@dataclass(frozen=True)
+class Live:
+    """A live attempt, as the round read it."""
+
+    user: str
+    cores: float
+    start: float
 
 
 @dataclass
 class _Copy:
-    usage: fs.Usage  # keyed by (_NOBODY, user)
-    built_at: float
+    at: float
     half_life_s: float
+    finished: dict[str, float]  # per user, decayed to ``at``
+    counted: dict[tuple[int, int], float] = field(default_factory=dict)  # attempt → its end
 
 
 _copies: dict[int, _Copy] = {}
@@ -76,62 +113,116 @@ def usage(
     workspace_id: int,
     compute_name: str,
     vcpus: int,
-    held: Mapping[str, float],
+    live: Iterable[Live],
     config: fs.FairShareConfig,
     now: float,
 ) -> fs.Usage:
-    """The compute's usage at NOW, keyed by (team, user) under CONFIG. HELD: cores per user
-    running now (what the copy adds since its last round)."""
+    """The compute's usage at NOW, keyed by (team, user) under CONFIG; LIVE: its live attempts."""
     half_life = config.half_life_s
+    live = list(live)
+    per_user: dict[str, float] = {}
+    if half_life <= 0:  # no history: what runs now
+        for one in live:
+            per_user[one.user] = per_user.get(one.user, 0.0) + one.cores
+    else:
+        per_user = dict(_finished(session, compute_id, workspace_id, compute_name, vcpus, now, half_life))
+        for one in live:
+            per_user[one.user] = per_user.get(one.user, 0.0) + _ran(one.cores, one.start, now, now, half_life)
+    return fs.Usage(now, {(config.team_of(u), u): v for u, v in per_user.items() if v > 1e-9})
+
+
+def _ran(cores: float, start: float, end: float, now: float, half_life_s: float) -> float:
+    """CORES held over [START, END], decayed to NOW: ``decay_usage``'s integral in closed form."""
+    end = min(end, now)
+    start = min(start, end)
+    rate = math.log(2) / half_life_s
+    return cores / rate * (math.exp(-rate * (now - end)) - math.exp(-rate * (now - start)))
+
+
+def _finished(
+    session: Session, compute_id: int, workspace_id: int, compute_name: str, vcpus: int, now: float, h: float
+) -> Mapping[str, float]:
+    """The finished attempts' usage per user at NOW: the kept copy brought up to date."""
     with _lock:
         copy = _copies.get(compute_id)
-    fresh = (
-        copy is not None
-        and copy.half_life_s == half_life
-        and 0.0 <= now - copy.usage.at <= STALE_S
-        and now - copy.built_at <= REBUILD_S
-    )
-    if copy is not None and fresh:
-        per_user = fs.decay_usage(copy.usage, now, {(_NOBODY, u): c for u, c in held.items()}, half_life)
-        copy = _Copy(per_user, copy.built_at, half_life)
+    where = {"ws": workspace_id, "compute": compute_name}
+    # A thread's NOW may be a hair before another's copy (both are right): only a real clock jump
+    # back reads the history again.
+    if copy is None or copy.half_life_s != h or now < copy.at - 1.0:
+        copy = _full(session, where, vcpus, now, h)
     else:
-        per_user = from_history(session, workspace_id, compute_name, vcpus, now, half_life)
-        copy = _Copy(per_user, now, half_life)
+        kept = 2.0 ** (-(now - copy.at) / h)
+        finished = {user: value * kept for user, value in copy.finished.items()}
+        counted = dict(copy.counted)  # those the query below can return again
+        for key, end, user, cores, start in _ended_since(session, where, copy.at - LATE_S, vcpus):
+            if key in counted:
+                continue
+            counted[key] = end
+            if start is not None:  # never started (canceled before): it held nothing
+                finished[user] = finished.get(user, 0.0) + _ran(cores, start, end, now, h)
+        copy = _Copy(now, h, finished, {key: end for key, end in counted.items() if end > now - LATE_S})
     with _lock:
         _copies[compute_id] = copy
-    return fs.Usage(now, {(config.team_of(user), user): value for (_, user), value in per_user.users.items()})
+    return copy.finished
+
+
+def _ended_since(
+    session: Session, where: dict[str, object], since: float, vcpus: int
+) -> list[tuple[tuple[int, int], float, str, float, float | None]]:
+    """The compute's attempts that ended after SINCE (no run still live): key, end, user, cores,
+    first start. Two reads by index: the runs that ended lately, then their jobs by id."""
+    ends: dict[tuple[int, int], float] = {}
+    for job_id, attempt, ended_at in session.execute(_ENDED_RUNS, {"since": since}):
+        key = (int(job_id), int(attempt))
+        ends[key] = max(ends.get(key, 0.0), float(ended_at or 0.0))  # never NULL past the filter
+    if not ends:
+        return []
+    jobs = sorted({job_id for job_id, _ in ends})
+    out = []
+    for start in range(0, len(jobs), 500):  # bound the IN list
+        params = {**where, "jobs": jobs[start : start + 500]}
+        for row in session.execute(_ATTEMPTS, params):
+            key = (int(row.id), int(row.attempt))
+            if key in ends and not row.live:
+                first = float(row.start) if row.start is not None else None
+                out.append((key, ends[key], str(row.created_by), float(row.instance_count * vcpus), first))
+    return out
+
+
+def _full(session: Session, where: dict[str, object], vcpus: int, now: float, h: float) -> _Copy:
+    """The finished attempts' usage from the whole history within the horizon (one query)."""
+    finished: dict[str, float] = {}
+    counted: dict[tuple[int, int], float] = {}
+    for row in session.execute(_HISTORY, {**where, "since": now - HISTORY_HALF_LIVES * h}):
+        if row.live or row.start is None or row.end is None:
+            continue
+        end = float(row.end)
+        if end > now - LATE_S:  # the next update's query returns it again: counted already
+            counted[(int(row.job_id), int(row.attempt))] = end
+        user = str(row.created_by)
+        value = _ran(float(row.instance_count * vcpus), float(row.start), end, now, h)
+        finished[user] = finished.get(user, 0.0) + value
+    return _Copy(now, h, finished, counted)
 
 
 def from_history(
     session: Session, workspace_id: int, compute_name: str, vcpus: int, now: float, half_life_s: float
 ) -> fs.Usage:
-    """Usage at NOW from the runs' history alone (keyed by (``_NOBODY``, user)): each attempt's
-    cores over its run time, decayed to NOW exactly (``decay_usage`` over the interval, then over
-    the time since it ended)."""
-    horizon = HISTORY_HALF_LIVES * half_life_s
-    params = {"ws": workspace_id, "compute": compute_name, "since": now - horizon if horizon > 0 else now}
-    totals: dict[tuple[str, str], float] = {}
-    for row in session.execute(_HISTORY, params):
+    """Usage at NOW from the history alone, finished and live attempts (keyed by ("", user))."""
+    where = {"ws": workspace_id, "compute": compute_name}
+    users: dict[tuple[str, str], float] = {}
+    for row in session.execute(_HISTORY, {**where, "since": now - HISTORY_HALF_LIVES * half_life_s}):
         if row.start is None:
             continue
-        live = bool(row.live)
+        end = now if row.live or row.end is None else float(row.end)
+        key = ("", str(row.created_by))
         cores = float(row.instance_count * vcpus)
-        key = (_NOBODY, str(row.created_by))
-        if half_life_s <= 0:  # no history: what runs now
-            if live:
-                totals[key] = totals.get(key, 0.0) + cores
-            continue
-        end = now if live or row.end is None else min(float(row.end), now)
-        start = min(float(row.start), end)
-        ran = fs.decay_usage(fs.Usage(start), end, {key: cores}, half_life_s)
-        at_now = fs.decay_usage(ran, now, {}, half_life_s)
-        for k, value in at_now.users.items():
-            totals[k] = totals.get(k, 0.0) + value
-    return fs.Usage(now, totals)
+        users[key] = users.get(key, 0.0) + _ran(cores, float(row.start), end, now, half_life_s)
+    return fs.Usage(now, users)
 
 
 def forget(compute_id: int | None = None) -> None:
-    """Drop the kept copies (one compute's, or all): the next round rebuilds from the history."""
+    """Drop the kept copies (one compute's, or all): the next round reads the history again."""
     with _lock:
         if compute_id is None:
             _copies.clear()
