@@ -334,10 +334,13 @@ def test_priority_orders_the_queue_without_shares(store: Store) -> None:
     assert set(store.placed()) == {"high", "low-0", "low-1", "low-2"}
 
 
-def test_usage_kept_per_process_is_the_historys_figure(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_usage_kept_per_process_is_the_historys_figure(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Rounds keep a copy of the finished attempts' usage and add those that end meanwhile; at
     every round it equals the figure derived from the whole history (what another process, or
     one just started, computes), so no worker's order drifts from another's."""
+    store = any_store
     with_shares(monkeypatch)
     for i in range(4):
         store.submit(f"a-{i}", user="a" if i % 2 else "b")
@@ -346,11 +349,11 @@ def test_usage_kept_per_process_is_the_historys_figure(store: Store, monkeypatch
 
     def figures() -> tuple[dict[str, float], dict[str, float]]:
         with store.sessions() as session:
-            decided = fair_queue.decide_round(session, store.compute(session), HALVES)
-            assert decided is not None
-            now = time.time()
-            kept = fair_usage.usage(session, 1, 1, "pool", 1, _live(session), HALVES, now)
-            full = fair_usage.from_history(session, 1, "pool", 1, now, HALVES.half_life_s)
+            compute = store.compute(session)
+            fair_queue.decide_round(session, compute, HALVES)  # a round: the copy is kept
+            now, ws = time.time(), compute.workspace_id
+            kept = fair_usage.usage(session, compute.id, ws, "pool", 1, _live(session), HALVES, now)
+            full = fair_usage.from_history(session, ws, "pool", 1, now, HALVES.half_life_s)
         return ({u: v for (_, u), v in kept.users.items()}, {u: v for (_, u), v in full.users.items()})
 
     kept, full = figures()
