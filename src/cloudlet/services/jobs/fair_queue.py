@@ -13,8 +13,8 @@ this module reads what it needs and applies the team caps:
 - running jobs whose runs are being stopped (a preemption or a cancel already asked) count as
   gone: their cores are promised to the jobs they were stopped for, and are not preempted again;
 - admission walks the fair order within the free cores and each team's cap (its entitlement plus
-  its borrow limit, ``fair_share.caps``): a job whose team is at its cap waits (``cap_held``), and
-  the autoscaler is not asked for nodes for it (``held_back``).
+  its borrow limit, ``fair_share.caps``): a job whose team is at its cap waits, and the
+  autoscaler is not asked for nodes for it (``FairRound.held_back_nodes``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
@@ -169,7 +169,6 @@ class FairRound:
     admitted: list[Any]  # rows admitted now (free cores and team caps), in order
     victims: list[Victim]
     held_back_nodes: int  # nodes of the jobs their team's cap holds back (no autoscaler demand)
-    spot: set[str] = field(default_factory=set)  # names of the spot-tier jobs among the rows
 
 
 def vcpus_of(session: Session, compute: Compute) -> int:
@@ -268,7 +267,6 @@ def decide_round(
         [ready[j.name] for j in admitted],
         victims,
         sum(ready[j.name].instance_count for j in held_back),
-        {j.name for j in queued if j.spot},
     )
 
 
