@@ -79,7 +79,7 @@ class PoolSettings:
     guard: Guard = DEFAULT_GUARD
     checkpoint_s: float = 900.0
     pass_s: float = 60.0
-    busy_fraction: float = 0.9  # a day counts for Jain when every team wanted its share this long
+    busy_fraction: float = 0.9  # an hour counts for Jain when every team wanted its share this long
     measure_until: float | None = None  # utilisation and Jain up to here (default: last arrival)
 
 
@@ -94,6 +94,7 @@ class _Job:
     attempt: int = 0
     preemptions: int = 0
     eta_s: float | None = None
+    under_share: bool = False  # its team held less than its entitlement when it was submitted
 
 
 @dataclass
@@ -185,6 +186,7 @@ class _PoolSim:
             )
             fifo = fs.FairJob(payload.name, payload.team, payload.user, payload.cores, 2, payload.submit_at)
             job = _Job(payload, view, fifo)
+            job.under_share = self.state.held.get(payload.team, 0) < self.entitled.get(payload.team, 0.0)
             self._enqueue(job)
             if not payload.spot:  # a spot job never goes ahead of another
                 work = payload.cores * self._expected(job, 0.0)
@@ -205,7 +207,7 @@ class _PoolSim:
         durations = self.state.history.setdefault(key, [])
         bisect.insort(durations, job.spec.duration_s)
         first = job.first_started_at if job.first_started_at is not None else now
-        self.tally.finished(job.spec, first, job.preemptions, job.eta_s)
+        self.tally.finished(job.spec, first, job.preemptions, job.eta_s, job.under_share)
 
     def _release(self, job: _Job, now: float) -> None:
         assert job.started_at is not None
