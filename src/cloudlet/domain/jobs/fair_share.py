@@ -232,11 +232,15 @@ def admit(
     started: list[FairJob] = []
     if free <= 0:
         return []
-    smallest = min(map(_CORES, ordered), default=0)
+    smallest: int | None = None  # the smallest job's cores, read once a job does not fit
     for job in ordered:
-        if free < smallest or free <= 0:
+        if free <= 0:
             break
         if job.cores > free:
+            if smallest is None:
+                smallest = min(map(_CORES, ordered))
+            if free < smallest:
+                break  # nothing left fits
             continue
         if left is not None and not job.spot and job.team in left:
             if job.cores > left[job.team] + 1e-9 and job.team not in alone:
