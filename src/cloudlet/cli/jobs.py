@@ -35,6 +35,7 @@ COLUMNS.setdefault(
         ("STATUS", lambda d: d.get("status")),
         ("COMPUTE", lambda d: d.get("compute")),
         ("ATTEMPT", lambda d: d.get("attempt")),
+        ("PRIORITY", lambda d: (d.get("queue_settings") or {}).get("priority")),
         ("DISPLAY_NAME", lambda d: d.get("display_name")),
         ("CREATED", _created),
     ],
