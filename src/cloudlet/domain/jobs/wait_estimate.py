@@ -34,7 +34,7 @@ _Key = TypeVar("_Key", bound=Hashable)
 
 UNKNOWN_DURATION_S = 3600.0  # no timeout and no history: assume an hour
 MAX_AHEAD_LOAD = 0.9  # a wait is stretched at most 10× for later arrivals going ahead
-ARRIVAL_WINDOW_S = 3 * 3600.0  # recent arrivals that predict the next ones (3 h: best of 3/6/12 h on Philly)
+ARRIVAL_WINDOW_S = 3 * 3600.0  # recent arrivals predict the next: best of 1–12 h on Philly days 35–42
 
 
 @dataclass(frozen=True)
