@@ -244,8 +244,10 @@ def show(ctx: typer.Context, name: NameOpt) -> None:
     st.emit(body, "compute")
     cluster = isinstance(body, dict) and body.get("type") == "amlcompute"
     if st.output is OutputFormat.table and st.query is None and cluster:
+        # The pool's teams (issue 31); the table's last line has the hour's preemptions against
+        # the cap (the view's ``preemptions`` figure, from the same count).
         table = fair_share_table.render(st.rest.get(st.compute_path(name) + "/fairShare"))
-        if table:  # the pool has team shares (issue 31)
+        if table:
             typer.echo("\n" + table, nl=False)
 
 
