@@ -13,10 +13,12 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cloudlet.domain.access.teams import TeamDocument
+from cloudlet.domain.jobs.run_state import RunState
 from cloudlet.services.access import identity, teams
 from cloudlet.services.core.context import Caller
+from cloudlet.services.jobs import fair_usage
 from cloudlet.services.views import fair_share as view
-from cloudlet.store.schema import Compute, Job
+from cloudlet.store.schema import Compute, Job, JobRun
 from tests.unit.control_fakes import add_cluster, new_store
 
 ADMIN = Caller(principal_id=0, name="root", is_admin=True)
@@ -25,6 +27,7 @@ POOL = {"workspace": "default", "compute": "c1"}
 
 @pytest.fixture
 def sessions(tmp_path: Path) -> sessionmaker[Session]:
+    fair_usage.forget()  # the process's kept usage is per compute id, which each new store reuses
     made, _ = new_store(tmp_path / "home")
     with made.begin() as session:
         for user in ("alice", "bob", "carol"):
@@ -44,13 +47,29 @@ def pool_of(sessions: sessionmaker[Session], now: float) -> dict[str, Any] | Non
 
 
 def jobs_of(sessions: sessionmaker[Session], owners: dict[str, str], running: set[str], start: float) -> None:
-    """Give the cluster's queued jobs their users (OWNERS: job name → user) and start RUNNING."""
+    """Give the cluster's queued jobs their users (OWNERS: job name → user) and start RUNNING (a
+    live run each, on a node of its own, since START)."""
     with sessions.begin() as session:
         for name, user in owners.items():
             values: dict[str, Any] = {"created_by": user}
             if name in running:
                 values |= {"status": "Running", "started_at": start}
             session.execute(update(Job).where(Job.name == name).values(**values))
+        ids = session.execute(select(Job.id, Job.name).where(Job.name.in_(running)))
+        session.add_all(
+            JobRun(
+                id=f"run-{name}",
+                job_id=job_id,
+                attempt=0,
+                rank=0,
+                node_id=f"node-{name}",
+                state=RunState.RUNNING.value,
+                spec={},
+                assigned_at=start,
+                started_at=start,
+            )
+            for job_id, name in ids
+        )
 
 
 def test_no_share_no_view(sessions: sessionmaker[Session]) -> None:
@@ -101,3 +120,20 @@ def test_cost_on_a_deep_queue(sessions: sessionmaker[Session]) -> None:
     assert sum(t["queued_jobs"] for t in shown["teams"]) == 9_900
     print(f"\npool view, 10,000 jobs / 20 teams: {best * 1000:.0f} ms")
     assert best < 2.0
+
+
+def test_finished_runs_count_as_the_scheduler_counts_them(sessions: sessionmaker[Session]) -> None:
+    """Usage is ``fair_usage``'s: a run that ended an hour ago still counts, decayed."""
+    add_cluster(sessions, "c1", max_instances=4, queued_jobs=1)
+    put(sessions, "ta", members=["alice"], shares=[POOL | {"share": 1}])
+    put(sessions, "tb", members=["bob"], shares=[POOL | {"share": 1}])
+    now = time.time()
+    jobs_of(sessions, {"c1-j0": "bob"}, {"c1-j0"}, now - 7200)
+    with sessions.begin() as session:
+        session.execute(update(Job).values(status="Completed", ended_at=now - 3600))
+        session.execute(update(JobRun).values(state=RunState.EXITED.value, ended_at=now - 3600))
+    shown = pool_of(sessions, now)
+    assert shown is not None
+    rows = {t["team"]: t for t in shown["teams"]}
+    assert rows["tb"]["held_cores"] == 0 and rows["tb"]["usage_core_hours"] == pytest.approx(1.0, rel=0.01)
+    assert rows["tb"]["usage_percent"] == 100.0 and rows["ta"]["factor"] == 1.0

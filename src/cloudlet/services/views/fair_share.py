@@ -3,9 +3,11 @@ cores held and borrowed, decayed usage, fair-share factor and queued jobs, and t
 preemptions of the last hour against the guard's cap. Every door shows this one dict: the REST route
 ``GET {ws}/computes/{name}/fairShare``, ``cloudlet compute show`` and the studio's Fair share tab.
 
-The figures are the scheduler's own: the pool's configuration (``fair_config.for_compute``), the
-pure ``domain/jobs/fair_share`` functions (``entitlements``, ``borrowed``, ``factors``) and the
-usage as the scheduler reads it (``_usage``). Reads only.
+The figures are the scheduler's own: the pool's configuration (``fair_config.for_compute``), its
+running jobs and live attempts as a round reads them (``fair_queue.running_now``), its decayed usage
+(``fair_usage.usage``), the pure ``domain/jobs/fair_share`` functions (``entitlements``,
+``borrowed``, ``factors``) and the hour's preemptions against the guard's cap
+(``fair_queue.recent_preemptions``, ``guard``). Reads only.
 """
 
 from __future__ import annotations
@@ -21,48 +23,15 @@ from cloudlet.domain.compute import compute_types
 from cloudlet.domain.compute.compute_spec import cluster_scaling
 from cloudlet.domain.jobs import fair_share as fs
 from cloudlet.domain.jobs.job_status import JobStatus
-from cloudlet.services.compute import catalogue as catalogue_service
-from cloudlet.services.jobs import fair_config
+from cloudlet.services.jobs import fair_config, fair_queue, fair_usage
 from cloudlet.store.schema import Compute, Job
 
 HOUR_S = 3600.0
-_HELD = (JobStatus.PREPARING.value, JobStatus.RUNNING.value, JobStatus.FINALIZING.value)
 
 
-def _vcpus(session: Session, compute: Compute) -> int:
-    size = catalogue_service.current(session).get(compute.size or "")
-    return max(1, int(size.vcpus)) if size is not None else 1
-
-
-def _capacity(compute: Compute, vcpus: int) -> int:
-    nodes = cluster_scaling(compute.spec).max_instances if compute.type == "amlcompute" else 1
-    return nodes * vcpus
-
-
-def _usage(
-    session: Session,
-    compute: Compute,
-    vcpus: int,
-    running: list[Any],
-    config: fs.FairShareConfig,
-    now: float,
-) -> fs.Usage:
-    """The pool's decayed usage per (team, user), as the scheduler reads it.
-    Placeholder until i31-sched's ``fair_usage.usage`` is on main: the running jobs' cores since
-    their start, decayed (``decay_usage``); finished runs are not counted."""
-    users: dict[tuple[str, str], float] = {}
-    for row in running:
-        key = (config.team_of(row.created_by), row.created_by)
-        since = fs.Usage(float(row.started_at or row.submitted_at))
-        ran = fs.decay_usage(since, now, {key: row.instance_count * vcpus}, config.half_life_s)
-        users[key] = users.get(key, 0.0) + ran.users.get(key, 0.0)
-    return fs.Usage(now, users)
-
-
-def _preemptions(session: Session, compute: Compute, now: float) -> tuple[int | None, int | None]:
-    """The pool's preemptions over the last hour and the guard's cap (None: not known yet).
-    Placeholder until i31-sched's ``fair_queue.recent_preemptions`` is on main."""
-    return None, None
+def _preemptions(session: Session, compute: Compute, now: float) -> tuple[int, int | None]:
+    """The pool's preemptions over the last hour and the guard's per-hour cap (None: no cap)."""
+    return fair_queue.recent_preemptions(session, compute, now), fair_queue.guard().max_per_hour
 
 
 def has_shares(session: Session, compute: Compute) -> bool:
@@ -81,38 +50,29 @@ def pool_view(session: Session, compute: Compute, now: float | None = None) -> d
     if config is None:
         return None
     now = time.time() if now is None else now
-    vcpus = _vcpus(session, compute)
-    capacity = _capacity(compute, vcpus)
-    where = (Job.workspace_id == compute.workspace_id, Job.compute_name == compute.name)
-    running = list(
-        session.execute(
-            select(Job.name, Job.created_by, Job.instance_count, Job.started_at, Job.submitted_at).where(
-                *where, Job.status.in_(_HELD)
-            )
-        )
-    )
+    vcpus = fair_queue.vcpus_of(session, compute)
+    capacity = cluster_scaling(compute.spec).max_instances * vcpus  # as the round counts it
+    running, live = fair_queue.running_now(session, compute, config, vcpus)
     # Queued jobs counted per user in the store (a deep queue is not read row by row).
     queued = {
         str(user): int(count)
         for user, count in session.execute(
             select(Job.created_by, func.count())
-            .where(*where, Job.status == JobStatus.QUEUED.value)
+            .where(
+                Job.workspace_id == compute.workspace_id,
+                Job.compute_name == compute.name,
+                Job.status == JobStatus.QUEUED.value,
+            )
             .group_by(Job.created_by)
         )
     }
-    usage = _usage(session, compute, vcpus, running, config, now)
-    queued_users = {(config.team_of(user), user) for user in queued}
-    factors = fs.factors(config, usage, queued_users)
+    # The scheduler's own usage: finished attempts from the runs' history, live ones from their start.
+    usage = fair_usage.usage(
+        session, compute.id, compute.workspace_id, compute.name, vcpus, live, config, now
+    )
+    factors = fs.factors(config, usage, {(config.team_of(user), user) for user in queued})
     entitled = fs.entitlements(config, capacity)
-    holdings = [
-        fs.Holding(
-            row.name,
-            config.team_of(row.created_by),
-            row.instance_count * vcpus,
-            row.started_at or row.submitted_at,
-        )
-        for row in running
-    ]
+    holdings = [fs.Holding(job.name, job.team, job.cores, job.started_at, job.spot) for job in running]
     on_loan = fs.borrowed(holdings, entitled)
     recent, cap = _preemptions(session, compute, now)
     return {
