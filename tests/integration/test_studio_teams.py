@@ -61,6 +61,7 @@ def test_form_saves_the_team_the_rest_door_shows(
     edit = client.get(f"{ws}admin/teams/st-vision")
     assert edit.status_code == 200
     assert 'name="share_0" value="2.5"' in edit.text or 'name="share_1" value="2.5"' in edit.text
+    assert "share: 2.5" in edit.text and "name: st-vision" in edit.text  # its YAML, as REST shows it
     assert 'value="st-ann" checked' in edit.text
     assert client.get(f"{ws}admin/teams/no-such-team").status_code == 404
 

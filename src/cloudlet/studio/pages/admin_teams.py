@@ -75,8 +75,12 @@ def _pools(ctx: Context, ref: WorkspaceRef, ws: Any, rows: list[dict[str, Any]])
     for row in rows:
         key = row["pool"]
         if key and key not in known:
-            _, _, rest = key.partition(":")
-            options.append((key, f"Cluster {rest.split('/')[-1]} ({rest.split('/')[-2]})"))
+            kind, _, rest = key.partition(":")
+            parts = ["", "", *rest.split("/")]
+            workspace, name = parts[-2], parts[-1]
+            options.append(
+                (key, f"Location {rest}" if kind == "location" else f"Cluster {name} ({workspace})")
+            )
             known.add(key)
     return options
 
@@ -100,15 +104,13 @@ def _form_page(
     rows = list(form.get("rows") or [])
     rows += [{"pool": "", "share": "", "borrow": ""} for _ in range(EMPTY_ROWS)]
     users = [p.name for p in identity.list_principals(ctx.session)]
-    if yaml_text is None:
-        yaml_text = _yaml_of(form) if editing else EXAMPLE_YAML
     values = {
         "form": form,
         "rows": rows,
         "pools": _pools(ctx, ref, ws, rows),
         "users": users,
         "editing": editing,
-        "yaml_text": yaml_text,
+        "yaml_text": EXAMPLE_YAML if yaml_text is None else yaml_text,
     }
     return shell.render(
         ctx,
@@ -141,27 +143,10 @@ def _form_of_team(team: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _yaml_of(form: dict[str, Any]) -> str:
-    shares = []
-    for row in form.get("rows") or []:
-        kind, _, rest = row["pool"].partition(":")
-        if kind == "location":
-            pool: dict[str, Any] = {"location": rest}
-        else:
-            rg, ws, compute = rest.split("/", 2)
-            pool = {"workspace": ws, "resource_group": rg, "compute": compute}
-        shares.append(pool | {"share": float(row["share"]), "borrow_limit": _float_or_none(row["borrow"])})
-    doc = {
-        "name": form.get("name"),
-        "description": form.get("description") or None,
-        "members": list(form.get("members") or []),
-        "shares": shares,
-    }
+def _yaml_of(team: dict[str, Any]) -> str:
+    """The team as ``cloudlet team create --file`` takes it (the REST door's document)."""
+    doc = {key: team[key] for key in ("name", "description", "members", "shares")}
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-
-
-def _float_or_none(text: str) -> float | None:
-    return float(text) if text.strip() else None
 
 
 @router.get(WS + "/teams/_new")  # "_": no team name starts so
@@ -174,7 +159,8 @@ def new_team(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> HTM
 def edit_team(sub: str, rg: str, ws: str, team: str, ctx: Context = Depends(context)) -> HTMLResponse:
     workspace, ref = shell.open_workspace(ctx, sub, rg, ws)
     identity.require_admin(ctx.caller, "changing teams")
-    return _form_page(ctx, ref, workspace, _form_of_team(teams.get_team(ctx.session, team)), editing=True)
+    shown = teams.get_team(ctx.session, team)
+    return _form_page(ctx, ref, workspace, _form_of_team(shown), editing=True, yaml_text=_yaml_of(shown))
 
 
 # -- writes -------------------------------------------------------------------------------------
