@@ -45,6 +45,22 @@ def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[s
     return body
 
 
+def render_page(
+    session: Session, ref: WorkspaceRef, workspace_id: int, jobs: Sequence[JobFields], base_url: str
+) -> list[dict[str, Any]]:
+    """A page of a job list: ``render`` each, with a queued job's ``waiting`` (reason, position,
+    estimated start) from its compute's queue as last read (``job_wait.waiting_of_rows``: one read
+    per compute every few seconds, not one per job)."""
+    waiting = job_wait.waiting_of_rows(session, workspace_id, jobs)
+    out = []
+    for job in jobs:
+        body = render(job, ref, [], base_url)
+        if job.id in waiting:
+            body["waiting"] = waiting[job.id]
+        out.append(body)
+    return out
+
+
 def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
     attempts: dict[int, dict[str, Any]] = {}
     for run in runs:
