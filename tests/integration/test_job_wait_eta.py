@@ -22,6 +22,7 @@ import pytest
 from tests.azureml_helpers import azureml_env, run_sdk, sdk_python
 from tests.conftest import RunningServer
 from tests.jobs_helpers import create_compute, job, served, submit, wait_job, wait_until
+from tests.studio_http import sign_in, studio_client
 
 CLUSTER = "wait-one"
 QUEUED = ("q-1", "q-2", "q-3")
@@ -100,6 +101,23 @@ def test_the_cli_shows_a_waiting_block_and_list_columns(api: httpx.Client, srv: 
     header = listed.stdout.splitlines()[0]
     assert "POSITION" in header and "ETA" in header and "WAITING" in header, listed.stdout
     assert "cluster_at_max" in listed.stdout, listed.stdout
+
+
+def test_the_studio_shows_the_position_and_the_eta(api: httpx.Client, srv: RunningServer) -> None:
+    base = f"/studio/ws/{srv.subscription_id}/default/default/jobs"
+    eta = job(api, srv, "q-2")["waiting"]["eta"]
+    with studio_client(srv) as client:
+        sign_in(client, srv.api_key)
+        page = client.get(f"{base}/q-2")
+        assert page.status_code == 200, page.text
+        assert "Why it has not started" in page.text and "maximum of 1 node" in page.text, page.text
+        assert "Position <strong>2</strong>" in page.text, page.text
+        assert "Estimated start" in page.text and f'datetime="{eta}"' in page.text, page.text
+        assert "running jobs&#39; limits and history" in page.text or "running jobs' limits" in page.text
+        listed = client.get(base, params={"compute": CLUSTER})
+        assert listed.status_code == 200, listed.text
+        assert listed.text.count('class="sub queue-place"') == len(QUEUED), listed.text
+        assert "#1 · starts in " in listed.text and "#3 · starts in ~" in listed.text, listed.text
 
 
 SDK_SCRIPT = r"""
