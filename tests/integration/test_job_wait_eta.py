@@ -154,6 +154,31 @@ def test_the_sdk_keeps_the_wait_in_the_jobs_properties(
     assert not any(k.startswith("cloudlet.wait.") for k in listed["holder"]), listed  # it runs
 
 
+def test_a_pipeline_step_waits_for_its_upstream_step(api: httpx.Client, srv: RunningServer) -> None:
+    pipeline = {
+        "type": "pipeline",
+        "settings": {"default_compute": f"azureml:{CLUSTER}"},
+        "jobs": {
+            "make": {"command": "echo made > ${{outputs.o}}/f.txt", "outputs": {"o": {"type": "uri_folder"}}},
+            "use": {"command": "cat ${{inputs.d}}/f.txt", "inputs": {"d": "${{parent.jobs.make.outputs.o}}"}},
+        },
+    }
+    # After the SDK's test: azure-ai-ml cannot load a listed pipeline whose steps are inline commands
+    # (no component), which ``jobs.list`` would then meet.
+    submit(api, srv, "piped", pipeline)
+    try:
+        parent = wait_until(lambda: (p := job(api, srv, "piped")).get("children") and p, 30, "the first step")
+        assert parent["waiting_steps"] == {
+            "use": {"code": "dependency", "message": "waits for make to complete"}
+        }, parent
+        [make] = parent["children"]
+        waiting = job(api, srv, make["name"])["waiting"]  # the step itself queues behind q-1…q-3
+        assert waiting["position"] == 4 and waiting["code"] == "cluster_at_max", waiting
+    finally:
+        api.post(f"{srv.ws_path}/jobs/piped/cancel")
+        wait_job(api, srv, "piped", ("Canceled",), timeout=30)
+
+
 def test_when_the_head_starts_the_others_move_up_and_their_etas_change(
     api: httpx.Client, srv: RunningServer
 ) -> None:

@@ -125,3 +125,20 @@ def test_words() -> None:
     assert position_text(3, None) == "3" and position_text(12_345, None) == "12,345"
     assert position_text(None, 10_000) == "10,000+" and position_text(None, None) is None
     assert math.isclose(2 ** (-0.71 / 0.5), _standing().team.factor)
+
+
+def test_a_pipeline_step_not_started_waits_for_its_upstream_steps() -> None:
+    from cloudlet.domain.jobs.pipeline_dag import DagStep
+    from cloudlet.domain.jobs.queue_places import steps_waiting
+
+    steps = [
+        DagStep("prep", "Completed", (), "cpu", "j1", None),
+        DagStep("train", "Running", ("prep",), "cpu", "j2", None),
+        DagStep("eval", "NotStarted", ("prep", "train"), "cpu", None, None),
+        DagStep("skip", "Skipped", ("train",), "cpu", None, None),
+    ]
+    waits = steps_waiting(steps)
+    assert list(waits) == ["eval"]
+    assert (
+        waits["eval"].code is WaitCode.DEPENDENCY and waits["eval"].message == "waits for train to complete"
+    )

@@ -21,10 +21,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cloudlet.domain.jobs.fair_share import Usage
+from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
+from cloudlet.domain.jobs.pipeline_dag import DagStep
 from cloudlet.domain.jobs.wait_estimate import (
     RunningEnd,
     TeamStanding,
+    dependency_reason,
     fair_share_reason,
     spot_reason,
 )
@@ -228,6 +231,19 @@ def standings(
     }
 
 
+def steps_waiting(steps: Sequence[DagStep]) -> dict[str, WaitReason]:
+    """A pipeline's steps not started yet, each with its ``dependency`` reason: the upstream steps
+    it waits for (a pipeline submits a step once all its upstream steps completed)."""
+    done = {step.key for step in steps if step.status == JobStatus.COMPLETED.value}
+    out: dict[str, WaitReason] = {}
+    for step in steps:
+        if step.status == "NotStarted":
+            waiting_for = [up for up in step.upstream if up not in done]
+            if waiting_for:
+                out[step.key] = dependency_reason(waiting_for)
+    return out
+
+
 def _jobs(count: int) -> str:
     return f"{count} job{'' if count == 1 else 's'}"
 
@@ -243,5 +259,6 @@ __all__ = [
     "queue_reason",
     "replay_starts",
     "standings",
+    "steps_waiting",
     "usage_from_spans",
 ]

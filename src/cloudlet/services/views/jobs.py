@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.jobs.job_kind import JobKind
+from cloudlet.domain.jobs.queue_places import steps_waiting
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.core.clock import iso
 from cloudlet.services.core.context import WorkspaceRef
@@ -38,6 +39,11 @@ def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[s
         body["children"] = render_children(kids)
         if job.kind == JobKind.PIPELINE.value:
             body["dag"] = pipelines.dag(job, kids)
+            waits = steps_waiting(pipelines.graph(job, kids))
+            if waits:  # steps not started: the upstream steps each waits for (code "dependency")
+                body["waiting_steps"] = {
+                    k: {"code": w.code.value, "message": w.message} for k, w in waits.items()
+                }
             for output, path in pipelines.outputs(job, kids).items():
                 body["outputs"].setdefault(output, {})["uri"] = path
         if job.kind == JobKind.SWEEP.value:
