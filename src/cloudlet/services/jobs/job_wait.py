@@ -96,15 +96,8 @@ def _from_snapshot(
             place.position, place.ahead, place.ahead_cores, place.ahead_higher_priority, place.ahead_nodes
         )
     else:  # deeper than the part read (or newer than the snapshot): at least all of it is ahead
-        ahead = [p for p in snap.places if p is not None]
-        last = ahead[-1] if ahead else None
-        where = QueuePlace(
-            None,
-            (last.ahead + 1) if last else 0,
-            (last.ahead_cores + snap.queue[-1].cores) if last else 0,
-            0,
-            (last.ahead_nodes + snap.queue[-1].nodes) if last else 0,
-        )
+        jobs, cores, nodes_ahead = snap.tail
+        where = QueuePlace(None, jobs, cores, 0, nodes_ahead)
     if canceling or (entry is not None and entry.canceled):
         reason = WaitReason(WaitCode.CANCELING, "cancel requested: it leaves the queue")
     elif snap.instance is not None:

@@ -49,6 +49,7 @@ from cloudlet.services.jobs import dispatch, fair_config
 from cloudlet.store.schema import Compute, Job, Node
 
 REFRESH_S = 4.0  # a snapshot older than this is read again: what a waiting job shows is ≤ ~5 s old
+STALE_OK_S = 5.0  # while another request reads the queue again, one this old is still shown
 QUEUE_READ = 10_000  # queue rows read; a job deeper than that is "10,000+", with no estimate
 HISTORY_ROWS = 500  # completed jobs of the compute its estimates learn from (the newest)
 SAME_SIZE_MIN = 5  # fewer completed jobs of a node count than this: learn from all sizes
@@ -72,6 +73,8 @@ class Snapshot:
     instance: InstanceFacts | None = None  # job_vcpus 0: set per job
     vcpus_per_node: int = 1
     standings: dict[str, Standing] = field(default_factory=dict)
+
+    tail: tuple[int, int, int] = (0, 0, 0)  # jobs, cores and nodes of the whole part read
 
     def entry(self, job_id: int) -> tuple[Queued, Place | None] | None:
         at = self.index.get(job_id)
@@ -100,7 +103,12 @@ def snapshot(
         return found
     with _locks_lock:
         lock = _locks.setdefault(key, threading.Lock())
-    with lock:  # one build per compute at a time; the others take what it built
+    if not lock.acquire(blocking=False):  # another request is reading the queue now
+        if _fresh(found, want, STALE_OK_S):
+            assert found is not None
+            return found  # what it had, still within the 5 s promise: one request pays the read
+        lock.acquire()
+    try:  # one build per compute at a time; the others take what it built
         found = _cache.get(key)
         if _fresh(found, want):
             assert found is not None
@@ -108,12 +116,14 @@ def snapshot(
         built = build(session, compute, usage)
         _cache[key] = built
         return built
+    finally:
+        lock.release()
 
 
-def _fresh(found: Snapshot | None, want: int | None) -> bool:
+def _fresh(found: Snapshot | None, want: int | None, within: float = REFRESH_S) -> bool:
     if found is None:
         return False
-    if time.time() - found.taken_at >= REFRESH_S:
+    if time.time() - found.taken_at >= within:
         return False
     # A job newer than a snapshot of the whole queue: read it again (at most QUEUE_READ rows).
     return want is None or want in found.index or not found.complete
@@ -174,6 +184,8 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
         )
     snap.places = places(snap.queue, capacity, free, running)
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
+    ready = [job for job in snap.queue if not job.canceled]
+    snap.tail = (len(ready), sum(job.cores for job in ready), sum(job.nodes for job in ready))
     if config is not None:
         snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     return snap
