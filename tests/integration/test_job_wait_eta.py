@@ -84,6 +84,8 @@ def test_a_high_priority_job_goes_first_and_says_why_the_others_wait(
     assert moved["code"] == "behind_higher_priority" and "1 job of higher priority" in moved["message"], moved
     api.post(f"{srv.ws_path}/jobs/urgent/cancel")
     wait_job(api, srv, "urgent", ("Canceled",), timeout=30)
+    # The queue is read again within the refresh (≤ 5 s): q-1 back at the head.
+    wait_until(lambda: job(api, srv, "q-1")["waiting"]["position"] == 1, 10, "q-1 back at the head")
 
 
 def test_the_cli_shows_a_waiting_block_and_list_columns(api: httpx.Client, srv: RunningServer) -> None:
