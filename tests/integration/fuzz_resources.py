@@ -101,3 +101,13 @@ def access(srv: RunningServer, api: httpx.Client, fuzzer: str) -> dict[str, str]
     for user in ("fuzz-reader", DOOMED):
         new_user(api, srv, user, "Reader")
     return {"key_id": str(keys[0]), "doomed_key_id": str(keys[1]), "principal": "fuzz-reader"}
+
+
+TEAM = "fuzz-team"
+
+
+def teams(api: httpx.Client) -> dict[str, str]:
+    """A team for the operations that name one, and another for DELETE to remove (issue 31)."""
+    for name in (TEAM, DOOMED):
+        _ok(api.put(f"/api/v1/teams/{name}", json={"shares": [{"location": "local", "share": 1}]}), 201)
+    return {"team": TEAM}

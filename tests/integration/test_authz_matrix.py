@@ -127,6 +127,11 @@ ROWS: list[Row] = [
     Row("GET", "/audit", "admin"),
     Row("GET", "/events", "admin"),
     Row("GET", "/system/reconcilers", "admin"),
+    # teams and their shares (issue 31): read by any user, written by administrators
+    Row("GET", "/teams", "user"),
+    Row("GET", "/teams/no-such-team", "user"),
+    Row("PUT", "/teams/mx-team", "admin", {"json": {"members": ["nobody-here"]}}),
+    Row("DELETE", "/teams/no-such-team", "admin"),
     # workspaces, sizes, locations, quotas
     Row("GET", "/workspaces", "user"),
     Row("PUT", "{ws}", "admin", {"json": {"description": "the matrix was here"}}),

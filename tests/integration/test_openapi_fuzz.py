@@ -48,7 +48,7 @@ FUZZER, OUTPUT, DOOMED_VERSION, DOOMED_ARM_VERSION = "fuzzer", "out", "2", "3"
 RG_LOCK = "fuzz-lock"
 VALUES, STATUSES = "values.json", "statuses.txt"  # fuzz_hooks reads the one and writes the other
 DATASTORE, FILE = "workspaceblobstore", "fuzz/rows.csv"
-ADMIN_ONLY_WRITES = ("/principals", "/sizes", "/locks")
+ADMIN_ONLY_WRITES = ("/principals", "/sizes", "/locks", "/teams")
 PROVIDER = "/providers/Microsoft.MachineLearningServices"
 ARM = "/subscriptions/{sub}/resourceGroups/default" + PROVIDER + "/workspaces/default"
 ARM_PATH = "/subscriptions/{sub}/resourceGroups/{rg}" + PROVIDER + "/workspaces/{ws}"
@@ -90,6 +90,7 @@ NOT_POSITIVE: dict[tuple[str, str], str] = {
     ("POST", r"/mlflow/experiments/search$"): "order_by is MLflow's grammar; page_token one issued here",
     ("POST", r"/mlflow/runs/(log-parameter|log-batch)$"): "a run's param, once logged, keeps its value",
     ("POST", r"^/api/v1/principals/\{name\}/keys"): "expires_on in the future; it or expires_in_days",
+    ("PUT", r"^/api/v1/teams/\{team\}$"): "members must be users in no other team; a share's pool must exist",
 }
 
 
@@ -142,6 +143,7 @@ def resources(srv: RunningServer, owner_key: str) -> dict[str, str]:
         found |= fuzz_resources.tracking(srv, api)
         found |= fuzz_resources.code_and_deployments(srv, api, CLUSTER, MODEL, ONLINE, BATCH)
         found |= fuzz_resources.access(srv, api, FUZZER)
+        found |= fuzz_resources.teams(api)
     return found
 
 
@@ -268,6 +270,7 @@ def _named(found: dict[str, str]) -> dict[str, dict[str, str]]:
         r"^/api/v1/principals/\{name\}/keys": {"path.name": FUZZER, "path.key_id": found["key_id"]},
         r"/roleAssignments/\{principal\}$": {"path.principal": found["principal"]},
         r"^/api/v1/locations/\{name\}$": {"path.name": "local"},
+        r"^/api/v1/teams/\{team\}$": {"path.team": found["team"]},
         r"/mlflow-artifacts/artifacts/\{path\}$": {"path.path": found["artifact"]},
         r"/mlflow/logged-models/\{model_id\}": {"path.model_id": found["model_id"], "path.tag_key": TAG},
         r"/mlflow/experiments/get$": {"query.experiment_id": found["experiment_id"]},
@@ -283,6 +286,7 @@ def _doomed(found: dict[str, str]) -> dict[str, dict[str, str]]:
         r"^/api/v1/principals/\{name\}/keys/": {"path.name": FUZZER, "path.key_id": found["doomed_key_id"]},
         r"/locks/\{lock\}$": {"path.lock": DOOMED, "path.name": CLUSTER},  # made just before: fuzz_hooks
         r"/roleAssignments/\{principal\}$": {"path.principal": DOOMED},
+        r"^/api/v1/teams/\{team\}$": {"path.team": DOOMED},
         r"^/api/.*/onlineEndpoints/\{name\}/deployments/": {"path.name": ONLINE, **deployment},
         r"/onlineEndpoints/\{endpoint\}/deployments/": {
             "path.endpoint": ONLINE,

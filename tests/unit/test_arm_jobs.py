@@ -11,7 +11,8 @@ import pytest
 
 from cloudlet.api.arm.wire.arm_jobs import Refs, arm_name, from_arm, iso_seconds, seconds_iso, to_arm
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.jobs.job_spec import parse_job
+from cloudlet.domain.jobs import queue_settings
+from cloudlet.domain.jobs.job_spec import job_to_doc, parse_job
 
 DATA = Path(__file__).parents[1] / "data" / "arm_jobs"
 WS = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"
@@ -167,3 +168,23 @@ def test_a_workspace_environment_inlined_at_submission_reads_back_as_its_version
     assert props["environmentId"] == f"{WS}/environments/py/versions/3"
     # an inline environment without a version (not from the workspace) names none
     assert "environmentId" not in to_arm({**view, "environment": {"image": "python"}}, WS)["properties"]
+
+
+def test_queue_settings_cross_the_wire_as_the_sdk_sends_and_reads_them() -> None:
+    """azure-ai-ml sends ``queueSettings: {jobTier: "Spot", priority: 3}`` (JobTierNames,
+    JobPriorityValues) and reads the same shape back; the document stores the entity's names."""
+    body = {
+        "properties": {
+            "jobType": "Command",
+            "command": "true",
+            "queueSettings": {"jobTier": "Spot", "priority": 3},
+        }
+    }
+    doc = from_arm(body, "q", REFS)
+    stored = job_to_doc(parse_job(doc))["queue_settings"]
+    assert stored == {"job_tier": "spot", "priority": "high"}
+    view = {"name": "q", "command": "true", "queue_settings": queue_settings.shown(stored)}
+    assert to_arm(view, WS)["properties"]["queueSettings"] == {"jobTier": "Spot", "priority": 3}
+    # No tier given: none on the wire (the SDK reads job_tier None); the priority always.
+    unset = {"name": "q", "command": "true", "queue_settings": queue_settings.shown(None)}
+    assert to_arm(unset, WS)["properties"]["queueSettings"] == {"priority": 2}

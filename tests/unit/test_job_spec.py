@@ -19,6 +19,7 @@ from cloudlet.domain.jobs.job_spec import (
     data_inputs,
     distribution_env,
     is_remote_path,
+    job_tier_value,
     job_to_doc,
     literal_inputs,
     normalise_compute,
@@ -166,7 +167,7 @@ def test_document_level_errors(doc: Any, target: str, fragment: str) -> None:
         ({"resources": {"gpus": 1}}, "resources.gpus", "unknown field"),
         ({"resources": {"shm_size": "lots"}}, "resources.shm_size", "2g"),
         ({"limits": {"timeout": 0}}, "limits.timeout", "≥ 1"),
-        ({"queue_settings": {"priority": "urgent"}}, "queue_settings.priority", "'low'"),
+        ({"queue_settings": {"priority": "urgent"}}, "queue_settings.priority", "low, medium, high"),
         ({"identity": {"type": "root"}}, "identity.type", "managed"),
         ({"distribution": {"type": "horovod"}}, "distribution.type", "pytorch"),
         (
@@ -374,9 +375,43 @@ def test_distribution_env_rejects_bad_rank() -> None:
         distribution_env(spec, ["a"], 1, 1)
 
 
-@pytest.mark.parametrize(("priority", "value"), [("low", 1), ("medium", 2), ("high", 3), ("LOW", 1)])
-def test_priority_value(priority: str, value: int) -> None:
+@pytest.mark.parametrize(
+    ("priority", "value"), [("low", 1), ("medium", 2), ("high", 3), ("LOW", 1), (3, 3), ("1", 1)]
+)
+def test_priority_value(priority: str | int, value: int) -> None:
     assert priority_value(parse_job(job(queue_settings={"priority": priority}))) == value
+
+
+@pytest.mark.parametrize(
+    ("given", "stored", "tier"),
+    [
+        ({"job_tier": "Spot", "priority": "HIGH"}, {"job_tier": "spot", "priority": "high"}, "spot"),
+        ({"jobTier": "Premium", "priority": 1}, {"job_tier": "premium", "priority": "low"}, "premium"),
+        ({"job_tier": "null"}, {}, None),
+        ({"job_tier": "Null", "priority": 2}, {"priority": "medium"}, None),
+    ],
+)
+def test_queue_settings_are_stored_in_the_sdk_entity_shape(
+    given: dict[str, Any], stored: dict[str, Any], tier: str | None
+) -> None:
+    """One parser (domain/jobs/queue_settings.py) behind the model: the SDK's, the wire's and
+    YAML's spellings are stored alike, and ``jobs.job_tier`` gets None for the default tier."""
+    spec = parse_job(job(queue_settings=given))
+    assert job_to_doc(spec)["queue_settings"] == stored
+    assert job_tier_value(spec) == tier
+
+
+@pytest.mark.parametrize(
+    ("given", "target"),
+    [
+        ({"job_tier": "gold"}, "queue_settings.job_tier"),
+        ({"priority": True}, "queue_settings.priority"),
+        ({"priority": 4}, "queue_settings.priority"),
+        ({"tier": "spot"}, "queue_settings.tier"),
+    ],
+)
+def test_bad_queue_settings_name_the_field(given: dict[str, Any], target: str) -> None:
+    assert error_of({"command": "true", "compute": "local", "queue_settings": given}).target == target
 
 
 # ----------------------------------------------------------------------------------------------

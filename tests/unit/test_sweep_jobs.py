@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.jobs.job_spec import parse_job
+from cloudlet.domain.jobs.job_spec import parse_job, priority_value
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.parent_jobs import ChildView, NewChild, ParentContext, ParentStep
-from cloudlet.domain.jobs.sweep_jobs import SWEEP, advance, best_trial, parse_sweep, total_trials
+from cloudlet.domain.jobs.sweep_jobs import SWEEP, advance, best_trial, parse_sweep, total_trials, trial_doc
 
 # Azure's examples/jobs/basics/hello-sweep.yml, as written.
 HELLO_SWEEP = """
@@ -365,3 +365,14 @@ def test_timeout_and_cancel_end_the_sweep_canceled() -> None:
         stored, children, ParentContext(now=NOW.now, started_at=NOW.now, cancel_requested=True)
     )
     assert canceled.outcome is JobStatus.CANCELED and canceled.cancel == ("1",)
+
+
+def test_trials_inherit_the_sweeps_queue_settings_in_the_entity_shape() -> None:
+    """A sweep's ``queue_settings`` is read by the one parser and each trial carries it (so each
+    trial's ``jobs.priority`` and ``jobs.job_tier`` are the sweep's); a bad one names the field."""
+    doc = parse_sweep(hello(queue_settings={"priority": "HIGH", "jobTier": "Spot"}), "sw")
+    assert doc["queue_settings"] == {"job_tier": "spot", "priority": "high"}
+    trial = trial_doc(doc, "0", {"B": "hello", "C": 0.5})
+    assert trial["queue_settings"] == {"job_tier": "spot", "priority": "high"}
+    assert priority_value(parse_job(trial, "sw-0")) == 3
+    assert error_of(hello(queue_settings={"priority": "urgent"})).target == "queue_settings.priority"

@@ -34,6 +34,7 @@ from cloudlet.api import (
     routes_metrics,
     routes_online,
     routes_studio,
+    routes_teams,
 )
 from cloudlet.api.arm import assets as arm_assets
 from cloudlet.api.arm import batch_endpoints as arm_batch_endpoints
@@ -109,6 +110,7 @@ def create_app(state: AppState) -> FastAPI:
         routes_admin.router,
         routes_events.router,
         routes_access.router,
+        routes_teams.router,
         routes_agent_apps.router,
         routes_agent_data.router,
         routes_agent_replicas.router,

@@ -60,6 +60,7 @@ COLUMNS.setdefault(
         ("STATUS", lambda d: d.get("status")),
         ("COMPUTE", lambda d: d.get("compute")),
         ("ATTEMPT", lambda d: d.get("attempt")),
+        ("PRIORITY", lambda d: (d.get("queue_settings") or {}).get("priority")),
         ("DISPLAY_NAME", lambda d: d.get("display_name")),
         ("CREATED", _created),
         # A queued job's place in its compute's queue, its estimated start and the reason's code.

@@ -179,6 +179,9 @@ def _register() -> None:
     from cloudlet.cli import usage
 
     usage.register(app)  # usage --idle (issue 29)
+    from cloudlet.cli import teams
+
+    teams.register(app)  # team create|update|show|list|delete (issue 31)
 
 
 _register()

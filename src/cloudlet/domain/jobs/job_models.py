@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_JOB_TIMEOUT_S, MAX_PROCESSES_PER_NODE
 from cloudlet.domain.compute.sizes import DEFAULT_SIZE
 from cloudlet.domain.errors import CloudletError, validation_error
+from cloudlet.domain.jobs import queue_settings
 from cloudlet.domain.jobs.notifications import NotificationSetting
 from cloudlet.domain.validation import FieldProblem, translate
 
@@ -196,13 +197,42 @@ class LimitsSpec(_Strict):
 
 
 class QueueSettings(_Strict):
-    job_tier: Literal["null", "spot", "basic", "standard", "premium"] | None = None
+    """Azure ML's ``queue_settings`` as every door sends it, read by the one parser
+    (``queue_settings.parse_queue_settings``'s rules): ``priority`` low/medium/high in any case or the
+    wire's 1/2/3, ``job_tier`` spot/basic/standard/premium/null in any case (``jobTier`` too). Stored
+    in the SDK entity's shape: lower-case names; an unset or ``null`` tier is omitted (Azure's
+    default tier)."""
+
+    job_tier: Literal["spot", "basic", "standard", "premium"] | None = None
     priority: Literal["low", "medium", "high"] | None = None
 
-    @field_validator("job_tier", "priority", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _fold(cls, value: Any) -> Any:
-        return value.lower() if isinstance(value, str) else value
+    def _wire_names(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "jobTier" in value and "job_tier" not in value:
+            value = {**value, "job_tier": value["jobTier"]}
+            del value["jobTier"]
+        return value
+
+    @field_validator("job_tier", mode="before")
+    @classmethod
+    def _tier(cls, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null")):
+            return None
+        try:
+            return queue_settings.parse_job_tier(value, "job_tier").value
+        except queue_settings.QueueSettingsError as exc:
+            raise ValueError(str(exc).removeprefix("job_tier: ")) from None
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _priority(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return queue_settings.PRIORITY_NAMES[queue_settings.parse_priority(value, "priority")]
+        except queue_settings.QueueSettingsError as exc:
+            raise ValueError(str(exc).removeprefix("priority: ")) from None
 
 
 class JobIdentity(_Strict):
@@ -488,6 +518,11 @@ def priority_value(spec: CommandJobSpec) -> int:
     """``queue_settings.priority`` low/medium/high → 1/2/3 (medium when unset)."""
     name = (spec.queue_settings.priority if spec.queue_settings else None) or DEFAULT_PRIORITY
     return PRIORITIES[name]
+
+
+def job_tier_value(spec: CommandJobSpec) -> str | None:
+    """``queue_settings.job_tier`` as ``jobs.job_tier`` stores it: None for Azure's default tier."""
+    return spec.queue_settings.job_tier if spec.queue_settings else None
 
 
 def translate_error(exc: ValidationError, model: type[BaseModel], prefix: str, what: str) -> CloudletError:

@@ -73,6 +73,22 @@ def parse_queue_settings(value: Mapping[str, Any] | None, where: str = "queue_se
     )
 
 
+def shown(value: object) -> dict[str, str]:
+    """A stored ``queue_settings`` as ``job show`` and the SDK entity show it: ``priority`` always
+    (medium when unset), ``job_tier`` when one was set (unset or ``null``: Azure's default tier).
+    A value this parser refuses (none is stored: submission parses it) is shown as it is."""
+    fields = value if isinstance(value, Mapping) else {}
+    try:
+        parsed = parse_queue_settings(fields)
+    except QueueSettingsError:
+        return {str(k): str(v) for k, v in fields.items()}
+    out = {"priority": parsed.priority_name}
+    tier = fields.get("job_tier", fields.get("jobTier"))
+    if isinstance(tier, str) and tier.strip().lower() not in ("", "null"):
+        out["job_tier"] = parsed.job_tier.value
+    return out
+
+
 def parse_job_tier(value: object, where: str = "queue_settings.job_tier") -> JobTier:
     if value is None:
         return DEFAULT_TIER
@@ -111,4 +127,5 @@ __all__ = [
     "parse_job_tier",
     "parse_priority",
     "parse_queue_settings",
+    "shown",
 ]

@@ -154,6 +154,7 @@ def submit(
         status=job_status.INITIAL.value,  # a new row: nothing to move from
         status_message=_waiting_message(compute),
         priority=job_spec.priority_value(spec),
+        job_tier=job_spec.job_tier_value(spec),  # queue_settings.job_tier: spot waits for idle capacity
         instance_count=int(doc.get("resources", {}).get("instance_count", 1)),
         attempt=0,
         max_attempts=3,

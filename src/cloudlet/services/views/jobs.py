@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from cloudlet.domain.jobs import queue_settings
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.queue_places import steps_waiting
 from cloudlet.services.assets import assets as asset_service
@@ -103,6 +104,8 @@ def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str)
         "outputs": outputs,
         "status": job.status,
         "status_message": job.status_message,
+        # The SDK entity's shape (priority low/medium/high, job_tier when set), as submitted.
+        "queue_settings": queue_settings.shown(job.spec.get("queue_settings")),
         "attempt": job.attempt,
         "attempts": [
             _iso_attempt(a, f"{base_url}/api/v1{_ws_path(ref)}/jobs/{job.name}") for a in attempts.values()

@@ -20,6 +20,7 @@ from typing import Any
 
 from cloudlet.domain.errors import validation_error
 from cloudlet.domain.jobs import notifications as notification_rules
+from cloudlet.domain.jobs import queue_settings
 
 JOB_TYPE = "Command"
 # ARM's input modes and their CLI v2 names.
@@ -125,9 +126,11 @@ def from_arm(body: Any, name: str, refs: Refs) -> dict[str, Any]:
     if isinstance(limits, Mapping) and limits.get("timeout"):
         doc["limits"] = {"timeout": iso_seconds(str(limits["timeout"]), "properties.limits.timeout")}
     queue = props.get("queueSettings")
-    if isinstance(queue, Mapping):
+    if isinstance(queue, Mapping):  # "Spot", 3: the job model's QueueSettings reads both spellings
         doc["queue_settings"] = {
-            k: v for k, v in (("job_tier", queue.get("jobTier")), ("priority", queue.get("priority"))) if v
+            k: v
+            for k, v in (("job_tier", queue.get("jobTier")), ("priority", queue.get("priority")))
+            if v is not None
         }
     identity = props.get("identity")
     if isinstance(identity, Mapping) and identity.get("identityType"):
@@ -157,6 +160,18 @@ def notification_from_arm(value: Any) -> dict[str, Any]:
             for name, hook in hooks.items()
         }
     return doc
+
+
+def queue_settings_to_arm(shown: Mapping[str, Any]) -> dict[str, Any]:
+    """The view's ``queue_settings`` (``queue_settings.shown``) in the SDK's wire shape:
+    ``{"jobTier": "Spot", "priority": 3}`` (``JobTierNames``/``JobPriorityValues``: the tier's
+    PascalCase name, the priority as 1/2/3); no ``jobTier`` for the default tier."""
+    out: dict[str, Any] = {}
+    if shown.get("job_tier"):
+        out["jobTier"] = str(shown["job_tier"]).capitalize()
+    if shown.get("priority") in queue_settings.PRIORITY_VALUES:
+        out["priority"] = queue_settings.PRIORITY_VALUES[str(shown["priority"])]
+    return out
 
 
 def notification_to_arm(setting: Mapping[str, Any]) -> dict[str, Any]:
@@ -347,6 +362,9 @@ def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = Non
     limits = view.get("limits")
     if isinstance(limits, Mapping) and limits.get("timeout"):
         props["limits"] = {"jobLimitsType": "Command", "timeout": seconds_iso(int(limits["timeout"]))}
+    queue = view.get("queue_settings")
+    if isinstance(queue, Mapping) and queue:
+        props["queueSettings"] = queue_settings_to_arm(queue)
     if isinstance(view.get("notification_setting"), Mapping):
         props["notificationSetting"] = notification_to_arm(view["notification_setting"])
     return job_resource(view, workspace_id, props)
