@@ -138,10 +138,6 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     now = time.time()
     rows = dispatch.queue_in_order(session, compute.workspace_id, compute.name, QUEUE_READ)
     extra = _job_columns(session, rows)
-    config = fair_config.for_compute(session, compute)
-    single = compute.type in compute_types.SINGLE_NODE
-    history = _history(session, compute)
-    snap = Snapshot(now, "instance" if single else "cluster", len(rows) < QUEUE_READ)
     running_rows = list(
         session.execute(
             select(Job.instance_count, Job.started_at, Job.spec, Job.created_by).where(
@@ -151,6 +147,13 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
             )
         )
     )
+    # The users read here spare for_compute its probe of the queue for a default-team user (whose
+    # team gets a share); a user deeper than QUEUE_READ is missed, as its jobs are.
+    users = {user for user, _ in extra.values()} | {r.created_by for r in running_rows}
+    config = fair_config.for_compute(session, compute, users=users)
+    single = compute.type in compute_types.SINGLE_NODE
+    history = _history(session, compute)
+    snap = Snapshot(now, "instance" if single else "cluster", len(rows) < QUEUE_READ)
     if single:
         capacity, free = _instance(session, compute, snap)
         unit = _processes
