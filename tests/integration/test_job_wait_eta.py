@@ -86,6 +86,14 @@ def test_a_high_priority_job_goes_first_and_says_why_the_others_wait(
     wait_job(api, srv, "urgent", ("Canceled",), timeout=30)
     # The queue is read again within the refresh (≤ 5 s): q-1 back at the head.
     wait_until(lambda: job(api, srv, "q-1")["waiting"]["position"] == 1, 10, "q-1 back at the head")
+    # A spot job runs only on capacity nobody else wants: behind the others, and says so.
+    spot = {"command": "echo spot", "compute": f"azureml:{CLUSTER}", "queue_settings": {"job_tier": "spot"}}
+    submit(api, srv, "spotty", spot)
+    waiting = job(api, srv, "spotty")["waiting"]
+    assert waiting["code"] == "spot" and waiting["position"] == 4, waiting
+    assert "spot tier" in waiting["message"] and "3 jobs ahead" in waiting["message"], waiting
+    api.post(f"{srv.ws_path}/jobs/spotty/cancel")
+    wait_job(api, srv, "spotty", ("Canceled",), timeout=30)
 
 
 def test_the_cli_shows_a_waiting_block_and_list_columns(api: httpx.Client, srv: RunningServer) -> None:
@@ -179,6 +187,30 @@ def test_a_pipeline_step_waits_for_its_upstream_step(api: httpx.Client, srv: Run
     finally:
         api.post(f"{srv.ws_path}/jobs/piped/cancel")
         wait_job(api, srv, "piped", ("Canceled",), timeout=30)
+
+
+def test_a_team_over_its_share_says_its_usage_and_share(api: httpx.Client, srv: RunningServer) -> None:
+    """The holder's team may not borrow (borrow_limit 0): it holds the whole 4-core node against a
+    2-core share, so its queued jobs wait on fair share, with the usage and the share in words."""
+    pool = {"workspace": "default", "compute": CLUSTER, "share": 1}
+    alpha = {"members": ["admin"], "shares": [{**pool, "borrow_limit": 0}]}
+    assert api.put("/api/v1/teams/alpha", json=alpha).status_code == 201
+    assert api.put("/api/v1/teams/beta", json={"shares": [pool]}).status_code == 201
+    try:
+        waiting = wait_until(
+            lambda: (w := job(api, srv, "q-2")["waiting"])["code"] == "fair_share" and w,
+            10,
+            "the fair-share reason",
+        )
+        assert waiting["message"].startswith(
+            "team alpha has used 100% of the pool lately against a share of 50%"
+        ), waiting
+        assert "holds 4 of its 2 cores and may not borrow more" in waiting["message"], waiting
+        assert waiting["position"] == 2 and waiting["eta"], waiting
+    finally:
+        for team in ("alpha", "beta"):
+            api.delete(f"/api/v1/teams/{team}")
+    wait_until(lambda: job(api, srv, "q-2")["waiting"]["code"] == "cluster_at_max", 10, "no fair share")
 
 
 def test_when_the_head_starts_the_others_move_up_and_their_etas_change(

@@ -142,3 +142,14 @@ def test_a_pipeline_step_not_started_waits_for_its_upstream_steps() -> None:
     assert (
         waits["eval"].code is WaitCode.DEPENDENCY and waits["eval"].message == "waits for train to complete"
     )
+
+
+def test_with_factors_only_teams_fair_share_puts_first_count_as_ahead_by_it() -> None:
+    queue = [_job(1, team="heavy"), _job(2, team="light"), _job(3, team="heavy"), _job(4, team="light")]
+    found = places(queue, 4, 0, [], {"heavy": 0.2, "light": 0.9})
+    last_heavy, last_light = found[2], found[3]
+    assert last_heavy is not None and last_light is not None
+    assert last_heavy.ahead_other_teams == 1  # the light job ahead: fair share's pick
+    assert last_light.ahead_other_teams == 0  # heavy jobs ahead are there by FIFO, not fair share
+    plain = places(queue, 4, 0, [])[3]
+    assert plain is not None and plain.ahead_other_teams == 2

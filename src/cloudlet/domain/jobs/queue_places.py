@@ -93,30 +93,46 @@ def replay_starts(
 
 
 def places(
-    queue: Sequence[Queued], capacity: float, free: float, running: Sequence[RunningEnd]
+    queue: Sequence[Queued],
+    capacity: float,
+    free: float,
+    running: Sequence[RunningEnd],
+    factors: Mapping[str, float] | None = None,
 ) -> list[Place | None]:
-    """Every job's ``Place`` in one pass (None for a canceled one)."""
+    """Every job's ``Place`` in one pass (None for a canceled one). ``factors``: each team's
+    fair-share factor; ``ahead_other_teams`` then counts the jobs ahead of its band (tier and
+    priority) whose team has a higher factor — those fair share puts first (a team missing from it
+    counts as 0). Without ``factors``, every other team's job of its band ahead counts."""
     starts = replay_starts(capacity, free, running, queue)
     out: list[Place | None] = []
     ahead = cores = nodes = not_spot = 0
     by_priority: dict[int, int] = {}
-    by_band: dict[tuple[bool, int], int] = {}
-    by_band_team: dict[tuple[bool, int, str | None], int] = {}
+    by_band: dict[tuple[bool, int], dict[str | None, int]] = {}  # band → team → jobs ahead
     for job, start in zip(queue, starts, strict=True):
         if job.canceled:
             out.append(None)
             continue
         higher = sum(count for priority, count in by_priority.items() if priority > job.priority)
         band = (job.spot, job.priority)
-        others = by_band.get(band, 0) - by_band_team.get((*band, job.team), 0) if job.team is not None else 0
+        teams = by_band.setdefault(band, {})
+        others = 0
+        if job.team is not None:
+            if factors is None:
+                others = sum(count for team, count in teams.items() if team != job.team)
+            else:  # teams are few (tens): a sum over them per job
+                own = factors.get(job.team, 0.0)
+                others = sum(
+                    count
+                    for team, count in teams.items()
+                    if team != job.team and factors.get(team or "", 0.0) > own
+                )
         out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, start))
         ahead += 1
         cores += job.cores
         nodes += job.nodes
         not_spot += not job.spot
         by_priority[job.priority] = by_priority.get(job.priority, 0) + 1
-        by_band[band] = by_band.get(band, 0) + 1
-        by_band_team[(*band, job.team)] = by_band_team.get((*band, job.team), 0) + 1
+        teams[job.team] = teams.get(job.team, 0) + 1
     return out
 
 

@@ -185,12 +185,13 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
                 bool(row.cancel_requested),
             )
         )
-    snap.places = places(snap.queue, capacity, free, running)
+    if config is not None:  # before the places: who is ahead by fair share needs the factors
+        snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
+    factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
+    snap.places = places(snap.queue, capacity, free, running, factors)
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
     ready = [job for job in snap.queue if not job.canceled]
     snap.tail = (len(ready), sum(job.cores for job in ready), sum(job.nodes for job in ready))
-    if config is not None:
-        snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     return snap
 
 
