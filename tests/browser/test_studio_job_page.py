@@ -424,6 +424,11 @@ def test_a_queued_job_shows_its_reason_position_and_estimated_start(
         )
         screenshot(page, "job-waiting")
         axe_check(page)
+        # The job ahead leaves: the page moves it up live, no reload (the queue is read again ≤ 5 s).
+        with srv.client() as api:
+            assert api.post(f"{srv.ws_path}/jobs/eta-next/cancel").status_code == 202
+        position = waiting.locator("[data-wait=position_text]")
+        wait_until(lambda: position.inner_text() == "1", 20, "eta-wait to move up on the page")
     finally:
         with srv.client() as api:
             for name in ("eta-holder", "eta-next", "eta-wait"):

@@ -121,7 +121,7 @@ def test_the_studio_shows_the_position_and_the_eta(api: httpx.Client, srv: Runni
         page = client.get(f"{base}/q-2")
         assert page.status_code == 200, page.text
         assert "Why it has not started" in page.text and "maximum of 1 node" in page.text, page.text
-        assert "Position <strong>2</strong>" in page.text, page.text
+        assert 'Position <strong data-wait="position_text">2</strong>' in page.text, page.text
         assert "Estimated start" in page.text and f'datetime="{eta}"' in page.text, page.text
         assert "running jobs&#39; limits and history" in page.text or "running jobs' limits" in page.text
         listed = client.get(base, params={"compute": CLUSTER})
