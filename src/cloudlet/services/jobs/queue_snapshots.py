@@ -171,7 +171,8 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     ]
     for row in rows:
         user, tier = extra.get(row.id, ("", None))
-        units = unit(row.instance_count, row.spec)
+        spec = getattr(row, "spec", None) or {}  # the scheduler's rows may come without it one day
+        units = unit(row.instance_count, spec)
         snap.queue.append(
             Queued(
                 row.id,
@@ -181,7 +182,7 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
                 row.instance_count,
                 units,
                 units if single else row.instance_count * snap.vcpus_per_node,
-                expected_remaining(0.0, _similar(history, row.instance_count), _timeout(row.spec)),
+                expected_remaining(0.0, _similar(history, row.instance_count), _timeout(spec)),
                 bool(row.cancel_requested),
             )
         )
