@@ -10,6 +10,7 @@ posted by hand is refused (403). Hostile tags, descriptions and model file names
 from __future__ import annotations
 
 import re
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,14 @@ def test_invoke_on_a_folder_register_from_a_job_deploy_and_used_by(
     predictions = Path(download.value.path()).read_text().splitlines()
     assert len(predictions) == 30, predictions
     assert sorted(predictions) == sorted(f"part-{p}.csv,{p * 10 + i}" for p in range(3) for i in range(10))
+    # The whole `score` output, as `job download --output-name score` reads it.
+    with page.expect_download() as download:
+        invocation.get_by_role("link", name="score (.tar.gz)").click()
+    with tarfile.open(download.value.path()) as packed:
+        names = [m.name for m in packed.getmembers() if m.isfile()]
+        assert [Path(n).name for n in names] == ["predictions.csv"], names
+        member = packed.extractfile(names[0])
+        assert member is not None and len(member.read().decode().splitlines()) == 30
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "batch-endpoint")
     axe_check(page)

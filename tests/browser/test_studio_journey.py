@@ -142,6 +142,11 @@ def test_the_journey_of_a_new_azure_ml_user(studio_srv: RunningServer, browser: 
     page.get_by_role("link", name="Outputs + logs").click()
     page.locator("#log", has_text="hello world").wait_for(timeout=JOB_TIMEOUT_MS)
     screenshot(page, "journey-log")
+    # A second of Azure's sample files as written: it writes ./outputs and ./logs.
+    submit_yaml(page, srv, "journey-output", (EXAMPLES / "hello-world-output.yml").read_text())
+    page.locator("#job-status", has_text="Completed").wait_for(timeout=JOB_TIMEOUT_MS)
+    page.get_by_role("link", name="Outputs + logs").click()
+    page.locator("#log", has_text="wrote ./outputs/helloworld.txt").wait_for(timeout=JOB_TIMEOUT_MS)
 
     # A metric chart.
     submit_yaml(page, srv, "journey-metrics", METRICS_JOB)
@@ -183,6 +188,9 @@ def test_the_journey_of_a_new_azure_ml_user(studio_srv: RunningServer, browser: 
     submit_yaml(page, srv, "journey-wait-2", ON_LAB)
     page.get_by_text("Position 2").wait_for()
     page.get_by_text("journey-lab").first.wait_for()
+    # The reason in words, above the position.
+    reason = page.locator(".waiting-reason")
+    assert reason.inner_text().lower().startswith("the instance is stop"), reason.inner_text()
     screenshot(page, "journey-queued")
     axe_check(page)
 

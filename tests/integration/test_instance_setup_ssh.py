@@ -25,6 +25,7 @@ from cloudlet.domain.compute.idleness import report_from_wire
 from tests.conftest import RunningServer, start_server
 from tests.instance_helpers import INSTANCE, OP_TIMEOUT_S, act, compute_url, create_instance, delete_instance
 from tests.jobs_helpers import reaped, wait_until
+from tests.studio_http import sign_in, studio_client
 
 NO_SSHD = (
     "OpenSSH server (/usr/sbin/sshd) is not installed: "
@@ -184,6 +185,10 @@ def test_ssh_accepts_only_the_owners_key(
     # sshd runs in the instance's sandbox as its unprivileged user, the only one it can log in.
     assert settings["admin_username"] == "azureuser" and settings["ssh_port"] > 0
     assert settings["connect_command"] == f"ssh -p {settings['ssh_port']} azureuser@127.0.0.1"
+    with studio_client(srv) as studio:  # the studio's instance page shows the same command
+        assert sign_in(studio, srv.api_key).status_code == 303
+        page = studio.get(f"/studio/ws/{srv.subscription_id}/default/default/compute/cis3")
+        assert f"<code>{settings['connect_command']}</code>" in page.text, page.text
 
     secret = srv.home / "credentials"
     ok = ssh(settings, keys["owner"], "echo", "ok", "$HOME", "$(id -u)", f"$(cat {secret} 2>/dev/null)")

@@ -4,6 +4,7 @@ by tests/integration/test_arm_online_sdk.py's request hook) ↔ cloudlet's onlin
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,9 @@ import pytest
 from cloudlet.api.arm.wire import arm_online
 from cloudlet.domain.endpoints import online_endpoints as rules
 from cloudlet.domain.errors import CloudletError
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.endpoints import online_endpoints as online_service
+from cloudlet.store.schema import OnlineEndpoint
 
 DATA = Path(__file__).parent.parent / "data" / "arm_online"
 WS = (
@@ -42,17 +46,23 @@ def test_endpoint_bodies_become_valid_documents() -> None:
 
 
 def test_endpoint_answer_has_what_the_sdk_reads() -> None:
+    # The ARM door translates the native door's view (issue 26 item 2: one view per resource).
     spec = rules.parse_endpoint({"auth_mode": "aml_token", "traffic": {}}, "ep1").to_doc()
-    uri = "https://h:1/online/s/rg/ws/ep1/score"
-    body = arm_online.endpoint_to_arm(spec, WS, uri, "local", "Succeeded")
+    row = OnlineEndpoint(
+        name="ep1", spec=spec, provisioning_state="Succeeded", created_by="me", created_on=datetime.now(UTC)
+    )
+    ref = WorkspaceRef("00000000-0000-0000-0000-000000000000", "default", "default")
+    view = online_service.render_endpoint(row, ref, "https://h:1")
+    body = arm_online.endpoint_to_arm(view, WS, "local")
     props = body["properties"]
-    assert body["id"] == f"{WS}/onlineEndpoints/ep1" and body["kind"] == "Managed"
+    assert body["id"] == f"{WS}/onlineEndpoints/ep1" == view["id"] and body["kind"] == "Managed"
     assert (props["authMode"], props["scoringUri"], props["provisioningState"]) == (
         "AMLToken",
-        uri,
+        view["scoring_uri"],
         "Succeeded",
     )
-    assert props["swaggerUri"] == "https://h:1/online/s/rg/ws/ep1/swagger.json" and props["properties"] == {}
+    assert view["scoring_uri"].startswith("https://h:1/") and view["scoring_uri"].endswith("/ep1/score")
+    assert props["swaggerUri"] == view["swagger_uri"] and props["properties"] == {}
 
 
 def test_aad_token_is_refused_naming_the_field() -> None:

@@ -16,6 +16,9 @@ from cloudlet.domain.jobs import job_spec
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.parent_jobs import ChildView, ParentContext
 from cloudlet.nodekit import batch_driver
+from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.endpoints import batch_endpoints as service
+from cloudlet.store.schema import BatchDeployment, BatchEndpoint
 
 DEPLOYMENT: dict[str, Any] = {
     "name": "blue",
@@ -201,3 +204,27 @@ def test_an_output_path_is_a_datastore_folder_in_short_form() -> None:
         with pytest.raises(CloudletError) as caught:
             rules.parse_invoke({"input": "x", "output_path": bad})
         assert caught.value.target == "output_path", bad
+
+
+def test_both_doors_render_one_view_of_an_endpoint_and_a_deployment() -> None:
+    # Issue 26 item 2: the ARM facade translates the service's view (transient rows, no store).
+    ref = WorkspaceRef("00000000-0000-0000-0000-000000000000", "default", "default")
+    spec = rules.parse_endpoint({"description": "d", "defaults": {"deployment_name": "blue"}}, "scorer")
+    endpoint = BatchEndpoint(name="scorer", spec=spec, created_by="me", created_at=0.0, modified_at=0.0)
+    view = service.render_endpoint(endpoint, ref, "https://h:1")
+    assert view["scoring_uri"] == f"https://h:1{ref.arm_id}/batchEndpoints/scorer/invoke"
+    body = arm_batch.endpoint_to_arm(view, ref.arm_id, "local")
+    assert body["id"] == view["id"] and body["name"] == "scorer"
+    assert body["properties"]["scoringUri"] == view["scoring_uri"]
+    assert body["properties"]["defaults"] == {"deploymentName": "blue"}
+    deployment = BatchDeployment(
+        name="blue",
+        spec=rules.parse_deployment(DEPLOYMENT, "scorer", "blue"),
+        created_by="me",
+        created_at=0.0,
+        modified_at=0.0,
+    )
+    shown = service.render_deployment(deployment, "scorer", ref)
+    assert shown["id"] == f"{ref.arm_id}/batchEndpoints/scorer/deployments/blue"
+    arm = arm_batch.deployment_to_arm(shown, ref.arm_id, "scorer", None, "local")
+    assert arm["id"] == shown["id"] and arm["properties"]["miniBatchSize"] == 2

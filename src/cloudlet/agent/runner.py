@@ -20,22 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cloudlet.agent import remote_data
+from cloudlet.agent import remote_data, run_reports
 from cloudlet.agent.client import AgentClient, Backoff, HTTPStatusError, Revoked, Unreachable
 from cloudlet.agent.config import log
 from cloudlet.agent.interfaces import collective_interface
 from cloudlet.agent.launcher_client import LaunchedRun, LauncherClient, LauncherUnavailable
-from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group, utf8_cut
+from cloudlet.agent.run_reports import CHUNK, REPORT_RUNNING_AFTER_S
+from cloudlet.agent.runstate import Run, exit_code_of, killpg, signal_group
 from cloudlet.nodekit.safe_paths import UnsafePath
 from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox, user_environment
 
-CHUNK = 64 * 1024
 BATCH_S = 0.1
 KILL_AFTER_S = 1.0
 LEFTOVER_GRACE_S = 2.0
 FETCH_DEADLINE_S = 60.0
 DONE_MEMORY = 1024
-REPORT_RUNNING_AFTER_S = 0.05
 DEFAULT_ARTIFACTS = ("outputs", "logs")  # folders of a run's working directory kept after it
 DOWNLOAD_FAILED = "download_failed"  # the exit reason of a run whose http(s) input failed
 UPLOAD_FAILED = "upload_failed"  # ... of a run whose data (no shared disk) could not be uploaded
@@ -555,61 +554,12 @@ class RunManager:
                 wait = min(wait, max(0.0, run.started_at + REPORT_RUNNING_AFTER_S - now))
         return wait
 
-    def _report_running(self, run: Run) -> None:
-        if run.running_reported or run.exited or time.time() - run.started_at < REPORT_RUNNING_AFTER_S:
-            return
-        body = {"pid": run.pid, "started_at": run.started_at}
-        try:
-            self.client.call("POST", f"/agent/v1/runs/{run.run_id}/running", body)
-        except HTTPStatusError as exc:
-            if exc.status >= 500:
-                raise Unreachable(str(exc)) from exc
-            log(f"run {run.run_id}: running report refused ({exc})")
-        run.running_reported = True
-
     def _send_run(self, run: Run) -> None:
-        self._report_running(run)
-        tail: dict[str, Any] | None = None  # the log's last chunk, carried by the exit report
-        while True:
-            with self._cond:
-                exited, written = run.exited, run.written
-            if run.sent_raw >= written:
-                break
-            with open(run.spool, "rb") as f:
-                f.seek(run.sent_raw)
-                data = f.read(min(CHUNK, written - run.sent_raw))
-            n = len(data) if exited else utf8_cut(data)
-            if n == 0:
-                break
-            text = data[:n].decode("utf-8", "replace")
-            chunk = {"offset": run.sent_text, "data": text}
-            if exited and self.exit_carries_log and run.sent_raw + n >= written:
-                tail = chunk  # one request for both (a tiny job's whole log): sent below
-                break
-            try:
-                self.client.call("POST", f"/agent/v1/runs/{run.run_id}/logs", chunk)
-            except HTTPStatusError as exc:
-                if exc.status >= 500:
-                    raise Unreachable(str(exc)) from exc
-                log(f"run {run.run_id}: log chunk at {run.sent_text} refused ({exc}); dropped")
-            run.sent_raw += n
-            run.sent_text += len(text.encode())
-        if not exited or (tail is None and run.sent_raw < written):
+        run_reports.report_running(self.client, run)
+        exited, tail = run_reports.send_logs(self.client, run, self._cond, self.exit_carries_log)
+        if not exited or (tail is None and run.sent_raw < run.written):
             return
-        body = {
-            "exit_code": run.exit_code,
-            "started_at": run.started_at,
-            "ended_at": run.ended_at,
-            "reason": run.reason,
-            **({"log": tail} if tail is not None else {}),
-        }
-        answer: Any = None
-        try:
-            answer = self.client.call("POST", f"/agent/v1/runs/{run.run_id}/exit", body)
-        except HTTPStatusError as exc:
-            if exc.status >= 500:
-                raise Unreachable(str(exc)) from exc
-            log(f"run {run.run_id}: exit refused ({exc}); forgetting the run")
+        answer = run_reports.send_exit(self.client, run, tail)
         with self._cond:
             self._runs.pop(run.run_id, None)
             self._done[run.run_id] = None

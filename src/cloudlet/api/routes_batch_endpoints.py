@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
@@ -26,7 +25,7 @@ from cloudlet.services.endpoints import batch_endpoints as service
 from cloudlet.services.views import jobs as native_jobs
 
 if TYPE_CHECKING:
-    from cloudlet.store.schema import BatchDeployment, BatchEndpoint, Workspace
+    from cloudlet.store.schema import Workspace
 
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
@@ -43,35 +42,13 @@ def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tupl
     return ref, workspaces.resolve(ctx.session, ref, ctx.caller, needed)
 
 
-def _when(stamp: float) -> str:
-    return datetime.fromtimestamp(stamp, UTC).isoformat()
-
-
-def render_endpoint(row: BatchEndpoint, ref: WorkspaceRef, base_url: str) -> dict[str, Any]:
-    path = f"{ref.arm_id}/batchEndpoints/{row.name}"
-    return {
-        **row.spec,
-        "id": path,
-        "name": row.name,
-        "scoring_uri": f"{base_url}/api/v1{path}/invoke",
-        "provisioning_state": "Succeeded",
-        "creation_context": {"created_by": row.created_by, "created_at": _when(row.created_at)},
-    }
-
-
-def render_deployment(row: BatchDeployment, endpoint: BatchEndpoint, ref: WorkspaceRef) -> dict[str, Any]:
-    return {
-        **row.spec,
-        "id": f"{ref.arm_id}/batchEndpoints/{endpoint.name}/deployments/{row.name}",
-        "name": row.name,
-        "endpoint_name": endpoint.name,
-        "provisioning_state": "Succeeded",
-        "creation_context": {"created_by": row.created_by, "created_at": _when(row.created_at)},
-    }
-
-
 def _base(ctx: Context) -> str:
     return str(ctx.request.base_url).rstrip("/")
+
+
+def _invoke_base(ctx: Context) -> str:
+    """Where this door serves an endpoint's ``…/invoke`` (the view's scoring URI)."""
+    return _base(ctx) + "/api/v1"
 
 
 # -- endpoints -------------------------------------------------------------------------------
@@ -79,7 +56,7 @@ def _base(ctx: Context) -> str:
 def list_batch_endpoints(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     rows = service.list_endpoints(ctx.session, workspace)
-    return json_response({"value": [render_endpoint(r, ref, _base(ctx)) for r in rows]})
+    return json_response({"value": [service.render_endpoint(r, ref, _invoke_base(ctx)) for r in rows]})
 
 
 @router.get(EP)
@@ -88,7 +65,9 @@ def show_batch_endpoint(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     return json_response(
-        render_endpoint(service.get_endpoint(ctx.session, workspace, endpoint), ref, _base(ctx))
+        service.render_endpoint(
+            service.get_endpoint(ctx.session, workspace, endpoint), ref, _invoke_base(ctx)
+        )
     )
 
 
@@ -103,7 +82,7 @@ def put_batch_endpoint(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     row, created = service.create_or_update_endpoint(ctx.session, ref, workspace, endpoint, body, ctx.caller)
-    return json_response(render_endpoint(row, ref, _base(ctx)), 201 if created else 200)
+    return json_response(service.render_endpoint(row, ref, _invoke_base(ctx)), 201 if created else 200)
 
 
 @router.delete(EP, status_code=204)
@@ -123,7 +102,11 @@ def list_batch_deployments(
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     row = service.get_endpoint(ctx.session, workspace, endpoint)
     return json_response(
-        {"value": [render_deployment(d, row, ref) for d in service.deployments(ctx.session, row)]}
+        {
+            "value": [
+                service.render_deployment(d, row.name, ref) for d in service.deployments(ctx.session, row)
+            ]
+        }
     )
 
 
@@ -133,7 +116,9 @@ def show_batch_deployment(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     row = service.get_endpoint(ctx.session, workspace, endpoint)
-    return json_response(render_deployment(service.get_deployment(ctx.session, row, deployment), row, ref))
+    return json_response(
+        service.render_deployment(service.get_deployment(ctx.session, row, deployment), row.name, ref)
+    )
 
 
 @router.put(
@@ -156,7 +141,7 @@ def put_batch_deployment(
     row, parent, created = service.create_or_update_deployment(
         ctx.session, ref, workspace, endpoint, deployment, body, ctx.caller, ctx.state.data, set_default
     )
-    return json_response(render_deployment(row, parent, ref), 201 if created else 200)
+    return json_response(service.render_deployment(row, parent.name, ref), 201 if created else 200)
 
 
 @router.delete(EP + "/deployments/{deployment}", status_code=204)

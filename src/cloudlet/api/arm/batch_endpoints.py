@@ -51,15 +51,13 @@ def _ws_id(ref: WorkspaceRef) -> str:
 
 
 def _endpoint(ctx: Context, row: BatchEndpoint, ref: WorkspaceRef, ws: Workspace) -> dict[str, Any]:
-    ws_id = _ws_id(ref)
-    scoring = f"{arm.https_base(ctx.request, ctx.state)}{ws_id}/batchEndpoints/{row.name}/invoke"
-    return arm_batch.endpoint_to_arm(row.spec, ws_id, scoring, ws.location)
+    view = service.render_endpoint(row, ref, arm.https_base(ctx.request, ctx.state))
+    return arm_batch.endpoint_to_arm(view, _ws_id(ref), ws.location)
 
 
 def _deployment(row: BatchDeployment, endpoint: str, ref: WorkspaceRef, ws: Workspace) -> dict[str, Any]:
-    return arm_batch.deployment_to_arm(
-        {**row.spec, "name": row.name}, _ws_id(ref), endpoint, None, ws.location
-    )
+    view = service.render_deployment(row, endpoint, ref)
+    return arm_batch.deployment_to_arm(view, _ws_id(ref), endpoint, None, ws.location)
 
 
 @router.get(arm.WS + "/batchEndpoints")

@@ -121,8 +121,8 @@ def _endpoint_row(
 
 
 def _endpoint(ctx: Context, row: OnlineEndpoint, ref: WorkspaceRef, ws: Workspace) -> dict[str, Any]:
-    scoring = service.scoring_uri(arm.https_base(ctx.request, ctx.state), ref, row.name)
-    return arm_online.endpoint_to_arm(row.spec, ref.arm_id, scoring, ws.location, row.provisioning_state)
+    view = service.render_endpoint(row, ref, arm.https_base(ctx.request, ctx.state))
+    return arm_online.endpoint_to_arm(view, ref.arm_id, ws.location)
 
 
 def _deployment(

@@ -96,7 +96,7 @@ def decide_tick(facts: InstanceFacts) -> TickVerdict:
         # Paused: nothing fires, and the window still advances (paused actions are skipped).
         return TickVerdict(now, why=f"paused: {facts.unusable_reason}")
     due = due_action(facts.schedules, checked, now)
-    if facts.state == "Stopped" and due is not None and due.action == "start":
+    if facts.state == InstanceState.STOPPED and due is not None and due.action == "start":
         return TickVerdict(now, "start", "schedule", why=due.describe())
     return TickVerdict(now)
 
@@ -145,7 +145,7 @@ def _upcoming(due: DueAction, paused: str | None) -> dict[str, Any]:
 
 def stored_reason(state: str | None, errors: Sequence[Any]) -> str | None:
     """The Unusable reason kept in the compute's errors, while it is Unusable."""
-    if state != "Unusable":
+    if state != InstanceState.UNUSABLE:
         return None
     for error in errors or ():
         if isinstance(error, Mapping) and error.get("code") in UNUSABLE_CODES:

@@ -13,6 +13,7 @@ import io
 import secrets
 import tarfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,39 @@ def delete_endpoint(
     audit.record(session, caller.name, "batchEndpoint.delete", f"{ref.arm_id}/batchEndpoints/{name}")
     session.commit()
     return True
+
+
+# -- views ---------------------------------------------------------------------------------------
+# One view of a batch endpoint and of a deployment, which every door renders: the native API as it
+# is, the ARM facade translated (``api/arm/wire/arm_batch``).
+def _when(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).isoformat()
+
+
+def render_endpoint(row: BatchEndpoint, ref: WorkspaceRef, invoke_base: str) -> dict[str, Any]:
+    """INVOKE_BASE: where the caller's door serves ``{workspace id}/batchEndpoints/{name}/invoke``
+    (the native API under ``/api/v1``, the ARM facade at its root), so each door's scoring URI is
+    its own invoke route."""
+    path = f"{ref.arm_id}/batchEndpoints/{row.name}"
+    return {
+        **row.spec,
+        "id": path,
+        "name": row.name,
+        "scoring_uri": f"{invoke_base}{path}/invoke",
+        "provisioning_state": "Succeeded",
+        "creation_context": {"created_by": row.created_by, "created_at": _when(row.created_at)},
+    }
+
+
+def render_deployment(row: BatchDeployment, endpoint: str, ref: WorkspaceRef) -> dict[str, Any]:
+    return {
+        **row.spec,
+        "id": f"{ref.arm_id}/batchEndpoints/{endpoint}/deployments/{row.name}",
+        "name": row.name,
+        "endpoint_name": endpoint,
+        "provisioning_state": "Succeeded",
+        "creation_context": {"created_by": row.created_by, "created_at": _when(row.created_at)},
+    }
 
 
 # -- deployments -----------------------------------------------------------------------------

@@ -46,7 +46,9 @@ def endpoint_from_arm(body: Any, name: str) -> dict[str, Any]:
     return doc
 
 
-def endpoint_to_arm(view: Mapping[str, Any], ws_id: str, scoring_uri: str, location: str) -> dict[str, Any]:
+def endpoint_to_arm(view: Mapping[str, Any], ws_id: str, location: str) -> dict[str, Any]:
+    """The one view of a batch endpoint (``services.endpoints.batch_endpoints.render_endpoint``, made
+    with the facade's invoke base) in ARM's shape."""
     default = (view.get("defaults") or {}).get("deployment_name")
     return {
         "id": f"{ws_id}/batchEndpoints/{view['name']}",
@@ -58,7 +60,7 @@ def endpoint_to_arm(view: Mapping[str, Any], ws_id: str, scoring_uri: str, locat
             "authMode": "AADToken",
             "description": view.get("description"),
             "defaults": {"deploymentName": default},
-            "scoringUri": scoring_uri,
+            "scoringUri": view["scoring_uri"],
             "swaggerUri": None,
             "provisioningState": "Succeeded",
         },

@@ -138,9 +138,9 @@ def endpoint_patch(body: Any, current: Mapping[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def endpoint_to_arm(
-    view: Mapping[str, Any], ws_id: str, scoring_uri: str, location: str, state: str
-) -> dict[str, Any]:
+def endpoint_to_arm(view: Mapping[str, Any], ws_id: str, location: str) -> dict[str, Any]:
+    """The native door's view of an endpoint (``services.endpoints.online_endpoints.render_endpoint``)
+    in ARM's shape: both doors show the same endpoint, its URIs and state included."""
     return {
         "id": f"{ws_id}/onlineEndpoints/{view['name']}",
         "name": view["name"],
@@ -155,9 +155,9 @@ def endpoint_to_arm(
             "properties": {},
             "traffic": dict(view.get("traffic") or {}),
             "mirrorTraffic": dict(view.get("mirror_traffic") or {}),
-            "scoringUri": scoring_uri,
-            "swaggerUri": scoring_uri.removesuffix("/score") + "/swagger.json",
-            "provisioningState": state,
+            "scoringUri": view["scoring_uri"],
+            "swaggerUri": view["swagger_uri"],
+            "provisioningState": view["provisioning_state"],
             "publicNetworkAccess": "Enabled",
         },
     }
