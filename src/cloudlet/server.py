@@ -185,7 +185,16 @@ def build_state(
         lease_ttl_s=lease_ttl,
     )
     clusters = ClusterReconciler(
-        control, replica.id, installation_id, providers, notifier, data, url, lease_ttl_s=lease_ttl
+        control,
+        replica.id,
+        installation_id,
+        providers,
+        notifier,
+        data,
+        url,
+        # the clusters' reconcile interval (a pass also runs at once when woken): 1 s by default
+        poll_s=float(os.environ.get("CLOUDLET_CLUSTER_PASS_S") or 1.0),
+        lease_ttl_s=lease_ttl,
     )
     parents = ParentJobLoop(
         control,

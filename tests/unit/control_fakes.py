@@ -73,10 +73,11 @@ class FakeProvider:
             return self.cond.wait_for(lambda: len(self.machines) >= count, timeout_s)
 
 
-def new_store(home: Path) -> tuple[sessionmaker[Session], str]:
-    """A migrated, bootstrapped SQLite store with room and quota for the tests' clusters."""
+def new_store(home: Path, db_url: str | None = None) -> tuple[sessionmaker[Session], str]:
+    """A migrated, bootstrapped store (SQLite; DB_URL: that database) with room and quota for the
+    tests' clusters."""
     home.mkdir(parents=True, exist_ok=True)
-    store = open_store(home, None)
+    store = open_store(home, db_url)
     with store.control.begin() as session:
         ws = session.scalars(select(Workspace)).one()
         rg = session.get(ResourceGroup, ws.resource_group_id)

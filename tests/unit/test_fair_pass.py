@@ -48,3 +48,56 @@ def test_order_follows_usage_or_fifo() -> None:
     assert [j.name for j in fair.order] == ["b-new", "a-old"]
     fifo = decide(CONFIG, PassPolicy(fair=False, preempt=False), 4, jobs, [], usage, NOW)
     assert [j.name for j in fifo.order] == ["a-old", "b-new"] and len(fifo.start) == 2
+
+
+def test_only_possible_victims_get_a_view_and_the_choice_is_unchanged() -> None:
+    """decide builds views only for jobs a claim could stop; choose_victims over every running job
+    picks the same victims."""
+    import random
+
+    from cloudlet.domain.jobs.preemption import Claim, Running, choose_victims
+
+    rng = random.Random(5)
+    config = fs.FairShareConfig(tuple(fs.TeamShare(t, 1.0) for t in "abcd"), half_life_s=3600.0)
+    guard = Guard(min_run_s=300.0, max_per_hour=20, max_per_job=2)
+    chosen = 0
+    for _ in range(20):
+        run = [
+            RunningJob(
+                f"r{i}",
+                rng.choice("aaab"),  # a and b hold everything: c and d reclaim
+                rng.choice((1, 2)),
+                rng.choice((1, 2, 3)),
+                rng.random() < 0.1,
+                NOW - rng.uniform(0, 3000),
+                None,
+                rng.choice((0, 1, 2)),
+            )
+            for i in range(40)
+        ]
+        queue = [
+            fs.FairJob(f"q{i}", t, t, rng.choice((1, 2)), rng.choice((1, 2, 3)), float(i), rng.random() < 0.1)
+            for i, t in enumerate(rng.choices("abcd", k=30))
+        ]
+        capacity = sum(j.cores for j in run)  # a full pool
+        got = decide(config, PassPolicy(guard=guard), capacity, queue, run, fs.Usage(NOW), NOW)
+        entitled = fs.entitlements(config, capacity)
+        lent = fs.borrowed(run, entitled)
+        held: dict[str, float] = {}
+        for j in run:
+            held[j.team] = held.get(j.team, 0.0) + j.cores
+        views = [
+            Running(
+                j.name, j.team, j.priority, j.spot, j.started_at, None, j.name in lent, j.cores, j.preemptions
+            )
+            for j in run
+        ]
+        claims = [
+            Claim(j.name, j.team, j.priority, j.spot, j.cores, held.get(j.team, 0.0), entitled[j.team])
+            for j in got.order
+        ]
+        over = {t: held.get(t, 0.0) - e for t, e in entitled.items()}
+        want = choose_victims(claims, views, 0.0, NOW, guard, (), over)
+        assert got.preempt == want
+        chosen += len(want)
+    assert chosen > 0  # the passes did preempt

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -147,3 +148,50 @@ def test_the_decision_pass_orders_and_admits_a_large_queue() -> None:
     ordered = fs.fair_order(jobs, f)
     fs.admit(ordered, 10_000, fs.caps(config, 10_000, {}, borrow=True))
     assert len(ordered) == 100_000 and ordered[0].priority == 3
+
+
+def test_order_is_one_sort_on_the_full_key_for_any_queue() -> None:
+    """The bucketed order equals the plain definition: a sort on (spot, −priority, −team factor,
+    −user factor, team, user, submitted_at, name), ties in submission time included."""
+    rng = random.Random(3)
+    teams = ("a", "b", "c", "nobody")  # "nobody" has no share: after the teams that have one
+    config = fs.FairShareConfig(tuple(fs.TeamShare(t, 1.0 + i) for i, t in enumerate(teams[:3])))
+    users = [(t, f"{t}{i}") for t in teams for i in range(3)]
+    usage = fs.Usage(0.0, {key: rng.uniform(0, 100) for key in users[:7]})
+    jobs = [
+        fs.FairJob(
+            f"j{i:04d}",
+            *rng.choice(users),
+            1,
+            rng.choice((1, 2, 3)),
+            float(rng.randrange(50)),
+            rng.random() < 0.2,
+        )
+        for i in range(600)
+    ]
+    rng.shuffle(jobs)
+    fair = fs.factors(config, usage, [(j.team, j.user) for j in jobs])
+    want = sorted(
+        jobs,
+        key=lambda j: (
+            j.spot,
+            -j.priority,
+            -fair.team.get(j.team, 0.0),
+            -fair.user.get((j.team, j.user), 1.0),
+            j.team,
+            j.user,
+            j.submitted_at,
+            j.name,
+        ),
+    )
+    assert fs.fair_order(jobs, fair) == want
+    assert fs.fair_order(jobs, None) == sorted(
+        jobs, key=lambda j: (j.spot, -j.priority, j.submitted_at, j.name)
+    )
+
+
+def test_borrowed_reads_any_running_job_shape() -> None:
+    from cloudlet.domain.jobs.fair_pass import RunningJob
+
+    running = [RunningJob(f"r{i}", "a", 1, 2, i == 0, float(i)) for i in range(4)]
+    assert fs.borrowed(running, {"a": 2.0}) == {"r0", "r3"}  # spot always; r1, r2 fill the share

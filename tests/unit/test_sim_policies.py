@@ -141,3 +141,22 @@ def test_whatif_cli_compares_policies(trace_path: Path) -> None:
 def test_whatif_policy_errors(trace_path: Path, extra: list[str], message: str) -> None:
     result = CliRunner().invoke(app, ["compute", "what-if", "--trace", str(trace_path), *extra])
     assert result.exit_code == 2 and message in result.output
+
+
+def test_jain_counts_the_hours_every_team_wanted_its_share() -> None:
+    from cloudlet.sim.policy_outcome import Tally
+
+    tally = Tally(["a", "b"], {"a": 2.0, "b": 2.0}, 4)
+    # hour 0: both want their share, a holds 3 (borrowed from b): x = 1.5, 0.5 -> Jain 0.8
+    tally.add_interval(0.0, 3600.0, {"a": 3, "b": 1}, {"a": 5, "b": 2})
+    # hour 1: b wants 1 < its share: not an all-busy hour, however uneven
+    tally.add_interval(3600.0, 7200.0, {"a": 3, "b": 1}, {"a": 5, "b": 1})
+    # hour 2: both busy, each holds its share: Jain 1; summed with hour 0: x = 1.25, 0.75
+    tally.add_interval(7200.0, 10800.0, {"a": 2, "b": 2}, {"a": 2, "b": 4})
+    tally.finished(PoolJob("b1", "b", "b", 0.0, 60.0, 1), 100.0, 0, None, under_share=True)
+    tally.finished(PoolJob("a1", "a", "a", 0.0, 60.0, 1), 900.0, 0, None, under_share=False)
+    got = tally.outcome("x", 86400.0)
+    assert got.busy_hours == 2 and got.jain_days == 1
+    assert got.jain_by_day == ((0, 2, pytest.approx(jain([1.25, 0.75]))),)
+    assert got.under_share_jobs == 1 and got.under_share_wait_p95_s == 100.0
+    assert got.team("b").under_share_jobs == 1 and got.team("a").under_share_jobs == 0

@@ -10,18 +10,23 @@ from cloudlet.domain.jobs.wait_estimate import (
     Ahead,
     RunningEnd,
     TeamStanding,
+    arrival_load,
     dependency_reason,
     estimate_start,
     expected_remaining,
     fair_share_reason,
+    load_ahead,
     spot_reason,
 )
 
 
 def test_expected_remaining_from_history_timeout_and_fallbacks() -> None:
     history = [10.0, 100.0, 200.0, 400.0]
-    assert expected_remaining(0.0, history) == 150.0  # median of all
-    assert expected_remaining(150.0, history) == 150.0  # median of 200, 400 less 150
+    assert expected_remaining(0.0, history) == 177.5  # mean of all: a queue drains at the mean
+    assert expected_remaining(0.0, history, statistic="median") == 150.0
+    assert expected_remaining(150.0, history) == 150.0  # mean of 200, 400 less 150
+    assert expected_remaining(150.0, [10.0, 100.0, 200.0, 400.0, 900.0]) == 350.0
+    assert expected_remaining(150.0, [10.0, 100.0, 200.0, 400.0, 900.0], statistic="median") == 250.0
     assert expected_remaining(500.0, history) == 500.0  # ran past all: as long again
     assert expected_remaining(0.0, history, timeout_s=120.0) == 120.0
     assert expected_remaining(100.0, [], timeout_s=130.0) == 30.0
@@ -40,6 +45,22 @@ def test_estimate_start_replays_the_queue_in_order() -> None:
     assert estimate_start(8, 4, 4, [], []) is None
     # a job ahead that can never start does not hold us back
     assert estimate_start(1, 4, 1, [], [Ahead(9, 10.0)]) == 0.0
+
+
+def test_later_arrivals_that_go_ahead_stretch_the_wait() -> None:
+    running = [RunningEnd(2, 100.0), RunningEnd(2, 300.0)]
+    assert estimate_start(2, 4, 0, running, [], ahead_load=0.5) == 200.0  # half the pool goes to them
+    assert estimate_start(2, 4, 0, running, [], ahead_load=5.0) == pytest.approx(1000.0)  # capped at 0.9
+    assert estimate_start(1, 4, 1, running, [], ahead_load=0.5) == 0.0  # starts now: nothing to stretch
+    # 2 cores for an hour within the last 2 h on a 4-core pool: a quarter of the pool
+    arrivals = [(50.0, ("a", 2), 2 * 3600.0), (7200.0, ("b", 3), 3600.0), (-1.0, ("a", 2), 1e9)]
+    loads = arrival_load(arrivals, 7200.0, 7200.0, 4)
+    assert loads == {("a", 2): 0.25, ("b", 3): 0.125}
+    factors = {"a": 0.6, "b": 0.4, "c": 0.2}
+    assert load_ahead("c", 2, loads, factors) == 0.375  # a: higher factor; b: higher priority
+    assert load_ahead("a", 2, loads, factors) == 0.125  # its own team's later jobs go behind it
+    assert load_ahead("c", 2, loads, {}) == 0.125  # no fair share: only higher priorities
+    assert load_ahead("b", 3, loads, factors) == 0.0
 
 
 def test_reasons_carry_usage_and_share() -> None:

@@ -12,7 +12,7 @@ import typer
 import yaml
 from rich.markup import escape
 
-from cloudlet.cli.output import err_console
+from cloudlet.cli.output import OutputFormat, err_console
 from cloudlet.cli.state import CliState
 from cloudlet.cli.whatif import HELP as WHAT_IF_HELP
 from cloudlet.cli.whatif import what_if
@@ -239,7 +239,11 @@ def create(
 def show(ctx: typer.Context, name: NameOpt) -> None:
     """Show one compute with its status fields."""
     st = state(ctx)
-    st.emit(st.rest.get(st.compute_path(name)), "compute")
+    body = st.rest.get(st.compute_path(name))
+    st.emit(body, "compute")
+    figure = body.get("preemptions") if isinstance(body, dict) else None
+    if figure and st.output is OutputFormat.table and st.query is None:
+        typer.echo(figure)  # a pool with team shares: "preemptions in the last hour: N of M"
 
 
 @app.command("list")

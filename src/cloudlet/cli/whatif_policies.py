@@ -121,8 +121,8 @@ def duration_text(seconds: float) -> str:
 
 def _jain(o: PolicyOutcome) -> str:
     if not o.jain_days:
-        return "- (no day with every team busy)"
-    return f"{o.jain_min:.3f} min, {o.jain_mean:.3f} mean ({o.jain_days} days)"
+        return "- (no hour with every team busy)"
+    return f"{o.jain_min:.3f} min, {o.jain_mean:.3f} mean ({o.jain_days} days, {o.busy_hours} h)"
 
 
 def _due(o: PolicyOutcome) -> str:
@@ -132,10 +132,14 @@ def _due(o: PolicyOutcome) -> str:
 
 
 _ROWS: list[tuple[str, Callable[[PolicyOutcome], str]]] = [
-    ("Jain, usage/share (days all busy)", _jain),
+    ("Jain, usage/share (hours all busy, per day)", _jain),
     ("Jain, share of due (contended days)", _due),
     ("utilisation", lambda o: f"{o.utilisation:.1%}"),
     ("wait p95 (all jobs)", lambda o: duration_text(o.wait_p95_s)),
+    (
+        "wait p95, jobs of teams under their share",
+        lambda o: f"{duration_text(o.under_share_wait_p95_s)} ({o.under_share_jobs:,} jobs)",
+    ),
     ("GPU-hours lost to preemption", lambda o: f"{o.lost_core_hours:,.1f} ({o.lost_share:.2%})"),
     ("preemptions", lambda o: f"{o.preemptions:,}"),
     ("max preemptions of one job", lambda o: str(o.max_preemptions)),

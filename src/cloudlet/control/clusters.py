@@ -4,7 +4,9 @@ One pass per cluster, under the named lease ``compute:<id>`` so one replica driv
 1. record — nodes whose agent went quiet are lost, setups that never finished failed, machines
    the provider no longer lists are lost; their runs end and their jobs are requeued
    (``node_records``, by the stuck-state table of ``domain.compute.nodes``);
-2. schedule — queued jobs go onto idle nodes (priority, FIFO, backfill, all-or-nothing);
+2. schedule — queued jobs go onto idle nodes (priority, FIFO, backfill, all-or-nothing; where the
+   pool has team shares, the fair order, team caps and preemption: ``services/jobs/fair_queue``);
+   the demand leaves out the jobs a team's cap holds back;
 3. decide — ``domain.compute.autoscale.decide`` over plain data (``scaling``: typed spec, quota,
    capacity, locks; low-priority ``eviction`` when dedicated demand finds no room);
 4. hand over — new node rows are committed first (state ``requested``), nodes to release are
@@ -160,6 +162,7 @@ class ClusterReconciler(ReconcileLoop):
                 )
                 return actions
             demand = demands.get((compute.workspace_id, compute.name), autoscale.Demand())
+            demand = _less_held_back(demand, dispatch.held_back_nodes(session, compute.id))
             scaled = self.scaler.scale(session, compute, nodes, demand, now, actions)
         if scaled.next_due is not None:
             self._next_due = min(self._next_due, scaled.next_due)
@@ -173,6 +176,15 @@ class ClusterReconciler(ReconcileLoop):
         the run specs of its large attempts there (``services/jobs/prepared_specs.py``)."""
         with prepared_specs.read_only(self.sessions) as reads:
             return dispatch.prepare_compute(reads, compute_id, self.data, self.server_url())
+
+
+def _less_held_back(demand: autoscale.Demand, held_back: int) -> autoscale.Demand:
+    """The demand less the nodes of queued jobs that fair share holds back at their team's cap
+    (this pass's round said so): no node is made for a job that may not start on it."""
+    if held_back <= 0 or not demand.queued:
+        return demand
+    waiting = max(0, sum(demand.queued) - held_back)
+    return autoscale.Demand(demand.running_nodes, (waiting,) if waiting else ())
 
 
 RECONCILE_FAILED = "ReconcileFailed"

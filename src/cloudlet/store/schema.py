@@ -325,13 +325,16 @@ Index("ix_jobs_parent_child_key", Job.parent_job_id, Job.child_key, unique=True)
 Index("ix_jobs_reuse_key", Job.workspace_id, Job.reuse_key)
 # The parent-job loop's question on every pass: which parents are still active.
 Index("ix_jobs_kind_status", Job.kind, Job.status)
-# A compute's queue in scheduling order (priority high first, then FIFO): the head is read on every
-# submission and exit, and with the index in that order it is read without a sort.
+# A compute's queue in scheduling order (spot tier last, priority high first, then FIFO): the head is
+# read on every submission and exit, and with the index in that order it is read without a sort.
+# The spot test is never NULL (coalesce), so SQLite and PostgreSQL sort it alike (migration 0033).
+SPOT_LAST = func.coalesce(Job.job_tier, literal_column("''")) == literal_column("'spot'")
 Index(
     "ix_jobs_queue_order",
     Job.workspace_id,
     Job.compute_name,
     Job.status,
+    SPOT_LAST,
     Job.priority.desc(),
     Job.submitted_at,
 )
@@ -386,6 +389,11 @@ class JobRun(Base):
     assigned_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+# The runs that ended lately (the fair-share usage of a compute is brought up to date from them each
+# round, however long its history: services/jobs/fair_usage.py; migration 0033).
+Index("ix_job_runs_ended_at", JobRun.ended_at)
 
 
 class JobResourceBucket(Base):

@@ -26,17 +26,24 @@ class RunEnd:
 
 
 def settle(
-    runs: list[RunEnd], attempt: int, max_attempts: int, cancel_requested: bool, now: float
+    runs: list[RunEnd],
+    attempt: int,
+    max_attempts: int,
+    cancel_requested: bool,
+    now: float,
+    scheduler_preempted: int = 0,
 ) -> dict[str, Any]:
     """The job's columns once every run of its current attempt has ended: only those that change.
     ``status`` is a ``JobStatus``; ``services.jobs.exits`` applies the whole (the move is
-    checked there, and its ``ended_at`` is the one the status table stamps: the same)."""
+    checked there, and its ``ended_at`` is the one the status table stamps: the same).
+    SCHEDULER_PREEMPTED: attempts the scheduler ended by preempting the job (fair share,
+    priority): they do not use up ``max_attempts`` (the job did nothing wrong, nor did its node)."""
     reasons = {r.reason for r in runs}
     if cancel_requested:
         return {"ended_at": now, "status": JobStatus.CANCELED, "status_message": "canceled"}
     lost = {ExitReason(r) for r in reasons & REQUEUE_REASONS}
     if lost:
-        if attempt < max_attempts:
+        if attempt - scheduler_preempted < max_attempts:
             return {
                 "status": JobStatus.QUEUED,
                 "ended_at": None,

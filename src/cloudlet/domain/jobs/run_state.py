@@ -44,6 +44,12 @@ REQUEUE_REASONS: frozenset[ExitReason] = frozenset(
 # Written to ``job_runs.reason`` while the run still runs: its agent is told to stop it, and its
 # exit is then recorded as ``canceled``.
 CANCEL_REQUESTED = "cancel_requested"
+# Written to ``job_runs.reason`` when the scheduler preempts the run's job (fair share, priority):
+# its agent stops it as for a cancel (SIGTERM, the grace, then kill), and its exit is recorded as
+# ``preempted``, so the job is requeued and resumes from its checkpoint dir.
+PREEMPT_REQUESTED = "preempt_requested"
+# Either: the run's agent is told to stop it.
+STOP_REQUESTED: frozenset[str] = frozenset({CANCEL_REQUESTED, PREEMPT_REQUESTED})
 
 _S = RunState
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {

@@ -22,7 +22,7 @@ from cloudlet.domain.compute.node_address import reported_address
 from cloudlet.domain.compute.nodes import NodeEvent, NodeState
 from cloudlet.domain.errors import CloudletError
 from cloudlet.domain.jobs.job_outcome import SINGLE_LOG
-from cloudlet.domain.jobs.run_state import CANCEL_REQUESTED, ExitReason, RunState
+from cloudlet.domain.jobs.run_state import STOP_REQUESTED, ExitReason, RunState
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.compute import preemption
 from cloudlet.services.core.batch import Answer, Round, Work
@@ -311,7 +311,7 @@ class AgentProtocol:
                     return False
             return not any(
                 run.state == RunState.ASSIGNED
-                or run.reason == CANCEL_REQUESTED
+                or run.reason in STOP_REQUESTED
                 or (run.state == RunState.SENT and run.id not in reported and dispatch.resend_due(run, now))
                 for run in runs.values()
             )

@@ -18,16 +18,17 @@ from sqlalchemy.orm import Session
 from cloudlet.domain.compute import compute_types
 from cloudlet.domain.compute.node_address import node_address
 from cloudlet.domain.compute.nodes import NodeEvent, NodeState
+from cloudlet.domain.jobs.fair_share import FairShareConfig
 from cloudlet.domain.jobs.job_status import JobStatus
-from cloudlet.domain.jobs.run_state import CANCEL_REQUESTED, RunState
-from cloudlet.domain.jobs.scheduling import QueuedJob, schedule
+from cloudlet.domain.jobs.run_state import STOP_REQUESTED, RunState
+from cloudlet.domain.jobs.scheduling import Placement, QueuedJob, schedule, schedule_in_order
 from cloudlet.domain.resources import COMPUTES
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core import events
 from cloudlet.services.core.storage import DataRoot
-from cloudlet.services.jobs import exits, job_status, prepared_specs, run_specs
+from cloudlet.services.jobs import exits, fair_queue, job_status, preempting, prepared_specs, run_specs
 from cloudlet.services.jobs.placement_writes import PlacementWrites
-from cloudlet.store.schema import Compute, Job, JobRun, Node
+from cloudlet.store.schema import SPOT_LAST, Compute, Job, JobRun, Node
 
 ASSIGNED, SENT, RUN_RUNNING, EXITED = RunState.ASSIGNED, RunState.SENT, RunState.RUNNING, RunState.EXITED
 
@@ -208,9 +209,11 @@ _INSTANCE_NODE = select(Node).where(
 )
 # An instance looks this far down its queue for jobs that fit beside the running ones.
 INSTANCE_WINDOW = 64
-# The scheduler's queue order (priority high first, then FIFO): every reading of a compute's queue
-# (placing, and a waiting job's position in ``services.jobs.job_wait``) orders by this one expression.
-QUEUE_ORDER = (Job.priority.desc(), Job.submitted_at)
+# The scheduler's queue order without fair share (spot tier last, priority high first, then FIFO):
+# every reading of such a compute's queue (placing, and a waiting job's position in
+# ``services.jobs.job_wait``) orders by this one expression, which ``ix_jobs_queue_order`` serves.
+# A compute whose pool has team shares is ordered by ``fair_queue`` instead.
+QUEUE_ORDER = (SPOT_LAST, Job.priority.desc(), Job.submitted_at)
 _QUEUED_JOBS = (
     select(*_JOB_COLUMNS, Job.cancel_requested)
     .where(
@@ -230,6 +233,7 @@ _QUEUE_HEAD = (
         Job.submitted_at,
         Job.cancel_requested,
         Job.parent_job_id,
+        Job.job_tier,
     )
     .where(
         Job.workspace_id == bindparam("ws"),
@@ -240,8 +244,9 @@ _QUEUE_HEAD = (
     .limit(bindparam("window"))
 )
 SHORT_WINDOW = 16  # looked at first: enough when it fills every idle node
+_QUEUE_COLUMNS = (Job.id, Job.name, Job.instance_count, Job.priority, Job.spec, Job.cancel_requested)
 _QUEUE = (
-    select(Job.id, Job.name, Job.instance_count, Job.priority, Job.spec, Job.cancel_requested)
+    select(*_QUEUE_COLUMNS)
     .where(
         Job.workspace_id == bindparam("ws"),
         Job.compute_name == bindparam("compute"),
@@ -252,11 +257,28 @@ _QUEUE = (
 )
 
 
+_COMPUTE = select(Compute).where(
+    Compute.workspace_id == bindparam("ws"), Compute.name == bindparam("compute")
+)
+_QUEUE_ROWS = select(*_QUEUE_COLUMNS).where(
+    Job.id.in_(bindparam("jobs", expanding=True)), Job.status == job_status.QUEUED
+)
+
+
 def queue_in_order(session: Session, workspace_id: int, compute_name: str, limit: int) -> list[Any]:
     """The first LIMIT queued jobs of a compute in the order the scheduler takes them (rows: id,
-    name, instance_count, priority, spec, cancel_requested)."""
+    name, instance_count, priority, spec, cancel_requested): the fair order where the compute's
+    pool has team shares (ready jobs in that order, then those whose cancel was asked)."""
     params = {"ws": workspace_id, "compute": compute_name, "limit": limit}
-    return list(session.execute(_QUEUE, params).all())
+    compute = session.scalar(_COMPUTE, params)
+    config = None
+    if compute is not None and compute.type not in compute_types.SINGLE_NODE:
+        config = fair_queue.config_for(session, compute)
+    if compute is None or config is None:
+        return list(session.execute(_QUEUE, params).all())
+    ids = fair_queue.queue_ids(session, compute, config, limit)
+    found = _job_rows(session, _QUEUE_ROWS, ids)  # still queued (the order may be a second old)
+    return [found[i] for i in ids if i in found]
 
 
 def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
@@ -265,6 +287,9 @@ def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_
     job starts the moment a node can take it rather than at the next reconcile pass."""
     if compute.type in compute_types.SINGLE_NODE:  # one node, jobs side by side
         return _schedule_instance(session, compute, data, server_url)
+    config = fair_queue.config_for(session, compute)
+    if config is not None:
+        return _schedule_fair(session, compute, config, data, server_url)
     idle: list[Any] = list(session.execute(_IDLE_NODES, {"compute": compute.id}))
     if not idle:
         return []
@@ -288,7 +313,7 @@ def _schedule_window(
         _QUEUE_HEAD, {"ws": compute.workspace_id, "compute": compute.name, "window": window}
     ).all()
     ready = [row for row in queued if not row.cancel_requested]
-    views = [QueuedJob(r.name, r.instance_count, r.priority, r.submitted_at) for r in ready]
+    views = [_view(r) for r in ready]
     placements = schedule(views, [n.id for n in idle])
     nodes_left = len(idle) - sum(len(p.nodes) for p in placements)
     if nodes_left and len(queued) == window < SCHEDULE_WINDOW:
@@ -296,6 +321,24 @@ def _schedule_window(
     for row in queued:
         if row.cancel_requested:
             cancel_queued(session, row)
+    return _place_all(session, compute, ready, idle, placements, data, server_url)
+
+
+def _view(row: Any) -> QueuedJob:
+    spot = row.job_tier == fair_queue.SPOT
+    return QueuedJob(row.name, row.instance_count, row.priority, row.submitted_at, spot)
+
+
+def _place_all(
+    session: Session,
+    compute: Compute,
+    ready: Sequence[Any],
+    idle: Sequence[Any],
+    placements: Sequence[Placement],
+    data: DataRoot,
+    server_url: str,
+) -> list[str]:
+    """Carry out a round's PLACEMENTS of READY rows on IDLE nodes, written together."""
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
     jobs = _jobs_to_place(session, [ids[p.job] for p in placements])
@@ -312,6 +355,35 @@ def _schedule_window(
     return wake
 
 
+HELD_BACK = "cloudlet_cap_held_nodes"
+
+
+def held_back_nodes(session: Session, compute_id: int) -> int:
+    """Nodes of the queued jobs this transaction's round of the compute held back at their team's
+    cap: the autoscaler does not make nodes for them (``control/clusters.py``)."""
+    found: dict[int, int] = session.info.get(HELD_BACK, {})
+    return found.get(compute_id, 0)
+
+
+def _schedule_fair(
+    session: Session, compute: Compute, config: FairShareConfig, data: DataRoot, server_url: str
+) -> list[str]:
+    """A round of a compute whose pool has team shares (``fair_queue``): preempt what the decision
+    says (checkpoint and requeue), then place the admitted jobs, in fair order, on the idle nodes
+    (all-or-nothing, backfill). It runs even with no idle node: that is when preemption is needed."""
+    now = time.time()
+    idle: list[Any] = list(session.execute(_IDLE_NODES, {"compute": compute.id}))
+    decided = fair_queue.decide_round(session, compute, config, now)
+    session.info.setdefault(HELD_BACK, {})[compute.id] = decided.held_back_nodes
+    wake = preempting.stop(session, compute, decided.victims, now)
+    for row in decided.canceled:
+        cancel_queued(session, row)
+    if not idle or not decided.admitted:
+        return wake
+    placements = schedule_in_order([_view(r) for r in decided.admitted], [n.id for n in idle])
+    return wake + _place_all(session, compute, decided.admitted, idle, placements, data, server_url)
+
+
 def prepare_compute(
     reads: Session, compute_id: int, data: DataRoot, server_url: str
 ) -> dict[prepared_specs.Key, prepared_specs.Prepared]:
@@ -326,10 +398,14 @@ def prepare_compute(
     compute = reads.get(Compute, compute_id)
     if compute is None or compute.type in compute_types.SINGLE_NODE:
         return {}  # one node: its attempts are bounded by its vCPUs, built in the round
-    params = {"ws": compute.workspace_id, "compute": compute.name, "window": SCHEDULE_WINDOW}
-    ready = [row for row in reads.execute(_QUEUE_HEAD, params) if not row.cancel_requested]
-    views = [QueuedJob(r.name, r.instance_count, r.priority, r.submitted_at) for r in ready]
-    placements = schedule(views, [n.id for n in idle])
+    config = fair_queue.config_for(reads, compute)
+    if config is not None:  # the fair round's order and admission (reads only)
+        ready = fair_queue.decide_round(reads, compute, config).admitted
+        placements = schedule_in_order([_view(r) for r in ready], [n.id for n in idle])
+    else:
+        params = {"ws": compute.workspace_id, "compute": compute.name, "window": SCHEDULE_WINDOW}
+        ready = [row for row in reads.execute(_QUEUE_HEAD, params) if not row.cancel_requested]
+        placements = schedule([_view(r) for r in ready], [n.id for n in idle])
     ids = {r.name: r.id for r in ready}
     by_id = {n.id: n for n in idle}
     prepared: dict[prepared_specs.Key, prepared_specs.Prepared] = {}
@@ -463,7 +539,7 @@ def runs_for_agent(
         if run.state == ASSIGNED or lost_in_flight:
             run.state = SENT
             start.append(run.spec)
-    cancel = [run.id for run in rows if run.reason == CANCEL_REQUESTED]
+    cancel = [run.id for run in rows if run.reason in STOP_REQUESTED]
     return start, cancel
 
 

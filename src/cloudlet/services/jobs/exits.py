@@ -22,7 +22,7 @@ from cloudlet.domain.errors import conflict
 from cloudlet.domain.jobs import job_outcome
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.job_status import JobStatus
-from cloudlet.domain.jobs.run_state import CANCEL_REQUESTED, ExitReason, RunState
+from cloudlet.domain.jobs.run_state import CANCEL_REQUESTED, PREEMPT_REQUESTED, ExitReason, RunState
 from cloudlet.domain.resources import COMPUTES
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.compute import nodes as node_service
@@ -63,6 +63,7 @@ _EXIT_VIEW = (
         asset_service.pending_outputs(JobRun.job_id).label("pending_outputs"),  # most jobs have none
         Job.attempt.label("job_attempt"),
         Job.max_attempts,
+        Job.preemptions,  # the scheduler's: those attempts do not count against max_attempts
         Job.cancel_requested,
         Job.started_at.label("job_started_at"),
         Job.parent_job_id,
@@ -109,6 +110,8 @@ def record_exit(
         return []
     if view.reason == CANCEL_REQUESTED and reason == ExitReason.EXITED:
         reason = ExitReason.CANCELED
+    if view.reason == PREEMPT_REQUESTED and _stopped(reason, exit_code):
+        reason = ExitReason.PREEMPTED  # the scheduler stopped it: requeued, resumes from its checkpoint
     started = view.started_at or started_at or now
     ended = {
         "state": EXITED.value,
@@ -140,6 +143,14 @@ def record_exit(
     return wake
 
 
+def _stopped(reason: str, exit_code: int | None) -> bool:
+    """A run the scheduler asked to stop ended by that ask (canceled by its agent, or its process
+    exited on the SIGTERM), not by finishing first with exit code 0."""
+    if reason == ExitReason.CANCELED:
+        return True
+    return reason == ExitReason.EXITED and exit_code != 0
+
+
 def _log_name(spec: dict[str, Any] | None) -> str:
     return str((spec or {}).get("log_name") or job_outcome.SINGLE_LOG)
 
@@ -162,8 +173,12 @@ def _release_node(session: Session, view: ExitView, now: float) -> list[str]:
 def _settle(
     session: Session, view: ExitView, ends: list[job_outcome.RunEnd], now: float, columns: dict[str, Any]
 ) -> None:
-    outcome = job_outcome.settle(ends, view.job_attempt, view.max_attempts, view.cancel_requested, now)
+    outcome = job_outcome.settle(
+        ends, view.job_attempt, view.max_attempts, view.cancel_requested, now, view.preemptions or 0
+    )
     to = JobStatus(outcome.pop("status"))
+    if to is JobStatus.QUEUED and view.reason == PREEMPT_REQUESTED:
+        outcome.pop("status_message", None)  # the scheduler's words stay: why it was preempted
     outcome.pop("ended_at", None)  # stamped by the status table, as the same time
     was = events.JobWas(view.workspace_id, view.name, view.compute_name, view.job_status)
     job_status.update_status(

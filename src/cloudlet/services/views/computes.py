@@ -22,6 +22,7 @@ from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core.clock import iso
 from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import fair_queue
 from cloudlet.store.schema import Compute
 
 
@@ -120,6 +121,10 @@ def view(session: Session, ref: WorkspaceRef, compute: Compute, endpoint: str) -
     body = render(compute, ref, locks, catalogue_service.current(session), endpoint, status)
     if compute.type == ComputeType.COMPUTE_INSTANCE:
         body.update(instance_reports.view(session, compute))  # ssh_settings: user, port, command
+    if compute.type == ComputeType.AMLCOMPUTE:  # a pool with team shares: the hourly preemption cap
+        figure = fair_queue.preemption_figure(session, compute)
+        if figure is not None:
+            body["preemptions"] = figure
     if compute.type == ComputeType.VIRTUAL_MACHINE:  # its state from its node's row, its facts from attach
         states = [n.state for n in node_service.live_nodes(session, compute.id)]
         body.update(vm_rules.view(compute.spec, compute.provisioning_state, states))
