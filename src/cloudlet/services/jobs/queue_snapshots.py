@@ -45,7 +45,7 @@ from cloudlet.domain.jobs.wait_estimate import RunningEnd, expected_remaining
 from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.compute.scaling_limits import UNBOUNDED, scaling_limits
-from cloudlet.services.jobs import dispatch, fair_config
+from cloudlet.services.jobs import dispatch, fair_config, fair_usage
 from cloudlet.store.schema import Compute, Job, Node
 
 REFRESH_S = 4.0  # a snapshot older than this is read again: what a waiting job shows is ≤ ~5 s old
@@ -315,7 +315,16 @@ def _standings(
             _processes(instance_count, spec) if snap.kind == "instance" else instance_count * per_node
         )
 
-    if usage is None:
+    if usage is None and snap.kind == "cluster":  # the scheduler's own figure (fair_usage), exactly
+        live = [
+            fair_usage.Live(r.created_by, cores(r.instance_count, r.spec), r.started_at)
+            for r in running
+            if r.started_at is not None
+        ]
+        usage = fair_usage.usage(
+            session, compute.id, compute.workspace_id, compute.name, per_node, live, config, now
+        )
+    if usage is None:  # an instance: from its jobs' run spans
         usage = usage_from_spans(_spans(session, compute, config, now, cores), now, config.half_life_s)
     held: dict[str, float] = {}
     for r in running:
