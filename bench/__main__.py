@@ -24,6 +24,7 @@ from bench import (
     fair_share,
     fair_share_pass,
     instances,
+    job_wait,
     metrics_scrape,
     mixed_load,
     online_gateway,
@@ -88,6 +89,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     metrics_scrape.NAME: Benchmark(
         metrics_scrape.NAME, metrics_scrape.run, metrics_scrape.markdown, metrics_scrape.report
     ),
+    job_wait.NAME: Benchmark(job_wait.NAME, job_wait.run, job_wait.markdown, job_wait.report),
     sandbox_start.NAME: Benchmark(
         sandbox_start.NAME, sandbox_start.run, sandbox_start.markdown, sandbox_start.report
     ),

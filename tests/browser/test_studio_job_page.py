@@ -388,3 +388,48 @@ def test_a_hidden_tab_lets_go_of_its_streams_and_resumes_after_the_last_point(
         metric_streams = [url for url in requested if "/metrics/live" in url]
         assert len(metric_streams) == 1 and "last_event_id=" in metric_streams[0], requested  # not from 0
         api.post(f"{srv.ws_path}/jobs/hidden-job/cancel")
+
+
+def test_a_queued_job_shows_its_reason_position_and_estimated_start(
+    studio_srv: RunningServer, page: Any
+) -> None:
+    """Issue 31: behind a running job on a 1-node cluster, the Overview says why, where and when."""
+    srv = studio_srv
+    cluster = {"type": "amlcompute", "size": "Standard_DS3_v2", "min_instances": 0, "max_instances": 1}
+    with srv.client() as api:
+        assert api.put(f"{srv.ws_path}/computes/eta-one", json=cluster).status_code in (200, 201, 202)
+        submit(
+            api,
+            srv,
+            "eta-holder",
+            {"command": "sleep 300", "compute": "azureml:eta-one", "limits": {"timeout": 300}},
+        )
+        wait_job(api, srv, "eta-holder", ("Running",), timeout=120)
+        for name in ("eta-next", "eta-wait"):
+            submit(
+                api,
+                srv,
+                name,
+                {"command": "echo hi", "compute": "azureml:eta-one", "limits": {"timeout": 600}},
+            )
+    try:
+        sign_in(page, srv)
+        page.goto(ws_page(srv, "jobs", "eta-wait"))
+        waiting = page.locator(".waiting")
+        assert "maximum of 1 node" in waiting.locator(".waiting-reason").inner_text()
+        assert "Position 2" in waiting.inner_text()
+        eta = waiting.locator(".waiting-eta")
+        assert eta.inner_text().startswith("Estimated start") and "(in ~" in eta.inner_text(), (
+            eta.inner_text()
+        )
+        screenshot(page, "job-waiting")
+        axe_check(page)
+        # The job ahead leaves: the page moves it up live, no reload (the queue is read again ≤ 5 s).
+        with srv.client() as api:
+            assert api.post(f"{srv.ws_path}/jobs/eta-next/cancel").status_code == 202
+        position = waiting.locator("[data-wait=position_text]")
+        wait_until(lambda: position.inner_text() == "1", 20, "eta-wait to move up on the page")
+    finally:
+        with srv.client() as api:
+            for name in ("eta-holder", "eta-next", "eta-wait"):
+                api.post(f"{srv.ws_path}/jobs/{name}/cancel")

@@ -98,6 +98,9 @@ def test_list_filter_by_keyboard_open_a_job_and_cancel_one(
     table = page.locator("#jobs-results table")
     assert table.get_by_text(HOSTILE).first.is_visible()  # as text: display name, experiment, tag
     assert page.get_by_role("heading", name="4 jobs").is_visible()
+    # Each queued job's place in its compute's queue (the lock holds them all; no estimate under it).
+    assert table.locator(".queue-place", has_text="#1").first.is_visible()
+    assert table.locator(".queue-place", has_text="#4").first.is_visible()
     axe_check(page)
     page.goto(ws(srv, "jobs") + "?experiment=mnist")
     screenshot(page, "jobs-list")

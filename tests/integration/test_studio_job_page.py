@@ -219,7 +219,10 @@ def test_a_queued_job_says_why_it_waits_and_where_it_is_in_the_queue(srv: Runnin
         page = client.get(job_url(srv, "held-2"))
         assert page.status_code == 200, page.text
         assert "Why it has not started" in page.text and "stopped" in page.text, page.text
-        assert "Position <strong>2</strong>" in page.text and "1 job ahead" in page.text, page.text
+        assert (
+            'Position <strong data-wait="position_text">2</strong>' in page.text
+            and "1 job ahead" in page.text
+        ), page.text
         assert f'href="/studio/ws/{srv.subscription_id}/default/default/compute/stopped-ci"' in page.text
         for name in ("held-1", "held-2"):
             assert api.post(f"{srv.ws_path}/jobs/{name}/cancel").status_code == 202

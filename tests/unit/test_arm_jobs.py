@@ -188,3 +188,28 @@ def test_queue_settings_cross_the_wire_as_the_sdk_sends_and_reads_them() -> None
     # No tier given: none on the wire (the SDK reads job_tier None); the priority always.
     unset = {"name": "q", "command": "true", "queue_settings": queue_settings.shown(None)}
     assert to_arm(unset, WS)["properties"]["queueSettings"] == {"priority": 2}
+
+
+def test_a_queued_jobs_wait_is_in_its_properties_as_strings() -> None:
+    from cloudlet.api.arm.wire.arm_jobs import wait_properties
+
+    waiting = {
+        "code": "cluster_at_max",
+        "message": "the cluster is at its maximum of 1 node, all busy",
+        "position": None,
+        "position_text": "10,000+",
+        "eta": None,
+        "eta_in_s": None,
+        "as_of": "2026-12-07T08:00:00Z",
+    }
+    assert wait_properties(waiting) == {
+        "cloudlet.wait.reason": "cluster_at_max",
+        "cloudlet.wait.message": "the cluster is at its maximum of 1 node, all busy",
+        "cloudlet.wait.position": "10,000+",
+        "cloudlet.wait.asOf": "2026-12-07T08:00:00Z",
+    }
+    assert (
+        wait_properties({**waiting, "position_text": "3", "eta_in_s": 120})["cloudlet.wait.etaInSeconds"]
+        == "120"
+    )
+    assert wait_properties(None) == {}

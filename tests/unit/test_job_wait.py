@@ -42,7 +42,7 @@ def test_a_full_cluster_at_its_maximum() -> None:
     behind = QueuePlace(position=2, ahead=1, ahead_cores=4, ahead_higher_priority=0, ahead_nodes=1)
     reason = cluster_reason(behind, _cluster(max_instances=1, serving_nodes=1))
     assert reason.code is WaitCode.CLUSTER_AT_MAX
-    assert "maximum of 1 node" in reason.message and "1 job ahead of it need 4 cores" in reason.message
+    assert "maximum of 1 node" in reason.message and "1 job ahead of it needs 4 cores" in reason.message
 
 
 def test_nodes_on_their_way() -> None:

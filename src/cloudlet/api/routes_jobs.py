@@ -145,7 +145,9 @@ def list_jobs(
     else:
         page = job_service.list_jobs(ctx.session, workspace, status, compute, top, skip_token, parent)
         jobs, next_token = page.jobs, page.next_token
-    body: dict[str, Any] = {"value": [native_jobs.render(j, ref, [], _base_url(ctx)) for j in jobs]}
+    body: dict[str, Any] = {
+        "value": native_jobs.render_page(ctx.session, ref, workspace.id, jobs, _base_url(ctx))
+    }
     if search.asked() and query.count:
         body["count"], body["countCapped"] = found.count, found.count_capped
     if next_token is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +18,7 @@ from cloudlet.client.artifacts import Upload
 from cloudlet.client.jobs import JobOperations
 from cloudlet.client.operations import _Scope
 from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.queue_places import in_words
 
 app = typer.Typer(help="Submit and follow command jobs (like `az ml job`).", no_args_is_help=True)
 
@@ -28,6 +31,28 @@ def _created(job: dict[str, Any]) -> Any:
     return context.get("created_at") if isinstance(context, dict) else job.get("created_on")
 
 
+def _waiting(job: dict[str, Any], key: str) -> Any:
+    waiting = job.get("waiting")
+    return waiting.get(key) if isinstance(waiting, dict) else None
+
+
+def _eta_cell(job: dict[str, Any]) -> str | None:
+    """A queued job's estimated start: ``08:42 (in ~3 min)``, local time."""
+    eta = _parse_time(_waiting(job, "eta"))
+    if eta is None:
+        return None
+    return f"{eta.astimezone().strftime('%H:%M')} ({in_words(eta.timestamp() - time.time())})"
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 COLUMNS.setdefault(
     "job",
     [
@@ -38,8 +63,31 @@ COLUMNS.setdefault(
         ("PRIORITY", lambda d: (d.get("queue_settings") or {}).get("priority")),
         ("DISPLAY_NAME", lambda d: d.get("display_name")),
         ("CREATED", _created),
+        # A queued job's place in its compute's queue, its estimated start and the reason's code.
+        ("POSITION", lambda d: _waiting(d, "position_text")),
+        ("ETA", _eta_cell),
+        ("WAITING", lambda d: _waiting(d, "code")),
     ],
 )
+
+
+def waiting_block(waiting: dict[str, Any]) -> str:
+    """``job show``'s "Waiting" block: the reason in words, the position and the estimated start."""
+    lines = ["Waiting", f"  reason:    {waiting.get('message')} ({waiting.get('code')})"]
+    if waiting.get("position_text"):
+        lines.append(f"  position:  {waiting['position_text']} in the queue of {waiting.get('compute')}")
+    eta = _parse_time(waiting.get("eta"))
+    if eta is not None:
+        when = eta.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+        lines.append(f"  estimated start: {when} ({in_words(eta.timestamp() - time.time())})")
+    elif waiting.get("position_text") or waiting.get("position"):
+        lines.append(
+            "  estimated start: not known (deeper in the queue than estimated, or never under its limits)"
+        )
+    as_of = _parse_time(waiting.get("as_of"))
+    if as_of is not None:
+        lines.append(f"  as of:     {as_of.astimezone().strftime('%H:%M:%S')} (refreshed every few seconds)")
+    return "\n".join(lines)
 
 
 def operations(ctx: typer.Context) -> JobOperations:
@@ -131,12 +179,15 @@ def show(ctx: typer.Context, name: NameOpt, web: WebOpt = False, monitor: Monito
             st.emit(data, "job")
         return
     data = operations(ctx).get(name)._to_dict()
+    waiting = data.pop("waiting", None) if st.output == "table" and st.query is None else None
     if data.get("dag") and st.output == "table":  # each step, its status, upstream, reuse
         dag = data.pop("dag")
         st.emit(data, "job")
         typer.echo(f"\nsteps:\n{dag}")
-        return
-    st.emit(data, "job")
+    else:
+        st.emit(data, "job")
+    if isinstance(waiting, dict):  # a queued job: why, where in the queue, and when it may start
+        typer.echo("\n" + waiting_block(waiting))
 
 
 SPARKS = "▁▂▃▄▅▆▇█"

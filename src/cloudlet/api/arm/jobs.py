@@ -173,7 +173,10 @@ def list_jobs(
     page = job_service.list_jobs(ctx.session, workspace, None, None, top, skip_token)
     arm_id, base = ref.arm_id, https_base(ctx.request, ctx.state)
     body: dict[str, Any] = {
-        "value": [to_arm(native_jobs.render(j, ref, [], base), arm_id) for j in page.jobs]
+        "value": [
+            to_arm(v, arm_id)
+            for v in native_jobs.render_page(ctx.session, ref, workspace.id, page.jobs, base)
+        ]
     }
     if page.next_token is not None:
         query = {"$top": top, "$skipToken": page.next_token}

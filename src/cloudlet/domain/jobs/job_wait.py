@@ -86,10 +86,15 @@ def cluster_reason(place: QueuePlace, facts: ClusterFacts) -> WaitReason:
     if can_grow <= 0:
         if facts.starting_nodes:
             return starting
+        ahead = (
+            f"; {_jobs(place.ahead)} ahead of it {'needs' if place.ahead == 1 else 'need'} "
+            f"{place.ahead_cores} cores"
+            if place.ahead
+            else ""
+        )
         return WaitReason(
             WaitCode.CLUSTER_AT_MAX,
-            f"the cluster is at its maximum of {_nodes(facts.max_instances)}, all busy; "
-            f"{_jobs(place.ahead)} ahead of it need {place.ahead_cores} cores",
+            f"the cluster is at its maximum of {_nodes(facts.max_instances)}, all busy{ahead}",
         )
     if facts.quota_reason and facts.quota_nodes < min(missing, can_grow):
         return WaitReason(WaitCode.QUOTA, f"the cluster cannot add nodes: {facts.quota_reason}")

@@ -1,124 +1,157 @@
-"""Why a queued job waits: its place in its compute's queue and the one reason that holds it.
+"""Why a queued job waits: its place in its compute's queue, the one reason that holds it, and when
+it is expected to start.
 
 The facts come from where the scheduler and the autoscaler take them: the queue in the scheduler's
 order (``dispatch.queue_in_order``), an instance's free vCPUs as the scheduler counts them, and the
 lock and quota limits the autoscaler reads (``services.compute.scaling_limits``, the one function
-both call); ``domain.jobs.job_wait`` turns them into a code and a sentence.
+both call), all read once per compute every few seconds (``queue_snapshots``); ``domain.jobs.job_wait``
+and ``domain.jobs.queue_places`` turn them into a code, a sentence and an estimate.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import dataclasses
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.compute import compute_types
-from cloudlet.domain.compute.compute_spec import cluster_scaling
-from cloudlet.domain.compute.nodes import HOLDING, SERVING, NodeState
-from cloudlet.domain.compute.quota import Tier
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.job_wait import (
-    ClusterFacts,
-    InstanceFacts,
     QueuePlace,
     WaitCode,
     WaitReason,
     cluster_reason,
     instance_reason,
 )
-from cloudlet.services.compute import catalogue as catalogue_service
-from cloudlet.services.compute import nodes as node_service
-from cloudlet.services.compute.scaling_limits import scaling_limits
+from cloudlet.domain.jobs.queue_places import in_words, position_text, queue_reason
 from cloudlet.services.jobs import dispatch
-from cloudlet.store.schema import Compute, Job, Node
+from cloudlet.services.jobs.queue_snapshots import QUEUE_READ, Snapshot, snapshot
+from cloudlet.store.schema import Compute, Job
 
-QUEUE_READ = 10_000  # queue rows read to place a job; deeper than that its position is "10,000+"
-_STARTING = frozenset({NodeState.REQUESTED, NodeState.ALLOCATED, NodeState.STARTING})
+__all__ = ["QUEUE_READ", "waiting_of_rows", "why_waiting"]
 
 
 def why_waiting(session: Session, job: Job) -> dict[str, Any] | None:
     """For a queued or preparing job: ``code`` and ``message`` (``domain.jobs.job_wait.WaitCode``),
     its 1-based ``position`` in its compute's queue (None when placed, or deeper than
-    ``QUEUE_READ``), the jobs ``ahead`` and the cores they need. None for any other status."""
+    ``QUEUE_READ``: then ``position_text`` is "10,000+"), the jobs ``ahead`` and the cores they
+    need, its estimated start ``eta`` (ISO time; None when not known) and ``eta_in_s``, and
+    ``as_of``, when the queue was read (at most a few seconds ago). None for any other status."""
     if job.status == JobStatus.PREPARING:
         message = job.status_message or "its nodes are being prepared"
-        return _answer(WaitReason(WaitCode.PREPARING, message), QueuePlace(None, 0, 0, 0), job)
+        return _answer(WaitReason(WaitCode.PREPARING, message), QueuePlace(None, 0, 0, 0), job.compute_name)
     if job.status != JobStatus.QUEUED:
         return None
-    compute = _compute(session, job)
-    place = _place(session, job, compute)
-    if job.cancel_requested:
-        return _answer(WaitReason(WaitCode.CANCELING, "cancel requested: it leaves the queue"), place, job)
+    compute = _compute(session, job.workspace_id, job.compute_name)
     if compute is None:  # serverless, local, or a compute since deleted: nodes made for the job
         message = job.status_message or "waiting for nodes made for this job"
-        return _answer(WaitReason(WaitCode.WAITING_FOR_NODES, message), place, job)
-    if compute.type in compute_types.SINGLE_NODE:
-        return _answer(instance_reason(place, _instance_facts(session, compute, job)), place, job)
-    return _answer(cluster_reason(place, _cluster_facts(session, compute, job)), place, job)
+        reason = WaitReason(WaitCode.WAITING_FOR_NODES, message)
+        return _answer(reason, QueuePlace(None, 0, 0, 0), job.compute_name)
+    snap = snapshot(session, compute, want=job.id)
+    return _from_snapshot(
+        snap, job.id, job.instance_count, job.spec, bool(job.cancel_requested), compute.name
+    )
 
 
-def _answer(reason: WaitReason, place: QueuePlace, job: Job) -> dict[str, Any]:
+def waiting_of_rows(session: Session, workspace_id: int, rows: Iterable[Any]) -> dict[int, dict[str, Any]]:
+    """``why_waiting`` for a page of a job list (rows with ``id``, ``status``, ``compute_name``,
+    ``spec``, ``status_message``): each queued job's answer from its compute's snapshot, one per
+    compute, by job id. A job the snapshot does not hold yet (newer than it) gets its reason
+    without a position."""
+    out: dict[int, dict[str, Any]] = {}
+    computes: dict[str | None, Compute | None] = {}
+    for row in rows:
+        if row.status == JobStatus.PREPARING:
+            reason = WaitReason(WaitCode.PREPARING, row.status_message or "its nodes are being prepared")
+            out[row.id] = _answer(reason, QueuePlace(None, 0, 0, 0), row.compute_name)
+            continue
+        if row.status != JobStatus.QUEUED:
+            continue
+        if row.compute_name not in computes:
+            computes[row.compute_name] = _compute(session, workspace_id, row.compute_name)
+        compute = computes[row.compute_name]
+        if compute is None:
+            reason = WaitReason(
+                WaitCode.WAITING_FOR_NODES, row.status_message or "waiting for nodes made for this job"
+            )
+            out[row.id] = _answer(reason, QueuePlace(None, 0, 0, 0), row.compute_name)
+            continue
+        snap = snapshot(session, compute)
+        nodes = int(((row.spec or {}).get("resources") or {}).get("instance_count") or 1)
+        out[row.id] = _from_snapshot(snap, row.id, nodes, row.spec or {}, False, compute.name)
+    return out
+
+
+def _from_snapshot(
+    snap: Snapshot, job_id: int, nodes: int, spec: dict[str, Any], canceling: bool, compute: str
+) -> dict[str, Any]:
+    found = snap.entry(job_id)
+    entry, place = found if found is not None else (None, None)
+    if place is not None:
+        where = QueuePlace(
+            place.position, place.ahead, place.ahead_cores, place.ahead_higher_priority, place.ahead_nodes
+        )
+    else:  # deeper than the part read (or newer than the snapshot): at least all of it is ahead
+        jobs, cores, nodes_ahead = snap.tail
+        where = QueuePlace(None, jobs, cores, 0, nodes_ahead)
+    if canceling or (entry is not None and entry.canceled):
+        reason = WaitReason(WaitCode.CANCELING, "cancel requested: it leaves the queue")
+    elif snap.instance is not None:
+        vcpus = min(dispatch.processes_per_node(spec), snap.instance.vcpus) if snap.instance.vcpus else 1
+        base = instance_reason(where, dataclasses.replace(snap.instance, job_vcpus=vcpus))
+        reason = _ordered(base, snap, entry, place)
+    else:
+        assert snap.cluster is not None
+        base = cluster_reason(
+            where, dataclasses.replace(snap.cluster, job_nodes=entry.nodes if entry else nodes)
+        )
+        reason = _ordered(base, snap, entry, place)
+    eta = snap.taken_at + place.start_in_s if place is not None and place.start_in_s is not None else None
+    answer = _answer(reason, where, compute, eta, snap.taken_at)
+    if place is None:
+        answer["position_text"] = position_text(None, snap.deeper_than)
+    return answer
+
+
+def _ordered(base: WaitReason, snap: Snapshot, entry: Any, place: Any) -> WaitReason:
+    standing = snap.standings.get(entry.team) if entry is not None and entry.team is not None else None
+    return queue_reason(base, place, bool(entry and entry.spot), standing)
+
+
+def _answer(
+    reason: WaitReason,
+    place: QueuePlace,
+    compute: str | None,
+    eta: float | None = None,
+    as_of: float | None = None,
+) -> dict[str, Any]:
+    now = time.time()
     return {
         "code": reason.code.value,
         "message": reason.message,
         "position": place.position,
+        "position_text": position_text(place.position, None),
         "ahead": place.ahead,
         "ahead_cores": place.ahead_cores,
-        "compute": job.compute_name,
+        "compute": compute,
+        "eta": _iso(eta),
+        "eta_in_s": None if eta is None else max(0, round(eta - now)),
+        "eta_text": None if eta is None else in_words(eta - now),
+        "as_of": _iso(as_of),
     }
 
 
-def _compute(session: Session, job: Job) -> Compute | None:
-    if job.compute_name is None:
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
         return None
-    return session.scalar(
-        select(Compute).where(Compute.workspace_id == job.workspace_id, Compute.name == job.compute_name)
-    )
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _place(session: Session, job: Job, compute: Compute | None) -> QueuePlace:
-    if job.compute_name is None:
-        return QueuePlace(None, 0, 0, 0)
-    queue = dispatch.queue_in_order(session, job.workspace_id, job.compute_name, QUEUE_READ)
-    index = next((i for i, row in enumerate(queue) if row.id == job.id), None)
-    ahead = [row for row in queue[:index] if not row.cancel_requested] if index is not None else queue
-    if compute is not None and compute.type in compute_types.SINGLE_NODE:
-        # An instance's job takes a vCPU a process (as ``dispatch._schedule_instance`` counts).
-        cores = sum(dispatch.processes_per_node(row.spec) for row in ahead)
-    else:
-        size = catalogue_service.current(session).get(compute.size or "") if compute is not None else None
-        cores = sum(row.instance_count for row in ahead) * (size.vcpus if size is not None else 1)
-    higher = sum(1 for row in ahead if row.priority > job.priority)
-    nodes = sum(row.instance_count for row in ahead)
-    # Jobs ahead whose cancel was asked are skipped by the scheduler: they do not count.
-    return QueuePlace(None if index is None else len(ahead) + 1, len(ahead), cores, higher, nodes)
-
-
-def _instance_facts(session: Session, compute: Compute, job: Job) -> InstanceFacts:
-    vcpus = dispatch.instance_vcpus(session, compute)
-    state = compute.state or "Unknown"
-    if vcpus is None:  # no serving node: stopped, or starting though its record may say running
-        return InstanceFacts("Starting" if state.lower() == "running" else state, 0, 0, 1)
-    total, free = vcpus
-    return InstanceFacts(state, total, free, min(dispatch.processes_per_node(job.spec), total))
-
-
-def _cluster_facts(session: Session, compute: Compute, job: Job) -> ClusterFacts:
-    scaling = cluster_scaling(compute.spec)
-    counted = session.execute(
-        select(Node.state, func.count()).where(node_service.owned_by_compute(compute.id)).group_by(Node.state)
-    )
-    states: Counter[NodeState] = Counter({NodeState(state): int(count) for state, count in counted})
-    limits = scaling_limits(session, compute, Tier(scaling.tier), sum(states[s] for s in HOLDING))
-    return ClusterFacts(
-        max_instances=scaling.max_instances,
-        serving_nodes=sum(states[s] for s in SERVING),
-        starting_nodes=sum(states[s] for s in _STARTING),
-        idle_nodes=states[NodeState.IDLE],
-        job_nodes=job.instance_count,
-        lock_reason=limits.blocked_reason,
-        quota_nodes=limits.quota_nodes,
-        quota_reason=limits.quota_reason,
-    )
+def _compute(session: Session, workspace_id: int, name: str | None) -> Compute | None:
+    if name is None:
+        return None
+    return session.scalar(select(Compute).where(Compute.workspace_id == workspace_id, Compute.name == name))

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.jobs import queue_settings
 from cloudlet.domain.jobs.job_kind import JobKind
+from cloudlet.domain.jobs.queue_places import steps_waiting
 from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.core.clock import iso
 from cloudlet.services.core.context import WorkspaceRef
@@ -39,11 +40,32 @@ def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[s
         body["children"] = render_children(kids)
         if job.kind == JobKind.PIPELINE.value:
             body["dag"] = pipelines.dag(job, kids)
+            waits = steps_waiting(pipelines.graph(job, kids))
+            if waits:  # steps not started: the upstream steps each waits for (code "dependency")
+                body["waiting_steps"] = {
+                    k: {"code": w.code.value, "message": w.message} for k, w in waits.items()
+                }
             for output, path in pipelines.outputs(job, kids).items():
                 body["outputs"].setdefault(output, {})["uri"] = path
         if job.kind == JobKind.SWEEP.value:
             body["sweep"] = sweeps.view(session, job, kids, tracking.metric_history)
     return body
+
+
+def render_page(
+    session: Session, ref: WorkspaceRef, workspace_id: int, jobs: Sequence[JobFields], base_url: str
+) -> list[dict[str, Any]]:
+    """A page of a job list: ``render`` each, with a queued job's ``waiting`` (reason, position,
+    estimated start) from its compute's queue as last read (``job_wait.waiting_of_rows``: one read
+    per compute every few seconds, not one per job)."""
+    waiting = job_wait.waiting_of_rows(session, workspace_id, jobs)
+    out = []
+    for job in jobs:
+        body = render(job, ref, [], base_url)
+        if job.id in waiting:
+            body["waiting"] = waiting[job.id]
+        out.append(body)
+    return out
 
 
 def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from cloudlet.api.deps import AppState, Context, context, json_response
 from cloudlet.domain.errors import not_found
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.core.storage import empty_tar
-from cloudlet.services.jobs import job_outputs
+from cloudlet.services.jobs import job_outputs, job_wait
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.jobs.job_status import FINAL_VALUES
 from cloudlet.services.tracking import tracking
@@ -34,6 +34,7 @@ from cloudlet.studio.session import PREFIX, StudioRoute
 router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=False)
 JOB = "/ws/{sub}/{rg}/{ws}/jobs/{name}"
 POLL_S = 0.3  # how often a stream reads the job and its log: the log's latency budget is 2 s
+WAIT_POLL_S = 2.0  # how often a queued job's stream looks at its reason, position and ETA again
 DEFAULT_LOG = "user_logs/std_log.txt"
 MAX_OFFSET = 1 << 40
 MAX_SERIES = 8  # runs on one chart
@@ -89,10 +90,20 @@ class Poll:
     text: str = ""
     next_offset: int = 0
     files: tuple[str, ...] = ()
+    waiting: dict[str, Any] | None = None  # a queued job's reason, position and ETA, when asked
 
 
-def _poll(state: AppState, ws_id: int, name: str, attempt: int | None, file: str | None, offset: int) -> Poll:
-    """One look at the job and, with FILE, at its log past OFFSET (in a worker thread)."""
+def _poll(
+    state: AppState,
+    ws_id: int,
+    name: str,
+    attempt: int | None,
+    file: str | None,
+    offset: int,
+    wait: bool = False,
+) -> Poll:
+    """One look at the job and, with FILE, at its log past OFFSET (in a worker thread); with WAIT,
+    a queued job's ``waiting`` too (its compute's queue as last read: ``job_wait``)."""
     with state.read_sessions() as session:
         job = job_service.find_in(session, ws_id, name)
         if job is None:
@@ -100,11 +111,12 @@ def _poll(state: AppState, ws_id: int, name: str, attempt: int | None, file: str
         timing = Timing(
             job.status, job.status_message, job.attempt, job.submitted_at, job.started_at, job.ended_at
         )
+        waiting = job_wait.why_waiting(session, job) if wait else None
         if file is None:
-            return Poll(timing, next_offset=offset)
+            return Poll(timing, next_offset=offset, waiting=waiting)
         chosen = min(attempt, max(job.attempt, 1)) if attempt is not None else None
         page = job_service.read_log(state.data, job, chosen, file, offset)
-        return Poll(timing, page["data"], page["next_offset"], tuple(page["files"]))
+        return Poll(timing, page["data"], page["next_offset"], tuple(page["files"]), waiting)
 
 
 def _still_readable(state: AppState, ref: WorkspaceRef, name: str) -> Callable[[Caller], None]:
@@ -131,15 +143,26 @@ class JobFeed:
     offset: int
     last_timing: Timing | None = None
     last_files: tuple[str, ...] | None = None
+    last_waiting: dict[str, Any] | None = None
+    waited_at: float = 0.0
 
     def poll(self) -> live.Step:
-        found = _poll(self.state, self.ws_id, self.name, self.attempt, self.file, self.offset)
+        # A queued (or not yet read) job's wait every WAIT_POLL_S: the queue is re-read ≤ every 5 s.
+        queued = self.last_timing is None or self.last_timing.status == "Queued"
+        wait = queued and time.monotonic() - self.waited_at >= WAIT_POLL_S
+        found = _poll(self.state, self.ws_id, self.name, self.attempt, self.file, self.offset, wait)
         if found.timing is None:
             return live.Step([event("end", {"reason": "the job is gone"})], done=True)
         step = live.Step()
         if found.timing != self.last_timing:
             self.last_timing = found.timing
             step.events.append(event("status", found.timing.wire()))
+        if wait:
+            self.waited_at = time.monotonic()
+            shown = _wait_wire(found.waiting)
+            if found.waiting is not None and shown != self.last_waiting:
+                self.last_waiting = shown
+                step.events.append(event("waiting", shown))
         if self.file is not None and found.files != self.last_files:
             self.last_files = found.files
             step.events.append(event("files", list(found.files)))
@@ -152,6 +175,15 @@ class JobFeed:
             step.events.append(event("end", done, self.offset))
             step.done = True
         return step
+
+
+def _wait_wire(waiting: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the page shows of a wait (``eta_text`` is left out: it changes every minute by itself,
+    the page words it from ``eta``)."""
+    if waiting is None:
+        return None
+    keys = ("code", "message", "position_text", "ahead", "ahead_cores", "eta", "as_of")
+    return {key: waiting.get(key) for key in keys}
 
 
 @router.get(JOB + "/live")

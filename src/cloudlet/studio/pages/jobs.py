@@ -23,7 +23,7 @@ from cloudlet.domain.jobs.job_spec import JOB_NAME_PATTERN
 from cloudlet.domain.jobs.job_status import FINAL
 from cloudlet.services.compute import computes
 from cloudlet.services.core.context import WorkspaceRef
-from cloudlet.services.jobs import job_cancel, job_documents, job_search
+from cloudlet.services.jobs import job_cancel, job_documents, job_search, job_wait
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.studio import job_list, shell
 from cloudlet.studio.pages import job_forms
@@ -71,7 +71,15 @@ def _list_values(ctx: Context, workspace: Any, ref: WorkspaceRef) -> dict[str, A
     view = job_list.view_of(list(ctx.request.query_params.multi_items()))
     page = job_search.search_jobs(ctx.session, workspace, job_list.query_of(view))
     base = shell.ws_url(ref, "jobs")
-    rows = [{**job_search.list_columns(row), "final": row.status in FINAL_STATUSES} for row in page.jobs]
+    waiting = job_wait.waiting_of_rows(ctx.session, workspace.id, page.jobs)  # one queue read per compute
+    rows = [
+        {
+            **job_search.list_columns(row),
+            "final": row.status in FINAL_STATUSES,
+            "waiting": waiting.get(row.id),
+        }
+        for row in page.jobs
+    ]
     return {
         "view": view,
         "rows": rows,

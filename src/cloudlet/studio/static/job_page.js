@@ -21,6 +21,37 @@ function showStatus(data) {
   document.dispatchEvent(new CustomEvent("job:status", {detail: data}));
 }
 
+// A queued job's reason, position and estimated start as its compute's queue moves (the stream sends
+// them when they change; the queue is read again at least every 5 s).
+function inWords(seconds) {
+  if (seconds < 60) return "in < 1 min";
+  const minutes = Math.ceil(seconds / 60);
+  if (minutes < 60) return `in ~${minutes} min`;
+  const hours = Math.floor(minutes / 60), rest = minutes % 60;
+  return rest ? `in ~${hours} h ${rest} min` : `in ~${hours} h`;
+}
+
+function showWaiting(data) {
+  const box = document.querySelector(".waiting");
+  if (!box) return;
+  for (const el of box.querySelectorAll("[data-wait]")) {
+    const value = data[el.dataset.wait];
+    if (value !== undefined && value !== null) el.textContent = String(value);
+  }
+  const eta = box.querySelector("[data-wait-eta]");
+  if (eta && data.eta) {
+    eta.setAttribute("datetime", data.eta);
+    eta.textContent = data.eta.replace("T", " ").replace("Z", " UTC");
+  }
+  const words = box.querySelector("[data-wait-in]");
+  if (words && data.eta) words.textContent = inWords((Date.parse(data.eta) - Date.now()) / 1000);
+  const asOf = box.querySelector("[data-wait-as-of]");
+  if (asOf && data.as_of) {
+    asOf.setAttribute("datetime", data.as_of);
+    asOf.textContent = `${data.as_of.slice(11, 19)} UTC`;
+  }
+}
+
 // -- the live stream: status on every tab, the log's new bytes on Outputs + logs -------------------
 function connect() {
   const log = document.getElementById("log");
@@ -29,6 +60,7 @@ function connect() {
   const state = document.getElementById("log-state");
   const follow = document.getElementById("log-follow");
   source.addEventListener("status", (e) => showStatus(JSON.parse(e.data)));
+  source.addEventListener("waiting", (e) => showWaiting(JSON.parse(e.data)));
   source.addEventListener("open", () => { if (state) state.textContent = jobFinal ? "Reading…" : "Live"; });
   source.addEventListener("log", (e) => {
     const {text} = JSON.parse(e.data);

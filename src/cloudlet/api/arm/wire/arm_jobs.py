@@ -372,6 +372,7 @@ def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = Non
 
 def job_resource(view: Mapping[str, Any], workspace_id: str, props: dict[str, Any]) -> dict[str, Any]:
     """The ARM job resource around PROPS (any job type): id, name, the error, systemData."""
+    props.setdefault("properties", {}).update(wait_properties(view.get("waiting")))
     error = view.get("error")
     if error:
         props["error"] = {"code": error.get("code", "JobFailed"), "message": error.get("message", "")}
@@ -387,6 +388,27 @@ def job_resource(view: Mapping[str, Any], workspace_id: str, props: dict[str, An
             "createdByType": "User",
         },
     }
+
+
+WAIT_PREFIX = "cloudlet.wait."
+
+
+def wait_properties(waiting: Any) -> dict[str, str]:
+    """A queued job's wait (the view's ``waiting``) as entries of the job's ``properties``, which the
+    SDK keeps (``ml_client.jobs.get(name).properties``; string values, as Azure's): ``reason`` (the
+    code), ``message``, ``position`` ("3", or "10,000+" deeper than the queue read), ``eta`` (ISO
+    time) and ``etaInSeconds``, ``asOf``. None of them once the job runs."""
+    if not isinstance(waiting, Mapping):
+        return {}
+    values = {
+        "reason": waiting.get("code"),
+        "message": waiting.get("message"),
+        "position": waiting.get("position_text"),
+        "eta": waiting.get("eta"),
+        "etaInSeconds": waiting.get("eta_in_s"),
+        "asOf": waiting.get("as_of"),
+    }
+    return {WAIT_PREFIX + key: str(value) for key, value in values.items() if value is not None}
 
 
 def environment_id(env: Any, workspace_id: str) -> str | None:

@@ -1,0 +1,280 @@
+"""Every queued job's place, reason and estimated start from one pass over its compute's queue (pure).
+
+``services.jobs.job_wait`` reads a compute's queue once (in the scheduler's order) and asks this
+module for all of it at once: per job its position, what is ahead of it (jobs, cores, nodes, higher
+priorities, other teams of its band, non-spot jobs) and the estimated start from **one** replay of
+the queue (``replay_starts``: ``wait_estimate.estimate_start``'s rule, each job's start recorded
+as the replay passes it). So a compute with 10,000 queued jobs costs one pass of 10,000 steps per
+refresh, not 10,000 estimates of up to 10,000 steps each.
+
+Also here: a team's decayed usage from its jobs' run spans (``usage_from_spans``), for the fair-share
+reason until the scheduler keeps usage itself, and the one reason a queued job is given
+(``queue_reason``): what stops the compute first (a lock, quota, nodes on their way), else why the
+jobs ahead go first (spot, priority, fair share), else the capacity it waits for.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from cloudlet.domain.jobs.fair_share import Usage
+from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
+from cloudlet.domain.jobs.pipeline_dag import DagStep
+from cloudlet.domain.jobs.wait_estimate import (
+    RunningEnd,
+    TeamStanding,
+    dependency_reason,
+    fair_share_reason,
+    spot_reason,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A queued job as its compute's queue holds it, in the scheduler's order."""
+
+    id: int
+    team: str | None  # its team under fair share (None: no fair share on this compute)
+    priority: int
+    spot: bool
+    nodes: int  # its instance_count
+    units: int  # what it takes of the compute's capacity (nodes of a cluster, vCPUs of an instance)
+    cores: int  # the cores it needs, for the sentences
+    duration_s: float  # its expected run (wait_estimate.expected_remaining with elapsed 0)
+    canceled: bool = False  # cancel requested: the scheduler drops it, it holds no one back
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a queued job stands: 1-based ``position`` among the jobs that will run, what is ahead
+    of it, and ``start_in_s`` (seconds after the queue was read; None: never under the current
+    limits, e.g. it needs more than the compute can hold)."""
+
+    position: int
+    ahead: int
+    ahead_cores: int
+    ahead_nodes: int
+    ahead_higher_priority: int
+    ahead_other_teams: int  # of its priority and tier, other teams: fair share put them first
+    ahead_not_spot: int
+    start_in_s: float | None
+
+
+def replay_starts(
+    capacity: float, free: float, running: Sequence[RunningEnd], queue: Sequence[Queued]
+) -> list[float | None]:
+    """Seconds from now until each queued job starts, replaying the queue in order without
+    backfill (``wait_estimate.estimate_start``'s rule): each running job ends at its expected end,
+    each queued job starts once the jobs ahead have and its units are free, then runs for its
+    ``duration_s``. A canceled job or one bigger than ``capacity`` gets None and holds no one back."""
+    ends = [(job.ends_in_s, job.cores) for job in running]
+    heapq.heapify(ends)
+    now = 0.0
+    out: list[float | None] = []
+    for job in queue:
+        if job.canceled or job.units > capacity:
+            out.append(None)
+            continue
+        while free < job.units and ends:
+            when, freed = heapq.heappop(ends)
+            now = max(now, when)
+            free += freed
+        if free < job.units:  # the running jobs free too little: never, under these limits
+            out.append(None)
+            continue
+        free -= job.units
+        heapq.heappush(ends, (now + job.duration_s, job.units))
+        out.append(now)
+    return out
+
+
+def places(
+    queue: Sequence[Queued],
+    capacity: float,
+    free: float,
+    running: Sequence[RunningEnd],
+    factors: Mapping[str, float] | None = None,
+) -> list[Place | None]:
+    """Every job's ``Place`` in one pass (None for a canceled one). ``factors``: each team's
+    fair-share factor; ``ahead_other_teams`` then counts the jobs ahead of its band (tier and
+    priority) whose team has a higher factor — those fair share puts first (a team missing from it
+    counts as 0). Without ``factors``, every other team's job of its band ahead counts."""
+    starts = replay_starts(capacity, free, running, queue)
+    out: list[Place | None] = []
+    ahead = cores = nodes = not_spot = 0
+    by_priority: dict[int, int] = {}
+    by_band: dict[tuple[bool, int], dict[str | None, int]] = {}  # band → team → jobs ahead
+    for job, start in zip(queue, starts, strict=True):
+        if job.canceled:
+            out.append(None)
+            continue
+        higher = sum(count for priority, count in by_priority.items() if priority > job.priority)
+        band = (job.spot, job.priority)
+        teams = by_band.setdefault(band, {})
+        others = 0
+        if job.team is not None:
+            if factors is None:
+                others = sum(count for team, count in teams.items() if team != job.team)
+            else:  # teams are few (tens): a sum over them per job
+                own = factors.get(job.team, 0.0)
+                others = sum(
+                    count
+                    for team, count in teams.items()
+                    if team != job.team and factors.get(team or "", 0.0) > own
+                )
+        out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, start))
+        ahead += 1
+        cores += job.cores
+        nodes += job.nodes
+        not_spot += not job.spot
+        by_priority[job.priority] = by_priority.get(job.priority, 0) + 1
+        teams[job.team] = teams.get(job.team, 0) + 1
+    return out
+
+
+@dataclass(frozen=True)
+class Span:
+    """A job's claim on the pool: ``cores`` from ``start`` until ``end`` (None: still running)."""
+
+    team: str
+    user: str
+    cores: float
+    start: float
+    end: float | None
+
+
+def usage_from_spans(spans: Iterable[Span], now: float, half_life_s: float) -> Usage:
+    """Decayed core-seconds per (team, user) at ``now``, integrated exactly over each span:
+    ``cores × h/ln 2 × (2^(−(now−end)/h) − 2^(−(now−start)/h))`` (``fair_share.decay_usage``'s
+    integral, from the job history instead of pass by pass). A half-life of 0: the cores held now."""
+    users: dict[tuple[str, str], float] = {}
+    for span in spans:
+        end = now if span.end is None else min(span.end, now)
+        if half_life_s <= 0:
+            value = span.cores if span.end is None else 0.0
+        else:
+            scale = half_life_s / math.log(2)
+            value = (
+                span.cores
+                * scale
+                * (2.0 ** (-(now - end) / half_life_s) - 2.0 ** (-(now - span.start) / half_life_s))
+            )
+        if value > 0:
+            key = (span.team, span.user)
+            users[key] = users.get(key, 0.0) + value
+    return Usage(now, users)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A team's fair-share standing, and whether it is at the most it may hold (share + borrow)."""
+
+    team: TeamStanding
+    at_cap: bool
+
+
+def queue_reason(base: WaitReason, place: Place | None, spot: bool, standing: Standing | None) -> WaitReason:
+    """The one reason for a queued job. ``base`` is ``job_wait``'s (the compute's own limits first:
+    a lock, quota, nodes on their way, then the capacity it waits for). Where that base is only
+    "the capacity is taken" (cluster at max, no free vCPU, next in line, behind higher priorities),
+    the reason the jobs ahead go first says more: the job is spot, higher priorities are ahead,
+    other teams are ahead by fair share, or its team is at its share and may not borrow."""
+    if base.code not in _ORDER_BOUND or place is None:
+        return base
+    if spot and place.ahead_not_spot:
+        return spot_reason(place.ahead)
+    if place.ahead_higher_priority:
+        return WaitReason(
+            WaitCode.BEHIND_HIGHER_PRIORITY,
+            f"{_jobs(place.ahead_higher_priority)} of higher priority go first"
+            + (f" ({_jobs(place.ahead)} ahead in all)" if place.ahead > place.ahead_higher_priority else ""),
+        )
+    if standing is not None and (place.ahead_other_teams or standing.at_cap):
+        return fair_share_reason(standing.team, place.ahead_other_teams)
+    return base
+
+
+_ORDER_BOUND = frozenset(
+    {WaitCode.CLUSTER_AT_MAX, WaitCode.NO_FREE_VCPU, WaitCode.NEXT, WaitCode.BEHIND_HIGHER_PRIORITY}
+)
+
+
+def in_words(seconds: float) -> str:
+    """``in ~N min`` for an estimated start (``in < 1 min``, ``in ~2 h 5 min``)."""
+    minutes = math.ceil(max(0.0, seconds) / 60)
+    if seconds < 60:
+        return "in < 1 min"
+    if minutes < 60:
+        return f"in ~{minutes} min"
+    hours, rest = divmod(minutes, 60)
+    return f"in ~{hours} h {rest} min" if rest else f"in ~{hours} h"
+
+
+def position_text(position: int | None, deeper_than: int | None) -> str | None:
+    """``3``, or ``10,000+`` for a job deeper than the part of the queue read."""
+    if position is not None:
+        return f"{position:,}"
+    return f"{deeper_than:,}+" if deeper_than else None
+
+
+def standings(
+    factors_team: Mapping[str, float],
+    usage_share: Mapping[str, float],
+    share: Mapping[str, float],
+    held: Mapping[str, float],
+    entitled: Mapping[str, float],
+    cap: Mapping[str, float],
+) -> dict[str, Standing]:
+    """Each team's ``Standing`` from ``fair_share.factors`` and ``entitlements``/``caps`` (``cap``:
+    cores it may still take with borrowing; ≤ 0 is at its cap)."""
+    return {
+        team: Standing(
+            TeamStanding(
+                team,
+                held.get(team, 0.0),
+                entitled.get(team, 0.0),
+                usage_share.get(team, 0.0),
+                share.get(team, 0.0),
+                factor,
+            ),
+            cap.get(team, math.inf) <= 1e-9,
+        )
+        for team, factor in factors_team.items()
+    }
+
+
+def steps_waiting(steps: Sequence[DagStep]) -> dict[str, WaitReason]:
+    """A pipeline's steps not started yet, each with its ``dependency`` reason: the upstream steps
+    it waits for (a pipeline submits a step once all its upstream steps completed)."""
+    done = {step.key for step in steps if step.status == JobStatus.COMPLETED.value}
+    out: dict[str, WaitReason] = {}
+    for step in steps:
+        if step.status == "NotStarted":
+            waiting_for = [up for up in step.upstream if up not in done]
+            if waiting_for:
+                out[step.key] = dependency_reason(waiting_for)
+    return out
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job{'' if count == 1 else 's'}"
+
+
+__all__ = [
+    "Place",
+    "Queued",
+    "Span",
+    "Standing",
+    "in_words",
+    "places",
+    "position_text",
+    "queue_reason",
+    "replay_starts",
+    "standings",
+    "steps_waiting",
+    "usage_from_spans",
+]

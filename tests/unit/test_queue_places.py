@@ -1,0 +1,155 @@
+"""Every queued job's place and estimated start from one pass (domain.jobs.queue_places)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from cloudlet.domain.jobs.fair_share import Usage, decay_usage
+from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
+from cloudlet.domain.jobs.queue_places import (
+    Place,
+    Queued,
+    Span,
+    Standing,
+    in_words,
+    places,
+    position_text,
+    queue_reason,
+    replay_starts,
+    usage_from_spans,
+)
+from cloudlet.domain.jobs.wait_estimate import Ahead, RunningEnd, TeamStanding, estimate_start
+
+
+def _job(i: int, units: int = 1, duration: float = 60.0, **kw: object) -> Queued:
+    fields: dict[str, object] = {
+        "team": None,
+        "priority": 2,
+        "spot": False,
+        "nodes": units,
+        "cores": units * 4,
+        "canceled": False,
+    }
+    fields.update(kw)
+    return Queued(i, units=units, duration_s=duration, **fields)  # type: ignore[arg-type]
+
+
+def test_one_replay_gives_what_estimate_start_gives_for_each_job() -> None:
+    rng = random.Random(7)
+    running = [RunningEnd(rng.randint(1, 3), rng.uniform(0, 600)) for _ in range(5)]
+    queue = [_job(i, rng.randint(1, 4), rng.uniform(10, 900)) for i in range(60)]
+    starts = replay_starts(8, 0, running, queue)
+    for i, job in enumerate(queue):
+        ahead = [Ahead(j.units, j.duration_s) for j in queue[:i]]
+        assert starts[i] == pytest.approx(estimate_start(job.units, 8, 0, running, ahead)), i
+
+
+def test_canceled_and_oversized_jobs_hold_no_one_back() -> None:
+    queue = [_job(1, 9), _job(2, 2, canceled=True), _job(3, 2)]
+    starts = replay_starts(4, 2, [RunningEnd(2, 30.0)], queue)
+    assert starts == [None, None, 0.0]
+    found = places(queue, 4, 2, [RunningEnd(2, 30.0)])
+    assert found[1] is None
+    third = found[2]
+    assert third is not None and third.position == 2 and third.ahead == 1  # the canceled one is skipped
+
+
+def test_places_count_what_is_ahead_in_one_pass() -> None:
+    queue = [
+        _job(1, priority=3, team="a"),
+        _job(2, 2, team="a"),
+        _job(3, team="b"),
+        _job(4, team="a", spot=True),
+        _job(5, priority=1, team="b"),
+    ]
+    found = places(queue, 4, 0, [RunningEnd(4, 120.0)])
+    third, fourth, fifth = found[2], found[3], found[4]
+    assert third is not None and fourth is not None and fifth is not None
+    assert (third.position, third.ahead, third.ahead_cores, third.ahead_nodes) == (3, 2, 12, 3)
+    assert third.ahead_higher_priority == 1 and third.ahead_other_teams == 1  # job 2: team a, same band
+    assert fourth.ahead_not_spot == 3 and fourth.ahead_other_teams == 0  # the only spot job
+    assert fifth.ahead_higher_priority == 4 and fifth.ahead_other_teams == 0  # alone in its band
+    # The first three take the 4 nodes freed at 120 s; the fourth waits for them to end (60 s each).
+    assert [p.start_in_s if p else None for p in found[:4]] == [120.0, 120.0, 120.0, 180.0]
+
+
+def test_a_deep_queue_is_one_pass() -> None:
+    queue = [_job(i, 1, 30.0) for i in range(10_000)]
+    found = places(queue, 100, 0, [RunningEnd(1, 10.0) for _ in range(100)])
+    last = found[-1]
+    assert last is not None and last.position == 10_000
+    assert last.start_in_s == pytest.approx(10.0 + 30.0 * 99)
+
+
+def test_usage_from_spans_matches_decaying_pass_by_pass() -> None:
+    half = 3600.0
+    spans = [Span("a", "u", 4, 0.0, 1800.0), Span("b", "v", 2, 600.0, None)]
+    got = usage_from_spans(spans, 3600.0, half)
+    usage = Usage(0.0)
+    for t in range(60, 3601, 60):  # cores held over each minute, decayed exactly
+        held = {("a", "u"): 4.0 if t <= 1800 else 0.0, ("b", "v"): 2.0 if t > 600 else 0.0}
+        usage = decay_usage(usage, float(t), held, half)
+    for key in (("a", "u"), ("b", "v")):
+        assert got.users[key] == pytest.approx(usage.users[key], rel=1e-9)
+    assert usage_from_spans(spans, 3600.0, 0).users == {("b", "v"): 2}  # no history: held now
+
+
+def _standing(at_cap: bool = False) -> Standing:
+    return Standing(TeamStanding("B", 8, 8, 0.71, 0.5, 2 ** (-0.71 / 0.5)), at_cap)
+
+
+def test_the_reason_ahead_replaces_a_bare_capacity_reason() -> None:
+    full = WaitReason(WaitCode.CLUSTER_AT_MAX, "the cluster is at its maximum of 2 nodes, all busy")
+    place = Place(4, 3, 12, 3, 0, 2, 3, 60.0)
+    fair = queue_reason(full, place, False, _standing())
+    assert fair.code is WaitCode.FAIR_SHARE
+    assert "team B has used 71% of the pool lately against a share of 50%" in fair.message, fair
+    assert queue_reason(full, place, True, _standing()).code is WaitCode.SPOT
+    higher = queue_reason(full, Place(4, 3, 12, 3, 1, 2, 3, 60.0), False, _standing())
+    assert higher.code is WaitCode.BEHIND_HIGHER_PRIORITY and "1 job of higher priority" in higher.message
+    assert queue_reason(full, Place(4, 3, 12, 3, 0, 0, 3, 60.0), False, _standing()) == full
+    capped = queue_reason(full, Place(1, 0, 0, 0, 0, 0, 0, 60.0), False, _standing(at_cap=True))
+    assert capped.code is WaitCode.FAIR_SHARE and "may not borrow" in capped.message
+    locked = WaitReason(WaitCode.LOCKED, "the cluster cannot add nodes: lock freeze")
+    assert queue_reason(locked, place, True, _standing()) == locked  # what stops the compute comes first
+
+
+def test_words() -> None:
+    assert in_words(20) == "in < 1 min"
+    assert in_words(61) == "in ~2 min"
+    assert in_words(3600) == "in ~1 h"
+    assert in_words(2 * 3600 + 300) == "in ~2 h 5 min"
+    assert position_text(3, None) == "3" and position_text(12_345, None) == "12,345"
+    assert position_text(None, 10_000) == "10,000+" and position_text(None, None) is None
+    assert math.isclose(2 ** (-0.71 / 0.5), _standing().team.factor)
+
+
+def test_a_pipeline_step_not_started_waits_for_its_upstream_steps() -> None:
+    from cloudlet.domain.jobs.pipeline_dag import DagStep
+    from cloudlet.domain.jobs.queue_places import steps_waiting
+
+    steps = [
+        DagStep("prep", "Completed", (), "cpu", "j1", None),
+        DagStep("train", "Running", ("prep",), "cpu", "j2", None),
+        DagStep("eval", "NotStarted", ("prep", "train"), "cpu", None, None),
+        DagStep("skip", "Skipped", ("train",), "cpu", None, None),
+    ]
+    waits = steps_waiting(steps)
+    assert list(waits) == ["eval"]
+    assert (
+        waits["eval"].code is WaitCode.DEPENDENCY and waits["eval"].message == "waits for train to complete"
+    )
+
+
+def test_with_factors_only_teams_fair_share_puts_first_count_as_ahead_by_it() -> None:
+    queue = [_job(1, team="heavy"), _job(2, team="light"), _job(3, team="heavy"), _job(4, team="light")]
+    found = places(queue, 4, 0, [], {"heavy": 0.2, "light": 0.9})
+    last_heavy, last_light = found[2], found[3]
+    assert last_heavy is not None and last_light is not None
+    assert last_heavy.ahead_other_teams == 1  # the light job ahead: fair share's pick
+    assert last_light.ahead_other_teams == 0  # heavy jobs ahead are there by FIFO, not fair share
+    plain = places(queue, 4, 0, [])[3]
+    assert plain is not None and plain.ahead_other_teams == 2
