@@ -55,6 +55,7 @@ PAGES: list[tuple[str, str | None, str | None]] = [
     ("compute/_new?type=computeinstance", None, None),
     ("compute/every-cpu", None, None),
     ("compute/every-cpu?tab=nodes", None, None),
+    ("compute/every-cpu?tab=fairshare", None, None),  # issue 31: every-team has a share of it
     ("quota", None, None),
     ("usage", None, None),
     ("endpoints", "endpoints-list", None),
@@ -86,6 +87,9 @@ PAGES: list[tuple[str, str | None, str | None]] = [
     ("admin/roles", None, None),
     ("admin/places", "admin-places", None),
     ("admin/locks", None, None),
+    ("admin/teams", None, None),
+    ("admin/teams/_new", None, None),
+    ("admin/teams/every-team", None, None),
     ("admin/audit", None, None),
 ]
 
@@ -93,11 +97,15 @@ PAGES: list[tuple[str, str | None, str | None]] = [
 @pytest.fixture(scope="module")
 def seeded(studio_srv: RunningServer) -> RunningServer:
     """One of each thing a page shows, made over REST: a cluster, a finished job and pipeline, an
-    online and a batch endpoint, a data asset, a model, an environment and a component."""
+    online and a batch endpoint, a team with a share of the cluster, a data asset, a model, an
+    environment and a component."""
     srv = studio_srv
     with srv.client() as api:
         body = {"type": "amlcompute", "size": "Standard_DS3_v2", "min_instances": 0, "max_instances": 1}
         create_compute(api, srv, "every-cpu", body)
+        share = {"workspace": "default", "compute": "every-cpu", "share": 1}
+        made = api.put("/api/v1/teams/every-team", json={"shares": [share]})
+        assert made.status_code == 201, made.text
         submit(api, srv, "every-job", {"command": "echo every page", "compute": "local"})
         submit(api, srv, "every-pipeline", pipeline_doc())
         ds = f"{srv.ws_path}/datastores/workspaceblobstore"

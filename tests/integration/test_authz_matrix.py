@@ -165,6 +165,7 @@ ROWS: list[Row] = [
     Row("DELETE", "{ws}/computes/ghost", "write"),
     Row("POST", "{ws}/computes/ghost/start", "write"),
     Row("GET", "{ws}/computes/" + CLUSTER + "/nodes", "read"),
+    Row("GET", "{ws}/computes/" + CLUSTER + "/fairShare", "read"),  # issue 31: the pool view
     Row("POST", "{ws}/computes/" + CLUSTER + "/evict", "manage", {"json": {"node_id": "n-ghost"}}),
     Row("GET", "{ws}/computes/ghost/setup-logs", "read"),
     Row("GET", "/operations/{op}", "read"),

@@ -115,6 +115,13 @@ CASES: list[tuple[str, str, dict[str, str] | bytes]] = [
     ("/admin/places/sizes", "admin/places/sizes", {"name": "Site_RW_1", "vcpus": "1", "memory_gb": "1"}),
     ("/admin/locks", "admin/locks", {"name": "rw-new-lock", "level": "CanNotDelete"}),
     ("/admin/locks/remove", "admin/locks/remove", {"name": "rw-lock"}),
+    (
+        "/admin/teams",
+        "admin/teams",
+        {"name": "rw-team", "members": "rw-other", "pool_0": "location:local", "share_0": "1"},
+    ),
+    ("/admin/teams/_yaml", "admin/teams/_yaml", {"yaml": "name: rw-new-team\nmembers: [rw-other]\n"}),
+    ("/admin/teams/_delete", "admin/teams/_delete", {"name": "rw-team"}),
 ]
 NOT_WRITES = {"/signin", "/signout", "/{rest:path}"}  # the session's own, and the catch-all 404
 # Refused, but not by the studio's route: its POST only hands the caller's own sign-in cookie to
@@ -160,6 +167,8 @@ def reader(srv: RunningServer) -> Iterator[tuple[httpx.Client, str, str]]:
             made = api.put(f"{srv.ws_path}/{path}", json=body)
             assert made.status_code in (200, 201, 202), (path, made.text)
         new_user(api, srv, "rw-other", "Contributor")
+        team = {"shares": [{"location": "local", "share": 2}]}
+        assert api.put("/api/v1/teams/rw-team", json=team).status_code == 201
         key = new_user(api, srv, "rw-reader", "Reader")
     with studio_client(srv) as client:
         assert sign_in(client, key).status_code == 303
@@ -223,3 +232,5 @@ def test_nothing_the_reader_posted_changed_anything(
         assert roles["rw-other"] == "Contributor" and roles["rw-reader"] == "Reader", roles
         users = {p["name"]: p for p in api.get("/api/v1/principals").json()["value"]}
         assert "rw-made" not in users and users["rw-other"]["enabled"] is True, users
+        teams = api.get("/api/v1/teams").json()["value"]
+        assert [(t["name"], t["members"], t["shares"][0]["share"]) for t in teams] == [("rw-team", [], 2)]

@@ -23,6 +23,7 @@ from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.jobs import resource_monitoring
 from cloudlet.services.views import computes as compute_view
+from cloudlet.services.views import fair_share as fair_share_view
 from cloudlet.services.views import operations as operation_view
 
 if TYPE_CHECKING:
@@ -82,6 +83,17 @@ def show_compute(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(c
     ref = WorkspaceRef(sub, rg, ws)
     _, compute = computes.readable(ctx.session, ref, ctx.caller, name)
     return json_response(_render(ctx, ref, compute))
+
+
+@router.get(WS + "/computes/{name}/fairShare")
+def compute_fair_share(sub: str, rg: str, ws: str, name: str, ctx: Context = Depends(context)) -> Response:
+    """The compute's pool under weighted fair share, per team: share, entitlement, cores held and
+    borrowed, decayed usage, fair-share factor, queued jobs; the pool's preemptions of the hour.
+    ``teams`` is empty where no team has a share of the pool (issue 31)."""
+    ref = WorkspaceRef(sub, rg, ws)
+    _, compute = computes.readable(ctx.session, ref, ctx.caller, name)
+    shown = fair_share_view.pool_view(ctx.session, compute)
+    return json_response(shown if shown is not None else {"compute": compute.name, "teams": []})
 
 
 @router.put(

@@ -12,6 +12,7 @@ import typer
 import yaml
 from rich.markup import escape
 
+from cloudlet.cli import fair_share_table
 from cloudlet.cli.output import OutputFormat, err_console
 from cloudlet.cli.state import CliState
 from cloudlet.cli.whatif import HELP as WHAT_IF_HELP
@@ -241,9 +242,13 @@ def show(ctx: typer.Context, name: NameOpt) -> None:
     st = state(ctx)
     body = st.rest.get(st.compute_path(name))
     st.emit(body, "compute")
-    figure = body.get("preemptions") if isinstance(body, dict) else None
-    if figure and st.output is OutputFormat.table and st.query is None:
-        typer.echo(figure)  # a pool with team shares: "preemptions in the last hour: N of M"
+    cluster = isinstance(body, dict) and body.get("type") == "amlcompute"
+    if st.output is OutputFormat.table and st.query is None and cluster:
+        # The pool's teams (issue 31); the table's last line has the hour's preemptions against
+        # the cap (the view's ``preemptions`` figure, from the same count).
+        table = fair_share_table.render(st.rest.get(st.compute_path(name) + "/fairShare"))
+        if table:
+            typer.echo("\n" + table, nl=False)
 
 
 @app.command("list")

@@ -29,6 +29,7 @@ from cloudlet.studio import shell
 from cloudlet.studio.pages import (
     admin,
     admin_more,
+    admin_teams,
     batch_endpoints,
     components,
     compute,
@@ -61,7 +62,7 @@ from cloudlet.studio.session import (
 # Their order is the navigation's.
 PAGES = (home, jobs, components, environments, models, data, endpoints, compute, quota, usage, admin)
 # Pages reached from a page, not from the navigation.
-SUBPAGES = (job_page, job_live, job_streams, job_graphs, batch_endpoints, admin_more)
+SUBPAGES = (job_page, job_live, job_streams, job_graphs, batch_endpoints, admin_more, admin_teams)
 shell.NAV[:] = [page.NAV for page in PAGES]
 
 public = APIRouter(prefix=PREFIX, route_class=StudioPublicRoute, include_in_schema=False)

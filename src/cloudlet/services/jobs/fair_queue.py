@@ -302,6 +302,16 @@ def _running(
     return running, live, runs_of
 
 
+def running_now(
+    session: Session, compute: Compute, config: fs.FairShareConfig, vcpus: int
+) -> tuple[list[RunningJob], list[fair_usage.Live]]:
+    """The compute's running jobs and live attempts as a round reads them (the pool view's, so
+    that every door shows the round's own figures: ``services/views/fair_share``)."""
+    rows = list(session.execute(_RUNNING, {"ws": compute.workspace_id, "compute": compute.name}))
+    running, live, _ = _running(rows, config, vcpus)
+    return running, live
+
+
 def _why(
     p: Preemption,
     claim: fs.FairJob | None,

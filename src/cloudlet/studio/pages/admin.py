@@ -33,6 +33,7 @@ TABS: tuple[tuple[str, str, str | None], ...] = (
     ("users", "Users", "user.manage"),
     ("keys", "API keys", None),
     ("roles", "Role assignments", "role.assign"),
+    ("teams", "Teams", None),  # anyone reads them (admin_teams.py); an administrator writes
     ("places", "Locations and sizes", "user.manage"),
     ("locks", "Locks", "lock.write"),
     ("audit", "Audit log", "user.manage"),

@@ -28,6 +28,7 @@ from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.views import computes as compute_view
+from cloudlet.services.views import fair_share as fair_share_view
 from cloudlet.services.views import operations as operation_view
 from cloudlet.studio import live, shell
 from cloudlet.studio.pages import compute_forms
@@ -146,7 +147,9 @@ def _detail_values(
     if compute.type == ComputeType.AMLCOMPUTE:
         nodes = [node_service.render(n) for n in node_service.live_nodes(ctx.session, compute.id)]
     is_owner = compute.type == ComputeType.COMPUTE_INSTANCE and compute.owner == ctx.caller.name
-    shown_tab = "nodes" if tab == "nodes" and compute.type == ComputeType.AMLCOMPUTE else "details"
+    cluster = compute.type == ComputeType.AMLCOMPUTE
+    shared = cluster and fair_share_view.has_shares(ctx.session, compute)
+    shown_tab = tab if (tab == "nodes" and cluster) or (tab == "fairshare" and shared) else "details"
     query = {"tab": shown_tab, **({"op": op["id"]} if op is not None else {})}
     live_url = shell.ws_url(ref, "compute", compute.name, "live") + "?" + urllib.parse.urlencode(query)
     return {
@@ -157,6 +160,8 @@ def _detail_values(
         "is_owner": is_owner,
         "apps": APPS if shown.get("services") else {},
         "live_url": live_url,
+        "shared": shared,  # the pool has team shares: a Fair share tab (issue 31)
+        "pool": fair_share_view.pool_view(ctx.session, compute) if shown_tab == "fairshare" else None,
     }
 
 
