@@ -37,7 +37,6 @@ from cloudlet.domain.jobs.job_status import ACTIVE
 from cloudlet.services.core import settings
 from cloudlet.store.schema import Compute, Job, Team, TeamMember, TeamShare
 
-
 HALF_LIFE_ENV = "CLOUDLET_FAIR_SHARE_HALF_LIFE_S"
 _ACTIVE = tuple(status.value for status in ACTIVE)
 
