@@ -173,8 +173,6 @@ def test_a_pipeline_step_waits_for_its_upstream_step(api: httpx.Client, srv: Run
             "use": {"command": "cat ${{inputs.d}}/f.txt", "inputs": {"d": "${{parent.jobs.make.outputs.o}}"}},
         },
     }
-    # After the SDK's test: azure-ai-ml cannot load a listed pipeline whose steps are inline commands
-    # (no component), which ``jobs.list`` would then meet.
     submit(api, srv, "piped", pipeline)
     try:
         parent = wait_until(lambda: (p := job(api, srv, "piped")).get("children") and p, 30, "the first step")
@@ -187,6 +185,37 @@ def test_a_pipeline_step_waits_for_its_upstream_step(api: httpx.Client, srv: Run
     finally:
         api.post(f"{srv.ws_path}/jobs/piped/cancel")
         wait_job(api, srv, "piped", ("Canceled",), timeout=30)
+
+
+SDK_PIPELINE_SCRIPT = r"""
+import json
+from azure.ai.ml import MLClient
+from azure.identity import DefaultAzureCredential
+
+ml = MLClient.from_config(DefaultAzureCredential())
+names = sorted(j.name for j in ml.jobs.list())
+piped = ml.jobs.get("piped")
+steps = {key: str(node.component) for key, node in piped.jobs.items()}
+print("RESULT " + json.dumps({"names": names, "type": piped.type, "steps": steps}), flush=True)
+"""
+
+
+def test_the_sdk_lists_and_gets_a_natively_submitted_inline_pipeline(
+    srv: RunningServer, tmp_path: Path
+) -> None:
+    """The previous test's pipeline has inline command steps (a native YAML's, no component): the
+    facade names each step's anonymous component, which the SDK needs to build a PipelineJob."""
+    subprocess.run(
+        [sys.executable, "-m", "cloudlet", "azureml", "config", "--path", str(tmp_path / "config.json")],
+        env=srv.cli_env(),
+        check=True,
+        capture_output=True,
+    )
+    [result] = run_sdk(SDK_PIPELINE_SCRIPT, tmp_path, azureml_env(srv.cli_env()), timeout=240)
+    assert "piped" in result["names"] and result["type"] == "pipeline", result
+    assert set(result["steps"]) == {"make", "use"}, result
+    assert all(c.startswith("azureml_anonymous:") for c in result["steps"].values()), result
+    assert result["steps"]["make"] != result["steps"]["use"], result
 
 
 def test_a_team_over_its_share_says_its_usage_and_share(api: httpx.Client, srv: RunningServer) -> None:

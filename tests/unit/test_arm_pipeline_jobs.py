@@ -212,3 +212,21 @@ def test_a_childs_run_view_and_the_execution_log() -> None:
         "[trials] s1 submitted",
         "[trials] s1 Failed",
     ]
+
+
+def test_an_inline_step_names_the_anonymous_component_of_its_content() -> None:
+    """A native YAML's inline command step has no registered component; the SDK cannot build a
+    ``PipelineJob`` (``jobs.get``/``list``) from a step without ``componentId``."""
+    step = {"type": "command", "command": "python train.py", "environment": "azureml:env:1", "compute": "c1"}
+    view = {"name": "p2", "status": "Queued", "jobs": {"train": step, "same": {**step, "compute": "c2"}}}
+    again = arm.pipeline_to_arm(view, WS)["properties"]["jobs"]
+    jobs = arm.pipeline_to_arm(view, WS)["properties"]["jobs"]
+    prefix = f"{WS}/components/azureml_anonymous/versions/"
+    assert jobs["train"]["componentId"].startswith(prefix)
+    assert jobs["train"]["componentId"] == again["train"]["componentId"]  # stable across reads
+    assert jobs["same"]["componentId"] == jobs["train"]["componentId"]  # the compute is a binding
+    other = {**view, "jobs": {"train": {**step, "command": "python other.py"}}}
+    assert (
+        arm.pipeline_to_arm(other, WS)["properties"]["jobs"]["train"]["componentId"]
+        != jobs["train"]["componentId"]
+    )

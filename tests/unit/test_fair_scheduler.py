@@ -82,9 +82,10 @@ class Store:
     def spec(nodes: int) -> dict[str, Any]:
         return {"command": "true", "compute": "azureml:pool", "resources": {"instance_count": nodes}}
 
-    def round(self) -> list[str]:
+    def round(self, full: bool = True) -> list[str]:
+        """A scheduling round: the reconciler's pass (FULL), or a submission's or an exit's."""
         with self.sessions.begin() as session:
-            wake = dispatch.schedule_compute(session, self.compute(session), self.data, URL)
+            wake = dispatch.schedule_compute(session, self.compute(session), self.data, URL, full=full)
             dispatch.deliveries(session)
         return wake
 
@@ -287,6 +288,26 @@ def test_a_team_below_its_share_preempts_borrowed_jobs_which_requeue_without_usi
     placed = store.placed()
     assert {"b-0", "b-1"} <= set(placed), placed
     assert not set(ended) & set(placed)
+
+
+def test_a_submissions_round_on_a_full_pool_leaves_preemption_to_the_pass(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_shares(monkeypatch)
+    for i in range(4):
+        store.submit(f"a-{i}")
+    store.round()
+    store.started_long_ago()
+    store.submit("b-0", user="b")
+    assert store.round(full=False) == []  # no idle node: nothing decided, nothing read of the queue
+
+    def stopping() -> int:
+        with store.sessions() as session:
+            return len(session.execute(select(JobRun.id).where(JobRun.reason == PREEMPT_REQUESTED)).all())
+
+    assert stopping() == 0
+    store.round()  # the reconciler's pass
+    assert stopping() == 1
 
 
 def test_the_guard_keeps_young_jobs_and_bounds_the_hour(

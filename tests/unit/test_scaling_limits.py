@@ -7,19 +7,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from cloudlet.control.scaling import ClusterScaler
 from cloudlet.domain.compute.compute_spec import cluster_scaling
 from cloudlet.domain.compute.locks import LockLevel
 from cloudlet.domain.compute.quota import Tier
+from cloudlet.domain.jobs.job_wait import ClusterFacts
 from cloudlet.services.access import workspaces
 from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import locks as lock_store
 from cloudlet.services.compute import quotas
 from cloudlet.services.compute.scaling_limits import UNBOUNDED, scaling_limits
-from cloudlet.services.jobs import job_wait
+from cloudlet.services.jobs import queue_snapshots
 from cloudlet.store.schema import Compute, Job
 from tests.unit.control_fakes import SIZE, add_cluster, new_store
+
+
+def _cluster_facts(session: Session, compute: Compute) -> ClusterFacts:
+    """What a waiting job's reason reads of its cluster (``services/jobs/queue_snapshots``)."""
+    facts = queue_snapshots.build(session, compute).cluster
+    assert facts is not None
+    return facts
 
 
 def test_both_readers_get_the_same_lock_size_and_quota(tmp_path: Path) -> None:
@@ -60,7 +69,7 @@ def test_both_readers_get_the_same_lock_size_and_quota(tmp_path: Path) -> None:
         assert (tight.quota_nodes, tight.quota_reason) == direct
         assert tight.quota_nodes == 1 and f"quota {size.family}" in tight.quota_reason
         scaled = scaler._limits(session, compute, cluster_scaling(compute.spec), [], 0.0)
-        facts = job_wait._cluster_facts(session, compute, job)
+        facts = _cluster_facts(session, compute)
         zero_live = scaling_limits(session, compute, Tier.DEDICATED, live_nodes=0)
         assert (scaled.quota_nodes, scaled.quota_reason) == (zero_live.quota_nodes, zero_live.quota_reason)
         assert (facts.quota_nodes, facts.quota_reason) == (zero_live.quota_nodes, zero_live.quota_reason)
@@ -72,7 +81,7 @@ def test_both_readers_get_the_same_lock_size_and_quota(tmp_path: Path) -> None:
         locked = scaling_limits(session, compute, Tier.DEDICATED, live_nodes=0, need_headroom=False)
         assert locked.blocked_reason is not None and "lock 'freeze'" in locked.blocked_reason
         assert locked.quota_nodes == UNBOUNDED
-        assert job_wait._cluster_facts(session, compute, job).lock_reason == locked.blocked_reason
+        assert _cluster_facts(session, compute).lock_reason == locked.blocked_reason
         assert scaler._limits(session, compute, cluster_scaling(compute.spec), [], 0.0).blocked_reason == (
             locked.blocked_reason
         )

@@ -155,7 +155,9 @@ class ClusterReconciler(ReconcileLoop):
                 for node in nodes:
                     release(node, actions, now)
                 return actions
-            actions.wake += dispatch.schedule_compute(session, compute, self.data, self.server_url())
+            actions.wake += dispatch.schedule_compute(
+                session, compute, self.data, self.server_url(), full=True
+            )
             if compute.type == ComputeType.VIRTUAL_MACHINE:
                 attached_vms.keep_node(
                     session, compute, nodes, self.installation_id, self.server_url(), now, actions

@@ -281,15 +281,20 @@ def queue_in_order(session: Session, workspace_id: int, compute_name: str, limit
     return [found[i] for i in ids if i in found]
 
 
-def schedule_compute(session: Session, compute: Compute, data: DataRoot, server_url: str) -> list[str]:
+def schedule_compute(
+    session: Session, compute: Compute, data: DataRoot, server_url: str, *, full: bool = False
+) -> list[str]:
     """Place the compute's queued jobs on its idle nodes now (priority, FIFO, backfill,
     all-or-nothing). Called when a job arrives, when a node frees up, and by the reconciler, so a
-    job starts the moment a node can take it rather than at the next reconcile pass."""
+    job starts the moment a node can take it rather than at the next reconcile pass. FULL (the
+    reconciler's pass): a pool with team shares decides its preemptions even with no idle node;
+    a submission's or an exit's round leaves that to the pass (one interval later), so a busy
+    shared pool's submissions do not each pay for a decision over its whole queue."""
     if compute.type in compute_types.SINGLE_NODE:  # one node, jobs side by side
         return _schedule_instance(session, compute, data, server_url)
     config = fair_queue.config_for(session, compute)
     if config is not None:
-        return _schedule_fair(session, compute, config, data, server_url)
+        return _schedule_fair(session, compute, config, data, server_url, full)
     idle: list[Any] = list(session.execute(_IDLE_NODES, {"compute": compute.id}))
     if not idle:
         return []
@@ -366,13 +371,16 @@ def held_back_nodes(session: Session, compute_id: int) -> int:
 
 
 def _schedule_fair(
-    session: Session, compute: Compute, config: FairShareConfig, data: DataRoot, server_url: str
+    session: Session, compute: Compute, config: FairShareConfig, data: DataRoot, server_url: str, full: bool
 ) -> list[str]:
     """A round of a compute whose pool has team shares (``fair_queue``): preempt what the decision
     says (checkpoint and requeue), then place the admitted jobs, in fair order, on the idle nodes
-    (all-or-nothing, backfill). It runs even with no idle node: that is when preemption is needed."""
+    (all-or-nothing, backfill). The reconciler's pass (FULL) runs it even with no idle node: that is
+    when preemption is needed."""
     now = time.time()
     idle: list[Any] = list(session.execute(_IDLE_NODES, {"compute": compute.id}))
+    if not idle and not full:
+        return []
     decided = fair_queue.decide_round(session, compute, config, now)
     session.info.setdefault(HELD_BACK, {})[compute.id] = decided.held_back_nodes
     wake = preempting.stop(session, compute, decided.victims, now)

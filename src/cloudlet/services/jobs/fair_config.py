@@ -25,9 +25,6 @@ administrator's change applies from the next scheduling pass.
 
 from __future__ import annotations
 
-import logging
-import math
-import os
 from collections.abc import Iterable, Sequence
 
 from sqlalchemy import select
@@ -37,9 +34,8 @@ from cloudlet.domain.access.teams import COMPUTE, LOCATION
 from cloudlet.domain.jobs import fair_share
 from cloudlet.domain.jobs.fair_share import FairShareConfig
 from cloudlet.domain.jobs.job_status import ACTIVE
+from cloudlet.services.core import settings
 from cloudlet.store.schema import Compute, Job, Team, TeamMember, TeamShare
-
-log = logging.getLogger("cloudlet.fair_share")
 
 HALF_LIFE_ENV = "CLOUDLET_FAIR_SHARE_HALF_LIFE_S"
 _ACTIVE = tuple(status.value for status in ACTIVE)
@@ -49,22 +45,7 @@ def half_life_s() -> float:
     """The usage half-life in seconds (``CLOUDLET_FAIR_SHARE_HALF_LIFE_S``; default Slurm's 7
     days). A value that is not a number >= 0 is logged and the default used: a typo in a setting
     must not stop the scheduler."""
-    raw = os.environ.get(HALF_LIFE_ENV, "").strip()
-    if not raw:
-        return fair_share.SLURM_HALF_LIFE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not (math.isfinite(value) and value >= 0):
-        log.warning(
-            "%s=%r is not a number of seconds >= 0; using the default %g",
-            HALF_LIFE_ENV,
-            raw,
-            fair_share.SLURM_HALF_LIFE_S,
-        )
-        return fair_share.SLURM_HALF_LIFE_S
-    return value
+    return settings.env_number(HALF_LIFE_ENV, fair_share.SLURM_HALF_LIFE_S)
 
 
 def for_compute(

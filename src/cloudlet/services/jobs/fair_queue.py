@@ -20,7 +20,6 @@ this module reads what it needs and applies the team caps:
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,7 @@ from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.preemption import Guard, Preemption
 from cloudlet.domain.jobs.run_state import STOP_REQUESTED, RunState
 from cloudlet.services.compute import catalogue as catalogue_service
+from cloudlet.services.core import settings
 from cloudlet.services.jobs import fair_config, fair_usage, job_status
 from cloudlet.store.schema import SPOT_LAST, Compute, Job, JobRun, LifecycleEvent
 
@@ -108,13 +108,13 @@ _RECENT = select(LifecycleEvent.at).where(
 def guard() -> Guard:
     """The preemption guard in force (environment, read each round: cheap, and a test server sets it):
     ``CLOUDLET_PREEMPT_MIN_RUN_S`` (default 600), ``CLOUDLET_PREEMPT_MAX_PER_HOUR`` per pool
-    (default 60), ``CLOUDLET_PREEMPT_MAX_PER_JOB`` (default 3)."""
+    (default 60), ``CLOUDLET_PREEMPT_MAX_PER_JOB`` (default 3). A bad value is logged and its
+    default used (``services/core/settings.py``): a typo must not stop every round."""
     default = Guard()
-    env = os.environ
     return Guard(
-        min_run_s=float(env.get("CLOUDLET_PREEMPT_MIN_RUN_S") or default.min_run_s),
-        max_per_hour=int(env.get("CLOUDLET_PREEMPT_MAX_PER_HOUR") or default.max_per_hour or 60),
-        max_per_job=int(env.get("CLOUDLET_PREEMPT_MAX_PER_JOB") or default.max_per_job or 3),
+        min_run_s=settings.env_number("CLOUDLET_PREEMPT_MIN_RUN_S", default.min_run_s),
+        max_per_hour=int(settings.env_number("CLOUDLET_PREEMPT_MAX_PER_HOUR", default.max_per_hour or 60)),
+        max_per_job=int(settings.env_number("CLOUDLET_PREEMPT_MAX_PER_JOB", default.max_per_job or 3)),
     )
 
 

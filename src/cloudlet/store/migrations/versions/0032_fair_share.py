@@ -49,15 +49,15 @@ def upgrade() -> None:
     )
     op.create_index("ix_team_shares_team_id", "team_shares", ["team_id"])
     op.create_index("ix_team_shares_pool", "team_shares", ["pool_kind", "workspace_id", "pool_name"])
-    with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("job_tier", sa.String(length=16), nullable=True))
-        batch.add_column(sa.Column("preemptions", sa.Integer(), nullable=False, server_default="0"))
+    # Plain ALTER TABLE, not a batch: on SQLite a batch that rebuilds ``jobs`` would lose the
+    # expression indexes it cannot reflect (``ix_jobs_list_duration``, ``ix_jobs_queue_order``).
+    op.add_column("jobs", sa.Column("job_tier", sa.String(length=16), nullable=True))
+    op.add_column("jobs", sa.Column("preemptions", sa.Integer(), nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("preemptions")
-        batch.drop_column("job_tier")
+    op.drop_column("jobs", "preemptions")  # SQLite >= 3.35 drops a column in place (see upgrade)
+    op.drop_column("jobs", "job_tier")
     op.drop_index("ix_team_shares_pool", table_name="team_shares")
     op.drop_index("ix_team_shares_team_id", table_name="team_shares")
     op.drop_table("team_shares")
