@@ -142,6 +142,16 @@ def decay_usage(usage: Usage, now: float, held: Mapping[tuple[str, str], float],
     return Usage(now, {key: value for key, value in users.items() if value > 1e-9})
 
 
+def held_usage(cores: float, start: float, end: float, now: float, half_life_s: float) -> float:
+    """CORES held over [START, END], decayed to NOW (half-life > 0): ``decay_usage``'s integral in
+    closed form, ``cores × h/ln 2 × (2^(−(now−end)/h) − 2^(−(now−start)/h))`` — what a job's run
+    adds to its user's usage, computed from the history instead of pass by pass."""
+    end = min(end, now)
+    start = min(start, end)
+    rate = math.log(2) / half_life_s
+    return cores / rate * (math.exp(-rate * (now - end)) - math.exp(-rate * (now - start)))
+
+
 def factors(config: FairShareConfig, usage: Usage, queued_users: Iterable[tuple[str, str]] = ()) -> Factors:
     """Slurm's ``F = 2^(−U/S)`` per team, and per user within its team (equal user shares)."""
     shares = config.shares()

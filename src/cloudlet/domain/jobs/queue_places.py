@@ -20,6 +20,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from cloudlet.domain.jobs import fair_share
 from cloudlet.domain.jobs.fair_share import Usage
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
@@ -157,12 +158,7 @@ def usage_from_spans(spans: Iterable[Span], now: float, half_life_s: float) -> U
         if half_life_s <= 0:
             value = span.cores if span.end is None else 0.0
         else:
-            scale = half_life_s / math.log(2)
-            value = (
-                span.cores
-                * scale
-                * (2.0 ** (-(now - end) / half_life_s) - 2.0 ** (-(now - span.start) / half_life_s))
-            )
+            value = fair_share.held_usage(span.cores, span.start, end, now, half_life_s)
         if value > 0:
             key = (span.team, span.user)
             users[key] = users.get(key, 0.0) + value

@@ -21,7 +21,6 @@ applied when read (``config.team_of``), so a user moved to another team takes th
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -127,16 +126,10 @@ def usage(
     else:
         per_user = dict(_finished(session, compute_id, workspace_id, compute_name, vcpus, now, half_life))
         for one in live:
-            per_user[one.user] = per_user.get(one.user, 0.0) + _ran(one.cores, one.start, now, now, half_life)
+            per_user[one.user] = per_user.get(one.user, 0.0) + fs.held_usage(
+                one.cores, one.start, now, now, half_life
+            )
     return fs.Usage(now, {(config.team_of(u), u): v for u, v in per_user.items() if v > 1e-9})
-
-
-def _ran(cores: float, start: float, end: float, now: float, half_life_s: float) -> float:
-    """CORES held over [START, END], decayed to NOW: ``decay_usage``'s integral in closed form."""
-    end = min(end, now)
-    start = min(start, end)
-    rate = math.log(2) / half_life_s
-    return cores / rate * (math.exp(-rate * (now - end)) - math.exp(-rate * (now - start)))
 
 
 def _finished(
@@ -159,7 +152,7 @@ def _finished(
                 continue
             counted[key] = end
             if start is not None:  # never started (canceled before): it held nothing
-                finished[user] = finished.get(user, 0.0) + _ran(cores, start, end, now, h)
+                finished[user] = finished.get(user, 0.0) + fs.held_usage(cores, start, end, now, h)
         copy = _Copy(now, h, finished, {key: end for key, end in counted.items() if end > now - LATE_S})
     with _lock:
         _copies[compute_id] = copy
@@ -200,7 +193,7 @@ def _full(session: Session, where: dict[str, object], vcpus: int, now: float, h:
         if end > now - LATE_S:  # the next update's query returns it again: counted already
             counted[(int(row.job_id), int(row.attempt))] = end
         user = str(row.created_by)
-        value = _ran(float(row.instance_count * vcpus), float(row.start), end, now, h)
+        value = fs.held_usage(float(row.instance_count * vcpus), float(row.start), end, now, h)
         finished[user] = finished.get(user, 0.0) + value
     return _Copy(now, h, finished, counted)
 
@@ -217,7 +210,7 @@ def from_history(
         end = now if row.live or row.end is None else float(row.end)
         key = ("", str(row.created_by))
         cores = float(row.instance_count * vcpus)
-        users[key] = users.get(key, 0.0) + _ran(cores, float(row.start), end, now, half_life_s)
+        users[key] = users.get(key, 0.0) + fs.held_usage(cores, float(row.start), end, now, half_life_s)
     return fs.Usage(now, users)
 
 
