@@ -271,9 +271,7 @@ def queue_in_order(session: Session, workspace_id: int, compute_name: str, limit
     pool has team shares (ready jobs in that order, then those whose cancel was asked)."""
     params = {"ws": workspace_id, "compute": compute_name, "limit": limit}
     compute = session.scalar(_COMPUTE, params)
-    config = None
-    if compute is not None and compute.type not in compute_types.SINGLE_NODE:
-        config = fair_queue.config_for(session, compute)
+    config = fair_queue.config_for(session, compute) if compute is not None else None
     if compute is None or config is None:
         return list(session.execute(_QUEUE, params).all())
     ids = fair_queue.queue_ids(session, compute, config, limit)
