@@ -140,7 +140,7 @@ def forget() -> None:
 def build(session: Session, compute: Compute, usage: fair_share.Usage | None = None) -> Snapshot:
     now = time.time()
     rows = dispatch.queue_in_order(session, compute.workspace_id, compute.name, QUEUE_READ)
-    extra = _job_columns(session, rows)
+    extra = _job_columns(rows)
     running_rows = list(
         session.execute(
             select(Job.instance_count, Job.started_at, Job.spec, Job.created_by).where(
@@ -350,18 +350,9 @@ def _similar(history: dict[int | None, list[float]], nodes: int) -> list[float]:
     return same if len(same) >= SAME_SIZE_MIN else history[None]
 
 
-def _job_columns(session: Session, rows: Sequence[Any]) -> dict[int, tuple[str, str | None]]:
-    """Each queued job's submitter and tier: from the queue's rows where they carry them, else read
-    by id (``queue_in_order``'s rows may not)."""
-    if rows and hasattr(rows[0], "created_by") and hasattr(rows[0], "job_tier"):
-        return {row.id: (row.created_by, row.job_tier) for row in rows}
-    out: dict[int, tuple[str, str | None]] = {}
-    ids = [row.id for row in rows]
-    for start in range(0, len(ids), 500):  # bound the IN list
-        chunk = ids[start : start + 500]
-        query = select(Job.id, Job.created_by, Job.job_tier).where(Job.id.in_(chunk))
-        out.update((r.id, (r.created_by, r.job_tier)) for r in session.execute(query))
-    return out
+def _job_columns(rows: Sequence[Any]) -> dict[int, tuple[str, str | None]]:
+    """Each queued job's submitter and tier, from the queue's rows (``queue_in_order`` reads them)."""
+    return {row.id: (row.created_by, row.job_tier) for row in rows}
 
 
 def _standings(
