@@ -4,8 +4,9 @@ starts, kept per process for ``REFRESH_S`` so ``job show`` and a ``job list`` pa
 A snapshot reads the queue's head in the scheduler's order (``dispatch.queue_in_order``, at most
 ``QUEUE_READ`` jobs: a deeper job is "10,000+" with no estimate), the running jobs and their
 expected ends (the compute's history of completed jobs of the same node count, capped by each
-job's ``limits.timeout``: ``wait_estimate.expected_remaining``), the compute's nodes and the
-lock/quota limits the autoscaler reads, and, where teams share a cluster's pool (``fair_config``:
+job's ``limits.timeout``: ``wait_estimate.expected_remaining``), the compute's nodes (their
+boot times, for the nodes a job waits on; launches the provider failed), the lock/quota limits
+the autoscaler reads and its record that the location's capacity binds (``NoCapacity``), and, where teams share a cluster's pool (``fair_config``:
 never a single-node compute, as the scheduler applies no fair share there), each team's usage
 against its share. ``domain.jobs.queue_places`` turns that into every job's place and
 start in one pass. Built at most once per compute per ``REFRESH_S`` per process (a lock per
