@@ -6,12 +6,13 @@ A snapshot reads the queue's head in the scheduler's order (``dispatch.queue_in_
 expected ends (the compute's history of completed jobs of the same node count, capped by each
 job's ``limits.timeout``: ``wait_estimate.expected_remaining``), the compute's nodes (their
 boot times, for the nodes a job waits on; launches the provider failed), the lock/quota limits
-the autoscaler reads and its record that the location's capacity binds (``NoCapacity``), and, where teams share a cluster's pool (``fair_config``:
-never a single-node compute, as the scheduler applies no fair share there), each team's usage
-against its share. ``domain.jobs.queue_places`` turns that into every job's place and
-start in one pass. Built at most once per compute per ``REFRESH_S`` per process (a lock per
-compute: concurrent requests wait for one build rather than each building), so 100,000 queued jobs
-cost one read of the head every few seconds, not one estimate per request.
+the autoscaler reads and its record that the location's capacity binds (``NoCapacity``), and,
+where teams share a cluster's pool (``fair_config``: never a single-node compute, as the
+scheduler applies no fair share there), each team's usage against its share.
+``domain.jobs.queue_places`` turns that into every job's place and start in one pass. Built at
+most once per compute per ``REFRESH_S`` per process (a lock per compute: concurrent requests wait
+for one build rather than each building), so 100,000 queued jobs cost one read of the head every
+few seconds, not one estimate per request.
 """
 
 from __future__ import annotations
