@@ -78,6 +78,11 @@ def test_no_capacity_is_neither_the_clusters_max_nor_nodes_on_their_way() -> Non
     # Quota that binds is named as quota.
     quota = _cluster(quota_nodes=0, quota_reason="quota fam 4/4 cores", capacity_reason="capacity 8/8")
     assert cluster_reason(FIRST, quota).code is WaitCode.QUOTA
+    # Room for the nodes it needs (the autoscaler is short for jobs behind it): scaling up.
+    room = _cluster(capacity_reason="capacity 4/8", capacity_nodes=1)
+    assert cluster_reason(FIRST, room).code is WaitCode.WAITING_FOR_NODES
+    behind = QueuePlace(position=2, ahead=1, ahead_cores=4, ahead_higher_priority=0, ahead_nodes=1)
+    assert cluster_reason(behind, room).code is WaitCode.NO_CAPACITY
     # Nodes on their way that cover it: waiting for them, not no capacity.
     coming = _cluster(serving_nodes=1, starting_nodes=1, capacity_reason="capacity 8/8")
     assert cluster_reason(FIRST, coming).code is WaitCode.WAITING_FOR_NODES

@@ -56,8 +56,10 @@ class ClusterFacts:
     lock_reason: str | None  # the lock that freezes scaling, in the autoscaler's words
     quota_nodes: int  # how many more nodes the quota allows now
     quota_reason: str  # the quota that binds, in the autoscaler's words ("" when none does)
-    # The autoscaler's record that the location's capacity binds ("" when it does not).
+    # The autoscaler's record that the location's capacity binds ("" when it does not), and how
+    # many more nodes the location gives.
     capacity_reason: str = ""
+    capacity_nodes: int = 0
     # Launches of the cluster's nodes that failed lately (since one last came up), over how many
     # seconds, and what the provider said last.
     failed_launches: int = 0
@@ -116,7 +118,7 @@ def cluster_reason(place: QueuePlace, facts: ClusterFacts) -> WaitReason:
         )
     if facts.quota_reason and facts.quota_nodes < min(missing, can_grow):
         return WaitReason(WaitCode.QUOTA, f"the cluster cannot add nodes: {facts.quota_reason}")
-    if facts.capacity_reason:
+    if facts.capacity_reason and facts.capacity_nodes < min(missing, can_grow):
         return WaitReason(WaitCode.NO_CAPACITY, f"the location cannot give nodes: {facts.capacity_reason}")
     return WaitReason(
         WaitCode.WAITING_FOR_NODES,

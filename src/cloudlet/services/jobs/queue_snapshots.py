@@ -240,6 +240,7 @@ def _cluster(
         quota_nodes=limits.quota_nodes,
         quota_reason=limits.quota_reason,
         capacity_reason=capacity_note[0] if capacity_note else "",
+        capacity_nodes=capacity_note[1] if capacity_note else 0,
         failed_launches=len(failed),
         failed_over_s=now - min(at for at, _ in failed) if failed else 0.0,
         launch_error=failed[0][1] if failed else "",
