@@ -15,16 +15,26 @@ Series (HTTP, keep-alive, in the order a user meets them):
 - ``show_cold``: the first show after the snapshot expired (one read of the queue's head: 10,000
   rows, the replay, the facts), each sample after a 4.2 s pause;
 - ``list_page`` (warm) and ``list_cold``: ``GET {ws}/jobs?compute=…&status=Queued&$top=100``.
+- ``snapshot_build`` (and ``deep_snapshot_build``): in-process, ``queue_snapshots.build`` on the
+  server's store — the per-worker cold read itself (the queue's head, the running jobs, history,
+  nodes, limits, the replay) without HTTP; each worker pays it once per compute per ``REFRESH_S``;
 - in-process, the naive peer: the same page's 100 estimates made one by one with
   ``wait_estimate.estimate_start`` over the jobs ahead of each (what the snapshot's one replay
   replaces), pure compute, no store reads.
+
+Run: ``python -m bench.job_wait [--quick] [--pg]`` (or ``python -m bench --only job_wait`` on
+SQLite); ``--pg``: the store is a fresh database on the PostgreSQL at ``$CLOUDLET_BENCH_PG_URL`` (an
+admin URL; default the local server), vacuumed and analysed after each fill (what autovacuum does
+to a table that grew by 10,000s of rows), dropped at the end (``studio_jobs_page._postgres_database``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,14 +42,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 from sqlalchemy import create_engine, insert, select
+from sqlalchemy.orm import Session
 
 from bench import _results
 from bench._server import REPO_ROOT, ServerProcess, kill_node_processes, start_cloudlet
 from bench._stats import ratio, summarize_ns
+from bench.studio_jobs_page import _postgres_database
 from cloudlet.domain.jobs.wait_estimate import Ahead, RunningEnd, estimate_start
-from cloudlet.store.db import sqlite_url
-from cloudlet.store.schema import Job, Workspace
+from cloudlet.services.jobs import queue_snapshots
+from cloudlet.store.db import normalise_url, sqlite_url
+from cloudlet.store.schema import Compute, Job, Workspace
 
 NAME = "job_wait"
 CLUSTER = "wait-bench"
@@ -84,10 +98,11 @@ def _setup_server(server: ServerProcess) -> None:
         _wait_running(client, ws, ["holder-0", "holder-1"])
 
 
-def _fill(home: Path, start: int, count: int, history: int) -> float:
-    """COUNT queued jobs (names q-START…) and HISTORY completed ones on the cluster; seconds taken."""
+def _fill(url: str, start: int, count: int, history: int) -> float:
+    """COUNT queued jobs (names q-START…) and HISTORY completed ones on the cluster in the store at
+    URL; seconds taken (a PostgreSQL store's table vacuumed and analysed after)."""
     t0 = time.perf_counter()
-    engine = create_engine(sqlite_url(home))
+    engine = create_engine(normalise_url(url))
     rnd = random.Random(31 + start)
     now = time.time()
     with engine.begin() as conn:
@@ -107,7 +122,28 @@ def _fill(home: Path, start: int, count: int, history: int) -> float:
         for chunk in range(0, len(rows), 5000):
             conn.execute(insert(Job), rows[chunk : chunk + 5000])
     engine.dispose()
+    if url.startswith("postgresql"):
+        with psycopg.connect(url, autocommit=True) as pg:  # VACUUM runs outside a transaction
+            pg.execute("VACUUM ANALYZE jobs")
     return time.perf_counter() - t0
+
+
+def _builds(url: str, calls: int) -> dict[str, Any]:
+    """``queue_snapshots.build`` of the cluster, in-process on the store at URL: the cold read."""
+    engine = create_engine(normalise_url(url))
+    samples = []
+    try:
+        with Session(engine) as session:
+            compute = session.scalars(select(Compute).where(Compute.name == CLUSTER)).one()
+            queue_snapshots.build(session, compute)  # the catalogue and the connection, warmed
+            for _ in range(calls):
+                t0 = time.perf_counter_ns()
+                queue_snapshots.build(session, compute)
+                samples.append(time.perf_counter_ns() - t0)
+                session.rollback()  # a fresh transaction each time, as each request has
+    finally:
+        engine.dispose()
+    return summarize_ns(samples)
 
 
 def _row(
@@ -175,7 +211,14 @@ def _naive_page(queue_len: int, page: int = 100) -> dict[str, Any]:
     return summarize_ns(samples)
 
 
-def run(quick: bool = False) -> dict[str, Any]:
+def run(quick: bool = False, pg: bool = False) -> dict[str, Any]:
+    if pg:
+        with _postgres_database() as url:
+            return _run(quick, url)
+    return _run(quick, None)
+
+
+def _run(quick: bool, db_url: str | None) -> dict[str, Any]:
     calls = 20 if quick else 100
     cold_calls = 3 if quick else 8
     data = _results.envelope(NAME, REPO_ROOT)
@@ -184,15 +227,17 @@ def run(quick: bool = False) -> dict[str, Any]:
         "deep": None if quick else DEEP,
         "calls": calls,
         "cold_calls": cold_calls,
+        "store": "postgresql" if db_url else "sqlite",
     }
     tmp = Path(tempfile.mkdtemp(prefix="cloudlet-bench-wait-"))
     server: ServerProcess | None = None
     before = os.environ.get("CLOUDLET_WORKERS")
     os.environ["CLOUDLET_WORKERS"] = "1"  # one process: one cache, the cold and warm cases apart
     try:
-        server = start_cloudlet(tmp / "home")
+        server = start_cloudlet(tmp / "home", db_url=db_url)
+        store = db_url or sqlite_url(tmp / "home")
         _setup_server(server)
-        data["fill_s"] = round(_fill(tmp / "home", 1, QUEUED, HISTORY), 2)
+        data["fill_s"] = round(_fill(store, 1, QUEUED, HISTORY), 2)
         series: dict[str, Any] = {}
         samples: dict[str, Any] = {}
         with httpx.Client(base_url=server.endpoint, headers=server.headers(), timeout=60) as client:
@@ -211,8 +256,9 @@ def run(quick: bool = False) -> dict[str, Any]:
             samples["mid"] = client.get(f"{ws}/jobs/q-005000").json().get("waiting")
             listed = client.get(f"{ws}/jobs", params=page).json()["value"]
             samples["list_first"] = listed[0].get("waiting") if listed else None
+            series["snapshot_build"] = _builds(store, cold_calls)
             if not quick:
-                data["fill_deep_s"] = round(_fill(tmp / "home", QUEUED + 1, DEEP - QUEUED, 0), 2)
+                data["fill_deep_s"] = round(_fill(store, QUEUED + 1, DEEP - QUEUED, 0), 2)
                 series["deep_show_head"] = _warm(client, f"{ws}/jobs/q-000001", calls)
                 series["deep_show_deep"] = _warm(client, f"{ws}/jobs/q-050000", calls)
                 series["deep_list_page"] = _warm(client, f"{ws}/jobs", calls, page)
@@ -223,6 +269,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                     lambda: client.get(f"{ws}/jobs", params=page), cold_calls, REFRESH_PAUSE_S
                 )
                 samples["deep"] = client.get(f"{ws}/jobs/q-050000").json().get("waiting")
+                series["deep_snapshot_build"] = _builds(store, cold_calls)
         series["naive_page_estimates"] = _naive_page(QUEUED)
         data.update(
             {
@@ -255,7 +302,7 @@ def markdown(data: dict[str, Any]) -> str:
     series = data["series"]
     lines = [
         f"## job_wait — queued jobs' reason, position and ETA at {data['plan']['queued']:,} queued "
-        f"({data['timestamp']})",
+        f"on {data['plan'].get('store', 'sqlite')} ({data['timestamp']})",
         "",
         "HTTP on one worker; warm = the compute's queue snapshot cached (≤ 4 s old), cold = the first "
         "request after it expired (reads the queue's head once). `naive_page_estimates`: a page's 100 "
@@ -286,11 +333,20 @@ def report(data: dict[str, Any]) -> str:
         f"show warm p50 {s['show_mid']['p50_ms']:.1f} ms (running job {s['show_running']['p50_ms']:.1f}), "
         f"cold p50 {s['show_cold']['p50_ms']:.1f} ms; list page warm {s['list_page']['p50_ms']:.1f} ms, "
         f"cold {s['list_cold']['p50_ms']:.1f} ms; "
-        f"naive page estimates {s['naive_page_estimates']['p50_ms']:.0f} ms"
+        f"naive page estimates {s['naive_page_estimates']['p50_ms']:.0f} ms; "
+        f"snapshot build (in-process) p50 {s['snapshot_build']['p50_ms']:.1f} ms"
     )
     if "deep_show_cold" in s:
         text += (
             f"; at {DEEP:,}: show warm {s['deep_show_deep']['p50_ms']:.1f} ms, cold "
-            f"{s['deep_show_cold']['p50_ms']:.1f} ms, list cold {s['deep_list_cold']['p50_ms']:.1f} ms"
+            f"{s['deep_show_cold']['p50_ms']:.1f} ms, list cold {s['deep_list_cold']['p50_ms']:.1f} ms, "
+            f"snapshot build {s['deep_snapshot_build']['p50_ms']:.1f} ms"
         )
     return text
+
+
+if __name__ == "__main__":
+    found = run(quick="--quick" in sys.argv, pg="--pg" in sys.argv)
+    print(markdown(found))
+    print(report(found))
+    print(json.dumps({"store": found["plan"]["store"], "loadavg_end": found["loadavg_end"]}))

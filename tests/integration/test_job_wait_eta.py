@@ -26,6 +26,8 @@ from tests.studio_http import sign_in, studio_client
 
 CLUSTER = "wait-one"
 QUEUED = ("q-1", "q-2", "q-3")
+# The SDK loads a command component only with an environment (Azure's always have one).
+SKLEARN = "azureml://registries/azureml/environments/sklearn-1.5/labels/latest"
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +171,16 @@ def test_a_pipeline_step_waits_for_its_upstream_step(api: httpx.Client, srv: Run
         "type": "pipeline",
         "settings": {"default_compute": f"azureml:{CLUSTER}"},
         "jobs": {
-            "make": {"command": "echo made > ${{outputs.o}}/f.txt", "outputs": {"o": {"type": "uri_folder"}}},
-            "use": {"command": "cat ${{inputs.d}}/f.txt", "inputs": {"d": "${{parent.jobs.make.outputs.o}}"}},
+            "make": {
+                "command": "echo made > ${{outputs.o}}/f.txt",
+                "environment": SKLEARN,
+                "outputs": {"o": {"type": "uri_folder"}},
+            },
+            "use": {
+                "command": "cat ${{inputs.d}}/f.txt",
+                "environment": SKLEARN,
+                "inputs": {"d": "${{parent.jobs.make.outputs.o}}"},
+            },
         },
     }
     submit(api, srv, "piped", pipeline)
@@ -196,7 +206,18 @@ ml = MLClient.from_config(DefaultAzureCredential())
 names = sorted(j.name for j in ml.jobs.list())
 piped = ml.jobs.get("piped")
 steps = {key: str(node.component) for key, node in piped.jobs.items()}
-print("RESULT " + json.dumps({"names": names, "type": piped.type, "steps": steps}), flush=True)
+components = {}
+for key, component in steps.items():  # each step's anonymous component resolves, as on Azure
+    name, _, version = component.partition(":")
+    found = ml.components.get(name=name, version=version)
+    components[key] = {
+        "command": found.command,
+        "inputs": {k: v.type for k, v in found.inputs.items()},
+        "outputs": {k: v.type for k, v in found.outputs.items()},
+        "environment": str(found.environment),
+    }
+result = {"names": names, "type": piped.type, "steps": steps, "components": components}
+print("RESULT " + json.dumps(result), flush=True)
 """
 
 
@@ -204,7 +225,8 @@ def test_the_sdk_lists_and_gets_a_natively_submitted_inline_pipeline(
     srv: RunningServer, tmp_path: Path
 ) -> None:
     """The previous test's pipeline has inline command steps (a native YAML's, no component): the
-    facade names each step's anonymous component, which the SDK needs to build a PipelineJob."""
+    facade names each step's anonymous component, which the SDK needs to build a PipelineJob, and
+    each resolves with ``components.get`` (registered when the pipeline was submitted)."""
     subprocess.run(
         [sys.executable, "-m", "cloudlet", "azureml", "config", "--path", str(tmp_path / "config.json")],
         env=srv.cli_env(),
@@ -216,6 +238,11 @@ def test_the_sdk_lists_and_gets_a_natively_submitted_inline_pipeline(
     assert set(result["steps"]) == {"make", "use"}, result
     assert all(c.startswith("azureml_anonymous:") for c in result["steps"].values()), result
     assert result["steps"]["make"] != result["steps"]["use"], result
+    # Registered at submission (services.jobs.pipelines.register_inline): components.get finds them.
+    made, used = result["components"]["make"], result["components"]["use"]
+    assert made["command"] == "echo made > ${{outputs.o}}/f.txt" and made["outputs"] == {"o": "uri_folder"}
+    assert used["command"] == "cat ${{inputs.d}}/f.txt" and used["inputs"] == {"d": "uri_folder"}, used
+    assert "sklearn-1.5" in made["environment"] and not made["inputs"] and not used["outputs"], result
 
 
 def test_a_team_over_its_share_says_its_usage_and_share(api: httpx.Client, srv: RunningServer) -> None:

@@ -195,3 +195,18 @@ def test_borrowed_reads_any_running_job_shape() -> None:
 
     running = [RunningJob(f"r{i}", "a", 1, 2, i == 0, float(i)) for i in range(4)]
     assert fs.borrowed(running, {"a": 2.0}) == {"r0", "r3"}  # spot always; r1, r2 fill the share
+
+
+def test_held_usage_is_decay_usage_integrated_pass_by_pass() -> None:
+    """The closed form a run's usage is computed with (fair_usage) equals decaying minute by minute."""
+    half = 3600.0
+    got = {
+        "u": fs.held_usage(4, 0.0, 1800.0, 3600.0, half),
+        "v": fs.held_usage(2, 600.0, 3600.0, 3600.0, half),  # still running at 3600
+    }
+    usage = fs.Usage(0.0)
+    for t in range(60, 3601, 60):  # cores held over each minute, decayed exactly
+        held = {("a", "u"): 4.0 if t <= 1800 else 0.0, ("b", "v"): 2.0 if t > 600 else 0.0}
+        usage = fs.decay_usage(usage, float(t), held, half)
+    assert got["u"] == pytest.approx(usage.users[("a", "u")], rel=1e-9)
+    assert got["v"] == pytest.approx(usage.users[("b", "v")], rel=1e-9)

@@ -66,3 +66,38 @@ def test_an_instance_stopped_starting_or_full() -> None:
     full = instance_reason(FIRST, InstanceFacts("Running", 2, 0, 1))
     assert full.code is WaitCode.NO_FREE_VCPU and "0 of 2 are free" in full.message
     assert instance_reason(FIRST, InstanceFacts("Running", 2, 2, 1)).code is WaitCode.NEXT
+
+
+def test_no_capacity_is_neither_the_clusters_max_nor_nodes_on_their_way() -> None:
+    full = cluster_reason(FIRST, _cluster(capacity_reason="location lab capacity 8/8 vCPUs in use"))
+    assert full.code is WaitCode.NO_CAPACITY and "location cannot give nodes" in full.message
+    assert "8/8 vCPUs" in full.message
+    # The cluster's own max binds first: the location's capacity does not matter then.
+    at_max = _cluster(max_instances=1, serving_nodes=1, capacity_reason="location lab capacity 8/8")
+    assert cluster_reason(FIRST, at_max).code is WaitCode.CLUSTER_AT_MAX
+    # Quota that binds is named as quota.
+    quota = _cluster(quota_nodes=0, quota_reason="quota fam 4/4 cores", capacity_reason="capacity 8/8")
+    assert cluster_reason(FIRST, quota).code is WaitCode.QUOTA
+    # Room for the nodes it needs (the autoscaler is short for jobs behind it): scaling up.
+    room = _cluster(capacity_reason="capacity 4/8", capacity_nodes=1)
+    assert cluster_reason(FIRST, room).code is WaitCode.WAITING_FOR_NODES
+    behind = QueuePlace(position=2, ahead=1, ahead_cores=4, ahead_higher_priority=0, ahead_nodes=1)
+    assert cluster_reason(behind, room).code is WaitCode.NO_CAPACITY
+    # Nodes on their way that cover it: waiting for them, not no capacity.
+    coming = _cluster(serving_nodes=1, starting_nodes=1, capacity_reason="capacity 8/8")
+    assert cluster_reason(FIRST, coming).code is WaitCode.WAITING_FOR_NODES
+
+
+def test_launches_that_keep_failing_say_what_the_provider_said() -> None:
+    # A retry is a node requested again (counted as starting): the failures still explain the wait.
+    failing = _cluster(
+        serving_nodes=1, starting_nodes=1, failed_launches=3, failed_over_s=150, launch_error="no room"
+    )
+    reason = cluster_reason(FIRST, failing)
+    assert reason.code is WaitCode.NO_CAPACITY
+    assert (
+        reason.message == "the provider cannot give nodes: 3 node launches failed in the last 2 min (no room)"
+    )
+    # An idle node for it: failures elsewhere do not hold it.
+    idle = _cluster(serving_nodes=1, idle_nodes=1, failed_launches=3, launch_error="no room")
+    assert cluster_reason(FIRST, idle).code is WaitCode.NEXT

@@ -7,19 +7,17 @@ import random
 
 import pytest
 
-from cloudlet.domain.jobs.fair_share import Usage, decay_usage
 from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
 from cloudlet.domain.jobs.queue_places import (
     Place,
     Queued,
-    Span,
     Standing,
+    boot_estimate,
     in_words,
     places,
     position_text,
     queue_reason,
     replay_starts,
-    usage_from_spans,
 )
 from cloudlet.domain.jobs.wait_estimate import Ahead, RunningEnd, TeamStanding, estimate_start
 
@@ -41,7 +39,7 @@ def test_one_replay_gives_what_estimate_start_gives_for_each_job() -> None:
     rng = random.Random(7)
     running = [RunningEnd(rng.randint(1, 3), rng.uniform(0, 600)) for _ in range(5)]
     queue = [_job(i, rng.randint(1, 4), rng.uniform(10, 900)) for i in range(60)]
-    starts = replay_starts(8, 0, running, queue)
+    starts, _ = replay_starts(8, 0, running, queue)
     for i, job in enumerate(queue):
         ahead = [Ahead(j.units, j.duration_s) for j in queue[:i]]
         assert starts[i] == pytest.approx(estimate_start(job.units, 8, 0, running, ahead)), i
@@ -49,12 +47,33 @@ def test_one_replay_gives_what_estimate_start_gives_for_each_job() -> None:
 
 def test_canceled_and_oversized_jobs_hold_no_one_back() -> None:
     queue = [_job(1, 9), _job(2, 2, canceled=True), _job(3, 2)]
-    starts = replay_starts(4, 2, [RunningEnd(2, 30.0)], queue)
+    starts, _ = replay_starts(4, 2, [RunningEnd(2, 30.0)], queue)
     assert starts == [None, None, 0.0]
     found = places(queue, 4, 2, [RunningEnd(2, 30.0)])
     assert found[1] is None
     third = found[2]
     assert third is not None and third.position == 2 and third.ahead == 1  # the canceled one is skipped
+
+
+def test_a_job_that_needs_a_node_not_up_yet_starts_once_it_has_booted() -> None:
+    # 1 node idle, 1 starting (up in 20 s), 1 to be made (up in 45 s); one running job ends at 100 s.
+    arrivals = [(20.0, 1), (45.0, 1)]
+    queue = [_job(1, 1, 300.0), _job(2, 1, 300.0), _job(3, 1, 300.0), _job(4, 2, 300.0)]
+    starts, booted = replay_starts(4, 1, [RunningEnd(1, 100.0)], queue, arrivals)
+    assert starts == [0.0, 20.0, 45.0, 300.0] and booted == [False, True, True, False]
+    # A node that comes up before the running job frees the other adds nothing: not its boot.
+    starts, booted = replay_starts(2, 0, [RunningEnd(1, 100.0)], [_job(1, 2, 60.0)], [(30.0, 1)])
+    assert starts == [100.0] and booted == [False]
+    found = places([_job(1, 1)], 1, 0, [], arrivals=[(30.0, 1)])
+    assert found[0] is not None and found[0].start_in_s == 30.0 and found[0].waits_for_boot
+
+
+def test_boot_time_comes_from_the_computes_node_starts_else_the_providers_default() -> None:
+    learned = boot_estimate([40.0, 10.0, 30.0], "kube")
+    assert learned.seconds == 30.0 and learned.basis == "the median of this compute's last 3 node starts"
+    assert boot_estimate([10.0, 20.0], "local").seconds == 15.0
+    assert boot_estimate([], "local").seconds == 5.0 and "local provider" in boot_estimate([], "local").basis
+    assert boot_estimate([], "someone-elses").seconds == 180.0
 
 
 def test_places_count_what_is_ahead_in_one_pass() -> None:
@@ -82,19 +101,6 @@ def test_a_deep_queue_is_one_pass() -> None:
     last = found[-1]
     assert last is not None and last.position == 10_000
     assert last.start_in_s == pytest.approx(10.0 + 30.0 * 99)
-
-
-def test_usage_from_spans_matches_decaying_pass_by_pass() -> None:
-    half = 3600.0
-    spans = [Span("a", "u", 4, 0.0, 1800.0), Span("b", "v", 2, 600.0, None)]
-    got = usage_from_spans(spans, 3600.0, half)
-    usage = Usage(0.0)
-    for t in range(60, 3601, 60):  # cores held over each minute, decayed exactly
-        held = {("a", "u"): 4.0 if t <= 1800 else 0.0, ("b", "v"): 2.0 if t > 600 else 0.0}
-        usage = decay_usage(usage, float(t), held, half)
-    for key in (("a", "u"), ("b", "v")):
-        assert got.users[key] == pytest.approx(usage.users[key], rel=1e-9)
-    assert usage_from_spans(spans, 3600.0, 0).users == {("b", "v"): 2}  # no history: held now
 
 
 def _standing(at_cap: bool = False) -> Standing:

@@ -80,6 +80,8 @@ def waiting_block(waiting: dict[str, Any]) -> str:
     if eta is not None:
         when = eta.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
         lines.append(f"  estimated start: {when} ({in_words(eta.timestamp() - time.time())})")
+        if waiting.get("eta_note"):
+            lines.append(f"                   {waiting['eta_note']}")
     elif waiting.get("position_text") or waiting.get("position"):
         lines.append(
             "  estimated start: not known (deeper in the queue than estimated, or never under its limits)"

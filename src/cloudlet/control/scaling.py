@@ -90,6 +90,7 @@ class ClusterScaler:
                 limits = dataclasses.replace(limits, capacity_nodes=limits.capacity_nodes + extra)
                 decision = autoscale.decide(cluster, views, demand, limits, now)
         self._apply(session, compute, scaling, nodes, decision, actions, now)
+        _record_capacity(compute, decision.target - serving_now, limits)
         serving = [n for n in nodes if n.state in SERVING]
         compute.current_node_count = len([n for n in serving if n.state in ("idle", "busy")])
         compute.target_node_count = decision.target
@@ -168,6 +169,26 @@ class ClusterScaler:
         by_id = {n.id: n for n in nodes}
         for node_id in decision.terminate:
             release(by_id[node_id], actions, now)
+
+
+def _record_capacity(compute: Compute, short: int, limits: autoscale.Limits) -> None:
+    """Keep a ``NoCapacity`` warning on the compute while the location cannot give the nodes it
+    wants (the decision's own "scale-up blocked" test), with how many more fit: a queued job's
+    reason (``queue_snapshots``) says what this pass decided, whichever process shows it."""
+    kept = [
+        w
+        for w in compute.warnings or []
+        if not (isinstance(w, dict) and w.get("code") == autoscale.NO_CAPACITY)
+    ]
+    if short > 0 and limits.capacity_nodes < short and not limits.blocked_reason:
+        warning = {
+            "code": autoscale.NO_CAPACITY,
+            "message": limits.capacity_reason,
+            "nodes": limits.capacity_nodes,
+        }
+        kept.append(warning)
+    if kept != (compute.warnings or []):
+        compute.warnings = kept
 
 
 def _next_release(

@@ -42,6 +42,11 @@ class Demand:
         return self.running_nodes + sum(self.queued)
 
 
+# The code of a cluster's warning while its location's capacity holds its scale-up (recorded by
+# ``control.scaling``, read by a queued job's reason).
+NO_CAPACITY = "NoCapacity"
+
+
 @dataclass(frozen=True)
 class Limits:
     """How many more nodes may be made now, and why not (quota, capacity, a lock)."""

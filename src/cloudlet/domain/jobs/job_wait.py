@@ -3,7 +3,8 @@
 ``services.jobs.job_wait`` gathers the facts (the job's place in its compute's queue in the scheduler's
 order, the compute's nodes, and the same lock and quota limits the autoscaler reads); this picks
 the one reason that binds first: the job's own state, then what stops the compute from growing
-(a lock, quota, max_instances), then nodes on their way, then the jobs ahead of it.
+(a lock, launches that keep failing, max_instances, quota, the location's capacity), then nodes
+on their way, then the jobs ahead of it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class WaitCode(StrEnum):
     NO_FREE_VCPU = "no_free_vcpu"
     BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
     NEXT = "next"  # first in line with room for it: the next scheduling round places it
+    # The location or its provider cannot give the nodes the cluster may add (its capacity is used
+    # up, or launches fail): not the cluster's max, not nodes on their way.
+    NO_CAPACITY = "no_capacity"
     # Issue 31 (domain.jobs.wait_estimate): fair share, spot tier, dependencies.
     FAIR_SHARE = "fair_share"  # teams that used less of their share lately go first
     SPOT = "spot"  # spot tier: only capacity no other job wants
@@ -52,6 +56,15 @@ class ClusterFacts:
     lock_reason: str | None  # the lock that freezes scaling, in the autoscaler's words
     quota_nodes: int  # how many more nodes the quota allows now
     quota_reason: str  # the quota that binds, in the autoscaler's words ("" when none does)
+    # The autoscaler's record that the location's capacity binds ("" when it does not), and how
+    # many more nodes the location gives.
+    capacity_reason: str = ""
+    capacity_nodes: int = 0
+    # Launches of the cluster's nodes that failed lately (since one last came up), over how many
+    # seconds, and what the provider said last.
+    failed_launches: int = 0
+    failed_over_s: float = 0.0
+    launch_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,13 @@ def cluster_reason(place: QueuePlace, facts: ClusterFacts) -> WaitReason:
     if facts.lock_reason:
         return WaitReason(WaitCode.LOCKED, f"the cluster cannot add nodes: {facts.lock_reason}")
     needed = facts.job_nodes + place.ahead_nodes
+    if facts.failed_launches and needed > facts.idle_nodes:
+        # Before "nodes starting": each retry is a node requested again, soon failed again.
+        return WaitReason(
+            WaitCode.NO_CAPACITY,
+            f"the provider cannot give nodes: {_launches(facts.failed_launches)} failed in the last "
+            f"{_duration(facts.failed_over_s)} ({facts.launch_error or 'no message'})",
+        )
     missing = needed - facts.idle_nodes - facts.starting_nodes
     can_grow = facts.max_instances - facts.serving_nodes
     starting = WaitReason(
@@ -98,6 +118,8 @@ def cluster_reason(place: QueuePlace, facts: ClusterFacts) -> WaitReason:
         )
     if facts.quota_reason and facts.quota_nodes < min(missing, can_grow):
         return WaitReason(WaitCode.QUOTA, f"the cluster cannot add nodes: {facts.quota_reason}")
+    if facts.capacity_reason and facts.capacity_nodes < min(missing, can_grow):
+        return WaitReason(WaitCode.NO_CAPACITY, f"the location cannot give nodes: {facts.capacity_reason}")
     return WaitReason(
         WaitCode.WAITING_FOR_NODES,
         f"scaling up: {_nodes(min(missing, can_grow))} more wanted; the cluster has "
@@ -133,6 +155,15 @@ def _queue_reason(place: QueuePlace) -> WaitReason:
 
 def _nodes(count: int) -> str:
     return f"{count} node{'' if count == 1 else 's'}"
+
+
+def _launches(count: int) -> str:
+    return f"{count} node launch{'' if count == 1 else 'es'}"
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{max(1, round(seconds))} s" if minutes < 2 else f"{minutes} min"
 
 
 def _jobs(count: int) -> str:

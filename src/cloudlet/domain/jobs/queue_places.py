@@ -7,8 +7,7 @@ the queue (``replay_starts``: ``wait_estimate.estimate_start``'s rule, each job'
 as the replay passes it). So a compute with 10,000 queued jobs costs one pass of 10,000 steps per
 refresh, not 10,000 estimates of up to 10,000 steps each.
 
-Also here: a team's decayed usage from its jobs' run spans (``usage_from_spans``), for the fair-share
-reason until the scheduler keeps usage itself, and the one reason a queued job is given
+Also here: the one reason a queued job is given
 (``queue_reason``): what stops the compute first (a lock, quota, nodes on their way), else why the
 jobs ahead go first (spot, priority, fair share), else the capacity it waits for.
 """
@@ -17,11 +16,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cloudlet.domain.jobs import fair_share
-from cloudlet.domain.jobs.fair_share import Usage
 from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
 from cloudlet.domain.jobs.pipeline_dag import DagStep
@@ -63,34 +60,55 @@ class Place:
     ahead_other_teams: int  # of its priority and tier, other teams: fair share put them first
     ahead_not_spot: int
     start_in_s: float | None
+    waits_for_boot: bool = False  # its start waits for a node to come up (starting, or to be made)
 
 
 def replay_starts(
-    capacity: float, free: float, running: Sequence[RunningEnd], queue: Sequence[Queued]
-) -> list[float | None]:
+    capacity: float,
+    free: float,
+    running: Sequence[RunningEnd],
+    queue: Sequence[Queued],
+    arrivals: Sequence[tuple[float, int]] = (),
+) -> tuple[list[float | None], list[bool]]:
     """Seconds from now until each queued job starts, replaying the queue in order without
     backfill (``wait_estimate.estimate_start``'s rule): each running job ends at its expected end,
     each queued job starts once the jobs ahead have and its units are free, then runs for its
-    ``duration_s``. A canceled job or one bigger than ``capacity`` gets None and holds no one back."""
-    ends = [(job.ends_in_s, job.cores) for job in running]
+    ``duration_s``. A canceled job or one bigger than ``capacity`` gets None and holds no one back.
+    ``arrivals``: (seconds from now, units) of nodes not up yet (starting, or still to be made)
+    that ``free`` leaves out; a job that takes units of one starts no sooner than it is up, and
+    is flagged where that boot is what it waits for last (the second list)."""
+    ends: list[tuple[float, int, bool]] = [(job.ends_in_s, job.cores, False) for job in running]
+    ends += [(at, units, True) for at, units in arrivals]
     heapq.heapify(ends)
     now = 0.0
+    by_boot = False  # ``now`` is when a node came up (not when a job ended)
+    up, new = float(free), 0.0  # free units of nodes that are up now / that came up in the replay
     out: list[float | None] = []
+    booted: list[bool] = []
     for job in queue:
         if job.canceled or job.units > capacity:
             out.append(None)
+            booted.append(False)
             continue
-        while free < job.units and ends:
-            when, freed = heapq.heappop(ends)
-            now = max(now, when)
-            free += freed
-        if free < job.units:  # the running jobs free too little: never, under these limits
+        while up + new < job.units and ends:
+            when, freed, arrival = heapq.heappop(ends)
+            if when >= now:
+                now, by_boot = when, arrival
+            if arrival:
+                new += freed
+            else:
+                up += freed
+        if up + new < job.units:  # the running jobs free too little: never, under these limits
             out.append(None)
+            booted.append(False)
             continue
-        free -= job.units
-        heapq.heappush(ends, (now + job.duration_s, job.units))
+        from_new = max(0.0, job.units - up)  # up nodes first: a new node only where they run out
+        up -= job.units - from_new
+        new -= from_new
+        heapq.heappush(ends, (now + job.duration_s, job.units, False))
         out.append(now)
-    return out
+        booted.append(from_new > 0 and by_boot and now > 0)
+    return out, booted
 
 
 def places(
@@ -99,17 +117,19 @@ def places(
     free: float,
     running: Sequence[RunningEnd],
     factors: Mapping[str, float] | None = None,
+    arrivals: Sequence[tuple[float, int]] = (),
 ) -> list[Place | None]:
     """Every job's ``Place`` in one pass (None for a canceled one). ``factors``: each team's
     fair-share factor; ``ahead_other_teams`` then counts the jobs ahead of its band (tier and
     priority) whose team has a higher factor — those fair share puts first (a team missing from it
-    counts as 0). Without ``factors``, every other team's job of its band ahead counts."""
-    starts = replay_starts(capacity, free, running, queue)
+    counts as 0). Without ``factors``, every other team's job of its band ahead counts.
+    ``arrivals``: nodes not up yet (``replay_starts``)."""
+    starts, booted = replay_starts(capacity, free, running, queue, arrivals)
     out: list[Place | None] = []
     ahead = cores = nodes = not_spot = 0
     by_priority: dict[int, int] = {}
     by_band: dict[tuple[bool, int], dict[str | None, int]] = {}  # band → team → jobs ahead
-    for job, start in zip(queue, starts, strict=True):
+    for job, start, boot in zip(queue, starts, booted, strict=True):
         if job.canceled:
             out.append(None)
             continue
@@ -127,7 +147,7 @@ def places(
                     for team, count in teams.items()
                     if team != job.team and factors.get(team or "", 0.0) > own
                 )
-        out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, start))
+        out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, start, boot))
         ahead += 1
         cores += job.cores
         nodes += job.nodes
@@ -135,34 +155,6 @@ def places(
         by_priority[job.priority] = by_priority.get(job.priority, 0) + 1
         teams[job.team] = teams.get(job.team, 0) + 1
     return out
-
-
-@dataclass(frozen=True)
-class Span:
-    """A job's claim on the pool: ``cores`` from ``start`` until ``end`` (None: still running)."""
-
-    team: str
-    user: str
-    cores: float
-    start: float
-    end: float | None
-
-
-def usage_from_spans(spans: Iterable[Span], now: float, half_life_s: float) -> Usage:
-    """Decayed core-seconds per (team, user) at ``now``, integrated exactly over each span:
-    ``cores × h/ln 2 × (2^(−(now−end)/h) − 2^(−(now−start)/h))`` (``fair_share.decay_usage``'s
-    integral, from the job history instead of pass by pass). A half-life of 0: the cores held now."""
-    users: dict[tuple[str, str], float] = {}
-    for span in spans:
-        end = now if span.end is None else min(span.end, now)
-        if half_life_s <= 0:
-            value = span.cores if span.end is None else 0.0
-        else:
-            value = fair_share.held_usage(span.cores, span.start, end, now, half_life_s)
-        if value > 0:
-            key = (span.team, span.user)
-            users[key] = users.get(key, 0.0) + value
-    return Usage(now, users)
 
 
 @dataclass(frozen=True)
@@ -197,6 +189,34 @@ def queue_reason(base: WaitReason, place: Place | None, spot: bool, standing: St
 _ORDER_BOUND = frozenset(
     {WaitCode.CLUSTER_AT_MAX, WaitCode.NO_FREE_VCPU, WaitCode.NEXT, WaitCode.BEHIND_HIGHER_PRIORITY}
 )
+
+
+# A node's boot when a compute has no history of its own: a local process starts in a second or
+# two, a host reached over SSH or a Slurm allocation in tens of seconds, a pod or a cloud VM in
+# minutes (Azure ML's cluster nodes take 3-5 min from request to ready).
+BOOT_DEFAULT_S = {"local": 5.0, "ssh": 30.0, "slurm": 60.0, "kube": 60.0}
+BOOT_FALLBACK_S = 180.0
+
+
+@dataclass(frozen=True, slots=True)
+class Boot:
+    """How long a node of a compute takes from its request to ready, and what says so."""
+
+    seconds: float
+    basis: str  # in words: "the median of this compute's last 3 node starts", or the default
+
+
+def boot_estimate(history: Sequence[float], provider: str) -> Boot:
+    """The median of ``history`` (seconds from a node's request to its agent's registration, the
+    compute's newest starts), else ``provider``'s default (``BOOT_DEFAULT_S``)."""
+    if history:
+        ordered = sorted(history)
+        middle = len(ordered) // 2
+        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+        starts = f"{len(ordered)} node start{'' if len(ordered) == 1 else 's'}"
+        return Boot(median, f"the median of this compute's last {starts}")
+    default = BOOT_DEFAULT_S.get(provider, BOOT_FALLBACK_S)
+    return Boot(default, f"the {provider} provider's usual boot (no node of this compute has started yet)")
 
 
 def in_words(seconds: float) -> str:
@@ -261,10 +281,12 @@ def _jobs(count: int) -> str:
 
 
 __all__ = [
+    "BOOT_DEFAULT_S",
+    "Boot",
     "Place",
     "Queued",
-    "Span",
     "Standing",
+    "boot_estimate",
     "in_words",
     "places",
     "position_text",
@@ -272,5 +294,4 @@ __all__ = [
     "replay_starts",
     "standings",
     "steps_waiting",
-    "usage_from_spans",
 ]

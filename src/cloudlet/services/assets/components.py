@@ -176,16 +176,31 @@ def register_anonymous(
     spec: ComponentSpec,
     caller: Caller,
     data: DataRoot,
+    version: str | None = None,
 ) -> Asset:
     """SPEC (its code already uploaded) as ``azureml_anonymous:<content hash>``: registering the
-    same content again returns the same version."""
+    same content again returns the same version. VERSION: the hash the caller names it by (an
+    inline pipeline step's, ``domain.jobs.inline_components.inline_version``)."""
     doc = checked_code(session, workspace, component_to_doc(spec))
     checked = parse_component(doc)
-    version = component_hash(checked, checked.code)
+    version = version or component_hash(checked, checked.code)
     body = {k: v for k, v in doc.items() if k not in ("name", "version")}
     return asset_service.create_or_update(
         session, ref, workspace, KIND, ANONYMOUS_NAME, version, body, caller, data
     ).asset
+
+
+def has_anonymous(session: Session, workspace: Workspace, version: str) -> bool:
+    """Whether ``azureml_anonymous:VERSION`` is registered in WORKSPACE (one indexed probe)."""
+    found = session.scalar(
+        select(Asset.id).where(
+            Asset.workspace_id == workspace.id,
+            Asset.kind == KIND,
+            Asset.name == ANONYMOUS_NAME,
+            Asset.version == version,
+        )
+    )
+    return found is not None
 
 
 def put_version(

@@ -1,6 +1,12 @@
 """The fair-share configuration of one compute's pool, read from the store for the scheduler
 (issue 31): teams' shares (``team_shares``), users' teams (``team_members``) and the half-life.
 
+**Which computes.** Only a cluster's pool is shared (``shared_pool``): a compute instance or an
+attached VM is one node with one owner, its jobs run side by side by vCPUs, and the scheduler
+applies no fair share to it. So ``for_compute`` is None for one, and every reader of the shares —
+the scheduler's round (``fair_queue.config_for``), a waiting job's reason (``queue_snapshots``),
+the compute's fair-share view — follows this one rule.
+
 **Which shares.** A compute's own shares (``pool_kind`` "compute", its workspace and name) where it
 has any; else its location's, which then apply to this compute as to each compute of the location.
 None: no team has a share of this pool, and the compute's queue is priority then FIFO.
@@ -31,6 +37,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.access.teams import COMPUTE, LOCATION
+from cloudlet.domain.compute import compute_types
 from cloudlet.domain.jobs import fair_share
 from cloudlet.domain.jobs.fair_share import FairShareConfig
 from cloudlet.domain.jobs.job_status import ACTIVE
@@ -48,13 +55,21 @@ def half_life_s() -> float:
     return settings.env_number(HALF_LIFE_ENV, fair_share.SLURM_HALF_LIFE_S)
 
 
+def shared_pool(compute: Compute) -> bool:
+    """Whether team shares may apply to COMPUTE: a cluster's pool, not a single node's."""
+    return compute.type not in compute_types.SINGLE_NODE
+
+
 def for_compute(
     session: Session, compute: Compute, *, users: Iterable[str] | None = None
 ) -> FairShareConfig | None:
     """The pool's teams, shares and users for ``compute``; None where no team has a share of it.
     USERS: the users of the compute's queued and running jobs, where the caller has read them
     already (the scheduling pass has); without them one query probes the queue for a user of the
-    default team (a scan of the compute's active jobs when none is: ~45 ms at 100,000 on SQLite)."""
+    default team (a scan of the compute's active jobs when none is: ~45 ms at 100,000 on SQLite).
+    None for a single-node compute (``shared_pool``), whatever shares its location has."""
+    if not shared_pool(compute):
+        return None
     rows = _shares(session, COMPUTE, compute.workspace_id, compute.name)
     if not rows:
         rows = _shares(session, LOCATION, None, compute.location)
@@ -106,4 +121,4 @@ def _default_team_busy(session: Session, compute: Compute, members: dict[str, st
     return session.scalar(query.limit(1)) is not None
 
 
-__all__ = ["HALF_LIFE_ENV", "for_compute", "half_life_s"]
+__all__ = ["HALF_LIFE_ENV", "for_compute", "half_life_s", "shared_pool"]

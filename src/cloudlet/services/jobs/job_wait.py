@@ -39,8 +39,10 @@ def why_waiting(session: Session, job: Job) -> dict[str, Any] | None:
     """For a queued or preparing job: ``code`` and ``message`` (``domain.jobs.job_wait.WaitCode``),
     its 1-based ``position`` in its compute's queue (None when placed, or deeper than
     ``QUEUE_READ``: then ``position_text`` is "10,000+"), the jobs ``ahead`` and the cores they
-    need, its estimated start ``eta`` (ISO time; None when not known) and ``eta_in_s``, and
-    ``as_of``, when the queue was read (at most a few seconds ago). None for any other status."""
+    need, its estimated start ``eta`` (ISO time; None when not known) and ``eta_in_s``,
+    ``eta_boot_s`` and ``eta_note`` where that start waits for a node to boot (the boot it adds,
+    and what it comes from), and ``as_of``, when the queue was read (at most a few seconds ago).
+    None for any other status."""
     if job.status == JobStatus.PREPARING:
         message = job.status_message or "its nodes are being prepared"
         return _answer(WaitReason(WaitCode.PREPARING, message), QueuePlace(None, 0, 0, 0), job.compute_name)
@@ -112,6 +114,10 @@ def _from_snapshot(
         reason = _ordered(base, snap, entry, place)
     eta = snap.taken_at + place.start_in_s if place is not None and place.start_in_s is not None else None
     answer = _answer(reason, where, compute, eta, snap.taken_at)
+    if eta is not None and place is not None and place.waits_for_boot and snap.boot is not None:
+        # Its start waits for a node that is not up yet: the estimate includes that node's boot.
+        answer["eta_boot_s"] = round(snap.boot.seconds)
+        answer["eta_note"] = f"includes ~{round(snap.boot.seconds)} s for a node to start ({snap.boot.basis})"
     if place is None:
         answer["position_text"] = position_text(None, snap.deeper_than)
     return answer
@@ -142,6 +148,8 @@ def _answer(
         "eta_in_s": None if eta is None else max(0, round(eta - now)),
         "eta_text": None if eta is None else in_words(eta - now),
         "as_of": _iso(as_of),
+        "eta_boot_s": None,
+        "eta_note": None,
     }
 
 

@@ -176,6 +176,7 @@ def _submit_parent(
     warnings: list[str] = []
     if doc.get("type") == JobKind.PIPELINE.value:  # registered components: the store knows them
         doc = pipelines.resolve(session, ws, doc, data)
+        pipelines.register_inline(session, ws, doc, caller, data)  # the ids the facade shows resolve
         warnings = setting_warnings(doc)  # what Azure ML ignores, said rather than refused
     job = Job(
         workspace_id=ws.id,

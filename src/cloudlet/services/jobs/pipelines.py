@@ -9,11 +9,15 @@
 - ``dag``: the text DAG of ``job show`` (each step, its status, its upstream, reuse); ``graph``
   the same steps as data (the studio draws them); ``full_graph`` with the pipeline's inputs and
   outputs as nodes and each binding as a named edge (the studio's full-page graph);
-- ``outputs``: where the pipeline's outputs are (the step outputs bound to them).
+- ``outputs``: where the pipeline's outputs are (the step outputs bound to them);
+- ``register_inline``: at submission, each inline command step's anonymous component
+  (``domain.jobs.inline_components``), as Azure registers them: the ``componentId`` the ARM facade
+  shows for the step then resolves (``ml_client.components.get``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,14 +25,17 @@ from sqlalchemy.orm import Session
 
 from cloudlet.domain.assets import components
 from cloudlet.domain.errors import CloudletError, validation_error
+from cloudlet.domain.jobs import inline_components
 from cloudlet.domain.jobs.job_spec import CODE_SNAPSHOT_PATTERN
 from cloudlet.domain.jobs.pipeline_bindings import retarget
 from cloudlet.domain.jobs.pipeline_dag import DagStep, dag_steps, dag_text, is_reference, parent_outputs
 from cloudlet.domain.jobs.pipeline_graph import PipelineGraph
 from cloudlet.domain.jobs.pipeline_graph import graph as full_graph_of
 from cloudlet.domain.jobs.pipeline_jobs import PIPELINE
+from cloudlet.services.access import workspaces
 from cloudlet.services.assets import codes
 from cloudlet.services.assets import components as component_service
+from cloudlet.services.core.context import Caller
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.endpoints import batch_code
 from cloudlet.services.jobs.job_children import children, view_of
@@ -66,6 +73,31 @@ def resolve(session: Session, ws: Workspace, doc: dict[str, Any], data: DataRoot
         return doc
     resolved = {**doc, "jobs": {key: changed.get(key, step) for key, step in jobs.items()}}
     return PIPELINE.parse(resolved, str(doc["name"]))
+
+
+log = logging.getLogger("cloudlet.pipelines")
+
+
+def register_inline(
+    session: Session, ws: Workspace, doc: dict[str, Any], caller: Caller, data: DataRoot
+) -> None:
+    """Register the anonymous component of each inline command step of the pipeline DOC (resolved)
+    under the version the facade names it by. A step whose command cannot stand as a component
+    (or whose version holds other content) keeps running as it is: what it runs is the step's,
+    the component is only its record for the SDK."""
+    ref = None
+    for key, step in (doc.get("jobs") or {}).items():
+        if not isinstance(step, dict) or not inline_components.is_inline_command(step):
+            continue
+        version = inline_components.inline_version(step)
+        if component_service.has_anonymous(session, ws, version):  # the same content, submitted before
+            continue
+        ref = ref or workspaces.ref_of_id(session, ws.id)
+        try:
+            spec = components.parse_component(inline_components.inline_component(step, doc))
+            component_service.register_anonymous(session, ref, ws, spec, caller, data, version=version)
+        except CloudletError as exc:
+            log.info("pipeline %s: step %s has no anonymous component: %s", doc.get("name"), key, exc)
 
 
 def _with_driver(session: Session, ws: Workspace, data: DataRoot, code: str, key: str) -> str:

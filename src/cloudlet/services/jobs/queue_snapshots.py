@@ -4,12 +4,15 @@ starts, kept per process for ``REFRESH_S`` so ``job show`` and a ``job list`` pa
 A snapshot reads the queue's head in the scheduler's order (``dispatch.queue_in_order``, at most
 ``QUEUE_READ`` jobs: a deeper job is "10,000+" with no estimate), the running jobs and their
 expected ends (the compute's history of completed jobs of the same node count, capped by each
-job's ``limits.timeout``: ``wait_estimate.expected_remaining``), the compute's nodes and the
-lock/quota limits the autoscaler reads, and, where teams share the pool (``fair_config``), each
-team's usage against its share. ``domain.jobs.queue_places`` turns that into every job's place and
-start in one pass. Built at most once per compute per ``REFRESH_S`` per process (a lock per
-compute: concurrent requests wait for one build rather than each building), so 100,000 queued jobs
-cost one read of the head every few seconds, not one estimate per request.
+job's ``limits.timeout``: ``wait_estimate.expected_remaining``), the compute's nodes (their
+boot times, for the nodes a job waits on; launches the provider failed), the lock/quota limits
+the autoscaler reads and its record that the location's capacity binds (``NoCapacity``), and,
+where teams share a cluster's pool (``fair_config``: never a single-node compute, as the
+scheduler applies no fair share there), each team's usage against its share.
+``domain.jobs.queue_places`` turns that into every job's place and start in one pass. Built at
+most once per compute per ``REFRESH_S`` per process (a lock per compute: concurrent requests wait
+for one build rather than each building), so 100,000 queued jobs cost one read of the head every
+few seconds, not one estimate per request.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.compute import compute_types
+from cloudlet.domain.compute import autoscale, compute_types
 from cloudlet.domain.compute.compute_spec import cluster_scaling
 from cloudlet.domain.compute.nodes import HOLDING, SERVING, NodeState
 from cloudlet.domain.compute.quota import Tier
@@ -32,13 +35,13 @@ from cloudlet.domain.jobs import fair_share
 from cloudlet.domain.jobs.job_status import WORKING, JobStatus
 from cloudlet.domain.jobs.job_wait import ClusterFacts, InstanceFacts
 from cloudlet.domain.jobs.queue_places import (
+    Boot,
     Place,
     Queued,
-    Span,
     Standing,
+    boot_estimate,
     places,
     standings,
-    usage_from_spans,
 )
 from cloudlet.domain.jobs.queue_settings import JobTier
 from cloudlet.domain.jobs.wait_estimate import RunningEnd, expected_remaining
@@ -46,15 +49,16 @@ from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.compute.scaling_limits import UNBOUNDED, scaling_limits
 from cloudlet.services.jobs import dispatch, fair_config, fair_usage
-from cloudlet.store.schema import Compute, Job, Node
+from cloudlet.store.schema import Compute, Job, Location, Node
 
 REFRESH_S = 4.0  # a snapshot older than this is read again: what a waiting job shows is ≤ ~5 s old
 STALE_OK_S = 5.0  # while another request reads the queue again, one this old is still shown
 QUEUE_READ = 10_000  # queue rows read; a job deeper than that is "10,000+", with no estimate
 HISTORY_ROWS = 500  # completed jobs of the compute its estimates learn from (the newest)
 SAME_SIZE_MIN = 5  # fewer completed jobs of a node count than this: learn from all sizes
-USAGE_HALF_LIVES = 4  # jobs ended longer ago than this many half-lives weigh < 7 %: not read
-USAGE_ROWS = 20_000
+BOOT_HISTORY = 20  # the compute's newest node starts its boot estimate learns from
+FAILED_WINDOW_S = 600.0  # launches that failed longer ago than this (or before a node came up) are past
+FAILED_ROWS = 100
 _STARTING = frozenset({NodeState.REQUESTED, NodeState.ALLOCATED, NodeState.STARTING})
 _WORKING = tuple(status.value for status in WORKING)
 
@@ -75,6 +79,7 @@ class Snapshot:
     standings: dict[str, Standing] = field(default_factory=dict)
 
     tail: tuple[int, int, int] = (0, 0, 0)  # jobs, cores and nodes of the whole part read
+    boot: Boot | None = None  # a cluster's expected node boot, added where a job waits for one
 
     def entry(self, job_id: int) -> tuple[Queued, Place | None] | None:
         at = self.index.get(job_id)
@@ -137,7 +142,7 @@ def forget() -> None:
 def build(session: Session, compute: Compute, usage: fair_share.Usage | None = None) -> Snapshot:
     now = time.time()
     rows = dispatch.queue_in_order(session, compute.workspace_id, compute.name, QUEUE_READ)
-    extra = _job_columns(session, rows)
+    extra = _job_columns(rows)
     running_rows = list(
         session.execute(
             select(Job.instance_count, Job.started_at, Job.spec, Job.created_by).where(
@@ -154,11 +159,12 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     single = compute.type in compute_types.SINGLE_NODE
     history = _history(session, compute)
     snap = Snapshot(now, "instance" if single else "cluster", len(rows) < QUEUE_READ)
+    arrivals: list[tuple[float, int]] = []
     if single:
         capacity, free = _instance(session, compute, snap)
         unit = _processes
     else:
-        capacity, free = _cluster(session, compute, snap, running_rows)
+        capacity, free, arrivals = _cluster(session, compute, snap, running_rows, now)
         unit = _nodes
     running = [
         RunningEnd(
@@ -189,7 +195,7 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     if config is not None:  # before the places: who is ahead by fair share needs the factors
         snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
-    snap.places = places(snap.queue, capacity, free, running, factors)
+    snap.places = places(snap.queue, capacity, free, running, factors, arrivals)
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
     ready = [job for job in snap.queue if not job.canceled]
     snap.tail = (len(ready), sum(job.cores for job in ready), sum(job.nodes for job in ready))
@@ -208,17 +214,22 @@ def _instance(session: Session, compute: Compute, snap: Snapshot) -> tuple[float
 
 
 def _cluster(
-    session: Session, compute: Compute, snap: Snapshot, running: Sequence[Any]
-) -> tuple[float, float]:
-    """The cluster's facts for the reasons, and its capacity in nodes for the estimates: what it
-    may grow to under its max, lock and quota; free is that less the nodes running jobs hold."""
+    session: Session, compute: Compute, snap: Snapshot, running: Sequence[Any], now: float
+) -> tuple[float, float, list[tuple[float, int]]]:
+    """The cluster's facts for the reasons, and for the estimates its capacity in nodes (what it may
+    grow to under its max, lock, quota and what the location can give), the free nodes that are up
+    and the nodes not up yet (``arrivals``: a starting one when its boot should end, one still to
+    be made after a whole boot)."""
     scaling = cluster_scaling(compute.spec)
-    counted = session.execute(
-        select(Node.state, func.count()).where(node_service.owned_by_compute(compute.id)).group_by(Node.state)
-    )
+    owned = node_service.owned_by_compute(compute.id)
+    counted = session.execute(select(Node.state, func.count()).where(owned).group_by(Node.state))
     states: Counter[NodeState] = Counter({NodeState(state): int(count) for state, count in counted})
     limits = scaling_limits(session, compute, Tier(scaling.tier), sum(states[s] for s in HOLDING))
     serving = sum(states[s] for s in SERVING)
+    boot, last_up = _boot(session, compute, owned)
+    failed = _failed_launches(session, owned, max(now - FAILED_WINDOW_S, last_up))
+    capacity_note = _capacity_record(compute)
+    snap.boot = boot
     snap.cluster = ClusterFacts(
         max_instances=scaling.max_instances,
         serving_nodes=serving,
@@ -228,17 +239,75 @@ def _cluster(
         lock_reason=limits.blocked_reason,
         quota_nodes=limits.quota_nodes,
         quota_reason=limits.quota_reason,
+        capacity_reason=capacity_note[0] if capacity_note else "",
+        capacity_nodes=capacity_note[1] if capacity_note else 0,
+        failed_launches=len(failed),
+        failed_over_s=now - min(at for at, _ in failed) if failed else 0.0,
+        launch_error=failed[0][1] if failed else "",
     )
     size = catalogue_service.current(session).get(compute.size or "")
     snap.vcpus_per_node = size.vcpus if size is not None else 1
     grow = (
         0
-        if limits.blocked_reason
+        if limits.blocked_reason or failed  # launches that keep failing: no node is coming
         else max(0, min(limits.quota_nodes, UNBOUNDED, scaling.max_instances - serving))
     )
+    if capacity_note is not None:  # the location gives no more than the autoscaler found room for
+        grow = min(grow, capacity_note[1])
     capacity = max(serving, min(scaling.max_instances, serving + grow))
+    starting = list(
+        session.scalars(select(Node.created_at).where(owned, Node.state.in_([s.value for s in _STARTING])))
+    )
+    if failed:  # its requested nodes are likely to fail as the last ones did: count only nodes up
+        return float(max(0, serving - len(starting))), float(states[NodeState.IDLE]), []
+    arrivals = [(max(0.0, boot.seconds - (now - created)), 1) for created in starting]
+    if capacity > serving:  # nodes the autoscaler makes for the queue: a whole boot from now
+        arrivals.append((boot.seconds, capacity - serving))
     busy = sum(r.instance_count for r in running)
-    return float(capacity), float(max(0, capacity - busy))
+    coming = sum(units for _, units in arrivals)
+    return float(capacity), float(max(0, capacity - busy - coming)), arrivals
+
+
+def _boot(session: Session, compute: Compute, owned: Any) -> tuple[Boot, float]:
+    """How long the compute's nodes take to come up (the median of its newest starts: a node's
+    request to its agent's registration; none yet: its provider's default), and when one last
+    came up (0: never)."""
+    found = [
+        (float(made), float(up or made))
+        for made, up in session.execute(
+            select(Node.created_at, Node.registered_at)
+            .where(owned, Node.registered_at.is_not(None))
+            .order_by(Node.created_at.desc())
+            .limit(BOOT_HISTORY)
+        )
+    ]
+    if found:
+        last_up = max(up for _, up in found)
+        return boot_estimate([max(0.0, up - made) for made, up in found], ""), last_up
+    location = session.get(Location, compute.location)
+    return boot_estimate([], location.provider if location is not None else ""), 0.0
+
+
+def _failed_launches(session: Session, owned: Any, since: float) -> list[tuple[float, str]]:
+    """The compute's node launches the provider refused after SINCE (when, what it said), newest
+    first: a launch that fails (``control.actions.launch_node``) leaves its node
+    ``allocation_failed`` with the provider's error."""
+    found = session.execute(
+        select(Node.created_at, Node.error)
+        .where(owned, Node.state == NodeState.ALLOCATION_FAILED.value, Node.created_at > since)
+        .order_by(Node.created_at.desc())
+        .limit(FAILED_ROWS)
+    )
+    return [(float(at), str((error or {}).get("message") or "")) for at, error in found]
+
+
+def _capacity_record(compute: Compute) -> tuple[str, int] | None:
+    """The autoscaler's ``NoCapacity`` warning on the compute (``control.scaling``): the location's
+    capacity in words and how many more nodes fit; None while the capacity does not bind."""
+    for warning in compute.warnings or []:
+        if isinstance(warning, dict) and warning.get("code") == autoscale.NO_CAPACITY:
+            return str(warning.get("message") or ""), int(warning.get("nodes") or 0)
+    return None
 
 
 def _nodes(instance_count: int, spec: dict[str, Any]) -> int:
@@ -284,18 +353,9 @@ def _similar(history: dict[int | None, list[float]], nodes: int) -> list[float]:
     return same if len(same) >= SAME_SIZE_MIN else history[None]
 
 
-def _job_columns(session: Session, rows: Sequence[Any]) -> dict[int, tuple[str, str | None]]:
-    """Each queued job's submitter and tier: from the queue's rows where they carry them, else read
-    by id (``queue_in_order``'s rows may not)."""
-    if rows and hasattr(rows[0], "created_by") and hasattr(rows[0], "job_tier"):
-        return {row.id: (row.created_by, row.job_tier) for row in rows}
-    out: dict[int, tuple[str, str | None]] = {}
-    ids = [row.id for row in rows]
-    for start in range(0, len(ids), 500):  # bound the IN list
-        chunk = ids[start : start + 500]
-        query = select(Job.id, Job.created_by, Job.job_tier).where(Job.id.in_(chunk))
-        out.update((r.id, (r.created_by, r.job_tier)) for r in session.execute(query))
-    return out
+def _job_columns(rows: Sequence[Any]) -> dict[int, tuple[str, str | None]]:
+    """Each queued job's submitter and tier, from the queue's rows (``queue_in_order`` reads them)."""
+    return {row.id: (row.created_by, row.job_tier) for row in rows}
 
 
 def _standings(
@@ -307,64 +367,25 @@ def _standings(
     usage: fair_share.Usage | None,
     now: float,
 ) -> dict[str, Standing]:
-    """Each team's usage against its share on this compute (its cores: nodes × vCPUs of a cluster)."""
+    """Each team's usage against its share of the cluster's cores (nodes × vCPUs), as the
+    scheduler's round counts them (``fair_queue``): only a cluster has shares (``fair_config``)."""
     per_node = snap.vcpus_per_node
-
-    def cores(instance_count: int, spec: dict[str, Any]) -> float:
-        return float(
-            _processes(instance_count, spec) if snap.kind == "instance" else instance_count * per_node
-        )
-
-    if usage is None and snap.kind == "cluster":  # the scheduler's own figure (fair_usage), exactly
+    if usage is None:  # the scheduler's own figure (fair_usage), exactly
         live = [
-            fair_usage.Live(r.created_by, cores(r.instance_count, r.spec), r.started_at)
+            fair_usage.Live(r.created_by, float(r.instance_count * per_node), r.started_at)
             for r in running
             if r.started_at is not None
         ]
         usage = fair_usage.usage(
             session, compute.id, compute.workspace_id, compute.name, per_node, live, config, now
         )
-    if usage is None:  # an instance: from its jobs' run spans
-        usage = usage_from_spans(_spans(session, compute, config, now, cores), now, config.half_life_s)
     held: dict[str, float] = {}
     for r in running:
         team = config.team_of(r.created_by)
-        held[team] = held.get(team, 0.0) + cores(r.instance_count, r.spec)
-    capacity_cores = (
-        float(snap.instance.vcpus)
-        if snap.instance is not None
-        else float((snap.cluster.max_instances if snap.cluster else 0) * per_node)
-    )
+        held[team] = held.get(team, 0.0) + float(r.instance_count * per_node)
+    capacity_cores = float((snap.cluster.max_instances if snap.cluster else 0) * per_node)
     queued_users = {(job.team or config.default_team, "") for job in snap.queue}
     found = fair_share.factors(config, usage, queued_users)
     entitled = fair_share.entitlements(config, capacity_cores) if capacity_cores > 0 else {}
     cap = fair_share.caps(config, capacity_cores, held, borrow=True) if capacity_cores > 0 else {}
     return standings(found.team, found.team_usage_share, found.team_share, held, entitled, cap)
-
-
-def _spans(
-    session: Session, compute: Compute, config: fair_share.FairShareConfig, now: float, cores: Any
-) -> list[Span]:
-    """The run spans of the compute's jobs that still weigh in its teams' usage."""
-    since = now - USAGE_HALF_LIVES * config.half_life_s
-    found = session.execute(
-        select(Job.created_by, Job.instance_count, Job.spec, Job.started_at, Job.ended_at)
-        .where(
-            Job.workspace_id == compute.workspace_id,
-            Job.compute_name == compute.name,
-            Job.started_at.is_not(None),
-            or_(Job.ended_at.is_(None), Job.ended_at > since),
-        )
-        .order_by(Job.submitted_at.desc())
-        .limit(USAGE_ROWS)
-    )
-    return [
-        Span(
-            config.team_of(r.created_by),
-            r.created_by,
-            cores(r.instance_count, r.spec),
-            r.started_at,
-            r.ended_at,
-        )
-        for r in found
-    ]

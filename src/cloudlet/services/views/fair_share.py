@@ -19,7 +19,6 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from cloudlet.domain.compute import compute_types
 from cloudlet.domain.compute.compute_spec import cluster_scaling
 from cloudlet.domain.jobs import fair_share as fs
 from cloudlet.domain.jobs.job_status import JobStatus
@@ -36,17 +35,13 @@ def _preemptions(session: Session, compute: Compute, now: float) -> tuple[int, i
 
 def has_shares(session: Session, compute: Compute) -> bool:
     """Whether a team has a share of the compute's pool (two small reads: no probe of the queue)."""
-    if compute.type in compute_types.SINGLE_NODE:
-        return False
     return fair_config.for_compute(session, compute, users=()) is not None
 
 
 def pool_view(session: Session, compute: Compute, now: float | None = None) -> dict[str, Any] | None:
     """The pool's fair share as every door shows it; None where no team has a share of it (or the
     compute is a single node, which has no pool to share)."""
-    if compute.type in compute_types.SINGLE_NODE:
-        return None
-    config = fair_config.for_compute(session, compute)
+    config = fair_config.for_compute(session, compute)  # None for a single node (fair_config.shared_pool)
     if config is None:
         return None
     now = time.time() if now is None else now

@@ -397,7 +397,8 @@ def wait_properties(waiting: Any) -> dict[str, str]:
     """A queued job's wait (the view's ``waiting``) as entries of the job's ``properties``, which the
     SDK keeps (``ml_client.jobs.get(name).properties``; string values, as Azure's): ``reason`` (the
     code), ``message``, ``position`` ("3", or "10,000+" deeper than the queue read), ``eta`` (ISO
-    time) and ``etaInSeconds``, ``asOf``. None of them once the job runs."""
+    time) and ``etaInSeconds``, ``asOf``, and ``etaNote`` where the estimate includes a node's boot.
+    None of them once the job runs."""
     if not isinstance(waiting, Mapping):
         return {}
     values = {
@@ -407,6 +408,7 @@ def wait_properties(waiting: Any) -> dict[str, str]:
         "eta": waiting.get("eta"),
         "etaInSeconds": waiting.get("eta_in_s"),
         "asOf": waiting.get("as_of"),
+        "etaNote": waiting.get("eta_note"),  # where the estimate includes a node's boot
     }
     return {WAIT_PREFIX + key: str(value) for key, value in values.items() if value is not None}
 

@@ -20,13 +20,12 @@ lists it for ``jobs.list(parent_job_name=…)``."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cloudlet.api.arm.wire import arm_jobs
 from cloudlet.domain.errors import validation_error
+from cloudlet.domain.jobs.inline_components import ANONYMOUS, inline_version
 
 PIPELINE = "Pipeline"
 SWEEP = "Sweep"
@@ -323,25 +322,6 @@ def pipeline_component_jobs_to_arm(jobs: Mapping[str, Any], workspace_id: str) -
     }
 
 
-ANONYMOUS = "azureml_anonymous"
-# What a step binds rather than runs: left out of its inline component's content hash.
-_BINDING_FIELDS = frozenset({"name", "display_name", "description", "tags", "compute", "inputs", "outputs"})
-
-
-def _inline_version(step: Mapping[str, Any]) -> str:
-    """The version of the anonymous component an inline step runs: a hash of what it runs (an
-    inline ``component`` mapping, else the step's own command fields), stable across reads. Azure
-    registers such a component when the pipeline is submitted and every step names one; the SDK's
-    ``PipelineJob`` cannot be built from a step without ``componentId``. Here the id names the
-    step's content: it is not registered, so ``components.get`` on it answers 404."""
-    inline = step.get("component")
-    body = (
-        inline if isinstance(inline, Mapping) else {k: v for k, v in step.items() if k not in _BINDING_FIELDS}
-    )
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 def _arm_step(key: str, step: Mapping[str, Any], workspace_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {"name": key, "type": "pipeline" if step.get("type") == "pipeline" else "command"}
     component = step.get("component")
@@ -354,8 +334,8 @@ def _arm_step(key: str, step: Mapping[str, Any], workspace_id: str) -> dict[str,
         out["componentId"] = f"{workspace_id}/components/{name}/{where}/{version}"
     elif isinstance(component, str):
         out["componentId"] = component
-    elif out["type"] == "command":  # an inline step (a native YAML's): what Azure would register
-        out["componentId"] = f"{workspace_id}/components/{ANONYMOUS}/versions/{_inline_version(step)}"
+    elif out["type"] == "command":  # an inline step: its command's is registered at submission
+        out["componentId"] = f"{workspace_id}/components/{ANONYMOUS}/versions/{inline_version(step)}"
     for field in ("display_name", "description", "tags", "environment_variables"):
         if step.get(field):
             out[field] = step[field]
