@@ -8,6 +8,7 @@ agent's privileged path); the server-level check kills a real node's launcher un
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -245,6 +246,114 @@ def test_a_launcher_that_cannot_start_leaves_the_node_on_a_bwrap_per_run(
         client.start()
     assert "each job run" not in capsys.readouterr().err
     client.close()
+
+
+def children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(child) for child in f.read().split()}
+    except OSError:
+        return set()
+
+
+def waiting_spare(client: LauncherClient, busy: tuple[int, ...] = ()) -> int | None:
+    """The launcher's spare: its one child that is no run's PID 1 (``busy``), once there is one."""
+    [serving] = launcher_processes(client.pid)
+    spare = children(serving) - set(busy)
+    return spare.pop() if len(spare) == 1 else None
+
+
+def test_runs_start_in_spares_made_ahead_and_two_such_runs_cannot_see_or_signal_each_other(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    """Each run's PID 1 is forked ahead (after the run before it spawned its command), with its
+    namespaces and the node's fixed root made: what the run that takes it sees of the other is
+    what a run forked for itself sees."""
+    warm = launch(client, run_dir(tmp_path, "warm"), "echo warm")
+    assert finish(warm) == (0, "warm\n") and not warm.spare  # the launcher's first run: none yet
+    ahead = wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+    first, second = run_dir(tmp_path, "first"), run_dir(tmp_path, "second")
+    suffix = uuid.uuid4().hex[:8]
+    marker = "cloudlet-spare-" + suffix
+    holder = launch(client, first, f"echo mine > mine.txt; echo ready; exec -a {marker} sleep 60")
+    assert holder.spare and holder.pid == ahead
+    assert holder.stdout is not None and holder.stdout.read(6) == b"ready\n"
+    [victim] = marked(marker)
+    # The next spare is made while the holder runs: it must hold nothing of the holder's.
+    ahead = wait_until(lambda: waiting_spare(client, busy=(holder.pid,)), 10, "the next spare")
+    probe = (
+        f"cat {first}/mine.txt 2>&1; ls {first} 2>&1; echo work: $(ls {tmp_path / 'work'}); "
+        f"M=cloudlet-spare; M=$M-{suffix}; for f in /proc/[0-9]*/cmdline; do "
+        'read -r -d "" c < $f; case "$c" in *"$M"*) echo SEEN $f;; esac; done; '
+        f"kill -TERM {victim} 2>&1 || echo kill refused; kill -KILL {holder.pid} 2>&1 || echo kill refused; "
+        "echo pids: $(ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '); "
+        "cat /proc/1/environ > /dev/null 2>&1 || echo reaper unreadable; "
+        "sleep 30 & kill -9 -1; echo survived"
+    )
+    prober = launch(client, second, probe)
+    assert prober.spare and prober.pid == ahead
+    code, text = finish(prober)
+    assert "mine" not in text.replace("mine.txt", "") and "SEEN" not in text, text
+    assert text.count("No such file or directory") == 2, text
+    assert f"work: {second.name}\n" in text, text  # (no scaffolding of the holder's in the spare)
+    assert text.count("kill refused") == 2 and "reaper unreadable" in text, text
+    pids = [int(p) for p in text.split("pids:")[1].split() if p.isdigit()]
+    assert max(pids) < 50 and 1 in pids, text
+    assert code in (0, 128 + signal.SIGKILL), (code, text)
+    assert holder.poll() is None and marked(marker) == [victim]
+    assert (first / "mine.txt").read_text() == "mine\n"
+    holder.send_signal(signal.SIGTERM)
+    assert finish(holder)[0] == 128 + signal.SIGTERM
+
+
+def test_a_spare_built_for_another_root_is_not_used(
+    box: Sandbox, client: LauncherClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request whose fixed part differs from the spare's (here: none) ends the spare and forks
+    a PID 1 of its own: a spare's root is never one built for other steps."""
+    assert finish(launch(client, run_dir(tmp_path, "warm"), "true"))[0] == 0
+    ahead = wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+    gone = os.pidfd_open(ahead)
+    plan_of = box.launch_plan
+
+    def no_fixed_part(*args: object, **kwargs: object) -> object:
+        plan = plan_of(*args, **kwargs)  # type: ignore[arg-type]
+        plan.request["fixed"] = 0
+        return plan
+
+    monkeypatch.setattr(box, "launch_plan", no_fixed_part)
+    run = launch(client, run_dir(tmp_path, "other"), "ls /usr > /dev/null && echo built")
+    assert finish(run) == (0, "built\n") and not run.spare and run.pid != ahead
+    assert select.select([gone], [], [], 10)[0], "the unused spare did not end"
+    os.close(gone)
+
+
+def test_a_killed_launcher_with_a_spare_loses_its_runs_and_its_spare_and_starts_again(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    assert finish(launch(client, run_dir(tmp_path, "warm"), "true"))[0] == 0
+    wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+    marker = "cloudlet-lost-" + uuid.uuid4().hex[:8]
+    run = launch(client, run_dir(tmp_path, "lost"), f"echo up; exec -a {marker} sleep 60")
+    assert run.spare and run.stdout is not None and run.stdout.read(3) == b"up\n"
+    spare = wait_until(lambda: waiting_spare(client, busy=(run.pid,)), 10, "the next spare")
+    spare_gone = os.pidfd_open(spare)
+    old = client.pid
+    [process] = launcher_processes(old)
+    os.kill(process, signal.SIGKILL)
+    code, _ = finish(run)
+    assert run.lost and code == 128 + signal.SIGKILL
+    assert select.select([spare_gone], [], [], 10)[0], "the spare outlived its launcher"
+    os.close(spare_gone)
+    wait_until(lambda: not marked(marker), 10, "the lost run's processes to die with the launcher")
+    # The next run starts a new launcher (its PID 1 forked for it), and the one after, its spare.
+    again = launch(client, run_dir(tmp_path, "next"), "echo next")
+    assert finish(again) == (0, "next\n") and not again.spare
+    restarted = client.pid
+    assert restarted is not None and restarted != old
+    wait_until(lambda: waiting_spare(client), 10, "the new launcher's spare")
+    after = launch(client, run_dir(tmp_path, "after"), "echo after")
+    assert finish(after) == (0, "after\n") and after.spare and client.pid == restarted
 
 
 UNPRIVILEGED_AGENT = r"""
