@@ -168,6 +168,23 @@ def test_a_runs_leftover_daemon_dies_when_the_run_ends(client: LauncherClient, t
     wait_until(lambda: not marked(marker), 10, "the run's leftover daemon to die with it")
 
 
+def test_a_runs_exit_is_told_once_every_process_it_left_is_gone(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    """Its PID 1 tells the run's end before its namespaces are torn down (off the run's end), but
+    only after it killed and reaped what the run left: when the exit arrives, nothing of it runs."""
+    for name in ("fresh", "spare"):  # (the first run's PID 1 forked for it, the second's ahead)
+        marker = "cloudlet-left-" + uuid.uuid4().hex[:8]
+        command = f"(setsid bash -c 'exec -a {marker} sleep 300' &) ; sleep 0.2; echo left it"
+        run = launch(client, run_dir(tmp_path, name), command)
+        assert finish(run) == (0, "left it\n")
+        assert not marked(marker), name
+        if name == "fresh":
+            wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+        else:
+            assert run.spare
+
+
 def test_a_sigterm_reaches_the_users_processes_and_not_the_reaper_first(
     client: LauncherClient, tmp_path: Path
 ) -> None:
