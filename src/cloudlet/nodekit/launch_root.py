@@ -13,7 +13,10 @@ import struct
 from typing import Any
 
 HOST_VIEW = "/.cloudlet-host"  # where the launcher sees the host's root (never in a run's root)
-NEW_ROOT = "/tmp"  # the launcher's folder a run's root is built on (in the run's own namespace)
+# The launcher's folder a run's root is built on (in the run's own namespace; made by the launcher).
+# Not /tmp: its tmpfs would hide the launcher's own binds under /tmp (an interpreter or a cloudlet
+# there) from the run's PID 1 that binds them.
+NEW_ROOT = "/.cloudlet-root"
 DEV_TEMPLATES = "/.cloudlet-dev"  # the launcher's templates of a run's /dev (never in a run's root)
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 DEV_LINKS = {

@@ -547,6 +547,7 @@ def main(argv: list[str]) -> int:
     os.umask(0o022)
     # Once, not per run: no mount a run makes propagates anywhere, nor one made elsewhere into it.
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
     # Each run's PID 1 is a fork of this process: no collector pass may touch (copy) its pages.
     gc.disable()
     gc.freeze()
