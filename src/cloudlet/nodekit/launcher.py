@@ -2,25 +2,32 @@
 node's fixed outer part, with the capabilities to make namespaces and mounts), that forks each
 job run into its own mount, PID and IPC namespaces with only that run's paths bound
 (docs/isolation.md). It replaces a ``bwrap`` + ``setpriv`` start per run. Standard library only:
-it runs as a script (``python -I -S launcher.py FD``) and imports nothing of cloudlet.
+it runs as a script (``python -I -S launcher.py FD``) and imports nothing of cloudlet but its
+sibling ``launch_root.py`` (a run's root), which is standard library only too.
 
 Protocol, over a ``SOCK_SEQPACKET`` socket pair the agent made (one JSON message a packet):
 
 - launcher → agent ``{"op": "ready"}`` once, when it serves;
 - agent → launcher ``{"op": "run", "id", "argv", "cwd", "env", "uid", "gid", "root_inside",
-  "privileged", "ops"}`` with descriptors (SCM_RIGHTS): the run's stdout pipe first, then the
-  descriptors its ``fdbind`` ops name by index;
-- launcher → agent ``{"op": "started", "id"}``, sent with SCM_CREDENTIALS naming the run's PID 1
-  (the kernel translates it into the agent's PID namespace), then ``{"op": "exit", "id",
-  "status"}`` (an exit code; 128+N for a signal N).
+  "privileged", "ops", "fixed"}`` with descriptors (SCM_RIGHTS): the run's stdout pipe first, then
+  the descriptors its ``fdbind`` ops name by index; the first ``fixed`` ops are the node's fixed
+  part of a root, the same for every run;
+- launcher → agent ``{"op": "started", "id", "spare"}``, sent with SCM_CREDENTIALS naming the
+  run's PID 1 (the kernel translates it into the agent's PID namespace; ``spare``: made ahead),
+  then ``{"op": "exit", "id", "status"}`` (an exit code; 128+N for a signal N).
 
 A run is two processes before its command runs: the launcher's child, PID 1 of a new PID
 namespace (*reaper*: makes the run's mount and IPC namespaces, builds the root, pivots into it,
 forwards SIGTERM to every process of the run and ignores it itself, reaps), and the user's process
-(drops to the sandbox user, execs the command). The reaper dies with the launcher
-(PR_SET_PDEATHSIG), and when it ends the kernel kills every process left in the run's PID
-namespace: a killed launcher takes its runs with it, and a run's daemonised leftovers end with
-the run. The launcher forks with its collector frozen and off: a fork copies few pages.
+(drops to the sandbox user, execs the command). The launcher keeps one reaper made ahead, the
+*spare* (its namespaces and the fixed part of its root made before any request), and hands the
+next request to it over a socket pair of the two; a reaper says on it when its command was
+spawned (the launcher then prepares the next spare) and, once it has killed and reaped all that
+the run left, its exit code (reported before the reaper's namespaces are torn down). The reaper
+dies with the launcher (PR_SET_PDEATHSIG), and when it ends the kernel kills every process left
+in the run's PID namespace: a killed launcher takes its runs and its spare with it, and a run's
+daemonised leftovers end with the run. The launcher forks with its collector frozen and off: a
+fork copies few pages.
 """
 
 from __future__ import annotations
