@@ -373,6 +373,29 @@ def test_a_killed_launcher_with_a_spare_loses_its_runs_and_its_spare_and_starts_
     assert finish(after) == (0, "after\n") and after.spare and client.pid == restarted
 
 
+def niceness(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[16])
+    except OSError:
+        return None
+
+
+PRIORITY = "nice; read -r s < /proc/1/stat; set -- ${s##*) }; echo ${17}"  # its own, its PID 1's
+
+
+def test_a_spare_waits_at_the_lowest_priority_and_its_run_runs_at_the_launchers(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    """A spare is made at the lowest priority (it never competes with a run's start or end) and
+    raised before it takes a run: nothing of the run inherits it."""
+    assert finish(launch(client, run_dir(tmp_path, "warm"), PRIORITY)) == (0, "0\n0\n")
+    ahead = wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+    wait_until(lambda: niceness(ahead) == launcher.SPARE_NICE, 10, "the spare at the lowest priority")
+    run = launch(client, run_dir(tmp_path, "raised"), PRIORITY)
+    assert finish(run) == (0, "0\n0\n") and run.spare and run.pid == ahead
+
+
 UNPRIVILEGED_AGENT = r"""
 import sys
 from pathlib import Path
@@ -430,6 +453,63 @@ def test_an_unprivileged_agents_launcher_runs_as_that_user_or_root_inside() -> N
         assert lines[0] == f"root_inside=False {[str(SANDBOX_UID)] * 3 + ['-']} 0", lines
         assert lines[1] == "root_inside=True ['0', '0', '0', '-'] 0", lines
         assert os.stat(root / "run-True" / "f").st_uid == SANDBOX_UID  # root inside is the agent's user
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+UNPRIVILEGED_SPARES = r"""
+import sys
+from pathlib import Path
+from cloudlet.agent.launcher_client import node_launcher
+from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox
+
+root = Path(sys.argv[1])
+box = Sandbox(Policy(mode="bwrap"), hostname="n-u", state_dir=root / "state")
+launcher = node_launcher(box, {})
+assert launcher is not None, "the launcher did not start"
+for n in range(3):
+    cwd = root / f"run-{n}"
+    cwd.mkdir()
+    command = "id -u; nice; read -r s < /proc/1/stat; set -- ${s##*) }; echo ${17}"
+    binds = [Bind(str(cwd), True)]
+    run = launcher.launch(["bash", "-c", command], cwd=cwd, env={"PATH": "/usr/bin:/bin"}, binds=binds)
+    # (the launcher makes the next spare when it tells a run's end, before it reads another request)
+    print(run.spare, run.stdout.read().decode().split(), run.wait(30), flush=True)
+launcher.close()
+"""
+
+
+def test_an_unprivileged_agents_launcher_that_cannot_raise_a_spare_makes_them_at_its_priority() -> None:
+    """Under an unprivileged agent the launcher cannot raise a spare it made at the lowest
+    priority (no CAP_SYS_NICE outside its user namespace): the first refusal ends that spare and
+    its run gets a PID 1 of its own; later spares are made at the launcher's priority and used."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to run an agent as another user")
+    agent = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
+    seen = "import os, sys; sys.exit(not os.path.isdir(os.path.dirname(os.path.realpath(sys.executable))))"
+    usable = [
+        p
+        for p in (sys.executable, "/usr/bin/python3")
+        if subprocess.run([*agent, p, "-c", seen]).returncode == 0
+    ]
+    if not usable:
+        pytest.skip(f"no interpreter that uid {SANDBOX_UID} can see")
+    root = Path(tempfile.mkdtemp(prefix="launcher-unprivileged-"))
+    try:
+        os.chown(root, SANDBOX_UID, SANDBOX_UID)
+        done = subprocess.run(
+            [*agent, usable[0], "-c", UNPRIVILEGED_SPARES, str(root)],
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.dirname(os.path.dirname(cloudlet.__file__))},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        lines = done.stdout.splitlines()
+        ran = f"{[str(SANDBOX_UID), '0', '0']} 0"
+        assert done.returncode == 0 and lines == [f"False {ran}", f"False {ran}", f"True {ran}"], (
+            done.stdout,
+            done.stderr,
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

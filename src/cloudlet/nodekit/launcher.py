@@ -84,11 +84,13 @@ MAX_FDS = 64
 # runs on: not while a short run is still starting or ending (on a busy node, its fork and
 # faults would compete with them for the CPU).
 SPARE_AFTER_S = 0.05
+SPARE_NICE = 19  # a spare is made at this niceness: it never competes with a run's start or end
 END_WAIT_S = 1.0  # a run's PID 1 waits this long for its leftovers to die before it tells
 CAPABILITIES = (
     *("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_CHROOT"),
     *("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_CHOWN"),
     "CAP_SETFCAP",  # a nested user namespace that maps the launcher's uid 0 (unprivileged agent)
+    "CAP_SYS_NICE",  # a spare is made at the lowest priority and raised when handed a request
 )
 RESET_SIGNALS = (
     *(signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT),
@@ -246,8 +248,11 @@ def _spare(handoff: socket.socket, alive: int, fixed: list[list[Any]]) -> NoRetu
         build_root(NEW_ROOT, fixed, [], trace)
     except BaseException as exc:  # told to the run it is handed (it has no output before)
         failed = exc
-    data, fds, _, _ = socket.recv_fds(handoff, MAX_MESSAGE, MAX_FDS)
-    if not data or not fds:
+    try:
+        data, fds, _, _ = socket.recv_fds(handoff, MAX_MESSAGE, MAX_FDS)
+    except OSError:
+        data, fds = b"", []
+    if not data or not fds:  # not wanted (or the launcher is gone): nothing of any run ran here
         os._exit(0)
     trace.skip()  # the wait for a request is no run's
     request = json.loads(data)
@@ -343,10 +348,13 @@ def _forward(sig: int) -> None:
 # -- the launcher's loop -----------------------------------------------------------------------
 class _Spare:
     """A run's PID 1 made ahead (``_spare``), seen from the launcher: its pid, the launcher's end
-    of its hand-off socket, the fixed steps it built, and what the launcher had made then."""
+    of its hand-off socket, the fixed steps it built, what the launcher had made then, and whether
+    it was made at ``SPARE_NICE``."""
 
-    def __init__(self, pid: int, handoff: socket.socket, fixed: list[list[Any]], made: int) -> None:
-        self.pid, self.handoff, self.fixed, self.made = pid, handoff, fixed, made
+    def __init__(
+        self, pid: int, handoff: socket.socket, fixed: list[list[Any]], made: int, nice: bool
+    ) -> None:
+        self.pid, self.handoff, self.fixed, self.made, self.nice = pid, handoff, fixed, made, nice
 
 
 class Launcher:
@@ -368,6 +376,9 @@ class Launcher:
         self.fixed: list[list[Any]] | None = None  # the node's fixed steps, from the last request
         self.made = 0  # /dev templates and views learned: a spare forked before a new one lacks it
         self.spare_due: float | None = None  # when to prepare the next spare (monotonic)
+        # Spares made ahead at SPARE_NICE, raised when handed a request; off for good once raising
+        # one is refused (no CAP_SYS_NICE where it counts: a launcher under an unprivileged agent).
+        self.nice_spares = True
 
     def serve(self) -> None:
         signal.set_wakeup_fd(self.wake_w)
@@ -455,12 +466,20 @@ class Launcher:
 
     def _hand(self, spare: _Spare, data: bytes, fds: list[int]) -> None:
         try:
+            if spare.nice:  # its run (and what it starts) at the launcher's own priority
+                try:
+                    os.setpriority(os.PRIO_PROCESS, spare.pid, os.getpriority(os.PRIO_PROCESS, 0))
+                except PermissionError:
+                    self.nice_spares = False
+                    raise
             socket.send_fds(spare.handoff, [data], fds)
         except OSError:
             self._drop(spare)
             raise
 
-    def _fork_spare(self, fixed: list[list[Any]]) -> _Spare:
+    def _fork_spare(self, fixed: list[list[Any]], *, ahead: bool = False) -> _Spare:
+        """A PID 1 for the next request (``ahead``: made at ``SPARE_NICE``), or for this one."""
+        nice = ahead and self.nice_spares
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             unshare(CLONE_NEWPID)
@@ -475,6 +494,8 @@ class Launcher:
             theirs.close()
             raise
         if pid == 0:
+            if nice:
+                os.setpriority(os.PRIO_PROCESS, 0, SPARE_NICE)
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             # No launcher's end of a hand-off may stay open here: a spare ends when its closes.
@@ -485,7 +506,7 @@ class Launcher:
             os.close(self.alive_w)
             _spare(theirs, self.alive_r, fixed)
         theirs.close()
-        spare = _Spare(pid, ours, fixed, self.made)
+        spare = _Spare(pid, ours, fixed, self.made, nice)
         self.selector.register(ours, selectors.EVENT_READ, spare)
         return spare
 
@@ -516,7 +537,7 @@ class Launcher:
         self.spare_due = None
         if self.spare is None and self.fixed is not None:
             with contextlib.suppress(OSError):  # the next run then forks one itself
-                self.spare = self._fork_spare(self.fixed)
+                self.spare = self._fork_spare(self.fixed, ahead=True)
 
     def _drop(self, spare: _Spare) -> None:
         with contextlib.suppress(KeyError, ValueError):
