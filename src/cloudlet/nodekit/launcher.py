@@ -20,10 +20,11 @@ A run is two processes before its command runs: the launcher's child, PID 1 of a
 namespace (*reaper*: makes the run's mount and IPC namespaces, builds the root, pivots into it,
 forwards SIGTERM to every process of the run and ignores it itself, reaps), and the user's process
 (drops to the sandbox user, execs the command). The launcher keeps one reaper made ahead, the
-*spare* (its namespaces and the fixed part of its root made before any request), and hands the
-next request to it over a socket pair of the two; a reaper says on it when its command was
-spawned (the launcher then prepares the next spare) and, once it has killed and reaped all that
-the run left, its exit code (reported before the reaper's namespaces are torn down). The reaper
+*spare*: its namespaces and the fixed part of its root are made before any request, at the
+lowest priority, raised when the launcher hands it the next request over a socket pair of the
+two. A reaper says on it when its command was spawned (the launcher then prepares the next
+spare) and, once it has killed and reaped all that the run left, its exit code (reported before
+the reaper's namespaces are torn down). The reaper
 dies with the launcher (PR_SET_PDEATHSIG), and when it ends the kernel kills every process left
 in the run's PID namespace: a killed launcher takes its runs and its spare with it, and a run's
 daemonised leftovers end with the run. The launcher forks with its collector frozen and off: a
