@@ -8,6 +8,7 @@ agent's privileged path); the server-level check kills a real node's launcher un
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -167,6 +168,23 @@ def test_a_runs_leftover_daemon_dies_when_the_run_ends(client: LauncherClient, t
     wait_until(lambda: not marked(marker), 10, "the run's leftover daemon to die with it")
 
 
+def test_a_runs_exit_is_told_once_every_process_it_left_is_gone(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    """Its PID 1 tells the run's end before its namespaces are torn down (off the run's end), but
+    only after it killed and reaped what the run left: when the exit arrives, nothing of it runs."""
+    for name in ("fresh", "spare"):  # (the first run's PID 1 forked for it, the second's ahead)
+        marker = "cloudlet-left-" + uuid.uuid4().hex[:8]
+        command = f"(setsid bash -c 'exec -a {marker} sleep 300' &) ; sleep 0.2; echo left it"
+        run = launch(client, run_dir(tmp_path, name), command)
+        assert finish(run) == (0, "left it\n")
+        assert not marked(marker), name
+        if name == "fresh":
+            wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+        else:
+            assert run.spare
+
+
 def test_a_sigterm_reaches_the_users_processes_and_not_the_reaper_first(
     client: LauncherClient, tmp_path: Path
 ) -> None:
@@ -247,6 +265,137 @@ def test_a_launcher_that_cannot_start_leaves_the_node_on_a_bwrap_per_run(
     client.close()
 
 
+def children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(child) for child in f.read().split()}
+    except OSError:
+        return set()
+
+
+def waiting_spare(client: LauncherClient, busy: tuple[int, ...] = ()) -> int | None:
+    """The launcher's spare: its one child that is no run's PID 1 (``busy``), once there is one."""
+    [serving] = launcher_processes(client.pid)
+    spare = children(serving) - set(busy)
+    return spare.pop() if len(spare) == 1 else None
+
+
+def test_runs_start_in_spares_made_ahead_and_two_such_runs_cannot_see_or_signal_each_other(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    """Each run's PID 1 is forked ahead (after the run before it spawned its command), with its
+    namespaces and the node's fixed root made: what the run that takes it sees of the other is
+    what a run forked for itself sees."""
+    warm = launch(client, run_dir(tmp_path, "warm"), "echo warm")
+    assert finish(warm) == (0, "warm\n") and not warm.spare  # the launcher's first run: none yet
+    ahead = wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+    first, second = run_dir(tmp_path, "first"), run_dir(tmp_path, "second")
+    suffix = uuid.uuid4().hex[:8]
+    marker = "cloudlet-spare-" + suffix
+    holder = launch(client, first, f"echo mine > mine.txt; echo ready; exec -a {marker} sleep 60")
+    assert holder.spare and holder.pid == ahead
+    assert holder.stdout is not None and holder.stdout.read(6) == b"ready\n"
+    [victim] = marked(marker)
+    # The next spare is made while the holder runs: it must hold nothing of the holder's.
+    ahead = wait_until(lambda: waiting_spare(client, busy=(holder.pid,)), 10, "the next spare")
+    probe = (
+        f"cat {first}/mine.txt 2>&1; ls {first} 2>&1; echo work: $(ls {tmp_path / 'work'}); "
+        f"M=cloudlet-spare; M=$M-{suffix}; for f in /proc/[0-9]*/cmdline; do "
+        'read -r -d "" c < $f; case "$c" in *"$M"*) echo SEEN $f;; esac; done; '
+        f"kill -TERM {victim} 2>&1 || echo kill refused; kill -KILL {holder.pid} 2>&1 || echo kill refused; "
+        "echo pids: $(ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '); "
+        "cat /proc/1/environ > /dev/null 2>&1 || echo reaper unreadable; "
+        "sleep 30 & kill -9 -1; echo survived"
+    )
+    prober = launch(client, second, probe)
+    assert prober.spare and prober.pid == ahead
+    code, text = finish(prober)
+    assert "mine" not in text.replace("mine.txt", "") and "SEEN" not in text, text
+    assert text.count("No such file or directory") == 2, text
+    assert f"work: {second.name}\n" in text, text  # (no scaffolding of the holder's in the spare)
+    assert text.count("kill refused") == 2 and "reaper unreadable" in text, text
+    pids = [int(p) for p in text.split("pids:")[1].split() if p.isdigit()]
+    assert max(pids) < 50 and 1 in pids, text
+    assert code in (0, 128 + signal.SIGKILL), (code, text)
+    assert holder.poll() is None and marked(marker) == [victim]
+    assert (first / "mine.txt").read_text() == "mine\n"
+    holder.send_signal(signal.SIGTERM)
+    assert finish(holder)[0] == 128 + signal.SIGTERM
+
+
+def test_a_spare_built_for_another_root_is_not_used(
+    box: Sandbox, client: LauncherClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request whose fixed part differs from the spare's (here: none) ends the spare and forks
+    a PID 1 of its own: a spare's root is never one built for other steps."""
+    assert finish(launch(client, run_dir(tmp_path, "warm"), "true"))[0] == 0
+    ahead = wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+    gone = os.pidfd_open(ahead)
+    plan_of = box.launch_plan
+
+    def no_fixed_part(*args: object, **kwargs: object) -> object:
+        plan = plan_of(*args, **kwargs)  # type: ignore[arg-type]
+        plan.request["fixed"] = 0
+        return plan
+
+    monkeypatch.setattr(box, "launch_plan", no_fixed_part)
+    run = launch(client, run_dir(tmp_path, "other"), "ls /usr > /dev/null && echo built")
+    assert finish(run) == (0, "built\n") and not run.spare and run.pid != ahead
+    assert select.select([gone], [], [], 10)[0], "the unused spare did not end"
+    os.close(gone)
+
+
+def test_a_killed_launcher_with_a_spare_loses_its_runs_and_its_spare_and_starts_again(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    assert finish(launch(client, run_dir(tmp_path, "warm"), "true"))[0] == 0
+    wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+    marker = "cloudlet-lost-" + uuid.uuid4().hex[:8]
+    run = launch(client, run_dir(tmp_path, "lost"), f"echo up; exec -a {marker} sleep 60")
+    assert run.spare and run.stdout is not None and run.stdout.read(3) == b"up\n"
+    spare = wait_until(lambda: waiting_spare(client, busy=(run.pid,)), 10, "the next spare")
+    spare_gone = os.pidfd_open(spare)
+    old = client.pid
+    [process] = launcher_processes(old)
+    os.kill(process, signal.SIGKILL)
+    code, _ = finish(run)
+    assert run.lost and code == 128 + signal.SIGKILL
+    assert select.select([spare_gone], [], [], 10)[0], "the spare outlived its launcher"
+    os.close(spare_gone)
+    wait_until(lambda: not marked(marker), 10, "the lost run's processes to die with the launcher")
+    # The next run starts a new launcher (its PID 1 forked for it), and the one after, its spare.
+    again = launch(client, run_dir(tmp_path, "next"), "echo next")
+    assert finish(again) == (0, "next\n") and not again.spare
+    restarted = client.pid
+    assert restarted is not None and restarted != old
+    wait_until(lambda: waiting_spare(client), 10, "the new launcher's spare")
+    after = launch(client, run_dir(tmp_path, "after"), "echo after")
+    assert finish(after) == (0, "after\n") and after.spare and client.pid == restarted
+
+
+def niceness(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[16])
+    except OSError:
+        return None
+
+
+PRIORITY = "nice; read -r s < /proc/1/stat; set -- ${s##*) }; echo ${17}"  # its own, its PID 1's
+
+
+def test_a_spare_waits_at_the_lowest_priority_and_its_run_runs_at_the_launchers(
+    client: LauncherClient, tmp_path: Path
+) -> None:
+    """A spare is made at the lowest priority (it never competes with a run's start or end) and
+    raised before it takes a run: nothing of the run inherits it."""
+    assert finish(launch(client, run_dir(tmp_path, "warm"), PRIORITY)) == (0, "0\n0\n")
+    ahead = wait_until(lambda: waiting_spare(client), 10, "the launcher's spare")
+    wait_until(lambda: niceness(ahead) == launcher.SPARE_NICE, 10, "the spare at the lowest priority")
+    run = launch(client, run_dir(tmp_path, "raised"), PRIORITY)
+    assert finish(run) == (0, "0\n0\n") and run.spare and run.pid == ahead
+
+
 UNPRIVILEGED_AGENT = r"""
 import sys
 from pathlib import Path
@@ -304,6 +453,63 @@ def test_an_unprivileged_agents_launcher_runs_as_that_user_or_root_inside() -> N
         assert lines[0] == f"root_inside=False {[str(SANDBOX_UID)] * 3 + ['-']} 0", lines
         assert lines[1] == "root_inside=True ['0', '0', '0', '-'] 0", lines
         assert os.stat(root / "run-True" / "f").st_uid == SANDBOX_UID  # root inside is the agent's user
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+UNPRIVILEGED_SPARES = r"""
+import sys
+from pathlib import Path
+from cloudlet.agent.launcher_client import node_launcher
+from cloudlet.nodekit.sandbox import Bind, Policy, Sandbox
+
+root = Path(sys.argv[1])
+box = Sandbox(Policy(mode="bwrap"), hostname="n-u", state_dir=root / "state")
+launcher = node_launcher(box, {})
+assert launcher is not None, "the launcher did not start"
+for n in range(3):
+    cwd = root / f"run-{n}"
+    cwd.mkdir()
+    command = "id -u; nice; read -r s < /proc/1/stat; set -- ${s##*) }; echo ${17}"
+    binds = [Bind(str(cwd), True)]
+    run = launcher.launch(["bash", "-c", command], cwd=cwd, env={"PATH": "/usr/bin:/bin"}, binds=binds)
+    # (the launcher makes the next spare when it tells a run's end, before it reads another request)
+    print(run.spare, run.stdout.read().decode().split(), run.wait(30), flush=True)
+launcher.close()
+"""
+
+
+def test_an_unprivileged_agents_launcher_that_cannot_raise_a_spare_makes_them_at_its_priority() -> None:
+    """Under an unprivileged agent the launcher cannot raise a spare it made at the lowest
+    priority (no CAP_SYS_NICE outside its user namespace): the first refusal ends that spare and
+    its run gets a PID 1 of its own; later spares are made at the launcher's priority and used."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to run an agent as another user")
+    agent = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
+    seen = "import os, sys; sys.exit(not os.path.isdir(os.path.dirname(os.path.realpath(sys.executable))))"
+    usable = [
+        p
+        for p in (sys.executable, "/usr/bin/python3")
+        if subprocess.run([*agent, p, "-c", seen]).returncode == 0
+    ]
+    if not usable:
+        pytest.skip(f"no interpreter that uid {SANDBOX_UID} can see")
+    root = Path(tempfile.mkdtemp(prefix="launcher-unprivileged-"))
+    try:
+        os.chown(root, SANDBOX_UID, SANDBOX_UID)
+        done = subprocess.run(
+            [*agent, usable[0], "-c", UNPRIVILEGED_SPARES, str(root)],
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.dirname(os.path.dirname(cloudlet.__file__))},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        lines = done.stdout.splitlines()
+        ran = f"{[str(SANDBOX_UID), '0', '0']} 0"
+        assert done.returncode == 0 and lines == [f"False {ran}", f"False {ran}", f"True {ran}"], (
+            done.stdout,
+            done.stderr,
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -44,6 +44,7 @@ class LaunchedRun:
         self.stdout = open(stdout_fd, "rb", buffering=0)  # noqa: SIM115 - the runner closes it
         self.returncode: int | None = None
         self.lost = False
+        self.spare = False  # started in a PID 1 the launcher made ahead (nodekit/launcher.py)
         self._pidfd: int | None = None
         self._started = threading.Event()
         self._ended = threading.Event()
@@ -151,6 +152,7 @@ class _Connection:
                     for _, kind, d in ancillary
                     if kind == socket.SCM_CREDENTIALS
                 ]
+                run.spare = bool(message.get("spare"))
                 run._start(pids[0] if pids else 0)
             elif message.get("op") == "exit":
                 run._end(int(message.get("status", 1)))

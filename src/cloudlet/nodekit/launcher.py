@@ -2,35 +2,41 @@
 node's fixed outer part, with the capabilities to make namespaces and mounts), that forks each
 job run into its own mount, PID and IPC namespaces with only that run's paths bound
 (docs/isolation.md). It replaces a ``bwrap`` + ``setpriv`` start per run. Standard library only:
-it runs as a script (``python -I -S launcher.py FD``) and imports nothing of cloudlet.
+it runs as a script (``python -I -S launcher.py FD``) and imports nothing of cloudlet but its
+sibling ``launch_root.py`` (a run's root), which is standard library only too.
 
 Protocol, over a ``SOCK_SEQPACKET`` socket pair the agent made (one JSON message a packet):
 
 - launcher → agent ``{"op": "ready"}`` once, when it serves;
 - agent → launcher ``{"op": "run", "id", "argv", "cwd", "env", "uid", "gid", "root_inside",
-  "privileged", "ops"}`` with descriptors (SCM_RIGHTS): the run's stdout pipe first, then the
-  descriptors its ``fdbind`` ops name by index;
-- launcher → agent ``{"op": "started", "id"}``, sent with SCM_CREDENTIALS naming the run's PID 1
-  (the kernel translates it into the agent's PID namespace), then ``{"op": "exit", "id",
-  "status"}`` (an exit code; 128+N for a signal N).
+  "privileged", "ops", "fixed"}`` with descriptors (SCM_RIGHTS): the run's stdout pipe first, then
+  the descriptors its ``fdbind`` ops name by index; the first ``fixed`` ops are the node's fixed
+  part of a root, the same for every run;
+- launcher → agent ``{"op": "started", "id", "spare"}``, sent with SCM_CREDENTIALS naming the
+  run's PID 1 (the kernel translates it into the agent's PID namespace; ``spare``: made ahead),
+  then ``{"op": "exit", "id", "status"}`` (an exit code; 128+N for a signal N).
 
 A run is two processes before its command runs: the launcher's child, PID 1 of a new PID
 namespace (*reaper*: makes the run's mount and IPC namespaces, builds the root, pivots into it,
 forwards SIGTERM to every process of the run and ignores it itself, reaps), and the user's process
-(drops to the sandbox user, execs the command). The reaper dies with the launcher
-(PR_SET_PDEATHSIG), and when it ends the kernel kills every process left in the run's PID
-namespace: a killed launcher takes its runs with it, and a run's daemonised leftovers end with
-the run. The launcher forks with its collector frozen and off: a fork copies few pages.
+(drops to the sandbox user, execs the command). The launcher keeps one reaper made ahead, the
+*spare*: its namespaces and the fixed part of its root are made before any request, at the
+lowest priority, raised when the launcher hands it the next request over a socket pair of the
+two. A reaper says on it when its command was spawned (the launcher then prepares the next
+spare) and, once it has killed and reaped all that the run left, its exit code (reported before
+the reaper's namespaces are torn down). The reaper
+dies with the launcher (PR_SET_PDEATHSIG), and when it ends the kernel kills every process left
+in the run's PID namespace: a killed launcher takes its runs and its spare with it, and a run's
+daemonised leftovers end with the run. The launcher forks with its collector frozen and off: a
+fork copies few pages.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import json
 import os
-import platform
 import resource
 import select
 import selectors
@@ -40,102 +46,64 @@ import struct
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
-HOST_VIEW = "/.cloudlet-host"  # where the launcher sees the host's root (never in a run's root)
-NEW_ROOT = "/tmp"  # the launcher's folder a run's root is built on (in the run's own namespace)
-DEV_TEMPLATES = "/.cloudlet-dev"  # the launcher's templates of a run's /dev (never in a run's root)
+if __name__ == "__main__":  # run as a script (-I -S): its sibling from the package's root
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
+from cloudlet.nodekit.launch_root import (  # the sibling: standard library only too
+    CLONE_NEWIPC,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    MS_NODEV,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
+    NEW_ROOT,
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    build_root,
+    check,
+    dev_template,
+    learn_own_view,
+    learned,
+    libc,
+    mount,
+    pivot,
+    prctl,
+    unshare,
+    unsupported,
+)
+from cloudlet.nodekit.launch_root import (
+    HOST_VIEW as HOST_VIEW,  # (the agent's sandbox binds the host there)
+)
+
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 64
+# The next spare is prepared when a run ends, or this long after its command was spawned if it
+# runs on: not while a short run is still starting or ending (on a busy node, its fork and
+# faults would compete with them for the CPU).
+SPARE_AFTER_S = 0.05
+SPARE_NICE = 19  # a spare is made at this niceness: it never competes with a run's start or end
+END_WAIT_S = 1.0  # a run's PID 1 waits this long for its leftovers to die before it tells
 CAPABILITIES = (
     *("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_CHROOT"),
     *("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_CHOWN"),
     "CAP_SETFCAP",  # a nested user namespace that maps the launcher's uid 0 (unprivileged agent)
+    "CAP_SYS_NICE",  # a spare is made at the lowest priority and raised when handed a request
 )
-DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
-DEV_LINKS = {
-    "stdin": "/proc/self/fd/0",
-    "stdout": "/proc/self/fd/1",
-    "stderr": "/proc/self/fd/2",
-    "fd": "/proc/self/fd",
-    "core": "/proc/kcore",
-    "ptmx": "pts/ptmx",
-}
 RESET_SIGNALS = (
     *(signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT),
     *(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD),
 )
-PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")  # as bwrap's --proc covers them
-# Those this kernel has (a run's /proc is another instance of the launcher's): asked once.
-_proc_knobs = [name for name in PROC_READ_ONLY if os.path.exists(f"/proc/{name}")]
-
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x20000, 0x08000000, 0x10000000, 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
-AT_RECURSIVE, MOUNT_ATTR_RDONLY = 0x8000, 0x1
-SYSCALLS = {  # pivot_root and mount_setattr have no glibc wrapper
-    "x86_64": {"pivot_root": 155, "mount_setattr": 442},
-    "aarch64": {"pivot_root": 41, "mount_setattr": 442},
-}
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class LaunchError(OSError):
-    pass
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise LaunchError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    encode = lambda s: None if s is None else s.encode()  # noqa: E731
-    result = _libc.mount(encode(source), target.encode(), encode(fstype), ctypes.c_ulong(flags), encode(data))
-    _check(result, f"mount {source or fstype} on {target}")
-
-
-def _syscall(name: str, *args: Any) -> int:
-    number = SYSCALLS[platform.machine()][name]
-    return int(_libc.syscall(ctypes.c_long(number), *args))
-
-
-def unsupported() -> str | None:
-    """Why this host cannot run the launcher (the agent then starts a bwrap per run), or None."""
-    if platform.machine() not in SYSCALLS:
-        return f"no system call numbers for {platform.machine()}"
-    if _syscall("mount_setattr", -1, b"", 0, None, ctypes.c_size_t(0)) != 0 and ctypes.get_errno() == 38:
-        return "the kernel has no mount_setattr (Linux 5.12+)"  # ENOSYS
-    return None
-
-
-def _read_only(path: str, *, recursive: bool = True) -> None:
-    """Make the mount at ``path`` (and every mount below it, if ``recursive``) read-only (one
-    ``mount_setattr``)."""
-    attr = struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0)  # attr_set, attr_clr, propagation, userns_fd
-    buf = ctypes.create_string_buffer(attr, len(attr))
-    flags = AT_RECURSIVE if recursive else 0
-    result = _syscall("mount_setattr", -100, path.encode(), flags, buf, ctypes.c_size_t(len(attr)))
-    _check(result, f"read-only {path}")
-
-
-def _unshare(flags: int) -> None:
-    _check(_libc.unshare(flags), "unshare")
-
-
-def _prctl(option: int, value: int) -> None:
-    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), "prctl")
 
 
 def _die_with_launcher(alive: int) -> None:
     """Die with the launcher (a PID 1's ``getppid`` is 0: its parent is outside its namespace,
     so whether the launcher died before the request took effect is asked of ``alive``, the read
     end of a pipe only the launcher holds open, and never writes)."""
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     readable, _, _ = select.select([alive], [], [], 0)
     if readable:  # end of file: the launcher is gone
         os._exit(137)
@@ -144,149 +112,6 @@ def _die_with_launcher(alive: int) -> None:
 def _exit_code(status: int) -> int:
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
-
-
-# -- a run's root ------------------------------------------------------------------------------
-def _here(root: str, path: str) -> str:
-    return root + path
-
-
-def _bind(source: str, target: str, *, writable: bool, own_view: bool = False) -> None:
-    """Bind ``source`` (recursively) at ``target``; read-only unless ``writable``. ``own_view``:
-    a folder of the launcher's own view, read-only there, mounts below it included (bwrap's
-    --ro-bind), which a bind copies: made read-only again only if it is not."""
-    is_dir, read_only = _own_view[source] if own_view else (os.path.isdir(source), False)
-    if is_dir:
-        _folder(target)
-    else:
-        _folder(os.path.dirname(target))
-        # A file may already be there, inside a folder bound read-only before it (a uri_file
-        # input in a uri_folder input's folder): bound over as it is, as bwrap does.
-        if not os.path.lexists(target):
-            with open(target, "a"):
-                pass
-    _mount(source, target, None, MS_BIND | MS_REC)
-    if not writable and not read_only:
-        _read_only(target)
-
-
-_own_view: dict[str, tuple[bool, bool]] = {}
-
-
-def learn_own_view(path: str) -> None:
-    """Whether ``path`` of the launcher's view is a folder and a read-only mount: asked once, in
-    the launcher, not by every run (its view does not change)."""
-    if path not in _own_view:
-        _own_view[path] = (os.path.isdir(path), bool(os.statvfs(path).f_flag & os.ST_RDONLY))
-
-
-def _folder(path: str) -> None:
-    """``path`` as a folder (mode 0755: the launcher's umask is 022), its parents too."""
-    try:
-        os.mkdir(path, 0o755)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        os.makedirs(path, mode=0o755, exist_ok=True)
-
-
-def _dev(root: str, devices: list[str]) -> None:
-    """A ``/dev`` of its own: the launcher's template for these devices (one recursive bind: the
-    usual nodes, the node's GPU devices, the links), a private ``/dev/shm`` and a fresh ``devpts``
-    instance mounted on it."""
-    dev = _here(root, "/dev")
-    os.mkdir(dev, 0o755)
-    _mount(dev_template(devices), dev, None, MS_BIND | MS_REC)
-    _mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    _mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
-
-
-_dev_templates: dict[tuple[str, ...], str] = {}
-
-
-def dev_template(devices: list[str]) -> str:
-    """The fixed part of a run's ``/dev``, made once (per device list) in the launcher's own mount
-    namespace, which each run's namespace copies: a tmpfs with the usual nodes and the GPU devices
-    bound from the launcher's ``/dev``, the links, and the empty ``shm`` and ``pts`` a run mounts
-    its own on. The tmpfs is read-only (no run may add to it: every run's ``/dev`` is this one);
-    the device binds on it stay writable (a read-only mount never stops a device's writes, but
-    its own flags are kept)."""
-    key = tuple(devices)
-    made = _dev_templates.get(key)
-    if made is not None:
-        return made
-    dev = f"{DEV_TEMPLATES}/{len(_dev_templates)}"
-    os.makedirs(dev, mode=0o755)
-    _mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=0755")
-    for name in DEV_NODES:
-        if os.path.exists(f"/dev/{name}"):
-            _bind(f"/dev/{name}", f"{dev}/{name}", writable=True)
-    for name, target in DEV_LINKS.items():
-        os.symlink(target, f"{dev}/{name}")
-    os.mkdir(f"{dev}/shm", 0o755)
-    os.mkdir(f"{dev}/pts", 0o755)
-    for device in devices:
-        _bind(device, dev + device.removeprefix("/dev"), writable=True)
-    _read_only(dev, recursive=False)
-    _dev_templates[key] = dev
-    return dev
-
-
-def _proc(root: str) -> None:
-    """``/proc`` of the run's PID namespace (the caller is its PID 1), its knobs read-only."""
-    proc = _here(root, "/proc")
-    os.makedirs(proc, mode=0o555, exist_ok=True)
-    _mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in _proc_knobs:
-        path = f"{proc}/{name}"
-        _mount(path, path, None, MS_BIND | MS_REC)
-        _read_only(path)
-
-
-def _fd_bind(fd: int, path: str, host_path: str, root: str, *, writable: bool) -> None:
-    """Bind what the agent's descriptor ``fd`` names. A descriptor of the agent's namespace cannot
-    be bound here: the same object is found again through the host's view (named by the path the
-    agent read from the descriptor) and must be the very same inode, or the run does not start."""
-    again = os.open(HOST_VIEW + host_path, os.O_PATH | os.O_CLOEXEC)
-    try:
-        want, got = os.fstat(fd), os.fstat(again)
-        if (want.st_dev, want.st_ino) != (got.st_dev, got.st_ino):
-            raise LaunchError(0, f"{path} changed while the run was being started")
-        _bind(f"/proc/self/fd/{again}", _here(root, path), writable=writable)
-    finally:
-        os.close(again)
-
-
-def build_root(root: str, ops: list[list[Any]], fds: list[int], trace: Any = None) -> None:
-    """Carry out the agent's plan (``Sandbox.launch_ops``) on the fresh tmpfs ``root``."""
-    for op in ops:
-        kind = op[0]
-        if kind == "bind":  # a folder of the launcher's own view (system folders, the interpreter)
-            _bind(op[1], _here(root, op[1]), writable=bool(op[2]), own_view=True)
-        elif kind == "symlink":
-            os.symlink(op[1], _here(root, op[2]))
-        elif kind == "dir":
-            _folder(_here(root, op[1]))
-        elif kind == "tmpfs":
-            _folder(_here(root, op[1]))
-            _mount("tmpfs", _here(root, op[1]), "tmpfs", MS_NOSUID | MS_NODEV, f"mode={op[2]}")
-        elif kind == "dev":
-            _dev(root, list(op[1]))
-        elif kind == "proc":
-            _proc(root)
-        elif kind == "fdbind":
-            _fd_bind(fds[int(op[1])], op[2], op[3], root, writable=bool(op[4]))
-        else:
-            raise LaunchError(0, f"unknown step {kind!r}")
-        if trace is not None:
-            trace(f"{kind} {op[1] if len(op) > 1 and isinstance(op[1], str) else ''}")
-
-
-def _pivot(root: str) -> None:
-    os.chdir(root)
-    _check(_syscall("pivot_root", b".", b"."), "pivot_root")
-    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
-    os.chdir("/")
 
 
 class _Trace:
@@ -302,6 +127,9 @@ class _Trace:
             now = (time.perf_counter_ns(), time.thread_time_ns())
             self.steps.append([step, now[0] - self.last[0], now[1] - self.last[1]])
             self.last = (time.perf_counter_ns(), time.thread_time_ns())
+
+    def skip(self) -> None:
+        self.last = (time.perf_counter_ns(), time.thread_time_ns())
 
     def write(self, out: int, command: Any) -> None:
         if self.on:
@@ -320,7 +148,7 @@ class _Trace:
 def _map_ids(inner_uid: int, inner_gid: int, outer_uid: int, outer_gid: int) -> None:
     """A nested user namespace (as ``unshare --user --map-root-user`` makes) in which this
     process is ``inner_uid``; ``outer_*``: who it is in the namespace it leaves."""
-    _unshare(CLONE_NEWUSER)
+    unshare(CLONE_NEWUSER)
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
@@ -336,20 +164,20 @@ def _become_user(request: dict[str, Any]) -> None:
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
         # Leaving root made it undumpable (its /proc/self root's), as setpriv's exec would undo.
-        _prctl(PR_SET_DUMPABLE, 1)
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        prctl(PR_SET_DUMPABLE, 1)
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
         if root_inside:
             _map_ids(0, 0, uid, gid)
         return
     # In the launcher's user namespace (uid 0 there is the agent's user): a nested one, in which
     # the run is the agent's user (as bwrap --unshare-user makes it) or root.
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
     _map_ids(0 if root_inside else uid, 0 if root_inside else gid, 0, 0)
 
 
 def _exec_user(request: dict[str, Any], out: int) -> None:
     try:
-        _prctl(PR_SET_DUMPABLE, 1)  # its own /proc/self files, to write its id maps
+        prctl(PR_SET_DUMPABLE, 1)  # its own /proc/self files, to write its id maps
         # What the launcher and Python ignore (SIGTERM, SIGPIPE, SIGXFSZ) an exec would keep ignored.
         for sig in RESET_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
@@ -384,8 +212,8 @@ def _spawn_user(request: dict[str, Any], out: int, alive: int, trace: _Trace) ->
     os.close(alive)
     # Its memory is a copy of the launcher's (other runs' requests included): no process of the
     # run, the same user, may read it (ptrace, /proc/1/mem, /proc/1/environ).
-    _prctl(PR_SET_DUMPABLE, 0)
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_DUMPABLE, 0)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
     trace("pdeathsig, prctl")
     # subprocess's vfork: handlers Python set go back to the default, so do SIGPIPE and SIGXFSZ.
     # (Not os.posix_spawn: glibc 2.36's leaves its internal signals 32 and 33 ignored in the command.)
@@ -403,22 +231,56 @@ def _spawn_user(request: dict[str, Any], out: int, alive: int, trace: _Trace) ->
 
 
 # -- the run's PID 1 --------------------------------------------------------------------------
-def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> None:
-    """PID 1 of the run: build its root, start the user's process, forward SIGTERM to every
-    process of the run (ignoring it itself), reap, and end with the user's process."""
-    trace = _Trace(bool(request.get("trace")))
+def _spare(handoff: socket.socket, alive: int, fixed: list[list[Any]]) -> NoReturn:
+    """A run's PID 1 made ahead of its run (the *spare*): the fork, its namespaces and the node's
+    fixed part of a root (``fixed``, the launcher's last request's) are done before the request
+    comes, which then only has the run's own binds left to make. Its launcher hands it the request
+    over ``handoff`` (closed instead when the spare is not wanted: it ends)."""
+    trace = _Trace(True)  # (reported only if the request asks)
+    failed: BaseException | None = None
     try:
         _die_with_launcher(alive)
         os.setsid()
         trace("pdeathsig+setsid")
-        _unshare(CLONE_NEWNS | CLONE_NEWIPC)  # a copy of the launcher's mounts, all private (main)
+        unshare(CLONE_NEWNS | CLONE_NEWIPC)  # a copy of the launcher's mounts, all private (main)
         trace("unshare(NEWNS|NEWIPC)")
-        _mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+        mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
         trace("root tmpfs")
-        build_root(NEW_ROOT, request["ops"], fds, trace)
+        build_root(NEW_ROOT, fixed, [], trace)
+    except BaseException as exc:  # told to the run it is handed (it has no output before)
+        failed = exc
+    try:
+        data, fds, _, _ = socket.recv_fds(handoff, MAX_MESSAGE, MAX_FDS)
+    except OSError:
+        data, fds = b"", []
+    if not data or not fds:  # not wanted (or the launcher is gone): nothing of any run ran here
+        os._exit(0)
+    trace.skip()  # the wait for a request is no run's
+    request = json.loads(data)
+    trace.on = bool(request.get("trace"))
+    _reaper(request, fds[0], fds[1:], alive, handoff, trace, len(fixed), failed)
+
+
+def _reaper(
+    request: dict[str, Any],
+    out: int,
+    fds: list[int],
+    alive: int,
+    handoff: socket.socket,
+    trace: _Trace,
+    built: int,
+    failed: BaseException | None,
+) -> NoReturn:
+    """PID 1 of the run, its first ``built`` steps done as a spare: finish its root, start the
+    user's process (then tell the launcher, which prepares the next spare), forward SIGTERM to
+    every process of the run (ignoring it itself), reap, and end with the user's process."""
+    try:
+        if failed is not None:
+            raise failed
+        build_root(NEW_ROOT, request["ops"][built:], fds, trace)
         for fd in fds:
             os.close(fd)
-        _pivot(NEW_ROOT)
+        pivot(NEW_ROOT)
         trace("pivot_root+detach")
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -428,7 +290,7 @@ def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> No
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda number, _frame: _forward(number))
     if request["root_inside"]:  # its own user namespace: made by a fork that then execs
-        _prctl(PR_SET_DUMPABLE, 0)  # (the fork makes itself dumpable again to map its ids)
+        prctl(PR_SET_DUMPABLE, 0)  # (the fork makes itself dumpable again to map its ids)
         user = os.fork()
         if user == 0:
             _exec_user(request, out)
@@ -442,6 +304,8 @@ def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> No
                 os.write(out, f"cloudlet-launcher: cannot start the run: {exc}\n".encode())
             os._exit(127)
     trace("spawn user")
+    with contextlib.suppress(OSError):  # the launcher's cue to prepare the next spare
+        handoff.send(b"spawned")
     if not trace.on:  # (a traced run reports on it once its command ended)
         os.close(out)
     while True:
@@ -452,7 +316,29 @@ def _reaper(request: dict[str, Any], out: int, fds: list[int], alive: int) -> No
         if pid == user:
             trace("wait for the command")
             trace.write(out, usage)
-            os._exit(_exit_code(status))  # the kernel kills the rest of the PID namespace
+            _end(handoff, _exit_code(status))
+
+
+def _end(handoff: socket.socket, code: int) -> NoReturn:
+    """End the run: every process left in its PID namespace killed and reaped, then its exit told
+    to the launcher before this PID 1 exits, whose namespaces' teardown (its mounts, a copy of the
+    launcher's memory: ~1 ms, more under load) then delays nobody."""
+    _forward(signal.SIGKILL)
+    signal.signal(signal.SIGALRM, _give_up)
+    signal.setitimer(signal.ITIMER_REAL, END_WAIT_S)
+    try:
+        while True:
+            os.wait()
+    except ChildProcessError:  # all gone: the run has ended
+        with contextlib.suppress(OSError):
+            handoff.send(b"exit %d" % code)
+    except TimeoutError:  # one it may not kill (or stuck in the kernel): ended by its exit below
+        pass
+    os._exit(code)
+
+
+def _give_up(*_: Any) -> None:
+    raise TimeoutError
 
 
 def _forward(sig: int) -> None:
@@ -461,8 +347,21 @@ def _forward(sig: int) -> None:
 
 
 # -- the launcher's loop -----------------------------------------------------------------------
+class _Spare:
+    """A run's PID 1 made ahead (``_spare``), seen from the launcher: its pid, the launcher's end
+    of its hand-off socket, the fixed steps it built, what the launcher had made then, and whether
+    it was made at ``SPARE_NICE``."""
+
+    def __init__(
+        self, pid: int, handoff: socket.socket, fixed: list[list[Any]], made: int, nice: bool
+    ) -> None:
+        self.pid, self.handoff, self.fixed, self.made, self.nice = pid, handoff, fixed, made, nice
+
+
 class Launcher:
-    """Single-threaded: reads requests, forks holders, reports their exits; never blocks on a run."""
+    """Single-threaded: reads requests, hands each to a spare (made ahead, or now when none is
+    ready), prepares the next spare once the last one's command runs, reports the runs' exits;
+    never blocks on a run."""
 
     def __init__(self, channel: socket.socket) -> None:
         self.channel = channel
@@ -472,23 +371,37 @@ class Launcher:
         # Its own PID namespace, to go back to after making each run's (a fork made after
         # unshare(CLONE_NEWPID) is PID 1 of a new one: no process in between).
         self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self.selector = selectors.DefaultSelector()
+        self.spare: _Spare | None = None  # ready for the next request
+        self.handed: dict[int, _Spare] = {}  # handed a request, their command not yet spawned
+        self.fixed: list[list[Any]] | None = None  # the node's fixed steps, from the last request
+        self.made = 0  # /dev templates and views learned: a spare forked before a new one lacks it
+        self.spare_due: float | None = None  # when to prepare the next spare (monotonic)
+        # Spares made ahead at SPARE_NICE, raised when handed a request; off for good once raising
+        # one is refused (no CAP_SYS_NICE where it counts: a launcher under an unprivileged agent).
+        self.nice_spares = True
 
     def serve(self) -> None:
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopped by its agent closing the socket
-        selector = selectors.DefaultSelector()
-        selector.register(self.channel, selectors.EVENT_READ, "request")
-        selector.register(self.wake_r, selectors.EVENT_READ, "child")
+        self.selector.register(self.channel, selectors.EVENT_READ, "request")
+        self.selector.register(self.wake_r, selectors.EVENT_READ, "child")
         self._send({"op": "ready"})
         while True:
-            for key, _ in selector.select():
+            wait = None if self.spare_due is None else max(0.0, self.spare_due - time.monotonic())
+            events = self.selector.select(wait)
+            if self.spare_due is not None and time.monotonic() >= self.spare_due:
+                self._prepare_spare()
+            for key, _ in events:
                 if key.data == "child":
                     with contextlib.suppress(BlockingIOError):
                         os.read(self.wake_r, 4096)
                     self._reap()
+                elif isinstance(key.data, _Spare):
+                    self._spare_spoke(key.data)
                 elif not self._receive():
-                    return  # the agent is gone: so are the runs (they die with the launcher)
+                    return  # the agent is gone: so are the runs and the spare (they die with it)
 
     def _receive(self) -> bool:
         data, fds, _, _ = socket.recv_fds(self.channel, MAX_MESSAGE, MAX_FDS)
@@ -500,49 +413,140 @@ class Launcher:
             self._close(fds)
             return True
         if request.get("op") == "run":
-            self._start(request, fds)
+            self._start(request, data, fds)
         else:
             self._close(fds)
         return True
 
-    def _start(self, request: dict[str, Any], fds: list[int]) -> None:
+    def _learn(self, ops: list[list[Any]]) -> None:
+        """What runs' roots take from the launcher's own namespace, made here once and kept."""
+        known = learned()
+        for op in ops:
+            if op[0] == "dev":
+                dev_template(list(op[1]))
+            elif op[0] == "bind":
+                learn_own_view(op[1])
+        if learned() != known:
+            self.made += 1
+
+    def _start(self, request: dict[str, Any], data: bytes, fds: list[int]) -> None:
         if not fds:
             self._send({"op": "exit", "id": request.get("id"), "status": 1})
             return
+        ops = request.get("ops", [])
+        fixed = ops[: int(request.get("fixed", 0))]
+        spare, self.spare, ahead = self.spare, None, False
         try:
-            for op in request.get("ops", ()):
-                if op[0] == "dev":  # made here, in the launcher's namespace: kept for every run
-                    dev_template(list(op[1]))
-                elif op[0] == "bind":
-                    learn_own_view(op[1])
-            _unshare(CLONE_NEWPID)
-            pid = -1
-            try:
-                pid = os.fork()
-            finally:
-                if pid != 0:
-                    _check(_libc.setns(self.own_pid_ns, CLONE_NEWPID), "setns")
+            self._learn(ops)
+            self.fixed = fixed
+            if spare is not None and (spare.fixed != fixed or spare.made != self.made):
+                self._drop(spare)  # built for another root, or before a template it needs
+            elif spare is not None:
+                with contextlib.suppress(OSError):  # (one that died: a new one below)
+                    self._hand(spare, data, fds)
+                    ahead = True
+            if not ahead:
+                spare = self._fork_spare(fixed)
+                self._hand(spare, data, fds)
         except OSError as exc:
+            if spare is not None:
+                self._drop(spare)
             with contextlib.suppress(OSError):
                 os.write(fds[0], f"cloudlet-launcher: cannot start the run: {exc}\n".encode())
             self._close(fds)
             self._send({"op": "exit", "id": request.get("id"), "status": 1})
             return
-        if pid == 0:
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            self.channel.close()
-            os.close(self.alive_w)
-            _reaper(request, fds[0], fds[1:], self.alive_r)
         self._close(fds)
-        self.runs[pid] = str(request["id"])
+        assert spare is not None
+        self.handed[spare.pid] = spare
+        self.runs[spare.pid] = str(request["id"])
         # The kernel puts the pid into the agent's PID namespace (the launcher may name its child's).
-        started = json.dumps({"op": "started", "id": request["id"]}).encode()
-        creds = struct.pack("3i", pid, os.getuid(), os.getgid())
+        started = json.dumps({"op": "started", "id": request["id"], "spare": ahead}).encode()
+        creds = struct.pack("3i", spare.pid, os.getuid(), os.getgid())
         self.channel.sendmsg([started], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)])
 
+    def _hand(self, spare: _Spare, data: bytes, fds: list[int]) -> None:
+        try:
+            if spare.nice:  # its run (and what it starts) at the launcher's own priority
+                try:
+                    os.setpriority(os.PRIO_PROCESS, spare.pid, os.getpriority(os.PRIO_PROCESS, 0))
+                except PermissionError:
+                    self.nice_spares = False
+                    raise
+            socket.send_fds(spare.handoff, [data], fds)
+        except OSError:
+            self._drop(spare)
+            raise
+
+    def _fork_spare(self, fixed: list[list[Any]], *, ahead: bool = False) -> _Spare:
+        """A PID 1 for the next request (``ahead``: made at ``SPARE_NICE``), or for this one."""
+        nice = ahead and self.nice_spares
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            unshare(CLONE_NEWPID)
+            pid = -1
+            try:
+                pid = os.fork()
+            finally:
+                if pid != 0:
+                    check(libc.setns(self.own_pid_ns, CLONE_NEWPID), "setns")
+        except OSError:
+            ours.close()
+            theirs.close()
+            raise
+        if pid == 0:
+            if nice:
+                os.setpriority(os.PRIO_PROCESS, 0, SPARE_NICE)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            # No launcher's end of a hand-off may stay open here: a spare ends when its closes.
+            for other in (self.channel, ours, *(s.handoff for s in self.handed.values())):
+                other.close()
+            if self.spare is not None:
+                self.spare.handoff.close()
+            os.close(self.alive_w)
+            _spare(theirs, self.alive_r, fixed)
+        theirs.close()
+        spare = _Spare(pid, ours, fixed, self.made, nice)
+        self.selector.register(ours, selectors.EVENT_READ, spare)
+        return spare
+
+    def _spare_spoke(self, spare: _Spare) -> None:
+        """A handed spare spawned its command: prepare the next spare now, off the run's start;
+        or its run ended: report it now (its PID 1 ends after, off the critical path). An
+        unhanded spare that ends (killed) is dropped."""
+        try:
+            said = spare.handoff.recv(64)
+        except OSError:
+            said = b""
+        if self.handed.get(spare.pid) is not spare:
+            if self.spare is spare:
+                self.spare = None
+            self._drop(spare)
+        elif said == b"spawned":
+            if self.spare is None and self.spare_due is None:
+                self.spare_due = time.monotonic() + SPARE_AFTER_S
+        else:  # "exit N", or the end of a PID 1 that said nothing (its exit is reaped)
+            del self.handed[spare.pid]
+            self._drop(spare)
+            run_id = self.runs.pop(spare.pid, None) if said.startswith(b"exit ") else None
+            if run_id is not None:
+                self._send({"op": "exit", "id": run_id, "status": int(said.split()[1])})
+            self._prepare_spare()
+
+    def _prepare_spare(self) -> None:
+        self.spare_due = None
+        if self.spare is None and self.fixed is not None:
+            with contextlib.suppress(OSError):  # the next run then forks one itself
+                self.spare = self._fork_spare(self.fixed, ahead=True)
+
+    def _drop(self, spare: _Spare) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(spare.handoff)
+        spare.handoff.close()  # an unhanded spare ends (reaped with the runs)
+
     def _reap(self) -> None:
-        while self.runs:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -571,7 +575,8 @@ def main(argv: list[str]) -> int:
     channel = socket.socket(fileno=int(argv[1]))
     os.umask(0o022)
     # Once, not per run: no mount a run makes propagates anywhere, nor one made elsewhere into it.
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
     # Each run's PID 1 is a fork of this process: no collector pass may touch (copy) its pages.
     gc.disable()
     gc.freeze()

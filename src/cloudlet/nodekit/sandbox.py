@@ -343,6 +343,8 @@ class Sandbox:
             "root_inside": root,
             "privileged": self.policy.privileged,
             "ops": ops,
+            # The first steps are the node's fixed part: the launcher builds them ahead (its spare).
+            "fixed": len(self._fixed_ops),
         }
         return LaunchPlan(request, fds, owned)
 
