@@ -18,6 +18,7 @@ import gzip
 import json
 import sqlite3
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -34,7 +35,8 @@ SCRIPT_BUDGET = 500 * 1024  # issue 27: the studio's pages load ≤ 500 KB of sc
 JOB_TIMEOUT_S = 180
 DATA_PATH = "azureml://datastores/workspaceblobstore/paths/every/data"
 
-# (path under the workspace, screenshot name or None, a selector the page's script fills when done)
+# (path under the workspace, screenshot name or None, a selector the page's script fills when done:
+# ".cm-content" on every page that shows a YAML editor, and only there)
 PAGES: list[tuple[str, str | None, str | None]] = [
     ("", None, None),
     ("jobs", None, None),
@@ -51,15 +53,15 @@ PAGES: list[tuple[str, str | None, str | None]] = [
     ("compute?tab=clusters", None, None),
     ("compute?tab=attached", "compute-attached", None),
     ("compute?tab=locations", "compute-locations", None),
-    ("compute/_new", None, None),
-    ("compute/_new?type=computeinstance", None, None),
+    ("compute/_new", None, ".cm-content"),
+    ("compute/_new?type=computeinstance", None, ".cm-content"),
     ("compute/every-cpu", None, None),
     ("compute/every-cpu?tab=nodes", None, None),
     ("compute/every-cpu?tab=fairshare", None, None),  # issue 31: every-team has a share of it
     ("quota", None, None),
     ("usage", None, None),
     ("endpoints", "endpoints-list", None),
-    ("endpoints/_new", None, None),
+    ("endpoints/_new", None, ".cm-content"),
     ("endpoints/every-ep", None, None),
     ("endpoints/every-ep?tab=test", None, ".cm-content"),
     ("endpoints/every-ep?tab=traffic", None, None),
@@ -170,6 +172,9 @@ def test_every_page_passes_axe_and_keeps_to_the_script_budget(seeded: RunningSer
         scripts = script_bytes(page, cache)
         loaded[path] = sum(scripts.values())
         assert loaded[path] <= SCRIPT_BUDGET, (path, scripts)
+        # CodeMirror is most of a page's script: only a page that shows an editor loads it
+        editor = any(urlsplit(url).path.endswith("/codemirror.min.js") for url in scripts)
+        assert editor == (ready == ".cm-content"), (path, "loads" if editor else "lacks", "CodeMirror")
         if shot:
             screenshot(page, shot)
     heaviest = max(loaded, key=lambda p: loaded[p])

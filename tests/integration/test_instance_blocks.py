@@ -336,7 +336,8 @@ def _api(base: str, token: str, method: str, path: str, body: Any = None) -> Any
 
 
 def _execute(base: str, token: str, kernel_id: str, code: str) -> None:
-    """Send one execute_request over the kernel WebSocket (reply not awaited)."""
+    """Send one execute_request over the kernel WebSocket and wait until the kernel has taken it
+    (its first message about the request: "busy"), not for its end."""
     from websockets.sync.client import connect
 
     url = base.replace("http", "ws", 1) + f"/api/kernels/{kernel_id}/channels"
@@ -344,9 +345,13 @@ def _execute(base: str, token: str, kernel_id: str, code: str) -> None:
     header |= {"msg_type": "execute_request", "version": "5.3", "date": datetime.now(UTC).isoformat()}
     message = {"header": header, "parent_header": {}, "metadata": {}, "channel": "shell"}
     message["content"] = {"code": code, "silent": False, "store_history": False, "allow_stdin": False}
+    deadline = time.monotonic() + 60
     with connect(url, additional_headers={"Authorization": f"token {token}"}) as ws:
         ws.send(json.dumps(message))
-        time.sleep(0.5)  # let the request leave before the socket closes
+        while True:  # closed before the kernel has it, the request may be dropped on the way
+            answer = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if answer.get("parent_header", {}).get("msg_id") == header["msg_id"]:
+                return
 
 
 def _eventually(check: Any, timeout: float = 20, every: float = 0.2) -> bool:
@@ -359,7 +364,7 @@ def _eventually(check: Any, timeout: float = 20, every: float = 0.2) -> bool:
 
 
 @needs_jupyter
-def test_jupyter_busy_kernel_then_idle(jupyter: tuple[str, str]) -> None:
+def test_jupyter_busy_kernel_then_idle(jupyter: tuple[str, str], tmp_path: Path) -> None:
     base, token = jupyter
     session = _api(
         base, token, "POST", "/api/sessions", {"path": "analysis.ipynb", "type": "notebook", "kernel": {}}
@@ -372,8 +377,16 @@ def test_jupyter_busy_kernel_then_idle(jupyter: tuple[str, str]) -> None:
     _execute(base, token, kernel_id, "pass")
     assert _eventually(lambda: _states(collector) == ["idle"], timeout=60), collector.collect()
 
-    _execute(base, token, kernel_id, "import time; time.sleep(4)")
-    assert _eventually(lambda: _states(collector) == ["busy"], timeout=10), collector.collect()
+    # Busy until the test has looked (a fixed sleep's busy spell could end before a loaded
+    # machine's look, and the test with it).
+    release = tmp_path / "release"
+    _execute(
+        base,
+        token,
+        kernel_id,
+        f"import pathlib, time\nwhile not pathlib.Path({str(release)!r}).exists():\n    time.sleep(0.05)",
+    )
+    assert _eventually(lambda: _states(collector) == ["busy"], timeout=60), collector.collect()
     wire = collector.collect()
     assert wire["kernels"][0]["notebook"] == "analysis.ipynb"
     if terminal is not None:
@@ -381,7 +394,8 @@ def test_jupyter_busy_kernel_then_idle(jupyter: tuple[str, str]) -> None:
     busy = decide_idle(report_from_wire(wire), 1, datetime.now(UTC))
     assert not busy.idle and busy.explanation == "not idle: kernel busy in analysis.ipynb"
 
-    assert _eventually(lambda: _states(collector) == ["idle"], timeout=15), collector.collect()
+    release.touch()
+    assert _eventually(lambda: _states(collector) == ["idle"], timeout=60), collector.collect()
     idle = decide_idle(report_from_wire(collector.collect()), None, datetime.now(UTC), timeout_s=60)
     assert idle.idle and not idle.should_stop and idle.stops_at is not None
     assert idle.explanation.startswith("idle ") and "of 60 s; stops at" in idle.explanation

@@ -7,7 +7,10 @@ import threading
 import time
 from pathlib import Path
 
+from sqlalchemy import select
+
 from cloudlet.control.loop import LeaseCache, ReconcileLoop
+from cloudlet.store.schema import Lease
 from tests.unit.control_fakes import FakeClock, new_store
 
 
@@ -68,6 +71,23 @@ def test_a_lease_is_held_by_one_replica_and_fenced(tmp_path: Path) -> None:
     with sessions.begin() as session:
         assert mine.still_held(session, "compute:1", token)
         assert not mine.still_held(session, "compute:1", token + 1)  # a stale token writes nothing
+
+
+def test_a_held_lease_is_renewed_once_a_quarter_of_its_ttl_has_passed(tmp_path: Path) -> None:
+    """So its holder rides out a pause (a loaded machine, a slow store) of most of the TTL. Renewed
+    only at half, a pause of a little over half the TTL let another server take the online lease
+    from a live holder in the middle of a roll-out (test_online_lease failed under load)."""
+    sessions, _ = new_store(tmp_path / "home")
+    cache = LeaseCache(sessions, "a", ttl_s=100)
+
+    def stored() -> float:
+        with sessions() as session:
+            return float(session.scalars(select(Lease.expires_at).where(Lease.name == "online")).one())
+
+    token = cache.token("online", now=0.0)
+    first = stored()
+    assert cache.token("online", now=20.0) == token and stored() == first  # 80 s left: as is
+    assert cache.token("online", now=30.0) == token and stored() > first  # 70 s left: renewed
 
 
 def test_a_lease_taken_again_after_it_lapsed_is_still_held(tmp_path: Path) -> None:

@@ -113,3 +113,33 @@ def test_one_server_runs_the_replicas_the_other_routes_to_them_and_takes_over(
     finally:
         a.stop()
         b.stop()
+
+
+def test_the_roll_out_of_a_holder_that_lost_the_lease_reports_nothing(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    """A holder paused past its TTL in the middle of a roll-out: the new holder's take-over ends
+    its replicas and rolls the generation out again. The old roll-out's "Failed" (its replicas
+    were killed) must not overwrite the new one's progress: unfenced, the deployment read Failed
+    while it was being rolled out (test_online_lease, under load)."""
+    a = _Server(sessions, tmp_path / "a", "replica-a", 7001)
+    b = _Server(sessions, tmp_path / "b", "replica-b", 7002)
+    try:
+        a.loop.run_pass()
+        with sessions() as s:  # the holder pauses: its lease lapses and the other takes it
+            s.execute(update(Lease).where(Lease.name == online_serving.LEASE).values(expires_at=0))
+            s.commit()
+        b.loop.run_pass()
+        assert b.loop.leading and a.loop.leading, "a has not looked since"
+        with sessions() as s:
+            row = s.scalars(select(OnlineDeployment)).one()
+            deployment, generation = row.id, row.generation
+        b._report(deployment, generation, "server_start", "Updating", None)  # the new roll-out
+        a._report(deployment, generation, "server_start", "Failed", "the inference server exited (-9)")
+        assert not a.loop.leading, "its fenced write failed: it stepped down"
+        with sessions() as s:
+            row = s.scalars(select(OnlineDeployment)).one()
+            assert (row.stage, row.provisioning_state, row.reason) == ("server_start", "Updating", None)
+    finally:
+        a.stop()
+        b.stop()

@@ -137,6 +137,18 @@ def test_identity_files_name_the_sandbox_user(tmp_path: Path) -> None:
     assert (tmp_path / "state" / "passwd").read_text().count("azureuser") == 1
 
 
+def test_a_second_sandbox_of_a_folder_leaves_its_identity_files_in_place(tmp_path: Path) -> None:
+    """A deployment's replicas each make a sandbox of one folder, one right after another: the
+    second must not replace the files the first one's bwrap may still be binding (under load, it
+    failed with "/newroot/etc/group (deleted)" and the roll-out with it)."""
+    sandbox(tmp_path)
+    files = ("passwd", "group", "hosts")
+    first = {name: (tmp_path / "state" / name).stat().st_ino for name in files}
+    sandbox(tmp_path)
+    assert {name: (tmp_path / "state" / name).stat().st_ino for name in files} == first
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == sorted(files)  # no temporaries
+
+
 def test_user_environment_is_an_allowlist() -> None:
     agent = {
         "PATH": "/usr/bin",

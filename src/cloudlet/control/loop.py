@@ -9,8 +9,11 @@ recorded on it, and undone, and the pass goes on to the next item (one bad row m
 loop that serves everyone).
 
 ``LeaseCache`` keeps the named leases (``services/core/leases.py``) a replica holds: a lease with more
-than half its time left is used as is (no store round trip); every pass still re-asserts it inside
-its own writing transaction (``still_held``), so the fencing token holds.
+than three quarters of its time left is used as is (no store round trip); every pass still
+re-asserts it inside its own writing transaction (``still_held``), so the fencing token holds.
+Renewing once a quarter of the TTL has passed (not half) is what lets a holder ride out a pause —
+a loaded machine's scheduler, a slow store — of most of the TTL: renewed at half, a pause of a
+little over half the TTL let another replica take the lease from a live holder.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from cloudlet.services.core.clock import WALL_CLOCK, Clock
 from cloudlet.services.core.metrics import RECONCILE_PASS
 
 log = logging.getLogger("cloudlet.control")
+RENEW_LEFT = 0.75  # a held lease is renewed once less than this share of its TTL is left
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ class LeaseCache:
     def token(self, name: str, now: float) -> int | None:
         """The lease's fencing token if this replica holds it (taking or renewing it), else None."""
         held = self._held.get(name)
-        if held is not None and held[1] - now > self.ttl_s / 2:
+        if held is not None and held[1] - now > self.ttl_s * RENEW_LEFT:
             return held[0]
         token = leases.acquire(self.sessions, name, self.replica_id, self.ttl_s)
         if token is None:

@@ -272,6 +272,11 @@ class OnlineRuntime:
         self, deployment_id: int, generation: int, stage: str, state: str, reason: str | None
     ) -> None:
         with self.sessions() as session:
+            # Fenced: a holder that lost the lease (a pause past its TTL) writes nothing. Its
+            # roll-out's replicas were ended by the new holder's take-over, which rolls the same
+            # generation out again; a "Failed" from here would overwrite that roll-out's progress.
+            if not self.loop.fenced(session):
+                return
             service.record_stage(session, deployment_id, generation, stage, state, reason)
             session.commit()
         if state == "Succeeded":  # its replicas to the serving report (other servers) at once

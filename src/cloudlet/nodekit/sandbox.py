@@ -40,6 +40,7 @@ import glob
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,7 +423,10 @@ class Sandbox:
 
     def _identity(self, state_dir: Path) -> dict[str, str]:
         """Write the sandbox's passwd, group and hosts once per node (root-owned, outside any
-        sandbox's view); return where they are."""
+        sandbox's view); return where they are. A file already there with the same text is left
+        as it is: another sandbox of the same folder (a deployment's next replica, started while
+        the last one's bwrap is still binding these files) would otherwise replace a file that
+        bwrap is binding, and that bwrap fails ("/newroot/etc/group (deleted)")."""
         try:
             hosts = Path("/etc/hosts").read_text()
         except OSError:
@@ -433,11 +437,16 @@ class Sandbox:
         paths = {}
         for name, text in files.items():
             path = state_dir / name
-            tmp = path.with_suffix(".tmp")
+            paths[name] = str(path)
+            try:
+                if path.read_text() == text:
+                    continue
+            except OSError:
+                pass
+            tmp = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")  # writers race
             tmp.write_text(text)
             tmp.chmod(0o644)
             tmp.replace(path)
-            paths[name] = str(path)
         return paths
 
 

@@ -1,10 +1,16 @@
 // The asset pages: YAML shown read-only in the editor (a <pre class="yaml-view"> stays the text
 // without script), the register form's YAML editor, and a data asset's upload: each chosen file
 // is sent at once (raw bytes, the session's CSRF header) into the form's upload folder.
-import { yamlEditor } from "./editor.js";
+// CodeMirror (editor.js, most of a page's script) is imported only by a page that shows YAML: the
+// lists and a data or model form without a YAML field do not pay for it.
 import { csrfHeaders } from "./forms.js";
 
-for (const pre of document.querySelectorAll("pre.yaml-view")) {
+const views = document.querySelectorAll("pre.yaml-view");
+const source = document.getElementById("yaml");
+const editorHost = document.getElementById("yaml-editor");
+const { yamlEditor } = views.length || (source && editorHost) ? await import("./editor.js") : {};
+
+for (const pre of views) {
   const host = document.createElement("div");
   host.className = "editor mounted";
   pre.after(host);
@@ -12,8 +18,6 @@ for (const pre of document.querySelectorAll("pre.yaml-view")) {
   pre.hidden = true;
 }
 
-const source = document.getElementById("yaml");
-const editorHost = document.getElementById("yaml-editor");
 if (source && editorHost) {
   const view = yamlEditor(editorHost, source.value, { label: editorHost.dataset.label });
   source.hidden = true;

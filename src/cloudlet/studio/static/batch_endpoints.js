@@ -3,15 +3,17 @@
 // in a hidden field), and a folder uploaded at once: an archive as it is, or a folder picked with
 // webkitdirectory packed here into a tar.gz (ustar + CompressionStream), its URI kept in a hidden
 // field. Text from the server or the user is only ever set as text. CodeMirror is imported only
-// by a page with an editor (the lists do without its 140 KB).
+// by a page that shows an editor (the lists, and an endpoint's page until its YAML form is opened,
+// do without its 140 KB).
 
 import { postBytes, selectLine } from "./forms.js";
 
-const hosts = [...document.querySelectorAll(".editor[data-source]")];
-const { yamlEditor } = hosts.length ? await import("./editor.js") : {};
-for (const host of hosts) {
+// An editor inside a closed <details> (an endpoint's "Add a deployment from YAML") is made when
+// it is first opened: CodeMirror is then imported only by a page that shows an editor.
+async function mount(host) {
   const source = document.getElementById(host.dataset.source);
-  if (!source) continue;
+  if (!source) return;
+  const { yamlEditor } = await import("./editor.js");
   const view = yamlEditor(host, source.value, { label: host.dataset.label });
   source.hidden = true;
   host.classList.add("mounted");
@@ -24,6 +26,11 @@ for (const host of hosts) {
     if (file) view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: await file.text() } });
   });
   selectLine(view, Number(host.dataset.errorLine || 0));
+}
+for (const host of document.querySelectorAll(".editor[data-source]")) {
+  const closed = host.closest("details:not([open])");
+  if (closed) closed.addEventListener("toggle", () => mount(host), { once: true });
+  else await mount(host);
 }
 
 // -- a tar.gz of picked files, in the browser ----------------------------------------------------
