@@ -107,3 +107,53 @@ def test_what_does_not_validate_gets_fastapis_own_answer() -> None:
             assert answer.status_code == 422, answer.text  # FastAPI's default handler, unchanged
             assert [error["loc"] for error in answer.json()["detail"]] == [where]
     assert seen == []  # the endpoint never ran
+
+
+def _query_app(route_class: type[APIRoute]) -> tuple[FastAPI, APIRoute]:
+    """One endpoint with every kind of query parameter whose absence FastAPI answers differently:
+    a plain default, a mutable default the endpoint changes, a repeated one, a required one, a
+    default factory, a default that is validated and an alias."""
+    router = APIRouter(route_class=route_class)
+
+    @router.get("/q")
+    def query(
+        need: Annotated[int, Query()],
+        tags: Annotated[list[str], Query()] = ["a"],  # noqa: B006 - FastAPI copies it per request
+        top: Annotated[int, Query(alias="$top", ge=1)] = 5,
+        flag: bool = False,
+        made: Annotated[list[int], Query(default_factory=lambda: [7])] = ...,  # type: ignore[assignment]
+        checked: Annotated[str, Query(validate_default=True, max_length=2)] = "ok",
+        note: str | None = None,
+    ) -> Response:
+        shown = {"need": need, "tags": list(tags), "top": top, "flag": flag, "made": made}
+        tags.append("changed")  # a later request must not see this
+        return json_response({**shown, "checked": checked, "note": note})
+
+    app = FastAPI()
+    app.include_router(router)
+    route = router.routes[0]
+    assert isinstance(route, APIRoute)
+    return app, route
+
+
+def test_query_parameters_left_out_take_the_defaults_fastapi_gives() -> None:
+    class Plain(APIRoute):  # FastAPI's own handler, for reference
+        pass
+
+    (ours_app, planned), (fastapi_app, _) = _query_app(PublicRoute), _query_app(Plain)
+    assert direct.plan(planned.dependant) is not None
+    queries = [
+        "need=1",
+        "need=1&tags=x&tags=y&$top=2&flag=true&made=3&checked=no&note=n",
+        "need=1&tags=",
+        "need=1&$top=0",
+        "need=1&checked=far",
+        "tags=x",
+        "",
+        "need=1&note=",
+    ]
+    with TestClient(ours_app) as ours, TestClient(fastapi_app) as fastapi:
+        for query in queries + queries:  # twice: the mutable default is the same the second time
+            mine, theirs = ours.get(f"/q?{query}"), fastapi.get(f"/q?{query}")
+            assert (mine.status_code, mine.json()) == (theirs.status_code, theirs.json()), query
+    assert ours.get("/q?need=2").json()["tags"] == ["a"]

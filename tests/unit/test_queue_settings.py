@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cloudlet.domain.jobs import queue_settings
 from cloudlet.domain.jobs.queue_settings import (
     JobTier,
     QueueSettings,
@@ -63,3 +64,22 @@ def test_not_a_mapping_and_where() -> None:
         parse_queue_settings("high", where="jobs.train.queue_settings")  # type: ignore[arg-type]
     with pytest.raises(QueueSettingsError, match=r"^jobs\.x\.queue_settings\.priority"):
         parse_queue_settings({"priority": "max"}, where="jobs.x.queue_settings")
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        (None, {"priority": "medium"}),
+        ({}, {"priority": "medium"}),
+        ("not a mapping", {"priority": "medium"}),
+        ({"priority": "high"}, {"priority": "high"}),
+        ({"priority": 1, "job_tier": "Spot"}, {"priority": "low", "job_tier": "spot"}),
+        ({"jobTier": "null"}, {"priority": "medium"}),
+        ({"priority": "max"}, {"priority": "max"}),  # refused by the parser: shown as stored
+    ],
+)
+def test_shown_as_job_show_has_it(stored: object, expected: dict[str, str]) -> None:
+    shown = queue_settings.shown(stored)
+    assert shown == expected
+    shown["priority"] = "changed"  # each caller gets its own dict (a view adds to it)
+    assert queue_settings.shown(stored) == expected

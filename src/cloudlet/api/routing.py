@@ -212,7 +212,8 @@ class UserRoute(_CloudletRoute):
         # The client's request id goes into the audit entries this request writes (set in the
         # request's task: the thread that runs a sync endpoint copies its context).
         audit.bind_request_id(audit.request_id_from(request.headers))
-        audit.bind_channel(audit.api_channel(request.url.path, request.headers))
+        # The scope's path, not ``request.url``: building the URL (host, query) cost ~10 µs.
+        audit.bind_channel(audit.api_channel(request.scope["path"], request.headers))
 
 
 class NodeRoute(_CloudletRoute):

@@ -78,6 +78,8 @@ def shown(value: object) -> dict[str, str]:
     (medium when unset), ``job_tier`` when one was set (unset or ``null``: Azure's default tier).
     A value this parser refuses (none is stored: submission parses it) is shown as it is."""
     fields = value if isinstance(value, Mapping) else {}
+    if not fields:  # most jobs set none: a job list shows this for each row
+        return {"priority": PRIORITY_NAMES[PRIORITY_VALUES[DEFAULT_PRIORITY]]}
     try:
         parsed = parse_queue_settings(fields)
     except QueueSettingsError:
