@@ -30,6 +30,8 @@ from cloudlet.domain.jobs.wait_estimate import (
     TeamStanding,
     dependency_reason,
     fair_share_reason,
+    paced_start,
+    recent_pace,
     spot_reason,
 )
 
@@ -63,6 +65,16 @@ class Place:
     ahead_other_teams: int  # of its priority and tier, other teams: fair share put them first
     ahead_not_spot: int
     start_in_s: float | None
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The compute's recent starts as known at ``now`` (the queue's read): start times, sorted, of
+    the pool and of each team (``wait_estimate.recent_pace`` reads them)."""
+
+    now: float
+    pool: Sequence[float]
+    teams: Mapping[str, Sequence[float]]
 
 
 def replay_starts(
@@ -99,14 +111,18 @@ def places(
     free: float,
     running: Sequence[RunningEnd],
     factors: Mapping[str, float] | None = None,
+    pace: Pace | None = None,
 ) -> list[Place | None]:
     """Every job's ``Place`` in one pass (None for a canceled one). ``factors``: each team's
     fair-share factor; ``ahead_other_teams`` then counts the jobs ahead of its band (tier and
     priority) whose team has a higher factor — those fair share puts first (a team missing from it
-    counts as 0). Without ``factors``, every other team's job of its band ahead counts."""
+    counts as 0). Without ``factors``, every other team's job of its band ahead counts. ``pace``:
+    the recent starts, blended into each replayed start (``wait_estimate.paced_start``: the pool's
+    pace at the head of the queue, the team's — the pool's for a job without one — deeper)."""
     starts = replay_starts(capacity, free, running, queue)
     out: list[Place | None] = []
-    ahead = cores = nodes = not_spot = 0
+    ahead = cores = nodes = not_spot = units = 0
+    by_team: dict[str, int] = {}  # team → its jobs ahead, for its pace
     by_priority: dict[int, int] = {}
     by_band: dict[tuple[bool, int], dict[str | None, int]] = {}  # band → team → jobs ahead
     for job, start in zip(queue, starts, strict=True):
@@ -127,10 +143,22 @@ def places(
                     for team, count in teams.items()
                     if team != job.team and factors.get(team or "", 0.0) > own
                 )
+        if pace is not None and start is not None:
+            pool_pace = recent_pace(pace.pool, pace.now, ahead + 1)
+            own = (
+                pool_pace
+                if job.team is None
+                else recent_pace(pace.teams.get(job.team, ()), pace.now, by_team.get(job.team, 0) + 1)
+            )
+            start = paced_start(start, units + job.units - free, capacity, pool_pace, own)
         out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, start))
         ahead += 1
         cores += job.cores
         nodes += job.nodes
+        if job.units <= capacity:  # the replay skips a job that never fits: it takes nothing
+            units += job.units
+        if job.team is not None:
+            by_team[job.team] = by_team.get(job.team, 0) + 1
         not_spot += not job.spot
         by_priority[job.priority] = by_priority.get(job.priority, 0) + 1
         teams[job.team] = teams.get(job.team, 0) + 1
@@ -261,6 +289,7 @@ def _jobs(count: int) -> str:
 
 
 __all__ = [
+    "Pace",
     "Place",
     "Queued",
     "Span",

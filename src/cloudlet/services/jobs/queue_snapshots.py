@@ -32,6 +32,7 @@ from cloudlet.domain.jobs import fair_share
 from cloudlet.domain.jobs.job_status import WORKING, JobStatus
 from cloudlet.domain.jobs.job_wait import ClusterFacts, InstanceFacts
 from cloudlet.domain.jobs.queue_places import (
+    Pace,
     Place,
     Queued,
     Span,
@@ -52,6 +53,7 @@ REFRESH_S = 4.0  # a snapshot older than this is read again: what a waiting job 
 STALE_OK_S = 5.0  # while another request reads the queue again, one this old is still shown
 QUEUE_READ = 10_000  # queue rows read; a job deeper than that is "10,000+", with no estimate
 HISTORY_ROWS = 500  # completed jobs of the compute its estimates learn from (the newest)
+PACE_ROWS = 5_000  # started jobs of the compute whose start times give the recent pace (the newest)
 SAME_SIZE_MIN = 5  # fewer completed jobs of a node count than this: learn from all sizes
 USAGE_HALF_LIVES = 4  # jobs ended longer ago than this many half-lives weigh < 7 %: not read
 USAGE_ROWS = 20_000
@@ -189,7 +191,7 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     if config is not None:  # before the places: who is ahead by fair share needs the factors
         snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
-    snap.places = places(snap.queue, capacity, free, running, factors)
+    snap.places = places(snap.queue, capacity, free, running, factors, _pace(session, compute, config, now))
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
     ready = [job for job in snap.queue if not job.canceled]
     snap.tail = (len(ready), sum(job.cores for job in ready), sum(job.nodes for job in ready))
@@ -277,6 +279,34 @@ def _history(session: Session, compute: Compute) -> dict[int | None, list[float]
     for runs in by_size.values():
         runs.sort()
     return by_size
+
+
+def _pace(
+    session: Session, compute: Compute, config: fair_share.FairShareConfig | None, now: float
+) -> Pace:
+    """The start times of the compute's newest started jobs, sorted, of the pool and per team
+    (``wait_estimate.recent_pace``). A job's ``started_at`` is its first run's: a preempted job's
+    restart is not counted again."""
+    found = session.execute(
+        select(Job.created_by, Job.started_at)
+        .where(
+            Job.workspace_id == compute.workspace_id,
+            Job.compute_name == compute.name,
+            Job.started_at.is_not(None),
+        )
+        .order_by(Job.submitted_at.desc())  # the list index's order: stops after PACE_ROWS
+        .limit(PACE_ROWS)
+    )
+    pool: list[float] = []
+    teams: dict[str, list[float]] = {}
+    for user, started in found:
+        pool.append(float(started))
+        if config is not None:
+            teams.setdefault(config.team_of(user), []).append(float(started))
+    pool.sort()
+    for starts in teams.values():
+        starts.sort()
+    return Pace(now, pool, teams)
 
 
 def _similar(history: dict[int | None, list[float]], nodes: int) -> list[float]:
