@@ -7,6 +7,7 @@ import pytest
 from cloudlet.domain.jobs.job_wait import WaitCode
 from cloudlet.domain.jobs.wait_estimate import (
     HEAD_FRACTION,
+    MIN_PACE_STARTS,
     UNKNOWN_DURATION_S,
     Ahead,
     RunningEnd,
@@ -68,13 +69,17 @@ def test_later_arrivals_that_go_ahead_stretch_the_wait() -> None:
 
 def test_recent_pace_is_how_long_the_last_starts_took() -> None:
     starts = [100.0, 400.0, 700.0, 900.0, 1000.0]
-    assert recent_pace(starts, 1000.0, 1) == 100.0  # a start at now is not yet known: the 4th
-    assert recent_pace(starts, 1000.0, 3) == 600.0  # the last 3 before now: since 400
-    assert recent_pace(starts, 1000.0, 4) == 900.0
-    assert recent_pace(starts, 1000.0, 5) is None  # 4 known: too little history to say
-    assert recent_pace(starts, 1500.0, 5) == 1400.0
+    assert recent_pace(starts, 1000.0, 1, least=1) == 100.0  # a start at now is not yet known: the 4th
+    assert recent_pace(starts, 1000.0, 3, least=1) == 600.0  # the last 3 before now: since 400
+    assert recent_pace(starts, 1000.0, 4, least=1) == 900.0
+    assert recent_pace(starts, 1000.0, 5, least=1) is None  # 4 known: too little history to say
+    assert recent_pace(starts, 1500.0, 5, least=1) == 1400.0
     assert recent_pace(starts, 1000.0, 0) == 0.0
     assert recent_pace([], 1000.0, 1) is None
+    # a handful of starts (a new pool or team) says nothing of a pace
+    assert recent_pace(starts, 1500.0, 1) is None and MIN_PACE_STARTS > len(starts)
+    many = [float(t) for t in range(MIN_PACE_STARTS)]
+    assert recent_pace(many, MIN_PACE_STARTS, 2) == 2.0
 
 
 def test_paced_start_at_the_head_takes_the_pools_pace() -> None:

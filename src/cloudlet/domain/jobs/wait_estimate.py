@@ -51,6 +51,7 @@ UNKNOWN_DURATION_S = 3600.0  # no timeout and no history: assume an hour
 MAX_AHEAD_LOAD = 0.9  # a wait is stretched at most 10× for later arrivals going ahead
 ARRIVAL_WINDOW_S = 3 * 3600.0  # recent arrivals predict the next: best of 1–12 h on Philly days 35–42
 HEAD_FRACTION = 0.5  # a job this close to the head (part of the pool short) waits for the first ends
+MIN_PACE_STARTS = 20  # fewer known starts than this say nothing of a pace (a new pool or team)
 
 
 @dataclass(frozen=True)
@@ -155,15 +156,17 @@ def estimate_start(
     return now / (1.0 - min(max(ahead_load, 0.0), MAX_AHEAD_LOAD))
 
 
-def recent_pace(starts: Sequence[float], now: float, count: int) -> float | None:
+def recent_pace(
+    starts: Sequence[float], now: float, count: int, least: int = MIN_PACE_STARTS
+) -> float | None:
     """Seconds the last ``count`` starts before ``now`` took: ``now`` less the ``count``-th most
     recent of ``starts`` (start times, **sorted**). At the current pace, the ``count``-th start from
-    now is about that far off. None when fewer than ``count`` are known (too little history to
-    say)."""
+    now is about that far off. None when fewer than ``count``, or than ``least``, are known (too
+    little history to say)."""
     if count <= 0:
         return 0.0
     known = bisect.bisect_left(starts, now)  # only what happened before now
-    if known < count:
+    if known < max(count, least):
         return None
     return max(0.0, now - starts[known - count])
 
@@ -239,6 +242,7 @@ __all__ = [
     "ARRIVAL_WINDOW_S",
     "HEAD_FRACTION",
     "MAX_AHEAD_LOAD",
+    "MIN_PACE_STARTS",
     "Ahead",
     "RunningEnd",
     "TeamStanding",

@@ -154,7 +154,8 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     users = {user for user, _ in extra.values()} | {r.created_by for r in running_rows}
     config = fair_config.for_compute(session, compute, users=users)
     single = compute.type in compute_types.SINGLE_NODE
-    history = _history(session, compute)
+    started = _started(session, compute)
+    history = _history(started)
     snap = Snapshot(now, "instance" if single else "cluster", len(rows) < QUEUE_READ)
     if single:
         capacity, free = _instance(session, compute, snap)
@@ -191,7 +192,7 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     if config is not None:  # before the places: who is ahead by fair share needs the factors
         snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
-    snap.places = places(snap.queue, capacity, free, running, factors, _pace(session, compute, config, now))
+    snap.places = places(snap.queue, capacity, free, running, factors, _pace(started, config, now))
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
     ready = [job for job in snap.queue if not job.canceled]
     snap.tail = (len(ready), sum(job.cores for job in ready), sum(job.nodes for job in ready))
@@ -257,52 +258,49 @@ def _timeout(spec: dict[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _history(session: Session, compute: Compute) -> dict[int | None, list[float]]:
-    """Run times of the compute's newest completed jobs, sorted, by node count (None: all)."""
-    found = session.execute(
-        select(Job.instance_count, Job.started_at, Job.ended_at)
-        .where(
-            Job.workspace_id == compute.workspace_id,
-            Job.compute_name == compute.name,
-            Job.status == JobStatus.COMPLETED.value,
-            Job.started_at.is_not(None),
-            Job.ended_at.is_not(None),
+def _started(session: Session, compute: Compute) -> list[Any]:
+    """The compute's newest started jobs (by submission: the list index's order, so the read stops
+    after ``PACE_ROWS``), newest first: the estimates' history and their recent pace in one read."""
+    return list(
+        session.execute(
+            select(Job.created_by, Job.instance_count, Job.status, Job.started_at, Job.ended_at)
+            .where(
+                Job.workspace_id == compute.workspace_id,
+                Job.compute_name == compute.name,
+                Job.started_at.is_not(None),
+            )
+            .order_by(Job.submitted_at.desc())
+            .limit(PACE_ROWS)
         )
-        .order_by(Job.submitted_at.desc())  # the list index's order: stops after HISTORY_ROWS
-        .limit(HISTORY_ROWS)
     )
+
+
+def _history(started: Sequence[Any]) -> dict[int | None, list[float]]:
+    """Run times of the newest ``HISTORY_ROWS`` completed jobs of ``started``, sorted, by node count
+    (None: all)."""
     by_size: dict[int | None, list[float]] = {None: []}
-    for nodes, started, ended in found:
-        run = max(0.0, float(ended or 0.0) - float(started or 0.0))
-        by_size.setdefault(nodes, []).append(run)
+    for row in started:
+        if row.status != JobStatus.COMPLETED.value or row.ended_at is None:
+            continue
+        run = max(0.0, float(row.ended_at) - float(row.started_at))
+        by_size.setdefault(row.instance_count, []).append(run)
         by_size[None].append(run)
+        if len(by_size[None]) >= HISTORY_ROWS:
+            break
     for runs in by_size.values():
         runs.sort()
     return by_size
 
 
-def _pace(
-    session: Session, compute: Compute, config: fair_share.FairShareConfig | None, now: float
-) -> Pace:
-    """The start times of the compute's newest started jobs, sorted, of the pool and per team
-    (``wait_estimate.recent_pace``). A job's ``started_at`` is its first run's: a preempted job's
-    restart is not counted again."""
-    found = session.execute(
-        select(Job.created_by, Job.started_at)
-        .where(
-            Job.workspace_id == compute.workspace_id,
-            Job.compute_name == compute.name,
-            Job.started_at.is_not(None),
-        )
-        .order_by(Job.submitted_at.desc())  # the list index's order: stops after PACE_ROWS
-        .limit(PACE_ROWS)
-    )
+def _pace(started: Sequence[Any], config: fair_share.FairShareConfig | None, now: float) -> Pace:
+    """The start times of ``started``, sorted, of the pool and per team (``wait_estimate.recent_pace``).
+    A job's ``started_at`` is its first run's: a preempted job's restart is not counted again."""
     pool: list[float] = []
     teams: dict[str, list[float]] = {}
-    for user, started in found:
-        pool.append(float(started))
+    for row in started:
+        pool.append(float(row.started_at))
         if config is not None:
-            teams.setdefault(config.team_of(user), []).append(float(started))
+            teams.setdefault(config.team_of(row.created_by), []).append(float(row.started_at))
     pool.sort()
     for starts in teams.values():
         starts.sort()
