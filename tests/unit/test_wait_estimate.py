@@ -77,7 +77,7 @@ def test_recent_pace_is_how_long_the_last_starts_took() -> None:
     assert recent_pace(starts, 1000.0, 0) == 0.0
     assert recent_pace([], 1000.0, 1) is None
     # a handful of starts (a new pool or team) says nothing of a pace
-    assert recent_pace(starts, 1500.0, 1) is None and MIN_PACE_STARTS > len(starts)
+    assert recent_pace(starts, 1500.0, 1) is None and len(starts) < MIN_PACE_STARTS
     many = [float(t) for t in range(MIN_PACE_STARTS)]
     assert recent_pace(many, MIN_PACE_STARTS, 2) == 2.0
 
