@@ -143,15 +143,16 @@ def places(
                     for team, count in teams.items()
                     if team != job.team and factors.get(team or "", 0.0) > own
                 )
+        estimate = start
         if pace is not None and start is not None:
             pool_pace = recent_pace(pace.pool, pace.now, ahead + 1)
-            own = (
+            class_pace = (
                 pool_pace
                 if job.team is None
                 else recent_pace(pace.teams.get(job.team, ()), pace.now, by_team.get(job.team, 0) + 1)
             )
-            start = paced_start(start, units + job.units - free, capacity, pool_pace, own)
-        out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, start))
+            estimate = paced_start(start, units + job.units - free, capacity, pool_pace, class_pace)
+        out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, estimate))
         ahead += 1
         cores += job.cores
         nodes += job.nodes
