@@ -4,8 +4,9 @@
 module for all of it at once: per job its position, what is ahead of it (jobs, cores, nodes, higher
 priorities, other teams of its band, non-spot jobs) and the estimated start from **one** replay of
 the queue (``replay_starts``: ``wait_estimate.estimate_start``'s rule, each job's start recorded
-as the replay passes it). So a compute with 10,000 queued jobs costs one pass of 10,000 steps per
-refresh, not 10,000 estimates of up to 10,000 steps each.
+as the replay passes it), blended with the compute's recent pace of starts where given (``Pace``;
+``wait_estimate.paced_start``, the simulator's rule). So a compute with 10,000 queued jobs costs one
+pass of 10,000 steps per refresh, not 10,000 estimates of up to 10,000 steps each.
 
 Also here: a team's decayed usage from its jobs' run spans (``usage_from_spans``), for the fair-share
 reason until the scheduler keeps usage itself, and the one reason a queued job is given
