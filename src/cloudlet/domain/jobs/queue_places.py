@@ -27,6 +27,7 @@ from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
 from cloudlet.domain.jobs.pipeline_dag import DagStep
 from cloudlet.domain.jobs.wait_estimate import (
+    HEAD_FRACTION,
     RunningEnd,
     TeamStanding,
     dependency_reason,
@@ -121,6 +122,7 @@ def places(
     the recent starts, blended into each replayed start (``wait_estimate.paced_start``: the pool's
     pace at the head of the queue, the team's — the pool's for a job without one — deeper)."""
     starts = replay_starts(capacity, free, running, queue)
+    head = HEAD_FRACTION * capacity
     out: list[Place | None] = []
     ahead = cores = nodes = not_spot = units = 0
     by_team: dict[str, int] = {}  # team → its jobs ahead, for its pace
@@ -145,14 +147,19 @@ def places(
                     if team != job.team and factors.get(team or "", 0.0) > own
                 )
         estimate = start
-        if pace is not None and start is not None:
-            pool_pace = recent_pace(pace.pool, pace.now, ahead + 1)
+        if pace is not None and start is not None and start > 0.0:
+            short = units + job.units - free
+            # Only the pace paced_start will use is read: the pool's at the head (and for a job
+            # without a team), else the team's (a bisect each, over up to 10,000 jobs a refresh).
+            pool_pace = (
+                recent_pace(pace.pool, pace.now, ahead + 1) if job.team is None or short <= head else None
+            )
             class_pace = (
                 pool_pace
-                if job.team is None
+                if job.team is None or pool_pace is not None
                 else recent_pace(pace.teams.get(job.team, ()), pace.now, by_team.get(job.team, 0) + 1)
             )
-            estimate = paced_start(start, units + job.units - free, capacity, pool_pace, class_pace)
+            estimate = paced_start(start, short, capacity, pool_pace, class_pace)
         out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, estimate))
         ahead += 1
         cores += job.cores
