@@ -9,6 +9,7 @@ import pytest
 
 from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
 from cloudlet.domain.jobs.queue_places import (
+    Pace,
     Place,
     Queued,
     Standing,
@@ -19,7 +20,7 @@ from cloudlet.domain.jobs.queue_places import (
     queue_reason,
     replay_starts,
 )
-from cloudlet.domain.jobs.wait_estimate import Ahead, RunningEnd, TeamStanding, estimate_start
+from cloudlet.domain.jobs.wait_estimate import Ahead, RunningEnd, TeamStanding, estimate_start, paced_start
 
 
 def _job(i: int, units: int = 1, duration: float = 60.0, **kw: object) -> Queued:
@@ -159,3 +160,29 @@ def test_with_factors_only_teams_fair_share_puts_first_count_as_ahead_by_it() ->
     assert last_light.ahead_other_teams == 0  # heavy jobs ahead are there by FIFO, not fair share
     plain = places(queue, 4, 0, [])[3]
     assert plain is not None and plain.ahead_other_teams == 2
+
+
+def test_the_recent_pace_blends_into_each_start_as_paced_start_does() -> None:
+    # 4 nodes, all held by one job expected to run 1 h more; 6 queued jobs of a, b, a, a, b, a
+    teams = ["a", "b", "a", "a", "b", "a"]
+    queue = [_job(i, 1, 3600.0, team=team) for i, team in enumerate(teams)]
+    running = [RunningEnd(4, 3600.0)]
+    # the pool started a job every 100 s until now (1000 s), 20 before that long ago; teams alike
+    pool = [-1e6] * 20 + [float(t) for t in range(0, 1000, 100)]
+    pace = Pace(1000.0, pool, {"a": [-1e6] * 20 + pool[20::2], "b": [-1e6] * 20 + pool[21::2]})
+    replayed = [p.start_in_s if p else None for p in places(queue, 4, 0, running, None)]
+    paced = [p.start_in_s if p else None for p in places(queue, 4, 0, running, None, pace=pace)]
+    assert replayed == [3600.0] * 4 + [7200.0] * 2
+    # the first two are at the head (at most 2 of the 4 nodes short): the pool's last 1 and 2 starts
+    assert paced[:2] == [100.0, 200.0]
+    # deeper: the geometric mean of the replay and the team's pace (its jobs ahead + 1 starts)
+    assert paced[2] == pytest.approx(paced_start(3600.0, 3, 4, 300.0, 400.0))  # a: 1 ahead → 2 starts
+    assert paced[2] == pytest.approx((3600.0 * 400.0) ** 0.5)
+    assert paced[4] == pytest.approx((7200.0 * 300.0) ** 0.5)  # b: 1 ahead → its last 2 starts, since 700
+    assert paced[5] == pytest.approx((7200.0 * 800.0) ** 0.5)  # a: 3 ahead → a's last 4 starts
+    # without teams the job's class is the pool; with too little history the replay stands
+    plain = [_job(i, 1, 3600.0) for i in range(6)]
+    found = places(plain, 4, 0, running, None, pace=Pace(1000.0, pool, {}))
+    assert found[5] is not None and found[5].start_in_s == pytest.approx((7200.0 * 600.0) ** 0.5)
+    short = places(plain, 4, 0, running, None, pace=Pace(1000.0, pool[20:], {}))
+    assert [p.start_in_s if p else None for p in short] == replayed  # 10 starts known: no pace

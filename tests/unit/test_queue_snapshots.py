@@ -60,3 +60,26 @@ def test_while_another_request_reads_the_queue_a_recent_snapshot_is_shown(builds
         assert got == [old] and len(builds) == 1
     finally:
         lock.release()
+
+
+def test_one_read_of_started_jobs_gives_the_history_and_the_pace() -> None:
+    from cloudlet.domain.jobs.fair_share import FairShareConfig, TeamShare
+
+    def row(user: str, nodes: int, status: str, started: float, ended: float | None) -> Any:
+        return SimpleNamespace(
+            created_by=user, instance_count=nodes, status=status, started_at=started, ended_at=ended
+        )
+
+    started = [  # newest first, as read
+        row("ann", 1, "Running", 900.0, None),
+        row("bob", 2, "Completed", 500.0, 800.0),
+        row("ann", 1, "Failed", 700.0, 750.0),
+        row("ann", 1, "Completed", 100.0, 400.0),
+    ]
+    history = queue_snapshots._history(started)
+    assert history == {None: [300.0, 300.0], 2: [300.0], 1: [300.0]}  # completed runs only
+    config = FairShareConfig((TeamShare("x", 1.0), TeamShare("y", 1.0)), {"ann": "x", "bob": "y"})
+    pace = queue_snapshots._pace(started, config, 1000.0)
+    assert pace.pool == [100.0, 500.0, 700.0, 900.0]  # every start, running and ended, sorted
+    assert pace.teams == {"x": [100.0, 700.0, 900.0], "y": [500.0]} and pace.now == 1000.0
+    assert queue_snapshots._pace(started, None, 1000.0).teams == {}

@@ -6,6 +6,8 @@ import pytest
 
 from cloudlet.domain.jobs.job_wait import WaitCode
 from cloudlet.domain.jobs.wait_estimate import (
+    HEAD_FRACTION,
+    MIN_PACE_STARTS,
     UNKNOWN_DURATION_S,
     Ahead,
     RunningEnd,
@@ -16,6 +18,8 @@ from cloudlet.domain.jobs.wait_estimate import (
     expected_remaining,
     fair_share_reason,
     load_ahead,
+    paced_start,
+    recent_pace,
     spot_reason,
 )
 
@@ -61,6 +65,41 @@ def test_later_arrivals_that_go_ahead_stretch_the_wait() -> None:
     assert load_ahead("a", 2, loads, factors) == 0.125  # its own team's later jobs go behind it
     assert load_ahead("c", 2, loads, {}) == 0.125  # no fair share: only higher priorities
     assert load_ahead("b", 3, loads, factors) == 0.0
+
+
+def test_recent_pace_is_how_long_the_last_starts_took() -> None:
+    starts = [100.0, 400.0, 700.0, 900.0, 1000.0]
+    assert recent_pace(starts, 1000.0, 1, least=1) == 100.0  # a start at now is not yet known: the 4th
+    assert recent_pace(starts, 1000.0, 3, least=1) == 600.0  # the last 3 before now: since 400
+    assert recent_pace(starts, 1000.0, 4, least=1) == 900.0
+    assert recent_pace(starts, 1000.0, 5, least=1) is None  # 4 known: too little history to say
+    assert recent_pace(starts, 1500.0, 5, least=1) == 1400.0
+    assert recent_pace(starts, 1000.0, 0) == 0.0
+    assert recent_pace([], 1000.0, 1) is None
+    # a handful of starts (a new pool or team) says nothing of a pace
+    assert recent_pace(starts, 1500.0, 1) is None and len(starts) < MIN_PACE_STARTS
+    many = [float(t) for t in range(MIN_PACE_STARTS)]
+    assert recent_pace(many, MIN_PACE_STARTS, 2) == 2.0
+
+
+def test_paced_start_at_the_head_takes_the_pools_pace() -> None:
+    # 1 GPU short of 400: the replay's expected ends say 2 h, the pool started its last 3 jobs in 5 min
+    assert paced_start(7200.0, 1, 400, 300.0, 9000.0) == 300.0
+    assert paced_start(7200.0, HEAD_FRACTION * 400, 400, 300.0, 9000.0) == 300.0
+    # no pool history: deeper's rule
+    assert paced_start(7200.0, 1, 400, None, 1800.0) == pytest.approx(3600.0)
+    # it starts now, or never: the replay's answer stands
+    assert paced_start(0.0, 0, 400, 300.0, 300.0) == 0.0
+    assert paced_start(None, 1, 400, 300.0, 300.0) is None
+
+
+def test_paced_start_deeper_is_the_geometric_mean_of_replay_and_the_class_pace() -> None:
+    short = HEAD_FRACTION * 400 + 1
+    # the replay says 4 h; the team started as many jobs as are ahead of this one in the last 16 h
+    assert paced_start(4 * 3600.0, short, 400, 60.0, 16 * 3600.0) == pytest.approx(8 * 3600.0)
+    assert paced_start(4 * 3600.0, short, 400, 60.0, None) == 4 * 3600.0  # no history: the replay
+    # a pace of 0 (starts at the same instant) counts as 1 s, not as an estimate of 0
+    assert paced_start(100.0, short, 400, 60.0, 0.0) == pytest.approx(10.0)
 
 
 def test_reasons_carry_usage_and_share() -> None:

@@ -32,6 +32,8 @@ from cloudlet.domain.jobs.wait_estimate import (
     estimate_start,
     expected_remaining,
     load_ahead,
+    paced_start,
+    recent_pace,
 )
 from cloudlet.sim.policy_outcome import PolicyOutcome, Tally
 
@@ -111,6 +113,9 @@ class _State:
     fresh: set[str] = field(default_factory=set)  # arrived since the last pass, to estimate
     # (submitted_at, (team, priority), cores × expected duration) of the last ARRIVAL_WINDOW_S
     arrivals: list[tuple[float, tuple[str, int], float]] = field(default_factory=list)
+    # start times (sorted: passes run in time order), of the pool and per team: the recent pace
+    starts: list[float] = field(default_factory=list)
+    team_starts: dict[str, list[float]] = field(default_factory=dict)
 
 
 def simulate(jobs: Sequence[PoolJob], settings: PoolSettings, policy: Policy) -> PolicyOutcome:
@@ -273,6 +278,8 @@ class _PoolSim:
 
     def _start(self, job: _Job, now: float) -> None:
         job.started_at = now
+        self.state.starts.append(now)
+        self.state.team_starts.setdefault(job.spec.team, []).append(now)
         if job.first_started_at is None:
             job.first_started_at = now
         self.state.running[job.spec.name] = job
@@ -320,16 +327,34 @@ class _PoolSim:
         fair = order == "fair" and self.config.half_life_s > 0
         team_f = fs.factors(self.config, self.usage).team if fair else {}
         ahead: list[Ahead] = []
+        cores_ahead = 0
+        team_ahead: dict[str, int] = {}
         for view in ordered:
             job = self.state.queue[view.name]
             if view.name in fresh:
                 load = load_ahead(view.team, view.priority, loads, team_f)
-                start = estimate_start(view.cores, self.s.capacity, self.free, running, ahead, load)
+                replay = estimate_start(view.cores, self.s.capacity, self.free, running, ahead, load)
+                start = paced_start(
+                    replay,
+                    cores_ahead + view.cores - self.free,
+                    self.s.capacity,
+                    recent_pace(self.state.starts, now, len(ahead) + 1),
+                    self._class_pace(view.team, team_ahead.get(view.team, 0), len(ahead), now),
+                )
                 job.eta_s = (now - job.spec.submit_at) + (start if start is not None else math.inf)
                 fresh.discard(view.name)
                 if not fresh:
                     return
             ahead.append(Ahead(view.cores, self._expected(job, job.done_s)))
+            cores_ahead += view.cores
+            team_ahead[view.team] = team_ahead.get(view.team, 0) + 1
+
+    def _class_pace(self, team: str, team_ahead: int, ahead: int, now: float) -> float | None:
+        """Under fair share a job waits for its own team's queue: the team's recent pace; in one
+        queue (FIFO, priority) the pool's."""
+        if self.policy.order == "fair":
+            return recent_pace(self.state.team_starts.get(team, []), now, team_ahead + 1)
+        return recent_pace(self.state.starts, now, ahead + 1)
 
     def _running_end(self, job: _Job, now: float) -> RunningEnd:
         assert job.started_at is not None

@@ -4,8 +4,9 @@
 module for all of it at once: per job its position, what is ahead of it (jobs, cores, nodes, higher
 priorities, other teams of its band, non-spot jobs) and the estimated start from **one** replay of
 the queue (``replay_starts``: ``wait_estimate.estimate_start``'s rule, each job's start recorded
-as the replay passes it). So a compute with 10,000 queued jobs costs one pass of 10,000 steps per
-refresh, not 10,000 estimates of up to 10,000 steps each.
+as the replay passes it), blended with the compute's recent pace of starts where given (``Pace``;
+``wait_estimate.paced_start``, the simulator's rule). So a compute with 10,000 queued jobs costs one
+pass of 10,000 steps per refresh, not 10,000 estimates of up to 10,000 steps each.
 
 Also here: the one reason a queued job is given
 (``queue_reason``): what stops the compute first (a lock, quota, nodes on their way), else why the
@@ -23,10 +24,13 @@ from cloudlet.domain.jobs.job_status import JobStatus
 from cloudlet.domain.jobs.job_wait import WaitCode, WaitReason
 from cloudlet.domain.jobs.pipeline_dag import DagStep
 from cloudlet.domain.jobs.wait_estimate import (
+    HEAD_FRACTION,
     RunningEnd,
     TeamStanding,
     dependency_reason,
     fair_share_reason,
+    paced_start,
+    recent_pace,
     spot_reason,
 )
 
@@ -61,6 +65,16 @@ class Place:
     ahead_not_spot: int
     start_in_s: float | None
     waits_for_boot: bool = False  # its start waits for a node to come up (starting, or to be made)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The compute's recent starts as known at ``now`` (the queue's read): start times, sorted, of
+    the pool and of each team (``wait_estimate.recent_pace`` reads them)."""
+
+    now: float
+    pool: Sequence[float]
+    teams: Mapping[str, Sequence[float]]
 
 
 def replay_starts(
@@ -117,16 +131,23 @@ def places(
     free: float,
     running: Sequence[RunningEnd],
     factors: Mapping[str, float] | None = None,
+    *,
     arrivals: Sequence[tuple[float, int]] = (),
+    pace: Pace | None = None,
 ) -> list[Place | None]:
     """Every job's ``Place`` in one pass (None for a canceled one). ``factors``: each team's
     fair-share factor; ``ahead_other_teams`` then counts the jobs ahead of its band (tier and
     priority) whose team has a higher factor — those fair share puts first (a team missing from it
     counts as 0). Without ``factors``, every other team's job of its band ahead counts.
-    ``arrivals``: nodes not up yet (``replay_starts``)."""
+    ``arrivals``: nodes not up yet (``replay_starts``). ``pace``: the recent starts, blended into
+    each replayed start (``wait_estimate.paced_start``: the pool's pace at the head of the queue,
+    the team's — the pool's for a job without one — deeper); not into a start that waits for a
+    node's boot (the boot, not the others' ends, decides it)."""
     starts, booted = replay_starts(capacity, free, running, queue, arrivals)
+    head = HEAD_FRACTION * capacity
     out: list[Place | None] = []
-    ahead = cores = nodes = not_spot = 0
+    ahead = cores = nodes = not_spot = units = 0
+    by_team: dict[str, int] = {}  # team → its jobs ahead, for its pace
     by_priority: dict[int, int] = {}
     by_band: dict[tuple[bool, int], dict[str | None, int]] = {}  # band → team → jobs ahead
     for job, start, boot in zip(queue, starts, booted, strict=True):
@@ -147,10 +168,28 @@ def places(
                     for team, count in teams.items()
                     if team != job.team and factors.get(team or "", 0.0) > own
                 )
-        out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, start, boot))
+        estimate = start
+        if pace is not None and start is not None and start > 0.0 and not boot:
+            short = units + job.units - free
+            # Only the pace paced_start will use is read: the pool's at the head (and for a job
+            # without a team), else the team's (a bisect each, over up to 10,000 jobs a refresh).
+            pool_pace = (
+                recent_pace(pace.pool, pace.now, ahead + 1) if job.team is None or short <= head else None
+            )
+            class_pace = (
+                pool_pace
+                if job.team is None or pool_pace is not None
+                else recent_pace(pace.teams.get(job.team, ()), pace.now, by_team.get(job.team, 0) + 1)
+            )
+            estimate = paced_start(start, short, capacity, pool_pace, class_pace)
+        out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, estimate, boot))
         ahead += 1
         cores += job.cores
         nodes += job.nodes
+        if job.units <= capacity:  # the replay skips a job that never fits: it takes nothing
+            units += job.units
+        if job.team is not None:
+            by_team[job.team] = by_team.get(job.team, 0) + 1
         not_spot += not job.spot
         by_priority[job.priority] = by_priority.get(job.priority, 0) + 1
         teams[job.team] = teams.get(job.team, 0) + 1
@@ -283,6 +322,7 @@ def _jobs(count: int) -> str:
 __all__ = [
     "BOOT_DEFAULT_S",
     "Boot",
+    "Pace",
     "Place",
     "Queued",
     "Standing",

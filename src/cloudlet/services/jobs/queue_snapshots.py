@@ -36,6 +36,7 @@ from cloudlet.domain.jobs.job_status import WORKING, JobStatus
 from cloudlet.domain.jobs.job_wait import ClusterFacts, InstanceFacts
 from cloudlet.domain.jobs.queue_places import (
     Boot,
+    Pace,
     Place,
     Queued,
     Standing,
@@ -55,6 +56,7 @@ REFRESH_S = 4.0  # a snapshot older than this is read again: what a waiting job 
 STALE_OK_S = 5.0  # while another request reads the queue again, one this old is still shown
 QUEUE_READ = 10_000  # queue rows read; a job deeper than that is "10,000+", with no estimate
 HISTORY_ROWS = 500  # completed jobs of the compute its estimates learn from (the newest)
+PACE_ROWS = 5_000  # started jobs of the compute whose start times give the recent pace (the newest)
 SAME_SIZE_MIN = 5  # fewer completed jobs of a node count than this: learn from all sizes
 BOOT_HISTORY = 20  # the compute's newest node starts its boot estimate learns from
 FAILED_WINDOW_S = 600.0  # launches that failed longer ago than this (or before a node came up) are past
@@ -157,7 +159,8 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     users = {user for user, _ in extra.values()} | {r.created_by for r in running_rows}
     config = fair_config.for_compute(session, compute, users=users)
     single = compute.type in compute_types.SINGLE_NODE
-    history = _history(session, compute)
+    started = _started(session, compute)
+    history = _history(started)
     snap = Snapshot(now, "instance" if single else "cluster", len(rows) < QUEUE_READ)
     arrivals: list[tuple[float, int]] = []
     if single:
@@ -195,7 +198,8 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     if config is not None:  # before the places: who is ahead by fair share needs the factors
         snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
-    snap.places = places(snap.queue, capacity, free, running, factors, arrivals)
+    pace = _pace(started, config, now)
+    snap.places = places(snap.queue, capacity, free, running, factors, arrivals=arrivals, pace=pace)
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
     ready = [job for job in snap.queue if not job.canceled]
     snap.tail = (len(ready), sum(job.cores for job in ready), sum(job.nodes for job in ready))
@@ -324,28 +328,53 @@ def _timeout(spec: dict[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _history(session: Session, compute: Compute) -> dict[int | None, list[float]]:
-    """Run times of the compute's newest completed jobs, sorted, by node count (None: all)."""
-    found = session.execute(
-        select(Job.instance_count, Job.started_at, Job.ended_at)
-        .where(
-            Job.workspace_id == compute.workspace_id,
-            Job.compute_name == compute.name,
-            Job.status == JobStatus.COMPLETED.value,
-            Job.started_at.is_not(None),
-            Job.ended_at.is_not(None),
+def _started(session: Session, compute: Compute) -> list[Any]:
+    """The compute's newest started jobs (by submission: the list index's order, so the read stops
+    after ``PACE_ROWS``), newest first: the estimates' history and their recent pace in one read."""
+    return list(
+        session.execute(
+            select(Job.created_by, Job.instance_count, Job.status, Job.started_at, Job.ended_at)
+            .where(
+                Job.workspace_id == compute.workspace_id,
+                Job.compute_name == compute.name,
+                Job.started_at.is_not(None),
+            )
+            .order_by(Job.submitted_at.desc())
+            .limit(PACE_ROWS)
         )
-        .order_by(Job.submitted_at.desc())  # the list index's order: stops after HISTORY_ROWS
-        .limit(HISTORY_ROWS)
     )
+
+
+def _history(started: Sequence[Any]) -> dict[int | None, list[float]]:
+    """Run times of the newest ``HISTORY_ROWS`` completed jobs of ``started``, sorted, by node count
+    (None: all)."""
     by_size: dict[int | None, list[float]] = {None: []}
-    for nodes, started, ended in found:
-        run = max(0.0, float(ended or 0.0) - float(started or 0.0))
-        by_size.setdefault(nodes, []).append(run)
+    for row in started:
+        if row.status != JobStatus.COMPLETED.value or row.ended_at is None:
+            continue
+        run = max(0.0, float(row.ended_at) - float(row.started_at))
+        by_size.setdefault(row.instance_count, []).append(run)
         by_size[None].append(run)
+        if len(by_size[None]) >= HISTORY_ROWS:
+            break
     for runs in by_size.values():
         runs.sort()
     return by_size
+
+
+def _pace(started: Sequence[Any], config: fair_share.FairShareConfig | None, now: float) -> Pace:
+    """The start times of ``started``, sorted, of the pool and per team (``wait_estimate.recent_pace``).
+    A job's ``started_at`` is its first run's: a preempted job's restart is not counted again."""
+    pool: list[float] = []
+    teams: dict[str, list[float]] = {}
+    for row in started:
+        pool.append(float(row.started_at))
+        if config is not None:
+            teams.setdefault(config.team_of(row.created_by), []).append(float(row.started_at))
+    pool.sort()
+    for starts in teams.values():
+        starts.sort()
+    return Pace(now, pool, teams)
 
 
 def _similar(history: dict[int | None, list[float]], nodes: int) -> list[float]:
