@@ -495,8 +495,6 @@ class Launcher:
             theirs.close()
             raise
         if pid == 0:
-            if nice:
-                os.setpriority(os.PRIO_PROCESS, 0, SPARE_NICE)
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             # No launcher's end of a hand-off may stay open here: a spare ends when its closes.
@@ -507,6 +505,11 @@ class Launcher:
             os.close(self.alive_w)
             _spare(theirs, self.alive_r, fixed)
         theirs.close()
+        if nice:
+            # Lowered here, not by the spare itself: a spare that lowered itself could do so after
+            # ``_hand`` raised it, and its run would then run at SPARE_NICE (seen under load).
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, pid, SPARE_NICE)
         spare = _Spare(pid, ours, fixed, self.made, nice)
         self.selector.register(ours, selectors.EVENT_READ, spare)
         return spare
