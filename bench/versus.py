@@ -38,6 +38,8 @@ SIDES = ("base", "head")
 RUN_TIMEOUT_S = 1800
 MIN_NOISE = 1.10  # a worsening under 10 % is never called a regression on this shared machine
 
+_WORKTREE_PARENT = "/var/tmp" if os.path.isdir("/var/tmp") else None
+
 
 @dataclass(frozen=True)
 class Headline:
@@ -322,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     if not args.report_only:
         VERSUS_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix="cloudlet-versus-"))
+        # Not under /tmp: a run's sandbox (the node launcher, docs/isolation.md) gets a /tmp of its
+        # own, so an agent started from a base there cannot import its code (every job failed).
+        tmp = Path(tempfile.mkdtemp(prefix="cloudlet-versus-", dir=_WORKTREE_PARENT))
         tree = tmp / "base"
         try:
             _git("worktree", "add", "--detach", str(tree), base)
