@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cloudlet.domain.assets.components import ANONYMOUS_NAME
+from cloudlet.domain.jobs.job_models import literal_type
 
 ANONYMOUS = ANONYMOUS_NAME  # "azureml_anonymous"
 # What a step binds rather than runs: left out of its inline component's content hash.
@@ -79,23 +80,13 @@ def _input_type(value: Any, pipeline: Mapping[str, Any]) -> dict[str, Any]:
             return _input_type((pipeline.get("inputs") or {}).get(parent.group(1)), {})
         if value.startswith("${{"):
             return {"type": "uri_folder"}
-    return {"type": _literal_type(value)}
+    return {"type": literal_type(value)}
 
 
 def _output_type(value: Any) -> str:
     if isinstance(value, Mapping) and isinstance(value.get("type"), str):
         return str(value["type"])
     return "uri_folder"
-
-
-def _literal_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "string"
 
 
 __all__ = ["ANONYMOUS", "inline_component", "inline_version", "is_inline_command"]

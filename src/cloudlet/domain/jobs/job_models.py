@@ -81,7 +81,7 @@ class InputSpec(_Strict):
             if self.path is not None:
                 self.type = "uri_folder"
             elif self.value is not None or self.default is not None:
-                self.type = _literal_type(self.value if self.value is not None else self.default)
+                self.type = literal_type(self.value if self.value is not None else self.default)
             else:
                 raise ValueError(
                     "an input needs 'path' (data) or 'value' (a literal), e.g. "
@@ -302,7 +302,8 @@ class CommandJobSpec(_Strict):
         return priority_value(self)
 
 
-def _literal_type(value: Any) -> InputType:
+def literal_type(value: Any) -> InputType:
+    """The input type of a literal value (a bool is not an integer here)."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
