@@ -420,14 +420,12 @@ for root_inside in (False, True):
 """
 
 
-def test_an_unprivileged_agents_launcher_runs_as_that_user_or_root_inside() -> None:
-    """The agent not root: the launcher in a user namespace of its own, each run in one nested in
-    it, as the agent's user (files are the agent's) or root inside (``CLOUDLET_SANDBOX_ROOT``)."""
+def _unprivileged_agent() -> list[str]:
+    """``setpriv`` as SANDBOX_UID and an interpreter whose folder that user can see (a venv under
+    /root is not: the agent's code is the standard library's only, so the system's will do)."""
     if shutil.which("setpriv") is None:
         pytest.skip("needs setpriv to run an agent as another user")
     agent = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
-    # An interpreter whose folder that user can see (a venv under /root is not): the agent's code
-    # is the standard library's only, so the system's will do.
     seen = "import os, sys; sys.exit(not os.path.isdir(os.path.dirname(os.path.realpath(sys.executable))))"
     usable = [
         p
@@ -436,16 +434,28 @@ def test_an_unprivileged_agents_launcher_runs_as_that_user_or_root_inside() -> N
     ]
     if not usable:
         pytest.skip(f"no interpreter that uid {SANDBOX_UID} can see")
+    return [*agent, usable[0]]
+
+
+def _run_as_agent(agent: list[str], script: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` run by the unprivileged ``agent`` with ``root`` (made its own) as its argument."""
+    os.chown(root, SANDBOX_UID, SANDBOX_UID)
+    return subprocess.run(
+        [*agent, "-c", script, str(root)],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.dirname(os.path.dirname(cloudlet.__file__))},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_an_unprivileged_agents_launcher_runs_as_that_user_or_root_inside() -> None:
+    """The agent not root: the launcher in a user namespace of its own, each run in one nested in
+    it, as the agent's user (files are the agent's) or root inside (``CLOUDLET_SANDBOX_ROOT``)."""
+    agent = _unprivileged_agent()
     root = Path(tempfile.mkdtemp(prefix="launcher-unprivileged-"))
     try:
-        os.chown(root, SANDBOX_UID, SANDBOX_UID)
-        done = subprocess.run(
-            [*agent, usable[0], "-c", UNPRIVILEGED_AGENT, str(root)],
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.dirname(os.path.dirname(cloudlet.__file__))},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = _run_as_agent(agent, UNPRIVILEGED_AGENT, root)
         lines = done.stdout.splitlines()
         assert done.returncode == 0 and len(lines) == 2, (done.stdout, done.stderr)
         # id -u, and the owner and group of the file it made, as the run sees them; its exit code
@@ -483,27 +493,10 @@ def test_an_unprivileged_agents_launcher_that_cannot_raise_a_spare_makes_them_at
     """Under an unprivileged agent the launcher cannot raise a spare it made at the lowest
     priority (no CAP_SYS_NICE outside its user namespace): the first refusal ends that spare and
     its run gets a PID 1 of its own; later spares are made at the launcher's priority and used."""
-    if shutil.which("setpriv") is None:
-        pytest.skip("needs setpriv to run an agent as another user")
-    agent = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
-    seen = "import os, sys; sys.exit(not os.path.isdir(os.path.dirname(os.path.realpath(sys.executable))))"
-    usable = [
-        p
-        for p in (sys.executable, "/usr/bin/python3")
-        if subprocess.run([*agent, p, "-c", seen]).returncode == 0
-    ]
-    if not usable:
-        pytest.skip(f"no interpreter that uid {SANDBOX_UID} can see")
+    agent = _unprivileged_agent()
     root = Path(tempfile.mkdtemp(prefix="launcher-unprivileged-"))
     try:
-        os.chown(root, SANDBOX_UID, SANDBOX_UID)
-        done = subprocess.run(
-            [*agent, usable[0], "-c", UNPRIVILEGED_SPARES, str(root)],
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.dirname(os.path.dirname(cloudlet.__file__))},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = _run_as_agent(agent, UNPRIVILEGED_SPARES, root)
         lines = done.stdout.splitlines()
         ran = f"{[str(SANDBOX_UID), '0', '0']} 0"
         assert done.returncode == 0 and lines == [f"False {ran}", f"False {ran}", f"True {ran}"], (
