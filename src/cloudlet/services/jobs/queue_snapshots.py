@@ -45,7 +45,12 @@ from cloudlet.domain.jobs.queue_places import (
     standings,
 )
 from cloudlet.domain.jobs.queue_settings import JobTier
-from cloudlet.domain.jobs.wait_estimate import RunningEnd, expected_remaining
+from cloudlet.domain.jobs.wait_estimate import (
+    ARRIVAL_WINDOW_S,
+    RunningEnd,
+    arrival_load,
+    expected_remaining,
+)
 from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.compute.scaling_limits import UNBOUNDED, scaling_limits
@@ -199,7 +204,10 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
         snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
     pace = _pace(started, config, now)
-    snap.places = places(snap.queue, capacity, free, running, factors, arrivals=arrivals, pace=pace)
+    loads = _arrival_loads(session, compute, snap, config, history, capacity, unit, now)
+    snap.places = places(
+        snap.queue, capacity, free, running, factors, arrivals=arrivals, pace=pace, loads=loads
+    )
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
     ready = [job for job in snap.queue if not job.canceled]
     snap.tail = (len(ready), sum(job.cores for job in ready), sum(job.nodes for job in ready))
@@ -375,6 +383,50 @@ def _pace(started: Sequence[Any], config: fair_share.FairShareConfig | None, now
     for starts in teams.values():
         starts.sort()
     return Pace(now, pool, teams)
+
+
+def _arrival_loads(
+    session: Session,
+    compute: Compute,
+    snap: Snapshot,
+    config: fair_share.FairShareConfig | None,
+    history: dict[int | None, list[float]],
+    capacity: float,
+    unit: Any,
+    now: float,
+) -> dict[tuple[str, int], float]:
+    """Per ``(team, priority)`` (team ``""`` without fair share) the part of the compute's capacity
+    its jobs submitted in the last ``ARRIVAL_WINDOW_S`` ask for (``wait_estimate.arrival_load``):
+    what later arrivals will take ahead of a waiting job (``wait_estimate.stretched``). One read
+    of the list index's range (``ix_jobs_list_compute``); spot jobs never go ahead, so are left
+    out. A job still queued counts its expected run as the queue's row has it (its timeout
+    included); one that started or ended, its size's mean run."""
+    since = now - ARRIVAL_WINDOW_S
+    rows = session.execute(
+        select(
+            Job.id, Job.created_by, Job.priority, Job.instance_count, Job.job_tier, Job.submitted_at
+        ).where(
+            Job.workspace_id == compute.workspace_id,
+            Job.compute_name == compute.name,
+            Job.submitted_at > since,
+        )
+    )
+    queued = {job.id: job for job in snap.queue}
+    typical: dict[int, float] = {}
+    arrived: list[tuple[float, tuple[str, int], float]] = []
+    for row in rows:
+        if row.job_tier == JobTier.SPOT.value:
+            continue
+        team = config.team_of(row.created_by) if config is not None else ""
+        found = queued.get(row.id)
+        if found is not None:
+            work = found.units * found.duration_s
+        else:
+            if row.instance_count not in typical:
+                typical[row.instance_count] = expected_remaining(0.0, _similar(history, row.instance_count))
+            work = unit(row.instance_count, {}) * typical[row.instance_count]
+        arrived.append((float(row.submitted_at), (team, int(row.priority)), work))
+    return arrival_load(arrived, now, ARRIVAL_WINDOW_S, capacity)
 
 
 def _similar(history: dict[int | None, list[float]], nodes: int) -> list[float]:
