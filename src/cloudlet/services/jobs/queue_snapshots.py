@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.compute import autoscale, compute_types
@@ -204,7 +204,7 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
         snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
     pace = _pace(started, config, now)
-    loads = _arrival_loads(session, compute, snap, config, history, capacity, unit, now)
+    loads = _arrival_loads(session, compute, config, history, capacity, unit, now)
     snap.places = places(
         snap.queue, capacity, free, running, factors, arrivals=arrivals, pace=pace, loads=loads
     )
@@ -388,7 +388,6 @@ def _pace(started: Sequence[Any], config: fair_share.FairShareConfig | None, now
 def _arrival_loads(
     session: Session,
     compute: Compute,
-    snap: Snapshot,
     config: fair_share.FairShareConfig | None,
     history: dict[int | None, list[float]],
     capacity: float,
@@ -397,35 +396,29 @@ def _arrival_loads(
 ) -> dict[tuple[str, int], float]:
     """Per ``(team, priority)`` (team ``""`` without fair share) the part of the compute's capacity
     its jobs submitted in the last ``ARRIVAL_WINDOW_S`` ask for (``wait_estimate.arrival_load``):
-    what later arrivals will take ahead of a waiting job (``wait_estimate.stretched``). One read
-    of the list index's range (``ix_jobs_list_compute``); spot jobs never go ahead, so are left
-    out. A job still queued counts its expected run as the queue's row has it (its timeout
-    included); one that started or ended, its size's mean run."""
+    what later arrivals will take ahead of a waiting job (``wait_estimate.stretched``). Each job
+    asks for its size's mean run (the estimates' history: timeouts are not read). One range of the
+    list index (``ix_jobs_list_compute``) counted per user, priority and size in the store, so a
+    burst of 100,000 submissions is a few rows here; spot jobs never go ahead, so are left out."""
     since = now - ARRIVAL_WINDOW_S
-    rows = session.execute(
-        select(
-            Job.id, Job.created_by, Job.priority, Job.instance_count, Job.job_tier, Job.submitted_at
-        ).where(
+    spot = JobTier.SPOT.value
+    counted = session.execute(
+        select(Job.created_by, Job.priority, Job.instance_count, func.count())
+        .where(
             Job.workspace_id == compute.workspace_id,
             Job.compute_name == compute.name,
             Job.submitted_at > since,
+            or_(Job.job_tier.is_(None), Job.job_tier != spot),
         )
+        .group_by(Job.created_by, Job.priority, Job.instance_count)
     )
-    queued = {job.id: job for job in snap.queue}
     typical: dict[int, float] = {}
     arrived: list[tuple[float, tuple[str, int], float]] = []
-    for row in rows:
-        if row.job_tier == JobTier.SPOT.value:
-            continue
-        team = config.team_of(row.created_by) if config is not None else ""
-        found = queued.get(row.id)
-        if found is not None:
-            work = found.units * found.duration_s
-        else:
-            if row.instance_count not in typical:
-                typical[row.instance_count] = expected_remaining(0.0, _similar(history, row.instance_count))
-            work = unit(row.instance_count, {}) * typical[row.instance_count]
-        arrived.append((float(row.submitted_at), (team, int(row.priority)), work))
+    for user, priority, nodes, count in counted:
+        if nodes not in typical:
+            typical[nodes] = unit(nodes, {}) * expected_remaining(0.0, _similar(history, nodes))
+        team = config.team_of(user) if config is not None else ""
+        arrived.append((now, (team, int(priority)), count * typical[nodes]))  # within the window
     return arrival_load(arrived, now, ARRIVAL_WINDOW_S, capacity)
 
 
