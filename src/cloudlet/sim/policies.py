@@ -34,7 +34,6 @@ from cloudlet.domain.jobs.wait_estimate import (
     paced_start,
     recent_pace,
     stretched,
-    team_capacity,
 )
 from cloudlet.sim.policy_outcome import PolicyOutcome, Tally
 
@@ -329,54 +328,27 @@ class _PoolSim:
         team_f = fs.factors(self.config, self.usage).team if fair else {}
         ahead: list[Ahead] = []
         cores_ahead = 0
-        team_ahead: dict[str, list[Ahead]] = {}
-        team_running: dict[str, list[RunningEnd]] = {}
-        if order == "fair":  # each team's own queue on the part of the pool it can expect
-            for held in self.state.running.values():
-                team_running.setdefault(held.spec.team, []).append(self._running_end(held, now))
+        team_ahead: dict[str, int] = {}
         for view in ordered:
             job = self.state.queue[view.name]
-            mine = team_ahead.setdefault(view.team, [])
             if view.name in fresh:
                 replay = estimate_start(view.cores, self.s.capacity, self.free, running, ahead)
                 if replay is not None:  # later arrivals that go ahead: the server's rule too
                     replay = stretched(replay, view.team, view.priority, loads, team_f, spot=view.spot)
-                own = self._team_replay(view, mine, team_running, loads, team_f) if fair else None
                 start = paced_start(
                     replay,
                     cores_ahead + view.cores - self.free,
                     self.s.capacity,
                     recent_pace(self.state.starts, now, len(ahead) + 1),
-                    self._class_pace(view.team, len(mine), len(ahead), now),
-                    own,
+                    self._class_pace(view.team, team_ahead.get(view.team, 0), len(ahead), now),
                 )
                 job.eta_s = (now - job.spec.submit_at) + (start if start is not None else math.inf)
                 fresh.discard(view.name)
                 if not fresh:
                     return
             ahead.append(Ahead(view.cores, self._expected(job, job.done_s)))
-            mine.append(ahead[-1])
             cores_ahead += view.cores
-
-    def _team_replay(
-        self,
-        view: fs.FairJob,
-        mine: list[Ahead],
-        team_running: dict[str, list[RunningEnd]],
-        loads: dict[tuple[str, int], float],
-        team_f: dict[str, float],
-    ) -> float | None:
-        """The job's start in a replay of its team's own queue on the part of the pool the team
-        can expect (``team_capacity``), stretched for the later arrivals that go ahead of it."""
-        held = {team: float(cores) for team, cores in self.state.held.items()}
-        most = self.s.capacity if self.policy.borrow else self.entitled.get(view.team, 0.0)
-        expect = team_capacity(self.s.capacity, view.team, self.entitled, held, loads, most)
-        room = max(float(view.cores), expect)
-        free = room - held.get(view.team, 0.0)
-        own = estimate_start(view.cores, room, free, team_running.get(view.team, []), mine)
-        if own is None:
-            return None
-        return stretched(own, view.team, view.priority, loads, team_f, spot=view.spot)
+            team_ahead[view.team] = team_ahead.get(view.team, 0) + 1
 
     def _class_pace(self, team: str, team_ahead: int, ahead: int, now: float) -> float | None:
         """Under fair share a job waits for its own team's queue: the team's recent pace; in one

@@ -78,37 +78,6 @@ class Pace:
     teams: Mapping[str, Sequence[float]]
 
 
-@dataclass(frozen=True)
-class TeamRooms:
-    """Under fair share, each team's own part of the pool for a replay of its queue alone
-    (``wait_estimate.paced_start``'s ``class_replay_s``): the units it can expect to hold
-    (``wait_estimate.team_capacity``), those its running jobs hold, and their expected ends."""
-
-    room: Mapping[str, float]
-    held: Mapping[str, float]
-    running: Mapping[str, Sequence[RunningEnd]]
-
-
-def team_starts(queue: Sequence[Queued], capacity: float, rooms: TeamRooms) -> list[float | None]:
-    """Per job, its start in a replay of its team's jobs alone (``replay_starts``) on the room the
-    team can expect (at least its biggest job that fits the pool); None for a job without a team
-    or one that never starts there. One replay per team: each job is replayed once."""
-    by_team: dict[str, list[int]] = {}
-    for i, job in enumerate(queue):
-        if job.team is not None:
-            by_team.setdefault(job.team, []).append(i)
-    out: list[float | None] = [None] * len(queue)
-    for team, indices in by_team.items():
-        jobs = [queue[i] for i in indices]
-        biggest = max((job.units for job in jobs if job.units <= capacity), default=0)
-        room = max(rooms.room.get(team, 0.0), float(biggest))
-        free = room - rooms.held.get(team, 0.0)
-        starts, _ = replay_starts(room, free, rooms.running.get(team, ()), jobs)
-        for i, start in zip(indices, starts, strict=True):
-            out[i] = start
-    return out
-
-
 def replay_starts(
     capacity: float,
     free: float,
@@ -167,7 +136,6 @@ def places(
     arrivals: Sequence[tuple[float, int]] = (),
     pace: Pace | None = None,
     loads: Mapping[tuple[str, int], float] | None = None,
-    rooms: TeamRooms | None = None,
 ) -> list[Place | None]:
     """Every job's ``Place`` in one pass (None for a canceled one). ``factors``: each team's
     fair-share factor; ``ahead_other_teams`` then counts the jobs ahead of its band (tier and
@@ -179,18 +147,15 @@ def places(
     node's boot (the boot, not the others' ends, decides it). ``loads``: per ``(team, priority)``
     the part of the pool its recent submissions ask for (``wait_estimate.arrival_load``; the team
     ``""`` without fair share); each replayed start is stretched for those that will go ahead of
-    the job (``wait_estimate.stretched``, before the pace), again not one that waits for a boot.
-    ``rooms``: under fair share, each team's room; deeper than the head, the team's own replay
-    (``team_starts``, stretched alike) is what the team's pace is blended with."""
+    the job (``wait_estimate.stretched``, before the pace), again not one that waits for a boot."""
     starts, booted = replay_starts(capacity, free, running, queue, arrivals)
-    own_starts = team_starts(queue, capacity, rooms) if rooms is not None else [None] * len(queue)
     head = HEAD_FRACTION * capacity
     out: list[Place | None] = []
     ahead = cores = nodes = not_spot = units = 0
     by_team: dict[str, int] = {}  # team → its jobs ahead, for its pace
     by_priority: dict[int, int] = {}
     by_band: dict[tuple[bool, int], dict[str | None, int]] = {}  # band → team → jobs ahead
-    for job, start, boot, alone in zip(queue, starts, booted, own_starts, strict=True):
+    for job, start, boot in zip(queue, starts, booted, strict=True):
         if job.canceled:
             out.append(None)
             continue
@@ -223,9 +188,7 @@ def places(
                 if job.team is None or pool_pace is not None
                 else recent_pace(pace.teams.get(job.team, ()), pace.now, by_team.get(job.team, 0) + 1)
             )
-            if alone is not None and loads:
-                alone = stretched(alone, job.team, job.priority, loads, factors, spot=job.spot)
-            estimate = paced_start(start, short, capacity, pool_pace, class_pace, alone)
+            estimate = paced_start(start, short, capacity, pool_pace, class_pace)
         out.append(Place(ahead + 1, ahead, cores, nodes, higher, others, not_spot, estimate, boot))
         ahead += 1
         cores += job.cores
@@ -370,7 +333,6 @@ __all__ = [
     "Place",
     "Queued",
     "Standing",
-    "TeamRooms",
     "boot_estimate",
     "in_words",
     "places",
@@ -379,5 +341,4 @@ __all__ = [
     "replay_starts",
     "standings",
     "steps_waiting",
-    "team_starts",
 ]

@@ -199,48 +199,22 @@ def paced_start(
     capacity: float,
     pool_pace_s: float | None,
     class_pace_s: float | None,
-    class_replay_s: float | None = None,
 ) -> float | None:
     """The estimated start from the replay (``estimate_start``; None: never) and the recent pace
     (module docstring). ``short``: the units the jobs ahead and this one need beyond those free
     now; within ``HEAD_FRACTION`` of ``capacity`` the job is at the head and ``pool_pace_s`` (the
     pool's last ``ahead + 1`` starts) is its estimate. Deeper, the geometric mean of the replay
-    and ``class_pace_s`` (its team's last ``team ahead + 1`` starts; without teams, the pool's);
-    under fair share the replay there is ``class_replay_s`` where given (its team's own queue on
-    the part of the pool it can expect: ``team_capacity``). A missing pace leaves the replay as it
-    is."""
+    and ``class_pace_s`` (its team's last ``team ahead + 1`` starts; without teams, the pool's).
+    A missing pace leaves the replay as it is."""
     if replay_s is None:
         return None
     if replay_s <= 0.0:
         return 0.0  # it starts now
     if short <= HEAD_FRACTION * capacity and pool_pace_s is not None:
         return pool_pace_s
-    deep = replay_s if class_replay_s is None else class_replay_s
     if class_pace_s is None:
-        return deep
-    return math.sqrt(max(deep, 1.0) * max(class_pace_s, 1.0))
-
-
-def team_capacity(
-    capacity: float,
-    team: str,
-    entitled: Mapping[str, float],
-    held: Mapping[str, float],
-    loads: Mapping[tuple[str, int], float],
-    most: float = math.inf,
-) -> float:
-    """The part of the pool ``team`` can expect to hold while its queue waits, under fair share
-    with borrowing: its entitlement (preemption guarantees it), or more where the other teams'
-    demand — what each holds, or what its recent submissions ask for (``loads``, as
-    ``arrival_load``, × ``capacity``), whichever is more — leaves more of the pool idle, up to
-    ``most`` (its cap: entitlement + borrow limit)."""
-    asked: dict[str, float] = {}
-    for (other, _), load in loads.items():
-        asked[other] = asked.get(other, 0.0) + load * capacity
-    others = (set(entitled) | set(held) | set(asked)) - {team}
-    demand = sum(max(held.get(other, 0.0), asked.get(other, 0.0)) for other in others)
-    share = entitled.get(team, 0.0)
-    return max(share, min(capacity - demand, most))
+        return replay_s
+    return math.sqrt(max(replay_s, 1.0) * max(class_pace_s, 1.0))
 
 
 @dataclass(frozen=True)
@@ -304,5 +278,4 @@ __all__ = [
     "recent_pace",
     "spot_reason",
     "stretched",
-    "team_capacity",
 ]

@@ -40,7 +40,6 @@ from cloudlet.domain.jobs.queue_places import (
     Place,
     Queued,
     Standing,
-    TeamRooms,
     boot_estimate,
     places,
     standings,
@@ -51,7 +50,6 @@ from cloudlet.domain.jobs.wait_estimate import (
     RunningEnd,
     arrival_load,
     expected_remaining,
-    team_capacity,
 )
 from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import nodes as node_service
@@ -208,9 +206,8 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
     factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
     pace = _pace(started, config, now)
     loads = _arrival_loads(session, compute, config, history, capacity, unit, now)
-    rooms = _rooms(config, snap, running_rows, running, capacity, loads) if config is not None else None
     snap.places = places(
-        snap.queue, capacity, free, running, factors, arrivals=arrivals, pace=pace, loads=loads, rooms=rooms
+        snap.queue, capacity, free, running, factors, arrivals=arrivals, pace=pace, loads=loads
     )
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
     ready = [job for job in snap.queue if not job.canceled]
@@ -440,39 +437,6 @@ def _arrival_loads(
         team = config.team_of(user) if config is not None else ""
         arrived.append((now, (team, int(priority)), count * typical[nodes]))  # all within the window
     return arrival_load(arrived, now, window, capacity)
-
-
-def _rooms(
-    config: fair_share.FairShareConfig,
-    snap: Snapshot,
-    running_rows: Sequence[Any],
-    running: Sequence[RunningEnd],
-    capacity: float,
-    loads: dict[tuple[str, int], float],
-) -> TeamRooms:
-    """Each queued team's room on the cluster, in nodes (``wait_estimate.team_capacity``: its
-    entitlement, or what the other teams' holdings and recent submissions leave, up to its share
-    plus borrow limit), its running jobs' nodes and their expected ends (``running``, in the
-    order of ``running_rows``)."""
-    per_node = float(snap.vcpus_per_node)
-    held: dict[str, float] = {}
-    ends: dict[str, list[RunningEnd]] = {}
-    for row, end in zip(running_rows, running, strict=True):
-        team = config.team_of(row.created_by)
-        held[team] = held.get(team, 0.0) + row.instance_count
-        ends.setdefault(team, []).append(end)
-    cores = capacity * per_node
-    entitled = {team: part / per_node for team, part in fair_share.entitlements(config, cores).items()}
-    left = fair_share.caps(
-        config, cores, {team: nodes * per_node for team, nodes in held.items()}, borrow=True
-    )
-    room = {
-        team: team_capacity(
-            capacity, team, entitled, held, loads, held.get(team, 0.0) + left.get(team, cores) / per_node
-        )
-        for team in {job.team for job in snap.queue if job.team is not None}
-    }
-    return TeamRooms(room, held, ends)
 
 
 def _similar(history: dict[int | None, list[float]], nodes: int) -> list[float]:
