@@ -410,6 +410,7 @@ def _arrival_loads(
             Job.compute_name == compute.name,
             Job.submitted_at > now - ARRIVAL_WINDOW_S,
             or_(Job.job_tier.is_(None), Job.job_tier != JobTier.SPOT.value),
+            Job.reused_from.is_(None),  # a reused pipeline step took no node
         )
         .order_by(Job.submitted_at.desc())
         .limit(ARRIVAL_ROWS)
