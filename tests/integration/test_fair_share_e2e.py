@@ -4,7 +4,9 @@
   submits; within one reconcile interval (+ the minimum run time, set low here) B runs on its half,
   A's preempted jobs resume from their checkpoints (their step count goes on), and every job
   completes exactly once;
-- a high-priority job jumps a queue of low ones.
+- a high-priority job jumps a queue of low ones;
+- a waiting job's estimate moves later while another team, which fair share puts first, keeps
+  submitting.
 
 The jobs count steps into ``$CLOUDLET_CHECKPOINT_DIR/count`` (written atomically: a preempted
 process may die between two steps) and start from the count found there. The server's reconcile
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -180,3 +183,50 @@ def test_a_high_priority_job_jumps_a_queue_of_low_ones(api: httpx.Client, srv: R
     waiting = [ended[name] for name in low if ended[name]["start_time"] > came]
     assert waiting, "some low job must still have waited when the high one came"
     assert all(ended["prio-high"]["start_time"] <= j["start_time"] for j in waiting), ended
+
+
+def _ts(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_waiting_jobs_eta_moves_later_as_another_team_keeps_submitting(
+    api: httpx.Client, srv: RunningServer
+) -> None:
+    """The server stretches a waiting job's estimate for the later arrivals that will pass it
+    (``wait_estimate.stretched``, the simulator's rule). Team C holds the one node and has a job
+    waiting; team D (no usage: a higher fair-share factor) submits two jobs and cancels them, so
+    none is in the queue ahead — only its rate of arrivals is. With no finished job on the cluster
+    each asks for the node for the default hour: a third of the pool over the 3 h window each, two
+    thirds in all, which stretches C's wait 1 / (1 − 2/3) = 3 times."""
+    cluster = "arrivals"
+    full_cluster(api, srv, cluster, 1)
+    c, d = user(api, srv, "fs-c"), user(api, srv, "fs-d")
+    team(api, "fs-team-c", ["fs-c"], cluster)
+    team(api, "fs-team-d", ["fs-d"], cluster)
+    compute_ref = f"azureml:{cluster}"
+    submit(c, srv, "fs-c-hold", {"command": "sleep 300", "compute": compute_ref, "limits": {"timeout": 300}})
+    wait_job(api, srv, "fs-c-hold", ("Running",), timeout=60)
+    submit(c, srv, "fs-c-wait", {"command": "echo waited", "compute": compute_ref})
+    # Nothing finished here: the holder is expected to run a minute more, or as long again as it
+    # has run past that (wait_estimate.expected_remaining), and the waiting job to start then.
+    before = wait_until(
+        lambda: (w := job(api, srv, "fs-c-wait").get("waiting")) and w.get("eta") and w, 15, "an estimate"
+    )
+    held = time.time() - _ts(job(api, srv, "fs-c-hold")["start_time"])
+    assert before["eta_in_s"] <= max(60.0, held) + 1, before  # a slow machine: as long again
+    for name in ("fs-d-0", "fs-d-1"):
+        submit(d, srv, name, {"command": "echo never", "compute": compute_ref})
+        assert d.post(f"{srv.ws_path}/jobs/{name}/cancel").status_code == 202
+        wait_job(api, srv, name, ("Canceled",), timeout=30)
+    arrived = time.time()  # a snapshot read after both arrivals (as_of in whole seconds; ≤ 4 s apart)
+    after = wait_until(
+        lambda: _ts((w := job(api, srv, "fs-c-wait")["waiting"])["as_of"]) >= arrived + 1 and w,
+        15,
+        "a fresh estimate",
+    )
+    assert after["position"] == 1, after  # D's jobs are not in the queue: only their arrival rate
+    held = time.time() - _ts(job(api, srv, "fs-c-hold")["start_time"])
+    assert 2.5 * 60 <= after["eta_in_s"] <= 3 * max(60.0, held) + 5, (before, after)
+    assert _ts(after["eta"]) - _ts(before["eta"]) >= 100, (before, after)
+    for name in ("fs-c-hold", "fs-c-wait"):
+        api.post(f"{srv.ws_path}/jobs/{name}/cancel")

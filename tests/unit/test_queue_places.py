@@ -20,7 +20,14 @@ from cloudlet.domain.jobs.queue_places import (
     queue_reason,
     replay_starts,
 )
-from cloudlet.domain.jobs.wait_estimate import Ahead, RunningEnd, TeamStanding, estimate_start, paced_start
+from cloudlet.domain.jobs.wait_estimate import (
+    Ahead,
+    RunningEnd,
+    TeamStanding,
+    estimate_start,
+    paced_start,
+    stretched,
+)
 
 
 def _job(i: int, units: int = 1, duration: float = 60.0, **kw: object) -> Queued:
@@ -186,3 +193,27 @@ def test_the_recent_pace_blends_into_each_start_as_paced_start_does() -> None:
     assert found[5] is not None and found[5].start_in_s == pytest.approx((7200.0 * 600.0) ** 0.5)
     short = places(plain, 4, 0, running, None, pace=Pace(1000.0, pool[20:], {}))
     assert [p.start_in_s if p else None for p in short] == replayed  # 10 starts known: no pace
+
+
+def test_later_arrivals_of_teams_that_go_first_stretch_each_start_before_the_pace() -> None:
+    # 4 nodes held for an hour; a, b, a queued. Team b's recent submissions ask for half the pool
+    # and b's factor is higher: a's jobs are passed by b's later jobs, b's are not.
+    queue = [_job(1, 1, 3600.0, team="a"), _job(2, 1, 3600.0, team="b"), _job(3, 1, 3600.0, team="a")]
+    running = [RunningEnd(4, 3600.0)]
+    factors = {"a": 0.2, "b": 0.8}
+    loads = {("b", 2): 0.5, ("a", 2): 0.25}
+    plain = [p.start_in_s if p else None for p in places(queue, 4, 0, running, factors)]
+    found = [p.start_in_s if p else None for p in places(queue, 4, 0, running, factors, loads=loads)]
+    assert plain == [3600.0] * 3
+    assert found == [7200.0, 3600.0, 7200.0]  # a: b's half passes it; b: a's quarter does not
+    assert found == [stretched(3600.0, j.team, 2, loads, factors) for j in queue]
+    # with the pace, the stretched replay is what is blended: the last a starts at 7200 s behind a
+    # 4-node b job, stretched to 14,400; a's pace for its 2 starts is 200 s
+    pool = [-1e6] * 20 + [float(t) for t in range(0, 1000, 100)]
+    pace = Pace(1000.0, pool, {"a": pool, "b": pool})
+    deep = places([_job(0, 4, 3600.0, team="b"), *queue], 4, 0, running, factors, pace=pace, loads=loads)
+    last = deep[3]
+    assert last is not None and last.start_in_s == pytest.approx(paced_start(7200.0 * 2, 7, 4, None, 200.0))
+    # a start that waits for a node's boot is the boot's, not stretched
+    booting = places(queue[:1], 1, 0, [], factors, arrivals=[(180.0, 1)], loads=loads)[0]
+    assert booting is not None and booting.waits_for_boot and booting.start_in_s == 180.0

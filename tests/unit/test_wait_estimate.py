@@ -21,6 +21,7 @@ from cloudlet.domain.jobs.wait_estimate import (
     paced_start,
     recent_pace,
     spot_reason,
+    stretched,
 )
 
 
@@ -65,6 +66,27 @@ def test_later_arrivals_that_go_ahead_stretch_the_wait() -> None:
     assert load_ahead("a", 2, loads, factors) == 0.125  # its own team's later jobs go behind it
     assert load_ahead("c", 2, loads, {}) == 0.125  # no fair share: only higher priorities
     assert load_ahead("b", 3, loads, factors) == 0.0
+
+
+def test_stretched_is_the_replay_over_what_later_arrivals_leave() -> None:
+    loads = {("a", 2): 0.25, ("b", 3): 0.125, ("c", 2): 0.5}
+    factors = {"a": 0.6, "b": 0.4, "c": 0.2}
+    # c's job: a (higher factor, 0.25) and b (higher priority, 0.125) go ahead; its own team's not
+    assert stretched(1000.0, "c", 2, loads, factors) == pytest.approx(1000.0 / (1 - 0.375))
+    assert stretched(1000.0, "a", 2, loads, factors) == pytest.approx(1000.0 / (1 - 0.125))
+    assert stretched(1000.0, "c", 2, loads, None) == pytest.approx(1000.0 / (1 - 0.125))  # no fair share
+    assert stretched(1000.0, None, 2, {("", 2): 0.5}, None) == 1000.0  # one queue: FIFO within a priority
+    assert stretched(1000.0, "a", 2, loads, factors, spot=True) == pytest.approx(1000.0 / (1 - 0.875))
+    assert stretched(1000.0, "c", 1, loads, factors) == pytest.approx(8000.0)  # every priority-2 job passes
+    assert stretched(1000.0, "c", 2, {("a", 2): 5.0}, factors) == pytest.approx(10_000.0)  # capped at 0.9
+    assert stretched(0.0, "c", 2, loads, factors) == 0.0  # starts now: nothing to stretch
+    assert stretched(1000.0, "c", 2, {}, factors) == 1000.0
+    # estimate_start's ahead_load is the same rule
+    running = [RunningEnd(4, 1000.0)]
+    load = load_ahead("c", 2, loads, factors)
+    assert estimate_start(1, 4, 0, running, [], load) == pytest.approx(
+        stretched(1000.0, "c", 2, loads, factors)
+    )
 
 
 def test_recent_pace_is_how_long_the_last_starts_took() -> None:

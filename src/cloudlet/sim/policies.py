@@ -31,9 +31,9 @@ from cloudlet.domain.jobs.wait_estimate import (
     arrival_load,
     estimate_start,
     expected_remaining,
-    load_ahead,
     paced_start,
     recent_pace,
+    stretched,
 )
 from cloudlet.sim.policy_outcome import PolicyOutcome, Tally
 
@@ -332,8 +332,9 @@ class _PoolSim:
         for view in ordered:
             job = self.state.queue[view.name]
             if view.name in fresh:
-                load = load_ahead(view.team, view.priority, loads, team_f)
-                replay = estimate_start(view.cores, self.s.capacity, self.free, running, ahead, load)
+                replay = estimate_start(view.cores, self.s.capacity, self.free, running, ahead)
+                if replay is not None:  # later arrivals that go ahead: the server's rule too
+                    replay = stretched(replay, view.team, view.priority, loads, team_f, spot=view.spot)
                 start = paced_start(
                     replay,
                     cores_ahead + view.cores - self.free,

@@ -32,6 +32,7 @@ from cloudlet.domain.jobs.wait_estimate import (
     paced_start,
     recent_pace,
     spot_reason,
+    stretched,
 )
 
 
@@ -134,6 +135,7 @@ def places(
     *,
     arrivals: Sequence[tuple[float, int]] = (),
     pace: Pace | None = None,
+    loads: Mapping[tuple[str, int], float] | None = None,
 ) -> list[Place | None]:
     """Every job's ``Place`` in one pass (None for a canceled one). ``factors``: each team's
     fair-share factor; ``ahead_other_teams`` then counts the jobs ahead of its band (tier and
@@ -142,7 +144,10 @@ def places(
     ``arrivals``: nodes not up yet (``replay_starts``). ``pace``: the recent starts, blended into
     each replayed start (``wait_estimate.paced_start``: the pool's pace at the head of the queue,
     the team's — the pool's for a job without one — deeper); not into a start that waits for a
-    node's boot (the boot, not the others' ends, decides it)."""
+    node's boot (the boot, not the others' ends, decides it). ``loads``: per ``(team, priority)``
+    the part of the pool its recent submissions ask for (``wait_estimate.arrival_load``; the team
+    ``""`` without fair share); each replayed start is stretched for those that will go ahead of
+    the job (``wait_estimate.stretched``, before the pace), again not one that waits for a boot."""
     starts, booted = replay_starts(capacity, free, running, queue, arrivals)
     head = HEAD_FRACTION * capacity
     out: list[Place | None] = []
@@ -168,6 +173,8 @@ def places(
                     for team, count in teams.items()
                     if team != job.team and factors.get(team or "", 0.0) > own
                 )
+        if loads and start is not None and not boot:
+            start = stretched(start, job.team, job.priority, loads, factors, spot=job.spot)
         estimate = start
         if pace is not None and start is not None and start > 0.0 and not boot:
             short = units + job.units - free

@@ -125,6 +125,28 @@ def load_ahead(
     return total
 
 
+def stretched(
+    wait_s: float,
+    team: str | None,
+    priority: int,
+    loads: Mapping[tuple[str, int], float],
+    factors: Mapping[str, float] | None,
+    *,
+    spot: bool = False,
+) -> float:
+    """The replay's wait of a job of ``team`` at ``priority``, stretched for the later arrivals that
+    will go ahead of it: ``wait / (1 − load)``, the load (``load_ahead``; capped at
+    ``MAX_AHEAD_LOAD``) being the part of the pool that those arrivals ask for (``loads``, as
+    ``arrival_load``: spot jobs left out, as they never go ahead). A spot job is passed by every
+    arrival. ``factors``: the teams' fair-share factors (None or empty: no fair share, only higher
+    priorities pass). The one rule the server's places (``queue_places.places``) and the
+    simulator (``sim.policies``) both apply."""
+    if wait_s <= 0.0 or not loads:
+        return max(0.0, wait_s)
+    load = sum(loads.values()) if spot else load_ahead(team or "", priority, loads, factors or {})
+    return wait_s / (1.0 - min(max(load, 0.0), MAX_AHEAD_LOAD))
+
+
 def estimate_start(
     cores: int,
     capacity: float,
@@ -255,4 +277,5 @@ __all__ = [
     "paced_start",
     "recent_pace",
     "spot_reason",
+    "stretched",
 ]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.compute import autoscale, compute_types
@@ -45,7 +45,12 @@ from cloudlet.domain.jobs.queue_places import (
     standings,
 )
 from cloudlet.domain.jobs.queue_settings import JobTier
-from cloudlet.domain.jobs.wait_estimate import RunningEnd, expected_remaining
+from cloudlet.domain.jobs.wait_estimate import (
+    ARRIVAL_WINDOW_S,
+    RunningEnd,
+    arrival_load,
+    expected_remaining,
+)
 from cloudlet.services.compute import catalogue as catalogue_service
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.compute.scaling_limits import UNBOUNDED, scaling_limits
@@ -56,6 +61,7 @@ REFRESH_S = 4.0  # a snapshot older than this is read again: what a waiting job 
 STALE_OK_S = 5.0  # while another request reads the queue again, one this old is still shown
 QUEUE_READ = 10_000  # queue rows read; a job deeper than that is "10,000+", with no estimate
 HISTORY_ROWS = 500  # completed jobs of the compute its estimates learn from (the newest)
+ARRIVAL_ROWS = 5_000  # newest submissions whose rate stretches the estimates (wait_estimate.stretched)
 PACE_ROWS = 5_000  # started jobs of the compute whose start times give the recent pace (the newest)
 SAME_SIZE_MIN = 5  # fewer completed jobs of a node count than this: learn from all sizes
 BOOT_HISTORY = 20  # the compute's newest node starts its boot estimate learns from
@@ -199,7 +205,10 @@ def build(session: Session, compute: Compute, usage: fair_share.Usage | None = N
         snap.standings = _standings(session, compute, config, snap, running_rows, usage, now)
     factors = {team: standing.team.factor for team, standing in snap.standings.items()} if config else None
     pace = _pace(started, config, now)
-    snap.places = places(snap.queue, capacity, free, running, factors, arrivals=arrivals, pace=pace)
+    loads = _arrival_loads(session, compute, config, history, capacity, unit, now)
+    snap.places = places(
+        snap.queue, capacity, free, running, factors, arrivals=arrivals, pace=pace, loads=loads
+    )
     snap.index = {job.id: i for i, job in enumerate(snap.queue)}
     ready = [job for job in snap.queue if not job.canceled]
     snap.tail = (len(ready), sum(job.cores for job in ready), sum(job.nodes for job in ready))
@@ -375,6 +384,60 @@ def _pace(started: Sequence[Any], config: fair_share.FairShareConfig | None, now
     for starts in teams.values():
         starts.sort()
     return Pace(now, pool, teams)
+
+
+def _arrival_loads(
+    session: Session,
+    compute: Compute,
+    config: fair_share.FairShareConfig | None,
+    history: dict[int | None, list[float]],
+    capacity: float,
+    unit: Any,
+    now: float,
+) -> dict[tuple[str, int], float]:
+    """Per ``(team, priority)`` (team ``""`` without fair share) the part of the compute's capacity
+    its recent submissions ask for (``wait_estimate.arrival_load``): what later arrivals will take
+    ahead of a waiting job (``wait_estimate.stretched``). Each job asks for its size's mean run
+    (the estimates' history: timeouts are not read). The submissions of the last
+    ``ARRIVAL_WINDOW_S``, at most the newest ``ARRIVAL_ROWS`` of them (a range of the list index,
+    ``ix_jobs_list_compute``), counted per user, priority and size in the store; where a burst
+    fills that many, the window is theirs (the rate since the oldest of them). Spot jobs never go
+    ahead, so are left out."""
+    newest = (
+        select(Job.created_by, Job.priority, Job.instance_count, Job.submitted_at)
+        .where(
+            Job.workspace_id == compute.workspace_id,
+            Job.compute_name == compute.name,
+            Job.submitted_at > now - ARRIVAL_WINDOW_S,
+            or_(Job.job_tier.is_(None), Job.job_tier != JobTier.SPOT.value),
+            Job.reused_from.is_(None),  # a reused pipeline step took no node
+        )
+        .order_by(Job.submitted_at.desc())
+        .limit(ARRIVAL_ROWS)
+        .subquery()
+    )
+    counted = list(
+        session.execute(
+            select(
+                newest.c.created_by,
+                newest.c.priority,
+                newest.c.instance_count,
+                func.count(),
+                func.min(newest.c.submitted_at),
+            ).group_by(newest.c.created_by, newest.c.priority, newest.c.instance_count)
+        )
+    )
+    window = ARRIVAL_WINDOW_S
+    if sum(int(row[3]) for row in counted) >= ARRIVAL_ROWS:
+        window = max(1.0, now - min(float(row[4]) for row in counted))
+    typical: dict[int, float] = {}
+    arrived: list[tuple[float, tuple[str, int], float]] = []
+    for user, priority, nodes, count, _ in counted:
+        if nodes not in typical:
+            typical[nodes] = unit(nodes, {}) * expected_remaining(0.0, _similar(history, nodes))
+        team = config.team_of(user) if config is not None else ""
+        arrived.append((now, (team, int(priority)), count * typical[nodes]))  # all within the window
+    return arrival_load(arrived, now, window, capacity)
 
 
 def _similar(history: dict[int | None, list[float]], nodes: int) -> list[float]:
