@@ -105,6 +105,7 @@ class Store:
 
     sessions: sessionmaker[Session]
     read_sessions: sessionmaker[Session]
+    warm_reads: db.WarmReads  # the API requests' read sessions, kept between requests
     control: sessionmaker[Session]  # reconcilers, instance watch
     # The dispatch batcher's writer: the control plane's pool (API load cannot starve it), but it
     # answers API requests, so its wait for SQLite's write gate is the API's.
@@ -126,9 +127,11 @@ def open_store(
         inst = bootstrap.bootstrap(session, home)
         installation_id, secret = inst.id, inst.token_secret
     bounded = engines.control.execution_options(cloudlet_write_timeout_s=engines.limits.write_timeout_s)
+    read_sessions = db.read_session_factory(engines.api)
     return Store(
         db.session_factory(engines.api),
-        db.read_session_factory(engines.api),
+        read_sessions,
+        db.WarmReads(engines.reads, read_sessions, engines.limits.warm_reads),
         control,
         db.session_factory(bounded),
         installation_id,
@@ -259,6 +262,7 @@ def build_state(
     state = AppState(
         sessions=store.sessions,
         read_sessions=store.read_sessions,
+        warm_reads=store.warm_reads,
         token_secret=secret,
         installation_id=installation_id,
         home=home,

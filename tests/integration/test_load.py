@@ -158,6 +158,7 @@ def test_exhausted_api_pool_answers_503_not_a_hang_and_the_reconcilers_go_on(
     db_url = request.getfixturevalue("postgres_url") if store == "postgres" else None
     env = {
         "CLOUDLET_DB_POOL_SIZE": "1",
+        "CLOUDLET_DB_WARM_READS": "0",  # every read from the API's pool too (none kept warm)
         "CLOUDLET_DB_POOL_TIMEOUT_S": "0.02",
         "CLOUDLET_API_THREADS": "32",
         "CLOUDLET_FAULT_STEP_DELAY_S": "0.5",  # the create operation's 2 steps take ≥ 1 s

@@ -94,6 +94,7 @@ class AppState:
 
     sessions: sessionmaker[Session]
     read_sessions: sessionmaker[Session]
+    warm_reads: db.WarmReads  # a request's read session (``Context``), kept between requests
     token_secret: str
     installation_id: str
     home: Path
@@ -134,13 +135,19 @@ class Context:
     @property
     def session(self) -> Session:
         if self._session is None:
-            read_only = self.request.method in ("GET", "HEAD")
-            self._session = (self.state.read_sessions if read_only else self.state.sessions)()
+            if self.request.method in ("GET", "HEAD"):
+                self._session = self.state.warm_reads.lease()
+            else:
+                self._session = self.state.sessions()
         return self._session
 
     def close(self) -> None:
         session, self._session = self._session, None
-        if session is not None:
+        if session is None:
+            return
+        if self.request.method in ("GET", "HEAD"):
+            self.state.warm_reads.release(session)
+        else:
             session.close()  # the pool's reset rolls back: one ROLLBACK, not two
 
 
@@ -161,7 +168,8 @@ def end_context(request: Request) -> None:
     ctx: Context | None = getattr(request.state, CONTEXT_KEY, None)
     if ctx is not None and ctx._session is not None:
         session, ctx._session = ctx._session, None
-        db.ENDER.end(session)
+        read_only = request.method in ("GET", "HEAD")
+        db.ENDER.end(session, ctx.state.warm_reads.release if read_only else None)
 
 
 def dump_json(data: Any) -> bytes:

@@ -7,21 +7,20 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.jobs import queue_settings
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.queue_places import steps_waiting
-from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.core.clock import iso
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.jobs import job_children, job_wait, pipelines, sweeps
-from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.jobs.jobs import JobFields
 from cloudlet.services.tracking import tracking
-from cloudlet.store.schema import Job, JobRun
+from cloudlet.services.views import job_details
+from cloudlet.store.schema import Job
 
 
 def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[str, Any]:
@@ -29,9 +28,10 @@ def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[s
     submission, its MLflow metrics and params, and a parent's children (a pipeline's graph and
     outputs; a sweep's trials and best trial); a queued job's ``waiting`` (``services.jobs.job_wait``). The
     ARM facade translates this same view."""
-    body = render(job, ref, job_service.runs_of(session, job), base_url)
-    body["assets"] = asset_service.uses_view(session, job.id)
-    body.update(tracking.job_view(session, job.id))
+    details = job_details.of_job(session, job.id)  # one statement for runs, assets, metrics, params
+    body = render(job, ref, details.runs, base_url)
+    body["assets"] = details.assets
+    body["metrics"], body["params"] = details.metrics, details.params
     waiting = job_wait.why_waiting(session, job)
     if waiting is not None:  # a queued or preparing job: why, and its place in its compute's queue
         body["waiting"] = waiting
@@ -68,7 +68,24 @@ def render_page(
     return out
 
 
-def render(job: JobFields, ref: WorkspaceRef, runs: list[JobRun], base_url: str) -> dict[str, Any]:
+class RunFields(Protocol):
+    """What a job's view shows of a run: a ``JobRun`` or a ``job_details.RunRow``."""
+
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def ended_at(self) -> float | None: ...
+
+
+def render(job: JobFields, ref: WorkspaceRef, runs: Sequence[RunFields], base_url: str) -> dict[str, Any]:
     attempts: dict[int, dict[str, Any]] = {}
     for run in runs:
         entry = attempts.setdefault(
