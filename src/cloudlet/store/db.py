@@ -338,6 +338,15 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def read_only(sessions: sessionmaker[Session]) -> Session:
+    """A session of SESSIONS' engine that takes no write lock (as ``read_session_factory``'s):
+    for a control loop's look at the store that most passes find nothing in, so it does not
+    queue for the writer (on SQLite, across the server's workers) to read."""
+    bind = sessions.kw["bind"]
+    assert isinstance(bind, Engine)
+    return Session(bind.execution_options(cloudlet_read_only=True), expire_on_commit=False)
+
+
 def read_session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions for requests that only read (GET): no transaction is begun (``_WriterGate``), so
     each statement sees the latest commit; a write made through one is not rolled back at its end,
