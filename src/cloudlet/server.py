@@ -150,7 +150,8 @@ def provider_set(
     SSH providers keep host keys in the store (READS: read-only sessions for their lookups)."""
 
     def load() -> list[locations.LocationProvider]:
-        with sessions() as session:
+        # Read each second by every worker's loops: without the write lock.
+        with db.read_only(sessions) as session:
             return locations.provider_settings(session)
 
     context = ProviderContext(home, installation_id, host_keys=HostKeyBook(sessions, reads))

@@ -183,8 +183,7 @@ def job_logs(
     attempt: Annotated[int | None, Query(ge=1, le=MAX_ATTEMPT)] = None,
     ctx: Context = Depends(context),
 ) -> Response:
-    _, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
-    job = job_service.get(ctx.session, workspace, name)
+    _, job = job_service.readable(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, name)  # one query
     return json_response(job_service.read_log(ctx.state.data, job, attempt, file, offset))
 
 

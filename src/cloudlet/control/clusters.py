@@ -45,6 +45,7 @@ from cloudlet.services.core.clock import WALL_CLOCK, Clock
 from cloudlet.services.core.notify import NodeNotifier
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import dispatch, job_status, prepared_specs
+from cloudlet.store import db
 from cloudlet.store.schema import Compute, Job
 
 log = logging.getLogger("cloudlet.clusters")
@@ -100,16 +101,16 @@ class ClusterReconciler(ReconcileLoop):
     def run_once(self, now: float) -> None:
         """One pass over every cluster and the ephemeral nodes; provider calls are queued, not made."""
         self.sweep.due(now)
-        with self.sessions() as session:
-            # Attached VMs too: their node is recorded (lost when its agent goes quiet), fed and,
-            # once lost, made again (``attached_vms.keep_node``); they never scale.
-            kinds = (ComputeType.AMLCOMPUTE, ComputeType.VIRTUAL_MACHINE)
-            ids = list(session.scalars(select(Compute.id).where(Compute.type.in_(kinds))))
-            demands = _demands(session) if ids else {}
-        for compute_id in ids:
-            token = self.leases.token(f"compute:{compute_id}", now)
-            if token is None:
-                continue
+        # Read without the write lock: every worker passes each interval, and one that leads no
+        # cluster only tries the leases (``leases.acquire`` reads first, too).
+        with db.read_only(self.sessions) as session:
+            ids = list(session.scalars(_CLUSTERS))
+        held = [(i, token) for i in ids if (token := self.leases.token(f"compute:{i}", now)) is not None]
+        demands: dict[tuple[int, str], autoscale.Demand] = {}
+        if held:
+            with db.read_only(self.sessions) as session:
+                demands = _demands(session)
+        for compute_id, token in held:
             try:  # one cluster's failure is its own: the others still scale
                 self.work.carry_out(self._reconcile(compute_id, token, now, demands))
             except Exception as exc:
@@ -178,6 +179,11 @@ class ClusterReconciler(ReconcileLoop):
         the run specs of its large attempts there (``services/jobs/prepared_specs.py``)."""
         with prepared_specs.read_only(self.sessions) as reads:
             return dispatch.prepare_compute(reads, compute_id, self.data, self.server_url())
+
+
+# Attached VMs too: their node is recorded (lost when its agent goes quiet), fed and, once lost,
+# made again (``attached_vms.keep_node``); they never scale.
+_CLUSTERS = select(Compute.id).where(Compute.type.in_((ComputeType.AMLCOMPUTE, ComputeType.VIRTUAL_MACHINE)))
 
 
 def _less_held_back(demand: autoscale.Demand, held_back: int) -> autoscale.Demand:

@@ -32,6 +32,7 @@ from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.compute import quotas
 from cloudlet.services.jobs import dispatch, job_status, prepared_specs, run_specs
 from cloudlet.services.jobs import jobs as job_service
+from cloudlet.store import db
 from cloudlet.store.schema import Job, Node, Workspace
 
 LEASE = "ephemeral-jobs"
@@ -66,7 +67,7 @@ def host_size() -> VmSize:
 def reconcile(owner: PassContext, now: float) -> Actions:
     actions = Actions()
     token = owner.leases.token(LEASE, now)
-    if token is None:
+    if token is None or not _any_work(owner):
         return actions
     prepared = _prepare(owner)  # the run specs of jobs about to be placed: built before the lock
     with owner.sessions.begin() as session:
@@ -95,17 +96,24 @@ def reconcile(owner: PassContext, now: float) -> Actions:
     return actions
 
 
-_ACTIVE_JOBS = select(Job).where(
+def _any_work(owner: PassContext) -> bool:
+    """Whether a serverless or local job is active or a job's node is left: read without the
+    write lock, so a server that runs none (most passes of most servers) writes nothing here."""
+    with db.read_only(owner.sessions) as reads:
+        return reads.scalar(_ANY_ACTIVE_JOB) is not None or reads.scalar(_ANY_JOB_NODE) is not None
+
+
+_ACTIVE = (
     Job.compute_name.in_((job_service.SERVERLESS, job_service.LOCAL_COMPUTE)),
     Job.status.in_(job_status.ACTIVE_VALUES),
 )
+_ACTIVE_JOBS = select(Job).where(*_ACTIVE)
+_ANY_ACTIVE_JOB = select(Job.id).where(*_ACTIVE).limit(1)
+_LEFT = (node_service.OWNED_BY_A_JOB, Node.state != NodeState.TERMINATED.value)
 # In creation order: the job's first idle nodes are the ones both the preparing read and the
 # placing pass pick.
-_JOB_NODES = (
-    select(Node)
-    .where(node_service.OWNED_BY_A_JOB, Node.state != NodeState.TERMINATED.value)
-    .order_by(Node.created_at, Node.id)
-)
+_JOB_NODES = select(Node).where(*_LEFT).order_by(Node.created_at, Node.id)
+_ANY_JOB_NODE = select(Node.id).where(*_LEFT).limit(1)
 
 
 def _prepare(owner: PassContext) -> dict[prepared_specs.Key, prepared_specs.Prepared]:

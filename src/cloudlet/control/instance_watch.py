@@ -48,12 +48,18 @@ from cloudlet.services.compute import operations
 from cloudlet.services.core.clock import WALL_CLOCK, Clock
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import exits
+from cloudlet.store import db
 from cloudlet.store.schema import Compute, Node, Workspace
 
 log = logging.getLogger("cloudlet.instance_watch")
 
 LEASE = "instance-watch"
 WATCHED = (InstanceState.RUNNING.value, InstanceState.UNUSABLE.value, InstanceState.STOPPED.value)
+_ANY_WATCHED = (
+    select(Compute.id)
+    .where(Compute.type == ComputeType.COMPUTE_INSTANCE, Compute.state.in_(WATCHED))
+    .limit(1)
+)
 LOCAL_DISK_CHECK_S = 3.0
 _EVENTS = {DISK_FULL: InstanceEvent.DISK_FULL, AGENT_LOST: InstanceEvent.AGENT_LOST}
 _OPERATIONS = {"stop": InstanceEvent.STOP, "start": InstanceEvent.START}
@@ -91,7 +97,7 @@ class InstanceWatch(ReconcileLoop):
         """One tick over every watched instance; returns (instance, what was done) pairs."""
         now = self.clock.now() if now is None else now
         token = self.leases.token(LEASE, now)
-        if token is None:
+        if token is None or not self._any_watched():
             return []
         done: list[tuple[str, str]] = []
         with self.sessions.begin() as session:
@@ -114,6 +120,12 @@ class InstanceWatch(ReconcileLoop):
         if any(what.startswith(("stop", "start")) for _, what in done) and self.on_operation:
             self.on_operation()
         return done
+
+    def _any_watched(self) -> bool:
+        """Whether an instance is watched at all, read without the write lock: a server with no
+        instance (most of them) writes nothing each tick."""
+        with db.read_only(self.sessions) as reads:
+            return reads.scalar(_ANY_WATCHED) is not None
 
     def _tick(self, session: Session, compute: Compute, now: float) -> str:
         node = activity.current_node(session, compute)

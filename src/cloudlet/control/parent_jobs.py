@@ -32,6 +32,7 @@ from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import dispatch, job_children, prepared_specs
 from cloudlet.services.jobs import parent_jobs as service
 from cloudlet.services.jobs.job_status import ACTIVE_VALUES, set_status
+from cloudlet.store import db
 from cloudlet.store.schema import Job, Workspace
 
 log = logging.getLogger("cloudlet.parents")
@@ -81,7 +82,7 @@ class ParentJobLoop(ReconcileLoop):
         token = self.leases.token(LEASE, now)
         if token is None:
             return self.interval_s
-        with self.sessions() as session:
+        with db.read_only(self.sessions) as session:  # most passes find none: no write lock
             parents = list(session.scalars(_ACTIVE_PARENTS))
         for job_id in parents:
             # This parent's own failure (its failing included): the others still advance.

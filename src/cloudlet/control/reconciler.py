@@ -13,11 +13,12 @@ resource type, and claims only operations on the types its registry drives.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Select, bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -26,9 +27,30 @@ from cloudlet.control.steps import Pending, StepRegistry
 from cloudlet.domain.compute.operation_plans import step_after
 from cloudlet.services.compute import operations
 from cloudlet.services.core.clock import WALL_CLOCK, Clock, utcnow
+from cloudlet.store import db
 from cloudlet.store.schema import Operation, OperationStep
 
 log = logging.getLogger("cloudlet.reconciler")
+
+
+@functools.cache
+def _claimable_query(resource_types: tuple[str, ...], replica_id: str) -> Select[str, int]:
+    """In-progress operations on RESOURCE_TYPES that REPLICA_ID may claim at ``:now``: built once
+    (the poll runs every ``poll_s`` in every worker of the server)."""
+    return (
+        select(Operation.id, Operation.fencing_token)
+        .where(
+            Operation.status == operations.IN_PROGRESS,
+            Operation.resource_type.in_(resource_types),
+            or_(
+                Operation.lease_owner.is_(None),
+                Operation.lease_expires_at < bindparam("now"),
+                Operation.lease_owner == replica_id,
+            ),
+        )
+        .order_by(Operation.created_on)
+        .limit(32)
+    )
 
 
 class LeaseLost(Exception):
@@ -74,21 +96,11 @@ class OperationReconciler(ReconcileLoop):
         return done
 
     def _claimable(self) -> list[tuple[str, int]]:
-        now = self.clock.now()
-        with self.sessions() as session:
+        # Read without the store's write lock: this runs every poll in every worker, and most
+        # passes find nothing (a claim is its own compare-and-swap write, ``_claim``).
+        with db.read_only(self.sessions) as session:
             rows = session.execute(
-                select(Operation.id, Operation.fencing_token)
-                .where(
-                    Operation.status == operations.IN_PROGRESS,
-                    Operation.resource_type.in_(self.steps.resource_types),
-                    or_(
-                        Operation.lease_owner.is_(None),
-                        Operation.lease_expires_at < now,
-                        Operation.lease_owner == self.replica_id,
-                    ),
-                )
-                .order_by(Operation.created_on)
-                .limit(32)
+                _claimable_query(tuple(self.steps.resource_types), self.replica_id), {"now": self.clock.now()}
             ).all()
         return [(op_id, token) for op_id, token in rows]
 

@@ -33,6 +33,7 @@ from cloudlet.providers.capacity import CapacityReadings, ask_capacity
 from cloudlet.services.access import audit
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core.clock import Clock
+from cloudlet.store import db
 from cloudlet.store.schema import Node
 
 log = logging.getLogger("cloudlet.sweep")
@@ -92,7 +93,7 @@ class ProviderSweep:
     def _terminate_orphans(
         self, location: str, provider: NodeProvider, handles: list[NodeHandle], alive: set[str]
     ) -> None:
-        with self.sessions() as session:
+        with db.read_only(self.sessions) as session:  # a read, each sweep of each worker: no write lock
             known = dict(session.execute(select(Node.id, Node.state).where(Node.id.in_(alive))).all())
         for handle in handles:
             state = known.get(handle.node_id)

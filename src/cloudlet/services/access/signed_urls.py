@@ -9,6 +9,7 @@ never opens another."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -20,7 +21,10 @@ from cloudlet.domain.errors import CloudletError
 DEFAULT_LIFETIME_S = 15 * 60
 
 
+@functools.lru_cache(maxsize=64)
 def _key(secret: str, purpose: str) -> bytes:
+    """Derived once per (secret, purpose): every run spec an agent is handed is signed (its job's
+    tracking token), and every such token a run presents is checked."""
     return hmac.new(secret.encode(), f"cloudlet-signed-url:{purpose}".encode(), hashlib.sha256).digest()
 
 

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.store import db
 from cloudlet.store.schema import Lease
+
+_HOLDER = select(Lease.owner, Lease.expires_at).where(Lease.name == bindparam("name"))
 
 
 def acquire(sessions: sessionmaker[Session], name: str, owner: str, ttl_s: float) -> int | None:
     """Take or renew the lease; return its fencing token, or None if another replica holds it."""
     now = time.time()
+    if _held_by_another(sessions, name, owner, now):
+        return None
     with sessions.begin() as session:
         row = session.scalar(select(Lease).where(Lease.name == name))
         if row is None:
@@ -39,6 +44,16 @@ def acquire(sessions: sessionmaker[Session], name: str, owner: str, ttl_s: float
             .values(owner=owner, expires_at=now + ttl_s, token=seen + 1)
         )
         return seen + 1 if result.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def _held_by_another(sessions: sessionmaker[Session], name: str, owner: str, now: float) -> bool:
+    """Whether another replica holds the lease and it has not lapsed, read without a write
+    transaction: every worker that does not lead a loop tries its leases at each of its passes,
+    and a try that must fail would otherwise take the store's write lock (on SQLite, across the
+    server's workers: the dispatch batcher of the leading worker waited behind it)."""
+    with db.read_only(sessions) as reads:
+        row = reads.execute(_HOLDER, {"name": name}).first()
+    return row is not None and row.owner not in (None, owner) and row.expires_at >= now
 
 
 def still_held(session: Session, name: str, owner: str, token: int) -> bool:

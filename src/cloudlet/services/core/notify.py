@@ -10,6 +10,7 @@ routes).
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any, Protocol
@@ -33,7 +34,7 @@ class NodeNotifier:
         self._peers = peers
         self._loop: asyncio.AbstractEventLoop | None = None
         self._events: dict[str, asyncio.Event] = {}
-        self._mail: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+        self._mail: dict[str, list[tuple[float, dict[str, Any] | str]]] = {}
         self._lock = threading.Lock()
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -105,13 +106,15 @@ class NodeNotifier:
         for node_id in {node_id for node_id, _ in deliveries}:
             self.notify_here(node_id)
 
-    def receive(self, node_id: str, spec: dict[str, Any]) -> None:
-        """A spec another worker placed: kept for the node's poll, should it poll here."""
+    def receive(self, node_id: str, spec: dict[str, Any] | str) -> None:
+        """A spec another worker placed: kept for the node's poll, should it poll here. A str is
+        the spec's JSON, decoded only if the poll takes it: with N workers each placed spec
+        reaches N - 1 that mostly do not hold its node's poll."""
         with self._lock:
             self._keep(node_id, spec)
         self.notify_here(node_id, seen_only=True)
 
-    def _keep(self, node_id: str, spec: dict[str, Any]) -> None:
+    def _keep(self, node_id: str, spec: dict[str, Any] | str) -> None:
         now = time.monotonic()
         mail = self._mail.setdefault(node_id, [])
         if self._peers is not None and mail and mail[0][0] < now - PEER_MAIL_FRESH_S:
@@ -122,6 +125,10 @@ class NodeNotifier:
         with self._lock:
             mail = self._mail.pop(node_id, [])
         if self._peers is None:
-            return [spec for _, spec in mail]
+            return [_decoded(spec) for _, spec in mail]
         fresh = time.monotonic() - PEER_MAIL_FRESH_S
-        return [spec for at, spec in mail if at >= fresh]
+        return [_decoded(spec) for at, spec in mail if at >= fresh]
+
+
+def _decoded(spec: dict[str, Any] | str) -> dict[str, Any]:
+    return dict(json.loads(spec)) if isinstance(spec, str) else spec

@@ -27,7 +27,7 @@ from typing import Any
 log = logging.getLogger("cloudlet.wake")
 
 NODE = b"n"  # payload: a node id; its agent's long poll looks at the store now
-MAIL = b"m"  # payload: JSON [node id, run spec]: a run placed for the node (``NodeNotifier.deliver``)
+MAIL = b"m"  # payload: node id, newline, run spec JSON: a run placed for the node (``NodeNotifier.deliver``)
 CLUSTERS = b"c"  # the cluster reconciler's wake
 OPERATIONS = b"o"  # the operation reconciler's wake
 PARENTS = b"p"  # the parent-job loop's wake (pipelines, sweeps: a child moved)
@@ -120,13 +120,15 @@ class NodePeers:
         self._bus.send(NODE, node_id)
 
     def mail(self, node_id: str, spec: dict[str, Any]) -> None:
-        payload = json.dumps([node_id, spec], separators=(",", ":"))
+        payload = node_id + "\n" + json.dumps(spec, separators=(",", ":"))
         if len(payload) >= MAX_DATAGRAM - 1:
             self.wake(node_id)  # its poll reads the spec from the store
         else:
             self._bus.send(MAIL, payload)
 
 
-def parse_mail(payload: str) -> tuple[str, dict[str, Any]]:
-    node_id, spec = json.loads(payload)
-    return str(node_id), dict(spec)
+def parse_mail(payload: str) -> tuple[str, str]:
+    """The node id and the spec's JSON (left encoded: ``NodeNotifier.receive`` decodes it only for
+    a poll that takes it)."""
+    node_id, _, spec = payload.partition("\n")
+    return node_id, spec

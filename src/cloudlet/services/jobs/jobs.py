@@ -338,8 +338,11 @@ def readable(session: Session, ref: WorkspaceRef, caller: Caller, name: str) -> 
     return ws, job
 
 
+_JOB_NAMED = select(Job).where(Job.workspace_id == bindparam("ws"), Job.name == bindparam("name"))
+
+
 def get(session: Session, ws: Workspace, name: str) -> Job:
-    job = session.scalar(select(Job).where(Job.workspace_id == ws.id, Job.name == name))
+    job = session.scalar(_JOB_NAMED, {"ws": ws.id, "name": name})
     if job is None:
         raise not_found("Job", name)
     return job

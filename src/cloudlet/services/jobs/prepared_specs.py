@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudlet.store import db
 from cloudlet.store.db import EncodedJson
 
 # An attempt of more processes than this is built before the write transaction, never in it
@@ -105,6 +105,4 @@ def wanted(session: Session) -> bool:
 def read_only(sessions: sessionmaker[Session]) -> Session:
     """A session that takes no write lock (``store.db.read_session_factory``): each statement
     reads the latest commit."""
-    bind = sessions.kw["bind"]
-    assert isinstance(bind, Engine)
-    return Session(bind.execution_options(cloudlet_read_only=True), expire_on_commit=False)
+    return db.read_only(sessions)
