@@ -25,27 +25,13 @@ NO_BWRAP = (
 
 def pytest_configure(config: pytest.Config) -> None:
     """Without bwrap the servers' nodes would be refused: under CI that fails the run; elsewhere
-    the servers run nodes unsandboxed (CLOUDLET_SANDBOX=none) and the isolation tests are skipped.
-    xdist hands out the files in the order collected (``pytest_collection_modifyitems``), not
-    most tests first."""
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
+    the servers run nodes unsandboxed (CLOUDLET_SANDBOX=none) and the isolation tests are skipped."""
     if shutil.which("bwrap") is not None:
         return
     if os.environ.get("CI"):
         raise pytest.UsageError(f"CI must run jobs sandboxed: {NO_BWRAP}")
     print(f"\n!!! {NO_BWRAP}; nodes run UNSANDBOXED (CLOUDLET_SANDBOX=none) in this run !!!\n")
     os.environ.setdefault("CLOUDLET_SANDBOX", "none")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest files first (tests/file_order.py): both workers finish together."""
-    try:
-        from tests.file_order import longest_first
-    except ModuleNotFoundError:  # this file copied into an inner run (tests/unit/test_ci_skips.py)
-        return
-    order = longest_first(items)
-    items[:] = [items[i] for i in order]
 
 
 CI_SKIP = (
