@@ -42,11 +42,21 @@ def sdk_python() -> Path:
     return python
 
 
+# The interpreters found to import the SDK: a probe imports all of azure.ai.ml (~1.5 s of CPU),
+# and every SDK script asks for the interpreter, so each test process probes it once.
+_WORKING: set[Path] = set()
+
+
 def _works(python: Path) -> bool:
+    if python in _WORKING:
+        return True
     if not python.exists():
         return False
     probe = subprocess.run([str(python), "-c", "import azure.ai.ml, azure.identity"], capture_output=True)
-    return probe.returncode == 0
+    if probe.returncode != 0:
+        return False
+    _WORKING.add(python)
+    return True
 
 
 def azureml_env(cli_env: dict[str, str], credential: str | None = None) -> dict[str, str]:
