@@ -54,3 +54,5 @@ fi
 if [ ! -x /usr/bin/chromium ]; then
   APT_WITH_RECOMMENDS=1 apt_install "browser tests will be skipped" chromium
 fi
+# PyTorch (above) and the SDK's venv, byte-compiled (scripts/compile-bytecode.sh).
+./scripts/compile-bytecode.sh .venv/lib "$AZUREML_VENV/lib"

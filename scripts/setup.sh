@@ -30,3 +30,5 @@ fi
 if ! command -v bwrap >/dev/null 2>&1; then
   apt_install "jobs run unsandboxed and the isolation tests are skipped (fail under CI)" bubblewrap
 fi
+# The control plane, its sources and the replicas' environment, byte-compiled (scripts/compile-bytecode.sh).
+./scripts/compile-bytecode.sh .venv/lib src "$INFERENCE_VENV/lib"
