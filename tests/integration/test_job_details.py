@@ -1,5 +1,5 @@
 """A job's details in one statement (``services.views.job_details``), on SQLite and PostgreSQL:
-what it reads is what the separate reads it replaced give (``jobs.runs_of``, ``assets.uses_view``,
+what it reads is what the separate reads it replaced give (``jobs.runs_of``, the asset uses in id order,
 ``tracking.job_view``), for a job with nothing, and for one with runs over attempts and ranks, asset
 uses, metrics (NaN, infinities) and params; another job's rows are not mixed in."""
 
@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, select
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.jobs.job_status import JobStatus
-from cloudlet.services.assets import assets as asset_service
 from cloudlet.services.core.clock import utcnow
 from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.tracking import tracking
@@ -33,6 +32,15 @@ from cloudlet.store.schema import (
     TrackingRun,
     Workspace,
 )
+
+
+def _uses_by_orm(session: Session, job_id: int) -> list[dict[str, Any]]:
+    """The job view's asset uses as they were read before ``job_details`` (``assets.uses_view``, gone):
+    the reference the union is checked against."""
+    uses = session.scalars(select(AssetUse).where(AssetUse.job_id == job_id).order_by(AssetUse.id))
+    return [
+        {"field": u.field, "role": u.role, "kind": u.kind, "name": u.name, "version": u.version} for u in uses
+    ]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -106,7 +114,7 @@ def _separately(session: Session, job: Job) -> dict[str, Any]:
     fields = ("attempt", "node_id", "exit_code", "reason", "started_at", "ended_at")
     return {
         "runs": [tuple(getattr(run, name) for name in fields) for run in runs],
-        "assets": asset_service.uses_view(session, job.id),
+        "assets": _uses_by_orm(session, job.id),
         **tracking.job_view(session, job.id),
     }
 

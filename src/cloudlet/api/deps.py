@@ -118,6 +118,11 @@ async def app_state(request: Request) -> AppState:
     return state
 
 
+def _reads_only(request: Request) -> bool:
+    """A request whose session only reads: a warm read session (``db.WarmReads``) serves it."""
+    return request.method in ("GET", "HEAD")
+
+
 class Context:
     """One request's unit of work: its caller (authenticated by the route before the body was
     read, ``api/routing.py``) and a store session opened on first use, in the endpoint's thread."""
@@ -135,7 +140,7 @@ class Context:
     @property
     def session(self) -> Session:
         if self._session is None:
-            if self.request.method in ("GET", "HEAD"):
+            if _reads_only(self.request):
                 self._session = self.state.warm_reads.lease()
             else:
                 self._session = self.state.sessions()
@@ -145,7 +150,7 @@ class Context:
         session, self._session = self._session, None
         if session is None:
             return
-        if self.request.method in ("GET", "HEAD"):
+        if _reads_only(self.request):
             self.state.warm_reads.release(session)
         else:
             session.close()  # the pool's reset rolls back: one ROLLBACK, not two
@@ -168,8 +173,7 @@ def end_context(request: Request) -> None:
     ctx: Context | None = getattr(request.state, CONTEXT_KEY, None)
     if ctx is not None and ctx._session is not None:
         session, ctx._session = ctx._session, None
-        read_only = request.method in ("GET", "HEAD")
-        db.ENDER.end(session, ctx.state.warm_reads.release if read_only else None)
+        db.ENDER.end(session, ctx.state.warm_reads.release if _reads_only(request) else None)
 
 
 def dump_json(data: Any) -> bytes:

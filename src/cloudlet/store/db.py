@@ -370,11 +370,20 @@ def _read_only_engine(engine: Engine) -> Engine:
     return kept
 
 
+def rows_connection(session: Session) -> Connection:
+    """SESSION's connection, for a statement read as plain rows (not ORM objects: their loading
+    costs more than a small query). What the session holds pending is flushed first, as the ORM's
+    autoflush would before a query of its own, so the rows include it."""
+    if session.new or session.dirty or session.deleted:
+        session.flush()
+    return session.connection()
+
+
 def read_session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions for requests that only read (GET): no transaction is begun (``_WriterGate``), so
     each statement sees the latest commit; a write made through one is not rolled back at its end,
     so nothing that writes may use them."""
-    return sessionmaker(engine.execution_options(cloudlet_read_only=True), expire_on_commit=False)
+    return sessionmaker(_read_only_engine(engine), expire_on_commit=False)
 
 
 class WarmReads:
@@ -395,7 +404,7 @@ class WarmReads:
     MAX_IDLE_S = 2.0
 
     def __init__(self, engine: Engine, fallback: sessionmaker[Session], size: int) -> None:
-        self._engine = engine.execution_options(cloudlet_read_only=True)
+        self._engine = _read_only_engine(engine)
         self._fallback = fallback
         self._size = size
         self._made = 0

@@ -496,17 +496,6 @@ def register_outputs(session: Session, job_id: int) -> None:
         audit.record(session, audit.system("jobs"), f"{kind}.create", f"job:{job.name}/{use.field}", spec)
 
 
-_USES_OF = select(AssetUse).where(AssetUse.job_id == bindparam("job")).order_by(AssetUse.id)
-
-
-def uses_view(session: Session, job_id: int) -> list[dict[str, Any]]:
-    """The asset versions a job uses (resolved at submission) and the ones it registers."""
-    return [
-        {"field": u.field, "role": u.role, "kind": u.kind, "name": u.name, "version": u.version}
-        for u in session.scalars(_USES_OF, {"job": job_id})
-    ]
-
-
 @dataclass
 class Container:
     """A name's versions in summary (ARM's asset container): ``latest`` is the newest version not

@@ -16,6 +16,7 @@ from cloudlet.services.core import effects
 from cloudlet.services.core.clock import iso, utcnow
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.core.use_case import use_case
+from cloudlet.store import db
 from cloudlet.store.schema import ManagementLock
 
 
@@ -41,9 +42,7 @@ _IN_SCOPES = {count: _in_scopes(count) for count in (3, 4)}
 def effective(session: Session, ref: WorkspaceRef, compute: str | None = None) -> list[Lock]:
     scopes = ancestors(ref, compute)
     statement = _IN_SCOPES[len(scopes)]
-    if session.new or session.dirty or session.deleted:
-        session.flush()  # as the ORM's autoflush would: a pending lock change is seen
-    rows = session.connection().execute(statement, {f"s{i}": scope for i, scope in enumerate(scopes)})
+    rows = db.rows_connection(session).execute(statement, {f"s{i}": scope for i, scope in enumerate(scopes)})
     return [
         Lock(name=name, level=LockLevel(level), scope=scope, notes=notes)
         for name, level, scope, notes in rows

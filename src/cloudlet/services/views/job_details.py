@@ -19,6 +19,7 @@ from sqlalchemy import Boolean, Float, Integer, Text, bindparam, literal_column,
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.tracking import tracking as rules
+from cloudlet.store import db
 from cloudlet.store.schema import AssetUse, JobRun, TrackingLatestMetric, TrackingParam, TrackingRun
 
 _RUN, _USE, _METRIC, _PARAM = 0, 1, 2, 3
@@ -38,7 +39,7 @@ class RunRow(NamedTuple):
 @dataclass
 class JobDetails:
     runs: list[RunRow] = field(default_factory=list)
-    assets: list[dict[str, Any]] = field(default_factory=list)  # ``assets.uses_view``'s shape
+    assets: list[dict[str, Any]] = field(default_factory=list)  # field, role, kind, name, version of each use
     metrics: dict[str, Any] = field(default_factory=dict)  # ``tracking.job_view``'s
     params: dict[str, str] = field(default_factory=dict)
 
@@ -86,12 +87,10 @@ _DETAILS = union_all(
 def of_job(session: Session, job_id: int) -> JobDetails:
     """JOB_ID's runs (by attempt, then rank), asset uses (in the order recorded), latest metrics
     and params (each by key)."""
-    if session.new or session.dirty or session.deleted:
-        session.flush()  # as the ORM's autoflush would: pending runs or uses are read too
     details = JobDetails()
     metrics: dict[str, Any] = {}
     params: dict[str, str] = {}
-    for kind, _i1, _i2, i3, f1, f2, t1, t2, t3, t4, t5, b in session.connection().execute(
+    for kind, _i1, _i2, i3, f1, f2, t1, t2, t3, t4, t5, b in db.rows_connection(session).execute(
         _DETAILS, {"job": job_id}
     ):
         if kind == _RUN:
