@@ -190,6 +190,18 @@ def test_sign_in_lands_only_on_studio_pages(srv: RunningServer) -> None:
             assert signed.status_code == 303 and signed.headers["location"] == "/studio/", target
 
 
+def test_a_signed_out_page_is_returned_to_as_the_browser_asked_for_it(srv: RunningServer) -> None:
+    page = f"/studio/ws/{srv.subscription_id}/default/default/jobs/no%20such%20job?tab=outputs"
+    with studio_client(srv) as client:
+        went = client.get(page)
+        assert went.status_code == 303, went.text
+        assert httpx.URL(went.headers["location"]).params["next"] == page  # as sent, not decoded
+        form = client.get(went.headers["location"])
+        assert f'name="next" value="{page}"' in form.text
+        signed = client.post("/studio/signin", data={"api_key": srv.api_key, "next": page})
+        assert signed.status_code == 303 and signed.headers["location"] == page
+
+
 def test_a_one_time_link_lands_on_the_page_it_was_made_for_and_only_in_the_studio(
     srv: RunningServer,
 ) -> None:

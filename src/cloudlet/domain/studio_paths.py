@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
 
 from cloudlet.domain.redirects import local_target
@@ -13,14 +14,20 @@ PREFIX = "/studio"  # every studio URL starts here (the session cookie's Path)
 
 def workspace_path(subscription: str, resource_group: str, workspace: str, *parts: str) -> str:
     """A workspace's studio path: ``/studio/ws/{subscription}/{resource group}/{workspace}/…``."""
-    head = "/".join(urllib.parse.quote(p, safe="") for p in (subscription, resource_group, workspace))
     tail = "/".join(urllib.parse.quote(p, safe="") for p in parts)
-    return f"{PREFIX}/ws/{head}/{tail}"
+    return f"{_head(subscription, resource_group, workspace)}/{tail}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _head(subscription: str, resource_group: str, workspace: str) -> str:
+    """A page of jobs links every job to its page: its workspace's part is quoted once."""
+    quoted = (urllib.parse.quote(p, safe="") for p in (subscription, resource_group, workspace))
+    return f"{PREFIX}/ws/" + "/".join(quoted)
 
 
 def job_path(subscription: str, resource_group: str, workspace: str, name: str) -> str:
     """A job's studio page (a pipeline's step and a sweep's trial are jobs of the workspace too)."""
-    return workspace_path(subscription, resource_group, workspace, "jobs", name)
+    return f"{_head(subscription, resource_group, workspace)}/jobs/{urllib.parse.quote(name, safe='')}"
 
 
 def job_link(subscription: str, resource_group: str, workspace: str, name: str) -> str:
