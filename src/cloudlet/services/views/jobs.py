@@ -160,8 +160,8 @@ def services(ref: WorkspaceRef, name: str, endpoint: str) -> dict[str, dict[str,
 
 @functools.lru_cache(maxsize=8192)
 def _studio_link(endpoint: str, subscription: str, resource_group: str, workspace: str, name: str) -> str:
-    """A job list polled again links the same jobs: each link is built once (building it took a
-    third of ``render``'s time per job, docs/studio.md)."""
+    """A job list polled again links the same jobs: each link is built once (building it took
+    nearly a third of ``render``'s time per job, docs/studio.md)."""
     return endpoint.rstrip("/") + studio_paths.job_link(subscription, resource_group, workspace, name)
 
 
