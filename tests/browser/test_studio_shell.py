@@ -52,6 +52,35 @@ def test_sign_in_see_home_switch_workspace_and_sign_out(studio_srv: RunningServe
     page.wait_for_url("**/studio/signin**")  # the session is gone
 
 
+def test_a_jobs_studio_link_survives_sign_in(studio_srv: RunningServer, page: Any, browser: Any) -> None:
+    """The job view's Studio link (what ``studio_url`` and ``job show --web`` give), opened signed
+    out: the sign-in form, then that job's page, not Home; a one-time link made for the page
+    (``--web`` where there is a display) lands there too."""
+    srv = studio_srv
+    with srv.client() as api:
+        submit(api, srv, "deep-link-job", {"command": "echo deep-link", "compute": "local"})
+        link = api.get(f"{srv.ws_path}/jobs/deep-link-job").json()["services"]["Studio"]["endpoint"]
+        path = link.removeprefix(srv.endpoint)
+        one_time = api.post("/api/v1/studio/signin-links", json={"next": path}).json()["url"]
+    page.goto(link)
+    page.wait_for_url("**/studio/signin?next=**")
+    page.get_by_label("API key").fill(srv.api_key)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(link)
+    assert page.get_by_role("heading", level=1).inner_text() == "deep-link-job"
+    assert page.get_by_text("echo deep-link").first.is_visible()
+    screenshot(page, "deep-link-job")
+
+    fresh = browser.new_context(viewport=studio_helpers.VIEWPORT)  # signed out
+    try:
+        other = fresh.new_page()
+        other.goto(one_time)
+        other.wait_for_url(link)
+        assert other.get_by_role("heading", level=1).inner_text() == "deep-link-job"
+    finally:
+        fresh.close()
+
+
 def test_the_keyboard_reaches_the_navigation_and_sign_out(studio_srv: RunningServer, page: Any) -> None:
     sign_in(page, studio_srv)
     reached: list[str] = []

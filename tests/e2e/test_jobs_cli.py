@@ -32,7 +32,8 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 def cli(srv: RunningServer, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cloudlet", *args],
-        env={**srv.cli_env(), "COLUMNS": "400"},  # no wrapping of stderr notes
+        # No wrapping of stderr notes; no display (`--web` prints the link, opens no browser).
+        env={**srv.cli_env(), "COLUMNS": "400", "DISPLAY": "", "WAYLAND_DISPLAY": ""},
         capture_output=True,
         text=True,
         timeout=180,
@@ -174,10 +175,11 @@ def test_a_script_in_azures_style_captures_names_with_query_and_tsv(
     created = ok(cli(srv, "job", "create", "-f", str(spec), "--query", "name", "-o", "tsv", "--web"))
     name = created.stdout.strip()
     assert re.fullmatch(r"[A-Za-z0-9_-]+", name), created.stdout
-    assert "no studio page" in created.stderr
+    page = f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/jobs/{name}?tab=overview"
+    assert f"Studio: {page}\n" in created.stderr  # --web: the job's studio page (no display here)
     with srv.client() as api:
         assert wait_job(api, srv, name)["status"] == "Completed"
-    shown = ok(cli(srv, "job", "show", "-n", name, "--query", "{n:name, s:status}", "--out", "tsv"))
-    assert shown.stdout == f"{name}\tCompleted\n"
+    shown = ok(cli(srv, "job", "show", "-n", name, "--query", "{n:name, s:status}", "--out", "tsv", "--web"))
+    assert shown.stdout == f"{name}\tCompleted\n" and f"Studio: {page}\n" in shown.stderr
     refused = cli(srv, "job", "show", "-n", name, "--query", "[?")
     assert refused.returncode == 2 and "--query" in refused.stderr

@@ -197,4 +197,4 @@ def test_create_stream_shows_each_trial_as_it_starts_and_ends(srv: RunningServer
         assert "loss=" in lines[ended[0]], lines[ended[0]]
     assert any(line.startswith("Job streamed Completed") for line in lines), result.stdout
     assert any(line.startswith("best trial ") for line in lines), result.stdout
-    assert "Studio:" not in result.stderr  # no studio page to link to yet
+    assert f"Studio: {srv.endpoint}/studio/ws/" in result.stderr  # the sweep's studio page

@@ -105,7 +105,9 @@ def test_a_job_put_in_the_arm_shape_runs_and_reads_back_in_it(srv: RunningServer
         assert put.status_code == 201, put.text
         props = put.json()["properties"]
         assert props["jobType"] == "Command" and props["status"] == "Queued"
-        assert props["displayName"] == "from-the-sdk" and "Studio" not in props["services"]  # no page yet
+        assert props["displayName"] == "from-the-sdk"
+        page = f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/jobs/arm-1?tab=overview"
+        assert props["services"] == {"Studio": {"endpoint": page, "jobServiceType": "Studio"}}
         assert wait_job(api, srv, "arm-1")["status"] == "Completed"
         got = api.get(f"{arm_jobs_path(srv)}/arm-1").json()
         assert got["id"].endswith("/jobs/arm-1") and got["properties"]["status"] == "Completed"

@@ -17,6 +17,7 @@ import pytest
 from tests.azureml_helpers import azureml_env, run_sdk, sdk_python
 from tests.conftest import RunningServer
 from tests.jobs_helpers import served
+from tests.studio_http import sign_in, studio_client
 
 SDK_SCRIPT = r"""
 import contextlib, io, json
@@ -59,7 +60,8 @@ created = ml.jobs.create_or_update(job)
 out("created", name=created.name, status=str(created.status), studio=created.studio_url)
 out("stream", text=streamed(created.name))
 done = ml.jobs.get(created.name)
-out("done", status=str(done.status), display=done.display_name, compute=done.compute)
+out("done", status=str(done.status), display=done.display_name, compute=done.compute,
+    studio=done.studio_url)
 ml.jobs.download(created.name, download_path="./dl", output_name="result")
 ml.jobs.download(created.name, download_path="./dl-all", all=True)
 files = lambda root: sorted(str(p.relative_to(root)) for p in Path(root).rglob("*") if p.is_file())
@@ -116,8 +118,14 @@ def test_sdk_runs_streams_downloads_serverless_and_cancels(srv: RunningServer, t
 
     created = steps["created"]
     assert created["status"] in ("Queued", "JobStatus.QUEUED", "Preparing", "Starting"), created
-    # cloudlet sends no Studio link (no studio page yet): the SDK makes Azure's own, never ours.
-    assert srv.https_url not in str(created["studio"]) and srv.endpoint not in str(created["studio"])
+    # The job's studio page on this server (services.Studio), not the Azure portal's; the SDK
+    # appends the token's tenant ("&tid=…"), which the page takes and ignores.
+    page = f"{srv.endpoint}/studio/ws/{srv.subscription_id}/default/default/jobs/{created['name']}"
+    assert created["studio"].startswith(f"{page}?tab=overview&tid="), created
+    with studio_client(srv) as browser:
+        assert sign_in(browser, srv.api_key).status_code == 303
+        opened = browser.get(created["studio"])
+        assert opened.status_code == 200 and created["name"] in opened.text
     log = steps["stream"]["text"]
     assert f"RunId: {created['name']}" in log
     assert "read 3 rows from the data input" in log and "training done" in log
@@ -125,6 +133,7 @@ def test_sdk_runs_streams_downloads_serverless_and_cancels(srv: RunningServer, t
     assert steps["model"] == {"step": "model", "name": "sdk-model", "version": "1"}
     assert steps["done"]["status"].endswith("COMPLETED") or steps["done"]["status"] == "Completed"
     assert steps["done"]["display"] == "sdk-train" and steps["done"]["compute"].endswith("sdk-cpu")
+    assert steps["done"]["studio"] == created["studio"]  # jobs.get too
     download = steps["download"]
     assert download["result"] == ["named-outputs/result/result.txt"] and download["text"] == "rows=3\n"
     assert any(p.endswith("outputs/note.txt") for p in download["all"]), download["all"]

@@ -53,7 +53,7 @@ def _jobs_survive_0009(engine: Engine) -> None:
         assert workspace is not None
         done = job_service.get(session, workspace, "done")
         assert (done.kind, done.parent_job_id, done.status) == ("command", None, "Completed")
-        shown = native_jobs.render(done, REF, job_service.runs_of(session, done), "http://x")
+        shown = native_jobs.render(done, REF, job_service.runs_of(session, done), "http://x", "")
         assert shown["type"] == "command" and shown["status"] == "Completed"
         assert shown["attempts"][0]["exit_codes"] == [0] and shown["end_time"] is not None
         listed = job_service.list_jobs(session, workspace)

@@ -39,7 +39,7 @@ def _rows_carried(engine: Engine) -> None:
         assert ws is not None and job is not None
         assert ws.default_instance_type is None and workspaces.default_instance_type(ws) == "Standard_DS3_v2"
         assert job.warnings is None
-        view = native_jobs.render(job, WorkspaceRef("s", "rg", "ws"), [], "http://x")
+        view = native_jobs.render(job, WorkspaceRef("s", "rg", "ws"), [], "http://x", "")
         assert view["warnings"] == [] and view["resources"]["instance_type"] == "Standard_DS3_v2"
 
 

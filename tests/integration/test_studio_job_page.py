@@ -19,7 +19,7 @@ from cloudlet.studio.pages.job_page import TAIL_BYTES as JOB_TAIL_BYTES
 from tests.conftest import RunningServer
 from tests.instance_helpers import act, create_instance
 from tests.integration.test_studio_sessions import new_user
-from tests.jobs_helpers import served, submit, wait_job
+from tests.jobs_helpers import served, submit, wait_job, wait_until
 from tests.studio_http import sign_in, studio_client
 
 PRINCIPALS = "/api/v1/principals"
@@ -32,6 +32,9 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 def job_url(srv: RunningServer, name: str, rg: str = "default", ws: str = "default") -> str:
     return f"/studio/ws/{srv.subscription_id}/{rg}/{ws}/jobs/{name}"
+
+
+LINK_QUERY = "?tab=overview"  # the link's query (azure-ai-ml appends "&tid=…" to it)
 
 
 def events(response: httpx.Response) -> Iterator[tuple[str, str | None, Any]]:
@@ -244,3 +247,53 @@ def test_a_removed_role_ends_an_open_stream(srv: RunningServer) -> None:
             assert ended == {"reason": "no longer allowed"}
             assert time.monotonic() - started < RECHECK_S + 5
         assert api.post(f"{srv.ws_path}/jobs/watched/cancel").status_code == 202
+
+
+def test_every_job_view_links_its_studio_page_which_a_signed_out_browser_reaches_after_sign_in(
+    srv: RunningServer,
+) -> None:
+    """``services.Studio`` (what the SDK's ``studio_url`` reads): the job's studio page, absolute,
+    in the job's own workspace, for a pipeline's steps and a sweep's trials too; followed signed
+    out, it goes through sign-in and lands on that page."""
+    team = srv.workspace_path("linked", "research")
+    with srv.client() as api:
+        assert api.put(team, json={}).status_code in (200, 201)
+        submit(api, srv, "link-pipe", pipeline_doc())
+        submit(api, srv, "link-sweep", SWEEP)
+        made = api.put(f"{team}/jobs/link-cmd", json={"command": "echo linked", "compute": "local"})
+        assert made.status_code == 201, made.text
+        assert made.json()["services"]["Studio"]["endpoint"].endswith(
+            job_url(srv, "link-cmd", "research", "linked") + LINK_QUERY
+        )
+
+        def children(name: str) -> list[str] | None:
+            kids = api.get(f"{srv.ws_path}/jobs/{name}").json().get("children") or []
+            return [k["name"] for k in kids] or None
+
+        shown = [(team, "link-cmd", "research", "linked")]
+        for parent in ("link-pipe", "link-sweep"):
+            kids = wait_until(lambda parent=parent: children(parent), 60, f"{parent}'s children")
+            shown += [(srv.ws_path, name, "default", "default") for name in [parent, *kids]]
+        for ws_path, name, rg, ws in shown:
+            view = api.get(f"{ws_path}/jobs/{name}").json()
+            page = srv.endpoint + job_url(srv, name, rg, ws) + LINK_QUERY
+            assert view["services"] == {"Studio": {"endpoint": page, "job_service_type": "Studio"}}, view
+        listed = api.get(f"{team}/jobs").json()["value"]
+        assert [j["services"]["Studio"]["endpoint"] for j in listed] == [
+            srv.endpoint + job_url(srv, "link-cmd", "research", "linked") + LINK_QUERY
+        ]
+        page_url = made.json()["services"]["Studio"]["endpoint"]
+
+    path = page_url.removeprefix(srv.endpoint)
+    with studio_client(srv) as browser:
+        went = browser.get(page_url)
+        assert went.status_code == 303, went.text
+        form = browser.get(went.headers["location"])
+        assert form.status_code == 200 and f'name="next" value="{html.escape(path)}"' in form.text
+        signed = browser.post("/studio/signin", data={"api_key": srv.api_key, "next": path})
+        assert signed.status_code == 303 and signed.headers["location"] == path
+        landed = browser.get(signed.headers["location"])
+        assert landed.status_code == 200 and "link-cmd" in landed.text and "echo linked" in landed.text
+        # As the SDK hands it out (``studio_url`` appends the token's tenant): the same page.
+        with_tenant = browser.get(f"{page_url}&tid=00000000-0000-0000-0000-000000000001")
+        assert with_tenant.status_code == 200 and "echo linked" in with_tenant.text

@@ -167,6 +167,65 @@ def test_a_one_time_link_signs_in_once(srv: RunningServer) -> None:
         assert signed_out(second.get("/studio/"))
 
 
+# Where a sign-in must not send the browser: another site, the API, or out of /studio/ once the
+# browser resolves dots and backslashes.
+OFF_STUDIO = (
+    "https://evil.example/",
+    "//evil.example",
+    "/api/v1/principals",
+    "/studio/../api/v1/principals",
+    "/studio/%2e%2E/api/v1/principals",
+    "/studio//evil.example",
+    "/studio/\\evil.example",
+    "/studio/\t/evil.example",
+)
+
+
+def test_sign_in_lands_only_on_studio_pages(srv: RunningServer) -> None:
+    with studio_client(srv) as client:
+        for target in OFF_STUDIO:
+            form = client.get("/studio/signin", params={"next": target})
+            assert form.status_code == 200 and 'name="next" value="/studio/"' in form.text, target
+            signed = client.post("/studio/signin", data={"api_key": srv.api_key, "next": target})
+            assert signed.status_code == 303 and signed.headers["location"] == "/studio/", target
+
+
+def test_a_signed_out_page_is_returned_to_as_the_browser_asked_for_it(srv: RunningServer) -> None:
+    page = f"/studio/ws/{srv.subscription_id}/default/default/jobs/no%20such%20job?tab=outputs"
+    with studio_client(srv) as client:
+        went = client.get(page)
+        assert went.status_code == 303, went.text
+        assert httpx.URL(went.headers["location"]).params["next"] == page  # as sent, not decoded
+        form = client.get(went.headers["location"])
+        assert f'name="next" value="{page}"' in form.text
+        signed = client.post("/studio/signin", data={"api_key": srv.api_key, "next": page})
+        assert signed.status_code == 303 and signed.headers["location"] == page
+
+
+def test_a_one_time_link_lands_on_the_page_it_was_made_for_and_only_in_the_studio(
+    srv: RunningServer,
+) -> None:
+    page = f"/studio/ws/{srv.subscription_id}/default/default/jobs"
+    with srv.client() as api:
+        for target in OFF_STUDIO:
+            refused = api.post("/api/v1/studio/signin-links", json={"next": target})
+            assert refused.status_code == 400 and "next" in refused.text, (target, refused.text)
+        made = [api.post("/api/v1/studio/signin-links", json={"next": page}) for _ in range(2)]
+    assert [m.status_code for m in made] == [201, 201], [m.text for m in made]
+    url = httpx.URL(made[0].json()["url"])
+    assert str(url).startswith(f"{srv.endpoint}/studio/link/") and url.params["next"] == page
+    with studio_client(srv) as client:
+        followed = client.get(url.raw_path.decode())
+        assert followed.status_code == 200 and f'http-equiv="refresh" content="0;url={page}"' in followed.text
+        assert client.get(page).status_code == 200
+    # NEXT is outside the link's secret: one rewritten to leave the studio lands on Home instead.
+    tampered = httpx.URL(made[1].json()["url"]).copy_set_param("next", "https://evil.example/")
+    with studio_client(srv) as client:
+        followed = client.get(tampered.raw_path.decode())
+        assert followed.status_code == 200 and 'content="0;url=/studio/"' in followed.text
+        assert "evil.example" not in followed.text
+
+
 def test_a_link_needs_an_authenticated_caller(srv: RunningServer) -> None:
     refused = httpx.post(f"{srv.endpoint}/api/v1/studio/signin-links")
     assert refused.status_code == 401

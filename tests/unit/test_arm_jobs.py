@@ -137,7 +137,7 @@ def test_a_job_view_reads_back_in_the_arm_shape() -> None:
         "distribution": {"type": "pytorch", "process_count_per_instance": 2},
         "limits": {"timeout": 600},
         "status": "Running",
-        "services": {"Studio": {"endpoint": "https://h/s"}},
+        "services": {"Studio": {"endpoint": "https://h/s", "job_service_type": "Studio"}},
         "creation_context": {"created_by": "alice", "created_at": "2026-12-01T00:00:00Z"},
     }
     arm = to_arm(view, WS, code_id=f"{WS}/codes/c1/versions/1")
@@ -151,7 +151,8 @@ def test_a_job_view_reads_back_in_the_arm_shape() -> None:
     assert props["outputs"]["model"]["uri"].endswith("/job-1/model/")
     assert props["distribution"] == {"distributionType": "PyTorch", "processCountPerInstance": 2}
     assert props["limits"] == {"jobLimitsType": "Command", "timeout": "PT10M"}
-    assert props["services"]["Studio"]["endpoint"] == "https://h/s"
+    # REST's JobService field names: what the SDK's ``studio_url`` reads
+    assert props["services"] == {"Studio": {"endpoint": "https://h/s", "jobServiceType": "Studio"}}
     # and what went out comes back as the same document
     again = from_arm(arm, "job-1", REFS)
     assert again["compute"] == "azureml:cpu-cluster" and again["environment"] == "azureml:env:1"

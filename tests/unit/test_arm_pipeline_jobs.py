@@ -147,6 +147,12 @@ def test_a_bad_search_space_names_its_field() -> None:
     assert caught.value.target == "properties.searchSpace.lr" and "min_value" in caught.value.message
 
 
+STUDIO = {
+    "Studio": {"endpoint": "http://h:1/studio/ws/s/r/w/jobs/p1?tab=overview", "job_service_type": "Studio"}
+}
+STUDIO_REST = {"Studio": {"endpoint": STUDIO["Studio"]["endpoint"], "jobServiceType": "Studio"}}
+
+
 def test_views_go_back_in_the_arm_shape() -> None:
     doc = PIPELINE.parse(arm.pipeline_from_arm(body("pipeline"), "p1"), "p1")
     doc["jobs"]["first"]["component"] = {
@@ -155,6 +161,7 @@ def test_views_go_back_in_the_arm_shape() -> None:
         "type": "command",
     }
     view = {**doc, "status": "Running", "creation_context": {"created_by": "u", "created_at": "t"}}
+    view["services"] = STUDIO
     out = arm.pipeline_to_arm(view, WS)
     props = out["properties"]
     assert out["id"] == f"{WS}/jobs/p1" and props["jobType"] == "Pipeline" and props["status"] == "Running"
@@ -168,10 +175,13 @@ def test_views_go_back_in_the_arm_shape() -> None:
     }
     assert props["jobs"]["second"]["computeId"] == f"{WS}/computes/gpu-cluster"
     assert "default" not in props["outputs"]  # else the SDK streams logs from blob storage
+    assert props["services"] == STUDIO_REST  # what the SDK's studio_url reads
 
     sweep = parse_sweep(arm.sweep_from_arm(body("sweep"), "s1", refs()), "s1")
-    props = arm.sweep_to_arm({**sweep, "name": "s1", "status": "Completed"}, WS)["properties"]
+    props = arm.sweep_to_arm({**sweep, "name": "s1", "status": "Completed", "services": STUDIO}, WS)
+    props = props["properties"]
     assert props["jobType"] == "Sweep" and props["computeId"] == f"{WS}/computes/cpu-cluster"
+    assert props["services"] == STUDIO_REST
     assert props["searchSpace"] == body("sweep")["properties"]["searchSpace"]
     assert props["samplingAlgorithm"] == {"samplingAlgorithmType": "Random"}
     assert props["earlyTermination"]["policyType"] == "Bandit"

@@ -166,7 +166,7 @@ def invoke_batch_endpoint(
     request = rules.parse_invoke(body)
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     job = service.invoke(ctx.session, workspace, endpoint, request, ctx.caller, ctx.state.data)
-    return json_response(native_jobs.render(job, ref, [], _base(ctx)), 201)
+    return json_response(native_jobs.render(job, ref, [], _base(ctx), ctx.state.endpoint), 201)
 
 
 @router.get(EP + "/jobs")
@@ -175,4 +175,6 @@ def list_batch_endpoint_jobs(
 ) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.READ)
     jobs = service.invocations(ctx.session, workspace, endpoint)
-    return json_response({"value": [native_jobs.render(job, ref, [], _base(ctx)) for job in jobs]})
+    return json_response(
+        {"value": [native_jobs.render(job, ref, [], _base(ctx), ctx.state.endpoint) for job in jobs]}
+    )

@@ -30,6 +30,7 @@ from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Targe
 from cloudlet.domain.access.roles import Access
 from cloudlet.domain.compute.node_address import node_address
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
+from cloudlet.domain.redirects import local_target
 from cloudlet.services.access import identity, instance_signin
 from cloudlet.services.compute import instance_activity
 from cloudlet.services.compute import instances as instance_service
@@ -48,10 +49,8 @@ cookie_secret = instance_signin.cookie_secret  # the studio mints the same cooki
 
 # -- sign-in ----------------------------------------------------------------------------------
 def _safe_next(target: str | None) -> str:
-    """Only redirect into the proxy (never to another site)."""
-    if target and target.startswith(COOKIE_PATH) and "//" not in target and "\\" not in target:
-        return target
-    return COOKIE_PATH
+    """Only redirect into the proxy (never to another site: ``redirects.local_target``)."""
+    return local_target(target, COOKIE_PATH) or COOKIE_PATH
 
 
 def signin_page(next_url: str, message: str = "", status: int = 200) -> HTMLResponse:

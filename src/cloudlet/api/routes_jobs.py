@@ -79,14 +79,14 @@ async def create_job(
     prepared = job_service.prepare(body, name)  # pure: validated before the store is touched
     ref, base_url = WorkspaceRef(sub, rg, ws), str(request.base_url).rstrip("/")
     job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
-    return json_response(native_jobs.render(job, ref, [], base_url), 201)
+    return json_response(native_jobs.render(job, ref, [], base_url, state.endpoint), 201)
 
 
 @router.get(WS + "/jobs/{name}")
 def show_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref = WorkspaceRef(sub, rg, ws)
     _, job = job_service.readable(ctx.session, ref, ctx.caller, name)
-    return json_response(native_jobs.view(ctx.session, ref, job, _base_url(ctx)))
+    return json_response(native_jobs.view(ctx.session, ref, job, _base_url(ctx), ctx.state.endpoint))
 
 
 @router.get(WS + "/jobs/{name}/deliveries")
@@ -146,7 +146,9 @@ def list_jobs(
         page = job_service.list_jobs(ctx.session, workspace, status, compute, top, skip_token, parent)
         jobs, next_token = page.jobs, page.next_token
     body: dict[str, Any] = {
-        "value": native_jobs.render_page(ctx.session, ref, workspace.id, jobs, _base_url(ctx))
+        "value": native_jobs.render_page(
+            ctx.session, ref, workspace.id, jobs, _base_url(ctx), ctx.state.endpoint
+        )
     }
     if search.asked() and query.count:
         body["count"], body["countCapped"] = found.count, found.count_capped
@@ -162,7 +164,7 @@ def list_jobs(
 def cancel_job(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depends(context)) -> Response:
     ref, workspace = _workspace(ctx, sub, rg, ws, Access.WRITE)
     job, runs = job_cancel.cancel(ctx.session, workspace, name)
-    return json_response(native_jobs.render(job, ref, runs, _base_url(ctx)), 202)
+    return json_response(native_jobs.render(job, ref, runs, _base_url(ctx), ctx.state.endpoint), 202)
 
 
 @router.get(WS + "/jobs/{name}/monitoring")

@@ -1,13 +1,18 @@
-"""The studio's one REST route: a one-time sign-in link (``cloudlet studio open``). The studio
-itself is served by ``cloudlet.studio`` under ``/studio``; its sessions live in
+"""The studio's one REST route: a one-time sign-in link (``cloudlet studio open``, ``job show
+--web``). The studio itself is served by ``cloudlet.studio`` under ``/studio``; its sessions live in
 ``services/access/studio_sessions.py``."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+import urllib.parse
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Response
 
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.routing import UserRoute
+from cloudlet.domain import studio_paths
+from cloudlet.domain.errors import validation_error
 from cloudlet.services.access import studio_sessions
 
 router = APIRouter(prefix="/api/v1", tags=["studio"], route_class=UserRoute)
@@ -15,10 +20,23 @@ LINK_PATH = "/studio/link/"  # the studio route that redeems a link (cloudlet.st
 
 
 @router.post("/studio/signin-links", status_code=201)
-def create_signin_link(ctx: Context = Depends(context)) -> Response:
+def create_signin_link(
+    body: dict[str, Any] | None = Body(default=None, include_in_schema=False),
+    ctx: Context = Depends(context),
+) -> Response:
     """A link that signs its first follower into the studio as the caller (single use, valid
-    ``LINK_LIFETIME_S``); it carries the caller's key, so revoking that key ends what it opened."""
+    ``LINK_LIFETIME_S``); it carries the caller's key, so revoking that key ends what it opened.
+    ``{"next": "/studio/…"}`` makes it land on that studio page (a job's, for ``job show --web``)
+    instead of Home: only ever a studio path (``studio_paths.target``), else a 400."""
+    wanted = (body or {}).get("next")
+    next_path = None
+    if wanted is not None:
+        next_path = studio_paths.target(wanted) if isinstance(wanted, str) else None
+        if next_path is None:
+            raise validation_error("next", "next must be a path of a studio page on this server (/studio/…)")
     issued = studio_sessions.create_link(ctx.session, ctx.caller)
     base = str(ctx.request.base_url).rstrip("/")
-    body = {"url": f"{base}{LINK_PATH}{issued.value}", "expires_at": issued.expires_at}
-    return json_response(body, 201)
+    url = f"{base}{LINK_PATH}{issued.value}"
+    if next_path is not None:
+        url += "?" + urllib.parse.urlencode({"next": next_path})
+    return json_response({"url": url, "expires_at": issued.expires_at}, 201)

@@ -22,15 +22,17 @@ LocalOpt = Annotated[
         "`online-deployment create --local` runs its replicas on this machine.",
     ),
 ]
-WebOpt = Annotated[bool, typer.Option("--web", help="Open the studio page (there is none yet: says so).")]
+WebOpt = Annotated[
+    bool,
+    typer.Option(
+        "--web",
+        help="Print the job's studio page on stderr; open it in a browser, signed in, when this "
+        "machine has a display.",
+    ),
+]
 RegistryOpt = Annotated[
     str | None, typer.Option("--registry-name", help="An Azure ML registry (not served here: refused).")
 ]
-
-
-def no_web_page(web: bool) -> None:
-    if web:
-        err_console.print("note: --web: cloudlet has no studio page yet; the command prints the resource")
 
 
 def no_registries(registry: str | None) -> None:

@@ -10,9 +10,10 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cloudlet.cli.az_flags import WebOpt, no_web_page
+from cloudlet.cli.az_flags import WebOpt
 from cloudlet.cli.compute import build_body, load_yaml_file, state
 from cloudlet.cli.output import COLUMNS, err_console
+from cloudlet.cli.studio import open_page
 from cloudlet.client._config import ConfigurationError
 from cloudlet.client.artifacts import Upload
 from cloudlet.client.jobs import JobOperations
@@ -139,7 +140,6 @@ def create(
     ] = False,
 ) -> None:
     """Upload local code and inputs, then submit a command job."""
-    no_web_page(web)
     st = state(ctx)
     doc, base = load_job_file(file)
     try:
@@ -154,9 +154,11 @@ def create(
     job_name = str(data.get("name") or body.get("name"))
     for warning in data.get("warnings") or []:  # accepted, but the user should know (e.g. CUDA on a CPU)
         err_console.print(f"warning: {escape(str(warning))}", highlight=False)
+    if web:
+        open_page(st, job.studio_url)
     if stream:
         err_console.print(f"job {escape(job_name)} submitted; streaming its log", highlight=False)
-        if job.studio_url:
+        if job.studio_url and not web:
             err_console.print(f"Studio: {escape(job.studio_url)}", highlight=False)
         _stream(ctx, ops, job_name)
         return
@@ -170,17 +172,23 @@ MonitorOpt = Annotated[
 
 @app.command("show")
 def show(ctx: typer.Context, name: NameOpt, web: WebOpt = False, monitor: MonitorOpt = False) -> None:
-    """Show one job with its status, attempts and outputs (a pipeline: its steps as a DAG)."""
-    no_web_page(web)
+    """Show one job with its status, attempts and outputs (a pipeline: its steps as a DAG);
+    ``--web`` also prints its studio page on stderr and opens it."""
     st = state(ctx)
+    ops = operations(ctx)
     if monitor:
-        data = operations(ctx).monitoring(name)
+        if web:
+            open_page(st, ops.get(name).studio_url)
+        data = ops.monitoring(name)
         if st.output == "table":
             typer.echo(monitor_table(data))
         else:
             st.emit(data, "job")
         return
-    data = operations(ctx).get(name)._to_dict()
+    job = ops.get(name)
+    if web:
+        open_page(st, job.studio_url)
+    data = job._to_dict()
     waiting = data.pop("waiting", None) if st.output == "table" and st.query is None else None
     if data.get("dag") and st.output == "table":  # each step, its status, upstream, reuse
         dag = data.pop("dag")

@@ -21,6 +21,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from cloudlet.api.deps import AppState, Context, context, json_response
+from cloudlet.domain import studio_paths
 from cloudlet.domain.errors import CloudletError, not_found
 from cloudlet.services.access import studio_sessions
 from cloudlet.services.access.studio_sessions import Issued
@@ -71,10 +72,8 @@ router = APIRouter(prefix=PREFIX, route_class=StudioRoute, include_in_schema=Fal
 
 # -- sign-in and out ----------------------------------------------------------------------------
 def safe_next(target: str | None) -> str:
-    """Only ever back into the studio (never to another site)."""
-    if target and target.startswith(f"{PREFIX}/") and "//" not in target and "\\" not in target:
-        return target
-    return f"{PREFIX}/"
+    """Only ever back into the studio (never to another site: ``studio_paths.target``); else Home."""
+    return studio_paths.target(target) or f"{PREFIX}/"
 
 
 def signin_form(request: Request, next_url: str, message: str = "", status: int = 200) -> HTMLResponse:
@@ -112,15 +111,19 @@ def _redeem(state: AppState, value: str) -> tuple[Caller, Issued]:
 
 
 @public.get("/link/{value}")
-async def follow_link(request: Request, value: str) -> Response:
+async def follow_link(request: Request, value: str, next: str | None = None) -> Response:
+    """Redeem a one-time link, then go on to NEXT (a studio page: ``signin-links`` made the link
+    for it, e.g. ``job show --web``) or Home. NEXT is not part of the secret, so it is checked
+    again here: only ever a studio path."""
+    next_url = safe_next(next)
     try:
         _, issued = await run_in_threadpool(_redeem, app_state(request), value)
     except CloudletError as exc:
         if exc.status != 401:
             raise
-        return await run_in_threadpool(signin_form, request, f"{PREFIX}/", exc.message, 401)
+        return await run_in_threadpool(signin_form, request, next_url, exc.message, 401)
     # Not a redirect: see signed_in.html (a link is often followed from another site).
-    response = shell.render_html(request, "signed_in.html", None, next_url=f"{PREFIX}/")
+    response = shell.render_html(request, "signed_in.html", None, next_url=next_url)
     set_cookie(response, request, issued.value, limits().absolute_s)
     return response
 

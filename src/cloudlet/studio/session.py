@@ -161,8 +161,12 @@ async def check_csrf(request: Request, found: Signed) -> None:
 
 
 def signin_redirect(request: Request) -> Response:
-    """Where a signed-out browser goes: the sign-in form, back here after (htmx: a full redirect)."""
-    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    """Where a signed-out browser goes: the sign-in form, back here after (htmx: a full redirect).
+    Here is the path as the browser sent it (``raw_path``: ``url.path`` is decoded, and a decoded
+    space or ``%2F`` would not come back to the same page, or not pass ``studio_paths.target``)."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if raw else urllib.parse.quote(request.url.path)
+    here = path + (f"?{request.url.query}" if request.url.query else "")
     target = f"{PREFIX}/signin?{urllib.parse.urlencode({'next': here})}"
     response: Response
     if request.headers.get("hx-request"):

@@ -9,7 +9,6 @@ role may not do (the services refuse it anyway).
 from __future__ import annotations
 
 import hashlib
-import urllib.parse
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -21,6 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from cloudlet import __version__
 from cloudlet.api.deps import Context
+from cloudlet.domain import studio_paths
 from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import CloudletError
 from cloudlet.services.access import workspaces
@@ -30,7 +30,7 @@ from cloudlet.services.jobs import job_documents
 if TYPE_CHECKING:
     from cloudlet.store.schema import Workspace
 
-PREFIX = "/studio"  # every studio URL starts here (the session cookie's Path)
+PREFIX = studio_paths.PREFIX  # every studio URL starts here (the session cookie's Path)
 STATIC = Path(__file__).parent / "static"
 ADMIN = "admin"  # an action only administrators take
 
@@ -94,10 +94,7 @@ class WorkspaceView:
 
 def ws_url(ref: WorkspaceRef, *parts: str) -> str:
     """A workspace's studio URL: ``/studio/ws/{subscription}/{resource group}/{workspace}/…``."""
-    head = (ref.subscription_id, ref.resource_group, ref.workspace)
-    quoted = "/".join(urllib.parse.quote(p, safe="") for p in head)
-    tail = "/".join(urllib.parse.quote(p, safe="") for p in parts)
-    return f"{PREFIX}/ws/{quoted}/{tail}"
+    return studio_paths.workspace_path(ref.subscription_id, ref.resource_group, ref.workspace, *parts)
 
 
 # The job submit form's path under …/jobs/: "_" starts no job name (JOB_NAME_PATTERN), so no job's

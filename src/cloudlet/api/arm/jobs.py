@@ -146,7 +146,7 @@ async def create_job(
         doc = await run_in_threadpool(_document, state, ref, caller, body, name)
     prepared = job_service.prepare(doc, name)
     job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
-    view = native_jobs.render(job, ref, [], https_base(request, state))
+    view = native_jobs.render(job, ref, [], https_base(request, state), state.endpoint)
     return json_response(to_arm(view, ref.arm_id, _code_id(body)), 201)
 
 
@@ -175,7 +175,9 @@ def list_jobs(
     body: dict[str, Any] = {
         "value": [
             to_arm(v, arm_id)
-            for v in native_jobs.render_page(ctx.session, ref, workspace.id, page.jobs, base)
+            for v in native_jobs.render_page(
+                ctx.session, ref, workspace.id, page.jobs, base, ctx.state.endpoint
+            )
         ]
     }
     if page.next_token is not None:
@@ -208,7 +210,7 @@ def cancel_status(sub: str, rg: str, ws: str, name: JobName, ctx: Context = Depe
 
 
 def _view(ctx: Context, ref: WorkspaceRef, job: Job) -> dict[str, Any]:
-    view = native_jobs.view(ctx.session, ref, job, https_base(ctx.request, ctx.state))
+    view = native_jobs.view(ctx.session, ref, job, https_base(ctx.request, ctx.state), ctx.state.endpoint)
     arm = to_arm(view, ref.arm_id)
     best = (view.get("sweep") or {}).get("best_trial")
     if best is not None:  # the best trial, as Azure's sweep properties name it (jobs.download reads it)

@@ -1,5 +1,5 @@
 """The native JSON view of a job (``/api/v1/…/jobs``): its Azure ML CLI v2 document as submitted,
-with what the server knows of it (status, attempts, times, output URIs, Studio link). The job's
+with what the server knows of it (status, attempts, times, output URIs, its studio page's link). The job's
 kind is on the wire as Azure's own ``type`` field, carried in the stored document."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
+from cloudlet.domain import studio_paths
 from cloudlet.domain.jobs import queue_settings
 from cloudlet.domain.jobs.job_kind import JobKind
 from cloudlet.domain.jobs.queue_places import steps_waiting
@@ -23,13 +24,13 @@ from cloudlet.services.views import job_details
 from cloudlet.store.schema import Job
 
 
-def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[str, Any]:
+def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str, endpoint: str) -> dict[str, Any]:
     """The job as every front door shows it: ``render`` with the asset versions resolved at
     submission, its MLflow metrics and params, and a parent's children (a pipeline's graph and
     outputs; a sweep's trials and best trial); a queued job's ``waiting`` (``services.jobs.job_wait``). The
     ARM facade translates this same view."""
     details = job_details.of_job(session, job.id)  # one statement for runs, assets, metrics, params
-    body = render(job, ref, details.runs, base_url)
+    body = render(job, ref, details.runs, base_url, endpoint)
     body["assets"] = details.assets
     body["metrics"], body["params"] = details.metrics, details.params
     waiting = job_wait.why_waiting(session, job)
@@ -53,7 +54,12 @@ def view(session: Session, ref: WorkspaceRef, job: Job, base_url: str) -> dict[s
 
 
 def render_page(
-    session: Session, ref: WorkspaceRef, workspace_id: int, jobs: Sequence[JobFields], base_url: str
+    session: Session,
+    ref: WorkspaceRef,
+    workspace_id: int,
+    jobs: Sequence[JobFields],
+    base_url: str,
+    endpoint: str,
 ) -> list[dict[str, Any]]:
     """A page of a job list: ``render`` each, with a queued job's ``waiting`` (reason, position,
     estimated start) from its compute's queue as last read (``job_wait.waiting_of_rows``: one read
@@ -61,7 +67,7 @@ def render_page(
     waiting = job_wait.waiting_of_rows(session, workspace_id, jobs)
     out = []
     for job in jobs:
-        body = render(job, ref, [], base_url)
+        body = render(job, ref, [], base_url, endpoint)
         if job.id in waiting:
             body["waiting"] = waiting[job.id]
         out.append(body)
@@ -85,7 +91,12 @@ class RunFields(Protocol):
     def ended_at(self) -> float | None: ...
 
 
-def render(job: JobFields, ref: WorkspaceRef, runs: Sequence[RunFields], base_url: str) -> dict[str, Any]:
+def render(
+    job: JobFields, ref: WorkspaceRef, runs: Sequence[RunFields], base_url: str, endpoint: str
+) -> dict[str, Any]:
+    """The job's document and status. ``base_url`` is where the caller reached this server (its
+    attempts' log URLs); ``endpoint`` is the server's public URL (``AppState.endpoint``), where the
+    browser opens the job's studio page, as an instance's apps (``instances.services``)."""
     attempts: dict[int, dict[str, Any]] = {}
     for run in runs:
         entry = attempts.setdefault(
@@ -133,9 +144,25 @@ def render(job: JobFields, ref: WorkspaceRef, runs: Sequence[RunFields], base_ur
         "creation_context": {"created_by": job.created_by, "created_at": _iso_ts(job.submitted_at)},
         "start_time": _iso_ts(job.started_at),
         "end_time": _iso_ts(job.ended_at),
-        # No "Studio" link until a studio page serves the job: a link to this JSON helps nobody.
-        "services": {},
+        "services": services(ref, job.name, endpoint),
     }
+
+
+def services(ref: WorkspaceRef, name: str, endpoint: str) -> dict[str, dict[str, str]]:
+    """Azure's ``services`` of a job: "Studio", the job's studio page (what the SDK's
+    ``Job.studio_url`` reads, and ``job show --web`` opens) as an absolute URL on the server's public
+    address; none without one (a view made outside a serving process)."""
+    if not endpoint:
+        return {}
+    link = _studio_link(endpoint, ref.subscription_id, ref.resource_group, ref.workspace, name)
+    return {"Studio": {"endpoint": link, "job_service_type": "Studio"}}
+
+
+@functools.lru_cache(maxsize=8192)
+def _studio_link(endpoint: str, subscription: str, resource_group: str, workspace: str, name: str) -> str:
+    """A job list polled again links the same jobs: each link is built once (building it took
+    nearly a third of ``render``'s time per job, docs/studio.md)."""
+    return endpoint.rstrip("/") + studio_paths.job_link(subscription, resource_group, workspace, name)
 
 
 def render_children(kids: Sequence[Job]) -> list[dict[str, Any]]:

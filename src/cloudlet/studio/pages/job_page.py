@@ -101,7 +101,7 @@ def job_page(
         # The submit form's old address (now …/jobs/_new), kept for bookmarks while no job is so named.
         return RedirectResponse(shell.ws_url(ref, "jobs", job_forms.NEW), status_code=303)
     job = job_service.get(ctx.session, workspace, name)
-    view = job_views.view(ctx.session, ref, job, ctx.state.endpoint)
+    view = job_views.view(ctx.session, ref, job, ctx.state.endpoint, ctx.state.endpoint)
     active = _active_tab(tab, job.kind)
     values: dict[str, Any] = {
         "job": job,

@@ -112,7 +112,7 @@ def metrics_stream(
 def children_values(session: Any, ref: WorkspaceRef, job: Any, endpoint: str) -> dict[str, Any]:
     """What ``job_children.html`` shows: the job view (a sweep's trials), a pipeline's graph."""
     values: dict[str, Any] = {
-        "view": job_views.view(session, ref, job, endpoint),
+        "view": job_views.view(session, ref, job, endpoint, endpoint),
         "job": job,
         "job_url": shell.ws_url(ref, "jobs", job.name),
         "final": job.status in FINAL_VALUES,

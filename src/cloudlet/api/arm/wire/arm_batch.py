@@ -281,7 +281,7 @@ def scoring_job_to_arm(view: Mapping[str, Any], ws_id: str) -> dict[str, Any]:
         },
         "status": view.get("status"),
         "isArchived": False,
-        "services": view.get("services") or {},
+        "services": arm_jobs.services_to_arm(view),
         "inputs": {k: arm_jobs._arm_input(v) for k, v in (view.get("inputs") or {}).items()},
         "outputs": {k: arm_jobs._arm_output(v) for k, v in (view.get("outputs") or {}).items()},
         "settings": {"default_compute": compute_id} if compute_id else {},

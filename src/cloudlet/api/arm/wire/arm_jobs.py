@@ -42,6 +42,7 @@ _ARM_INPUT_MODE = {
 _ARM_OUTPUT_MODE = {"rw_mount": "ReadWriteMount", "upload": "Upload"}
 _DATA_TYPES = ("uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model")
 _DISTRIBUTIONS = {"pytorch": "PyTorch", "mpi": "Mpi", "tensorflow": "TensorFlow"}
+_SERVICE_FIELDS = {"job_service_type": "jobServiceType"}  # a job service's field, native -> REST
 _ID_NAME = re.compile(r"/(computes|codes|environments)/([^/]+)(?:/versions/([^/]+))?/?$", re.IGNORECASE)
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
@@ -326,7 +327,7 @@ def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = Non
         "isArchived": False,
         "inputs": {k: _arm_input(v) for k, v in (view.get("inputs") or {}).items()},
         "outputs": {k: _arm_output(v) for k, v in (view.get("outputs") or {}).items()},
-        "services": view.get("services") or {},
+        "services": services_to_arm(view),
     }
     if code_id:
         props["codeId"] = code_id
@@ -368,6 +369,16 @@ def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = Non
     if isinstance(view.get("notification_setting"), Mapping):
         props["notificationSetting"] = notification_to_arm(view["notification_setting"])
     return job_resource(view, workspace_id, props)
+
+
+def services_to_arm(view: Mapping[str, Any]) -> dict[str, Any]:
+    """A job view's ``services`` as the REST ``JobService`` names its fields (``jobServiceType``):
+    the SDK's ``Job.studio_url`` reads ``services["Studio"].endpoint``. Every job kind's resource
+    carries them so."""
+    return {
+        name: {_SERVICE_FIELDS.get(key, key): value for key, value in service.items()}
+        for name, service in (view.get("services") or {}).items()
+    }
 
 
 def job_resource(view: Mapping[str, Any], workspace_id: str, props: dict[str, Any]) -> dict[str, Any]:

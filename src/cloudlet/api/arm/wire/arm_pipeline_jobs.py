@@ -488,7 +488,7 @@ def _common_view(view: Mapping[str, Any], kind: str) -> dict[str, Any]:
         "properties": {},
         "status": view.get("status"),
         "isArchived": False,
-        "services": view.get("services") or {},
+        "services": arm_jobs.services_to_arm(view),
     }
 
 
