@@ -29,7 +29,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 _K = TypeVar("_K", bound=Hashable)
 
@@ -184,33 +184,12 @@ def fair_order(jobs: Sequence[FairJob], fair: Factors | None) -> list[FairJob]:
     # Python call per job) and each class is sorted FIFO on its own. Sorting many short lists is
     # cheaper than three sorts of the whole queue (fewer comparisons: log of the class's size),
     # and no rank list or index permutation of 100,000 entries is built.
-    classes = queue_classes(jobs, fair is not None)
-    return list(chain.from_iterable(map(classes.__getitem__, rank_classes(classes, fair))))
-
-
-QueueClass = tuple[Any, ...]  # (spot, priority, team, user) under fair share, else (spot, priority)
-
-
-def class_of(job: FairJob, fair: bool) -> QueueClass:
-    """The class ``fair_order`` puts a job in: (spot, priority, team, user) under fair share, else
-    (spot, priority). Within a class the order is FIFO."""
-    return _FAIR_KEY(job) if fair else _PLAIN_KEY(job)
-
-
-def queue_classes(jobs: Sequence[FairJob], fair: bool) -> dict[QueueClass, list[FairJob]]:
-    """The jobs by ``class_of``, each class in FIFO order (submission time, then name): the
-    buckets of ``fair_order``, for a caller that keeps them between passes (the forward replay
-    appends later submissions to their class and re-ranks only the classes)."""
-    key: Callable[[FairJob], QueueClass] = _FAIR_KEY if fair else _PLAIN_KEY
-    return _classes(jobs, key)
-
-
-def rank_classes(classes: Iterable[QueueClass], fair: Factors | None) -> list[QueueClass]:
-    """``fair_order``'s ranking of classes (``class_of``'s, with ``fair`` given or not)."""
     if fair is None:
-        return sorted(classes, key=lambda k: (k[0], -k[1]))
+        plain = _classes(jobs, _PLAIN_KEY)
+        return list(chain.from_iterable(plain[k] for k in sorted(plain, key=lambda k: (k[0], -k[1]))))
     team_f, user_f = fair.team, fair.user
-    return sorted(
+    classes = _classes(jobs, _FAIR_KEY)
+    ranked = sorted(
         classes,
         key=lambda k: (
             k[0],  # non-spot first
@@ -221,6 +200,7 @@ def rank_classes(classes: Iterable[QueueClass], fair: Factors | None) -> list[Qu
             k[3],
         ),
     )
+    return list(chain.from_iterable(map(classes.__getitem__, ranked)))
 
 
 def _classes(jobs: Sequence[FairJob], key: Callable[[FairJob], _K]) -> dict[_K, list[FairJob]]:
@@ -335,17 +315,13 @@ __all__ = [
     "FairShareConfig",
     "Holding",
     "Holds",
-    "QueueClass",
     "TeamShare",
     "Usage",
     "admit",
     "borrowed",
     "caps",
-    "class_of",
     "decay_usage",
     "entitlements",
     "factors",
     "fair_order",
-    "queue_classes",
-    "rank_classes",
 ]
