@@ -1,0 +1,89 @@
+"""What a process pays to start (docs/performance.md, "Start-up"): the API's routes are built on
+first use, the server does not import what one rare path needs, and the entry points import with
+the collector paused (cloudlet/startup.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+from fastapi.routing import APIRoute
+
+from cloudlet.api.app import create_app
+from cloudlet.api.routing import _CloudletRoute
+from cloudlet.studio import app as studio
+
+# Built by FastAPI's ``APIRoute.__init__``: the costly part of making a route.
+BUILT = ("dependant", "body_field", "response_field", "response_fields", "app")
+
+
+def _app() -> tuple[object, list[_CloudletRoute]]:
+    app = create_app(types.SimpleNamespace(installation_id="i", replica_id="r"))  # type: ignore[arg-type]
+    studio.install(app)
+    return app, [route for route in app.router.routes if isinstance(route, _CloudletRoute)]
+
+
+def _python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+# The routes are made once per process (at import) and shared by every app made from them: what
+# is built or not is seen in a fresh interpreter.
+FRESH = """
+import types
+from fastapi.testclient import TestClient
+from cloudlet.api.app import create_app
+from cloudlet.api.routing import _CloudletRoute
+from cloudlet.studio import app as studio
+app = create_app(types.SimpleNamespace(installation_id="i", replica_id="r"))
+studio.install(app)
+routes = [route for route in app.router.routes if isinstance(route, _CloudletRoute)]
+built = lambda: [r.name for r in routes if any(n in vars(r) for n in %r)]
+ws = "/api/v1/subscriptions/s/resourceGroups/g/workspaces/w"
+"""
+
+
+def test_making_the_app_builds_no_route_and_first_use_builds_it() -> None:
+    shown = _python(
+        FRESH % (BUILT,)
+        + "print(len(routes), built())\n"
+        + "show = next(r for r in routes if r.name == 'show_compute')\n"
+        + "print(bool(show.path_regex.match(ws + '/computes/c1')), built())\n"  # matching needs no build
+        + "print([p.name for p in show.dependant.path_params], built())\n"  # read: built
+    ).splitlines()
+    count, nothing = shown[0].split(" ", 1)
+    assert int(count) > 300 and nothing == "[]"  # nearly every route is one of ours, none built
+    assert shown[1] == "True []"
+    assert shown[2] == "['sub', 'rg', 'ws', 'name'] ['show_compute']"
+
+
+def test_a_request_builds_the_route_it_reaches_and_no_other() -> None:
+    shown = _python(
+        FRESH % (BUILT,)
+        + "client = TestClient(app)\n"  # no lifespan: the app's state is a stub
+        + "print(client.get(ws + '/computes/c1').status_code)\n"
+        + "print(client.get(ws + '/nowhere/c1').status_code)\n"
+        + "print(built())\n"
+    ).splitlines()
+    assert shown == ["401", "404", "['show_compute']"]  # the 404 walked every route, built none
+
+
+def test_every_route_builds_as_fastapi_would() -> None:
+    _, routes = _app()
+    for route in routes:
+        route.build()
+        reference = APIRoute(route.path, route.endpoint, methods=route.methods, name=route.name)
+        assert route.unique_id and route.path_format == reference.path_format, route.path
+        assert [p.name for p in route.dependant.path_params] == [
+            p.name for p in reference.dependant.path_params
+        ], route.path
+
+
+def test_the_server_does_not_import_httpx_nor_the_cli_the_server() -> None:
+    loaded = _python("import sys, cloudlet.server; print(' '.join(sorted(sys.modules)))").split()
+    assert "httpx" not in loaded and "websockets.asyncio.client" not in loaded
+    loaded = _python("import sys, cloudlet.cli.main; print(' '.join(sorted(sys.modules)))").split()
+    assert not {"fastapi", "sqlalchemy", "starlette", "uvicorn", "cloudlet.server"} & set(loaded)
