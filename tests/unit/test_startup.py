@@ -87,3 +87,26 @@ def test_the_server_does_not_import_httpx_nor_the_cli_the_server() -> None:
     assert "httpx" not in loaded and "websockets.asyncio.client" not in loaded
     loaded = _python("import sys, cloudlet.cli.main; print(' '.join(sorted(sys.modules)))").split()
     assert not {"fastapi", "sqlalchemy", "starlette", "uvicorn", "cloudlet.server"} & set(loaded)
+
+
+def test_load_imports_with_the_collector_paused_then_frozen_and_running() -> None:
+    shown = _python(
+        "import gc, sys\n"
+        "from cloudlet.startup import load\n"
+        "collections = []\n"
+        "gc.callbacks.append(lambda phase, info: collections.append(info['generation']))\n"
+        "load('cloudlet.server')\n"
+        "print(len(collections), gc.isenabled(), gc.get_freeze_count() > 100_000)"
+    )
+    assert shown == "0 True True"
+
+
+def test_startup_main_runs_the_modules_main_with_the_rest_of_the_command_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cloudlet.startup", "cloudlet.server_command", "--workers", "none"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2  # argparse's: --workers none is not a count
+    assert "cloudlet server: error: --workers" in done.stderr
