@@ -82,11 +82,14 @@ def test_every_route_builds_as_fastapi_would() -> None:
         ], route.path
 
 
-def test_the_server_does_not_import_httpx_nor_the_cli_the_server() -> None:
+def test_the_server_does_not_import_httpx_nor_the_cli_the_server_or_the_models() -> None:
     loaded = _python("import sys, cloudlet.server; print(' '.join(sorted(sys.modules)))").split()
     assert "httpx" not in loaded and "websockets.asyncio.client" not in loaded
     loaded = _python("import sys, cloudlet.cli.main; print(' '.join(sorted(sys.modules)))").split()
     assert not {"fastapi", "sqlalchemy", "starlette", "uvicorn", "cloudlet.server"} & set(loaded)
+    # nor the documents' models (pydantic): a command that checks one imports them when it does
+    models = {"pydantic", "cloudlet.domain.jobs.job_models", "cloudlet.domain.compute.compute_spec"}
+    assert not models & set(loaded)
 
 
 def test_load_imports_with_the_collector_paused_then_frozen_and_running() -> None:
