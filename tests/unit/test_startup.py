@@ -113,3 +113,16 @@ def test_startup_main_runs_the_modules_main_with_the_rest_of_the_command_line() 
     )
     assert done.returncode == 2  # argparse's: --workers none is not a count
     assert "cloudlet server: error: --workers" in done.stderr
+
+
+def test_cloudlet_server_goes_to_the_servers_parser_without_the_cli() -> None:
+    shown = _python(
+        "import sys\n"
+        "sys.argv = ['cloudlet', 'server', '--workers', 'none']\n"
+        "from cloudlet.startup import cli\n"
+        "try:\n"
+        "    cli()\n"
+        "except SystemExit as exc:\n"
+        "    print(exc.code, 'cloudlet.cli.main' in sys.modules, 'cloudlet.server' in sys.modules)"
+    )
+    assert shown == "2 False True"  # argparse's error (stderr: --workers), the CLI never loaded
