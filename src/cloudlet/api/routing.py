@@ -169,6 +169,7 @@ def _closing_sessions(endpoint: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+_COMPILED = frozenset({"path_regex", "path_format", "param_convertors"})  # starlette's compile_path
 # One lock for every route's deferred build: a build runs once per route, and FastAPI's code that
 # makes a route is not known to be safe to run twice at once over one object.
 _BUILD_LOCK = threading.RLock()
@@ -208,18 +209,23 @@ class _CloudletRoute(APIRoute):
             sync,
         )
         self._building = False
-        # What Starlette's matching, the 405 walk and ``url_path_for`` read, as FastAPI sets it.
+        # What Starlette's matching, the 405 walk and ``url_path_for`` read, as FastAPI sets it
+        # (the path's regular expression too, when first read: ``_COMPILED``).
         self.path, self.endpoint = path, endpoint
         self.name = get_name(endpoint) if kwargs.get("name") is None else kwargs["name"]
-        self.path_regex, self.path_format, self.param_convertors = compile_path(path)
         self.methods = {method.upper() for method in kwargs.get("methods") or ["GET"]}
         self.include_in_schema = kwargs.get("include_in_schema", True)
 
     def __getattr__(self, name: str) -> Any:
-        """Called only for an attribute not set: build the route, then read it."""
+        """Called only for an attribute not set: compile the path, or build the route; then read it."""
         if name.startswith("__") or self.__dict__.get("_deferred") is None or self.__dict__["_building"]:
             raise AttributeError(name)
-        self.build()
+        if name in _COMPILED:
+            # A request's candidates are matched by their regular expression; a 404 or 405 walks
+            # every route's: neither needs the route built.
+            self.path_regex, self.path_format, self.param_convertors = compile_path(self.path)
+        else:
+            self.build()
         return object.__getattribute__(self, name)
 
     def build(self) -> None:
