@@ -14,6 +14,7 @@ from cloudlet.api.app import create_app
 from cloudlet.api.routing import _CloudletRoute
 from cloudlet.studio import app as studio
 
+WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 # Built by FastAPI's ``APIRoute.__init__``: the costly part of making a route.
 BUILT = ("dependant", "body_field", "response_field", "response_fields", "app")
 
@@ -127,3 +128,24 @@ def test_cloudlet_server_goes_to_the_servers_parser_without_the_cli() -> None:
         "    print(exc.code, 'cloudlet.cli.main' in sys.modules, 'cloudlet.server' in sys.modules)"
     )
     assert shown == "2 False True"  # argparse's error (stderr: --workers), the CLI never loaded
+
+
+def test_the_bodies_json_schemas_are_made_with_the_document_not_at_import() -> None:
+    shown = _python(
+        "import pydantic\n"
+        "calls = []\n"
+        "made = pydantic.BaseModel.model_json_schema.__func__\n"
+        "def counted(cls, *args, **kwargs):\n"
+        "    calls.append(cls.__name__)\n"
+        "    return made(cls, *args, **kwargs)\n"
+        "pydantic.BaseModel.model_json_schema = classmethod(counted)\n"
+        + FRESH % (BUILT,)
+        + f"WS = {WS!r}\n"
+        + "print(len(calls))\n"
+        + "doc = app.openapi()\n"
+        + "put = doc['paths']['/api/v1' + WS + '/jobs/{name}']\n"
+        + "body = put['put']['requestBody']['content']['application/json']['schema']\n"
+        + "print('CommandJobSpec' in calls, sorted(body['properties'])[:3])\n"
+    ).splitlines()
+    assert shown[0] == "0"
+    assert shown[1] == "True ['$schema', 'code', 'command']"  # CommandJobSpec's, made by openapi()
