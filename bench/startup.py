@@ -5,11 +5,12 @@ Every run is a fresh interpreter (``sys.executable``) with that side's ``src`` f
 ``PYTHONPATH``; both trees are byte-compiled first (these machines set ``PYTHONDONTWRITEBYTECODE=1``,
 so an uncompiled tree would be measured compiling itself). REV's ``src`` is exported with
 ``git archive`` to a temp folder, removed at the end. Measured per run: wall seconds and the CPU
-seconds (user + system) of the process; for ``server_start``, ``python -m cloudlet server
---workers 1`` on a fresh home until ``/healthz`` answers, the server's CPU read from
-``/proc/PID/stat`` at that moment (the CLI's exec into ``cloudlet.server_command`` keeps the pid,
-so both halves are counted). Nothing here passes or fails on a time: it prints medians and
-head/base ratios, and the load average before and after (this machine is shared).
+seconds (user + system) of the process. ``server_process_import`` imports ``cloudlet.server`` as a
+server process does (through ``cloudlet.startup.load`` where that side has it). ``server_start``
+is ``python -m cloudlet server --workers 1`` on a fresh home until ``/healthz`` answers, the
+server's CPU read from ``/proc/PID/stat`` then (an exec keeps the pid, so a CLI that execs the
+server is counted whole). Nothing here passes or fails on a time: it prints medians and head/base
+ratios, and the load average before and after (this machine is shared).
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT_S = 120.0
 
 # name -> the command's arguments after the interpreter
+# A server process imports through cloudlet/startup.py where it exists (the collector paused).
+AS_STARTED = "try:\n    from cloudlet.startup import load\nexcept ImportError:\n    load = __import__\n"
 COMMANDS: dict[str, list[str]] = {
     "import_server": ["-c", "import cloudlet.server"],
+    "server_process_import": ["-c", AS_STARTED + "load('cloudlet.server')"],
     "cli_help": ["-m", "cloudlet", "--help"],
     "cli_job_list_help": ["-m", "cloudlet", "job", "list", "--help"],
     "import_client": ["-c", "import cloudlet.client"],

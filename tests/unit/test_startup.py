@@ -82,6 +82,9 @@ def test_every_route_builds_as_fastapi_would() -> None:
         assert [p.name for p in route.dependant.path_params] == [
             p.name for p in reference.dependant.path_params
         ], route.path
+    # one adapter per documented error body (cloudlet's, MLflow's), not one per route and code
+    documented = {id(field) for r in routes for field in r.response_fields.values()}
+    assert len(documented) == 2
 
 
 def test_the_server_does_not_import_httpx_nor_the_cli_the_server_or_the_models() -> None:
