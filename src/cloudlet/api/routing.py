@@ -189,7 +189,7 @@ class _CloudletRoute(APIRoute):
     """A route whose FastAPI state is built on first use, not at import.
 
     FastAPI makes each route's dependency tree and a pydantic adapter for every parameter, body
-    and documented response when the route is made: for the ~400 routes here that was ~1.3 s of
+    and documented response when the route is made: for the ~400 routes here that was ~1.1 s of
     the ~3 s ``import cloudlet.server`` took (docs/performance.md, "Start-up"), paid by every
     server, worker and test server, most of which serve a few dozen routes. What matching reads
     (the path's regular expression and parameters, the methods, the name, the endpoint) is set at
