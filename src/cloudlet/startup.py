@@ -8,7 +8,7 @@ the ~2 s ``import cloudlet.server`` took, ~0.1 s of the CLI's ~0.5 s (docs/perfo
 "Start-up"). Paused, the import makes a few thousand objects of garbage (cycles left by
 decorators and class creation), which are frozen with the rest rather than paid for by a full
 collection: ``gc.freeze`` puts what exists into the permanent generation, which later passes
-skip (the interpreter's last collection at exit too: ~0.5 s of a server's or a command's exit),
+skip (the interpreter's last collection at exit too: ~0.5 s of an exit after importing the server),
 as ``server.settle_heap`` does again once the server is built.
 
 Standard library only, and nothing else imported: the CLI and the server start here. ``cli``
