@@ -1,3 +1,3 @@
-from cloudlet.cli.main import app
+from cloudlet.startup import cli
 
-app()
+cli()

@@ -172,7 +172,7 @@ class Supervisor:
         spec = slot.spec
         env = {**os.environ, WORKER_ENV: json.dumps(asdict(spec))}
         slot.process = subprocess.Popen(
-            [sys.executable, "-m", "cloudlet.serving"],
+            [sys.executable, "-m", "cloudlet.startup", "cloudlet.serving"],  # cloudlet/startup.py
             env=env,
             pass_fds=[spec.inbox_fd, *spec.peer_fds, spec.http_fd, spec.tls_fd],
         )

@@ -14,15 +14,19 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
+from typing import TYPE_CHECKING
 
-import httpx
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-from websockets.typing import Subprotocol
+
+# httpx and the websockets client are imported by the first proxied request, not with the
+# server: httpx alone (it loads its command line's rich, click and pygments) was ~0.1 s of every
+# server's start (docs/performance.md, "Start-up"), and most servers proxy nothing.
+if TYPE_CHECKING:
+    import httpx
+    from websockets.asyncio.client import ClientConnection
 
 # One line per proxied request would drown the server's log (a JupyterLab page makes hundreds).
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -99,6 +103,8 @@ class Forwarder:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
+            import httpx
+
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(connect=10, read=None, write=60, pool=30),
                 limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
@@ -113,6 +119,8 @@ class Forwarder:
             self._client = None
 
     async def http(self, request: Request, target: Target) -> Response:
+        import httpx
+
         url = httpx.URL(
             scheme="http",
             host=target.address,
@@ -141,6 +149,10 @@ class Forwarder:
         return response
 
     async def websocket(self, websocket: WebSocket, target: Target) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake, InvalidStatus
+        from websockets.typing import Subprotocol
+
         query = websocket.url.query
         url = f"ws://{target.address}:{target.port}{websocket.url.path}" + (f"?{query}" if query else "")
         host = websocket.client.host if websocket.client else ""
@@ -170,6 +182,7 @@ class Forwarder:
 
 async def _pump(websocket: WebSocket, upstream: ClientConnection) -> None:
     """Carry frames both ways until either side closes; then close the other."""
+    from websockets.exceptions import ConnectionClosed
 
     async def browser_to_app() -> None:
         while True:

@@ -11,6 +11,7 @@ The same routes for each kind, under ``{ws}/data``, ``{ws}/models`` and ``{ws}/e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
@@ -72,7 +73,7 @@ def render(asset: Asset, ref: WorkspaceRef) -> dict[str, Any]:
 def _routes(kind: AssetKind) -> None:
     """Register the routes of one kind (functions named per kind: their OpenAPI ids differ)."""
     base = f"{WS}/{rules.COLLECTIONS[kind]}"
-    document = json_body(schema_of(rules.SPEC_MODELS[kind]))
+    document = json_body(functools.partial(schema_of, rules.SPEC_MODELS[kind]))  # with the document
     tags: list[str | Enum] = [f"{kind} assets"]
 
     def add(method: str, path: str, name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:

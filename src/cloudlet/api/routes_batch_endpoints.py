@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
@@ -32,9 +33,10 @@ WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 EP = WS + "/batchEndpoints/{endpoint}"
 router = APIRouter(prefix="/api/v1", tags=["batch endpoints"], route_class=UserRoute)
 Name = Annotated[str, Path(pattern=rules.NAME_PATTERN.pattern, max_length=32, description=rules.NAME_RULE)]
-ENDPOINT_DOCUMENT = json_body(schema_of(rules.BatchEndpointSpec))
-DEPLOYMENT_DOCUMENT = json_body(schema_of(rules.BatchDeploymentSpec))
-INVOKE_DOCUMENT = json_body(schema_of(rules.InvokeRequest))
+# The bodies' schemas are made with the OpenAPI document, not at import (openapi.Deferred).
+ENDPOINT_DOCUMENT = json_body(functools.partial(schema_of, rules.BatchEndpointSpec))
+DEPLOYMENT_DOCUMENT = json_body(functools.partial(schema_of, rules.BatchDeploymentSpec))
+INVOKE_DOCUMENT = json_body(functools.partial(schema_of, rules.InvokeRequest))
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:

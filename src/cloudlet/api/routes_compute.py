@@ -32,11 +32,14 @@ if TYPE_CHECKING:
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["computes"], route_class=UserRoute)
+# The bodies' schemas are made with the OpenAPI document, not at import (openapi.Deferred).
 COMPUTE_DOCUMENT = json_body(
-    named_by_url(schema_of(AmlComputeSpec, ComputeInstanceSpec, VirtualMachineSpec, KubernetesSpec))
+    lambda: named_by_url(schema_of(AmlComputeSpec, ComputeInstanceSpec, VirtualMachineSpec, KubernetesSpec))
 )
-COMPUTE_PATCH = json_body(
-    {
+
+
+def _patch_schema() -> dict[str, Any]:
+    return {
         "type": "object",
         "description": "the fields to change: " + ", ".join(sorted(computes.PATCHABLE_FIELDS)),
         "properties": {
@@ -46,7 +49,9 @@ COMPUTE_PATCH = json_body(
         },
         "additionalProperties": False,
     }
-)
+
+
+COMPUTE_PATCH = json_body(_patch_schema)
 ACCEPTED = {"description": "Accepted: the operation runs; follow `Operation-Location`"}
 
 

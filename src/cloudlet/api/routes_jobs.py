@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
@@ -52,7 +53,7 @@ StatusFilter = Annotated[
         description="only jobs in this status",
     ),
 ]
-JOB_DOCUMENT = json_body(schema_of(CommandJobSpec))
+JOB_DOCUMENT = json_body(functools.partial(schema_of, CommandJobSpec))  # with the document
 
 
 def _workspace(ctx: Context, sub: str, rg: str, ws: str, needed: Access) -> tuple[WorkspaceRef, Workspace]:

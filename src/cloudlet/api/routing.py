@@ -21,15 +21,18 @@ import functools
 import inspect
 import json
 import math
+import threading
 import time
 import typing
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
+from fastapi.utils import create_model_field
+from starlette.routing import compile_path, get_name
 
 from cloudlet.api import direct, openapi
 from cloudlet.api.deps import Context, end_context
@@ -37,6 +40,9 @@ from cloudlet.domain.errors import CloudletError
 from cloudlet.services.access import audit, identity
 from cloudlet.services.compute import nodes as node_service
 from cloudlet.services.core.context import Caller
+
+if TYPE_CHECKING:
+    from fastapi._compat import ModelField
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
@@ -155,10 +161,6 @@ async def authenticate_node(request: Request) -> NodeCaller:
 def _closing_sessions(endpoint: Callable[..., Any]) -> Callable[..., Any]:
     """A sync endpoint whose ``Context`` arguments are closed in the endpoint's own thread."""
 
-    # FastAPI reads the signature through ``__wrapped__``; resolve its annotations here, where the
-    # endpoint's module globals are known.
-    endpoint.__annotations__ = typing.get_type_hints(endpoint, include_extras=True)
-
     @functools.wraps(endpoint)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -171,7 +173,32 @@ def _closing_sessions(endpoint: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+@functools.cache
+def _response_field(model: type[Any]) -> ModelField:
+    """The serialization field of a documented response's MODEL, as FastAPI makes one per route."""
+    return create_model_field(name=f"Response_{model.__name__}", type_=model, mode="serialization")
+
+
+_COMPILED = frozenset({"path_regex", "path_format", "param_convertors"})  # starlette's compile_path
+# One lock for every route's deferred build: a build runs once per route, and FastAPI's code that
+# makes a route is not known to be safe to run twice at once over one object.
+_BUILD_LOCK = threading.RLock()
+
+
 class _CloudletRoute(APIRoute):
+    """A route whose FastAPI state is built on first use, not at import.
+
+    FastAPI makes each route's dependency tree and a pydantic adapter for every parameter, body
+    and documented response when the route is made: for the ~400 routes here that was ~1.1 s of
+    the ~3 s ``import cloudlet.server`` took (docs/performance.md, "Start-up"), paid by every
+    server, worker and test server, most of which serve a few dozen routes. What matching reads
+    (the path's regular expression and parameters, the methods, the name, the endpoint) is set at
+    once; the rest (``dependant``, ``body_field``, ``response_field``, ``app``, …) is FastAPI's
+    own ``APIRoute.__init__``, run with the same arguments the first time any of it is read: a
+    request the route serves, the OpenAPI document, a test reading ``dependant``. A route whose
+    definition is wrong now fails there, not at import; ``tests/unit/test_startup.py``
+    builds every route of the app."""
+
     READ_ERRORS: tuple[int, ...] = ()
     WRITE_ERRORS: tuple[int, ...] = ()
 
@@ -179,12 +206,66 @@ class _CloudletRoute(APIRoute):
         raise NotImplementedError
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
-        if not inspect.iscoroutinefunction(endpoint):
+        sync = not inspect.iscoroutinefunction(endpoint)
+        if sync:
             endpoint = _closing_sessions(endpoint)
         writes = set(kwargs.get("methods") or ()) - {"GET", "HEAD"}
         defaults = openapi.errors(*(self.WRITE_ERRORS if writes else self.READ_ERRORS))
         kwargs["responses"] = {**defaults, **(kwargs.get("responses") or {})}
-        super().__init__(path, endpoint, **kwargs)
+        self._deferred: tuple[str, Callable[..., Any], dict[str, Any], bool] | None = (
+            path,
+            endpoint,
+            kwargs,
+            sync,
+        )
+        self._building = False
+        # What Starlette's matching, the 405 walk and ``url_path_for`` read, as FastAPI sets it
+        # (the path's regular expression too, when first read: ``_COMPILED``).
+        self.path, self.endpoint = path, endpoint
+        self.name = get_name(endpoint) if kwargs.get("name") is None else kwargs["name"]
+        self.methods = {method.upper() for method in kwargs.get("methods") or ["GET"]}
+        self.include_in_schema = kwargs.get("include_in_schema", True)
+
+    def __getattr__(self, name: str) -> Any:
+        """Called only for an attribute not set: compile the path, or build the route; then read it."""
+        if name.startswith("__") or self.__dict__.get("_deferred") is None or self.__dict__["_building"]:
+            raise AttributeError(name)
+        if name in _COMPILED:
+            # A request's candidates are matched by their regular expression; a 404 or 405 walks
+            # every route's: neither needs the route built.
+            self.path_regex, self.path_format, self.param_convertors = compile_path(self.path)
+        else:
+            self.build()
+        return object.__getattribute__(self, name)
+
+    def build(self) -> None:
+        """FastAPI's ``APIRoute.__init__`` with the route's arguments (once; idempotent)."""
+        with _BUILD_LOCK:
+            deferred = self._deferred
+            if deferred is None:
+                return
+            path, endpoint, kwargs, sync = deferred
+            self._building = True
+            try:
+                if sync:
+                    # FastAPI reads the signature through ``__wrapped__``; resolve its annotations
+                    # here, where the endpoint's module globals are known.
+                    wrapped = endpoint.__wrapped__  # type: ignore[attr-defined]
+                    hints = typing.get_type_hints(wrapped, include_extras=True)
+                    wrapped.__annotations__ = endpoint.__annotations__ = hints
+                # The documented responses' models (every route's error body) get one adapter
+                # each, shared by every route (only the OpenAPI document reads them): FastAPI
+                # made one per route and code, ~40 % of what building a route cost.
+                responses = kwargs["responses"]
+                bare = {code: {k: v for k, v in r.items() if k != "model"} for code, r in responses.items()}
+                super().__init__(path, endpoint, **{**kwargs, "responses": bare})
+                self.responses = responses
+                self.response_fields = {
+                    code: _response_field(r["model"]) for code, r in responses.items() if r.get("model")
+                }
+                self._deferred = None
+            finally:
+                self._building = False
 
     def get_route_handler(self) -> Handler:
         inner = super().get_route_handler()

@@ -21,7 +21,7 @@ from cloudlet.client.assets import (
 )
 from cloudlet.client.components import ComponentOperations
 from cloudlet.client.operations import _Scope
-from cloudlet.domain.jobs.job_spec import is_remote_path
+from cloudlet.domain.jobs.job_paths import is_remote_path
 
 OPERATIONS: dict[str, type[_AssetOperations]] = {
     "data": DataOperations,

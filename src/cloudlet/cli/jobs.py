@@ -19,7 +19,6 @@ from cloudlet.client.artifacts import Upload
 from cloudlet.client.jobs import JobOperations
 from cloudlet.client.operations import _Scope
 from cloudlet.domain.jobs.job_status import JobStatus
-from cloudlet.domain.jobs.queue_places import in_words
 
 app = typer.Typer(help="Submit and follow command jobs (like `az ml job`).", no_args_is_help=True)
 
@@ -42,6 +41,8 @@ def _eta_cell(job: dict[str, Any]) -> str | None:
     eta = _parse_time(_waiting(job, "eta"))
     if eta is None:
         return None
+    from cloudlet.domain.jobs.queue_places import in_words  # it loads the pipelines' models: not at import
+
     return f"{eta.astimezone().strftime('%H:%M')} ({in_words(eta.timestamp() - time.time())})"
 
 
@@ -79,6 +80,8 @@ def waiting_block(waiting: dict[str, Any]) -> str:
         lines.append(f"  position:  {waiting['position_text']} in the queue of {waiting.get('compute')}")
     eta = _parse_time(waiting.get("eta"))
     if eta is not None:
+        from cloudlet.domain.jobs.queue_places import in_words
+
         when = eta.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
         lines.append(f"  estimated start: {when} ({in_words(eta.timestamp() - time.time())})")
         if waiting.get("eta_note"):

@@ -148,9 +148,8 @@ def server_cmd(
             argv += [flag, str(value)]
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(
-        sys.executable, [sys.executable, "-c", "from cloudlet.server_command import main; main()", *argv]
-    )
+    server = [sys.executable, "-m", "cloudlet.startup", "cloudlet.server_command"]  # cloudlet/startup.py
+    os.execv(sys.executable, [*server, *argv])
 
 
 def _register() -> None:

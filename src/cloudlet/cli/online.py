@@ -17,7 +17,6 @@ from cloudlet.cli.output import err_console
 from cloudlet.client._config import ConfigurationError
 from cloudlet.client.online_endpoints import OnlineDeploymentOperations, OnlineEndpointOperations
 from cloudlet.client.operations import _Scope
-from cloudlet.domain.endpoints.online_endpoints import parse_traffic_flag
 from cloudlet.domain.errors import CloudletError
 
 endpoints = typer.Typer(
@@ -42,6 +41,9 @@ def _ops(ctx: typer.Context) -> tuple[OnlineEndpointOperations, OnlineDeployment
 def _weights(text: str | None, target: str) -> dict[str, int] | None:
     if text is None:
         return None
+    # The endpoints' rules and the models they build on: here, not with every command's start.
+    from cloudlet.domain.endpoints.online_endpoints import parse_traffic_flag
+
     try:
         return parse_traffic_flag(text, target)
     except CloudletError as exc:

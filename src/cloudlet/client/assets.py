@@ -24,7 +24,7 @@ from cloudlet.client.artifacts import Upload, upload_data
 from cloudlet.client.operations import _Operations
 from cloudlet.domain.assets import build_context
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.jobs.job_spec import is_remote_path
+from cloudlet.domain.jobs.job_paths import is_remote_path
 
 
 class AssetTypes:

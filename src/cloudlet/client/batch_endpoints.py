@@ -27,7 +27,7 @@ from cloudlet.client.artifacts import Upload, upload_code, upload_data
 from cloudlet.client.assets import inline_environment
 from cloudlet.client.entities import RestObject
 from cloudlet.client.operations import _Operations
-from cloudlet.domain.jobs.job_spec import is_remote_path
+from cloudlet.domain.jobs.job_paths import is_remote_path
 
 
 class BatchEndpoint(RestObject):

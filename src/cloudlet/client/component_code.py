@@ -10,7 +10,7 @@ from typing import Any
 from cloudlet.client._rest import RestClient
 from cloudlet.client.artifacts import Upload, upload_code
 from cloudlet.client.assets import AssetValidationError, _local
-from cloudlet.domain.jobs.job_spec import is_remote_path
+from cloudlet.domain.jobs.job_paths import is_remote_path
 
 
 def upload_component_code(

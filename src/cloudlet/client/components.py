@@ -24,9 +24,8 @@ from cloudlet.client.artifacts import Upload
 from cloudlet.client.assets import AssetValidationError, _Asset, _AssetOperations, _local
 from cloudlet.client.component_code import upload_component_code
 from cloudlet.client.pipelines import prepare_pipeline_component
-from cloudlet.domain.assets.components import parse_component
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.jobs.job_spec import is_remote_path
+from cloudlet.domain.jobs.job_paths import is_remote_path
 
 COLLECTION = "components"
 
@@ -98,6 +97,8 @@ def prepare_component(
         if not isinstance(conda, dict):
             raise AssetValidationError("environment.conda_file", f"{path} must hold a conda YAML mapping")
         body["environment"] = {**env, "conda_file": conda}
+    from cloudlet.domain.assets.components import parse_component  # its models: not at import
+
     try:
         parse_component(body)
     except CloudletError as exc:

@@ -43,9 +43,8 @@ from cloudlet.client.operations import LROPoller, _Operations
 from cloudlet.client.pipelines import prepare_pipeline, stream_pipeline
 from cloudlet.client.sweep_stream import stream_sweep
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.jobs.job_spec import PATH_TYPES, is_remote_path, parse_job
+from cloudlet.domain.jobs.job_paths import PATH_TYPES, is_remote_path
 from cloudlet.domain.jobs.job_status import FINAL
-from cloudlet.domain.jobs.sweep_jobs import parse_sweep
 
 # ----------------------------------------------------------------------------------------------
 # Operations.
@@ -86,6 +85,10 @@ class JobOperations(_Operations):
         trial = body.get("trial") if sweep else body  # a sweep's code and environment are its trial's
         if isinstance(trial, dict):
             inline_conda_file(trial, base, "trial." if sweep else "")
+        # The documents' models, here rather than at import: ~0.2 s of every CLI command's start.
+        from cloudlet.domain.jobs.job_spec import parse_job
+        from cloudlet.domain.jobs.sweep_jobs import parse_sweep
+
         try:
             if sweep:
                 parse_sweep(body)

@@ -21,7 +21,6 @@ import yaml
 from cloudlet.client._rest import RestClient
 from cloudlet.client.artifacts import upload_code, upload_data
 from cloudlet.client.assets import inline_environment
-from cloudlet.domain.endpoints.online_endpoints import MODEL_PREFIXES, PINNED_HEADER
 
 
 def load_document(path: str | Path) -> dict[str, Any]:
@@ -88,6 +87,8 @@ class OnlineEndpointOperations:
         credential = keys.get("primaryKey") or keys.get("accessToken")
         headers = {"Authorization": f"Bearer {credential}", "Content-Type": "application/json"}
         if deployment_name:
+            from cloudlet.domain.endpoints.online_endpoints import PINNED_HEADER  # its models: not at import
+
             headers[PINNED_HEADER] = deployment_name
         if request_file is not None:
             content = Path(request_file).read_bytes()
@@ -115,6 +116,8 @@ class OnlineDeploymentOperations:
         model = body.get("model")
         if isinstance(model, dict) and isinstance(model.get("path"), str):
             model = model["path"]
+        from cloudlet.domain.endpoints.online_endpoints import MODEL_PREFIXES  # its models: not at import
+
         if isinstance(model, str) and not model.startswith(MODEL_PREFIXES):
             # to LocalUpload/<hash>/<name>: the replica finds it at AZUREML_MODEL_DIR/<name>, as on Azure
             uri = upload_data(self._rest, ws, (base / model).resolve()).uri

@@ -28,11 +28,9 @@ from cloudlet.client.component_code import upload_component_code
 from cloudlet.client.job_entities import Job, JobValidationError
 from cloudlet.client.job_support import JobFollower, inline_conda_file, job_summary, local_path
 from cloudlet.domain.errors import CloudletError
-from cloudlet.domain.jobs.job_spec import PATH_TYPES, is_remote_path
+from cloudlet.domain.jobs.job_paths import PATH_TYPES, is_remote_path
 from cloudlet.domain.jobs.job_status import FINAL
 from cloudlet.domain.jobs.pipeline_bindings import binding_of
-from cloudlet.domain.jobs.pipeline_dag import is_reference
-from cloudlet.domain.jobs.pipeline_jobs import PIPELINE, registered_pipeline_component
 
 
 def prepare_pipeline(
@@ -41,6 +39,10 @@ def prepare_pipeline(
     """BODY with its local files inlined or uploaded (UPLOADS gets each upload), checked locally
     when every component is inline (``domain.jobs.pipeline_jobs``) and CHECK. A pipeline step's
     component file (``type: pipeline``) is prepared the same way, relative to its own folder."""
+    # The pipeline rules and the models they build on: here, not at import (every CLI command's start).
+    from cloudlet.domain.jobs.pipeline_dag import is_reference
+    from cloudlet.domain.jobs.pipeline_jobs import PIPELINE
+
     body = copy.deepcopy(body)
     jobs = body.get("jobs")
     if not isinstance(jobs, dict):
@@ -168,6 +170,8 @@ def prepare_pipeline_component(
 ) -> dict[str, Any]:
     """A pipeline component's steps prepared as a pipeline's are (their component files inlined,
     code and local inputs uploaded), then checked as the pipeline it runs."""
+    from cloudlet.domain.jobs.pipeline_jobs import registered_pipeline_component
+
     try:
         body = prepare_pipeline(rest, ws, body, base, uploads, check=False)
         if all(

@@ -20,22 +20,18 @@ from cloudlet.domain.bounds import MAX_CLUSTER_NODES, MAX_JOB_TIMEOUT_S, MAX_PRO
 from cloudlet.domain.compute.sizes import DEFAULT_SIZE
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.jobs import queue_settings
+from cloudlet.domain.jobs.job_paths import PATH_TYPES
 from cloudlet.domain.jobs.notifications import NotificationSetting
 from cloudlet.domain.validation import FieldProblem, translate
 
 JOB_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$")
 IO_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CODE_SNAPSHOT_PATTERN = re.compile(r"^codes/[0-9a-f]{64}$")
 # ``${{inputs.x}}`` / ``${{outputs.y}}`` (any other ``${{…}}`` is rejected by validation).
 PLACEHOLDER = re.compile(r"\$\{\{\s*([^{}]*?)\s*\}\}")
 # Azure's optional part of a command: ``$[[--lr ${{inputs.lr}}]]`` is dropped when ``lr`` is absent.
 OPTIONAL_PART = re.compile(r"\$\[\[(.*?)\]\]", re.DOTALL)
 PRIORITIES = {"low": 1, "medium": 2, "high": 3}
 DEFAULT_PRIORITY = "medium"
-URI_TYPES = ("uri_file", "uri_folder")
-MODEL_TYPES = ("custom_model", "mlflow_model", "triton_model")
-# Inputs whose value is a path (mounted read-only like a uri_folder unless rw_mount): data and models.
-PATH_TYPES = (*URI_TYPES, "mltable", *MODEL_TYPES)
 LITERAL_TYPES = ("string", "integer", "number", "boolean")
 DISTRIBUTION_TYPES = ("pytorch", "mpi", "tensorflow")
 # The size a job without ``compute`` runs serverless on unless its workspace sets another.
@@ -343,13 +339,6 @@ def normalise_compute(value: str) -> str:
     if not text:
         raise ValueError("compute must name a compute, e.g. azureml:cpu-cluster (or local)")
     return "local" if text.lower() == "local" else text
-
-
-def is_remote_path(value: str) -> bool:
-    """True for URIs (``azureml://…``, ``azureml:name:1``, ``https://…``) and code snapshots."""
-    if value.lower().startswith("file:"):  # file:./data is a local path
-        return False
-    return bool(CODE_SNAPSHOT_PATTERN.fullmatch(value) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", value))
 
 
 # ----------------------------------------------------------------------------------------------

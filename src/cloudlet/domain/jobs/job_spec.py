@@ -23,19 +23,15 @@ from cloudlet.domain.errors import document_for, validation_error
 from cloudlet.domain.jobs.job_limits import check_processes
 from cloudlet.domain.jobs.job_models import (
     _DISTRIBUTION_BY_TYPE,
-    CODE_SNAPSHOT_PATTERN,
     DEFAULT_INSTANCE_TYPE,
     DEFAULT_PRIORITY,
     DISTRIBUTION_TYPES,
     IO_NAME_PATTERN,
     JOB_NAME_PATTERN,
     LITERAL_TYPES,
-    MODEL_TYPES,
     OPTIONAL_PART,
-    PATH_TYPES,
     PLACEHOLDER,
     PRIORITIES,
-    URI_TYPES,
     CommandJobSpec,
     Distribution,
     InlineEnvironment,
@@ -55,7 +51,6 @@ from cloudlet.domain.jobs.job_models import (
     data_inputs,
     distribution_env,
     distribution_envs,
-    is_remote_path,
     job_tier_value,
     literal_inputs,
     literal_string,
@@ -63,6 +58,13 @@ from cloudlet.domain.jobs.job_models import (
     priority_value,
     render_command,
     translate_error,
+)
+from cloudlet.domain.jobs.job_paths import (
+    CODE_SNAPSHOT_PATTERN,
+    MODEL_TYPES,
+    PATH_TYPES,
+    URI_TYPES,
+    is_remote_path,
 )
 
 # parse_job and job_to_doc, and the models and rules they build on (domain/jobs/job_models.py), re-exported.

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cloudlet.domain.errors import CloudletError, validation_error
-from cloudlet.domain.jobs.job_spec import PATH_TYPES
+from cloudlet.domain.jobs.job_paths import PATH_TYPES
 
 DEFAULT_DATASTORE = "workspaceblobstore"
 SERVERLESS = "serverless"

@@ -16,8 +16,8 @@ import yaml
 
 from cloudlet.domain.errors import CloudletError, validation_error
 from cloudlet.domain.jobs.job_kind import JobKind
-from cloudlet.domain.jobs.job_models import is_remote_path
 from cloudlet.domain.jobs.job_names import generate_job_name
+from cloudlet.domain.jobs.job_paths import is_remote_path
 from cloudlet.domain.jobs.job_spec import JOB_NAME_PATTERN
 from cloudlet.store.schema import Job
 
