@@ -152,3 +152,42 @@ def test_the_bodies_json_schemas_are_made_with_the_document_not_at_import() -> N
     ).splitlines()
     assert shown[0] == "0"
     assert shown[1] == "True ['$schema', 'code', 'command']"  # CommandJobSpec's, made by openapi()
+
+
+def test_a_read_while_another_thread_builds_the_route_waits_for_the_build(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The builder's own reads of what FastAPI has not set yet are AttributeErrors (``__getattr__``);
+    another thread's read must wait for the build, not get one."""
+    import threading
+
+    entered, go_on = threading.Event(), threading.Event()
+    real_init = APIRoute.__init__
+
+    def held_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        entered.set()
+        assert go_on.wait(30)
+        real_init(self, *args, **kwargs)
+
+    def ping(item: int) -> dict[str, int]:
+        return {"item": item}
+
+    route = _CloudletRoute("/ping/{item}", ping, methods=["GET"])
+    monkeypatch.setattr(APIRoute, "__init__", held_init)
+    builder = threading.Thread(target=route.build)
+    builder.start()
+    assert entered.wait(30)
+    seen: list[object] = []
+
+    def read() -> None:
+        try:
+            seen.append([p.name for p in route.dependant.path_params])
+        except AttributeError as error:
+            seen.append(error)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(0.2)  # the reader is held by the build's lock, not answered an AttributeError
+    held = reader.is_alive()
+    go_on.set()
+    builder.join(30)
+    reader.join(30)
+    assert held and seen == [["item"]]

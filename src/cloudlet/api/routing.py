@@ -218,7 +218,7 @@ class _CloudletRoute(APIRoute):
             kwargs,
             sync,
         )
-        self._building = False
+        self._building: int | None = None
         # What Starlette's matching, the 405 walk and ``url_path_for`` read, as FastAPI sets it
         # (the path's regular expression too, when first read: ``_COMPILED``).
         self.path, self.endpoint = path, endpoint
@@ -228,8 +228,11 @@ class _CloudletRoute(APIRoute):
 
     def __getattr__(self, name: str) -> Any:
         """Called only for an attribute not set: compile the path, or build the route; then read it."""
-        if name.startswith("__") or self.__dict__.get("_deferred") is None or self.__dict__["_building"]:
+        state = self.__dict__
+        if name.startswith("__") or state.get("_deferred") is None:
             raise AttributeError(name)
+        if state["_building"] == threading.get_ident():
+            raise AttributeError(name)  # FastAPI's own __init__ asking what it has not set yet
         if name in _COMPILED:
             # A request's candidates are matched by their regular expression; a 404 or 405 walks
             # every route's: neither needs the route built.
@@ -245,7 +248,9 @@ class _CloudletRoute(APIRoute):
             if deferred is None:
                 return
             path, endpoint, kwargs, sync = deferred
-            self._building = True
+            # The building thread's id: its own reads of what is not set yet are AttributeErrors;
+            # another thread's read waits on the lock for the build to end.
+            self._building = threading.get_ident()
             try:
                 if sync:
                     # FastAPI reads the signature through ``__wrapped__``; resolve its annotations
@@ -265,7 +270,7 @@ class _CloudletRoute(APIRoute):
                 }
                 self._deferred = None
             finally:
-                self._building = False
+                self._building = None
 
     def get_route_handler(self) -> Handler:
         inner = super().get_route_handler()
