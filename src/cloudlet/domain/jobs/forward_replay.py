@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -63,7 +63,6 @@ def forward_starts(
     window_s: float = FORWARD_WINDOW_S,
     step_s: float = FORWARD_STEP_S,
     horizon_s: float = FORWARD_HORIZON_S,
-    factors_at_start: dict[str, Mapping[str, float]] | None = None,
 ) -> dict[str, float]:
     """Seconds from ``now`` until each queued job starts (``targets``: those asked for, default
     all), replaying the pool forward. ``config``: the pool's teams (None: no fair share, spot last,
@@ -154,7 +153,6 @@ def forward_starts(
             if index == len(forecast):
                 cycle, index = cycle + 1, 0
         started: Sequence[fs.FairJob] = ()
-        factors = None
         if preempt and classes:
             assert config is not None
             queued = list(chain.from_iterable(classes.values()))
@@ -180,9 +178,6 @@ def forward_starts(
         for job in started:
             if job.name in wanted and job.name not in out:
                 out[job.name] = at - now
-                if factors_at_start is not None and factors is not None:
-                    # experiment (etasim2): the teams' factors on the pass the job starts
-                    factors_at_start[job.name] = factors.team
             free -= job.cores
             held[job.team] = held.get(job.team, 0.0) + job.cores
             key = (job.team, job.user)
