@@ -204,6 +204,24 @@ def test_a_sigterm_reaches_the_users_processes_and_not_the_reaper_first(
     assert code == 7 and "caught" in text, (code, text)  # the job's own handler decided its exit
 
 
+def test_signals_the_agents_starter_ignored_are_not_ignored_in_a_run(box: Sandbox, tmp_path: Path) -> None:
+    """A non-interactive shell's ``&`` ignores SIGINT and SIGQUIT, ``nohup`` SIGHUP; an exec keeps
+    what is ignored, so the launcher (started by an agent started so) defaults them first."""
+    inherited = (signal.SIGHUP, signal.SIGQUIT)
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in inherited}
+    try:
+        started = LauncherClient(box)
+        started.start()  # the launcher inherits both ignored
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    try:
+        code, text = finish(launch(started, run_dir(tmp_path, "ign"), "grep SigIgn /proc/self/status"))
+    finally:
+        started.close()
+    assert (code, text) == (0, "SigIgn:\t0000000000000000\n")
+
+
 def test_a_killed_launcher_loses_its_runs_and_the_next_run_gets_a_new_one(
     client: LauncherClient, tmp_path: Path
 ) -> None:

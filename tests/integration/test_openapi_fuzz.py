@@ -91,6 +91,7 @@ NOT_POSITIVE: dict[tuple[str, str], str] = {
     ("POST", r"/mlflow/runs/(log-parameter|log-batch)$"): "a run's param, once logged, keeps its value",
     ("POST", r"^/api/v1/principals/\{name\}/keys"): "expires_on in the future; it or expires_in_days",
     ("PUT", r"^/api/v1/teams/\{team\}$"): "members must be users in no other team; a share's pool must exist",
+    ("POST", r"^/api/v1/studio/signin-links$"): "next must be a studio page's path: no '..' or '//'",
 }
 
 

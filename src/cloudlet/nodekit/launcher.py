@@ -230,6 +230,20 @@ def _spawn_user(request: dict[str, Any], out: int, alive: int, trace: _Trace) ->
     )
 
 
+def _default_inherited_ignores() -> None:
+    """Every signal the launcher was started ignoring goes back to its default, once, before any
+    spare is forked: an exec keeps what is ignored, so a run would otherwise inherit whatever its
+    agent's starter ignored (a non-interactive shell's ``&`` ignores SIGINT and SIGQUIT, ``nohup``
+    SIGHUP). What the launcher itself ignores (SIGTERM) the run's PID 1 handles, and its exec
+    defaults."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+
+
 # -- the run's PID 1 --------------------------------------------------------------------------
 def _spare(handoff: socket.socket, alive: int, fixed: list[list[Any]]) -> NoReturn:
     """A run's PID 1 made ahead of its run (the *spare*): the fork, its namespaces and the node's
@@ -382,6 +396,7 @@ class Launcher:
         self.nice_spares = True
 
     def serve(self) -> None:
+        _default_inherited_ignores()
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopped by its agent closing the socket
