@@ -27,7 +27,7 @@ def _head(subscription: str, resource_group: str, workspace: str) -> str:
 
 def job_path(subscription: str, resource_group: str, workspace: str, name: str) -> str:
     """A job's studio page (a pipeline's step and a sweep's trial are jobs of the workspace too)."""
-    return f"{_head(subscription, resource_group, workspace)}/jobs/{urllib.parse.quote(name, safe='')}"
+    return workspace_path(subscription, resource_group, workspace, "jobs", name)
 
 
 def job_link(subscription: str, resource_group: str, workspace: str, name: str) -> str:
