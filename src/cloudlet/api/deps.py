@@ -107,10 +107,20 @@ class AppState:
     online: OnlineRuntime  # online endpoints' replicas and the gateway's view (issue 14)
     https: HttpsEndpoint = field(default_factory=HttpsEndpoint)  # the ARM facade's listener
     replica_id: str = ""  # this process's replica (a worker of ``--workers N`` is one each)
+    # ``--public-url`` (``domain/public_url.py``): "" when not given, and ``url`` stands for it
+    public: ServerURL = field(default_factory=ServerURL)
 
     @property
     def endpoint(self) -> str:
-        return self.url.value
+        """The base of every absolute link the server hands out (a job's studio page, an
+        instance's apps, a scoring URI): the public URL, else the URL it is bound at. What the
+        server dials itself, and what agents dial, stays ``url``."""
+        return self.public.value or self.url.value
+
+    def link_base(self, request_base: str) -> str:
+        """The base of a link for the caller of a request that reached the server at
+        REQUEST_BASE (a sign-in link): the public URL, else the address the caller used."""
+        return self.public.value or request_base.rstrip("/")
 
 
 async def app_state(request: Request) -> AppState:
