@@ -530,7 +530,8 @@ def serve(state: AppState, store: Store, listeners: Listeners) -> None:
     studio.install(app)  # the web UI under /studio (issue 27)
     state.url.value = listeners.endpoint
     state.public.value = listeners.public_url
-    state.https.set(listeners.https_endpoint, str(listeners.files.ca))
+    public_host = public_url.host(listeners.public_url) if listeners.public_url else ""
+    state.https.set(listeners.https_endpoint, str(listeners.files.ca), public_host)
     log.info(
         "cloudlet %s serving on %s and %s (CA %s; links on %s; home %s, replica %s)",
         state.installation_id,

@@ -18,6 +18,8 @@ from cryptography import x509
 from tests.conftest import RunningServer, server_env, start_server
 from tests.instance_helpers import compute_url, create_instance
 from tests.integration.test_arm_jobs_api import arm_body, arm_jobs_path
+from tests.integration.test_arm_sdk import arm_ws
+from tests.integration.test_arm_sdk import tls as msi_tls
 from tests.jobs_helpers import reaped, wait_until
 
 PUBLIC = "https://cloudlet.example.com:9443"  # a TLS terminator in front of the server
@@ -74,6 +76,23 @@ def test_the_tls_certificate_names_the_public_host(srv: RunningServer) -> None:
     cert = x509.load_pem_x509_certificate(Path(srv.home, "tls", "server.pem").read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "cloudlet.example.com" in names.get_values_for_type(x509.DNSName)
+
+
+def test_an_sdk_reaching_the_facade_by_the_public_host_gets_tokens_it_may_use(srv: RunningServer) -> None:
+    """The facade's listener stays where it is bound; by the public host (which its certificate
+    names) it is a resource-manager URL the server issues and accepts tokens for."""
+    port = srv.https_url.rsplit(":", 1)[1]
+    resource = f"https://cloudlet.example.com:{port}"
+    with msi_tls(srv) as client:
+        issued = client.get(
+            "/msi/token",
+            params={"api-version": "2019-08-01", "resource": resource},
+            headers={"X-IDENTITY-HEADER": srv.api_key},
+        )
+        assert issued.status_code == 200, issued.text
+        token = issued.json()["access_token"]
+        used = client.get(arm_ws(srv), headers={"Authorization": f"Bearer {token}"})
+        assert used.status_code == 200, used.text
 
 
 def test_an_instances_app_links_are_on_the_public_url(srv: RunningServer) -> None:

@@ -48,14 +48,21 @@ class HttpsEndpoint:
         self.ca_file = ""
         self.audiences: frozenset[str] = frozenset({AML_RESOURCE_ID})
 
-    def set(self, url: str, ca_file: str) -> None:
+    def set(self, url: str, ca_file: str, public_host: str = "") -> None:
+        """PUBLIC_HOST: the public URL's host (``--public-url``), which the certificate names: an
+        SDK on another machine reaches this listener, and asks for tokens, by that name."""
         self.value, self.ca_file = url.rstrip("/"), ca_file
         port = self.value.rsplit(":", 1)[-1]
-        names = {self.value, f"https://127.0.0.1:{port}", f"https://localhost:{port}"}
+        hosts = ["127.0.0.1", "localhost", *([public_host] if public_host else [])]
+        names = {self.value, *(f"https://{_bracketed(host)}:{port}" for host in hosts)}
         self.audiences = frozenset({AML_RESOURCE_ID, *names})
 
     def __call__(self) -> str:
         return self.value
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 class PassCounts(Protocol):
