@@ -50,6 +50,9 @@ def test_a_jobs_studio_link_is_on_the_public_url_from_every_worker(srv: RunningS
         ).json()
         seen.add(view["services"]["Studio"]["endpoint"])
     assert seen == {page}
+    log = srv.log_path.read_text()
+    started = [line for line in log.splitlines() if " serving on " in line]
+    assert len(started) == 2 and all(f"links on {PUBLIC};" in line for line in started), log
 
 
 def test_the_clis_sign_in_link_is_on_the_public_url(srv: RunningServer) -> None:
