@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,12 +130,12 @@ def server_env(
     return {**env, **(extra_env or {})}
 
 
-def server_argv(home: Path, port: int, host: str | None = None) -> list[str]:
+def server_argv(home: Path, port: int, host: str | None = None, extra: Sequence[str] = ()) -> list[str]:
     """``cloudlet server`` on PORT (0: any) for HOME. ``--tls-port 0``: a free port (the default,
     ``--port`` + 1, may be taken when a test restarts a server on its port). HOST: listen there
-    instead of loopback (agents in other network namespaces dial it)."""
+    instead of loopback (agents in other network namespaces dial it). EXTRA: more options."""
     cloudlet = [sys.executable, "-m", "cloudlet", "server"]
-    argv = [*cloudlet, "--port", str(port), "--tls-port", "0", "--home", str(home)]
+    argv = [*cloudlet, "--port", str(port), "--tls-port", "0", "--home", str(home), *extra]
     return [*argv, "--host", host] if host else argv
 
 
@@ -148,17 +148,19 @@ def start_server(
     port: int = 0,
     host: str | None = None,
     workers: str | None = TEST_WORKERS,
+    args: Sequence[str] = (),
 ) -> RunningServer:
     """Start ``cloudlet server`` and wait until it answers. A replica joining a store that another
     server bootstrapped writes no credentials: pass that server's ``api_key``. A restarted server
     that its node agents should find again needs the same ``port`` (``RunningServer.port``).
-    WORKERS: ``--workers`` (None: the server's default); ``CLOUDLET_WORKERS`` in EXTRA_ENV wins."""
+    WORKERS: ``--workers`` (None: the server's default); ``CLOUDLET_WORKERS`` in EXTRA_ENV wins.
+    ARGS: more ``cloudlet server`` options."""
     home.mkdir(parents=True, exist_ok=True)
     config = home / "config.json"
     stale_endpoint = json.loads(config.read_text())["endpoint"] if config.exists() else None
     log_path = home / f"server-{time.time_ns()}.log"
     env = server_env(home, extra_env, workers)
-    cmd = server_argv(home, port, host)
+    cmd = server_argv(home, port, host, args)
     if db_url:
         cmd += ["--db", db_url]
     with open(log_path, "wb") as log:

@@ -41,6 +41,7 @@ from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.control.replica_hosts import NodeMaker
 from cloudlet.control.steps import StepRegistry
+from cloudlet.domain import public_url
 from cloudlet.domain.assets.uploads import UploadLimits
 from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
@@ -174,7 +175,8 @@ def build_state(
     control, installation_id, secret = store.control, store.installation_id, store.token_secret
     lease_ttl = float(os.environ.get("CLOUDLET_LEASE_TTL_S", "10"))
     data = DataRoot(Path(os.environ.get("CLOUDLET_DATA") or home / "data"), UploadLimits.from_env())
-    url = ServerURL()
+    url = ServerURL()  # where agents and the server itself reach it
+    public = ServerURL()  # the base of the links it hands out (AppState.endpoint), set by serve
     notifier = NodeNotifier(peers=wake.NodePeers(bus) if bus.shared else None)
     providers = provider_set(control, home, installation_id, store.read_sessions)
     https = HttpsEndpoint()  # set once the TLS socket is bound (bind_listeners)
@@ -226,7 +228,9 @@ def build_state(
         nodes=NodeMaker(control, providers, installation_id, url) if worker == 0 else None,
     )
     # Job notifications: the outbox's sender, under its own lease (control/notifications.py).
-    notifications = NotificationLoop(control, replica.id, url, lease_ttl_s=lease_ttl)
+    notifications = NotificationLoop(
+        control, replica.id, lambda: public.value or url.value, lease_ttl_s=lease_ttl
+    )
     if bus.shared:
         _share_wakeups(bus, notifier, reconciler, clusters, parents, online_wakeups, notifications)
     publisher = effects.Publisher(
@@ -276,6 +280,7 @@ def build_state(
         online=online,
         https=https,
         replica_id=replica.id,
+        public=public,
     )
     return state, store
 
@@ -424,28 +429,46 @@ class Listeners:
     https_endpoint: str
     files: tls.TlsFiles
     host: str  # the bind host
+    public_url: str = ""  # --public-url (domain/public_url.py), "" when not given
+
+    @property
+    def link_base(self) -> str:
+        """The base of the absolute links the server hands out (``AppState.endpoint``)."""
+        return self.public_url or self.endpoint
+
+    @property
+    def tls_hosts(self) -> list[str]:
+        return tls_hosts(self.host, self.public_url)
+
+
+def tls_hosts(host: str, public: str = "") -> list[str]:
+    """The names the certificate carries whatever the store says: the bind host and the public
+    URL's host (browsers and the SDK on other machines reach the server by that name)."""
+    return [host, public_url.host(public)] if public else [host]
 
 
 TLS_NAMES_ENV = "CLOUDLET_TLS_NAMES"  # more names clients reach the server at (comma-separated)
 TLS_CHECK_S = 2.0  # how soon a location's new server_address gets into the served certificate
 
 
-def tls_names(host: str, sessions: sessionmaker[Session]) -> list[str]:
-    """Every address the server is told it is reached at: the bind host, the addresses locations
-    tell their agents to dial (``server_address``) and ``CLOUDLET_TLS_NAMES``."""
+def tls_names(hosts: list[str], sessions: sessionmaker[Session]) -> list[str]:
+    """Every address the server is told it is reached at: HOSTS (``tls_hosts``), the addresses
+    locations tell their agents to dial (``server_address``) and ``CLOUDLET_TLS_NAMES``."""
     with sessions() as session:
         told = locations.server_addresses(session)
     extra = [name.strip() for name in os.environ.get(TLS_NAMES_ENV, "").split(",") if name.strip()]
-    return [host, *told, *extra]
+    return [*hosts, *told, *extra]
 
 
-def ensure_tls(home: Path, host: str, installation_id: str, sessions: sessionmaker[Session]) -> tls.TlsFiles:
-    return tls.ensure(home, tls_names(host, sessions), installation_id)
+def ensure_tls(
+    home: Path, hosts: list[str], installation_id: str, sessions: sessionmaker[Session]
+) -> tls.TlsFiles:
+    return tls.ensure(home, tls_names(hosts, sessions), installation_id)
 
 
 def watch_tls(
     home: Path,
-    host: str,
+    hosts: list[str],
     installation_id: str,
     sessions: sessionmaker[Session],
     context: tls.ReloadingContext,
@@ -457,7 +480,7 @@ def watch_tls(
     names: list[str] = []
     while not stop.wait(TLS_CHECK_S):
         try:
-            wanted = tls_names(host, sessions)
+            wanted = tls_names(hosts, sessions)
             if wanted != names:  # a certificate is read and checked only when the names change
                 tls.ensure(home, wanted, installation_id)
                 names = wanted
@@ -475,18 +498,30 @@ def bind_listeners(
     installation_id: str,
     sessions: sessionmaker[Session],
     wait_free: bool = False,
+    public: str = "",
 ) -> Listeners:
-    """Bind both ports and write the client configuration (``config.json``) that names them."""
+    """Bind both ports and write the client configuration (``config.json``) that names them.
+    PUBLIC: the public URL (``domain/public_url.parse``'s), "" when not given."""
     sock = bind_socket(host, port, wait_free)
     endpoint = f"http://{host}:{sock.getsockname()[1]}"
-    files = ensure_tls(home, host, installation_id, sessions)
+    if not public and public_url.is_wildcard(host):
+        log.warning(
+            "listening on every address (--host %s) with no public URL: the links this server hands "
+            "out (studio, compute instances, sign-in, scoring URIs) will name %s, which opens on no "
+            "other machine; set the address people reach it at with --public-url or "
+            "CLOUDLET_PUBLIC_URL (e.g. %s)",
+            host,
+            endpoint,
+            public_url.EXAMPLE,
+        )
+    files = ensure_tls(home, tls_hosts(host, public), installation_id, sessions)
     tls_port = (port + 1 if port else 0) if tls_port is None else tls_port
     tls_sock = bind_socket(host, tls_port, wait_free)
     https_endpoint = f"https://{_url_host(host)}:{tls_sock.getsockname()[1]}"
     with sessions() as session:
         extra = {"https_endpoint": https_endpoint, "ca_file": str(files.ca)}
         bootstrap.write_client_config(home, endpoint, bootstrap.default_scope(session), extra)
-    return Listeners(sock, tls_sock, endpoint, https_endpoint, files, host)
+    return Listeners(sock, tls_sock, endpoint, https_endpoint, files, host, public)
 
 
 def serve(state: AppState, store: Store, listeners: Listeners) -> None:
@@ -494,13 +529,16 @@ def serve(state: AppState, store: Store, listeners: Listeners) -> None:
     app = create_app(state)
     studio.install(app)  # the web UI under /studio (issue 27)
     state.url.value = listeners.endpoint
-    state.https.set(listeners.https_endpoint, str(listeners.files.ca))
+    state.public.value = listeners.public_url
+    public_host = public_url.host(listeners.public_url) if listeners.public_url else ""
+    state.https.set(listeners.https_endpoint, str(listeners.files.ca), public_host)
     log.info(
-        "cloudlet %s serving on %s and %s (CA %s; home %s, replica %s)",
+        "cloudlet %s serving on %s and %s (CA %s; links on %s; home %s, replica %s)",
         state.installation_id,
         listeners.endpoint,
         listeners.https_endpoint,
         listeners.files.ca,
+        listeners.link_base,
         state.home,
         state.replica_id,
     )
@@ -518,7 +556,7 @@ def serve(state: AppState, store: Store, listeners: Listeners) -> None:
     stop = threading.Event()
     watch = threading.Thread(
         target=watch_tls,
-        args=(state.home, listeners.host, state.installation_id, state.read_sessions, tls_context, stop),
+        args=(state.home, listeners.tls_hosts, state.installation_id, state.read_sessions, tls_context, stop),
         name="tls-watch",
         daemon=True,
     )

@@ -7,8 +7,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from collections.abc import Callable, Mapping
+from typing import NoReturn
 
 from cloudlet import serving
+from cloudlet.domain import public_url
 from cloudlet.server import LOG_FORMAT, bind_listeners, build_state, replica_identity, resolve_home, serve
 
 
@@ -19,17 +22,21 @@ def run_server(
     db: str | None = None,
     tls_port: int | None = None,
     workers: int = 1,
+    public: str = "",
 ) -> None:
     """TLS_PORT None: the port after PORT (8572 beside the default 8571), or ephemeral when PORT is
-    0; 0: ephemeral. WORKERS > 1: that many server processes under a supervisor (``serving.py``)."""
+    0; 0: ephemeral. WORKERS > 1: that many server processes under a supervisor (``serving.py``).
+    PUBLIC: the base of the links the server hands out (``public_url.parse``'s; "": its bind URL)."""
     if workers > 1:
-        serving.supervise(host, port, home, db, tls_port, workers)
+        serving.supervise(host, port, home, db, tls_port, workers, public)
         return
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     home_path = resolve_home(home)
     replica = replica_identity(home_path)
     state, store = build_state(home_path, db, replica)
-    listeners = bind_listeners(home_path, host, port, tls_port, state.installation_id, state.sessions)
+    listeners = bind_listeners(
+        home_path, host, port, tls_port, state.installation_id, state.sessions, public=public
+    )
     serve(state, store, listeners)
 
 
@@ -42,9 +49,42 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db")
     parser.add_argument("--tls-port", type=int)
     parser.add_argument("--workers", default=os.environ.get("CLOUDLET_WORKERS", serving.DEFAULT_WORKERS))
+    parser.add_argument("--public-url")
     args = parser.parse_args(argv)
     try:
         workers = serving.parse_workers(args.workers)
     except ValueError as exc:
         parser.error(f"--workers: {exc}")
-    run_server(args.host, args.port, args.home, args.db, args.tls_port, workers)
+    public = resolve_public_url(args.public_url, os.environ, parser.error)
+    run_server(args.host, args.port, args.home, args.db, args.tls_port, workers, public)
+
+
+PUBLIC_URL_ENV = "CLOUDLET_PUBLIC_URL"
+# The older name, from when only notifications' links used it (docs/observability.md).
+EXTERNAL_URL_ENV = "CLOUDLET_EXTERNAL_URL"
+
+
+def resolve_public_url(option: str | None, env: Mapping[str, str], fail: Callable[[str], NoReturn]) -> str:
+    """The public URL (``domain/public_url.py``) from ``--public-url``, else ``CLOUDLET_PUBLIC_URL``,
+    else ``CLOUDLET_EXTERNAL_URL``; "" when none is set. A bad value is FAIL (exit 2) with what is
+    wrong, where it came from and an example."""
+    given = [
+        (name, value)
+        for name, value in (
+            ("--public-url", option),
+            (PUBLIC_URL_ENV, env.get(PUBLIC_URL_ENV)),
+            (EXTERNAL_URL_ENV, env.get(EXTERNAL_URL_ENV)),
+        )
+        if value is not None and (value.strip() or name == "--public-url")
+    ]
+    if not given:
+        return ""
+    source, value = given[0]
+    try:
+        return public_url.parse(value)
+    except ValueError as exc:
+        fail(
+            f"{source}: {exc}. The public URL is the address people reach this server at, as "
+            f"scheme://host[:port], e.g. --public-url {public_url.EXAMPLE} or "
+            f"{PUBLIC_URL_ENV}=http://cloudlet.lan:8571"
+        )

@@ -91,6 +91,7 @@ class WorkerSpec:
     host: str
     endpoint: str
     https_endpoint: str
+    public_url: str  # --public-url (the same links from every worker), "" when not given
     inbox_fd: int
     peer_fds: list[int]
     http_fd: int  # the supervisor's listening sockets, accepted from by every worker
@@ -108,14 +109,20 @@ class _Slot:
 
 
 def supervise(
-    host: str, port: int, home: str | None, db: str | None, tls_port: int | None, workers: int
+    host: str,
+    port: int,
+    home: str | None,
+    db: str | None,
+    tls_port: int | None,
+    workers: int,
+    public_url: str = "",
 ) -> None:
     logging.basicConfig(level=logging.INFO, format=server.LOG_FORMAT)
     home_path = server.resolve_home(home)
     replica = server.replica_identity(home_path)  # held while the supervisor lives
     store = server.open_store(home_path, db)  # migrate and bootstrap, once
     listeners = server.bind_listeners(
-        home_path, host, port, tls_port, store.installation_id, store.sessions, wait_free=True
+        home_path, host, port, tls_port, store.installation_id, store.sessions, True, public_url
     )
     for sessions in (store.sessions, store.control):
         sessions.kw["bind"].dispose()
@@ -133,6 +140,7 @@ def supervise(
                 host=host,
                 endpoint=listeners.endpoint,
                 https_endpoint=listeners.https_endpoint,
+                public_url=listeners.public_url,
                 inbox_fd=pairs[i][0].fileno(),
                 peer_fds=[pair[1].fileno() for j, pair in enumerate(pairs) if j != i],
                 http_fd=listeners.http_socket.fileno(),
@@ -280,8 +288,11 @@ def run_worker(spec: WorkerSpec) -> None:
         socket.socket(fileno=spec.tls_fd),
         spec.endpoint,
         spec.https_endpoint,
-        server.ensure_tls(home, spec.host, state.installation_id, state.read_sessions),
+        server.ensure_tls(
+            home, server.tls_hosts(spec.host, spec.public_url), state.installation_id, state.read_sessions
+        ),
         spec.host,
+        spec.public_url,
     )
     server.serve(state, store, listeners)
 

@@ -48,7 +48,7 @@ def receiver() -> Iterator[tuple[str, list[tuple[str, dict[str, str]]]]]:
 
 
 def _config(secret: bytes | None = None, timeout_s: float = 5) -> NotifyConfig:
-    return NotifyConfig(smtp=None, webhook_secret=secret, external_url=None, timeout_s=timeout_s)
+    return NotifyConfig(smtp=None, webhook_secret=secret, timeout_s=timeout_s)
 
 
 def test_a_redirect_is_not_followed(receiver: tuple[str, list[tuple[str, dict[str, str]]]]) -> None:
@@ -96,12 +96,11 @@ def test_configuration_from_the_environment(tmp_path: Path) -> None:
             "CLOUDLET_SMTP_PASSWORD_FILE": str(tmp_path / "pw"),
             "CLOUDLET_SMTP_PASSWORD": "ignored: the file wins",
             "CLOUDLET_WEBHOOK_SECRET": "s",
-            "CLOUDLET_EXTERNAL_URL": "https://c.example/",
         }
     )
     assert config.smtp is not None
     assert (config.smtp.port, config.smtp.security, config.smtp.password) == (465, "tls", "from-file")
-    assert (config.webhook_secret, config.external_url, config.timeout_s) == (b"s", "https://c.example", 10)
+    assert (config.webhook_secret, config.timeout_s) == (b"s", 10)
     assert NotifyConfig.from_env({}).smtp is None
     assert NotifyConfig.from_env({"CLOUDLET_SMTP_HOST": "m"}).smtp.port == 587  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="starttls, tls or none"):

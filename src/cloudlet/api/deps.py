@@ -48,14 +48,21 @@ class HttpsEndpoint:
         self.ca_file = ""
         self.audiences: frozenset[str] = frozenset({AML_RESOURCE_ID})
 
-    def set(self, url: str, ca_file: str) -> None:
+    def set(self, url: str, ca_file: str, public_host: str = "") -> None:
+        """PUBLIC_HOST: the public URL's host (``--public-url``), which the certificate names: an
+        SDK on another machine reaches this listener, and asks for tokens, by that name."""
         self.value, self.ca_file = url.rstrip("/"), ca_file
         port = self.value.rsplit(":", 1)[-1]
-        names = {self.value, f"https://127.0.0.1:{port}", f"https://localhost:{port}"}
+        hosts = ["127.0.0.1", "localhost", *([public_host] if public_host else [])]
+        names = {self.value, *(f"https://{_bracketed(host)}:{port}" for host in hosts)}
         self.audiences = frozenset({AML_RESOURCE_ID, *names})
 
     def __call__(self) -> str:
         return self.value
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 class PassCounts(Protocol):
@@ -107,10 +114,20 @@ class AppState:
     online: OnlineRuntime  # online endpoints' replicas and the gateway's view (issue 14)
     https: HttpsEndpoint = field(default_factory=HttpsEndpoint)  # the ARM facade's listener
     replica_id: str = ""  # this process's replica (a worker of ``--workers N`` is one each)
+    # ``--public-url`` (``domain/public_url.py``): "" when not given, and ``url`` stands for it
+    public: ServerURL = field(default_factory=ServerURL)
 
     @property
     def endpoint(self) -> str:
-        return self.url.value
+        """The base of every absolute link the server hands out (a job's studio page, an
+        instance's apps, a scoring URI): the public URL, else the URL it is bound at. What the
+        server dials itself, and what agents dial, stays ``url``."""
+        return self.public.value or self.url.value
+
+    def link_base(self, request_base: str) -> str:
+        """The base of a link for the caller of a request that reached the server at
+        REQUEST_BASE (a sign-in link): the public URL, else the address the caller used."""
+        return self.public.value or request_base.rstrip("/")
 
 
 async def app_state(request: Request) -> AppState:

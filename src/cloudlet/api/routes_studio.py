@@ -42,7 +42,7 @@ def create_signin_link(
         if next_path is None:
             raise validation_error("next", "next must be a path of a studio page on this server (/studio/…)")
     issued = studio_sessions.create_link(ctx.session, ctx.caller)
-    base = str(ctx.request.base_url).rstrip("/")
+    base = ctx.state.link_base(str(ctx.request.base_url))
     url = f"{base}{LINK_PATH}{issued.value}"
     if next_path is not None:
         url += "?" + urllib.parse.urlencode({"next": next_path})

@@ -136,6 +136,14 @@ def server_cmd(
             "default) for this host's usable CPUs (at most 8), or a number (1: one process).",
         ),
     ] = "auto",  # serving.DEFAULT_WORKERS (the client-only CLI does not import the server)
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            help="The address people reach the server at (scheme://host[:port], e.g. "
+            "https://cloudlet.example.com): the base of every link it hands out (studio, compute "
+            "instances, sign-in, scoring URIs). Default $CLOUDLET_PUBLIC_URL, else the bind address.",
+        ),
+    ] = None,
 ) -> None:
     """Run a cloudlet server (the API and the control loops) in the foreground."""
     if importlib.util.find_spec("fastapi") is None:  # a client-only install: `pip install cloudlet`
@@ -143,9 +151,10 @@ def server_cmd(
         raise typer.Exit(code=1)
     # The CLI talks HTTP only: it never loads the server, it becomes it (same process id).
     argv = ["--host", host, "--port", str(port), "--workers", workers]
-    for flag, value in (("--home", home), ("--db", db), ("--tls-port", tls_port)):
+    given = (("--home", home), ("--db", db), ("--tls-port", tls_port), ("--public-url", public_url))
+    for flag, value in given:
         if value is not None:
-            argv += [flag, str(value)]
+            argv.append(f"{flag}={value}")  # "=": a value starting with "-" stays a value
     sys.stdout.flush()
     sys.stderr.flush()
     server = [sys.executable, "-m", "cloudlet.startup", "cloudlet.server_command"]  # cloudlet/startup.py

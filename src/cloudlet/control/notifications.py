@@ -12,8 +12,9 @@ what picks up retries and another server's deliveries.
 Configuration (the server's environment; docs/observability.md "Notifications"): the SMTP server
 (``CLOUDLET_SMTP_HOST``, ``_PORT``, ``_SECURITY`` = ``starttls`` | ``tls`` | ``none``, ``_USER``,
 ``_PASSWORD`` or ``_PASSWORD_FILE``, ``_FROM``, ``_CA_FILE``), the webhook signing secret
-(``CLOUDLET_WEBHOOK_SECRET`` or ``_FILE``), the studio links' base (``CLOUDLET_EXTERNAL_URL``, else
-the server's URL) and a try's timeout (``CLOUDLET_NOTIFY_TIMEOUT_S``, default 10).
+(``CLOUDLET_WEBHOOK_SECRET`` or ``_FILE``) and a try's timeout (``CLOUDLET_NOTIFY_TIMEOUT_S``,
+default 10). The studio links' base is the server's public URL (``--public-url``,
+``CLOUDLET_PUBLIC_URL`` or the older ``CLOUDLET_EXTERNAL_URL``), as every link's.
 """
 
 from __future__ import annotations
@@ -76,7 +77,6 @@ class SmtpConfig:
 class NotifyConfig:
     smtp: SmtpConfig | None
     webhook_secret: bytes | None
-    external_url: str | None
     timeout_s: float
 
     @classmethod
@@ -101,7 +101,6 @@ class NotifyConfig:
         return cls(
             smtp=smtp,
             webhook_secret=secret.encode() if secret else None,
-            external_url=(env.get("CLOUDLET_EXTERNAL_URL") or "").rstrip("/") or None,
             timeout_s=float(env.get("CLOUDLET_NOTIFY_TIMEOUT_S") or 10),
         )
 
@@ -175,7 +174,7 @@ class NotificationLoop(ReconcileLoop):
         self,
         sessions: sessionmaker[Session],
         replica_id: str,
-        server_url: Callable[[], str],
+        link_base: Callable[[], str],  # the links' base (``AppState.endpoint``)
         config: NotifyConfig | None = None,
         poll_s: float = 1.0,
         lease_ttl_s: float = 10.0,
@@ -183,7 +182,7 @@ class NotificationLoop(ReconcileLoop):
     ) -> None:
         super().__init__("notifications", poll_s, clock)
         self.sessions = sessions
-        self.server_url = server_url
+        self.link_base = link_base
         self.config = config or NotifyConfig.from_env()
         self.leases = LeaseCache(sessions, replica_id, lease_ttl_s)
         self._pool = ThreadPoolExecutor(SENDERS, thread_name_prefix="notify")
@@ -209,7 +208,7 @@ class NotificationLoop(ReconcileLoop):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _link(self, path: str) -> str:
-        return (self.config.external_url or self.server_url().rstrip("/")) + path
+        return self.link_base().rstrip("/") + path
 
     def _deliver(self, delivery: _Delivery, setting: dict[str, Any], token: int) -> None:
         try:

@@ -79,7 +79,10 @@ def _test(ctx: Context, sub: str, rg: str, ws: str, name: str, form: dict[str, s
     pinned = form.get("deployment", "").strip() or None
     if len(body.encode()) > MAX_TEST_BODY:
         raise validation_error("body", f"the request is over {MAX_TEST_BODY} bytes")
-    result = online_invoke.invoke(ctx.state.endpoint, ref, row, ctx.state.token_secret, body.encode(), pinned)
+    # Sent by the server to itself: at the address it is bound at, not the public one (a proxy in
+    # front of it may not be reachable from its own host).
+    own = ctx.state.url.value
+    result = online_invoke.invoke(own, ref, row, ctx.state.token_secret, body.encode(), pinned)
     return render_page(
         ctx, ref, workspace, row, "test", result=result, test_body=body, test_deployment=pinned or ""
     )
