@@ -11,6 +11,9 @@ the secret is in no job view, job environment, delivery log, audit entry or serv
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -163,6 +166,22 @@ def test_only_an_owner_or_administrator_may_rotate(api: httpx.Client, srv: Runni
     owner = new_user(api, srv, "hook-owner", "Owner")
     with srv.client(owner) as member:
         assert _rotate(member, path, 0)
+
+
+def test_the_cli_prints_the_bare_secret_once_for_a_table(srv: RunningServer) -> None:
+    """As ``user key-create``: stdout is the secret alone (for ``$(…)``), the note on stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cloudlet", "workspace", "webhook-secret", "rotate", "--grace-hours", "0"],
+        env={**srv.cli_env(), "CLOUDLET_OUTPUT": "table"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"whsec_[A-Za-z0-9_-]{43}\n", done.stdout), done.stdout
+    assert "not shown again" in done.stderr and "stopped" in done.stderr, done.stderr
+    shown = cli_json(srv, "workspace", "webhook-secret", "show")
+    assert shown["configured"] is True and "secret" not in shown, shown
 
 
 def test_a_grace_out_of_bounds_is_refused_naming_the_field(api: httpx.Client, srv: RunningServer) -> None:

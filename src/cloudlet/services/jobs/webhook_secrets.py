@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudlet.domain.access.roles import Access
-from cloudlet.domain.errors import validation_error
+from cloudlet.domain.errors import conflict, validation_error
 from cloudlet.domain.jobs import webhook_secrets as rules
 from cloudlet.services.access import audit, workspaces
 from cloudlet.services.core.clock import WALL_CLOCK, Clock
@@ -72,7 +73,8 @@ def rotate(
     now = clock.now()
     new = rules.PREFIX + secrets.token_urlsafe(32)
     until = now + grace_hours * 3600 if grace_hours else None
-    row = session.get(WebhookSecret, ws.id)
+    # Locked: two rotations at once each keep the one they replace (PostgreSQL; SQLite serializes).
+    row = session.get(WebhookSecret, ws.id, with_for_update=True)
     first = row is None
     if row is None:
         row = WebhookSecret(workspace_id=ws.id, secret=new, previous_secret=None)
@@ -84,7 +86,15 @@ def rotate(
         row.previous_secret = None
     details = {"first": first, "grace_hours": grace_hours, "previous_valid_until": _at(until)}
     audit.record(session, caller.name, "webhookSecret.rotate", target(ref), details)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError:  # another request made the workspace's first secret meanwhile
+        raise conflict(
+            "WebhookSecretRotatedMeanwhile",
+            f"workspace '{ref.workspace}' got its first webhook secret from another request just now; "
+            "rotate again to get one you hold",
+            "webhookSecret",
+        ) from None
     return Rotated(ref.workspace, new, now, until)
 
 
