@@ -124,6 +124,9 @@ ROWS: list[Row] = [
     Row("GET", "{ws}/roleAssignments", "manage"),
     Row("PUT", "{ws}/roleAssignments/nobody-here", "manage", {"json": {"role": "Reader"}}),
     Row("DELETE", "{ws}/roleAssignments/nobody-here", "manage"),
+    Row("GET", "{ws}/webhookSecret", "manage"),
+    # An allowed caller rotates the matrix workspace's webhook secret: it signs nothing here.
+    Row("POST", "{ws}/webhookSecret/rotate", "manage", {"json": {"grace_hours": 0}}),
     Row("GET", "/audit", "admin"),
     Row("GET", "/events", "admin"),
     Row("GET", "/system/reconcilers", "admin"),

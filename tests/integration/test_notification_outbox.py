@@ -79,7 +79,7 @@ def _outbox(engine: Engine) -> None:
         assert rows[0].payload["studio_path"] == "/studio/ws/sub%201/rg/ws/jobs/loud"
         assert rows[0].payload["error"] == {"code": "E"} and rows[0].payload["status"] == "Failed"
         due = notifications.due(session, NOW, 10)
-        assert [setting for _, setting in due] == [SETTING, SETTING]
+        assert [(d.setting, d.signing) for d in due] == [(SETTING, None), (SETTING, None)]
         assert notifications.due(session, NOW - 1, 10) == []
 
     # The object form (a cancel, a parent's end) writes them too; Completed mails no one here.

@@ -53,7 +53,7 @@ def _config(secret: bytes | None = None, timeout_s: float = 5) -> NotifyConfig:
 
 def test_a_redirect_is_not_followed(receiver: tuple[str, list[tuple[str, dict[str, str]]]]) -> None:
     url, seen = receiver
-    result = send_webhook(url + "/moved", b"{}", "job_failed", 7, _config())
+    result = send_webhook(url + "/moved", b"{}", "job_failed", 7, [], _config())
     assert not result.ok and result.status == 307, result
     assert [path for path, _ in seen] == ["/moved"], "the redirect's target is never called"
 
@@ -63,7 +63,7 @@ def test_a_receiver_that_does_not_answer_in_time_is_a_failed_try(
 ) -> None:
     url, _ = receiver
     began = time.monotonic()
-    result = send_webhook(url + "/slow", b"{}", "job_failed", 7, _config(timeout_s=0.5))
+    result = send_webhook(url + "/slow", b"{}", "job_failed", 7, [], _config(timeout_s=0.5))
     assert time.monotonic() - began < 5
     assert not result.ok and result.status is None and "timed out" in str(result.error), result
 
@@ -72,11 +72,18 @@ def test_the_signature_is_sent_only_with_a_secret(
     receiver: tuple[str, list[tuple[str, dict[str, str]]]],
 ) -> None:
     url, seen = receiver
-    assert send_webhook(url + "/a", b'{"x": 1}', "job_completed", 1, _config(b"k")).ok
-    assert send_webhook(url + "/b", b'{"x": 1}', "job_completed", 2, _config()).ok
-    signed, unsigned = (headers for _, headers in seen)
-    assert signed[rules.SIGNATURE_HEADER] == rules.sign(b"k", b'{"x": 1}')
+    body = b'{"x": 1}'
+    assert send_webhook(url + "/a", body, "job_completed", 1, [b"k"], _config()).ok
+    assert send_webhook(url + "/b", body, "job_completed", 2, [], _config()).ok
+    assert send_webhook(url + "/c", body, "job_completed", 3, [b"new", b"old"], _config()).ok
+    signed, unsigned, rotating = (headers for _, headers in seen)
+    assert signed[rules.SIGNATURE_HEADER] == rules.sign(b"k", body)
     assert rules.SIGNATURE_HEADER not in unsigned
+    # Within a rotation's grace, both secrets sign (the new first): either verifies.
+    assert rotating[rules.SIGNATURE_HEADER] == rules.sign(b"new", body) + "," + rules.sign(b"old", body)
+    assert rules.signature_ok(b"old", body, rotating[rules.SIGNATURE_HEADER])
+    assert rules.signature_ok(b"new", body, rotating[rules.SIGNATURE_HEADER])
+    assert not rules.signature_ok(b"k", body, rotating[rules.SIGNATURE_HEADER])
     assert (signed["X-Cloudlet-Delivery"], signed[rules.EVENT_HEADER]) == ("1", "job_completed")
 
 

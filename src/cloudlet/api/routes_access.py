@@ -1,7 +1,9 @@
-"""Native REST routes for identity and access: tokens, users, API keys, role assignments and the
-audit log. Thin: parse, one service call, render; the rules and the transactions (each write commits
-in its use case) live in ``services/access/identity.py``,
-``services/access/api_keys.py``, ``services/access/role_assignments.py`` and ``services/access/audit.py``.
+"""Native REST routes for identity and access: tokens, users, API keys, role assignments, a
+workspace's webhook signing secret and the audit log. Thin: parse, one service call, render; the
+rules and the transactions (each write commits in its use case) live in
+``services/access/identity.py``, ``services/access/api_keys.py``,
+``services/access/role_assignments.py``, ``services/jobs/webhook_secrets.py`` and
+``services/access/audit.py``.
 
 Request bodies are typed and closed (unknown fields are refused, booleans must be JSON booleans,
 numbers are bounded), so a malformed request is a 400 naming the field before anything is read.
@@ -19,10 +21,12 @@ from pydantic_core import PydanticCustomError
 from cloudlet.api.deps import Context, context
 from cloudlet.api.routing import UserRoute
 from cloudlet.domain.access.roles import Access, Role
+from cloudlet.domain.jobs.webhook_secrets import DEFAULT_GRACE_HOURS, MAX_GRACE_HOURS
 from cloudlet.domain.validation import WHOLE_FLOAT
 from cloudlet.services.access import api_keys, audit, identity, role_assignments, workspaces
 from cloudlet.services.access.api_keys import KeyAction
 from cloudlet.services.core.context import WorkspaceRef
+from cloudlet.services.jobs import webhook_secrets
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["access"], route_class=UserRoute)
@@ -77,6 +81,13 @@ class KeyRotate(KeyCreate):
     key stops at once, or after ``grace_minutes``."""
 
     grace_minutes: GraceMinutes = 0
+
+
+class WebhookSecretRotate(_Body):
+    """The replaced secret (the server's, on the first rotation) keeps signing beside the new one
+    for ``grace_hours`` (0: it stops at once)."""
+
+    grace_hours: Annotated[StrictInt, Field(ge=0, le=MAX_GRACE_HOURS), WHOLE_FLOAT] = DEFAULT_GRACE_HOURS
 
 
 class RoleAssignmentPut(_Body):
@@ -186,6 +197,27 @@ def assign_role(
 def remove_role(sub: str, rg: str, ws: str, principal: str, ctx: Context = Depends(context)) -> Response:
     role_assignments.remove(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, principal)
     return Response(status_code=204)
+
+
+# -- a workspace's webhook signing secret -----------------------------------------------------
+@router.get(WS + "/webhookSecret")
+def show_webhook_secret(sub: str, rg: str, ws: str, ctx: Context = Depends(context)) -> dict[str, Any]:
+    """Whether the workspace signs its webhooks with a secret of its own (never the secret)."""
+    return webhook_secrets.show(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller)
+
+
+@router.post(WS + "/webhookSecret/rotate", status_code=201)
+def rotate_webhook_secret(
+    sub: str,
+    rg: str,
+    ws: str,
+    body: Annotated[WebhookSecretRotate, Body(default_factory=WebhookSecretRotate)],
+    ctx: Context = Depends(context),
+) -> dict[str, Any]:
+    """A new signing secret for the workspace's webhooks (its first, or in place of the current
+    one); the secret is in this answer only."""
+    ref = WorkspaceRef(sub, rg, ws)
+    return webhook_secrets.rotate(ctx.session, ref, ctx.caller, body.grace_hours).render()
 
 
 # -- audit log --------------------------------------------------------------------------------

@@ -15,12 +15,17 @@ from cloudlet.client._config import ConfigurationError
 from cloudlet.client._rest import API_PREFIX, quote_segment, rg_path
 from cloudlet.client.access import AuditOperations
 from cloudlet.client.operations import _Scope
+from cloudlet.domain.jobs.webhook_secrets import DEFAULT_GRACE_HOURS, MAX_GRACE_HOURS
 
 quota_app = typer.Typer(help="View and set core quotas per location and VM family.", no_args_is_help=True)
 lock_app = typer.Typer(
     help="Management locks on a resource group, workspace or compute.", no_args_is_help=True
 )
 workspace_app = typer.Typer(help="Workspaces.", no_args_is_help=True)
+webhook_secret_app = typer.Typer(
+    help="The workspace's secret that signs its job-notification webhooks (Owner).", no_args_is_help=True
+)
+workspace_app.add_typer(webhook_secret_app, name="webhook-secret")
 auth_app = typer.Typer(help="Tokens and identity.", no_args_is_help=True)
 user_app = typer.Typer(
     help="Users (principals) and their API keys (admin; users may list, revoke and rotate their own).",
@@ -198,6 +203,44 @@ def workspace_list(ctx: typer.Context) -> None:
     """Workspaces the caller can read."""
     st = state(ctx)
     st.emit(st.rest.list_values(f"{API_PREFIX}/workspaces"), "workspace")
+
+
+WorkspaceNameOpt = Annotated[str | None, typer.Option("-n", "--name", help="Workspace name (default -w).")]
+
+
+@webhook_secret_app.command("rotate")
+def webhook_secret_rotate(
+    ctx: typer.Context,
+    name: WorkspaceNameOpt = None,
+    grace_hours: Annotated[
+        int,
+        typer.Option(
+            "--grace-hours",
+            min=0,
+            max=MAX_GRACE_HOURS,
+            help="Hours the replaced secret (the server's, the first time) signs beside the new one.",
+        ),
+    ] = DEFAULT_GRACE_HOURS,
+) -> None:
+    """A new webhook signing secret (the first, or in place of the current one); shown only once
+    (table output: the bare secret)."""
+    st = state(ctx)
+    body = st.rest.post(f"{st.ws_path(name)}/webhookSecret/rotate", {"grace_hours": grace_hours})
+    if st.output is not OutputFormat.table:
+        st.emit(body)
+        return
+    typer.echo(body.get("secret", ""))
+    until = body.get("previous_valid_until")
+    lines = [f"the replaced secret signs beside it until {until}" if until else "the replaced one stopped"]
+    lines.append("store this secret now (with your webhook receivers): it is not shown again")
+    err_console.print("\n".join(lines), highlight=False, markup=False)
+
+
+@webhook_secret_app.command("show")
+def webhook_secret_show(ctx: typer.Context, name: WorkspaceNameOpt = None) -> None:
+    """Whether the workspace has its own webhook secret, when it was rotated (never the secret)."""
+    st = state(ctx)
+    st.emit(st.rest.get(f"{st.ws_path(name)}/webhookSecret"))
 
 
 # --- auth -------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ what picks up retries and another server's deliveries.
 
 Configuration (the server's environment; docs/observability.md "Notifications"): the SMTP server
 (``CLOUDLET_SMTP_HOST``, ``_PORT``, ``_SECURITY`` = ``starttls`` | ``tls`` | ``none``, ``_USER``,
-``_PASSWORD`` or ``_PASSWORD_FILE``, ``_FROM``, ``_CA_FILE``), the webhook signing secret
-(``CLOUDLET_WEBHOOK_SECRET`` or ``_FILE``) and a try's timeout (``CLOUDLET_NOTIFY_TIMEOUT_S``,
+``_PASSWORD`` or ``_PASSWORD_FILE``, ``_FROM``, ``_CA_FILE``), the server's webhook signing secret
+(``CLOUDLET_WEBHOOK_SECRET`` or ``_FILE``: it signs for the workspaces without a secret of their
+own, ``domain/jobs/webhook_secrets.py``) and a try's timeout (``CLOUDLET_NOTIFY_TIMEOUT_S``,
 default 10). The studio links' base is the server's public URL (``--public-url``,
 ``CLOUDLET_PUBLIC_URL`` or the older ``CLOUDLET_EXTERNAL_URL``), as every link's.
 """
@@ -39,6 +40,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.control.loop import LeaseCache, ReconcileLoop
 from cloudlet.domain.errors import failure_text
 from cloudlet.domain.jobs import notifications as rules
+from cloudlet.domain.jobs.webhook_secrets import WorkspaceSigning, signing_keys
 from cloudlet.services.core.clock import WALL_CLOCK, Clock
 from cloudlet.services.jobs import notifications as outbox
 from cloudlet.store import db
@@ -122,15 +124,19 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
-def send_webhook(url: str, body: bytes, event: str, delivery_id: int, config: NotifyConfig) -> TryResult:
+def send_webhook(
+    url: str, body: bytes, event: str, delivery_id: int, keys: list[bytes], config: NotifyConfig
+) -> TryResult:
+    """POST BODY to URL, signed with each of KEYS (none: unsigned)."""
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "cloudlet-notifications",
         rules.EVENT_HEADER: event,
         "X-Cloudlet-Delivery": str(delivery_id),
     }
-    if config.webhook_secret is not None:
-        headers[rules.SIGNATURE_HEADER] = rules.sign(config.webhook_secret, body)
+    signature = rules.signature_header(keys, body)
+    if signature is not None:
+        headers[rules.SIGNATURE_HEADER] = signature
     request = urllib.request.Request(rules.check_url(url), data=body, headers=headers, method="POST")
     try:
         with _OPENER.open(request, timeout=config.timeout_s) as answer:
@@ -195,13 +201,13 @@ class NotificationLoop(ReconcileLoop):
             return self.interval_s
         with db.read_only(self.sessions) as session:  # most passes find none: no write lock
             due = outbox.due(session, now, BATCH)
-            work = [(_Delivery.of(row), setting) for row, setting in due]
-        for delivery, setting in work:
+            work = [(_Delivery.of(d.delivery), d.setting, d.signing) for d in due]
+        for delivery, setting, signing in work:
             with self._lock:
                 if delivery.id in self._in_flight:
                     continue
                 self._in_flight.add(delivery.id)
-            self._pool.submit(self._deliver, delivery, setting, token)
+            self._pool.submit(self._deliver, delivery, setting, signing, token)
         return self.interval_s
 
     def on_stop(self) -> None:
@@ -210,7 +216,9 @@ class NotificationLoop(ReconcileLoop):
     def _link(self, path: str) -> str:
         return self.link_base().rstrip("/") + path
 
-    def _deliver(self, delivery: _Delivery, setting: dict[str, Any], token: int) -> None:
+    def _deliver(
+        self, delivery: _Delivery, setting: dict[str, Any], signing: WorkspaceSigning | None, token: int
+    ) -> None:
         try:
             with self.sessions() as session:
                 # A pass may have read the row just before an earlier try of it was recorded.
@@ -229,7 +237,9 @@ class NotificationLoop(ReconcileLoop):
                     result = TryResult(False, None, f"the job has no webhook named {delivery.target!r}")
                 else:
                     data = json.dumps(body, sort_keys=True).encode()
-                    result = send_webhook(str(hook["url"]), data, delivery.event, delivery.id, self.config)
+                    keys = signing_keys(signing, self.config.webhook_secret, self.clock.now())
+                    url = str(hook["url"])
+                    result = send_webhook(url, data, delivery.event, delivery.id, keys, self.config)
             if not result.ok:
                 what = f"{delivery.kind} {delivery.target}"
                 tries = delivery.attempts + 1

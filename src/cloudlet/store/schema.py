@@ -818,6 +818,24 @@ class NotificationDelivery(Base):
 Index("ix_notification_deliveries_due", NotificationDelivery.state, NotificationDelivery.next_try_at)
 
 
+class WebhookSecret(Base):
+    """A workspace's webhook signing secret (``domain/jobs/webhook_secrets.py``): made and shown
+    once by its first rotation, rotated by an Owner, read only by the notification loop to sign.
+    Stored as is, as the installation's token secret is: it must be used, not just compared. It
+    is never part of a job, a view or a log."""
+
+    __tablename__ = "webhook_secrets"
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"), primary_key=True
+    )
+    secret: Mapped[str] = mapped_column(String(64))
+    # The secret the last rotation replaced, signing beside the new one until ``previous_until``
+    # (epoch seconds); NULL with a time set: the replaced one was the server's own.
+    previous_secret: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    previous_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    rotated_at: Mapped[float] = mapped_column(Float)
+
+
 class Team(Base):
     """A group of users that shares a pool's cores (issue 31, weighted fair share). Teams are the
     installation's, like users; a team's share of a pool is a ``TeamShare``."""

@@ -6,7 +6,8 @@ job_cancelled], webhooks: {NAME: {url: ..., event_type: ...}}}`` (Azure's REST f
 eventType}}}``; Azure's webhooks name no URL — an Azure DevOps hook is found by its type — so a
 cloudlet webhook adds ``url``). The pure rules: the setting's model, which deliveries a final status
 makes, a webhook body's HMAC-SHA256 signature, the bounded exponential backoff, and the email's text.
-No secret is ever part of the job document: the signing secret is the server's (docs/observability.md).
+No secret is ever part of the job document: the signing secrets are the workspace's or the server's
+(``webhook_secrets``, docs/observability.md).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ _BY_STATUS = {
 }
 MAX_EMAILS_CHARS = 499  # Azure's limit: the recipients joined with commas
 MAX_WEBHOOKS = 10
-SIGNATURE_HEADER = "X-Cloudlet-Signature-256"  # "sha256=<hex>", GitHub's form
+# "sha256=<hex>", GitHub's form; during a secret's rotation "sha256=<new>,sha256=<old>" (Stripe's).
+SIGNATURE_HEADER = "X-Cloudlet-Signature-256"
 EVENT_HEADER = "X-Cloudlet-Event"
 MAX_ATTEMPTS = 6
 FIRST_RETRY_S = 2.0
@@ -131,9 +133,17 @@ def sign(secret: bytes, body: bytes) -> str:
     return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
+def signature_header(keys: list[bytes], body: bytes) -> str | None:
+    """The signature header's value for BODY signed with each of KEYS (comma-separated, the
+    current key's first); None when there is no key (the body is sent unsigned)."""
+    return ",".join(sign(key, body) for key in keys) or None
+
+
 def signature_ok(secret: bytes, body: bytes, header: str) -> bool:
-    """Whether HEADER is BODY's signature (a receiver's check, compared in constant time)."""
-    return hmac.compare_digest(sign(secret, body), header)
+    """Whether one of HEADER's signatures is BODY's with SECRET (a receiver's check, in constant
+    time per entry)."""
+    expected = sign(secret, body)
+    return any(hmac.compare_digest(expected, entry.strip()) for entry in header.split(","))
 
 
 def next_try(attempts: int, now: float) -> float | None:

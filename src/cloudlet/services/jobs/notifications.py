@@ -12,7 +12,7 @@ Sending never happens here: a slow or failing receiver cannot hold the job's tra
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
@@ -21,10 +21,11 @@ from cloudlet.domain.access.roles import Access
 from cloudlet.domain.errors import not_found
 from cloudlet.domain.jobs import notifications as rules
 from cloudlet.domain.jobs.job_status import JobStatus
+from cloudlet.domain.jobs.webhook_secrets import WorkspaceSigning
 from cloudlet.services.access import workspaces
 from cloudlet.services.core import effects
 from cloudlet.services.core.context import Caller, WorkspaceRef
-from cloudlet.store.schema import Job, NotificationDelivery, ResourceGroup, Workspace
+from cloudlet.store.schema import Job, NotificationDelivery, ResourceGroup, WebhookSecret, Workspace
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 _READ: Any = object()  # enqueue's setting: not known to the caller, read it
@@ -97,16 +98,33 @@ def studio_path(subscription: str, resource_group: str, workspace: str, job: str
     return "/studio/ws/" + "/".join(urllib.parse.quote(p, safe="") for p in parts)
 
 
-def due(session: Session, now: float, limit: int) -> list[tuple[NotificationDelivery, dict[str, Any]]]:
-    """Pending deliveries whose time has come, oldest first, with their job's stored setting."""
+class Due(NamedTuple):
+    delivery: NotificationDelivery
+    setting: dict[str, Any]  # the job's stored notification_setting
+    signing: WorkspaceSigning | None  # the job's workspace's webhook secret, if it has one
+
+
+def due(session: Session, now: float, limit: int) -> list[Due]:
+    """Pending deliveries whose time has come, oldest first, with their job's stored setting and
+    its workspace's signing secret (read at each try: a rotation signs the next try)."""
     query = (
-        select(NotificationDelivery, Job.spec["notification_setting"])
+        select(
+            NotificationDelivery,
+            Job.spec["notification_setting"],
+            WebhookSecret.secret,
+            WebhookSecret.previous_secret,
+            WebhookSecret.previous_until,
+        )
         .join(Job, Job.id == NotificationDelivery.job_id)
+        .outerjoin(WebhookSecret, WebhookSecret.workspace_id == Job.workspace_id)
         .where(NotificationDelivery.state == PENDING, NotificationDelivery.next_try_at <= now)
         .order_by(NotificationDelivery.next_try_at, NotificationDelivery.id)
         .limit(limit)
     )
-    return [(row, setting or {}) for row, setting in session.execute(query)]
+    return [
+        Due(row, setting or {}, WorkspaceSigning(secret, previous, until) if secret is not None else None)
+        for row, setting, secret, previous, until in session.execute(query)
+    ]
 
 
 def still_due(session: Session, delivery_id: int, attempts: int) -> bool:
