@@ -47,7 +47,7 @@ BROWSER = "127.0.0.4"  # where the test's client dials the proxy from
 STRANGER = "127.0.0.2"  # a client that dials the server itself, not trusted
 
 pytestmark = pytest.mark.skipif(
-    haproxy_binary() is None, reason="haproxy is not installed (scripts/setup.sh installs it)"
+    haproxy_binary() is None, reason="haproxy is not installed (scripts/setup-tests.sh installs it)"
 )
 
 
