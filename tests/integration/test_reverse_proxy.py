@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -40,7 +41,7 @@ from cloudlet import tls
 from tests.conftest import RunningServer, server_env, start_server
 from tests.instance_helpers import _execute_request, create_instance
 from tests.jobs_helpers import reaped, wait_until
-from tests.studio_http import COOKIE, csrf_of, home_of
+from tests.studio_http import COOKIE, csrf_of, events, home_of
 
 PROXY_SOURCE = "127.0.0.3"  # where the proxy dials the server from (trusted: --forwarded-allow-ips)
 BROWSER = "127.0.0.4"  # where the test's client dials the proxy from
@@ -208,6 +209,34 @@ def test_the_public_urls_origin_is_the_studios_whatever_host_the_proxy_passes_on
         assert out.status_code == 303 and out.headers["location"] == "/studio/signin", out.text
 
 
+def test_a_jobs_log_streams_to_its_studio_page_as_it_is_written(proxied: Proxied) -> None:
+    """The job page's server-sent events (the log's new bytes) arrive as the job writes them, not
+    all at once when the stream ends (as through a buffering proxy)."""
+    srv = proxied.srv
+    name = f"ticks-{uuid.uuid4().hex[:6]}"
+    job = {"command": "for i in 1 2 3 4 5 6 7 8; do echo tick-$i; sleep 1; done", "compute": "local"}
+    with proxied.client(srv.api_key) as api:
+        assert api.put(f"{srv.ws_path}/jobs/{name}", json=job).status_code == 201
+    page = f"/studio/ws/{srv.subscription_id}/default/default/jobs/{name}/live"
+    seen: dict[str, float] = {}  # tick → when it arrived
+    with proxied.client() as browser:
+        signed = browser.post("/studio/signin", data={"api_key": srv.api_key, "next": "/studio/"})
+        assert signed.status_code == 303, signed.text
+        params = {"file": "user_logs/std_log.txt"}
+        with browser.stream("GET", page, params=params, timeout=httpx.Timeout(10, read=60)) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for kind, _, data in events(response):
+                if kind == "log":
+                    for tick in re.findall(r"tick-\d", json.loads(data)["text"]):
+                        seen.setdefault(tick, time.monotonic())
+                if kind == "end" or len(seen) == 8:
+                    break
+    assert len(seen) == 8, seen
+    spread = seen["tick-8"] - seen["tick-1"]
+    assert spread > 4, f"the log's lines arrived within {spread:.1f} s of each other: buffered on the way"
+
+
 # -- the API ------------------------------------------------------------------------------------------
 def test_a_rest_call_with_a_token_gets_links_on_the_public_url(proxied: Proxied) -> None:
     srv = proxied.srv
@@ -304,6 +333,18 @@ def test_the_server_records_the_browsers_address_not_the_proxys(proxied: Proxied
         assert browser.get(marker).status_code == 200
     line = wait_until(lambda: _access_line(proxied.srv, marker), 10, "the access log line")
     assert f"{BROWSER}:" in line and PROXY_SOURCE not in line, line
+
+
+def test_every_worker_believes_the_proxy(proxied: Proxied) -> None:
+    started = [line for line in proxied.srv.log_path.read_text().splitlines() if " serving on " in line]
+    assert len(started) == 2, started
+    assert all(f"forwarded headers from {PROXY_SOURCE};" in line for line in started), started
+    secure = set()
+    for _ in range(12):  # a new connection each time: either worker may take it
+        with proxied.client() as browser:
+            signed = browser.post("/studio/signin", data={"api_key": proxied.srv.api_key, "next": "/studio/"})
+            secure.add("secure" in [p.strip().lower() for p in _set_cookie(signed).split(";")])
+    assert secure == {True}
 
 
 def test_forged_forwarded_headers_from_another_peer_change_nothing(proxied: Proxied) -> None:
