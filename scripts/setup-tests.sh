@@ -38,10 +38,11 @@ fi
 if ! command -v sbatch >/dev/null 2>&1 || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; then
   apt_install "Slurm tests will be skipped (fail under CI)" slurmctld slurmd slurm-client munge
 fi
-# HAProxy: the online_gateway benchmark drives a real one beside cloudlet's own gateway (bench/_haproxy.py).
+# HAProxy: the online_gateway benchmark drives a real one beside cloudlet's own gateway (bench/_haproxy.py),
+# and tests/integration/test_reverse_proxy.py puts one in front of the server (a skip without it, a failure under CI).
 # Best effort, root with apt only: elsewhere that benchmark reports HAProxy as not measured.
 if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
-  apt_install "the online_gateway bench will not measure HAProxy" haproxy
+  apt_install "the online_gateway bench will not measure HAProxy, nor the reverse-proxy test run" haproxy
 fi
 # Prometheus (Debian's 2.42): tests/integration/test_prometheus.py starts its binary to scrape a server
 # (never the Debian service). Best effort, root with apt only: elsewhere that test is skipped with a

@@ -14,7 +14,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
@@ -41,7 +41,7 @@ from cloudlet.control.parent_jobs import ParentJobLoop
 from cloudlet.control.reconciler import OperationReconciler
 from cloudlet.control.replica_hosts import NodeMaker
 from cloudlet.control.steps import StepRegistry
-from cloudlet.domain import public_url
+from cloudlet.domain import forwarded, public_url
 from cloudlet.domain.assets.uploads import UploadLimits
 from cloudlet.providers.provider_set import ProviderSet
 from cloudlet.providers.registry import REGISTRY, ProviderContext
@@ -524,8 +524,11 @@ def bind_listeners(
     return Listeners(sock, tls_sock, endpoint, https_endpoint, files, host, public)
 
 
-def serve(state: AppState, store: Store, listeners: Listeners) -> None:
-    """Serve the API on LISTENERS until told to stop (SIGTERM, SIGINT)."""
+def serve(
+    state: AppState, store: Store, listeners: Listeners, trusted_proxies: Sequence[str] = (forwarded.DEFAULT,)
+) -> None:
+    """Serve the API on LISTENERS until told to stop (SIGTERM, SIGINT). TRUSTED_PROXIES: the peers
+    whose ``X-Forwarded-Proto`` / ``-For`` stand for the client's (``domain/forwarded.py``)."""
     app = create_app(state)
     studio.install(app)  # the web UI under /studio (issue 27)
     state.url.value = listeners.endpoint
@@ -533,18 +536,27 @@ def serve(state: AppState, store: Store, listeners: Listeners) -> None:
     public_host = public_url.host(listeners.public_url) if listeners.public_url else ""
     state.https.set(listeners.https_endpoint, str(listeners.files.ca), public_host)
     log.info(
-        "cloudlet %s serving on %s and %s (CA %s; links on %s; home %s, replica %s)",
+        "cloudlet %s serving on %s and %s (CA %s; links on %s; forwarded headers from %s; home %s, "
+        "replica %s)",
         state.installation_id,
         listeners.endpoint,
         listeners.https_endpoint,
         listeners.files.ca,
         listeners.link_base,
+        ",".join(trusted_proxies) or "no peer",
         state.home,
         state.replica_id,
     )
     settle_heap()
     access_log = bool(os.environ.get("CLOUDLET_ACCESS_LOG"))  # one line per request, for diagnosis
-    config = uvicorn.Config(app, log_level="info" if access_log else "warning", access_log=access_log)
+    config = uvicorn.Config(
+        app,
+        log_level="info" if access_log else "warning",
+        access_log=access_log,
+        proxy_headers=True,
+        # given whole, never None: uvicorn would then read its own FORWARDED_ALLOW_IPS
+        forwarded_allow_ips=list(trusted_proxies),
+    )
     log.info(
         "API: %d request threads, %d pooled connections (%g s to get one); control plane: %d",
         store.limits.api_threads,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 from cloudlet import serving
-from cloudlet.domain import public_url
+from cloudlet.domain import forwarded, public_url
 from cloudlet.server import LOG_FORMAT, bind_listeners, build_state, replica_identity, resolve_home, serve
 
 
@@ -23,12 +23,14 @@ def run_server(
     tls_port: int | None = None,
     workers: int = 1,
     public: str = "",
+    trusted_proxies: Sequence[str] = (forwarded.DEFAULT,),
 ) -> None:
     """TLS_PORT None: the port after PORT (8572 beside the default 8571), or ephemeral when PORT is
     0; 0: ephemeral. WORKERS > 1: that many server processes under a supervisor (``serving.py``).
-    PUBLIC: the base of the links the server hands out (``public_url.parse``'s; "": its bind URL)."""
+    PUBLIC: the base of the links the server hands out (``public_url.parse``'s; "": its bind URL).
+    TRUSTED_PROXIES: whose forwarded headers stand for the client's (``forwarded.parse``'s)."""
     if workers > 1:
-        serving.supervise(host, port, home, db, tls_port, workers, public)
+        serving.supervise(host, port, home, db, tls_port, workers, public, list(trusted_proxies))
         return
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     home_path = resolve_home(home)
@@ -37,7 +39,7 @@ def run_server(
     listeners = bind_listeners(
         home_path, host, port, tls_port, state.installation_id, state.sessions, public=public
     )
-    serve(state, store, listeners)
+    serve(state, store, listeners, trusted_proxies)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,13 +52,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tls-port", type=int)
     parser.add_argument("--workers", default=os.environ.get("CLOUDLET_WORKERS", serving.DEFAULT_WORKERS))
     parser.add_argument("--public-url")
+    parser.add_argument("--forwarded-allow-ips")
     args = parser.parse_args(argv)
     try:
         workers = serving.parse_workers(args.workers)
     except ValueError as exc:
         parser.error(f"--workers: {exc}")
     public = resolve_public_url(args.public_url, os.environ, parser.error)
-    run_server(args.host, args.port, args.home, args.db, args.tls_port, workers, public)
+    trusted = resolve_forwarded_allow_ips(args.forwarded_allow_ips, os.environ, parser.error)
+    run_server(args.host, args.port, args.home, args.db, args.tls_port, workers, public, trusted)
 
 
 PUBLIC_URL_ENV = "CLOUDLET_PUBLIC_URL"
@@ -87,4 +91,37 @@ def resolve_public_url(option: str | None, env: Mapping[str, str], fail: Callabl
             f"{source}: {exc}. The public URL is the address people reach this server at, as "
             f"scheme://host[:port], e.g. --public-url {public_url.EXAMPLE} or "
             f"{PUBLIC_URL_ENV}=http://cloudlet.lan:8571"
+        )
+
+
+FORWARDED_ALLOW_IPS_ENV = "CLOUDLET_FORWARDED_ALLOW_IPS"
+# uvicorn's own name for it, which the server honoured (through uvicorn) before it had its own.
+UVICORN_FORWARDED_ALLOW_IPS_ENV = "FORWARDED_ALLOW_IPS"
+
+
+def resolve_forwarded_allow_ips(
+    option: str | None, env: Mapping[str, str], fail: Callable[[str], NoReturn]
+) -> list[str]:
+    """The peers whose ``X-Forwarded-Proto`` / ``-For`` the server believes (``domain/forwarded.py``)
+    from ``--forwarded-allow-ips`` (``""``: none), else ``CLOUDLET_FORWARDED_ALLOW_IPS``, else
+    ``FORWARDED_ALLOW_IPS``, else loopback's 127.0.0.1. A bad value is FAIL (exit 2) naming it."""
+    given = [
+        (name, value)
+        for name, value in (
+            ("--forwarded-allow-ips", option),
+            (FORWARDED_ALLOW_IPS_ENV, env.get(FORWARDED_ALLOW_IPS_ENV)),
+            (UVICORN_FORWARDED_ALLOW_IPS_ENV, env.get(UVICORN_FORWARDED_ALLOW_IPS_ENV)),
+        )
+        if value is not None and (value.strip() or name == "--forwarded-allow-ips")
+    ]
+    if not given:
+        return [forwarded.DEFAULT]
+    source, value = given[0]
+    try:
+        return forwarded.parse(value)
+    except ValueError as exc:
+        fail(
+            f"{source}: {exc}. It lists the reverse proxies whose X-Forwarded-Proto and "
+            f"X-Forwarded-For the server believes, comma-separated, e.g. --forwarded-allow-ips "
+            f"{forwarded.EXAMPLE} (default {forwarded.DEFAULT})"
         )

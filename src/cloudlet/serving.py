@@ -50,6 +50,7 @@ from pathlib import Path
 
 from cloudlet import server
 from cloudlet.control.online_inflight import board_path
+from cloudlet.domain import forwarded
 from cloudlet.services.core import metrics
 from cloudlet.services.core.wake import WakeBus
 
@@ -92,6 +93,7 @@ class WorkerSpec:
     endpoint: str
     https_endpoint: str
     public_url: str  # --public-url (the same links from every worker), "" when not given
+    trusted_proxies: list[str]  # --forwarded-allow-ips (domain/forwarded.py), for every worker
     inbox_fd: int
     peer_fds: list[int]
     http_fd: int  # the supervisor's listening sockets, accepted from by every worker
@@ -116,7 +118,9 @@ def supervise(
     tls_port: int | None,
     workers: int,
     public_url: str = "",
+    trusted_proxies: list[str] | None = None,
 ) -> None:
+    """TRUSTED_PROXIES: ``server.serve``'s (None: its default)."""
     logging.basicConfig(level=logging.INFO, format=server.LOG_FORMAT)
     home_path = server.resolve_home(home)
     replica = server.replica_identity(home_path)  # held while the supervisor lives
@@ -141,6 +145,7 @@ def supervise(
                 endpoint=listeners.endpoint,
                 https_endpoint=listeners.https_endpoint,
                 public_url=listeners.public_url,
+                trusted_proxies=[forwarded.DEFAULT] if trusted_proxies is None else trusted_proxies,
                 inbox_fd=pairs[i][0].fileno(),
                 peer_fds=[pair[1].fileno() for j, pair in enumerate(pairs) if j != i],
                 http_fd=listeners.http_socket.fileno(),
@@ -294,7 +299,7 @@ def run_worker(spec: WorkerSpec) -> None:
         spec.host,
         spec.public_url,
     )
-    server.serve(state, store, listeners)
+    server.serve(state, store, listeners, spec.trusted_proxies)
 
 
 def main() -> None:

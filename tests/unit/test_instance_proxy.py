@@ -54,6 +54,15 @@ def test_cross_site_origins_are_refused() -> None:
     assert not same_origin(Headers({"host": "c.example", "origin": "http://evil.example"}), "http")
 
 
+def test_behind_a_proxy_the_public_urls_origin_is_the_apps_whatever_the_host() -> None:
+    # nginx's default Host is the upstream's address; the browser's Origin is the public URL
+    upstream = {"host": "127.0.0.1:8571"}
+    public = "https://c.example"
+    assert same_origin(Headers({**upstream, "origin": "https://c.example"}), "ws", public)
+    assert not same_origin(Headers({**upstream, "origin": "https://c.example"}), "ws")
+    assert not same_origin(Headers({**upstream, "origin": "https://evil.example"}), "ws", public)
+
+
 def test_a_signin_cookie_is_not_an_api_token() -> None:
     secret = "installation-secret"
     cookie, _ = mint_token(7, cookie_secret(secret), 60)

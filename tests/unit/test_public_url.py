@@ -52,3 +52,25 @@ def test_the_host_its_certificate_names_and_the_wildcard_binds() -> None:
         False,
         False,
     ]
+
+
+# Behind a reverse proxy the studio's pages come from the public URL, whatever Host the proxy
+# passes on: a browser's Origin naming it is the server's own.
+@pytest.mark.parametrize(
+    ("public", "origin", "same"),
+    [
+        ("https://cloudlet.example.com", "https://cloudlet.example.com", True),
+        ("https://cloudlet.example.com", "https://Cloudlet.Example.com:443", True),
+        ("https://cloudlet.example.com:443", "https://cloudlet.example.com", True),
+        ("https://cloudlet.example.com:9443", "https://cloudlet.example.com:9443", True),
+        ("https://cloudlet.example.com:9443", "https://cloudlet.example.com", False),
+        ("https://cloudlet.example.com", "http://cloudlet.example.com", False),
+        ("https://cloudlet.example.com", "https://cloudlet.example.com.evil.example", False),
+        ("https://cloudlet.example.com", "null", False),
+        ("https://cloudlet.example.com", "https://cloudlet.example.com:notaport", False),
+        ("", "https://cloudlet.example.com", False),  # no public URL: only Host counts
+        ("", "", False),
+    ],
+)
+def test_the_public_url_is_its_own_origin(public: str, origin: str, same: bool) -> None:
+    assert public_url.is_its_origin(public, origin) is same

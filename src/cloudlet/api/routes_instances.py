@@ -27,6 +27,7 @@ from starlette.datastructures import Headers
 from cloudlet.api.body_limits import body_limit
 from cloudlet.api.deps import AppState, app_state, json_response
 from cloudlet.api.instance_proxy import SIGNIN_COOKIE, AppGone, Forwarder, Target
+from cloudlet.domain import public_url
 from cloudlet.domain.access.roles import Access
 from cloudlet.domain.compute.node_address import node_address
 from cloudlet.domain.errors import CloudletError, forbidden, not_found
@@ -188,14 +189,17 @@ def resolve(state: AppState, kind: str, value: str, name: str, app: str) -> Targ
     return target
 
 
-def same_origin(headers: Headers, scheme: str) -> bool:
+def same_origin(headers: Headers, scheme: str, public: str = "") -> bool:
     """A browser's cross-site request carries another Origin: refuse it (the cookie is Lax, this
-    is the second wall)."""
+    is the second wall). PUBLIC: the public URL, the origin of pages served through a reverse
+    proxy whatever Host it passes on."""
     origin = headers.get("origin")
     if not origin:
         return True
     parsed = urllib.parse.urlsplit(origin)
-    return parsed.netloc == headers.get("host") and parsed.scheme in (scheme, scheme.replace("ws", "http"))
+    if parsed.netloc == headers.get("host") and parsed.scheme in (scheme, scheme.replace("ws", "http")):
+        return True
+    return public_url.is_its_origin(public, origin)
 
 
 def refusal(exc: CloudletError, path: str, accept: str) -> Response:
@@ -216,7 +220,7 @@ PROXY_MAX_BODY = 100 << 20
 async def proxy_http(name: str, app: str, path: str, request: Request) -> Response:
     state: AppState = request.app.state.cloudlet
     accept = request.headers.get("accept", "")
-    if not same_origin(request.headers, request.url.scheme):
+    if not same_origin(request.headers, request.url.scheme, state.public.value):
         return json_response(forbidden("cross-origin requests to instance apps are refused").to_body(), 403)
     found = credential(request.headers, request.cookies)
     try:
@@ -256,7 +260,7 @@ async def app_home(name: str, app: str) -> Response:
 @router.websocket("/instances/{name}/{app}/{path:path}")
 async def proxy_websocket(websocket: WebSocket, name: str, app: str, path: str) -> None:
     state: AppState = websocket.app.state.cloudlet
-    if not same_origin(websocket.headers, websocket.url.scheme):
+    if not same_origin(websocket.headers, websocket.url.scheme, state.public.value):
         await websocket.send_denial_response(
             json_response(forbidden("cross-origin WebSocket").to_body(), 403)
         )

@@ -144,6 +144,14 @@ def server_cmd(
             "instances, sign-in, scoring URIs). Default $CLOUDLET_PUBLIC_URL, else the bind address.",
         ),
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="The reverse proxies (addresses or networks, comma-separated; '*': any peer; '': "
+            "none) whose X-Forwarded-Proto and X-Forwarded-For stand for the client's scheme and "
+            "address. Default $CLOUDLET_FORWARDED_ALLOW_IPS, else 127.0.0.1.",
+        ),
+    ] = None,
 ) -> None:
     """Run a cloudlet server (the API and the control loops) in the foreground."""
     if importlib.util.find_spec("fastapi") is None:  # a client-only install: `pip install cloudlet`
@@ -151,7 +159,13 @@ def server_cmd(
         raise typer.Exit(code=1)
     # The CLI talks HTTP only: it never loads the server, it becomes it (same process id).
     argv = ["--host", host, "--port", str(port), "--workers", workers]
-    given = (("--home", home), ("--db", db), ("--tls-port", tls_port), ("--public-url", public_url))
+    given = (
+        ("--home", home),
+        ("--db", db),
+        ("--tls-port", tls_port),
+        ("--public-url", public_url),
+        ("--forwarded-allow-ips", forwarded_allow_ips),
+    )
     for flag, value in given:
         if value is not None:
             argv.append(f"{flag}={value}")  # "=": a value starting with "-" stays a value

@@ -63,3 +63,25 @@ def is_wildcard(bind_host: str) -> bool:
         return ipaddress.ip_address(bind_host).is_unspecified
     except ValueError:
         return False
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def is_its_origin(public: str, origin: str) -> bool:
+    """Whether a browser's ORIGIN header names the public URL PUBLIC (``parse``'s): a page the
+    server served through its reverse proxy, whatever ``Host`` the proxy passes on (nginx's
+    default is the upstream's address). A default port is the same as none."""
+    if not public or not origin:
+        return False
+
+    def key(url: str) -> tuple[str, str, int | None] | None:
+        try:
+            parts = urllib.parse.urlsplit(url.strip())
+            scheme = parts.scheme.lower()
+            return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
+        except ValueError:  # a port that is not a number
+            return None
+
+    mine = key(public)
+    return mine is not None and mine[1] != "" and key(origin) == mine

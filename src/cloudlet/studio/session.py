@@ -23,6 +23,7 @@ from fastapi.responses import RedirectResponse
 
 from cloudlet.api.deps import AppState
 from cloudlet.api.routing import _CloudletRoute
+from cloudlet.domain import public_url
 from cloudlet.domain.errors import CloudletError, forbidden
 from cloudlet.services.access import audit, studio_sessions
 from cloudlet.services.access.studio_sessions import Limits, Signed
@@ -101,7 +102,11 @@ def same_origin(request: Request) -> bool:
     if origin is None:
         return True
     parts = urllib.parse.urlsplit(origin)
-    return parts.scheme == request.url.scheme and parts.netloc == request.headers.get("host")
+    if parts.scheme == request.url.scheme and parts.netloc == request.headers.get("host"):
+        return True
+    # Through a reverse proxy the page's origin is the public URL (docs/studio.md, "Behind a
+    # reverse proxy"), which the Host the proxy passes on need not name.
+    return public_url.is_its_origin(app_state(request).public.value, origin)
 
 
 def set_cookie(response: Response, request: Request, value: str, max_age: float) -> None:
