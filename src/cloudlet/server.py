@@ -50,6 +50,7 @@ from cloudlet.services.compute.agent_protocol import AgentProtocol
 from cloudlet.services.compute.host_keys import HostKeyBook
 from cloudlet.services.core import bootstrap, effects, wake
 from cloudlet.services.core import events as _events  # noqa: F401  (registers the feed's writers)
+from cloudlet.services.core.feed_wake import FeedWake
 from cloudlet.services.core.notify import NodeNotifier
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.services.jobs import dispatch
@@ -231,14 +232,18 @@ def build_state(
     notifications = NotificationLoop(
         control, replica.id, lambda: public.value or url.value, lease_ttl_s=lease_ttl
     )
+    # The events feed's streams, woken by the commits that record events, here and in the other
+    # workers (services/core/feed_wake.py).
+    feed = FeedWake(share=lambda payload: bus.send(wake.EVENTS, payload)) if bus.shared else FeedWake()
     if bus.shared:
-        _share_wakeups(bus, notifier, reconciler, clusters, parents, online_wakeups, notifications)
+        _share_wakeups(bus, notifier, reconciler, clusters, parents, online_wakeups, notifications, feed)
     publisher = effects.Publisher(
         wake_node=notifier.notify,
         on_demand=clusters.wake.set,
         on_operations=reconciler.wake.set,
         on_parent_work=parents.wake.set,
         on_notifications=notifications.wake.set,
+        on_events=feed.published,
     )
     for made in (store.dispatch, control):  # their owners hand placed run specs over themselves
         publisher.install(made)
@@ -281,6 +286,7 @@ def build_state(
         https=https,
         replica_id=replica.id,
         public=public,
+        feed=feed,
     )
     return state, store
 
@@ -293,6 +299,7 @@ def _share_wakeups(
     parents: ParentJobLoop,
     online: dict[bytes, Callable[[str], None]],
     notifications: NotificationLoop,
+    feed: FeedWake,
 ) -> None:
     """What wakes a loop or a poll in this worker wakes it in the others too (``services/core/wake.py``);
     set before anything holds the loops' ``wake.set``."""
@@ -329,6 +336,7 @@ def _share_wakeups(
             wake.PARENTS: parents_leading,
             wake.NOTIFICATIONS: notifications_leading,
             wake.ACTIVITY: activity,
+            wake.EVENTS: feed.received,
             **online,  # the online gateway's view and what followers ask of its owner
         }
     )

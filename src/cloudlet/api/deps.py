@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudlet.services.compute.agent_protocol import AgentProtocol
 from cloudlet.services.core.batch import Work
 from cloudlet.services.core.context import Caller
+from cloudlet.services.core.feed_wake import FeedWake
 from cloudlet.services.core.notify import NodeNotifier
 from cloudlet.services.core.storage import DataRoot
 from cloudlet.store import db
@@ -116,6 +117,8 @@ class AppState:
     replica_id: str = ""  # this process's replica (a worker of ``--workers N`` is one each)
     # ``--public-url`` (``domain/public_url.py``): "" when not given, and ``url`` stands for it
     public: ServerURL = field(default_factory=ServerURL)
+    # the events feed's open streams and what wakes them (``services/core/feed_wake.py``)
+    feed: FeedWake = field(default_factory=FeedWake)
 
     @property
     def endpoint(self) -> str:

@@ -3,9 +3,10 @@
 ``GET {ws}/events?since=SEQ`` pages (``lastSeq`` is the next page's ``since``; ``nextLink`` while
 a page came back full). ``?watch=true`` streams: ``id:`` is the seq, so a browser's EventSource
 (or ``cloudlet events --watch``) reconnects with ``Last-Event-ID`` and misses nothing. The stream
-polls the store in a worker thread (never on the event loop); polling, not an in-process signal,
-is what makes it see the events other servers and workers commit. ``GET /api/v1/events``: every
-workspace's, for an administrator.
+reads the store in a worker thread (never on the event loop) when a commit that recorded events in
+its workspace wakes it (in this worker or another of ``--workers N``: ``services/core/feed_wake.py``),
+and every ``POLL_S`` for what no wake-up reaches (another server on a shared PostgreSQL store).
+``GET /api/v1/events``: every workspace's, for an administrator.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from cloudlet.services.views import events as feed
 
 WS = "/subscriptions/{sub}/resourceGroups/{rg}/workspaces/{ws}"
 router = APIRouter(prefix="/api/v1", tags=["events"], route_class=UserRoute)
-POLL_S = float(os.environ.get("CLOUDLET_EVENTS_POLL_S") or 0.5)
+# The fallback poll: commits of this server wake its streams at once, so the poll only bounds how
+# late an event committed by another server on a shared store (or a dropped wake-up) arrives.
+# It was 0.5 s when polling was all there was; 2 s is the same order as the agents' long-poll
+# recheck (1 s), and an idle stream reads the store 30 times a minute instead of 120.
+POLL_S = float(os.environ.get("CLOUDLET_EVENTS_POLL_S") or 2.0)
+# After a read, a wake-up waits this long before the next: a burst of commits (a scheduling
+# round moving jobs one transaction each) is read in a few pages, not a read per commit.
+WAKE_GAP_S = 0.05
 HEARTBEAT_S = float(os.environ.get("CLOUDLET_EVENTS_HEARTBEAT_S") or 15.0)
 
 Since = Annotated[
@@ -119,24 +127,36 @@ def _next_page(state: AppState, ws_id: int | None, wanted: feed.EventFilter) -> 
 async def _stream(
     state: AppState, request: Request, ws_id: int | None, wanted: feed.EventFilter, page: feed.EventPage
 ) -> AsyncIterator[str]:
-    quiet_since = asyncio.get_running_loop().time()
+    loop = asyncio.get_running_loop()
+    quiet_since = last_read = loop.time()
     yield "retry: 1000\n\n"
-    while True:
-        for event in page.events:
-            yield sse_message(event)
-        now = asyncio.get_running_loop().time()
-        if page.events:
-            quiet_since = now
-        elif now - quiet_since >= HEARTBEAT_S:
-            quiet_since = now
-            yield HEARTBEAT
-        if len(page.events) < wanted.limit:  # caught up: wait before asking again
-            await asyncio.sleep(POLL_S)
-        if await request.is_disconnected():
-            return
-        wanted = feed.EventFilter(page.last_seq, wanted.type, wanted.compute, wanted.limit)
-        try:
-            page = await run_in_threadpool(_next_page, state, ws_id, wanted)
-        except CloudletError as exc:  # pruned past the reader while it watched (410)
-            yield f"event: error\ndata: {json.dumps(exc.to_body())}\n\n"
-            return
+    # Listening starts woken: what was committed since the first page is read at once.
+    with state.feed.listen(ws_id) as woken:
+        while True:
+            for event in page.events:
+                yield sse_message(event)
+            if page.events:
+                quiet_since = loop.time()
+            if len(page.events) < wanted.limit:  # caught up: wait for a wake-up or the poll
+                while True:
+                    now = loop.time()
+                    heartbeat_at = quiet_since + HEARTBEAT_S
+                    if await woken.wait(min(last_read + POLL_S, heartbeat_at) - now):
+                        await asyncio.sleep(max(0.0, last_read + WAKE_GAP_S - loop.time()))
+                        break
+                    now = loop.time()
+                    if now >= heartbeat_at:
+                        quiet_since = now
+                        yield HEARTBEAT
+                    if now >= last_read + POLL_S:
+                        break
+            if await request.is_disconnected():
+                return
+            wanted = feed.EventFilter(page.last_seq, wanted.type, wanted.compute, wanted.limit)
+            woken.take()  # a commit from here on wakes the next read, not this one
+            last_read = loop.time()
+            try:
+                page = await run_in_threadpool(_next_page, state, ws_id, wanted)
+            except CloudletError as exc:  # pruned past the reader while it watched (410)
+                yield f"event: error\ndata: {json.dumps(exc.to_body())}\n\n"
+                return

@@ -2,9 +2,10 @@
 
 A service records, on the session it writes with, what its change means for the rest of the
 system (these nodes have new commands; demand for machines changed; an operation waits; a parent
-job has work; an online endpoint's desired state changed). It never calls the loops or the agents
-itself. One publisher, built by ``server.build_state`` and installed on every session factory,
-hears each commit and wakes what the effects name; a rolled-back change wakes nothing.
+job has work; an online endpoint's desired state changed; the events feed grew). It never calls
+the loops or the agents itself. One publisher, built by ``server.build_state`` and installed on
+every session factory, hears each commit and wakes what the effects name; a rolled-back change
+wakes nothing.
 (dstack's services hint their background pipeline after their own commit; Ray's autoscaler runs
 side effects in subscribers.)
 """
@@ -30,6 +31,7 @@ class Effects:
     parent_work: bool = False  # a pipeline or sweep has a next step
     endpoints_changed: bool = False  # an online endpoint's desired state moved
     notifications_pending: bool = False  # a job's end recorded notifications to send
+    events_in: set[int] = field(default_factory=set)  # workspaces whose events feed grew
 
     def __bool__(self) -> bool:
         return bool(
@@ -39,6 +41,7 @@ class Effects:
             or self.parent_work
             or self.endpoints_changed
             or self.notifications_pending
+            or self.events_in
         )
 
 
@@ -81,6 +84,11 @@ def notifications_pending(session: Session) -> None:
     of(session).notifications_pending = True
 
 
+def events_recorded(session: Session, workspace_ids: Iterable[int]) -> None:
+    """The transaction inserted lifecycle events of WORKSPACE_IDS: their streams may read."""
+    of(session).events_in.update(workspace_ids)
+
+
 @dataclass
 class Publisher:
     """Who hears which effect; built once per server (``server.build_state``). ``after`` runs
@@ -92,6 +100,7 @@ class Publisher:
     on_parent_work: Callable[[], None] = lambda: None
     on_endpoints: Callable[[], None] = lambda: None
     on_notifications: Callable[[], None] = lambda: None
+    on_events: Callable[[frozenset[int]], None] = lambda _workspaces: None
     after: Callable[[Session], None] = lambda _session: None
 
     def publish(self, recorded: Effects) -> None:
@@ -107,6 +116,8 @@ class Publisher:
             self.on_endpoints()
         if recorded.notifications_pending:
             self.on_notifications()
+        if recorded.events_in:
+            self.on_events(frozenset(recorded.events_in))
 
     def install(self, sessions: sessionmaker[Session]) -> None:
         """Publish each commit's effects of SESSIONS' sessions; forget a rolled-back one's."""

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from cloudlet.domain.events import EventType
 from cloudlet.domain.resources import COMPUTES
+from cloudlet.services.core import effects
 from cloudlet.store.schema import (
     BatchDeployment,
     BatchEndpoint,
@@ -336,6 +337,9 @@ def insert_pending(session: Session) -> None:
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": EVENTS_LOCK_KEY})
     connection.execute(insert(LifecycleEvent), pending)
+    # After the commit, the publisher wakes the streams that watch these workspaces
+    # (``feed_wake.py``); they no longer wait for their poll.
+    effects.events_recorded(session, {row["workspace_id"] for row in pending})
 
 
 @event.listens_for(Session, "after_transaction_create")

@@ -3,7 +3,8 @@
 Each worker is a replica over the same store, and most of what one replica does reaches the others
 through the store. What does not is a wake-up: the work a worker placed for a node whose agent's long
 poll another worker holds, a demand change for the cluster reconciler that another worker leads, an
-operation for its operation reconciler, a page load of an instance whose idle watch runs elsewhere.
+operation for its operation reconciler, a commit that grew the events feed whose streams another
+worker serves, a page load of an instance whose idle watch runs elsewhere.
 Without a wake-up these wait for the other worker's next look at the store (``POLL_RECHECK_S`` for a
 poll, the loops' intervals for the reconcilers).
 
@@ -33,6 +34,7 @@ OPERATIONS = b"o"  # the operation reconciler's wake
 PARENTS = b"p"  # the parent-job loop's wake (pipelines, sweeps: a child moved)
 NOTIFICATIONS = b"t"  # the notification loop's wake (a job's end recorded deliveries)
 ACTIVITY = b"a"  # payload: "<instance name> <time.time()>": a deliberate request to an instance's app
+EVENTS = b"e"  # payload: workspace ids, comma-separated ("": all): the events feed grew (``feed_wake.py``)
 MAX_DATAGRAM = 65536  # a run spec is ~1-3 KB; a larger one goes as a plain wake-up (NODE)
 
 
