@@ -18,7 +18,7 @@ from cloudlet.domain.jobs.job_schedule import (
     trigger_of,
 )
 
-JOB = {"type": "command", "command": "echo hi", "environment": "azureml:python-3.11@latest"}
+JOB = {"type": "command", "command": "echo hi"}
 
 
 def utc(*args: int) -> datetime:

@@ -33,6 +33,9 @@ from cloudlet.store.schema import Compute, Job, JobSchedule, Workspace
 ListView = Literal["enabled", "disabled", "all"]
 LIST_VIEWS: tuple[ListView, ...] = ("enabled", "disabled", "all")
 # What a job copied by ``create_job: azureml:<job>`` does not take from it (its own, per run).
+# The job types whose documents carry ``properties`` (a sweep's has none: its job is named for
+# the schedule, and ``last_job_name`` on the schedule names it).
+TAGGED_TYPES = ("command", "pipeline")
 _NOT_COPIED = ("name", "display_name", "status", "creation_context")
 
 
@@ -240,7 +243,8 @@ def fire(session: Session, schedule_id: int, now: float, data: DataRoot) -> Fire
     assert ws is not None
     name = rules.fired_job_name(row.name, at)
     doc = copy.deepcopy(row.spec["create_job"])
-    doc["properties"] = {**(doc.get("properties") or {}), rules.SCHEDULE_PROPERTY: row.name}
+    if str(doc.get("type", "command")).lower() in TAGGED_TYPES:
+        doc["properties"] = {**(doc.get("properties") or {}), rules.SCHEDULE_PROPERTY: row.name}
     job = None
     compute = None
     if job_service.find_in(session, ws.id, name) is None:  # made already: only the record is left
