@@ -33,6 +33,7 @@ from cloudlet.api import (
     routes_jobs,
     routes_metrics,
     routes_online,
+    routes_schedules,
     routes_studio,
     routes_teams,
 )
@@ -125,6 +126,7 @@ def create_app(state: AppState) -> FastAPI:
         arm_components.router,  # ARM components (issue 13)
         routes_batch_endpoints.router,  # batch endpoints (issue 14)
         arm_batch_endpoints.router,
+        routes_schedules.router,  # job schedules (az ml schedule)
         blob_service.router,  # /blob/{account}/{container}/… (SAS-signed only)
         # The Azure ML (ARM) facade: paths outside /api/v1 (api/arm/).
         arm_metadata.router,
