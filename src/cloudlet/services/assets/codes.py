@@ -17,7 +17,7 @@ import tarfile
 import uuid
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -60,6 +60,23 @@ def by_hash(session: Session, workspace: Workspace, hash_sha256: str) -> list[Co
             .order_by(CodeVersion.id)
         )
     )
+
+
+def code_id_for(session: Session, workspace: Workspace, arm_workspace_id: str, code: str) -> str | None:
+    """The ARM ``codeId`` (``…/codes/{name}/versions/{v}``) of a job document's ``code``
+    (``codes/<digest>``), the reverse of ``snapshot_for``; None when no version holds it (code the
+    CLI uploaded without registering a version)."""
+    if not code.startswith("codes/"):
+        return None
+    query = (
+        select(CodeVersion)
+        .where(CodeVersion.workspace_id == workspace.id, CodeVersion.snapshot == code.removeprefix("codes/"))
+        .order_by(CodeVersion.id)
+    )
+    row = session.scalars(query.limit(1)).first()
+    if row is None:
+        return None
+    return f"{arm_workspace_id}/codes/{quote(row.name, safe='')}/versions/{quote(row.version, safe='')}"
 
 
 def versions(session: Session, workspace: Workspace, name: str) -> list[CodeVersion]:
