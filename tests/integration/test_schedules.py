@@ -2,16 +2,19 @@
 
 A schedule YAML whose ``create_job: ./job.yml`` is read and its code uploaded by the CLI fires a
 command job every minute that runs to completion on a real node (the one test that waits for a
-real minute); disabled, it has no next fire time and leaves the default list; a bad trigger is a
-400 naming the field; a Reader reads but cannot create; ``create_job: azureml:<job>`` copies that
-job's definition. One server per module.
+real minute); disabled, it has no next fire time, leaves the default list and makes no job when
+its next fire time passes; a bad trigger is a 400 naming the field; a Reader reads but cannot
+create; ``create_job: azureml:<job>`` copies that job's definition; ``schedule update --set``
+changes a field of the stored document. One server per module.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ import pytest
 
 from tests.conftest import RunningServer
 from tests.instance_helpers import new_user
-from tests.jobs_helpers import cli_json, error_of, log_text, served, submit, wait_job, wait_until
+from tests.jobs_helpers import cli_json, error_of, log_text, served, submit, wait_job, wait_passes, wait_until
 
 JOB = {"type": "command", "command": "echo scheduled", "compute": "local"}
 
@@ -66,15 +69,26 @@ def test_a_yaml_cron_schedule_fires_a_job_that_completes_and_disabled_stops(
     fired = wait_until(
         lambda: schedule_named(api, srv, "every-minute").get("last_job_name"), 90, "the first fire"
     )
+    # Disabled at once (well before the next minute): it has no next fire time and leaves the
+    # default list.
+    disabled = cli_json(srv, "schedule", "disable", "-n", "every-minute")
+    assert disabled["is_enabled"] is False and disabled["next_fire_time"] is None
+    assert disabled["last_job_name"] == fired, disabled
+    assert "every-minute" not in [s["name"] for s in cli_json(srv, "schedule", "list")]
+    assert "every-minute" in [s["name"] for s in cli_json(srv, "schedule", "list", "-t", "all")]
+
     done = wait_job(api, srv, fired, timeout=60)
     assert done["status"] == "Completed", done
     assert log_text(api, srv, fired) == "hello from a schedule\n"
     assert done["properties"] == {"azureml.scheduleName": "every-minute"}
 
-    disabled = cli_json(srv, "schedule", "disable", "-n", "every-minute")
-    assert disabled["is_enabled"] is False and disabled["next_fire_time"] is None
-    assert "every-minute" not in [s["name"] for s in cli_json(srv, "schedule", "list")]
-    assert "every-minute" in [s["name"] for s in cli_json(srv, "schedule", "list", "-t", "all")]
+    # The next fire time passes while it is disabled: the loop makes no job for it.
+    last_fire = datetime.fromisoformat(str(disabled["last_fire_time"]).replace("Z", "+00:00")).timestamp()
+    wait_until(lambda: time.time() > last_fire + 61, 90, "the next minute", interval=1)
+    wait_passes(api, "job-schedules", 2)
+    assert schedule_named(api, srv, "every-minute")["last_job_name"] == fired
+    made = [j["name"] for j in api.get(f"{srv.ws_path}/jobs").json()["value"]]
+    assert [n for n in made if n.startswith("every-minute-")] == [fired], made
     cli_json(srv, "schedule", "delete", "-n", "every-minute", "--yes")
     assert api.get(url(srv, "every-minute")).status_code == 404
 
@@ -131,3 +145,13 @@ def test_create_job_azureml_copies_an_existing_jobs_definition(api: httpx.Client
     assert "display_name" not in created.json()["create_job"]
     missing = error_of(api.put(url(srv, "copied"), json={**body, "create_job": "azureml:no-such-job"}))
     assert missing["target"] == "create_job" and "no-such-job" in missing["message"], missing
+
+
+def test_update_sets_a_field_of_the_stored_schedule(api: httpx.Client, srv: RunningServer) -> None:
+    body = {"trigger": {"type": "cron", "expression": "0 2 * * *"}, "create_job": JOB, "tags": {"a": "1"}}
+    assert api.put(url(srv, "to-update"), json=body).status_code == 201
+    updated = cli_json(srv, "schedule", "update", "-n", "to-update", "--set", "trigger.expression=0 4 * * *")
+    assert updated["trigger"]["expression"] == "0 4 * * *" and updated["tags"] == {"a": "1"}, updated
+    assert updated["create_job"]["command"] == JOB["command"] and str(updated["next_fire_time"]).endswith(
+        "04:00:00Z"
+    )

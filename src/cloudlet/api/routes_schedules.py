@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
@@ -37,7 +37,9 @@ SCHEDULE_DOCUMENT = json_body(
     {
         "type": "object",
         "required": ["trigger", "create_job"],
+        "additionalProperties": False,
         "properties": {
+            "$schema": {"type": "string"},
             "name": {"type": "string"},
             "display_name": {"type": "string"},
             "description": {"type": "string"},
@@ -59,7 +61,9 @@ def list_schedules(
     sub: str,
     rg: str,
     ws: str,
-    list_view_type: Annotated[str, Query(description="enabled (the default), disabled or all")] = "enabled",
+    list_view_type: Annotated[
+        Literal["enabled", "disabled", "all"], Query(description="enabled (the default), disabled or all")
+    ] = "enabled",
     ctx: Context = Depends(context),
 ) -> Response:
     rows = service.list_schedules(ctx.session, WorkspaceRef(sub, rg, ws), ctx.caller, list_view_type)

@@ -9,7 +9,7 @@ done at once); a DELETE answers 200 (204 when there was none), as the other faca
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Response
 
@@ -40,8 +40,19 @@ ARM_DOCUMENT = json_body(
                 "type": "object",
                 "required": ["trigger", "action"],
                 "properties": {
-                    "trigger": {"type": "object", "required": ["triggerType"]},
-                    "action": {"type": "object", "required": ["actionType"]},
+                    "trigger": {
+                        "type": "object",
+                        "required": ["triggerType"],
+                        "properties": {"triggerType": {"enum": ["Cron", "Recurrence"]}},
+                    },
+                    "action": {
+                        "type": "object",
+                        "required": ["actionType", "jobDefinition"],
+                        "properties": {
+                            "actionType": {"enum": [arm_schedules.ACTION]},
+                            "jobDefinition": {"type": "object"},
+                        },
+                    },
                     "isEnabled": {"type": ["boolean", "null"]},
                     "displayName": {"type": ["string", "null"]},
                     "description": {"type": ["string", "null"]},
@@ -83,17 +94,12 @@ def _resource(ctx: Context, ref: WorkspaceRef, row: Any) -> dict[str, Any]:
 @router.get(arm.WS + "/schedules")
 def arm_list_schedules(
     ref: ArmWorkspace,
-    list_view_type: Annotated[str, Query(alias="listViewType")] = "EnabledOnly",
+    list_view_type: Annotated[
+        Literal["EnabledOnly", "DisabledOnly", "All"], Query(alias="listViewType")
+    ] = "EnabledOnly",
     ctx: Context = Depends(context),
 ) -> Response:
-    view = arm_schedules.LIST_VIEWS.get(list_view_type.lower())
-    if view is None:
-        raise CloudletError(
-            "InvalidRequestContent",
-            "listViewType must be EnabledOnly, DisabledOnly or All",
-            "listViewType",
-            400,
-        )
+    view = arm_schedules.LIST_VIEWS[list_view_type.lower()]
     rows = service.list_schedules(ctx.session, ref, ctx.caller, view)
     return json_response(arm.page(ctx.request, rows, lambda row: _resource(ctx, ref, row)))
 

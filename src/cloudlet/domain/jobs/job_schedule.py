@@ -172,9 +172,11 @@ def _text(value: Any, where: str) -> str | None:
 def _strings(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
-        raise validation_error(where, f"{where} must be a mapping of names to values")
-    return {str(key): str(item) for key, item in value.items()}
+    if not isinstance(value, Mapping) or not all(isinstance(item, str) for item in value.values()):
+        raise validation_error(
+            where, f"{where} must be a mapping of names to text values, e.g. {{team: vision}}"
+        )
+    return {str(key): item for key, item in value.items()}
 
 
 def _flag(value: Any, where: str) -> bool:

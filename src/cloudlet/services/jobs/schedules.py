@@ -55,7 +55,7 @@ class Written:
     created: bool
 
 
-def _job_document(session: Session, ws: Workspace, spec: rules.ScheduleSpec) -> dict[str, Any]:
+def _job_document(session: Session, ws: Workspace, spec: rules.ScheduleSpec, now: float) -> dict[str, Any]:
     """The schedule's job document, validated as a submission: ``azureml:<job>`` → that job's."""
     reference = rules.job_reference(spec.create_job)
     if reference is not None:
@@ -70,7 +70,7 @@ def _job_document(session: Session, ws: Workspace, spec: rules.ScheduleSpec) -> 
         doc = copy.deepcopy(spec.create_job)
         doc.pop("name", None)  # each fire names its own job
     try:
-        job_service.prepare(doc, rules.fired_job_name(spec.name, datetime.now(UTC)))
+        job_service.prepare(doc, rules.fired_job_name(spec.name, datetime.fromtimestamp(now, UTC)))
     except CloudletError as exc:
         exc.target = f"create_job.{exc.target}" if exc.target and exc.target != "$" else "create_job"
         raise
@@ -94,10 +94,10 @@ def create_or_update(
     schedule enabled again, counts its fires from now: the past is not replayed."""
     spec = rules.parse_schedule(body, name)
     ws = workspaces.resolve(session, ref, caller, Access.WRITE)
-    document = spec.document()
-    document["create_job"] = _job_document(session, ws, spec)
-    document.pop("is_enabled")
     now = clock.now()
+    document = spec.document()
+    document["create_job"] = _job_document(session, ws, spec, now)
+    document.pop("is_enabled")
     row = _find(session, ws.id, name)
     created = row is None
     if row is None:
