@@ -1,7 +1,8 @@
 """The job-schedule loop on a real store with a fake clock (control/job_schedules.py): a due
 schedule makes one job per fire time, tagged with its schedule; after downtime it fires once; a
 schedule that cannot make its job has the reason recorded and the others still fire; a disabled
-one does not fire."""
+one does not fire; a fire that never committed is made once later, and one whose job exists is
+recorded without a second job."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from cloudlet.control.job_schedules import JobScheduleLoop
 from cloudlet.services.core.context import Caller, WorkspaceRef
 from cloudlet.services.core.notify import NodeNotifier
 from cloudlet.services.core.storage import DataRoot
+from cloudlet.services.jobs import jobs as job_service
 from cloudlet.services.jobs import schedules as service
-from cloudlet.store.schema import Job, JobSchedule, Subscription
+from cloudlet.store.schema import Job, JobSchedule, Subscription, Workspace
 from tests.unit.control_fakes import FakeClock, new_store
 
 ADMIN = Caller(principal_id=1, name="alice", is_admin=True)
@@ -123,3 +125,36 @@ def test_a_disabled_schedule_does_not_fire_and_enabled_again_does_not_replay(tmp
     world.clock.advance(60)
     world.loop.run_pass()
     assert list(world.jobs()) == ["every-minute-202701150804"]
+
+
+def test_a_fire_whose_transaction_never_committed_is_made_once_by_the_next_pass(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    world.create(schedule("every-minute"))
+    world.clock.advance(61)
+    with world.sessions() as session:  # a server that dies before its commit: nothing of it stays
+        [schedule_id] = service.due_ids(session, world.clock.now())
+        fired = service.fire(session, schedule_id, world.clock.now(), world.loop.data)
+        assert fired.job is not None
+        session.rollback()
+    assert world.jobs() == {}
+    world.loop.run_pass()
+    world.loop.run_pass()
+    assert list(world.jobs()) == ["every-minute-202701150801"]
+
+
+def test_a_fire_whose_job_exists_already_is_recorded_without_a_second_job(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    world.create(schedule("every-minute"))
+    with world.sessions() as session:
+        workspace = session.scalars(select(Workspace)).one()
+        prepared = job_service.prepare(
+            {"command": "echo made earlier", "compute": "local"}, "every-minute-202701150801"
+        )
+        job_service.submit(session, workspace, "every-minute-202701150801", prepared, ADMIN, world.loop.data)
+        session.commit()
+    world.clock.advance(61)
+    world.loop.run_pass()
+    assert world.jobs()["every-minute-202701150801"]["command"] == "echo made earlier"
+    row = world.row("every-minute")
+    assert row.last_job_name == "every-minute-202701150801" and row.last_error is None
+    assert row.next_fire_at == START + 120
