@@ -158,3 +158,21 @@ def test_a_fire_whose_job_exists_already_is_recorded_without_a_second_job(tmp_pa
     row = world.row("every-minute")
     assert row.last_job_name == "every-minute-202701150801" and row.last_error is None
     assert row.next_fire_at == START + 120
+
+
+def test_a_pipeline_schedule_fires_a_pipeline_job_tagged_with_its_schedule(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    pipeline = {
+        "type": "pipeline",
+        "display_name": "nightly pipeline",
+        "jobs": {"hello": {"type": "command", "command": "echo hello", "compute": "local"}},
+    }
+    world.create(
+        {"name": "nightly", "trigger": {"type": "cron", "expression": "* * * * *"}, "create_job": pipeline}
+    )
+    world.clock.advance(61)
+    world.loop.run_pass()
+    [(name, spec)] = world.jobs().items()
+    assert name == "nightly-202701150801" and spec["type"] == "pipeline", spec
+    assert spec["properties"] == {"azureml.scheduleName": "nightly"}
+    assert world.row("nightly").last_error is None
