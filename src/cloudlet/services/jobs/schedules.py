@@ -12,6 +12,7 @@ time in the same transaction, so a fire is made once however the server stops. T
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -71,9 +72,9 @@ def _job_document(session: Session, ws: Workspace, spec: rules.ScheduleSpec, now
         doc.pop("name", None)  # each fire names its own job
     try:
         job_service.prepare(doc, rules.fired_job_name(spec.name, datetime.fromtimestamp(now, UTC)))
-    except CloudletError as exc:
-        exc.target = f"create_job.{exc.target}" if exc.target and exc.target != "$" else "create_job"
-        raise
+    except CloudletError as exc:  # named where the schedule holds it
+        where = f"create_job.{exc.target}" if exc.target and exc.target != "$" else "create_job"
+        raise dataclasses.replace(exc, target=where) from None
     return doc
 
 
