@@ -2,8 +2,10 @@
 only by ``cloudlet azureml env`` and ``config.json``: ``schedules.begin_create_or_update`` of a
 ``JobSchedule`` with a ``CronTrigger`` and a ``command(...)`` job with local code (uploaded by the
 SDK), and one with a ``RecurrenceTrigger``; ``get``, ``list`` (enabled, disabled, all),
-``begin_disable``, ``begin_enable``, ``begin_delete``. The SDK itself sends a command job in a
-schedule only with ``AZURE_ML_CLI_PRIVATE_FEATURES_ENABLED`` set (it says so against Azure too)."""
+``begin_disable``, ``begin_enable``, ``begin_delete``; a schedule the CLI made keeps its job's code
+through the SDK's disable and enable (each a get, then a PUT of what it read). The SDK itself sends
+a command job in a schedule only with ``AZURE_ML_CLI_PRIVATE_FEATURES_ENABLED`` set (it says so
+against Azure too)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import pytest
 
 from tests.azureml_helpers import azureml_env, run_sdk, sdk_python
 from tests.conftest import RunningServer
-from tests.jobs_helpers import served
+from tests.jobs_helpers import cli_json, served
 
+ENV = "azureml://registries/azureml/environments/sklearn-1.5/labels/latest"
 SDK_SCRIPT = r"""
 import json
 from azure.ai.ml import MLClient, command
@@ -57,6 +60,9 @@ out("disabled", enabled=disabled.is_enabled,
     all_names=sorted(s.name for s in ml.schedules.list(list_view_type="All")))
 enabled = ml.schedules.begin_enable("sdk-nightly").result()
 out("enabled", enabled=enabled.is_enabled, code=enabled.create_job.code)
+cli_made = ml.schedules.begin_disable("cli-made").result()
+ml.schedules.begin_enable("cli-made").result()
+out("cli-made", enabled=cli_made.is_enabled, code=cli_made.create_job.code)
 ml.schedules.begin_delete("sdk-nightly").result()
 ml.schedules.begin_delete("sdk-weekly").result()
 out("deleted", names=sorted(s.name for s in ml.schedules.list(list_view_type="All")))
@@ -80,6 +86,16 @@ def test_the_sdk_creates_lists_disables_enables_and_deletes_schedules(
         check=True,
         capture_output=True,
     )
+    # A schedule the CLI made: its code is a snapshot no code version holds.
+    (tmp_path / "job.yml").write_text(
+        f"type: command\ncommand: python hello.py\ncode: ./src\nenvironment: {ENV}\n"
+    )
+    (tmp_path / "cli-made.yml").write_text(
+        "name: cli-made\ntrigger: {type: cron, expression: '0 4 * * *'}\ncreate_job: ./job.yml\n"
+    )
+    cli_code = cli_json(srv, "schedule", "create", "--file", str(tmp_path / "cli-made.yml"))["create_job"][
+        "code"
+    ]
     env = {**azureml_env(srv.cli_env()), "AZURE_ML_CLI_PRIVATE_FEATURES_ENABLED": "true"}
     steps = {r["step"]: r for r in run_sdk(SDK_SCRIPT, tmp_path, env, timeout=300)}
 
@@ -92,12 +108,17 @@ def test_the_sdk_creates_lists_disables_enables_and_deletes_schedules(
     assert steps["weekly"]["frequency"].lower() == "week" and steps["weekly"]["hours"] == [9], steps["weekly"]
     assert [d.lower() for d in steps["weekly"]["week_days"]] == ["monday"], steps["weekly"]
     assert steps["get"] == {"step": "get", "name": "sdk-nightly", "command": "python hello.py"}
-    assert steps["listed"]["names"] == ["sdk-nightly", "sdk-weekly"]
+    assert steps["listed"]["names"] == ["cli-made", "sdk-nightly", "sdk-weekly"]
     disabled = steps["disabled"]
-    assert disabled["enabled"] is False and disabled["enabled_names"] == ["sdk-weekly"], disabled
+    assert disabled["enabled"] is False and disabled["enabled_names"] == ["cli-made", "sdk-weekly"], disabled
     assert disabled["disabled_names"] == ["sdk-nightly"], disabled
-    assert disabled["all_names"] == ["sdk-nightly", "sdk-weekly"], disabled
+    assert disabled["all_names"] == ["cli-made", "sdk-nightly", "sdk-weekly"], disabled
     assert steps["enabled"]["enabled"] is True and "/codes/" in str(steps["enabled"]["code"]), steps[
         "enabled"
     ]
-    assert steps["deleted"]["names"] == []
+    assert steps["deleted"]["names"] == ["cli-made"]
+    # Disabled and enabled again through the SDK (a get, then a PUT of what it read), the CLI-made
+    # schedule keeps its job's code.
+    assert steps["cli-made"]["enabled"] is False and "/codes/" in str(steps["cli-made"]["code"])
+    shown = cli_json(srv, "schedule", "show", "-n", "cli-made")
+    assert shown["is_enabled"] is True and shown["create_job"]["code"] == cli_code, shown
