@@ -122,3 +122,4 @@ def test_the_sdk_creates_lists_disables_enables_and_deletes_schedules(
     assert steps["cli-made"]["enabled"] is False and "/codes/" in str(steps["cli-made"]["code"])
     shown = cli_json(srv, "schedule", "show", "-n", "cli-made")
     assert shown["is_enabled"] is True and shown["create_job"]["code"] == cli_code, shown
+    assert not {"display_name", "experiment_name"} & set(shown["create_job"]), shown  # none given

@@ -176,3 +176,14 @@ def test_a_pipeline_schedule_fires_a_pipeline_job_tagged_with_its_schedule(tmp_p
     assert name == "nightly-202701150801" and spec["type"] == "pipeline", spec
     assert spec["properties"] == {"azureml.scheduleName": "nightly"}
     assert world.row("nightly").last_error is None
+
+
+def test_an_update_that_keeps_the_trigger_keeps_a_due_fire(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    world.create(schedule("every-minute"))
+    world.clock.advance(61)  # 08:01 is due; no pass yet
+    same = schedule("every-minute")
+    same["trigger"] = {**same["trigger"], "time_zone": "UTC"}  # as the ARM facade gives it back
+    world.create({**same, "tags": {"team": "vision"}})
+    world.loop.run_pass()
+    assert list(world.jobs()) == ["every-minute-202701150801"]

@@ -88,6 +88,11 @@ def _resource(ctx: Context, ref: WorkspaceRef, row: Any) -> dict[str, Any]:
         )
         resource = to_arm({**job, "name": row.name}, ref.arm_id, code_id)
         definition = {k: v for k, v in resource["properties"].items() if v is not None}
+        # The job view's defaults (its name as display name, experiment "Default") are not the
+        # schedule's job's: given back, the SDK's get-then-PUT would store them into it.
+        for arm_field, field in (("displayName", "display_name"), ("experimentName", "experiment_name")):
+            if not job.get(field):
+                definition.pop(arm_field, None)
     return arm_schedules.schedule_to_arm(view, ref.arm_id, definition)
 
 

@@ -78,6 +78,12 @@ def _job_document(session: Session, ws: Workspace, spec: rules.ScheduleSpec, now
     return doc
 
 
+def _trigger_changed(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether the trigger fires differently (``time_zone: UTC`` written out, as the ARM facade
+    gives it back, is no change)."""
+    return rules.trigger_of(before) != rules.trigger_of(after)
+
+
 def _next_fire(row: JobSchedule) -> float | None:
     if not row.is_enabled:
         return None
@@ -105,7 +111,9 @@ def create_or_update(
         row = JobSchedule(workspace_id=ws.id, name=name, created_by=caller.name, created_at=now)
         session.add(row)
         row.fired_through = now
-    elif row.spec.get("trigger") != document["trigger"] or (spec.is_enabled and not row.is_enabled):
+    elif _trigger_changed(row.spec["trigger"], document["trigger"]) or (
+        spec.is_enabled and not row.is_enabled
+    ):
         row.fired_through = now
     row.spec = document
     row.is_enabled = spec.is_enabled
