@@ -35,6 +35,7 @@ from cloudlet.control.dispatch_batcher import DispatchBatcher
 from cloudlet.control.event_retention import EventRetentionLoop
 from cloudlet.control.instance_watch import InstanceWatch
 from cloudlet.control.instances import InstanceDriver
+from cloudlet.control.job_schedules import JobScheduleLoop
 from cloudlet.control.notifications import NotificationLoop
 from cloudlet.control.online_inflight import InFlightBoard, board_path
 from cloudlet.control.parent_jobs import ParentJobLoop
@@ -228,6 +229,17 @@ def build_state(
         # may reach any worker: control/replica_board_shared.py)
         nodes=NodeMaker(control, providers, installation_id, url) if worker == 0 else None,
     )
+    # Job schedules (az ml schedule): due fires make their jobs (control/job_schedules.py).
+    schedules = JobScheduleLoop(
+        control,
+        replica.id,
+        data,
+        notifier,
+        url,
+        clusters.wake.set,
+        poll_s=float(os.environ.get("CLOUDLET_SCHEDULE_PASS_S") or 1.0),
+        lease_ttl_s=lease_ttl,
+    )
     # Job notifications: the outbox's sender, under its own lease (control/notifications.py).
     notifications = NotificationLoop(
         control, replica.id, lambda: public.value or url.value, lease_ttl_s=lease_ttl
@@ -279,7 +291,15 @@ def build_state(
         data=data,
         url=url,
         notifier=notifier,
-        loops=(reconciler, clusters, instance_watch, parents, EventRetentionLoop(control), notifications),
+        loops=(
+            reconciler,
+            clusters,
+            instance_watch,
+            parents,
+            EventRetentionLoop(control),
+            notifications,
+            schedules,
+        ),
         batcher=batcher,
         agents=agents,
         online=online,

@@ -25,6 +25,7 @@ ARM = "/subscriptions/{sub}/resourceGroups/default" + PROVIDER + "/workspaces/de
 MLFLOW = "/mlflow/v1.0" + ARM + "/api/2.0"
 DOOMED, DOOMED_ARM = "fuzz-doomed", "fuzz-doomed-arm"  # what DELETE removes (one each API)
 CODE, DEPLOYMENT = "fuzz-code", "fuzz-dpl"
+SCHEDULE = "fuzz-schedule"
 DATASTORE = "workspaceblobstore"
 SCORE = b"def init():\n    pass\n\n\ndef run(raw_data):\n    return raw_data\n"
 ARTIFACT = "fuzz.txt"
@@ -111,3 +112,17 @@ def teams(api: httpx.Client) -> dict[str, str]:
     for name in (TEAM, DOOMED):
         _ok(api.put(f"/api/v1/teams/{name}", json={"shares": [{"location": "local", "share": 1}]}), 201)
     return {"team": TEAM}
+
+
+def schedules(srv: RunningServer, api: httpx.Client, cluster: str) -> dict[str, str]:
+    """A job schedule for the operations that name one (disabled: it never fires during the run),
+    and one for each API's DELETE to remove."""
+    job = {"type": "command", "command": "true", "compute": f"azureml:{cluster}"}
+    for name in (SCHEDULE, DOOMED, DOOMED_ARM):
+        body = {
+            "trigger": {"type": "cron", "expression": "0 3 * * *"},
+            "create_job": job,
+            "is_enabled": False,
+        }
+        _ok(api.put(f"{srv.ws_path}/schedules/{name}", json=body), 201)
+    return {"schedule": SCHEDULE}

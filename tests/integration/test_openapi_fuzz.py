@@ -92,6 +92,7 @@ NOT_POSITIVE: dict[tuple[str, str], str] = {
     ("POST", r"^/api/v1/principals/\{name\}/keys"): "expires_on in the future; it or expires_in_days",
     ("PUT", r"^/api/v1/teams/\{team\}$"): "members must be users in no other team; a share's pool must exist",
     ("POST", r"^/api/v1/studio/signin-links$"): "next must be a studio page's path: no '..' or '//'",
+    ("PUT", r"/schedules/\{name\}$"): "create_job must be a job that validates; a trigger's fields relate",
 }
 
 
@@ -145,6 +146,7 @@ def resources(srv: RunningServer, owner_key: str) -> dict[str, str]:
         found |= fuzz_resources.code_and_deployments(srv, api, CLUSTER, MODEL, ONLINE, BATCH)
         found |= fuzz_resources.access(srv, api, FUZZER)
         found |= fuzz_resources.teams(api)
+        found |= fuzz_resources.schedules(srv, api, CLUSTER)
     return found
 
 
@@ -272,6 +274,7 @@ def _named(found: dict[str, str]) -> dict[str, dict[str, str]]:
         r"/roleAssignments/\{principal\}$": {"path.principal": found["principal"]},
         r"^/api/v1/locations/\{name\}$": {"path.name": "local"},
         r"^/api/v1/teams/\{team\}$": {"path.team": found["team"]},
+        r"/schedules/\{name\}": {"path.name": found["schedule"]},
         r"/mlflow-artifacts/artifacts/\{path\}$": {"path.path": found["artifact"]},
         r"/mlflow/logged-models/\{model_id\}": {"path.model_id": found["model_id"], "path.tag_key": TAG},
         r"/mlflow/experiments/get$": {"query.experiment_id": found["experiment_id"]},
@@ -288,6 +291,8 @@ def _doomed(found: dict[str, str]) -> dict[str, dict[str, str]]:
         r"/locks/\{lock\}$": {"path.lock": DOOMED, "path.name": CLUSTER},  # made just before: fuzz_hooks
         r"/roleAssignments/\{principal\}$": {"path.principal": DOOMED},
         r"^/api/v1/teams/\{team\}$": {"path.team": DOOMED},
+        r"^/api/.*/schedules/\{name\}$": {"path.name": DOOMED},
+        r"^/subscriptions/.*/schedules/\{name\}$": {"path.name": DOOMED_ARM},
         r"^/api/.*/onlineEndpoints/\{name\}/deployments/": {"path.name": ONLINE, **deployment},
         r"/onlineEndpoints/\{endpoint\}/deployments/": {
             "path.endpoint": ONLINE,

@@ -23,7 +23,6 @@ NOT_SERVED: dict[str, str] = {
     "job update": "a job's tags and display name cannot change after submission here",
     "model package": "model packages are images built by Azure's build service",
     "model share": "registries live in Azure",
-    "schedule create": "schedules are not built yet",
     "workspace update": "workspaces are changed by an administrator (workspace create)",
 }
 NOT_YET: dict[str, set[str]] = {}

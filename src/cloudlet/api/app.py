@@ -33,6 +33,7 @@ from cloudlet.api import (
     routes_jobs,
     routes_metrics,
     routes_online,
+    routes_schedules,
     routes_studio,
     routes_teams,
 )
@@ -47,6 +48,7 @@ from cloudlet.api.arm import history as arm_history
 from cloudlet.api.arm import jobs as arm_jobs
 from cloudlet.api.arm import metadata as arm_metadata
 from cloudlet.api.arm import online_endpoints as arm_online
+from cloudlet.api.arm import schedules as arm_schedules
 from cloudlet.api.arm import workspaces as arm_workspaces
 from cloudlet.api.deps import AppState
 from cloudlet.api.mlflow import artifacts as mlflow_artifacts
@@ -125,6 +127,8 @@ def create_app(state: AppState) -> FastAPI:
         arm_components.router,  # ARM components (issue 13)
         routes_batch_endpoints.router,  # batch endpoints (issue 14)
         arm_batch_endpoints.router,
+        routes_schedules.router,  # job schedules (az ml schedule)
+        arm_schedules.router,
         blob_service.router,  # /blob/{account}/{container}/… (SAS-signed only)
         # The Azure ML (ARM) facade: paths outside /api/v1 (api/arm/).
         arm_metadata.router,

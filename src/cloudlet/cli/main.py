@@ -204,6 +204,9 @@ def _register() -> None:
     from cloudlet.cli import teams
 
     teams.register(app)  # team create|update|show|list|delete (issue 31)
+    from cloudlet.cli import schedules
+
+    schedules.register(app)  # schedule create|update|show|list|enable|disable|delete
 
 
 _register()

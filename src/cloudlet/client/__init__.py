@@ -92,6 +92,7 @@ from cloudlet.client.operations import (
     WorkspaceOperations,
     _Scope,
 )
+from cloudlet.client.schedules import ScheduleOperations
 
 
 class AccessToken(NamedTuple):
@@ -179,6 +180,7 @@ class MLClient:
         self.online_deployments = OnlineDeploymentOperations(self._rest, scope)
         self.batch_endpoints = BatchEndpointOperations(self._rest, scope)
         self.batch_deployments = BatchDeploymentOperations(self._rest, scope)
+        self.schedules = ScheduleOperations(self._rest, scope)
 
     @classmethod
     def from_config(cls, credential: Any = None, path: str | Path | None = None, **kwargs: Any) -> MLClient:

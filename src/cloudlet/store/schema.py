@@ -876,3 +876,30 @@ class TeamShare(Base):
 
 # The scheduler's question each pass: the shares of one pool.
 Index("ix_team_shares_pool", TeamShare.pool_kind, TeamShare.workspace_id, TeamShare.pool_name)
+
+
+class JobSchedule(Base):
+    """A job schedule (``az ml schedule``; ``domain/jobs/job_schedule.py``): its document (trigger
+    and a full ``create_job`` job document) and what the schedule loop keeps to fire it once per
+    fire time (``control/job_schedules.py``)."""
+
+    __tablename__ = "job_schedules"
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column()  # the schedule document, is_enabled aside
+    is_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    # Fire times after this instant are due (epoch seconds): creation, the last fire acted on, the
+    # last enable or trigger change; a fire is recorded here in the transaction that makes its job.
+    fired_through: Mapped[float] = mapped_column(Float)
+    # The next fire time (NULL: disabled or ended), indexed so the loop reads only due schedules.
+    next_fire_at: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
+    last_fired_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_job_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # The last fire that could not make its job (bad compute, quota…), with when; cleared by a good one.
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    last_error_at: Mapped[float | None] = mapped_column(Float, nullable=True)

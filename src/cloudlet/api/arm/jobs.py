@@ -94,10 +94,10 @@ def _document(state: AppState, ref: WorkspaceRef, caller: Caller, body: Any, nam
             workspace = workspaces.resolve(session, ref, caller, Access.WRITE)
             return code_reference(session, workspace, code_id)
 
-        return _from_arm(body, name, arm_jobs.Refs(code=code))
+        return job_document_from_arm(body, name, arm_jobs.Refs(code=code))
 
 
-def _from_arm(body: Any, name: str, refs: arm_jobs.Refs) -> dict[str, Any]:
+def job_document_from_arm(body: Any, name: str, refs: arm_jobs.Refs) -> dict[str, Any]:
     """The document for a command, pipeline or sweep body (``jobType``)."""
     kind = arm_pipeline_jobs.job_type(body)
     if kind == arm_pipeline_jobs.PIPELINE:
@@ -141,7 +141,7 @@ async def create_job(
     if arm_pipeline_jobs.job_type(body) == arm_pipeline_jobs.PIPELINE:
         check_azureml_token(request.headers.get("x-azureml-token"), caller, state.token_secret)
     if _code_id(body) is None:  # nothing to look up: pure, on the event loop (no thread-pool hop)
-        doc = _from_arm(body, name, arm_jobs.Refs(code=_no_store))
+        doc = job_document_from_arm(body, name, arm_jobs.Refs(code=_no_store))
     else:
         doc = await run_in_threadpool(_document, state, ref, caller, body, name)
     prepared = job_service.prepare(doc, name)

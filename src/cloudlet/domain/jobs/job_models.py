@@ -251,6 +251,9 @@ class CommandJobSpec(_Strict):
     experiment_name: str | None = None
     description: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    # Azure's job properties (set once, read-only after): e.g. azureml.scheduleName on a job a
+    # schedule made (services/jobs/schedules.py).
+    properties: dict[str, str] | None = None
     command: str = Field(json_schema_extra={"pattern": r"\S"})  # not only white space
     code: str | None = None
     environment: str | InlineEnvironment | None = None

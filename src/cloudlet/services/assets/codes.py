@@ -17,7 +17,7 @@ import tarfile
 import uuid
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -36,6 +36,9 @@ from cloudlet.store.schema import CodeAsset, CodeVersion, Workspace
 HASH_VERSION = "202208"  # azure-ai-ml's content hash (azure.ai.ml._utils._asset_utils.get_content_hash)
 PENDING_UPLOAD_FOLDER = "LocalUpload"
 _CODE_ID = re.compile(r"/codes/([^/]+)/versions/([^/]+)/?$")
+# The version of a code id that names a bare snapshot by its digest (``code_id_for``).
+SNAPSHOT_VERSION = "snapshot"
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _DATASTORE_URI = re.compile(r"^azureml://datastores/([^/]+)/paths/(.*)$")
 URI_FIELD = "properties.codeUri"
 HASH_FIELD = "properties.properties.hash_sha256"
@@ -59,6 +62,33 @@ def by_hash(session: Session, workspace: Workspace, hash_sha256: str) -> list[Co
             .where(CodeVersion.workspace_id == workspace.id, CodeVersion.hash_sha256 == hash_sha256)
             .order_by(CodeVersion.id)
         )
+    )
+
+
+def code_id_for(session: Session, workspace: Workspace, arm_workspace_id: str, code: str) -> str | None:
+    """The ARM ``codeId`` of a job document's ``code`` (``codes/<digest>``), the reverse of
+    ``snapshot_for``: its code version's (``…/codes/{name}/versions/{v}``), or for a snapshot no
+    version holds (code the CLI uploaded) ``…/codes/{digest}/versions/snapshot``, so what the SDK
+    reads it can send back (a schedule's job, ``api/arm/schedules.py``). None when it names none."""
+    if not code.startswith("codes/"):
+        return None
+    digest = code.removeprefix("codes/")
+    query = (
+        select(CodeVersion)
+        .where(CodeVersion.workspace_id == workspace.id, CodeVersion.snapshot == digest)
+        .order_by(CodeVersion.id)
+    )
+    row = session.scalars(query.limit(1)).first()
+    if row is not None:
+        return f"{arm_workspace_id}/codes/{quote(row.name, safe='')}/versions/{quote(row.version, safe='')}"
+    if _snapshot_row(session, workspace, digest) is None:
+        return None
+    return f"{arm_workspace_id}/codes/{digest}/versions/{SNAPSHOT_VERSION}"
+
+
+def _snapshot_row(session: Session, workspace: Workspace, digest: str) -> CodeAsset | None:
+    return session.scalar(
+        select(CodeAsset).where(CodeAsset.workspace_id == workspace.id, CodeAsset.hash == digest)
     )
 
 
@@ -321,7 +351,11 @@ def snapshot_for(session: Session, workspace: Workspace, code_id: str) -> str:
     """The job document's ``code`` (``codes/<digest>``) for an ARM ``codeId``
     (``…/codes/{name}/versions/{v}``): the bridge the ARM jobs routes use."""
     found = _CODE_ID.search(code_id)
-    row = _find(session, workspace, unquote(found.group(1)), unquote(found.group(2))) if found else None
+    name, version = (unquote(found.group(1)), unquote(found.group(2))) if found else ("", "")
+    row = _find(session, workspace, name, version) if found else None
+    bare = row is None and version == SNAPSHOT_VERSION and _DIGEST.fullmatch(name)
+    if bare and _snapshot_row(session, workspace, name) is not None:  # a bare snapshot (code_id_for)
+        return f"codes/{name}"
     if row is None:
         raise CloudletError(
             "ValidationError",

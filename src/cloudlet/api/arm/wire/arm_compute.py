@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cloudlet.api.arm.wire.arm_schedules import trigger_from_arm
 from cloudlet.domain.compute import compute_types
 from cloudlet.domain.compute.compute_spec import seconds_to_iso
 from cloudlet.domain.compute.compute_types import ComputeType
@@ -280,24 +281,9 @@ def _schedules_from_arm(inner: dict[str, Any], doc: dict[str, Any]) -> None:
     for i, item in enumerate(items):
         item = as_object(item, f"{target}[{i}]")
         kind = str(item.get("triggerType") or ("Cron" if item.get("cron") else "Recurrence")).lower()
-        if kind == "cron":
-            cron = as_object(item.get("cron"), f"{target}[{i}].cron")
-            trigger: dict[str, Any] = {"type": "cron", "expression": cron.get("expression")}
-            source = cron
-        else:
-            recurrence = as_object(item.get("recurrence"), f"{target}[{i}].recurrence")
-            trigger = {"type": "recurrence", "interval": recurrence.get("interval")}
-            if recurrence.get("frequency"):
-                trigger["frequency"] = str(recurrence["frequency"]).lower()
-            pattern = as_object(recurrence.get("schedule"), f"{target}[{i}].recurrence.schedule")
-            if pattern:
-                trigger["schedule"] = {
-                    {"weekDays": "week_days", "monthDays": "month_days"}.get(k, k): v
-                    for k, v in pattern.items()
-                }
-            source = recurrence
-        _set(trigger, "start_time", source.get("startTime"))
-        _set(trigger, "time_zone", source.get("timeZone"))
+        kind = "cron" if kind == "cron" else "recurrence"
+        source = as_object(item.get(kind), f"{target}[{i}].{kind}")
+        trigger = trigger_from_arm(kind, source, f"{target}[{i}].{kind}")  # job schedules' fields
         entry = {"action": str(item.get("action", "")).lower(), "trigger": trigger}
         if item.get("status"):
             entry["state"] = str(item["status"]).lower()

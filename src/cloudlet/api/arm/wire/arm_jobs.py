@@ -321,7 +321,7 @@ def to_arm(view: Mapping[str, Any], workspace_id: str, code_id: str | None = Non
         "experimentName": view.get("experiment_name") or "Default",
         "description": view.get("description"),
         "tags": dict(view.get("tags") or {}),
-        "properties": {},
+        "properties": {str(k): str(v) for k, v in (view.get("properties") or {}).items()},
         "environmentVariables": dict(view.get("environment_variables") or {}),
         "status": view.get("status"),
         "isArchived": False,
