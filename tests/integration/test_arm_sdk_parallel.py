@@ -83,6 +83,10 @@ done = ml_client.jobs.get(pipeline_job.name)
 node = done.jobs["file_batch_score"]
 out("done", status=str(done.status), steps=sorted(done.jobs), node_type=node.type,
     entry_script=node.task.entry_script, mini_batch_size=node.mini_batch_size)
+version = str(node.component).rstrip("/").split("/")[-1].split(":")[-1]
+component = ml_client.components.get("azureml_anonymous", version)
+out("component", type=component.type, entry_script=component.task.entry_script,
+    mini_batch_size=component.mini_batch_size, code=str(component.code))
 ml_client.jobs.download(pipeline_job.name, download_path="./dl", output_name="pipeline_job_out_file")
 out("rows", text=[p.read_text() for p in pathlib.Path("dl").rglob("*") if p.is_file()])
 """
@@ -108,6 +112,12 @@ def test_a_parallel_run_function_node_runs_as_written(srv: RunningServer, tmp_pa
     assert done["status"].upper().endswith("COMPLETED"), done
     assert done["steps"] == ["file_batch_score"], done  # the node is named by its function
     assert (done["node_type"], done["entry_script"]) == ("parallel", "file_batch_inference.py"), done
+    # The parallel component the SDK registered for the node, read back as one.
+    component = steps["component"]
+    assert (component["type"], component["entry_script"]) == ("parallel", "file_batch_inference.py"), (
+        component
+    )
+    assert component["mini_batch_size"] == 2 and "/codes/" in component["code"], component
     [text] = steps["rows"]["text"]
     # A row per file, run() given mini-batches of two, init() its program arguments.
     assert sorted(text.split()) == [f"{c}.txt,{w}-ok" for c, w in zip("abcde", BATCH_WORDS, strict=True)], (
