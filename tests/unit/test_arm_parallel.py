@@ -185,3 +185,14 @@ def test_the_parallel_component_is_checked_as_the_step_it_describes() -> None:
 def test_a_uri_file_output_with_no_path_is_a_file_not_a_folder() -> None:
     assert default_output_path("d", "j", "rows", "uri_file") == "azureml://datastores/d/paths/azureml/j/rows"
     assert default_output_path("d", "j", "model") == "azureml://datastores/d/paths/azureml/j/model/"
+
+
+def test_an_mltable_parallel_component_is_refused_naming_its_input_type() -> None:
+    """The iris sample's shape (tabular mini-batches): not built, refused when the SDK registers it."""
+    tabular = copy.deepcopy(COMPONENT)
+    tabular["inputs"]["job_data_path"] = {"type": "mltable"}
+    tabular["mini_batch_size"] = "10kb"
+    with pytest.raises(CloudletError) as caught:
+        pipeline_parallel.registered_component(tabular, None, "0f3a")
+    assert caught.value.target == "inputs.job_data_path.type", caught.value
+    assert "mltable" in caught.value.message
