@@ -83,11 +83,9 @@ ARM_BODY = json_body(
 
 
 def _view(ctx: Context, ref: WorkspaceRef, workspace: Workspace, asset: Asset) -> dict[str, Any]:
-    code = asset.spec.get("code")
+    code = component_service.code_of(asset.spec)
     code_id = (
-        component_service.code_version_id(ctx.session, workspace, ref, code)
-        if isinstance(code, str)
-        else None
+        component_service.code_version_id(ctx.session, workspace, ref, code) if code is not None else None
     )
     return arm_components.version_view(ref.arm_id, _row(asset), code_id)
 

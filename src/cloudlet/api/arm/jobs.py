@@ -15,8 +15,8 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from cloudlet.api.arm import WS, ArmWorkspace, https_base
-from cloudlet.api.arm.wire import arm_batch, arm_jobs, arm_pipeline_jobs
+from cloudlet.api.arm import WS, ArmWorkspace, arm_errors, https_base
+from cloudlet.api.arm.wire import arm_batch, arm_jobs, arm_parallel, arm_pipeline_jobs
 from cloudlet.api.deps import AML_RESOURCE_ID, AppState, Context, app_state, context, json_response
 from cloudlet.api.openapi import json_body
 from cloudlet.api.routing import UserRoute
@@ -101,7 +101,7 @@ def job_document_from_arm(body: Any, name: str, refs: arm_jobs.Refs) -> dict[str
     """The document for a command, pipeline or sweep body (``jobType``)."""
     kind = arm_pipeline_jobs.job_type(body)
     if kind == arm_pipeline_jobs.PIPELINE:
-        return arm_pipeline_jobs.pipeline_from_arm(body, name)
+        return arm_pipeline_jobs.pipeline_from_arm(body, name, refs)
     if kind == arm_pipeline_jobs.SWEEP:
         return arm_pipeline_jobs.sweep_from_arm(body, name, refs)
     return arm_jobs.from_arm(body, name, refs)
@@ -140,12 +140,14 @@ async def create_job(
     caller: Caller = request.state.caller  # authenticated before the body was read
     if arm_pipeline_jobs.job_type(body) == arm_pipeline_jobs.PIPELINE:
         check_azureml_token(request.headers.get("x-azureml-token"), caller, state.token_secret)
-    if _code_id(body) is None:  # nothing to look up: pure, on the event loop (no thread-pool hop)
+    if _code_id(body) is None and not arm_parallel.has_task_code(body):
+        # nothing to look up: pure, on the event loop (no thread-pool hop)
         doc = job_document_from_arm(body, name, arm_jobs.Refs(code=_no_store))
     else:
         doc = await run_in_threadpool(_document, state, ref, caller, body, name)
-    prepared = job_service.prepare(doc, name)
-    job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
+    with arm_errors(arm_pipeline_jobs.arm_target):  # a step's field as the body names it
+        prepared = job_service.prepare(doc, name)
+        job = await state.batcher.apply(job_service.submission(ref, name, prepared, caller, state.data))
     view = native_jobs.render(job, ref, [], https_base(request, state), state.endpoint)
     return json_response(to_arm(view, ref.arm_id, _code_id(body)), 201)
 

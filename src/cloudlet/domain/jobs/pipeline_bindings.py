@@ -11,7 +11,8 @@ A step's inputs and outputs may be bound, as in Azure ML's CLI v2 pipeline YAML:
 An output path may hold ``${{name}}`` (the step's job name), ``${{output_name}}`` (the output's
 name) and ``${{default_datastore}}`` (``settings.default_datastore``). An output without a path gets
 ``azureml://datastores/<default_datastore>/paths/azureml/<step's job name>/<output name>/``, the
-folder a command job's output has always had on cloudlet.
+folder a command job's output has always had on cloudlet (a ``uri_file`` output: that path without
+the last '/', the file itself, which ``jobs.download`` of a pipeline output then finds).
 
 An inline step's output ``artifacts`` declared without a path (``outputs: {artifacts: }``, Azure's
 ``hello-pipeline-default-artifacts``) is the step's default artifacts, as on Azure ML: the run's
@@ -133,8 +134,11 @@ def child_job_name(parent: str, key: str) -> str:
     return name
 
 
-def default_output_path(datastore: str, job: str, output: str) -> str:
-    return f"azureml://datastores/{datastore}/paths/azureml/{job}/{output}/"
+def default_output_path(datastore: str, job: str, output: str, kind: Any = "uri_folder") -> str:
+    """Where an output with no path of its own goes: a folder, or for a ``uri_file`` output the
+    file itself (no trailing '/': ``jobs.download`` lists a '/'-ended path as a folder's prefix)."""
+    path = f"azureml://datastores/{datastore}/paths/azureml/{job}/{output}"
+    return path if str(kind).lower() == "uri_file" else f"{path}/"
 
 
 def is_default_artifacts(name: str, value: Any) -> bool:
@@ -225,7 +229,7 @@ def resolve_output(
     given["path"] = (
         fill_path(str(path), job, output, datastore, f"{target}.path")
         if path
-        else default_output_path(datastore, job, output)
+        else default_output_path(datastore, job, output, given.get("type"))
     )
     if "mode" in given:
         given["mode"] = OUTPUT_MODES.get(str(given["mode"]), given["mode"])

@@ -577,8 +577,12 @@ PIPELINE = PipelineKind()
 
 
 def parse_asset(kind: AssetKind, doc: Any, name: str | None = None, version: str | None = None) -> AssetSpec:
-    """``domain.assets.assets.parse_asset``, and a ``type: pipeline`` component (which builds on it) too."""
+    """``domain.assets.assets.parse_asset``, and ``type: pipeline`` and ``type: parallel`` components
+    (which build on it) too."""
     if kind == "component" and isinstance(doc, dict) and str(doc.get("type", "")).lower() == "pipeline":
         named, wanted, stored = registered_pipeline_component(doc, name, version)
+        return AssetSpec(kind, named, wanted, stored)
+    if kind == "component" and isinstance(doc, dict) and str(doc.get("type", "")).lower() == "parallel":
+        named, wanted, stored = pipeline_parallel.registered_component(doc, name, version)
         return AssetSpec(kind, named, wanted, stored)
     return assets.parse_asset(kind, doc, name, version)

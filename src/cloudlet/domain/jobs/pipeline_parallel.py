@@ -9,16 +9,22 @@ scoring job does: the step becomes a command job running cloudlet's batch driver
 returns go to ``append_row_to`` (a file output: that file; a folder output: its
 ``parallel_run_step.txt``); ``program_arguments`` are the entry script's command line
 (``sys.argv`` in ``init()``).
+
+The same fields make a parallel *component* (``registered_component``): what azure-ai-ml's
+``parallel_run_function`` registers (anonymously) before it submits the pipeline whose node runs it;
+the node itself carries every field again, so a pipeline step never needs the component resolved.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from typing import Any
 
+from cloudlet.domain.assets.components import NAME_PATTERN, NAME_RULE
 from cloudlet.domain.endpoints.batch_endpoints import DRIVER_FILE
-from cloudlet.domain.errors import validation_error
+from cloudlet.domain.errors import CloudletError, document_for, validation_error
 from cloudlet.domain.jobs.job_spec import normalise_compute
 
 STEP_FIELDS = frozenset(
@@ -40,6 +46,7 @@ STEP_FIELDS = frozenset(
         "max_concurrency_per_instance",
         "environment_variables",
         "task",
+        "component_id",  # the SDK's record of the parallel component the node was built from
     }
 )
 TASK_FIELDS = frozenset({"type", "code", "entry_script", "environment", "program_arguments", "append_row_to"})
@@ -48,6 +55,8 @@ ROW_FILE = "parallel_run_step.txt"  # Azure's file for append_row when the outpu
 _INPUT_REF = re.compile(r"^\$\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
 _OUTPUT_REF = re.compile(r"^\$\{\{\s*outputs\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
 _SCRIPT = re.compile(r"^[A-Za-z0-9_./-]+\.py$")
+# A parallel component's own fields, beside a parallel step's (its compute is the step's).
+_COMPONENT_ONLY = ("name", "version", "$schema", "is_deterministic", "properties")
 
 
 def parse_step(step: dict[str, Any], where: str) -> dict[str, Any]:
@@ -88,6 +97,12 @@ def parse_step(step: dict[str, Any], where: str) -> dict[str, Any]:
             f"{where}.logging_level", f"logging_level is one of {', '.join(LOGGING_LEVELS)}"
         )
     out["logging_level"] = level
+    if step.get("component_id") is not None and not isinstance(step["component_id"], str):
+        raise validation_error(
+            f"{where}.component_id",
+            "a parallel step runs its own task: 'component_id' is only the id of the component it "
+            "was built from (a string)",
+        )
     resources = step.get("resources")
     if resources is not None and not isinstance(resources, dict):
         raise validation_error(f"{where}.resources", "'resources' must be a mapping (instance_count)")
@@ -214,3 +229,33 @@ def command_job(step: dict[str, Any]) -> dict[str, Any]:
     # One node runs the mini-batches, as a batch deployment's scoring job does.
     out["resources"] = {"instance_count": 1}
     return out
+
+
+def registered_component(
+    doc: Any, name: str | None, version: str | None
+) -> tuple[str, str | None, dict[str, Any]]:
+    """A ``type: parallel`` component to register: its name, version and stored form (checked as
+    the parallel step it describes, its inputs and outputs declared)."""
+    doc = document_for(doc, name, "component")
+    given = doc.get("version")
+    if version is not None and given is not None and str(given) != version:
+        raise validation_error(
+            "version", f"the body says version '{given}' but the request is for '{version}'; make them match"
+        )
+    wanted = version if version is not None else (str(given) if given is not None else None)
+    named = doc.get("name")
+    if not isinstance(named, str) or not NAME_PATTERN.fullmatch(named):
+        raise validation_error("name", f"a component needs a name to be registered: {NAME_RULE}")
+    if doc.get("compute") is not None:
+        raise validation_error(
+            "compute", "a component does not choose its compute; set it on the pipeline step that runs it"
+        )
+    body = {k: v for k, v in doc.items() if k not in _COMPONENT_ONLY}
+    try:
+        stored = parse_step(body, "")
+    except CloudletError as exc:
+        raise dataclasses.replace(exc, target=(exc.target or "").lstrip(".") or None) from None
+    for key in ("is_deterministic", "properties"):
+        if doc.get(key) is not None:
+            stored[key] = doc[key]
+    return named, wanted, stored

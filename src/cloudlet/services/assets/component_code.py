@@ -6,6 +6,7 @@ Both the asset service (registering a component version) and ``services/assets/c
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -24,7 +25,14 @@ _CODE_REF = re.compile(r"^azureml:(?P<name>[^:/@]+):(?P<version>[^:/@]+)$")
 def checked_code(session: Session, workspace: Workspace, doc: dict[str, Any]) -> dict[str, Any]:
     """DOC (a component to register) with its ``code`` as the snapshot it runs (``codes/<sha256>``):
     an uploaded snapshot, a code version (its ARM id or ``azureml:name:version``). A local folder
-    is refused: the CLI and client upload it first."""
+    is refused: the CLI and client upload it first. A parallel component's code is its ``task``'s."""
+    task = doc.get("task")
+    if str(doc.get("type", "")).lower() == "parallel" and isinstance(task, dict):
+        try:
+            checked = checked_code(session, workspace, {"code": task.get("code")})
+        except CloudletError as exc:
+            raise dataclasses.replace(exc, target="task.code") from None
+        return {**doc, "task": {**task, "code": checked["code"]}}
     if doc.get("additional_includes"):
         raise validation_error(
             "additional_includes",

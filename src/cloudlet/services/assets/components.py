@@ -154,6 +154,13 @@ def with_local_paths(spec: ComponentSpec, folder: Path) -> ComponentSpec:
     return spec.model_copy(update=update) if update else spec
 
 
+def code_of(spec: dict[str, Any]) -> str | None:
+    """The code snapshot a stored component runs (a parallel component's: its task's)."""
+    task = spec.get("task")
+    code = task.get("code") if isinstance(task, dict) else spec.get("code")
+    return code if isinstance(code, str) else None
+
+
 def code_version_id(session: Session, workspace: Workspace, ref: WorkspaceRef, code: str) -> str | None:
     """The ARM id of a code version whose snapshot is CODE (``codes/<sha256>``), for the SDK (which
     reads a component's code as an ARM id); None when no code version has that snapshot."""
@@ -221,7 +228,7 @@ def put_version(
     asset = result.asset
     if archived is not None and archived != asset.archived:
         asset_service.set_archived(session, ref, workspace, KIND, name, version, archived, caller)
-    code = asset.spec.get("code")
-    code_id = code_version_id(session, workspace, ref, code) if isinstance(code, str) else None
+    code = code_of(asset.spec)
+    code_id = code_version_id(session, workspace, ref, code) if code is not None else None
     session.commit()
     return result, code_id

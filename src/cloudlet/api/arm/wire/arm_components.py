@@ -15,6 +15,8 @@ validates). Pure: the rules stay in ``domain/assets/components.py``. Recorded bo
 - a pipeline component's spec (``type: pipeline``, what the SDK registers for a ``@dsl.pipeline``
   used inside another) has its ``jobs`` in the REST shape of a pipeline job's steps: they become
   the document's (``arm_pipeline_jobs.pipeline_component_jobs``);
+- a parallel component's spec (``type: parallel``, what ``parallel_run_function`` registers) keeps
+  its fields as they are; its code is its ``task``'s;
 - ``arm_target``: a native error's field target as the ARM body names it.
 """
 
@@ -24,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cloudlet.api.arm.wire import arm_parallel
 from cloudlet.api.arm.wire.arm_assets import PROVIDER_TYPE, VersionRow, _system
 from cloudlet.api.arm.wire.arm_pipeline_jobs import pipeline_component_jobs, pipeline_component_jobs_to_arm
 from cloudlet.domain.assets.components import ANONYMOUS_NAME
@@ -113,10 +116,14 @@ def version_view(workspace_id: str, row: VersionRow, code_id: str | None) -> dic
     doc = dict(row.spec)
     spec: dict[str, Any] = {"name": row.name, "version": row.version, **doc}
     spec.setdefault("type", "command")
-    if code_id is not None:
+    if code_id is not None and isinstance(spec.get("task"), Mapping):  # a parallel component's
+        spec["task"] = {**spec["task"], "code": f"azureml:{code_id}"}
+    elif code_id is not None:
         spec["code"] = f"azureml:{code_id}"
     spec["inputs"] = {k: _literal_strings(v) for k, v in (doc.get("inputs") or {}).items()}
     spec["outputs"] = dict(doc.get("outputs") or {})
+    if spec["type"] == "parallel":
+        spec = arm_parallel.component_spec(spec)
     if spec["type"] == "pipeline":  # its steps as the SDK sends (and reads) them
         spec["jobs"] = pipeline_component_jobs_to_arm(doc.get("jobs") or {}, workspace_id)
     props: dict[str, Any] = {

@@ -20,10 +20,10 @@ lists it for ``jobs.list(parent_job_name=…)``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cloudlet.api.arm.wire import arm_jobs
+from cloudlet.api.arm.wire import arm_jobs, arm_parallel
 from cloudlet.domain.errors import validation_error
 from cloudlet.domain.jobs.inline_components import ANONYMOUS, inline_version
 
@@ -68,9 +68,10 @@ def job_type(body: Any) -> str | None:
 
 
 # -- ARM → document: pipelines ------------------------------------------------------------------
-def pipeline_from_arm(body: Any, name: str) -> dict[str, Any]:
+def pipeline_from_arm(body: Any, name: str, refs: arm_jobs.Refs | None = None) -> dict[str, Any]:
     """The pipeline document for an SDK ``jobType: Pipeline`` body (parsed later by
-    ``PIPELINE.parse``, after the service resolved the steps' components)."""
+    ``PIPELINE.parse``, after the service resolved the steps' components). REFS: how a parallel
+    node's task code (a code version's ARM id) is named in the store."""
     props = _object(body.get("properties") if isinstance(body, Mapping) else None, "properties")
     doc: dict[str, Any] = {"type": "pipeline", "name": name}
     _common(props, doc)
@@ -95,7 +96,8 @@ def pipeline_from_arm(body: Any, name: str) -> dict[str, Any]:
     if props.get("computeId"):
         doc["compute"] = _compute(str(props["computeId"]))
     jobs = _object(props.get("jobs"), "properties.jobs")
-    doc["jobs"] = {str(key): _step(str(key), step) for key, step in jobs.items()}
+    code = refs.code if refs is not None else None
+    doc["jobs"] = {str(key): _step(str(key), step, code=code) for key, step in jobs.items()}
     return doc
 
 
@@ -106,15 +108,20 @@ def pipeline_component_jobs(jobs: Any, where: str) -> dict[str, Any]:
     return {str(key): _step(str(key), step, f"{where}.{key}") for key, step in steps.items()}
 
 
-def _step(key: str, value: Any, where: str | None = None) -> dict[str, Any]:
+def _step(
+    key: str, value: Any, where: str | None = None, code: Callable[[str], str] | None = None
+) -> dict[str, Any]:
     where = where or f"properties.jobs.{key}"
     step = _object(value, where)
     kind = str(step.get("type") or "command").lower()
-    if kind not in ("command", "pipeline"):
+    if kind not in ("command", "pipeline", "parallel"):
         raise validation_error(
             f"{where}.type",
-            f"steps of type {kind!r} are not supported in pipelines yet; use command (or pipeline) steps",
+            f"steps of type {kind!r} are not supported in pipelines yet; use command, parallel or "
+            "pipeline steps",
         )
+    if kind == "parallel":  # parallel_run_function: the node carries its component's fields
+        return _bound(arm_parallel.step_from_arm(step, where, code), step, where)
     component = step.get("componentId") or step.get("component_id")
     if not component:
         raise validation_error(
@@ -124,13 +131,7 @@ def _step(key: str, value: Any, where: str | None = None) -> dict[str, Any]:
     for arm, field in _STEP_FIELDS.items():
         if step.get(arm) is not None and (kind == "command" or field in ("display_name", "description")):
             out[field] = step[arm]
-    compute = step.get("computeId") or step.get("compute_id") or step.get("compute")
-    if compute:
-        out["compute"] = _compute(str(compute))
-    inputs = _object(step.get("inputs") or {}, f"{where}.inputs")
-    out["inputs"] = {k: _step_input(v, f"{where}.inputs.{k}") for k, v in inputs.items()}
-    outputs = _object(step.get("outputs") or {}, f"{where}.outputs")
-    out["outputs"] = {k: _step_output(v, f"{where}.outputs.{k}") for k, v in outputs.items()}
+    out = _bound(out, step, where)
     if kind == "pipeline":  # a pipeline component: its steps have their own resources
         return out
     if step.get("resources"):
@@ -145,6 +146,18 @@ def _step(key: str, value: Any, where: str | None = None) -> dict[str, Any]:
     limits = step.get("limits")
     if isinstance(limits, Mapping) and limits.get("timeout"):
         out["limits"] = {"timeout": arm_jobs.iso_seconds(str(limits["timeout"]), f"{where}.limits.timeout")}
+    return out
+
+
+def _bound(out: dict[str, Any], step: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """OUT with the node's compute, inputs and outputs as the document binds them."""
+    compute = step.get("computeId") or step.get("compute_id") or step.get("compute")
+    if compute:
+        out["compute"] = _compute(str(compute))
+    inputs = _object(step.get("inputs") or {}, f"{where}.inputs")
+    out["inputs"] = {k: _step_input(v, f"{where}.inputs.{k}") for k, v in inputs.items()}
+    outputs = _object(step.get("outputs") or {}, f"{where}.outputs")
+    out["outputs"] = {k: _step_output(v, f"{where}.outputs.{k}") for k, v in outputs.items()}
     return out
 
 
@@ -325,7 +338,9 @@ def pipeline_component_jobs_to_arm(jobs: Mapping[str, Any], workspace_id: str) -
 def _arm_step(key: str, step: Mapping[str, Any], workspace_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {"name": key, "type": "pipeline" if step.get("type") == "pipeline" else "command"}
     component = step.get("component")
-    if isinstance(component, Mapping) and component.get("name") and component.get("version"):
+    if step.get("type") == "parallel":
+        out.update(arm_parallel.step_to_arm(step, workspace_id))
+    elif isinstance(component, Mapping) and component.get("name") and component.get("version"):
         out["componentId"] = f"{workspace_id}/components/{component['name']}/versions/{component['version']}"
     elif isinstance(component, str) and component.startswith("azureml:") and "/" not in component:
         named = component.removeprefix("azureml:")  # azureml:name:version / azureml:name@label
@@ -516,6 +531,14 @@ def _snake_to_camel(item: Mapping[str, Any]) -> dict[str, Any]:
         return head + "".join(part.capitalize() for part in rest)
 
     return {camel(str(k)): v for k, v in item.items()}
+
+
+def arm_target(target: str | None) -> str | None:
+    """A pipeline document's step field (``jobs.score.task.entry_script``) as the SDK's body names
+    it (``properties.jobs.score.task.entry_script``); any other target as it is."""
+    if target is not None and target.startswith("jobs."):
+        return f"properties.{target}"
+    return target
 
 
 def _object(value: Any, field: str) -> Mapping[str, Any]:
