@@ -183,6 +183,18 @@ ROWS: list[Row] = [
     Row("GET", "{ws}/jobs/mx-job/monitoring", "read"),
     Row("GET", "{ws}/jobs/mx-job/deliveries", "read"),
     Row("GET", "{ws}/usage/idle", "read"),
+    # job schedules (az ml schedule): read by Readers, written by Contributors; the writes name a
+    # schedule that does not exist or send no trigger, so an allowed caller gets a 404 or a 400
+    Row("GET", "{ws}/schedules", "read"),
+    Row("GET", "{ws}/schedules/mx-no-schedule", "read"),
+    Row("PUT", "{ws}/schedules/mx-no-schedule", "write", {"json": {}}),
+    Row("DELETE", "{ws}/schedules/mx-no-schedule", "write"),
+    Row("POST", "{ws}/schedules/mx-no-schedule/enable", "write"),
+    Row("POST", "{ws}/schedules/mx-no-schedule/disable", "write"),
+    Row("GET", "{arm}/schedules", "read"),
+    Row("GET", "{arm}/schedules/mx-no-schedule", "read"),
+    Row("PUT", "{arm}/schedules/mx-no-schedule", "write", {"json": {"properties": {}}}),
+    Row("DELETE", "{arm}/schedules/mx-no-schedule", "write"),
     # azure-ai-ml's ARM facade and run history
     Row("PUT", "{arm}/jobs/mx-arm-job", "write", {"json": ARM_JOB}),
     Row("GET", "{arm}/jobs/mx-job", "read"),

@@ -121,13 +121,14 @@ def arm_put_schedule(
     body: dict[str, Any] = Body(include_in_schema=False),
     ctx: Context = Depends(context),
 ) -> Response:
+    # Who may write first: a caller without the role learns nothing from the body's checks.
+    workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.WRITE)
     with arm.arm_errors(_renamed):
         doc, definition = arm_schedules.schedule_from_arm(body, name)
         source = arm_schedules.source_job(definition)
         if source is not None:
             doc["create_job"] = source
         else:
-            workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.WRITE)
 
             def code(code_id: str) -> str:
                 return codes.snapshot_for(ctx.session, workspace, code_id)

@@ -99,8 +99,9 @@ def create_or_update(
 ) -> Written:
     """Write the schedule named NAME (create or replace), committed. A new or changed trigger, or a
     schedule enabled again, counts its fires from now: the past is not replayed."""
-    spec = rules.parse_schedule(body, name)
+    # Who may write first: a caller without the role learns nothing from the body's checks.
     ws = workspaces.resolve(session, ref, caller, Access.WRITE)
+    spec = rules.parse_schedule(body, name)
     now = clock.now()
     document = spec.document()
     document["create_job"] = _job_document(session, ws, spec, now)
