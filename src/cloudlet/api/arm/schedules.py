@@ -9,13 +9,13 @@ done at once); a DELETE answers 200 (204 when there was none), as the other faca
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Response
 
 from cloudlet.api import arm
 from cloudlet.api.arm import ArmWorkspace
-from cloudlet.api.arm.jobs import job_document_from_arm, to_arm
+from cloudlet.api.arm.jobs import code_reference, job_document_from_arm, to_arm
 from cloudlet.api.arm.wire import arm_jobs, arm_schedules
 from cloudlet.api.deps import Context, context, json_response
 from cloudlet.api.openapi import deleted, json_body, success
@@ -27,6 +27,9 @@ from cloudlet.services.access import workspaces
 from cloudlet.services.assets import codes
 from cloudlet.services.core.context import WorkspaceRef
 from cloudlet.services.jobs import schedules as service
+
+if TYPE_CHECKING:
+    from cloudlet.store.schema import Workspace
 
 router = APIRouter(tags=["arm"], route_class=UserRoute)
 SCHEDULE = arm.WS + "/schedules/{name}"
@@ -76,12 +79,11 @@ def _renamed(target: str | None) -> str | None:
     return target
 
 
-def _resource(ctx: Context, ref: WorkspaceRef, row: Any) -> dict[str, Any]:
+def _resource(ctx: Context, ref: WorkspaceRef, workspace: Workspace, row: Any) -> dict[str, Any]:
     view = service.render(row)
     job = view.get("create_job")
     definition: dict[str, Any] = {}
     if isinstance(job, dict):
-        workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ)
         code = job.get("code")
         code_id = (
             codes.code_id_for(ctx.session, workspace, ref.arm_id, code) if isinstance(code, str) else None
@@ -106,12 +108,15 @@ def arm_list_schedules(
 ) -> Response:
     view = arm_schedules.LIST_VIEWS[list_view_type.lower()]
     rows = service.list_schedules(ctx.session, ref, ctx.caller, view)
-    return json_response(arm.page(ctx.request, rows, lambda row: _resource(ctx, ref, row)))
+    workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ)  # once, not per row
+    return json_response(arm.page(ctx.request, rows, lambda row: _resource(ctx, ref, workspace, row)))
 
 
 @router.get(SCHEDULE)
 def arm_get_schedule(ref: ArmWorkspace, name: Name, ctx: Context = Depends(context)) -> Response:
-    return json_response(_resource(ctx, ref, service.get(ctx.session, ref, ctx.caller, name)))
+    row = service.get(ctx.session, ref, ctx.caller, name)
+    workspace = workspaces.resolve(ctx.session, ref, ctx.caller, Access.READ)
+    return json_response(_resource(ctx, ref, workspace, row))
 
 
 @router.put(SCHEDULE, status_code=200, responses=success(201, "Created"), openapi_extra=ARM_DOCUMENT)
@@ -131,13 +136,13 @@ def arm_put_schedule(
         else:
 
             def code(code_id: str) -> str:
-                return codes.snapshot_for(ctx.session, workspace, code_id)
+                return code_reference(ctx.session, workspace, code_id)
 
             job = job_document_from_arm({"properties": definition}, name, arm_jobs.Refs(code=code))
             job.pop("name", None)
             doc["create_job"] = job
         written = service.create_or_update(ctx.session, ref, ctx.caller, name, doc)
-    return json_response(_resource(ctx, ref, written.schedule), 201 if written.created else 200)
+    return json_response(_resource(ctx, ref, workspace, written.schedule), 201 if written.created else 200)
 
 
 @router.delete(SCHEDULE, **deleted(success(204, "No such schedule")))
